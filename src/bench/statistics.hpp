@@ -1,0 +1,33 @@
+// Statistics as pure functions over samples, apart from timing and reporting. A statistic
+// that one sample cannot define (stddev) is absent, never zero.
+#pragma once
+
+#include <optional>
+#include <span>
+#include <string>
+#include <vector>
+
+namespace parbench {
+
+struct Summary {
+    std::size_t count = 0;
+    double mean = 0.0;
+    double median = 0.0;
+    double min = 0.0;
+    double max = 0.0;
+    double p95 = 0.0;
+    std::optional<double> stddev;  // sample standard deviation (n-1); absent for one sample
+};
+
+// Linear interpolation between closest ranks (the "R-7" definition numpy uses by default).
+double percentile(std::span<const double> samples, double fraction);
+Summary summarize(std::span<const double> samples);
+
+// Samples whose modified z-score (0.6745 (x - median) / MAD, Iglewicz-Hoaglin) exceeds 3.5.
+std::size_t count_outliers(std::span<const double> samples);
+
+// Warnings, each with what to change, when the samples look untrustworthy: a wide spread,
+// many outliers, a first sample far slower than the rest.
+std::vector<std::string> sample_warnings(std::span<const double> samples);
+
+}  // namespace parbench

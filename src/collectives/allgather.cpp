@@ -1,0 +1,30 @@
+#include "collectives/units.hpp"
+
+namespace parbench {
+
+std::size_t Allgather::count_multiple(int nranks) const { return static_cast<std::size_t>(nranks); }
+
+// Each rank receives the (n-1)/n of the output that the others hold.
+double Allgather::bus_factor(int nranks) const { return static_cast<double>(nranks - 1) / nranks; }
+
+BufferShape Allgather::shape(std::size_t count, int nranks, int rank, int) const {
+    const std::size_t block = count / static_cast<std::size_t>(nranks);
+    return {block, count, count, block * static_cast<std::size_t>(rank), 0};
+}
+
+void Allgather::run(Communicator& comm, const void* send, void* recv, std::size_t count,
+                    const CollectiveParams& params) const {
+    comm.allgather(send, recv, count / static_cast<std::size_t>(comm.size()), params.type);
+}
+
+std::optional<ExpectedLayout> Allgather::expected(std::size_t count, int nranks, int, int,
+                                                  const InputPattern& pattern) const {
+    ExpectedLayout layout;
+    layout.pattern = pattern;
+    layout.source_rank_from_block = true;
+    layout.block = count / static_cast<std::size_t>(nranks);
+    layout.index_within_block = true;
+    return layout;
+}
+
+}  // namespace parbench

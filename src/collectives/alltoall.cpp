@@ -1,0 +1,30 @@
+#include "collectives/units.hpp"
+
+namespace parbench {
+
+std::size_t Alltoall::count_multiple(int nranks) const { return static_cast<std::size_t>(nranks); }
+
+// Each rank sends (n-1)/n of its buffer away and receives as much.
+double Alltoall::bus_factor(int nranks) const { return static_cast<double>(nranks - 1) / nranks; }
+
+BufferShape Alltoall::shape(std::size_t count, int, int, int) const { return {count, count, count, 0, 0}; }
+
+void Alltoall::run(Communicator& comm, const void* send, void* recv, std::size_t count,
+                   const CollectiveParams& params) const {
+    comm.alltoall(send, recv, count / static_cast<std::size_t>(comm.size()), params.type);
+}
+
+// Block q of the output is block `rank` of rank q's input.
+std::optional<ExpectedLayout> Alltoall::expected(std::size_t count, int nranks, int rank, int,
+                                                 const InputPattern& pattern) const {
+    const std::size_t block = count / static_cast<std::size_t>(nranks);
+    ExpectedLayout layout;
+    layout.pattern = pattern;
+    layout.source_rank_from_block = true;
+    layout.block = block;
+    layout.index_offset = block * static_cast<std::size_t>(rank);
+    layout.index_within_block = true;
+    return layout;
+}
+
+}  // namespace parbench

@@ -1,0 +1,25 @@
+#include "collectives/units.hpp"
+
+namespace parbench {
+
+std::size_t Broadcast::count_multiple(int) const { return 1; }
+
+// Every rank receives the whole buffer once.
+double Broadcast::bus_factor(int) const { return 1.0; }
+
+BufferShape Broadcast::shape(std::size_t count, int, int, int) const { return {count, count, count, 0, 0}; }
+
+void Broadcast::run(Communicator& comm, const void* send, void* recv, std::size_t count,
+                    const CollectiveParams& params) const {
+    comm.broadcast(send, recv, count, params.type, params.root);
+}
+
+std::optional<ExpectedLayout> Broadcast::expected(std::size_t, int, int, int root,
+                                                  const InputPattern& pattern) const {
+    ExpectedLayout layout;
+    layout.pattern = pattern;
+    layout.fixed_source_rank = root;
+    return layout;
+}
+
+}  // namespace parbench

@@ -1,0 +1,62 @@
+// One collective as data for the harness: how its buffers are shaped for a size, how many
+// bytes its bus carries per byte of payload, how to run it, and what every rank must
+// receive. The harness never switches on the collective; it iterates the registry.
+//
+// Sizes follow nccl-tests: `count` is the element count of the collective's full buffer
+// (the total of allgather's output, reducescatter's input, alltoall's buffer, the root's
+// buffer of gather and scatter; the whole buffer otherwise), and count_multiple() is what
+// that count must be a multiple of so the per-rank slices are whole.
+#pragma once
+
+#include <cstddef>
+#include <optional>
+#include <span>
+#include <string_view>
+
+#include "comm/communicator.hpp"
+#include "core/dtype.hpp"
+#include "kernels/validation_data.hpp"
+
+namespace parbench {
+
+struct CollectiveParams {
+    DType type = DType::float32;
+    ReduceOp op = ReduceOp::sum;
+    int root = 0;
+};
+
+// Element counts of one rank's buffers. In place, one buffer of inplace_count elements
+// holds both: the send data at inplace_send_offset, the result at inplace_recv_offset.
+struct BufferShape {
+    std::size_t send_count = 0;
+    std::size_t recv_count = 0;
+    std::size_t inplace_count = 0;
+    std::size_t inplace_send_offset = 0;
+    std::size_t inplace_recv_offset = 0;
+};
+
+class Collective {
+  public:
+    virtual ~Collective() = default;
+    virtual std::string_view name() const = 0;
+    virtual bool reducing() const { return false; }
+    virtual bool rooted() const { return false; }
+    virtual bool supports_inplace() const { return true; }
+    virtual std::size_t count_multiple(int nranks) const = 0;
+    // busbw = algbw x bus_factor: what each rank's link carries relative to the payload,
+    // derived in nccl-tests' doc/PERFORMANCE.md.
+    virtual double bus_factor(int nranks) const = 0;
+    virtual BufferShape shape(std::size_t count, int nranks, int rank, int root) const = 0;
+    virtual void run(Communicator& comm, const void* send, void* recv, std::size_t count,
+                     const CollectiveParams& params) const = 0;
+    // What the receive buffer must hold on this rank; nothing when this rank receives no
+    // defined data (the non-root ranks of reduce and gather).
+    virtual std::optional<ExpectedLayout> expected(std::size_t count, int nranks, int rank, int root,
+                                                   const InputPattern& pattern) const = 0;
+};
+
+// Every collective, in the order `all` runs them.
+std::span<const Collective* const> all_collectives();
+const Collective* find_collective(std::string_view name);
+
+}  // namespace parbench

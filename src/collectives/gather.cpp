@@ -1,0 +1,32 @@
+#include "collectives/units.hpp"
+
+namespace parbench {
+
+std::size_t Gather::count_multiple(int nranks) const { return static_cast<std::size_t>(nranks); }
+
+// The root receives the (n-1)/n of the buffer held by the others.
+double Gather::bus_factor(int nranks) const { return static_cast<double>(nranks - 1) / nranks; }
+
+BufferShape Gather::shape(std::size_t count, int nranks, int rank, int root) const {
+    const std::size_t block = count / static_cast<std::size_t>(nranks);
+    if (rank != root) return {block, 0, block, 0, 0};
+    return {block, count, count, block * static_cast<std::size_t>(rank), 0};
+}
+
+void Gather::run(Communicator& comm, const void* send, void* recv, std::size_t count,
+                 const CollectiveParams& params) const {
+    comm.gather(send, recv, count / static_cast<std::size_t>(comm.size()), params.type, params.root);
+}
+
+std::optional<ExpectedLayout> Gather::expected(std::size_t count, int nranks, int rank, int root,
+                                               const InputPattern& pattern) const {
+    if (rank != root) return std::nullopt;
+    ExpectedLayout layout;
+    layout.pattern = pattern;
+    layout.source_rank_from_block = true;
+    layout.block = count / static_cast<std::size_t>(nranks);
+    layout.index_within_block = true;
+    return layout;
+}
+
+}  // namespace parbench

@@ -1,0 +1,33 @@
+// The one table of collectives. Listing them here, rather than self-registering from each
+// file, keeps a unit from silently vanishing when its object file is not linked.
+#include <array>
+
+#include "collectives/units.hpp"
+
+namespace parbench {
+namespace {
+
+const Allreduce allreduce;
+const Allgather allgather;
+const ReduceScatter reducescatter;
+const Broadcast broadcast;
+const Reduce reduce;
+const Alltoall alltoall;
+const Gather gather;
+const Scatter scatter;
+const SendRecv sendrecv;
+
+const std::array<const Collective*, 9> table{&allreduce, &allgather, &reducescatter, &broadcast, &reduce,
+                                              &alltoall,  &gather,    &scatter,       &sendrecv};
+
+}  // namespace
+
+std::span<const Collective* const> all_collectives() { return table; }
+
+const Collective* find_collective(std::string_view name) {
+    for (const Collective* collective : table)
+        if (collective->name() == name) return collective;
+    return nullptr;
+}
+
+}  // namespace parbench

@@ -1,0 +1,39 @@
+// The collective units, one per file in this folder; registry.cpp lists them.
+#pragma once
+
+#include "collectives/collective.hpp"
+
+namespace parbench {
+
+// Declares a unit whose methods live in its own .cpp file. A declaration only: the nine
+// classes differ in their definitions, not their shape.
+#define PARBENCH_COLLECTIVE_UNIT(Class, unit_name, is_reducing, is_rooted, in_place)                      \
+    class Class final : public Collective {                                                                \
+      public:                                                                                              \
+        std::string_view name() const override { return unit_name; }                                      \
+        bool reducing() const override { return is_reducing; }                                            \
+        bool rooted() const override { return is_rooted; }                                                \
+        bool supports_inplace() const override { return in_place; }                                       \
+        std::size_t count_multiple(int nranks) const override;                                            \
+        double bus_factor(int nranks) const override;                                                      \
+        BufferShape shape(std::size_t count, int nranks, int rank, int root) const override;              \
+        void run(Communicator& comm, const void* send, void* recv, std::size_t count,                      \
+                 const CollectiveParams& params) const override;                                           \
+        std::optional<ExpectedLayout> expected(std::size_t count, int nranks, int rank, int root,         \
+                                               const InputPattern& pattern) const override;                \
+    }
+
+PARBENCH_COLLECTIVE_UNIT(Allreduce, "allreduce", true, false, true);
+PARBENCH_COLLECTIVE_UNIT(Allgather, "allgather", false, false, true);
+PARBENCH_COLLECTIVE_UNIT(ReduceScatter, "reducescatter", true, false, true);
+PARBENCH_COLLECTIVE_UNIT(Broadcast, "broadcast", false, true, true);
+PARBENCH_COLLECTIVE_UNIT(Reduce, "reduce", true, true, true);
+PARBENCH_COLLECTIVE_UNIT(Alltoall, "alltoall", false, false, true);
+PARBENCH_COLLECTIVE_UNIT(Gather, "gather", false, true, true);
+PARBENCH_COLLECTIVE_UNIT(Scatter, "scatter", false, true, true);
+// Sending and receiving through one buffer at once is a data race, so no in-place form.
+PARBENCH_COLLECTIVE_UNIT(SendRecv, "sendrecv", false, false, false);
+
+#undef PARBENCH_COLLECTIVE_UNIT
+
+}  // namespace parbench

@@ -1,0 +1,132 @@
+#include "comm/communicator.hpp"
+
+#include "bench/nvtx.hpp"
+
+namespace parbench {
+namespace {
+
+using Clock = std::chrono::steady_clock;
+
+double ms_since(Clock::time_point start) {
+    return std::chrono::duration<double, std::milli>(Clock::now() - start).count();
+}
+
+// Records one call on scope exit, and names it for Nsight Systems.
+class CountedCall {
+  public:
+    CountedCall(CommStats& stats, const char* op, std::size_t bytes)
+        : stats_(stats), op_(op), bytes_(bytes), range_(op), start_(Clock::now()) {}
+    ~CountedCall() { stats_.record(op_, bytes_, ms_since(start_)); }
+    CountedCall(const CountedCall&) = delete;
+    CountedCall& operator=(const CountedCall&) = delete;
+
+  private:
+    CommStats& stats_;
+    const char* op_;
+    std::size_t bytes_;
+    NvtxRange range_;
+    Clock::time_point start_;
+};
+
+std::size_t bytes_of(std::size_t count, DType type) { return count * dtype_size(type); }
+
+}  // namespace
+
+Request::~Request() {
+    if (impl_) impl_->wait();
+}
+
+void Request::wait() {
+    if (!impl_) return;
+    impl_->wait();
+    impl_.reset();
+}
+
+bool Request::test() {
+    if (!impl_) return true;
+    if (!impl_->test()) return false;
+    impl_.reset();
+    return true;
+}
+
+void CommStats::record(const std::string& op, std::size_t bytes, double ms) {
+    CommCounter& counter = by_op[op];
+    ++counter.calls;
+    counter.bytes += bytes;
+    counter.time_ms += ms;
+}
+
+// Byte counts follow nccl-tests: the larger of the two buffers of the call.
+void Communicator::allreduce(const void* send, void* recv, std::size_t count, DType type, ReduceOp op) {
+    CountedCall call(stats_, "allreduce", bytes_of(count, type));
+    do_allreduce(send, recv, count, type, op);
+}
+void Communicator::allgather(const void* send, void* recv, std::size_t send_count, DType type) {
+    CountedCall call(stats_, "allgather", bytes_of(send_count * size(), type));
+    do_allgather(send, recv, send_count, type);
+}
+void Communicator::reduce_scatter(const void* send, void* recv, std::size_t recv_count, DType type, ReduceOp op) {
+    CountedCall call(stats_, "reducescatter", bytes_of(recv_count * size(), type));
+    do_reduce_scatter(send, recv, recv_count, type, op);
+}
+void Communicator::broadcast(const void* send, void* recv, std::size_t count, DType type, int root) {
+    CountedCall call(stats_, "broadcast", bytes_of(count, type));
+    do_broadcast(send, recv, count, type, root);
+}
+void Communicator::reduce(const void* send, void* recv, std::size_t count, DType type, ReduceOp op, int root) {
+    CountedCall call(stats_, "reduce", bytes_of(count, type));
+    do_reduce(send, recv, count, type, op, root);
+}
+void Communicator::alltoall(const void* send, void* recv, std::size_t count_per_peer, DType type) {
+    CountedCall call(stats_, "alltoall", bytes_of(count_per_peer * size(), type));
+    do_alltoall(send, recv, count_per_peer, type);
+}
+void Communicator::gather(const void* send, void* recv, std::size_t send_count, DType type, int root) {
+    CountedCall call(stats_, "gather", bytes_of(send_count * size(), type));
+    do_gather(send, recv, send_count, type, root);
+}
+void Communicator::scatter(const void* send, void* recv, std::size_t recv_count, DType type, int root) {
+    CountedCall call(stats_, "scatter", bytes_of(recv_count * size(), type));
+    do_scatter(send, recv, recv_count, type, root);
+}
+void Communicator::send(const void* buffer, std::size_t count, DType type, int peer) {
+    CountedCall call(stats_, "send", bytes_of(count, type));
+    do_send(buffer, count, type, peer);
+}
+void Communicator::recv(void* buffer, std::size_t count, DType type, int peer) {
+    CountedCall call(stats_, "recv", bytes_of(count, type));
+    do_recv(buffer, count, type, peer);
+}
+void Communicator::sendrecv(const void* send, int send_peer, void* recv, int recv_peer, std::size_t count,
+                            DType type) {
+    CountedCall call(stats_, "sendrecv", bytes_of(count, type));
+    do_sendrecv(send, send_peer, recv, recv_peer, count, type);
+}
+void Communicator::barrier() {
+    NvtxRange range("barrier");
+    do_barrier();
+}
+
+Request Communicator::iallreduce(const void* send, void* recv, std::size_t count, DType type, ReduceOp op) {
+    CountedCall call(stats_, "allreduce", bytes_of(count, type));
+    return do_iallreduce(send, recv, count, type, op);
+}
+Request Communicator::iallgather(const void* send, void* recv, std::size_t send_count, DType type) {
+    CountedCall call(stats_, "allgather", bytes_of(send_count * size(), type));
+    return do_iallgather(send, recv, send_count, type);
+}
+Request Communicator::ireduce_scatter(const void* send, void* recv, std::size_t recv_count, DType type,
+                                      ReduceOp op) {
+    CountedCall call(stats_, "reducescatter", bytes_of(recv_count * size(), type));
+    return do_ireduce_scatter(send, recv, recv_count, type, op);
+}
+Request Communicator::isend(const void* buffer, std::size_t count, DType type, int peer) {
+    CountedCall call(stats_, "send", bytes_of(count, type));
+    return do_isend(buffer, count, type, peer);
+}
+Request Communicator::irecv(void* buffer, std::size_t count, DType type, int peer) {
+    CountedCall call(stats_, "recv", bytes_of(count, type));
+    return do_irecv(buffer, count, type, peer);
+}
+
+}  // namespace parbench

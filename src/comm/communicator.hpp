@@ -1,0 +1,134 @@
+// The one interface every collective and every parallel training scheme talks to. Buffers
+// are device pointers of the backend's device (host memory for MPI, GPU memory for NCCL).
+// Semantics follow NCCL: counts are elements, a call is in place when the send pointer
+// is the receive pointer (or, for allgather / reducescatter / gather, the rank's slice of
+// it), and broadcast takes both a send and a receive buffer.
+//
+// Every public call is counted (calls, bytes, time) in the communicator's CommStats, which
+// is how training reports split traffic by parallel dimension. The public methods are the
+// counting wrappers; backends implement the do_* hooks.
+#pragma once
+
+#include <chrono>
+#include <cstddef>
+#include <map>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "core/dtype.hpp"
+
+namespace parbench {
+
+// A non-blocking operation in flight. wait() completes it; test() polls.
+class Request {
+  public:
+    class Impl {
+      public:
+        virtual ~Impl() = default;
+        virtual void wait() = 0;
+        virtual bool test() = 0;
+    };
+    Request() = default;
+    explicit Request(std::unique_ptr<Impl> impl) : impl_(std::move(impl)) {}
+    Request(Request&&) noexcept = default;
+    Request& operator=(Request&&) noexcept = default;
+    ~Request();  // waits: an abandoned request would leave its buffers in use
+    void wait();
+    bool test();
+    bool pending() const { return impl_ != nullptr; }
+
+  private:
+    std::unique_ptr<Impl> impl_;
+};
+
+struct CommCounter {
+    std::size_t calls = 0;
+    std::size_t bytes = 0;  // payload bytes of the calls, nccl-tests' size convention
+    double time_ms = 0.0;   // host time spent inside the calls (issue time for non-blocking)
+};
+
+// Per-collective counters: keys are "allreduce", "allgather", ..., "send", "recv".
+struct CommStats {
+    std::map<std::string, CommCounter> by_op;
+    void record(const std::string& op, std::size_t bytes, double ms);
+    void reset() { by_op.clear(); }
+};
+
+class Communicator {
+  public:
+    virtual ~Communicator() = default;
+    Communicator(const Communicator&) = delete;
+    Communicator& operator=(const Communicator&) = delete;
+
+    virtual int rank() const = 0;
+    virtual int size() const = 0;
+    virtual std::string backend() const = 0;  // "mpi" or "nccl"
+
+    void allreduce(const void* send, void* recv, std::size_t count, DType type, ReduceOp op);
+    // send: count elements; recv: count * size() elements, rank r's block at r * count.
+    void allgather(const void* send, void* recv, std::size_t send_count, DType type);
+    // send: recv_count * size() elements; recv: this rank's reduced block of recv_count.
+    void reduce_scatter(const void* send, void* recv, std::size_t recv_count, DType type, ReduceOp op);
+    void broadcast(const void* send, void* recv, std::size_t count, DType type, int root);
+    void reduce(const void* send, void* recv, std::size_t count, DType type, ReduceOp op, int root);
+    // send and recv: count_per_peer * size() elements; block q goes to / comes from rank q.
+    void alltoall(const void* send, void* recv, std::size_t count_per_peer, DType type);
+    // recv (root only): send_count * size() elements.
+    void gather(const void* send, void* recv, std::size_t send_count, DType type, int root);
+    // send (root only): recv_count * size() elements.
+    void scatter(const void* send, void* recv, std::size_t recv_count, DType type, int root);
+    void send(const void* buffer, std::size_t count, DType type, int peer);
+    void recv(void* buffer, std::size_t count, DType type, int peer);
+    // Sends to one peer and receives from another at once (a ring step needs no ordering).
+    void sendrecv(const void* send, int send_peer, void* recv, int recv_peer, std::size_t count, DType type);
+    void barrier();
+
+    Request iallreduce(const void* send, void* recv, std::size_t count, DType type, ReduceOp op);
+    Request iallgather(const void* send, void* recv, std::size_t send_count, DType type);
+    Request ireduce_scatter(const void* send, void* recv, std::size_t recv_count, DType type, ReduceOp op);
+    Request isend(const void* buffer, std::size_t count, DType type, int peer);
+    Request irecv(void* buffer, std::size_t count, DType type, int peer);
+
+    // Ranks with the same color form a new communicator, ordered by key (MPI_Comm_split,
+    // ncclCommSplit). Collective over this communicator.
+    virtual std::unique_ptr<Communicator> split(int color, int key) = 0;
+
+    // Ends every process of the job now; used by the watchdog on a hang.
+    [[noreturn]] virtual void abort(int exit_code) = 0;
+
+    // Waits until the calls issued so far have completed on the device (no-op on CPU).
+    virtual void synchronize() {}
+
+    CommStats& stats() { return stats_; }
+    const CommStats& stats() const { return stats_; }
+
+  protected:
+    Communicator() = default;
+
+    virtual void do_allreduce(const void* send, void* recv, std::size_t count, DType type, ReduceOp op) = 0;
+    virtual void do_allgather(const void* send, void* recv, std::size_t send_count, DType type) = 0;
+    virtual void do_reduce_scatter(const void* send, void* recv, std::size_t recv_count, DType type,
+                                   ReduceOp op) = 0;
+    virtual void do_broadcast(const void* send, void* recv, std::size_t count, DType type, int root) = 0;
+    virtual void do_reduce(const void* send, void* recv, std::size_t count, DType type, ReduceOp op, int root) = 0;
+    virtual void do_alltoall(const void* send, void* recv, std::size_t count_per_peer, DType type) = 0;
+    virtual void do_gather(const void* send, void* recv, std::size_t send_count, DType type, int root) = 0;
+    virtual void do_scatter(const void* send, void* recv, std::size_t recv_count, DType type, int root) = 0;
+    virtual void do_send(const void* buffer, std::size_t count, DType type, int peer) = 0;
+    virtual void do_recv(void* buffer, std::size_t count, DType type, int peer) = 0;
+    virtual void do_sendrecv(const void* send, int send_peer, void* recv, int recv_peer, std::size_t count,
+                             DType type) = 0;
+    virtual void do_barrier() = 0;
+    virtual Request do_iallreduce(const void* send, void* recv, std::size_t count, DType type, ReduceOp op) = 0;
+    virtual Request do_iallgather(const void* send, void* recv, std::size_t send_count, DType type) = 0;
+    virtual Request do_ireduce_scatter(const void* send, void* recv, std::size_t recv_count, DType type,
+                                       ReduceOp op) = 0;
+    virtual Request do_isend(const void* buffer, std::size_t count, DType type, int peer) = 0;
+    virtual Request do_irecv(void* buffer, std::size_t count, DType type, int peer) = 0;
+
+  private:
+    CommStats stats_;
+};
+
+}  // namespace parbench

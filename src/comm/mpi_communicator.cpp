@@ -1,0 +1,313 @@
+#include "comm/mpi_communicator.hpp"
+
+#include <climits>
+#include <cstdlib>
+#include <cstring>
+#include <functional>
+#include <string>
+
+#include "comm/mpi_session.hpp"
+#include "core/error.hpp"
+#include "kernels/half_types.hpp"
+#include "kernels/validation_data.hpp"
+
+namespace parbench {
+namespace {
+
+int mpi_count(std::size_t count, const char* call) {
+    if (count > static_cast<std::size_t>(INT_MAX))
+        throw UsageError(std::string(call) + ": " + std::to_string(count) +
+                         " elements exceed MPI's int count limit; use a smaller --size or a wider --dtype");
+    return static_cast<int>(count);
+}
+
+constexpr int op_index(ReduceOp op) {
+    switch (op) {
+        case ReduceOp::sum:
+        case ReduceOp::avg: return 0;
+        case ReduceOp::prod: return 1;
+        case ReduceOp::max: return 2;
+        case ReduceOp::min: return 3;
+    }
+    return 0;
+}
+
+template <typename Storage, int Index>
+void reduce_16bit(void* in, void* inout, int* length, MPI_Datatype*) {
+    const auto* a = static_cast<const Storage*>(in);
+    auto* b = static_cast<Storage*>(inout);
+    for (int i = 0; i < *length; ++i) {
+        const float x = to_float(a[i]);
+        const float y = to_float(b[i]);
+        float result = 0.0f;
+        if constexpr (Index == 0) result = x + y;
+        if constexpr (Index == 1) result = x * y;
+        if constexpr (Index == 2) result = x > y ? x : y;
+        if constexpr (Index == 3) result = x < y ? x : y;
+        if constexpr (std::is_same_v<Storage, Half>)
+            b[i] = to_half(result);
+        else
+            b[i] = to_bfloat16(result);
+    }
+}
+
+template <typename Storage>
+void create_ops(MPI_Op (&ops)[4]) {
+    check_mpi(MPI_Op_create(&reduce_16bit<Storage, 0>, 1, &ops[0]), "MPI_Op_create(sum16)");
+    check_mpi(MPI_Op_create(&reduce_16bit<Storage, 1>, 1, &ops[1]), "MPI_Op_create(prod16)");
+    check_mpi(MPI_Op_create(&reduce_16bit<Storage, 2>, 1, &ops[2]), "MPI_Op_create(max16)");
+    check_mpi(MPI_Op_create(&reduce_16bit<Storage, 3>, 1, &ops[3]), "MPI_Op_create(min16)");
+}
+
+// Completes an MPI request, then runs what must follow it (avg's division).
+class MpiRequest : public Request::Impl {
+  public:
+    MpiRequest(MPI_Request request, std::function<void()> after) : request_(request), after_(std::move(after)) {}
+    void wait() override {
+        check_mpi(MPI_Wait(&request_, MPI_STATUS_IGNORE), "MPI_Wait");
+        finish();
+    }
+    bool test() override {
+        int done = 0;
+        check_mpi(MPI_Test(&request_, &done, MPI_STATUS_IGNORE), "MPI_Test");
+        if (done) finish();
+        return done != 0;
+    }
+
+  private:
+    void finish() {
+        if (after_) after_();
+        after_ = nullptr;
+    }
+    MPI_Request request_;
+    std::function<void()> after_;
+};
+
+}  // namespace
+
+MpiTypes::MpiTypes() {
+    check_mpi(MPI_Type_contiguous(2, MPI_BYTE, &float16_), "MPI_Type_contiguous(float16)");
+    check_mpi(MPI_Type_commit(&float16_), "MPI_Type_commit(float16)");
+    check_mpi(MPI_Type_contiguous(2, MPI_BYTE, &bfloat16_), "MPI_Type_contiguous(bfloat16)");
+    check_mpi(MPI_Type_commit(&bfloat16_), "MPI_Type_commit(bfloat16)");
+    create_ops<Half>(float16_ops_);
+    create_ops<BFloat16>(bfloat16_ops_);
+}
+
+MpiTypes::~MpiTypes() {
+    for (MPI_Op& op : float16_ops_) MPI_Op_free(&op);
+    for (MPI_Op& op : bfloat16_ops_) MPI_Op_free(&op);
+    MPI_Type_free(&float16_);
+    MPI_Type_free(&bfloat16_);
+}
+
+MPI_Datatype MpiTypes::datatype(DType type) const {
+    switch (type) {
+        case DType::float32: return MPI_FLOAT;
+        case DType::float64: return MPI_DOUBLE;
+        case DType::float16: return float16_;
+        case DType::bfloat16: return bfloat16_;
+        case DType::int8: return MPI_INT8_T;
+        case DType::uint8: return MPI_UINT8_T;
+        case DType::int32: return MPI_INT32_T;
+        case DType::uint32: return MPI_UINT32_T;
+        case DType::int64: return MPI_INT64_T;
+        case DType::uint64: return MPI_UINT64_T;
+    }
+    return MPI_BYTE;
+}
+
+MPI_Op MpiTypes::op(DType type, ReduceOp op) const {
+    if (type == DType::float16) return float16_ops_[op_index(op)];
+    if (type == DType::bfloat16) return bfloat16_ops_[op_index(op)];
+    switch (op) {
+        case ReduceOp::sum:
+        case ReduceOp::avg: return MPI_SUM;
+        case ReduceOp::prod: return MPI_PROD;
+        case ReduceOp::max: return MPI_MAX;
+        case ReduceOp::min: return MPI_MIN;
+    }
+    return MPI_SUM;
+}
+
+std::unique_ptr<MpiCommunicator> MpiCommunicator::world() {
+    MPI_Comm comm = MPI_COMM_NULL;
+    check_mpi(MPI_Comm_dup(MPI_COMM_WORLD, &comm), "MPI_Comm_dup");
+    return std::unique_ptr<MpiCommunicator>(new MpiCommunicator(comm, std::make_shared<const MpiTypes>()));
+}
+
+MpiCommunicator::MpiCommunicator(MPI_Comm comm, std::shared_ptr<const MpiTypes> types)
+    : comm_(comm), types_(std::move(types)) {
+    check_mpi(MPI_Comm_set_errhandler(comm_, MPI_ERRORS_RETURN), "MPI_Comm_set_errhandler");
+    check_mpi(MPI_Comm_rank(comm_, &rank_), "MPI_Comm_rank");
+    check_mpi(MPI_Comm_size(comm_, &size_), "MPI_Comm_size");
+}
+
+MpiCommunicator::~MpiCommunicator() {
+    int finalized = 0;
+    MPI_Finalized(&finalized);
+    if (!finalized && comm_ != MPI_COMM_NULL) MPI_Comm_free(&comm_);
+}
+
+std::unique_ptr<Communicator> MpiCommunicator::split(int color, int key) {
+    MPI_Comm comm = MPI_COMM_NULL;
+    check_mpi(MPI_Comm_split(comm_, color, key, &comm), "MPI_Comm_split");
+    return std::unique_ptr<Communicator>(new MpiCommunicator(comm, types_));
+}
+
+void MpiCommunicator::abort(int exit_code) {
+    MPI_Abort(MPI_COMM_WORLD, exit_code);
+    std::_Exit(exit_code);
+}
+
+// MPI has no avg: the sum is exact for the validation data, then one division rounds once.
+void MpiCommunicator::divide_for_avg(void* data, std::size_t count, DType type, ReduceOp op) const {
+    if (op != ReduceOp::avg) return;
+    for (std::size_t i = 0; i < count; ++i)
+        store_element(data, i, type, load_element(data, i, type) / size_);
+}
+
+void MpiCommunicator::do_allreduce(const void* send, void* recv, std::size_t count, DType type, ReduceOp op) {
+    const void* source = send == recv ? MPI_IN_PLACE : send;
+    check_mpi(MPI_Allreduce(source, recv, mpi_count(count, "MPI_Allreduce"), types_->datatype(type),
+                            types_->op(type, op), comm_),
+              "MPI_Allreduce");
+    divide_for_avg(recv, count, type, op);
+}
+
+void MpiCommunicator::do_allgather(const void* send, void* recv, std::size_t send_count, DType type) {
+    const auto bytes = send_count * dtype_size(type);
+    const bool in_place = send == static_cast<const char*>(recv) + bytes * static_cast<std::size_t>(rank_);
+    const int count = mpi_count(send_count, "MPI_Allgather");
+    check_mpi(MPI_Allgather(in_place ? MPI_IN_PLACE : send, count, types_->datatype(type), recv, count,
+                            types_->datatype(type), comm_),
+              "MPI_Allgather");
+}
+
+// NCCL's in-place reduce-scatter leaves the result at the rank's own slice; MPI's at the
+// start of the buffer, so it is moved into place afterwards.
+void MpiCommunicator::do_reduce_scatter(const void* send, void* recv, std::size_t recv_count, DType type,
+                                        ReduceOp op) {
+    const auto bytes = recv_count * dtype_size(type);
+    char* own_slice = static_cast<char*>(const_cast<void*>(send)) + bytes * static_cast<std::size_t>(rank_);
+    const bool in_place = recv == own_slice;
+    void* target = in_place ? const_cast<void*>(send) : recv;
+    check_mpi(MPI_Reduce_scatter_block(in_place ? MPI_IN_PLACE : send, target,
+                                       mpi_count(recv_count, "MPI_Reduce_scatter_block"), types_->datatype(type),
+                                       types_->op(type, op), comm_),
+              "MPI_Reduce_scatter_block");
+    if (in_place && rank_ != 0) std::memmove(own_slice, target, bytes);
+    divide_for_avg(recv, recv_count, type, op);
+}
+
+void MpiCommunicator::do_broadcast(const void* send, void* recv, std::size_t count, DType type, int root) {
+    if (rank_ == root && send != recv) std::memcpy(recv, send, count * dtype_size(type));
+    check_mpi(MPI_Bcast(recv, mpi_count(count, "MPI_Bcast"), types_->datatype(type), root, comm_), "MPI_Bcast");
+}
+
+void MpiCommunicator::do_reduce(const void* send, void* recv, std::size_t count, DType type, ReduceOp op,
+                                int root) {
+    const void* source = (rank_ == root && send == recv) ? MPI_IN_PLACE : send;
+    check_mpi(MPI_Reduce(source, recv, mpi_count(count, "MPI_Reduce"), types_->datatype(type),
+                         types_->op(type, op), root, comm_),
+              "MPI_Reduce");
+    if (rank_ == root) divide_for_avg(recv, count, type, op);
+}
+
+void MpiCommunicator::do_alltoall(const void* send, void* recv, std::size_t count_per_peer, DType type) {
+    const int count = mpi_count(count_per_peer, "MPI_Alltoall");
+    check_mpi(MPI_Alltoall(send == recv ? MPI_IN_PLACE : send, count, types_->datatype(type), recv, count,
+                           types_->datatype(type), comm_),
+              "MPI_Alltoall");
+}
+
+void MpiCommunicator::do_gather(const void* send, void* recv, std::size_t send_count, DType type, int root) {
+    const auto bytes = send_count * dtype_size(type);
+    const bool in_place =
+        rank_ == root && send == static_cast<const char*>(recv) + bytes * static_cast<std::size_t>(rank_);
+    const int count = mpi_count(send_count, "MPI_Gather");
+    check_mpi(MPI_Gather(in_place ? MPI_IN_PLACE : send, count, types_->datatype(type), recv, count,
+                         types_->datatype(type), root, comm_),
+              "MPI_Gather");
+}
+
+void MpiCommunicator::do_scatter(const void* send, void* recv, std::size_t recv_count, DType type, int root) {
+    const auto bytes = recv_count * dtype_size(type);
+    const bool in_place =
+        rank_ == root && recv == static_cast<const char*>(send) + bytes * static_cast<std::size_t>(rank_);
+    const int count = mpi_count(recv_count, "MPI_Scatter");
+    check_mpi(MPI_Scatter(send, count, types_->datatype(type), in_place ? MPI_IN_PLACE : recv, count,
+                          types_->datatype(type), root, comm_),
+              "MPI_Scatter");
+}
+
+void MpiCommunicator::do_send(const void* buffer, std::size_t count, DType type, int peer) {
+    check_mpi(MPI_Send(buffer, mpi_count(count, "MPI_Send"), types_->datatype(type), peer, 0, comm_), "MPI_Send");
+}
+
+void MpiCommunicator::do_recv(void* buffer, std::size_t count, DType type, int peer) {
+    check_mpi(MPI_Recv(buffer, mpi_count(count, "MPI_Recv"), types_->datatype(type), peer, 0, comm_,
+                       MPI_STATUS_IGNORE),
+              "MPI_Recv");
+}
+
+void MpiCommunicator::do_sendrecv(const void* send, int send_peer, void* recv, int recv_peer, std::size_t count,
+                                  DType type) {
+    const int n = mpi_count(count, "MPI_Sendrecv");
+    check_mpi(MPI_Sendrecv(send, n, types_->datatype(type), send_peer, 1, recv, n, types_->datatype(type), recv_peer,
+                           1, comm_, MPI_STATUS_IGNORE),
+              "MPI_Sendrecv");
+}
+
+void MpiCommunicator::do_barrier() { check_mpi(MPI_Barrier(comm_), "MPI_Barrier"); }
+
+Request MpiCommunicator::do_iallreduce(const void* send, void* recv, std::size_t count, DType type, ReduceOp op) {
+    MPI_Request request = MPI_REQUEST_NULL;
+    check_mpi(MPI_Iallreduce(send == recv ? MPI_IN_PLACE : send, recv, mpi_count(count, "MPI_Iallreduce"),
+                             types_->datatype(type), types_->op(type, op), comm_, &request),
+              "MPI_Iallreduce");
+    std::function<void()> after;
+    if (op == ReduceOp::avg) after = [this, recv, count, type, op] { divide_for_avg(recv, count, type, op); };
+    return Request(std::make_unique<MpiRequest>(request, std::move(after)));
+}
+
+Request MpiCommunicator::do_iallgather(const void* send, void* recv, std::size_t send_count, DType type) {
+    const auto bytes = send_count * dtype_size(type);
+    const bool in_place = send == static_cast<const char*>(recv) + bytes * static_cast<std::size_t>(rank_);
+    const int count = mpi_count(send_count, "MPI_Iallgather");
+    MPI_Request request = MPI_REQUEST_NULL;
+    check_mpi(MPI_Iallgather(in_place ? MPI_IN_PLACE : send, count, types_->datatype(type), recv, count,
+                             types_->datatype(type), comm_, &request),
+              "MPI_Iallgather");
+    return Request(std::make_unique<MpiRequest>(request, nullptr));
+}
+
+Request MpiCommunicator::do_ireduce_scatter(const void* send, void* recv, std::size_t recv_count, DType type,
+                                            ReduceOp op) {
+    if (recv == static_cast<const char*>(send) + recv_count * dtype_size(type) * static_cast<std::size_t>(rank_))
+        throw UsageError("ireduce_scatter: in-place is not supported by the MPI backend's non-blocking form");
+    MPI_Request request = MPI_REQUEST_NULL;
+    check_mpi(MPI_Ireduce_scatter_block(send, recv, mpi_count(recv_count, "MPI_Ireduce_scatter_block"),
+                                        types_->datatype(type), types_->op(type, op), comm_, &request),
+              "MPI_Ireduce_scatter_block");
+    std::function<void()> after;
+    if (op == ReduceOp::avg)
+        after = [this, recv, recv_count, type, op] { divide_for_avg(recv, recv_count, type, op); };
+    return Request(std::make_unique<MpiRequest>(request, std::move(after)));
+}
+
+Request MpiCommunicator::do_isend(const void* buffer, std::size_t count, DType type, int peer) {
+    MPI_Request request = MPI_REQUEST_NULL;
+    check_mpi(MPI_Isend(buffer, mpi_count(count, "MPI_Isend"), types_->datatype(type), peer, 0, comm_, &request),
+              "MPI_Isend");
+    return Request(std::make_unique<MpiRequest>(request, nullptr));
+}
+
+Request MpiCommunicator::do_irecv(void* buffer, std::size_t count, DType type, int peer) {
+    MPI_Request request = MPI_REQUEST_NULL;
+    check_mpi(MPI_Irecv(buffer, mpi_count(count, "MPI_Irecv"), types_->datatype(type), peer, 0, comm_, &request),
+              "MPI_Irecv");
+    return Request(std::make_unique<MpiRequest>(request, nullptr));
+}
+
+}  // namespace parbench

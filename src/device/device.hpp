@@ -1,0 +1,71 @@
+// Where buffers live and how time is measured on them. The collective harness and the
+// training engine talk to this interface only, so the same code runs on host memory
+// (CpuDevice, steady clock) and GPU memory (CudaDevice, CUDA events on one stream).
+#pragma once
+
+#include <cstddef>
+#include <memory>
+#include <string>
+
+#include "core/dtype.hpp"
+#include "kernels/validation_data.hpp"
+
+namespace parbench {
+
+class Device;
+
+// Owns device memory; freed by the device that made it when the buffer goes away.
+class Buffer {
+  public:
+    Buffer() = default;
+    Buffer(void* data, std::size_t bytes, std::shared_ptr<void> owner)
+        : data_(data), bytes_(bytes), owner_(std::move(owner)) {}
+    void* data() const { return data_; }
+    std::size_t bytes() const { return bytes_; }
+    template <typename T>
+    T* as() const { return static_cast<T*>(data_); }
+
+  private:
+    void* data_ = nullptr;
+    std::size_t bytes_ = 0;
+    std::shared_ptr<void> owner_;
+};
+
+// Measures the time between start() and stop() as the device sees it: for a GPU, events
+// on the device's stream, so only work on that stream is timed.
+class Timer {
+  public:
+    virtual ~Timer() = default;
+    virtual void start() = 0;
+    virtual void stop() = 0;
+    // Waits for stop() to complete on the device, then returns microseconds.
+    virtual double elapsed_us() = 0;
+};
+
+class Device {
+  public:
+    virtual ~Device() = default;
+    virtual std::string kind() const = 0;  // "cpu" or "cuda"
+    virtual std::string name() const = 0;  // CPU model or GPU name
+    virtual bool is_gpu() const = 0;
+
+    // Allocated memory is touched before it is returned, so no first-touch page fault is
+    // ever timed (slow first touch is a documented quirk of the machines here).
+    virtual Buffer allocate(std::size_t bytes) = 0;
+    virtual void copy_to_host(void* host, const Buffer& source, std::size_t bytes) const = 0;
+    virtual void copy_from_host(Buffer& target, const void* host, std::size_t bytes) const = 0;
+    virtual void copy(Buffer& target, std::size_t target_offset, const Buffer& source, std::size_t source_offset,
+                      std::size_t bytes) const = 0;
+    virtual void fill_zero(Buffer& target) const = 0;
+    virtual void synchronize() const = 0;
+    virtual std::unique_ptr<Timer> make_timer() const = 0;
+
+    // Validation data, written and checked where the data lives (kernels on a GPU) with the
+    // shared formulas of kernels/validation_data.hpp.
+    virtual void fill_input(Buffer& target, std::size_t offset_elements, std::size_t count, DType type,
+                            const InputPattern& pattern) const = 0;
+    virtual std::size_t count_wrong(const Buffer& result, std::size_t offset_elements, std::size_t count,
+                                    DType type, const ExpectedLayout& layout) const = 0;
+};
+
+}  // namespace parbench
