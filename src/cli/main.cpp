@@ -3,9 +3,6 @@
 // from the first rank only.
 #include <CLI/CLI.hpp>
 
-#include <chrono>
-#include <cstdlib>
-#include <ctime>
 #include <iostream>
 #include <utility>
 #include <vector>
@@ -14,17 +11,9 @@
 #include "cli/launcher.hpp"
 #include "collectives/collective.hpp"
 #include "core/error.hpp"
+#include "report/report_document.hpp"
 
 namespace {
-
-std::string utc_now_iso8601() {
-    const std::time_t now = std::chrono::system_clock::to_time_t(std::chrono::system_clock::now());
-    std::tm utc{};
-    gmtime_r(&now, &utc);
-    char text[32];
-    std::strftime(text, sizeof text, "%Y-%m-%dT%H:%M:%SZ", &utc);
-    return text;
-}
 
 int run(int& argc, char**& argv) {
     using namespace parbench;

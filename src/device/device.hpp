@@ -4,6 +4,8 @@
 #pragma once
 
 #include <cstddef>
+#include <functional>
+#include <map>
 #include <memory>
 #include <string>
 
@@ -42,12 +44,21 @@ class Timer {
     virtual double elapsed_us() = 0;
 };
 
+// Work recorded once and replayed (a CUDA graph): launch overhead measured apart.
+class CapturedWork {
+  public:
+    virtual ~CapturedWork() = default;
+    virtual void replay() = 0;
+};
+
 class Device {
   public:
     virtual ~Device() = default;
     virtual std::string kind() const = 0;  // "cpu" or "cuda"
     virtual std::string name() const = 0;  // CPU model or GPU name
     virtual bool is_gpu() const = 0;
+    // Library and driver versions worth reporting, e.g. {"cuda_runtime": "13.0"}.
+    virtual std::map<std::string, std::string> versions() const { return {}; }
 
     // Allocated memory is touched before it is returned, so no first-touch page fault is
     // ever timed (slow first touch is a documented quirk of the machines here).
@@ -59,6 +70,13 @@ class Device {
     virtual void fill_zero(Buffer& target) const = 0;
     virtual void synchronize() const = 0;
     virtual std::unique_ptr<Timer> make_timer() const = 0;
+
+    // Records what `work` enqueues on the device's stream without running it; empty
+    // when the device cannot capture (the CPU), and the caller says why to the user.
+    virtual std::unique_ptr<CapturedWork> capture(const std::function<void()>& work) const {
+        (void)work;
+        return nullptr;
+    }
 
     // Validation data, written and checked where the data lives (kernels on a GPU) with the
     // shared formulas of kernels/validation_data.hpp.

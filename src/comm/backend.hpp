@@ -1,0 +1,28 @@
+// Chooses and builds the device + communicator pair a run measures on: MPI over host
+// memory, or NCCL over GPU memory (one GPU per rank) when built with CUDA.
+#pragma once
+
+#include <memory>
+#include <string>
+
+#include "comm/communicator.hpp"
+#include "comm/mpi_session.hpp"
+#include "device/device.hpp"
+
+namespace parbench {
+
+enum class BackendChoice { automatic, mpi, nccl };
+
+struct Backend {
+    std::unique_ptr<Device> device;
+    std::unique_ptr<Communicator> comm;
+};
+
+// "auto", "mpi" or "nccl"; UsageError naming --backend otherwise.
+BackendChoice parse_backend(const std::string& text);
+// auto prefers NCCL when this build has CUDA and every rank sees a GPU; a rank's answer is
+// agreed over `bootstrap` so that all ranks pick the same backend.
+Backend make_backend(BackendChoice choice, const MpiSession& session, Communicator& bootstrap);
+std::string backend_name(BackendChoice choice);
+
+}  // namespace parbench

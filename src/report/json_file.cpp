@@ -1,0 +1,69 @@
+#include "report/json_file.hpp"
+
+#include <unistd.h>
+
+#include <cerrno>
+#include <cstdio>
+#include <cstring>
+#include <filesystem>
+#include <fstream>
+
+#include "core/error.hpp"
+
+namespace parbench {
+namespace {
+
+std::filesystem::path folder_of(const std::string& path) {
+    const std::filesystem::path parent = std::filesystem::path(path).parent_path();
+    return parent.empty() ? std::filesystem::path(".") : parent;
+}
+
+}  // namespace
+
+void check_writable(const std::string& path, const std::string& flag) {
+    const std::filesystem::path folder = folder_of(path);
+    std::error_code error;
+    if (!std::filesystem::is_directory(folder, error))
+        throw UsageError(flag + " '" + path + "': folder '" + folder.string() +
+                         "' does not exist; create it or choose another path");
+    if (std::filesystem::is_directory(path, error))
+        throw UsageError(flag + " '" + path + "' is a folder; give a file name");
+    if (::access(folder.c_str(), W_OK) != 0)
+        throw UsageError(flag + " '" + path + "': folder '" + folder.string() +
+                         "' is not writable; choose another path");
+}
+
+void write_text_atomically(const std::string& path, const std::string& text) {
+    const std::string temporary = path + ".tmp." + std::to_string(::getpid());
+    {
+        std::ofstream out(temporary, std::ios::binary | std::ios::trunc);
+        if (!out) throw RuntimeFailure("cannot create '" + temporary + "': " + std::strerror(errno));
+        out << text;
+        out.flush();
+        if (!out) {
+            std::remove(temporary.c_str());
+            throw RuntimeFailure("cannot write '" + temporary + "': " + std::strerror(errno));
+        }
+    }
+    if (std::rename(temporary.c_str(), path.c_str()) != 0) {
+        const std::string reason = std::strerror(errno);
+        std::remove(temporary.c_str());
+        throw RuntimeFailure("rename('" + temporary + "', '" + path + "') failed: " + reason);
+    }
+}
+
+void write_json_atomically(const std::string& path, const nlohmann::json& document) {
+    write_text_atomically(path, document.dump(2) + "\n");
+}
+
+nlohmann::json read_json_file(const std::string& path) {
+    std::ifstream in(path);
+    if (!in) throw UsageError("cannot read '" + path + "': " + std::strerror(errno) + "; check the path");
+    try {
+        return nlohmann::json::parse(in);
+    } catch (const nlohmann::json::parse_error& error) {
+        throw UsageError("'" + path + "' is not valid JSON (" + error.what() + "); give a parbench report");
+    }
+}
+
+}  // namespace parbench
