@@ -1,0 +1,37 @@
+// Linear layers on the CPU through OpenBLAS. Backward accumulates (+=): beta = 1.
+#include <cblas.h>
+
+#include <cstddef>
+
+#include "train/ops/cpu_ops.hpp"
+
+namespace parbench {
+
+// out (N,OC) = inp (N,C) · weight (OC,C)ᵀ + bias (OC)
+void CpuOps::matmul_forward(float* out, const float* inp, const float* weight, const float* bias, int N, int C,
+                            int OC) {
+    // Seeding out with the bias lets sgemm add the product in the same pass (beta = 1).
+    float beta = 0.0f;
+    if (bias != nullptr) {
+        for (std::size_t n = 0; n < static_cast<std::size_t>(N); ++n)
+            for (int o = 0; o < OC; ++o) out[n * OC + o] = bias[o];
+        beta = 1.0f;
+    }
+    cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, N, OC, C, 1.0f, inp, C, weight, C, beta, out, OC);
+}
+
+void CpuOps::matmul_backward(float* dinp, float* dweight, float* dbias, const float* dout, const float* inp,
+                             const float* weight, int N, int C, int OC) {
+    // dinp (N,C) += dout (N,OC) · weight (OC,C)
+    if (dinp != nullptr)
+        cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, N, C, OC, 1.0f, dout, OC, weight, C, 1.0f, dinp, C);
+    // dweight (OC,C) += dout (N,OC)ᵀ · inp (N,C)
+    if (dweight != nullptr)
+        cblas_sgemm(CblasRowMajor, CblasTrans, CblasNoTrans, OC, C, N, 1.0f, dout, OC, inp, C, 1.0f, dweight, C);
+    // dbias (OC) += column sums of dout
+    if (dbias != nullptr)
+        for (std::size_t n = 0; n < static_cast<std::size_t>(N); ++n)
+            for (int o = 0; o < OC; ++o) dbias[o] += dout[n * OC + o];
+}
+
+}  // namespace parbench

@@ -1,0 +1,33 @@
+#include "train/ops/ops.hpp"
+
+#include "core/error.hpp"
+#include "device/device.hpp"
+#include "train/ops/cpu_ops.hpp"
+
+namespace parbench {
+namespace {
+
+[[noreturn]] void throw_no_bf16(const Ops& ops) {
+    throw UsageError("--precision bf16 needs the CUDA ops; the " + ops.name() +
+                     " ops compute in fp32 only (use --precision fp32 or a GPU)");
+}
+
+}  // namespace
+
+void Ops::cast_to_bf16(BFloat16*, const float*, std::size_t) { throw_no_bf16(*this); }
+
+void Ops::matmul_forward_bf16(float*, const BFloat16*, const BFloat16*, const float*, int, int, int) {
+    throw_no_bf16(*this);
+}
+
+void Ops::matmul_backward_bf16(float*, float*, float*, const BFloat16*, const BFloat16*, const BFloat16*, int, int,
+                               int) {
+    throw_no_bf16(*this);
+}
+
+std::unique_ptr<Ops> make_ops(const Device& device) {
+    if (device.kind() == "cpu") return std::make_unique<CpuOps>();
+    throw UsageError("no training ops for device kind '" + device.kind() + "' yet: the CUDA ops are still being written");
+}
+
+}  // namespace parbench

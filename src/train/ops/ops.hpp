@@ -1,0 +1,155 @@
+// The operators the training engine composes into forward and backward passes, one call per
+// layer in the style of llm.c: `<op>_forward(outputs..., inputs..., sizes)` and
+// `<op>_backward(dinputs..., ..., sizes)`. One interface, two implementations (CpuOps on host
+// memory, CudaOps on GPU memory), so the engine runs unchanged on either device.
+//
+// Conventions, for every op:
+//   - float32, row-major; shapes in the comments, e.g. (B,T,C). Pointers point into the
+//     memory of the device the Ops was made for (host for CPU, GPU for CUDA).
+//   - Backward ops ACCUMULATE into parameter and input gradients (+=), so the engine zeroes
+//     gradients once per step and gradient accumulation over micro-batches and residual
+//     branches comes for free. Scratch outputs of backward (attention's dpreatt, datt) are
+//     overwritten. A gradient pointer documented "or nullptr" is skipped when null.
+//   - Sizes are the LOCAL sizes of this rank: attention takes the local head count and local
+//     channel count, matmul assumes nothing about OC vs C, the vocabulary may be a shard
+//     [vocab_start, vocab_start + V). That is what tensor and sequence parallelism need.
+//   - Calls are asynchronous on a GPU (one stream, in order); synchronize() waits.
+#pragma once
+
+#include <cstddef>
+#include <limits>
+#include <memory>
+#include <string>
+
+#include "kernels/half_types.hpp"
+
+namespace parbench {
+
+class Device;
+
+// The part [start, start + size) of the vocabulary this rank holds (vocab-parallel embedding
+// and cross-entropy). The whole vocabulary is {0, V}.
+struct VocabShard {
+    int start = 0;
+    int size = std::numeric_limits<int>::max();
+    bool contains(int token) const { return token >= start && token - start < size; }
+};
+
+class Ops {
+  public:
+    virtual ~Ops() = default;
+    virtual std::string name() const = 0;  // "cpu" or "cuda"
+    // Waits until every op issued so far has finished (a no-op on the CPU).
+    virtual void synchronize() = 0;
+
+    // ---- linear layer: out = inp · weightᵀ + bias ---------------------------------------
+    // out (N,OC), inp (N,C), weight (OC,C), bias (OC) or nullptr.
+    virtual void matmul_forward(float* out, const float* inp, const float* weight, const float* bias, int N, int C,
+                                int OC) = 0;
+    // dinp (N,C), dweight (OC,C), dbias (OC), each or nullptr; dout (N,OC). +=
+    virtual void matmul_backward(float* dinp, float* dweight, float* dbias, const float* dout, const float* inp,
+                                 const float* weight, int N, int C, int OC) = 0;
+
+    // ---- layernorm over the last dimension (eps 1e-5) -----------------------------------
+    // out (N,C), mean (N), rstd (N) saved for backward; inp (N,C), weight (C), bias (C).
+    virtual void layernorm_forward(float* out, float* mean, float* rstd, const float* inp, const float* weight,
+                                   const float* bias, int N, int C) = 0;
+    // dinp (N,C), dweight (C), dbias (C). +=
+    virtual void layernorm_backward(float* dinp, float* dweight, float* dbias, const float* dout, const float* inp,
+                                    const float* weight, const float* mean, const float* rstd, int N, int C) = 0;
+
+    // ---- GELU, tanh approximation -------------------------------------------------------
+    virtual void gelu_forward(float* out, const float* inp, std::size_t n) = 0;
+    virtual void gelu_backward(float* dinp, const float* inp, const float* dout, std::size_t n) = 0;  // +=
+
+    // ---- causal multi-head self-attention -----------------------------------------------
+    // qkv (B,T,3C): each row is [q (C) | k (C) | v (C)], heads contiguous inside each part,
+    // head size C/NH. C and NH are this rank's channels and heads. Scale 1/sqrt(C/NH).
+    // out (B,T,C); preatt (B,NH,T,T) scaled scores, att (B,NH,T,T) probabilities; entries
+    // above the diagonal (future positions) are written as 0 in both.
+    virtual void attention_forward(float* out, float* preatt, float* att, const float* qkv, int B, int T, int C,
+                                   int NH) = 0;
+    // dqkv (B,T,3C) +=; dpreatt, datt (B,NH,T,T) are scratch and overwritten.
+    virtual void attention_backward(float* dqkv, float* dpreatt, float* datt, const float* dout, const float* qkv,
+                                    const float* att, int B, int T, int C, int NH) = 0;
+
+    // ---- token + position embedding -----------------------------------------------------
+    // out (B,T,C) = wte[token - shard.start] (zero when the token is outside the shard)
+    //             + wpe[t] (skipped when wpe is nullptr: in a vocab-parallel group exactly one
+    //               rank adds positions, so the sum over ranks counts them once).
+    // tokens (B,T), wte (shard.size,C), wpe (maxT,C) or nullptr.
+    virtual void encoder_forward(float* out, const int* tokens, const float* wte, const float* wpe, int B, int T,
+                                 int C, VocabShard shard) = 0;
+    // dwte (shard.size,C) += for tokens in the shard; dwpe (maxT,C) += unless nullptr.
+    virtual void encoder_backward(float* dwte, float* dwpe, const float* dout, const int* tokens, int B, int T, int C,
+                                  VocabShard shard) = 0;
+    void encoder_forward(float* out, const int* tokens, const float* wte, const float* wpe, int B, int T, int C) {
+        encoder_forward(out, tokens, wte, wpe, B, T, C, VocabShard{});
+    }
+    void encoder_backward(float* dwte, float* dwpe, const float* dout, const int* tokens, int B, int T, int C) {
+        encoder_backward(dwte, dwpe, dout, tokens, B, T, C, VocabShard{});
+    }
+
+    // ---- elementwise ----------------------------------------------------------------------
+    virtual void residual_forward(float* out, const float* a, const float* b, std::size_t n) = 0;  // out = a + b
+    virtual void add_inplace(float* acc, const float* x, std::size_t n) = 0;                      // acc += x
+    virtual void scale(float* x, float factor, std::size_t n) = 0;                                // x *= factor
+    virtual void fill(float* x, float value, std::size_t n) = 0;
+
+    // ---- softmax cross-entropy over the whole vocabulary ----------------------------------
+    // losses (BT), probs (BT,V), logits (BT,V), targets (BT) in [0, V).
+    virtual void crossentropy_forward(float* losses, float* probs, const float* logits, const int* targets, int BT,
+                                      int V) = 0;
+    // dlogits (BT,V) += dlosses[i] * (probs - onehot(target)).
+    virtual void crossentropy_backward(float* dlogits, const float* dlosses, const float* probs, const int* targets,
+                                       int BT, int V) = 0;
+
+    // ---- vocab-parallel cross-entropy building blocks (Megatron-LM sec. 3) -----------------
+    // Each rank holds logits (BT,V) for its shard. The engine runs: row_max -> allreduce(max)
+    // -> row_sum_exp -> allreduce(sum); target_logit -> allreduce(sum);
+    // crossentropy_losses_from_parts; then crossentropy_shard_backward with the reduced parts.
+    virtual void row_max(float* maxes, const float* logits, int BT, int V) = 0;  // maxes (BT)
+    // sums (BT) = sum_v exp(logits - maxes).
+    virtual void row_sum_exp(float* sums, const float* logits, const float* maxes, int BT, int V) = 0;
+    // out (BT) = logits[i, target - shard.start] when the target is in the shard, else 0.
+    virtual void target_logit(float* out, const float* logits, const int* targets, int BT, int V,
+                              VocabShard shard) = 0;
+    // losses (BT) = log(sums) + maxes - target_logits (all reduced over the group).
+    virtual void crossentropy_losses_from_parts(float* losses, const float* maxes, const float* sums,
+                                                const float* target_logits, int BT) = 0;
+    // dlogits (BT,V) += dlosses * (exp(logits - maxes) / sums - onehot(target in shard)).
+    virtual void crossentropy_shard_backward(float* dlogits, const float* dlosses, const float* logits,
+                                             const float* maxes, const float* sums, const int* targets, int BT, int V,
+                                             VocabShard shard) = 0;
+
+    // ---- mean squared error, per row ------------------------------------------------------
+    // losses (N) = mean_d (pred - target)^2; pred, target (N,D).
+    virtual void mse_forward(float* losses, const float* pred, const float* target, int N, int D) = 0;
+    // dpred (N,D) += dlosses[n] * 2 (pred - target) / D.
+    virtual void mse_backward(float* dpred, const float* dlosses, const float* pred, const float* target, int N,
+                              int D) = 0;
+
+    // ---- AdamW on fp32 master weights and state; step counts from 1 ------------------------
+    virtual void adamw_update(float* params, const float* grads, float* m, float* v, std::size_t n, float lr,
+                              float beta1, float beta2, float eps, float weight_decay, int step) = 0;
+
+    // ---- bf16 compute with fp32 master weights (GPU only) --------------------------------
+    // has_bf16() says whether the ops below exist; on the CPU they throw UsageError.
+    virtual bool has_bf16() const { return false; }
+    // out (n) = round-to-nearest-even bf16 copy of inp (n): weights or activations for bf16 GEMMs.
+    virtual void cast_to_bf16(BFloat16* out, const float* inp, std::size_t n);
+    // matmul_forward with bf16 inp (N,C) and weight (OC,C), fp32 accumulation and fp32 out (N,OC);
+    // bias (OC) fp32 or nullptr.
+    virtual void matmul_forward_bf16(float* out, const BFloat16* inp, const BFloat16* weight, const float* bias,
+                                     int N, int C, int OC);
+    // matmul_backward with bf16 dout (N,OC), inp (N,C), weight (OC,C); fp32 accumulation into
+    // fp32 dinp (N,C), dweight (OC,C), dbias (OC), each or nullptr. +=
+    virtual void matmul_backward_bf16(float* dinp, float* dweight, float* dbias, const BFloat16* dout,
+                                      const BFloat16* inp, const BFloat16* weight, int N, int C, int OC);
+};
+
+// CpuOps for the CPU device; CudaOps for a CUDA device in builds with CUDA. Throws UsageError
+// for a device kind this build cannot run ops on.
+std::unique_ptr<Ops> make_ops(const Device& device);
+
+}  // namespace parbench
