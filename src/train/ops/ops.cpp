@@ -3,6 +3,9 @@
 #include "core/error.hpp"
 #include "device/device.hpp"
 #include "train/ops/cpu_ops.hpp"
+#if defined(PARBENCH_HAVE_CUDA)
+#include "train/ops/cuda_ops.hpp"
+#endif
 
 namespace parbench {
 namespace {
@@ -27,7 +30,11 @@ void Ops::matmul_backward_bf16(float*, float*, float*, const BFloat16*, const BF
 
 std::unique_ptr<Ops> make_ops(const Device& device) {
     if (device.kind() == "cpu") return std::make_unique<CpuOps>();
-    throw UsageError("no training ops for device kind '" + device.kind() + "' yet: the CUDA ops are still being written");
+#if defined(PARBENCH_HAVE_CUDA)
+    if (device.kind() == "cuda") return std::make_unique<CudaOps>(device);
+#endif
+    throw UsageError("no training ops for device kind '" + device.kind() + "' in this build" +
+                     (device.kind() == "cuda" ? " (rebuild with -DPARBENCH_CUDA=ON)" : ""));
 }
 
 }  // namespace parbench

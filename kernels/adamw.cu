@@ -1,0 +1,29 @@
+// AdamW on the GPU with the shared per-element step of adamw_math.hpp; fp32 state in place.
+#include "bench/nvtx.hpp"
+#include "device/cuda_check.hpp"
+#include "kernels/adamw_math.hpp"
+#include "kernels/ops_kernel_support.cuh"
+#include "kernels/ops_launchers.hpp"
+
+namespace parbench {
+namespace {
+
+using namespace ops_kernels;
+
+__global__ void adamw_kernel(float* params, const float* grads, float* m, float* v, std::size_t n,
+                             AdamWHyper hyper) {
+    for (std::size_t i = global_thread(); i < n; i += grid_threads()) adamw_step(params[i], grads[i], m[i], v[i], hyper);
+}
+
+}  // namespace
+
+void launch_adamw_update(float* params, const float* grads, float* m, float* v, std::size_t n, float lr, float beta1,
+                         float beta2, float eps, float weight_decay, int step, GpuStream stream) {
+    NvtxRange range("adamw_update");
+    // bias corrections once on the host, as the CPU op does, so both round the same way
+    const AdamWHyper hyper = adamw_hyper(lr, beta1, beta2, eps, weight_decay, step);
+    adamw_kernel<<<blocks_for(n), threads_per_block, 0, stream>>>(params, grads, m, v, n, hyper);
+    check_cuda(cudaGetLastError(), "adamw_kernel launch");
+}
+
+}  // namespace parbench

@@ -1,0 +1,64 @@
+// The parts of a linear layer around cuBLAS's GEMM (which CudaOps calls): adding the bias,
+// the bias gradient (+=) and the fp32 -> bf16 cast feeding bf16 GEMMs.
+#include "bench/nvtx.hpp"
+#include "device/cuda_check.hpp"
+#include "kernels/ops_kernel_support.cuh"
+#include "kernels/ops_launchers.hpp"
+
+namespace parbench {
+namespace {
+
+using namespace ops_kernels;
+
+// out (N,OC) += bias (OC) on every row
+__global__ void add_bias_kernel(float* out, const float* bias, int N, int OC) {
+    const std::size_t count = static_cast<std::size_t>(N) * OC;
+    for (std::size_t i = global_thread(); i < count; i += grid_threads()) out[i] += bias[i % OC];
+}
+
+// dout as float, whether it is stored as float or bf16
+__device__ inline float as_float(float value) { return value; }
+__device__ inline float as_float(BFloat16 value) { return to_float(value); }
+
+// dbias (OC) += column sums of dout (N,OC): a thread per column walking down the rows, so a
+// warp reads 32 neighbouring floats of one row at a time; no atomics, deterministic.
+template <typename T>
+__global__ void bias_backward_kernel(float* dbias, const T* dout, int N, int OC) {
+    for (std::size_t o = global_thread(); o < static_cast<std::size_t>(OC); o += grid_threads()) {
+        float sum = 0.0f;
+        for (std::size_t n = 0; n < static_cast<std::size_t>(N); ++n) sum += as_float(dout[n * OC + o]);
+        dbias[o] += sum;
+    }
+}
+
+__global__ void cast_to_bf16_kernel(BFloat16* out, const float* inp, std::size_t n) {
+    for (std::size_t i = global_thread(); i < n; i += grid_threads()) out[i] = to_bfloat16(inp[i]);
+}
+
+}  // namespace
+
+void launch_add_bias(float* out, const float* bias, int N, int OC, GpuStream stream) {
+    NvtxRange range("add_bias");
+    add_bias_kernel<<<blocks_for(static_cast<std::size_t>(N) * OC), threads_per_block, 0, stream>>>(out, bias, N, OC);
+    check_cuda(cudaGetLastError(), "add_bias_kernel launch");
+}
+
+void launch_bias_backward(float* dbias, const float* dout, int N, int OC, GpuStream stream) {
+    NvtxRange range("bias_backward");
+    bias_backward_kernel<float><<<blocks_for(OC), threads_per_block, 0, stream>>>(dbias, dout, N, OC);
+    check_cuda(cudaGetLastError(), "bias_backward_kernel<float> launch");
+}
+
+void launch_bias_backward_bf16(float* dbias, const BFloat16* dout, int N, int OC, GpuStream stream) {
+    NvtxRange range("bias_backward_bf16");
+    bias_backward_kernel<BFloat16><<<blocks_for(OC), threads_per_block, 0, stream>>>(dbias, dout, N, OC);
+    check_cuda(cudaGetLastError(), "bias_backward_kernel<BFloat16> launch");
+}
+
+void launch_cast_to_bf16(BFloat16* out, const float* inp, std::size_t n, GpuStream stream) {
+    NvtxRange range("cast_to_bf16");
+    cast_to_bf16_kernel<<<blocks_for(n), threads_per_block, 0, stream>>>(out, inp, n);
+    check_cuda(cudaGetLastError(), "cast_to_bf16_kernel launch");
+}
+
+}  // namespace parbench

@@ -1,0 +1,76 @@
+// Host launchers of the training-op kernels (kernels/<family>.cu), called by CudaOps. Shapes
+// and the += convention are those of src/train/ops/ops.hpp. Every launcher enqueues on
+// `stream`, checks the launch and returns without waiting. No CUDA header here: the stream is
+// the opaque CUstream_st* that cudaStream_t is.
+#pragma once
+
+#include <cstddef>
+
+#include "kernels/half_types.hpp"
+
+struct CUstream_st;
+
+namespace parbench {
+
+using GpuStream = CUstream_st*;
+
+// matmul.cu: the parts of a linear layer that are not the GEMM itself
+void launch_add_bias(float* out, const float* bias, int N, int OC, GpuStream stream);                  // out (N,OC)
+void launch_bias_backward(float* dbias, const float* dout, int N, int OC, GpuStream stream);           // +=
+void launch_bias_backward_bf16(float* dbias, const BFloat16* dout, int N, int OC, GpuStream stream);  // +=
+void launch_cast_to_bf16(BFloat16* out, const float* inp, std::size_t n, GpuStream stream);
+
+// layernorm.cu
+void launch_layernorm_forward(float* out, float* mean, float* rstd, const float* inp, const float* weight,
+                              const float* bias, int N, int C, GpuStream stream);
+void launch_layernorm_backward(float* dinp, float* dweight, float* dbias, const float* dout, const float* inp,
+                               const float* weight, const float* mean, const float* rstd, int N, int C,
+                               GpuStream stream);
+
+// gelu.cu
+void launch_gelu_forward(float* out, const float* inp, std::size_t n, GpuStream stream);
+void launch_gelu_backward(float* dinp, const float* inp, const float* dout, std::size_t n, GpuStream stream);
+
+// attention.cu
+void launch_attention_forward(float* out, float* preatt, float* att, const float* qkv, int B, int T, int C, int NH,
+                              GpuStream stream);
+void launch_attention_backward(float* dqkv, float* dpreatt, float* datt, const float* dout, const float* qkv,
+                               const float* att, int B, int T, int C, int NH, GpuStream stream);
+
+// encoder.cu; the shard is [vocab_start, vocab_start + vocab_size)
+void launch_encoder_forward(float* out, const int* tokens, const float* wte, const float* wpe, int B, int T, int C,
+                            int vocab_start, int vocab_size, GpuStream stream);
+void launch_encoder_backward(float* dwte, float* dwpe, const float* dout, const int* tokens, int B, int T, int C,
+                             int vocab_start, int vocab_size, GpuStream stream);
+
+// elementwise.cu
+void launch_residual_forward(float* out, const float* a, const float* b, std::size_t n, GpuStream stream);
+void launch_add_inplace(float* acc, const float* x, std::size_t n, GpuStream stream);
+void launch_scale(float* x, float factor, std::size_t n, GpuStream stream);
+void launch_fill(float* x, float value, std::size_t n, GpuStream stream);
+
+// crossentropy.cu
+void launch_crossentropy_forward(float* losses, float* probs, const float* logits, const int* targets, int BT, int V,
+                                 GpuStream stream);
+void launch_crossentropy_backward(float* dlogits, const float* dlosses, const float* probs, const int* targets,
+                                  int BT, int V, GpuStream stream);
+void launch_row_max(float* maxes, const float* logits, int BT, int V, GpuStream stream);
+void launch_row_sum_exp(float* sums, const float* logits, const float* maxes, int BT, int V, GpuStream stream);
+void launch_target_logit(float* out, const float* logits, const int* targets, int BT, int V, int vocab_start,
+                         GpuStream stream);
+void launch_crossentropy_losses_from_parts(float* losses, const float* maxes, const float* sums,
+                                           const float* target_logits, int BT, GpuStream stream);
+void launch_crossentropy_shard_backward(float* dlogits, const float* dlosses, const float* logits,
+                                        const float* maxes, const float* sums, const int* targets, int BT, int V,
+                                        int vocab_start, GpuStream stream);
+
+// mse.cu
+void launch_mse_forward(float* losses, const float* pred, const float* target, int N, int D, GpuStream stream);
+void launch_mse_backward(float* dpred, const float* dlosses, const float* pred, const float* target, int N, int D,
+                         GpuStream stream);
+
+// adamw.cu
+void launch_adamw_update(float* params, const float* grads, float* m, float* v, std::size_t n, float lr, float beta1,
+                         float beta2, float eps, float weight_decay, int step, GpuStream stream);
+
+}  // namespace parbench

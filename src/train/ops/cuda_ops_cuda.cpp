@@ -1,0 +1,233 @@
+// CudaOps: cuBLAS for the GEMMs, kernels/<family>.cu for everything else, all on the
+// CudaDevice's stream. cuBLAS status codes become exceptions here, in one place.
+#include <cublas_v2.h>
+#include <cuda_runtime_api.h>
+
+#include <source_location>
+#include <string>
+
+#include "bench/nvtx.hpp"
+#include "core/error.hpp"
+#include "device/cuda_device.hpp"
+#include "kernels/ops_launchers.hpp"
+#include "train/ops/cuda_ops.hpp"
+
+namespace parbench {
+namespace {
+
+void check_cublas(cublasStatus_t status, const char* call,
+                  std::source_location where = std::source_location::current()) {
+    if (status == CUBLAS_STATUS_SUCCESS) return;
+    throw RuntimeFailure(std::string(call) + " failed (" + where.file_name() + ":" + std::to_string(where.line()) +
+                         ", " + where_this_process_runs() + "): " + cublasGetStatusName(status) + ": " +
+                         cublasGetStatusString(status));
+}
+
+class CublasHandle {
+  public:
+    explicit CublasHandle(cudaStream_t stream) {
+        check_cublas(cublasCreate(&handle_), "cublasCreate");
+        try {
+            check_cublas(cublasSetStream(handle_, stream), "cublasSetStream");
+        } catch (...) {
+            cublasDestroy(handle_);
+            throw;
+        }
+    }
+    // Destruction must not throw; a failure here leaks nothing we could still free.
+    ~CublasHandle() { cublasDestroy(handle_); }
+    CublasHandle(const CublasHandle&) = delete;
+    CublasHandle& operator=(const CublasHandle&) = delete;
+    cublasHandle_t get() const { return handle_; }
+
+  private:
+    cublasHandle_t handle_ = nullptr;
+};
+
+const CudaDevice& as_cuda_device(const Device& device) {
+    const auto* cuda = dynamic_cast<const CudaDevice*>(&device);
+    if (cuda == nullptr) throw UsageError("CudaOps needs a CUDA device, got a '" + device.kind() + "' device");
+    return *cuda;
+}
+
+}  // namespace
+
+struct CudaOps::Resources {
+    explicit Resources(const CudaDevice& cuda) : device(cuda), stream(cuda.shared_stream()), cublas(stream->get()) {}
+    const CudaDevice& device;
+    std::shared_ptr<CudaStream> stream;  // shared, so it outlives the handle bound to it
+    CublasHandle cublas;
+};
+
+CudaOps::CudaOps(const Device& device) : resources_(std::make_unique<Resources>(as_cuda_device(device))) {}
+CudaOps::~CudaOps() = default;
+
+// Waits through the device, which also surfaces asynchronous NCCL errors instead of hanging.
+void CudaOps::synchronize() { resources_->device.synchronize(); }
+
+namespace {
+
+// cuBLAS is column-major; a row-major (R,K) matrix is the column-major (K,R) matrix, its
+// transpose. So the row-major product C = X · Y is computed as the column-major Cᵀ = Yᵀ Xᵀ,
+// with no copies: each call below writes its row-major formula and the column-major one it
+// runs. Accumulation is fp32 (CUBLAS_COMPUTE_32F, no TF32), matching the CPU's sgemm;
+// elements are fp32 or bf16 as `element` says, and C is always fp32.
+void gemm(cublasHandle_t handle, cublasOperation_t op_a, cublasOperation_t op_b, int m, int n, int k, const void* a,
+          int lda, const void* b, int ldb, float beta, float* c, int ldc, cudaDataType_t element, const char* what) {
+    const float alpha = 1.0f;
+    check_cublas(cublasGemmEx(handle, op_a, op_b, m, n, k, &alpha, a, element, lda, b, element, ldb, &beta, c,
+                              CUDA_R_32F, ldc, CUBLAS_COMPUTE_32F, CUBLAS_GEMM_DEFAULT),
+                 what);
+}
+
+// out (N,OC) = inp (N,C) · weight (OC,C)ᵀ   <=>   outᵀ (OC,N) = weight (OC,C) · inpᵀ (C,N)
+void linear_forward(cublasHandle_t handle, float* out, const void* inp, const void* weight, int N, int C, int OC,
+                    cudaDataType_t element) {
+    gemm(handle, CUBLAS_OP_T, CUBLAS_OP_N, OC, N, C, weight, C, inp, C, 0.0f, out, OC, element,
+         "cublasGemmEx (matmul forward)");
+}
+
+// dinp (N,C) += dout (N,OC) · weight (OC,C)   <=>   dinpᵀ (C,N) += weightᵀ (C,OC) · doutᵀ (OC,N)
+// dweight (OC,C) += dout (N,OC)ᵀ · inp (N,C)   <=>   dweightᵀ (C,OC) += inpᵀ (C,N) · dout (N,OC)
+void linear_backward(cublasHandle_t handle, float* dinp, float* dweight, const void* dout, const void* inp,
+                     const void* weight, int N, int C, int OC, cudaDataType_t element) {
+    if (dinp != nullptr)
+        gemm(handle, CUBLAS_OP_N, CUBLAS_OP_N, C, N, OC, weight, C, dout, OC, 1.0f, dinp, C, element,
+             "cublasGemmEx (matmul backward, dinp)");
+    if (dweight != nullptr)
+        gemm(handle, CUBLAS_OP_N, CUBLAS_OP_T, C, OC, N, inp, C, dout, OC, 1.0f, dweight, C, element,
+             "cublasGemmEx (matmul backward, dweight)");
+}
+
+}  // namespace
+
+void CudaOps::matmul_forward(float* out, const float* inp, const float* weight, const float* bias, int N, int C,
+                             int OC) {
+    NvtxRange range("matmul_forward");
+    linear_forward(resources_->cublas.get(), out, inp, weight, N, C, OC, CUDA_R_32F);
+    if (bias != nullptr) launch_add_bias(out, bias, N, OC, resources_->stream->get());
+}
+
+void CudaOps::matmul_backward(float* dinp, float* dweight, float* dbias, const float* dout, const float* inp,
+                              const float* weight, int N, int C, int OC) {
+    NvtxRange range("matmul_backward");
+    linear_backward(resources_->cublas.get(), dinp, dweight, dout, inp, weight, N, C, OC, CUDA_R_32F);
+    if (dbias != nullptr) launch_bias_backward(dbias, dout, N, OC, resources_->stream->get());
+}
+
+void CudaOps::cast_to_bf16(BFloat16* out, const float* inp, std::size_t n) {
+    launch_cast_to_bf16(out, inp, n, resources_->stream->get());
+}
+
+void CudaOps::matmul_forward_bf16(float* out, const BFloat16* inp, const BFloat16* weight, const float* bias, int N,
+                                  int C, int OC) {
+    NvtxRange range("matmul_forward_bf16");
+    linear_forward(resources_->cublas.get(), out, inp, weight, N, C, OC, CUDA_R_16BF);
+    if (bias != nullptr) launch_add_bias(out, bias, N, OC, resources_->stream->get());
+}
+
+void CudaOps::matmul_backward_bf16(float* dinp, float* dweight, float* dbias, const BFloat16* dout,
+                                   const BFloat16* inp, const BFloat16* weight, int N, int C, int OC) {
+    NvtxRange range("matmul_backward_bf16");
+    linear_backward(resources_->cublas.get(), dinp, dweight, dout, inp, weight, N, C, OC, CUDA_R_16BF);
+    if (dbias != nullptr) launch_bias_backward_bf16(dbias, dout, N, OC, resources_->stream->get());
+}
+
+void CudaOps::layernorm_forward(float* out, float* mean, float* rstd, const float* inp, const float* weight,
+                                const float* bias, int N, int C) {
+    launch_layernorm_forward(out, mean, rstd, inp, weight, bias, N, C, resources_->stream->get());
+}
+
+void CudaOps::layernorm_backward(float* dinp, float* dweight, float* dbias, const float* dout, const float* inp,
+                                 const float* weight, const float* mean, const float* rstd, int N, int C) {
+    launch_layernorm_backward(dinp, dweight, dbias, dout, inp, weight, mean, rstd, N, C, resources_->stream->get());
+}
+
+void CudaOps::gelu_forward(float* out, const float* inp, std::size_t n) {
+    launch_gelu_forward(out, inp, n, resources_->stream->get());
+}
+
+void CudaOps::gelu_backward(float* dinp, const float* inp, const float* dout, std::size_t n) {
+    launch_gelu_backward(dinp, inp, dout, n, resources_->stream->get());
+}
+
+void CudaOps::attention_forward(float* out, float* preatt, float* att, const float* qkv, int B, int T, int C,
+                                int NH) {
+    launch_attention_forward(out, preatt, att, qkv, B, T, C, NH, resources_->stream->get());
+}
+
+void CudaOps::attention_backward(float* dqkv, float* dpreatt, float* datt, const float* dout, const float* qkv,
+                                 const float* att, int B, int T, int C, int NH) {
+    launch_attention_backward(dqkv, dpreatt, datt, dout, qkv, att, B, T, C, NH, resources_->stream->get());
+}
+
+void CudaOps::encoder_forward(float* out, const int* tokens, const float* wte, const float* wpe, int B, int T, int C,
+                              VocabShard shard) {
+    launch_encoder_forward(out, tokens, wte, wpe, B, T, C, shard.start, shard.size, resources_->stream->get());
+}
+
+void CudaOps::encoder_backward(float* dwte, float* dwpe, const float* dout, const int* tokens, int B, int T, int C,
+                               VocabShard shard) {
+    launch_encoder_backward(dwte, dwpe, dout, tokens, B, T, C, shard.start, shard.size, resources_->stream->get());
+}
+
+void CudaOps::residual_forward(float* out, const float* a, const float* b, std::size_t n) {
+    launch_residual_forward(out, a, b, n, resources_->stream->get());
+}
+
+void CudaOps::add_inplace(float* acc, const float* x, std::size_t n) {
+    launch_add_inplace(acc, x, n, resources_->stream->get());
+}
+
+void CudaOps::scale(float* x, float factor, std::size_t n) { launch_scale(x, factor, n, resources_->stream->get()); }
+
+void CudaOps::fill(float* x, float value, std::size_t n) { launch_fill(x, value, n, resources_->stream->get()); }
+
+void CudaOps::crossentropy_forward(float* losses, float* probs, const float* logits, const int* targets, int BT,
+                                   int V) {
+    launch_crossentropy_forward(losses, probs, logits, targets, BT, V, resources_->stream->get());
+}
+
+void CudaOps::crossentropy_backward(float* dlogits, const float* dlosses, const float* probs, const int* targets,
+                                    int BT, int V) {
+    launch_crossentropy_backward(dlogits, dlosses, probs, targets, BT, V, resources_->stream->get());
+}
+
+void CudaOps::row_max(float* maxes, const float* logits, int BT, int V) {
+    launch_row_max(maxes, logits, BT, V, resources_->stream->get());
+}
+
+void CudaOps::row_sum_exp(float* sums, const float* logits, const float* maxes, int BT, int V) {
+    launch_row_sum_exp(sums, logits, maxes, BT, V, resources_->stream->get());
+}
+
+void CudaOps::target_logit(float* out, const float* logits, const int* targets, int BT, int V, VocabShard shard) {
+    launch_target_logit(out, logits, targets, BT, V, shard.start, resources_->stream->get());
+}
+
+void CudaOps::crossentropy_losses_from_parts(float* losses, const float* maxes, const float* sums,
+                                             const float* target_logits, int BT) {
+    launch_crossentropy_losses_from_parts(losses, maxes, sums, target_logits, BT, resources_->stream->get());
+}
+
+void CudaOps::crossentropy_shard_backward(float* dlogits, const float* dlosses, const float* logits,
+                                          const float* maxes, const float* sums, const int* targets, int BT, int V,
+                                          VocabShard shard) {
+    launch_crossentropy_shard_backward(dlogits, dlosses, logits, maxes, sums, targets, BT, V, shard.start,
+                                       resources_->stream->get());
+}
+
+void CudaOps::mse_forward(float* losses, const float* pred, const float* target, int N, int D) {
+    launch_mse_forward(losses, pred, target, N, D, resources_->stream->get());
+}
+
+void CudaOps::mse_backward(float* dpred, const float* dlosses, const float* pred, const float* target, int N, int D) {
+    launch_mse_backward(dpred, dlosses, pred, target, N, D, resources_->stream->get());
+}
+
+void CudaOps::adamw_update(float* params, const float* grads, float* m, float* v, std::size_t n, float lr,
+                           float beta1, float beta2, float eps, float weight_decay, int step) {
+    launch_adamw_update(params, grads, m, v, n, lr, beta1, beta2, eps, weight_decay, step, resources_->stream->get());
+}
+
+}  // namespace parbench
