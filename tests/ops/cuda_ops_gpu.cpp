@@ -1,0 +1,300 @@
+// Every CudaOps op against the CpuOps op on the same random inputs (label gpu). The CPU ops
+// are held to finite differences in the unit tests, so agreement here carries that over.
+// Each test skips, saying why, when no GPU is visible.
+#include <cuda_runtime_api.h>
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <cmath>
+#include <memory>
+#include <sstream>
+
+#include "device/cuda_device.hpp"
+#include "gradient_check.hpp"
+#include "train/ops/cpu_ops.hpp"
+#include "train/ops/cuda_ops.hpp"
+
+namespace parbench {
+namespace {
+
+using namespace testing_ops;
+
+// Summation order differs (warp trees, cuBLAS blocking), so agreement is to float rounding
+// of sums of a few hundred terms, not bit-exact.
+struct Tolerance {
+    double absolute = 1e-5;
+    double relative = 1e-4;
+};
+
+::testing::AssertionResult all_close(const std::vector<float>& gpu, const std::vector<float>& cpu,
+                                     Tolerance tolerance = {}) {
+    std::size_t wrong = 0;
+    std::ostringstream first;
+    for (std::size_t i = 0; i < cpu.size(); ++i) {
+        const double error = std::abs(static_cast<double>(gpu[i]) - cpu[i]);
+        if (!(error <= tolerance.absolute + tolerance.relative * std::abs(cpu[i])) && ++wrong <= 5)
+            first << "\n  [" << i << "] gpu " << gpu[i] << ", cpu " << cpu[i];
+    }
+    if (wrong == 0) return ::testing::AssertionSuccess();
+    return ::testing::AssertionFailure() << wrong << " of " << cpu.size() << " elements differ:" << first.str();
+}
+
+class CudaOpsTest : public ::testing::Test {
+  protected:
+    void SetUp() override {
+        int count = 0;
+        const cudaError_t status = cudaGetDeviceCount(&count);
+        if (status != cudaSuccess || count == 0)
+            GTEST_SKIP() << "no CUDA device visible (cudaGetDeviceCount: "
+                         << (status == cudaSuccess ? "0 devices" : cudaGetErrorString(status)) << ")";
+        device_ = std::make_unique<CudaDevice>(0);
+        gpu_ = std::make_unique<CudaOps>(*device_);
+    }
+
+    template <typename T>
+    Buffer upload(const std::vector<T>& host) {
+        Buffer buffer = device_->allocate(std::max<std::size_t>(host.size(), 1) * sizeof(T));
+        device_->copy_from_host(buffer, host.data(), host.size() * sizeof(T));
+        return buffer;
+    }
+
+    template <typename T>
+    std::vector<T> download(const Buffer& buffer, std::size_t count) {
+        gpu_->synchronize();
+        std::vector<T> host(count);
+        device_->copy_to_host(host.data(), buffer, count * sizeof(T));
+        return host;
+    }
+    std::vector<float> download(const Buffer& buffer, std::size_t count) { return download<float>(buffer, count); }
+
+    CpuOps cpu_;
+    std::unique_ptr<CudaDevice> device_;
+    std::unique_ptr<CudaOps> gpu_;
+};
+
+TEST_F(CudaOpsTest, MakeOpsPicksCudaOps) { EXPECT_EQ(make_ops(*device_)->name(), "cuda"); }
+
+TEST_F(CudaOpsTest, Matmul) {
+    const int N = 64, C = 48, OC = 80;
+    const auto inp = random_vector(N * C, 1), weight = random_vector(OC * C, 2), bias = random_vector(OC, 3);
+    const auto dout = random_vector(N * OC, 4);
+    auto dinp = random_vector(N * C, 5), dweight = random_vector(OC * C, 6), dbias = random_vector(OC, 7);
+    Buffer d_inp = upload(inp), d_weight = upload(weight), d_bias = upload(bias), d_dout = upload(dout);
+    Buffer d_out = upload(std::vector<float>(N * OC)), d_dinp = upload(dinp), d_dweight = upload(dweight),
+           d_dbias = upload(dbias);
+    std::vector<float> out(N * OC);
+    cpu_.matmul_forward(out.data(), inp.data(), weight.data(), bias.data(), N, C, OC);
+    cpu_.matmul_backward(dinp.data(), dweight.data(), dbias.data(), dout.data(), inp.data(), weight.data(), N, C, OC);
+    gpu_->matmul_forward(d_out.as<float>(), d_inp.as<float>(), d_weight.as<float>(), d_bias.as<float>(), N, C, OC);
+    gpu_->matmul_backward(d_dinp.as<float>(), d_dweight.as<float>(), d_dbias.as<float>(), d_dout.as<float>(),
+                          d_inp.as<float>(), d_weight.as<float>(), N, C, OC);
+    EXPECT_TRUE(all_close(download(d_out, out.size()), out));
+    EXPECT_TRUE(all_close(download(d_dinp, dinp.size()), dinp));
+    EXPECT_TRUE(all_close(download(d_dweight, dweight.size()), dweight));
+    EXPECT_TRUE(all_close(download(d_dbias, dbias.size()), dbias));
+}
+
+TEST_F(CudaOpsTest, MatmulBf16MatchesFp32OnRoundedInputs) {
+    const int N = 32, C = 64, OC = 24;
+    auto inp = random_vector(N * C, 8), weight = random_vector(OC * C, 9), dout = random_vector(N * OC, 10);
+    const auto bias = random_vector(OC, 11);
+    Buffer f_inp = upload(inp), f_weight = upload(weight), f_dout = upload(dout), d_bias = upload(bias);
+    Buffer b_inp = device_->allocate(inp.size() * 2), b_weight = device_->allocate(weight.size() * 2),
+           b_dout = device_->allocate(dout.size() * 2);
+    gpu_->cast_to_bf16(b_inp.as<BFloat16>(), f_inp.as<float>(), inp.size());
+    gpu_->cast_to_bf16(b_weight.as<BFloat16>(), f_weight.as<float>(), weight.size());
+    gpu_->cast_to_bf16(b_dout.as<BFloat16>(), f_dout.as<float>(), dout.size());
+    // the cast is the shared round-to-nearest-even of half_types.hpp, bit for bit
+    const auto cast = download<BFloat16>(b_inp, inp.size());
+    for (std::size_t i = 0; i < inp.size(); ++i) ASSERT_EQ(cast[i].bits, to_bfloat16(inp[i]).bits) << "element " << i;
+    for (auto* values : {&inp, &weight, &dout})
+        for (float& value : *values) value = to_float(to_bfloat16(value));
+
+    std::vector<float> out(N * OC), dinp(N * C), dweight(OC * C), dbias(OC);
+    cpu_.matmul_forward(out.data(), inp.data(), weight.data(), bias.data(), N, C, OC);
+    cpu_.matmul_backward(dinp.data(), dweight.data(), dbias.data(), dout.data(), inp.data(), weight.data(), N, C, OC);
+    Buffer d_out = upload(std::vector<float>(N * OC)), d_dinp = upload(std::vector<float>(N * C)),
+           d_dweight = upload(std::vector<float>(OC * C)), d_dbias = upload(std::vector<float>(OC));
+    gpu_->matmul_forward_bf16(d_out.as<float>(), b_inp.as<BFloat16>(), b_weight.as<BFloat16>(), d_bias.as<float>(),
+                              N, C, OC);
+    gpu_->matmul_backward_bf16(d_dinp.as<float>(), d_dweight.as<float>(), d_dbias.as<float>(), b_dout.as<BFloat16>(),
+                               b_inp.as<BFloat16>(), b_weight.as<BFloat16>(), N, C, OC);
+    // products of bf16 values are exact in fp32: only the accumulation order differs
+    EXPECT_TRUE(all_close(download(d_out, out.size()), out));
+    EXPECT_TRUE(all_close(download(d_dinp, dinp.size()), dinp));
+    EXPECT_TRUE(all_close(download(d_dweight, dweight.size()), dweight));
+    EXPECT_TRUE(all_close(download(d_dbias, dbias.size()), dbias));
+}
+
+TEST_F(CudaOpsTest, Layernorm) {
+    const int N = 37, C = 100;  // C not a multiple of the warp
+    const auto inp = random_vector(N * C, 12, -2.0f, 3.0f), weight = random_vector(C, 13), bias = random_vector(C, 14);
+    const auto dout = random_vector(N * C, 15);
+    std::vector<float> out(N * C), mean(N), rstd(N);
+    auto dinp = random_vector(N * C, 16), dweight = random_vector(C, 17), dbias = random_vector(C, 18);
+    Buffer d_inp = upload(inp), d_weight = upload(weight), d_bias = upload(bias), d_dout = upload(dout);
+    Buffer d_out = upload(out), d_mean = upload(mean), d_rstd = upload(rstd), d_dinp = upload(dinp),
+           d_dweight = upload(dweight), d_dbias = upload(dbias);
+    cpu_.layernorm_forward(out.data(), mean.data(), rstd.data(), inp.data(), weight.data(), bias.data(), N, C);
+    cpu_.layernorm_backward(dinp.data(), dweight.data(), dbias.data(), dout.data(), inp.data(), weight.data(),
+                            mean.data(), rstd.data(), N, C);
+    gpu_->layernorm_forward(d_out.as<float>(), d_mean.as<float>(), d_rstd.as<float>(), d_inp.as<float>(),
+                            d_weight.as<float>(), d_bias.as<float>(), N, C);
+    gpu_->layernorm_backward(d_dinp.as<float>(), d_dweight.as<float>(), d_dbias.as<float>(), d_dout.as<float>(),
+                             d_inp.as<float>(), d_weight.as<float>(), d_mean.as<float>(), d_rstd.as<float>(), N, C);
+    EXPECT_TRUE(all_close(download(d_out, out.size()), out));
+    EXPECT_TRUE(all_close(download(d_mean, N), mean));
+    EXPECT_TRUE(all_close(download(d_rstd, N), rstd));
+    EXPECT_TRUE(all_close(download(d_dinp, dinp.size()), dinp));
+    EXPECT_TRUE(all_close(download(d_dweight, dweight.size()), dweight));
+    EXPECT_TRUE(all_close(download(d_dbias, dbias.size()), dbias));
+}
+
+TEST_F(CudaOpsTest, GeluAndElementwise) {
+    const std::size_t n = 1000;
+    const auto inp = random_vector(n, 19, -4.0f, 4.0f), dout = random_vector(n, 20);
+    std::vector<float> out(n);
+    auto dinp = random_vector(n, 21);
+    Buffer d_inp = upload(inp), d_dout = upload(dout), d_out = upload(out), d_dinp = upload(dinp);
+    cpu_.gelu_forward(out.data(), inp.data(), n);
+    cpu_.gelu_backward(dinp.data(), inp.data(), dout.data(), n);
+    gpu_->gelu_forward(d_out.as<float>(), d_inp.as<float>(), n);
+    gpu_->gelu_backward(d_dinp.as<float>(), d_inp.as<float>(), d_dout.as<float>(), n);
+    // tanhf may differ from the host's in the last ulp
+    EXPECT_TRUE(all_close(download(d_out, n), out, {1e-6, 1e-5}));
+    EXPECT_TRUE(all_close(download(d_dinp, n), dinp, {1e-6, 1e-5}));
+
+    cpu_.residual_forward(out.data(), inp.data(), dout.data(), n);
+    cpu_.add_inplace(out.data(), inp.data(), n);
+    cpu_.scale(out.data(), 0.75f, n);
+    gpu_->residual_forward(d_out.as<float>(), d_inp.as<float>(), d_dout.as<float>(), n);
+    gpu_->add_inplace(d_out.as<float>(), d_inp.as<float>(), n);
+    gpu_->scale(d_out.as<float>(), 0.75f, n);
+    EXPECT_EQ(download(d_out, n), out);  // one rounding per element either way: exact
+    gpu_->fill(d_out.as<float>(), 2.5f, n);
+    EXPECT_EQ(download(d_out, n), std::vector<float>(n, 2.5f));
+}
+
+TEST_F(CudaOpsTest, Attention) {
+    const int B = 2, T = 40, C = 64, NH = 4;  // T above a warp: rows loop
+    const std::size_t scores = static_cast<std::size_t>(B) * NH * T * T;
+    const auto qkv = random_vector(B * T * 3 * C, 22), dout = random_vector(B * T * C, 23);
+    std::vector<float> out(B * T * C), preatt(scores), att(scores), dpreatt(scores), datt(scores);
+    auto dqkv = random_vector(qkv.size(), 24);
+    Buffer d_qkv = upload(qkv), d_dout = upload(dout), d_out = upload(out), d_preatt = upload(preatt),
+           d_att = upload(att), d_dpreatt = upload(dpreatt), d_datt = upload(datt), d_dqkv = upload(dqkv);
+    cpu_.attention_forward(out.data(), preatt.data(), att.data(), qkv.data(), B, T, C, NH);
+    cpu_.attention_backward(dqkv.data(), dpreatt.data(), datt.data(), dout.data(), qkv.data(), att.data(), B, T, C, NH);
+    gpu_->attention_forward(d_out.as<float>(), d_preatt.as<float>(), d_att.as<float>(), d_qkv.as<float>(), B, T, C,
+                            NH);
+    gpu_->attention_backward(d_dqkv.as<float>(), d_dpreatt.as<float>(), d_datt.as<float>(), d_dout.as<float>(),
+                             d_qkv.as<float>(), d_att.as<float>(), B, T, C, NH);
+    EXPECT_TRUE(all_close(download(d_preatt, scores), preatt));
+    EXPECT_TRUE(all_close(download(d_att, scores), att));
+    EXPECT_TRUE(all_close(download(d_out, out.size()), out));
+    EXPECT_TRUE(all_close(download(d_dqkv, dqkv.size()), dqkv, {1e-5, 1e-3}));
+}
+
+TEST_F(CudaOpsTest, EncoderWholeAndShard) {
+    const int B = 3, T = 16, C = 40, V = 50;
+    const VocabShard shard{20, 15};
+    const auto tokens = random_tokens(B * T, V, 25);
+    const auto wte = random_vector(V * C, 26), wpe = random_vector(T * C, 27), dout = random_vector(B * T * C, 28);
+    Buffer d_tokens = upload(tokens), d_wte = upload(wte), d_wpe = upload(wpe), d_dout = upload(dout);
+    for (const VocabShard s : {VocabShard{0, V}, shard}) {
+        std::vector<float> out(B * T * C);
+        auto dwte = random_vector(static_cast<std::size_t>(s.size) * C, 29), dwpe = random_vector(T * C, 30);
+        Buffer d_out = upload(out), d_dwte = upload(dwte), d_dwpe = upload(dwpe);
+        const float* wte_part = wte.data() + static_cast<std::size_t>(s.start) * C;
+        cpu_.encoder_forward(out.data(), tokens.data(), wte_part, wpe.data(), B, T, C, s);
+        cpu_.encoder_backward(dwte.data(), dwpe.data(), dout.data(), tokens.data(), B, T, C, s);
+        gpu_->encoder_forward(d_out.as<float>(), d_tokens.as<int>(), d_wte.as<float>() + s.start * C,
+                              d_wpe.as<float>(), B, T, C, s);
+        gpu_->encoder_backward(d_dwte.as<float>(), d_dwpe.as<float>(), d_dout.as<float>(), d_tokens.as<int>(), B, T, C,
+                               s);
+        EXPECT_TRUE(all_close(download(d_out, out.size()), out));
+        EXPECT_TRUE(all_close(download(d_dwte, dwte.size()), dwte));
+        EXPECT_TRUE(all_close(download(d_dwpe, dwpe.size()), dwpe));
+    }
+}
+
+TEST_F(CudaOpsTest, Crossentropy) {
+    const int BT = 33, V = 300;
+    const auto logits = random_vector(BT * V, 31, -5.0f, 5.0f), dlosses = random_vector(BT, 32);
+    const auto targets = random_tokens(BT, V, 33);
+    std::vector<float> losses(BT), probs(BT * V);
+    auto dlogits = random_vector(BT * V, 34);
+    Buffer d_logits = upload(logits), d_dlosses = upload(dlosses), d_targets = upload(targets),
+           d_losses = upload(losses), d_probs = upload(probs), d_dlogits = upload(dlogits);
+    cpu_.crossentropy_forward(losses.data(), probs.data(), logits.data(), targets.data(), BT, V);
+    cpu_.crossentropy_backward(dlogits.data(), dlosses.data(), probs.data(), targets.data(), BT, V);
+    gpu_->crossentropy_forward(d_losses.as<float>(), d_probs.as<float>(), d_logits.as<float>(), d_targets.as<int>(),
+                               BT, V);
+    gpu_->crossentropy_backward(d_dlogits.as<float>(), d_dlosses.as<float>(), d_probs.as<float>(),
+                                d_targets.as<int>(), BT, V);
+    EXPECT_TRUE(all_close(download(d_losses, BT), losses));
+    EXPECT_TRUE(all_close(download(d_probs, probs.size()), probs));
+    EXPECT_TRUE(all_close(download(d_dlogits, dlogits.size()), dlogits));
+}
+
+TEST_F(CudaOpsTest, CrossentropyShardParts) {
+    const int BT = 20, V = 70;  // this rank's shard of a larger vocabulary
+    const VocabShard shard{100, V};
+    const auto logits = random_vector(BT * V, 35, -5.0f, 5.0f), dlosses = random_vector(BT, 36);
+    const auto targets = random_tokens(BT, 250, 37);  // most outside the shard
+    std::vector<float> maxes(BT), sums(BT), target(BT), losses(BT);
+    auto dlogits = random_vector(BT * V, 38);
+    Buffer d_logits = upload(logits), d_dlosses = upload(dlosses), d_targets = upload(targets), d_maxes = upload(maxes),
+           d_sums = upload(sums), d_target = upload(target), d_losses = upload(losses), d_dlogits = upload(dlogits);
+    cpu_.row_max(maxes.data(), logits.data(), BT, V);
+    cpu_.row_sum_exp(sums.data(), logits.data(), maxes.data(), BT, V);
+    cpu_.target_logit(target.data(), logits.data(), targets.data(), BT, V, shard);
+    cpu_.crossentropy_losses_from_parts(losses.data(), maxes.data(), sums.data(), target.data(), BT);
+    cpu_.crossentropy_shard_backward(dlogits.data(), dlosses.data(), logits.data(), maxes.data(), sums.data(),
+                                     targets.data(), BT, V, shard);
+    gpu_->row_max(d_maxes.as<float>(), d_logits.as<float>(), BT, V);
+    gpu_->row_sum_exp(d_sums.as<float>(), d_logits.as<float>(), d_maxes.as<float>(), BT, V);
+    gpu_->target_logit(d_target.as<float>(), d_logits.as<float>(), d_targets.as<int>(), BT, V, shard);
+    gpu_->crossentropy_losses_from_parts(d_losses.as<float>(), d_maxes.as<float>(), d_sums.as<float>(),
+                                         d_target.as<float>(), BT);
+    gpu_->crossentropy_shard_backward(d_dlogits.as<float>(), d_dlosses.as<float>(), d_logits.as<float>(),
+                                      d_maxes.as<float>(), d_sums.as<float>(), d_targets.as<int>(), BT, V, shard);
+    EXPECT_EQ(download(d_maxes, BT), maxes);  // a max has no rounding
+    EXPECT_TRUE(all_close(download(d_sums, BT), sums));
+    EXPECT_EQ(download(d_target, BT), target);
+    EXPECT_TRUE(all_close(download(d_losses, BT), losses));
+    EXPECT_TRUE(all_close(download(d_dlogits, dlogits.size()), dlogits));
+}
+
+TEST_F(CudaOpsTest, Mse) {
+    const int N = 45, D = 70;
+    const auto pred = random_vector(N * D, 39), target = random_vector(N * D, 40), dlosses = random_vector(N, 41);
+    std::vector<float> losses(N);
+    auto dpred = random_vector(N * D, 42);
+    Buffer d_pred = upload(pred), d_target = upload(target), d_dlosses = upload(dlosses), d_losses = upload(losses),
+           d_dpred = upload(dpred);
+    cpu_.mse_forward(losses.data(), pred.data(), target.data(), N, D);
+    cpu_.mse_backward(dpred.data(), dlosses.data(), pred.data(), target.data(), N, D);
+    gpu_->mse_forward(d_losses.as<float>(), d_pred.as<float>(), d_target.as<float>(), N, D);
+    gpu_->mse_backward(d_dpred.as<float>(), d_dlosses.as<float>(), d_pred.as<float>(), d_target.as<float>(), N, D);
+    EXPECT_TRUE(all_close(download(d_losses, N), losses));
+    EXPECT_TRUE(all_close(download(d_dpred, dpred.size()), dpred));
+}
+
+TEST_F(CudaOpsTest, AdamW) {
+    const std::size_t n = 777;
+    auto params = random_vector(n, 43), m = random_vector(n, 44, -0.1f, 0.1f), v = random_vector(n, 45, 0.0f, 0.01f);
+    const auto grads = random_vector(n, 46);
+    Buffer d_params = upload(params), d_grads = upload(grads), d_m = upload(m), d_v = upload(v);
+    for (int step = 1; step <= 3; ++step) {
+        cpu_.adamw_update(params.data(), grads.data(), m.data(), v.data(), n, 3e-4f, 0.9f, 0.95f, 1e-8f, 0.1f, step);
+        gpu_->adamw_update(d_params.as<float>(), d_grads.as<float>(), d_m.as<float>(), d_v.as<float>(), n, 3e-4f,
+                           0.9f, 0.95f, 1e-8f, 0.1f, step);
+    }
+    EXPECT_TRUE(all_close(download(d_params, n), params, {1e-6, 1e-5}));
+    EXPECT_TRUE(all_close(download(d_m, n), m, {1e-7, 1e-5}));
+    EXPECT_TRUE(all_close(download(d_v, n), v, {1e-9, 1e-5}));
+}
+
+}  // namespace
+}  // namespace parbench
