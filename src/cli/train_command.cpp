@@ -1,0 +1,197 @@
+// `parbench train`: end-to-end training steps of a real model under a parallel layout.
+// Options are validated before MPI starts (including reading the model config); layout
+// errors that need the world size are raised alike on every rank after it starts. The
+// engine lives in train/; this file parses, builds the run, and reports.
+#include <chrono>
+#include <cstdlib>
+#include <iostream>
+#include <optional>
+#include <thread>
+
+#include "cli/command.hpp"
+#include "cli/rank_agreement.hpp"
+#include "comm/backend.hpp"
+#include "comm/mpi_communicator.hpp"
+#include "comm/mpi_session.hpp"
+#include "core/error.hpp"
+#include "report/environment.hpp"
+#include "report/json_file.hpp"
+#include "report/report_document.hpp"
+#include "train/mesh.hpp"
+#include "train/metrics.hpp"
+#include "train/model.hpp"
+#include "train/ops/ops.hpp"
+#include "train/train_options.hpp"
+#include "train/train_report.hpp"
+#include "train/train_run.hpp"
+
+namespace parbench {
+namespace {
+
+// A failure on one rank must end all of them: the others may already wait in a collective.
+// (Communicator::abort does not return; _Exit tells the compiler so.)
+[[noreturn]] void abort_job(Communicator& comm, int exit_code) {
+    comm.abort(exit_code);
+    std::_Exit(exit_code);
+}
+
+// The CPU peak is measured on every rank at once (so ranks that share cores measure their
+// share); the report takes the mean.
+PeakFlops resolve_peak(const TrainOptions& options, const Device& device, Communicator& control) {
+    if (options.peak_tflops) return PeakFlops{*options.peak_tflops, "--peak-tflops"};
+    if (device.is_gpu()) {
+        if (auto known = known_gpu_peak(device.name(), options.precision)) return *known;
+        return PeakFlops{std::nullopt, "unknown: " + device.name() + " is not in the peak table; give --peak-tflops"};
+    }
+    control.barrier();
+    PeakFlops measured = measure_cpu_sgemm_peak();
+    double tflops = *measured.tflops;
+    control.allreduce(&tflops, &tflops, 1, DType::float64, ReduceOp::sum);
+    measured.tflops = tflops / control.size();
+    measured.source += ", mean over ranks";
+    return measured;
+}
+
+// Ranks other than the first wait for the serial reference without busy-polling a core that
+// the reference needs: a receive that is tested, with sleeps between tests.
+int share_check_outcome(Communicator& control, bool passed) {
+    int outcome = passed ? 1 : 0;
+    if (control.rank() == 0) {
+        for (int peer = 1; peer < control.size(); ++peer) control.send(&outcome, 1, DType::int32, peer);
+        return outcome;
+    }
+    Request request = control.irecv(&outcome, 1, DType::int32, 0);
+    while (!request.test()) std::this_thread::sleep_for(std::chrono::milliseconds(2));
+    return outcome;
+}
+
+class TrainCommand : public Command {
+  public:
+    TrainOptions& options() { return options_; }
+
+    void validate() const override { resolve_train_options(options_); }
+
+    int run(Invocation& invocation) override {
+        const TrainPlan plan = resolve_train_options(options_);
+        const BackendChoice backend_choice = parse_backend(options_.backend);
+        MpiSession session(invocation.argc, invocation.argv);
+        auto control = MpiCommunicator::world();
+        try {
+            return train(invocation, plan, backend_choice, session, *control);
+        } catch (const UsageError&) {
+            throw;  // raised alike on every rank: each exits 2 cleanly
+        } catch (const std::exception& error) {
+            std::cerr << "error: rank " << session.world_rank() << ": " << error.what() << '\n';
+            abort_job(*control, 1);
+        }
+    }
+
+  private:
+    int train(Invocation& invocation, const TrainPlan& plan, BackendChoice backend_choice, const MpiSession& session,
+              Communicator& control) {
+        const int rank = session.world_rank();
+        const MeshShape shape = resolve_layout(plan, session.world_size());
+        std::optional<std::string> path_error;
+        if (rank == 0 && !options_.json_path.empty()) {
+            try {
+                check_writable(options_.json_path, "--json");
+            } catch (const UsageError& error) {
+                path_error = error.what();
+            }
+        }
+        throw_if_any_rank_failed(control, path_error);
+
+        Backend backend = make_backend(backend_choice, session, control);
+        Device& device = *backend.device;
+        if (options_.precision == "bf16") {
+            if (!device.is_gpu())
+                throw UsageError("--precision bf16 runs on GPUs only; this run uses " + device.kind() +
+                                 " memory, which trains in fp32: use --precision fp32");
+            throw UsageError("--precision bf16: the training engine computes in fp32 only so far; use --precision fp32");
+        }
+        std::unique_ptr<Ops> ops = make_ops(device);
+        const Environment environment = collect_environment(session, device, *backend.comm, control);
+        nlohmann::json config = to_json(options_);
+        config["resolved"] = {{"dp", shape.dp}, {"tp", shape.tp}, {"pp", shape.pp}, {"seq_len", plan.seq_len},
+                              {"model_source", plan.model.source}};
+        nlohmann::json report = report_frame("train", invocation.arguments, invocation.started_at, environment, config);
+        const std::size_t parameters = model_parameter_layout(plan.model, plan.seq_len).total_numel();
+        if (rank == 0) {
+            print_train_header(std::cout, plan, shape, parameters, device.kind());
+            if (oversubscribed(environment))
+                std::cerr << "warning: more ranks than cores on a host: ranks share cores and busy-poll, so step "
+                             "times measure the scheduler too; quote figures from runs with at most one rank per core\n";
+        }
+        const PeakFlops peak = resolve_peak(options_, device, control);
+
+        Mesh mesh(*backend.comm, shape);
+        const TrainMeasurements measurements = run_training(plan, mesh, device, *ops, control, options_.check);
+
+        std::optional<CheckResult> check;
+        int exit_status = 0;
+        if (options_.check) {
+            auto self = backend.comm->split(rank, 0);  // a world of one for the serial reference
+            if (rank == 0) {
+                Mesh serial_mesh(*self, MeshShape{});
+                const TrainMeasurements reference =
+                    run_training(serial_reference_plan(plan), serial_mesh, device, *ops, *self, true);
+                check = compare_with_reference(measurements.loss, measurements.final_parameters, reference.loss,
+                                               reference.final_parameters,
+                                               model_parameter_layout(plan.model, plan.seq_len));
+            }
+            exit_status = share_check_outcome(control, check && check->passed) == 1 ? 0 : 1;
+        }
+
+        if (rank == 0) {
+            const nlohmann::json result = train_result_json(
+                TrainSummaryInputs{plan, shape, scheme_name(plan), measurements, peak, check});
+            print_train_summary(std::cout, result);
+            for (const auto& warning : result["warnings"]) std::cerr << "warning: " << warning.get<std::string>() << '\n';
+            report["results"].push_back(result);
+            report["finished_at"] = utc_now_iso8601();
+            if (!options_.json_path.empty()) write_json_atomically(options_.json_path, report);
+            if (exit_status != 0)
+                std::cerr << "error: --check: the parallel run differs from the serial reference beyond the "
+                             "tolerance (see check in the report)\n";
+        }
+        return exit_status;
+    }
+
+    TrainOptions options_;
+};
+
+}  // namespace
+
+std::unique_ptr<Command> add_train_command(CLI::App& app) {
+    auto command = std::make_unique<TrainCommand>();
+    TrainOptions& o = command->options();
+    CLI::App* sub = app.add_subcommand("train", "Time end-to-end training steps of a model under a parallel layout");
+    sub->add_option("--model", o.model, "Model NAME in configs/models (gpt-tiny, gpt-small, mlp-tiny, ...) or a PATH")
+        ->capture_default_str();
+    sub->add_option("--global-batch", o.global_batch, "Sequences (samples) per step over all ranks")
+        ->capture_default_str();
+    sub->add_option("--seq", o.seq, "Sequence length (default: the model's seq_len)");
+    sub->add_option("--steps", o.steps, "Timed steps")->capture_default_str();
+    sub->add_option("--warmup", o.warmup, "Untimed steps before timing")->capture_default_str();
+    sub->add_option("--seed", o.seed, "Seed of parameters and data")->capture_default_str();
+    sub->add_option("--lr", o.lr, "AdamW learning rate")->capture_default_str();
+    sub->add_option("--dp", o.dp, "Data-parallel degree (default: the world size / (tp x pp))");
+    sub->add_option("--tp", o.tp, "Tensor-parallel degree")->capture_default_str();
+    sub->add_option("--pp", o.pp, "Pipeline-parallel degree")->capture_default_str();
+    sub->add_option("--zero", o.zero, "ZeRO stage: 0 (DDP), 1 (optimizer), 2 (+gradients), 3 (+parameters)")
+        ->capture_default_str();
+    sub->add_option("--microbatches", o.microbatches, "Micro-batches per rank per step (gradient accumulation)")
+        ->capture_default_str();
+    sub->add_option("--bucket-mb", o.bucket_mb, "Gradient bucket size in MiB")->capture_default_str();
+    sub->add_flag("--overlap", o.overlap, "Start each bucket's gradient collective as soon as it is ready");
+    sub->add_flag("--prefetch", o.prefetch, "ZeRO-3: gather the next layer while computing this one");
+    sub->add_option("--precision", o.precision, "fp32, or bf16 (GPU only)")->capture_default_str();
+    sub->add_option("--peak-tflops", o.peak_tflops, "Peak TFLOP/s per rank for MFU (default: table or measured)");
+    sub->add_flag("-c,--check", o.check, "Compare loss and final parameters with a serial run; fail if they differ");
+    sub->add_option("--json", o.json_path, "Write the report as JSON (schema parbench.report/v1)");
+    sub->add_option("--backend", o.backend, "auto (NCCL when every rank sees a GPU), mpi or nccl")
+        ->capture_default_str();
+    return command;
+}
+
+}  // namespace parbench

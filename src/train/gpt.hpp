@@ -1,0 +1,20 @@
+// GPT-2-style decoder (Radford et al. 2019; llm.c's train_gpt2.c is the readable reference):
+// token + learned position embeddings, L pre-LayerNorm blocks of causal multi-head
+// attention and a 4h GELU MLP, a final LayerNorm, logits = x · wteᵀ (tied), cross-entropy.
+//
+// Units: 0 = "embedding" (wte, wpe, lnfw, lnfb: everything outside the blocks, so the tied
+// output projection and the final LayerNorm travel with the embedding), 1..L = the blocks.
+#pragma once
+
+#include <cstdint>
+#include <memory>
+
+#include "train/model.hpp"
+
+namespace parbench {
+
+ParameterLayout gpt_parameter_layout(const ModelConfig& config, int seq_len);
+std::unique_ptr<Model> make_gpt_model(const ModelConfig& config, const MicrobatchShape& shape, std::uint64_t seed,
+                                      Ops& ops, MemoryLedger& ledger);
+
+}  // namespace parbench

@@ -1,0 +1,103 @@
+// A data-parallel training scheme: where parameters, gradients and optimizer state live on
+// this rank, and which collectives keep the ranks' replicas or shards consistent. The model
+// reaches parameters and gradients through the ParameterAccess hooks; the step driver calls
+// the rest in order: begin_step, (begin_microbatch, forward, backward) per micro-batch,
+// end_backward, optimizer_step.
+#pragma once
+
+#include <chrono>
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "comm/communicator.hpp"
+#include "device/device.hpp"
+#include "train/memory_ledger.hpp"
+#include "train/model.hpp"
+#include "train/ops/ops.hpp"
+#include "train/parameter_layout.hpp"
+
+namespace parbench {
+
+// AdamW (Loshchilov & Hutter, arXiv 1711.05101) with llm.c's defaults.
+struct AdamWSettings {
+    float lr = 1e-3f;
+    float beta1 = 0.9f;
+    float beta2 = 0.999f;
+    float eps = 1e-8f;
+    float weight_decay = 0.0f;
+};
+
+struct SchemeSettings {
+    int zero_stage = 0;                      // 0: plain data parallelism
+    std::size_t bucket_bytes = 25u << 20;    // gradient buckets (and ZeRO-1/2 segments)
+    bool overlap = false;                    // launch each bucket's collective as soon as it is ready
+    bool prefetch = false;                   // ZeRO-3: gather the next unit while this one computes
+    int microbatches = 1;
+    AdamWSettings adamw;
+};
+
+// Host time the step spends blocked in communication: blocking collectives, waits on
+// non-blocking ones, and issuing them. Compute that overlaps communication is not in it.
+class ExposedCommClock {
+  public:
+    class Scope {
+      public:
+        explicit Scope(ExposedCommClock& clock) : clock_(clock), start_(std::chrono::steady_clock::now()) {}
+        ~Scope() {
+            clock_.ms_ += std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - start_).count();
+        }
+        Scope(const Scope&) = delete;
+        Scope& operator=(const Scope&) = delete;
+
+      private:
+        ExposedCommClock& clock_;
+        std::chrono::steady_clock::time_point start_;
+    };
+    Scope measure() { return Scope(*this); }
+    double take_ms() {
+        const double ms = ms_;
+        ms_ = 0.0;
+        return ms;
+    }
+
+  private:
+    double ms_ = 0.0;
+};
+
+class TrainingScheme : public ParameterAccess {
+  public:
+    virtual std::string name() const = 0;  // "ddp", "zero1", "zero2", "zero3"
+    // Sets this rank's parameters (full or shard) to the model's seeded initial values.
+    virtual void initialize_parameters(std::uint64_t seed) = 0;
+    virtual void begin_step() = 0;
+    virtual void begin_microbatch(int index) = 0;
+    // After the last micro-batch's backward: every gradient reduction has completed.
+    virtual void end_backward() = 0;
+    // AdamW on what this rank owns, then whatever makes parameters usable for the next step.
+    virtual void optimizer_step(int step) = 0;
+    // All parameters in tensor order (FlatLayout::canonical), gathered if sharded.
+    // Collective over the data-parallel group; not for timed regions.
+    virtual std::vector<float> canonical_parameters() = 0;
+    ExposedCommClock& exposed_comm() { return exposed_; }
+
+  protected:
+    ExposedCommClock exposed_;
+};
+
+struct SchemeContext {
+    Device& device;
+    Ops& ops;
+    Communicator& dp;
+    MemoryLedger& ledger;
+    const Model& model;
+};
+
+std::unique_ptr<TrainingScheme> make_data_parallel(const SchemeContext& context, const SchemeSettings& settings);
+std::unique_ptr<TrainingScheme> make_zero(const SchemeContext& context, const SchemeSettings& settings);
+inline std::unique_ptr<TrainingScheme> make_scheme(const SchemeContext& context, const SchemeSettings& settings) {
+    return settings.zero_stage == 0 ? make_data_parallel(context, settings) : make_zero(context, settings);
+}
+
+}  // namespace parbench

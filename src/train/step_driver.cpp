@@ -1,0 +1,53 @@
+#include "train/step_driver.hpp"
+
+#include <string>
+
+#include "bench/nvtx.hpp"
+
+namespace parbench {
+
+StepDriver::StepDriver(Model& model, TrainingScheme& scheme, Device& device, Communicator& control,
+                       const StepPlan& plan)
+    : model_(model), scheme_(scheme), device_(device), control_(control), plan_(plan), timer_(device.make_timer()) {}
+
+StepRecord StepDriver::run_step(int step) {
+    const int micro = plan_.microbatch_size();
+    // Samples of this step: [step * B, (step + 1) * B); this rank takes its contiguous slice.
+    const std::uint64_t first = static_cast<std::uint64_t>(step) * static_cast<std::uint64_t>(plan_.global_batch) +
+                                static_cast<std::uint64_t>(plan_.dp_rank) * static_cast<std::uint64_t>(plan_.local_batch());
+    for (int k = 0; k < plan_.microbatches; ++k)
+        model_.stage_batch(k, first + static_cast<std::uint64_t>(k) * static_cast<std::uint64_t>(micro));
+    // The step loss is the mean over every row of the global batch: each row's share.
+    const float loss_scale = 1.0f / (static_cast<float>(plan_.global_batch) * static_cast<float>(plan_.rows_per_sample));
+    // Data parallel ranks average their gradients, so a rank scales by its share times dp.
+    const float rank_loss_scale = loss_scale * static_cast<float>(plan_.dp_size);
+
+    device_.synchronize();
+    control_.barrier();
+    scheme_.exposed_comm().take_ms();
+    timer_->start();
+    {
+        NvtxRange step_range("step " + std::to_string(step));
+        scheme_.begin_step();
+        for (int k = 0; k < plan_.microbatches; ++k) {
+            scheme_.begin_microbatch(k);
+            {
+                NvtxRange range("forward");
+                model_.forward(k, scheme_);
+            }
+            NvtxRange range("backward");
+            model_.backward(k, rank_loss_scale, scheme_);
+        }
+        scheme_.end_backward();
+        scheme_.optimizer_step(step + 1);  // AdamW's t counts from 1
+    }
+    timer_->stop();
+    StepRecord record;
+    record.time_ms = timer_->elapsed_us() / 1000.0;  // waits for the device's stop event
+    record.exposed_comm_ms = scheme_.exposed_comm().take_ms();
+    for (int k = 0; k < plan_.microbatches; ++k) record.loss += model_.mean_loss(k);
+    record.loss /= plan_.microbatches;
+    return record;
+}
+
+}  // namespace parbench

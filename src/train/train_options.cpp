@@ -1,0 +1,108 @@
+#include "train/train_options.hpp"
+
+#include <cmath>
+#include <string>
+
+#include "core/error.hpp"
+
+namespace parbench {
+namespace {
+
+std::string text(int value) { return std::to_string(value); }
+
+}  // namespace
+
+TrainPlan resolve_train_options(const TrainOptions& options) {
+    TrainPlan plan;
+    plan.options = options;
+    if (options.global_batch < 1) throw UsageError("--global-batch must be at least 1 (sequences per step)");
+    if (options.steps < 1) throw UsageError("--steps must be at least 1");
+    if (options.warmup < 0) throw UsageError("--warmup must be 0 or more");
+    if (!(options.lr > 0.0) || !std::isfinite(options.lr)) throw UsageError("--lr must be a positive number");
+    if (options.dp && *options.dp < 1) throw UsageError("--dp must be at least 1");
+    if (options.tp < 1 || options.pp < 1) throw UsageError("--tp and --pp must be at least 1");
+    if (options.tp > 1)
+        throw UsageError("--tp " + text(options.tp) + ": tensor parallelism is not in this build yet; use --tp 1");
+    if (options.pp > 1)
+        throw UsageError("--pp " + text(options.pp) + ": pipeline parallelism is not in this build yet; use --pp 1");
+    if (options.zero < 0 || options.zero > 3) throw UsageError("--zero " + text(options.zero) + ": use 0, 1, 2 or 3");
+    if (options.microbatches < 1) throw UsageError("--microbatches must be at least 1");
+    if (!(options.bucket_mb > 0.0) || !std::isfinite(options.bucket_mb))
+        throw UsageError("--bucket-mb must be a positive number of MiB (e.g. 25)");
+    if (options.prefetch && options.zero != 3)
+        throw UsageError("--prefetch gathers the next layer's parameters, which only ZeRO-3 shards; add --zero 3 or "
+                         "drop --prefetch");
+    if (options.precision != "fp32" && options.precision != "bf16")
+        throw UsageError("--precision '" + options.precision + "': use fp32 or bf16");
+    if (options.peak_tflops && !(*options.peak_tflops > 0.0))
+        throw UsageError("--peak-tflops must be a positive number (TFLOP/s per rank)");
+
+    plan.model = load_model_config(options.model);
+    plan.seq_len = plan.model.seq_len;
+    if (options.seq) {
+        if (plan.model.kind != ModelKind::gpt)
+            throw UsageError("--seq: model " + plan.model.name + " is an MLP, which has no sequence; drop --seq");
+        if (*options.seq < 1) throw UsageError("--seq must be at least 1");
+        plan.seq_len = *options.seq;
+    }
+
+    plan.scheme.zero_stage = options.zero;
+    plan.scheme.bucket_bytes = static_cast<std::size_t>(options.bucket_mb * 1024.0 * 1024.0);
+    if (plan.scheme.bucket_bytes < sizeof(float)) throw UsageError("--bucket-mb is smaller than one parameter");
+    plan.scheme.overlap = options.overlap;
+    plan.scheme.prefetch = options.prefetch;
+    plan.scheme.microbatches = options.microbatches;
+    plan.scheme.adamw.lr = static_cast<float>(options.lr);
+    return plan;
+}
+
+MeshShape resolve_layout(const TrainPlan& plan, int world_size) {
+    const TrainOptions& o = plan.options;
+    MeshShape shape;
+    shape.tp = o.tp;
+    shape.pp = o.pp;
+    if (o.dp) {
+        shape.dp = *o.dp;
+    } else {
+        if (world_size % (o.tp * o.pp) != 0)
+            throw UsageError("--tp " + text(o.tp) + " x --pp " + text(o.pp) + " does not divide the " +
+                             text(world_size) + " ranks; change the degrees or the rank count (mpirun -np)");
+        shape.dp = world_size / (o.tp * o.pp);
+    }
+    if (shape.world() != world_size)
+        throw UsageError("--dp " + text(shape.dp) + " x --tp " + text(shape.tp) + " x --pp " + text(shape.pp) + " = " +
+                         text(shape.world()) + " ranks, but the job has " + text(world_size) +
+                         "; make the product equal mpirun -np (or leave --dp out to fill the world)");
+    if (o.global_batch % (shape.dp * o.microbatches) != 0)
+        throw UsageError("--global-batch " + text(o.global_batch) + " does not divide into --dp " + text(shape.dp) +
+                         " x --microbatches " + text(o.microbatches) + " = " + text(shape.dp * o.microbatches) +
+                         " equal micro-batches; use a multiple of " + text(shape.dp * o.microbatches));
+    return shape;
+}
+
+nlohmann::json to_json(const TrainOptions& o) {
+    auto optional = [](const auto& value) { return value ? nlohmann::json(*value) : nlohmann::json(nullptr); };
+    return {
+        {"model", o.model},
+        {"global_batch", o.global_batch},
+        {"seq", optional(o.seq)},
+        {"steps", o.steps},
+        {"warmup", o.warmup},
+        {"seed", o.seed},
+        {"lr", o.lr},
+        {"dp", optional(o.dp)},
+        {"tp", o.tp},
+        {"pp", o.pp},
+        {"zero", o.zero},
+        {"microbatches", o.microbatches},
+        {"bucket_mb", o.bucket_mb},
+        {"overlap", o.overlap},
+        {"prefetch", o.prefetch},
+        {"precision", o.precision},
+        {"peak_tflops", optional(o.peak_tflops)},
+        {"check", o.check},
+        {"backend_requested", o.backend},
+    };
+}
+
+}  // namespace parbench

@@ -1,0 +1,57 @@
+// `parbench train` options as a value, and the checks that turn impossible requests into
+// one UsageError naming the flags and the fix: first what can be checked before MPI starts,
+// then (resolve_layout) what needs the world size.
+#pragma once
+
+#include <nlohmann/json.hpp>
+
+#include <cstdint>
+#include <optional>
+#include <string>
+
+#include "train/mesh.hpp"
+#include "train/model_config.hpp"
+#include "train/scheme.hpp"
+
+namespace parbench {
+
+struct TrainOptions {
+    std::string model = "gpt-tiny";
+    int global_batch = 8;
+    std::optional<int> seq;
+    int steps = 10;
+    int warmup = 3;
+    std::uint64_t seed = 1234;
+    double lr = 1e-3;
+    std::optional<int> dp;  // default: whatever the world leaves after tp and pp
+    int tp = 1;
+    int pp = 1;
+    int zero = 0;
+    int microbatches = 1;
+    double bucket_mb = 25.0;
+    bool overlap = false;
+    bool prefetch = false;
+    std::string precision = "fp32";
+    std::optional<double> peak_tflops;
+    bool check = false;
+    std::string json_path;
+    std::string backend = "auto";
+};
+
+// Everything the flags determine without knowing the world.
+struct TrainPlan {
+    TrainOptions options;
+    ModelConfig model;
+    int seq_len = 1;
+    SchemeSettings scheme;
+};
+
+// Throws UsageError; reads the model config (so a bad config fails before MPI starts).
+TrainPlan resolve_train_options(const TrainOptions& options);
+// The mesh for a world of `world_size` ranks; UsageError when the degrees do not fit it or
+// the global batch does not split into dp x microbatches.
+MeshShape resolve_layout(const TrainPlan& plan, int world_size);
+
+nlohmann::json to_json(const TrainOptions& options);
+
+}  // namespace parbench

@@ -1,0 +1,147 @@
+#include "train/train_run.hpp"
+
+#include <algorithm>
+#include <cmath>
+#include <memory>
+#include <stdexcept>
+
+#include "bench/nvtx.hpp"
+#include "train/model.hpp"
+#include "train/scheme.hpp"
+#include "train/step_driver.hpp"
+
+namespace parbench {
+namespace {
+
+std::vector<MemoryUsage> gather_memory(const MemoryUsage& mine, Communicator& control) {
+    constexpr std::size_t fields = 2 * memory_category_count + 2;
+    std::vector<std::uint64_t> local;
+    for (std::size_t c = 0; c < memory_category_count; ++c) local.push_back(mine.live[c]);
+    for (std::size_t c = 0; c < memory_category_count; ++c) local.push_back(mine.peak[c]);
+    local.push_back(mine.total_live);
+    local.push_back(mine.total_peak);
+    std::vector<std::uint64_t> all(fields * static_cast<std::size_t>(control.size()));
+    control.allgather(local.data(), all.data(), fields, DType::uint64);
+    std::vector<MemoryUsage> usages;
+    for (int r = 0; r < control.size(); ++r) {
+        const std::uint64_t* row = all.data() + fields * static_cast<std::size_t>(r);
+        MemoryUsage usage;
+        for (std::size_t c = 0; c < memory_category_count; ++c) {
+            usage.live[c] = row[c];
+            usage.peak[c] = row[memory_category_count + c];
+        }
+        usage.total_live = row[2 * memory_category_count];
+        usage.total_peak = row[2 * memory_category_count + 1];
+        usages.push_back(usage);
+    }
+    return usages;
+}
+
+std::vector<double> max_over_ranks(std::vector<double> values, Communicator& control) {
+    control.allreduce(values.data(), values.data(), values.size(), DType::float64, ReduceOp::max);
+    return values;
+}
+
+}  // namespace
+
+TrainMeasurements run_training(const TrainPlan& plan, Mesh& mesh, Device& device, Ops& ops, Communicator& control,
+                               bool keep_parameters) {
+    const TrainOptions& o = plan.options;
+    const int dp = mesh.shape().dp;
+    MicrobatchShape shape;
+    shape.batch = o.global_batch / dp / o.microbatches;
+    shape.seq_len = plan.seq_len;
+    shape.microbatches = o.microbatches;
+
+    MemoryLedger ledger(device);
+    std::unique_ptr<Model> model = make_model(plan.model, shape, o.seed, ops, ledger);
+    std::unique_ptr<TrainingScheme> scheme =
+        make_scheme(SchemeContext{device, ops, mesh.dp(), ledger, *model}, plan.scheme);
+    scheme->initialize_parameters(o.seed);
+
+    StepPlan step_plan;
+    step_plan.global_batch = o.global_batch;
+    step_plan.dp_rank = mesh.coordinates().dp;
+    step_plan.dp_size = dp;
+    step_plan.microbatches = o.microbatches;
+    step_plan.rows_per_sample = plan.model.kind == ModelKind::gpt ? plan.seq_len : 1;
+    step_plan.data_seed = o.seed;
+    StepDriver driver(*model, *scheme, device, control, step_plan);
+
+    TrainMeasurements result;
+    result.parameters = model->layout().total_numel();
+    std::vector<double> step_ms, exposed_ms, losses;
+    for (int step = 0; step < o.warmup + o.steps; ++step) {
+        if (step == o.warmup) mesh.dp().stats().reset();  // count the timed steps only
+        const StepRecord record = driver.run_step(step);
+        losses.push_back(record.loss);
+        if (step < o.warmup) continue;
+        step_ms.push_back(record.time_ms);
+        exposed_ms.push_back(record.exposed_comm_ms);
+    }
+    result.dp_comm = mesh.dp().stats();
+    result.step_ms = max_over_ranks(step_ms, control);
+    result.exposed_comm_ms = max_over_ranks(exposed_ms, control);
+    // Every rank's loss is the mean over its slice; the global batch's is their mean.
+    control.allreduce(losses.data(), losses.data(), losses.size(), DType::float64, ReduceOp::sum);
+    for (double& loss : losses) loss /= control.size();
+    result.loss = losses;
+    result.memory_by_rank = gather_memory(ledger.usage(), control);
+    if (keep_parameters) {
+        std::vector<float> parameters = scheme->canonical_parameters();
+        if (control.rank() == 0) result.final_parameters = std::move(parameters);
+    }
+    return result;
+}
+
+TrainPlan serial_reference_plan(const TrainPlan& plan) {
+    TrainPlan serial = plan;
+    serial.options.dp = 1;
+    serial.options.tp = 1;
+    serial.options.pp = 1;
+    serial.options.zero = 0;
+    serial.options.microbatches = 1;
+    serial.options.overlap = false;
+    serial.options.prefetch = false;
+    serial.scheme.zero_stage = 0;
+    serial.scheme.microbatches = 1;
+    serial.scheme.overlap = false;
+    serial.scheme.prefetch = false;
+    return serial;
+}
+
+CheckResult compare_with_reference(const std::vector<double>& loss, const std::vector<float>& parameters,
+                                   const std::vector<double>& reference_loss,
+                                   const std::vector<float>& reference_parameters, const ParameterLayout& layout) {
+    if (loss.size() != reference_loss.size() || parameters.size() != reference_parameters.size() ||
+        parameters.size() != layout.total_numel())
+        throw std::logic_error("compare_with_reference: runs of different shapes");
+    CheckResult check;
+    check.tolerance_loss = check_tolerance_loss;
+    check.tolerance_params = check_tolerance_params;
+    // NaN never compares greater: it counts as an infinite difference.
+    auto worse = [](double current, double difference) { return std::isnan(difference) ? INFINITY : std::max(current, difference); };
+    for (std::size_t i = 0; i < loss.size(); ++i) {
+        const double scale = std::max(std::abs(reference_loss[i]), 1e-30);
+        check.max_rel_diff_loss = worse(check.max_rel_diff_loss, std::abs(loss[i] - reference_loss[i]) / scale);
+    }
+    std::size_t offset = 0;
+    for (const TensorSpec& tensor : layout.tensors()) {
+        double difference_squares = 0.0;
+        double reference_squares = 0.0;
+        for (std::size_t i = offset; i < offset + tensor.numel; ++i) {
+            const double reference = reference_parameters[i];
+            const double difference = static_cast<double>(parameters[i]) - reference;
+            difference_squares += difference * difference;
+            reference_squares += reference * reference;
+        }
+        offset += tensor.numel;
+        const double relative = std::sqrt(difference_squares) / std::max(std::sqrt(reference_squares), 1e-30);
+        if (std::isnan(relative) || relative > check.max_rel_diff_params) check.worst_tensor = tensor.name;
+        check.max_rel_diff_params = worse(check.max_rel_diff_params, relative);
+    }
+    check.passed = check.max_rel_diff_loss <= check.tolerance_loss && check.max_rel_diff_params <= check.tolerance_params;
+    return check;
+}
+
+}  // namespace parbench

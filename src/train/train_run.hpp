@@ -1,0 +1,64 @@
+// One training run on a mesh: build the model and the scheme, initialise, run warm-up and
+// timed steps, and bring every rank's measurements together. Also the serial reference that
+// --check compares against, and the comparison itself.
+#pragma once
+
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "comm/communicator.hpp"
+#include "device/device.hpp"
+#include "train/memory_ledger.hpp"
+#include "train/mesh.hpp"
+#include "train/ops/ops.hpp"
+#include "train/parameter_layout.hpp"
+#include "train/train_options.hpp"
+
+namespace parbench {
+
+struct TrainMeasurements {
+    std::size_t parameters = 0;
+    std::vector<double> step_ms;         // timed steps, max over ranks
+    std::vector<double> exposed_comm_ms; // timed steps, max over ranks
+    std::vector<double> loss;            // every step (warm-up first), mean over data-parallel ranks
+    std::vector<MemoryUsage> memory_by_rank;
+    CommStats dp_comm;                   // this rank's data-parallel group, timed steps only
+    std::vector<float> final_parameters; // canonical order; filled on rank 0 when asked
+};
+
+// Collective over `control` (the mesh's world). `keep_parameters` gathers the final
+// parameters to rank 0 (for --check).
+TrainMeasurements run_training(const TrainPlan& plan, Mesh& mesh, Device& device, Ops& ops, Communicator& control,
+                               bool keep_parameters);
+
+// The serial reference of --check: the same model, seed, data, global batch and steps on a
+// world of one, plain data parallelism with one micro-batch.
+TrainPlan serial_reference_plan(const TrainPlan& plan);
+
+struct CheckResult {
+    double max_rel_diff_loss = 0.0;
+    double max_rel_diff_params = 0.0;
+    double tolerance_loss = 0.0;
+    double tolerance_params = 0.0;
+    std::string worst_tensor;  // the parameter tensor with the largest difference
+    bool passed = false;
+};
+
+// Tolerances, relative. fp32 sums in a different order (per-rank partial sums, then the
+// all-reduce) differ in the last bits, ~1e-7 relative per reduction, and a dozen steps
+// carry that to ~1e-8..1e-6 on the loss. Parameters are compared per tensor, as
+// ||parallel - serial||_2 / ||serial||_2, not element by element: a parameter whose true
+// gradient is zero (the key bias: softmax ignores a constant added to every score) gets
+// rounding noise as its gradient, and Adam, which divides by the gradient's own scale,
+// turns that noise into updates of either sign, so such elements legitimately differ by
+// 100% while the tensor agrees to ~1e-5. A broken scheme (a rank's gradient left out, a
+// stale or misplaced shard) is off by 1e-3 or more after one step.
+inline constexpr double check_tolerance_loss = 1e-5;
+inline constexpr double check_tolerance_params = 2e-3;
+
+CheckResult compare_with_reference(const std::vector<double>& loss, const std::vector<float>& parameters,
+                                   const std::vector<double>& reference_loss,
+                                   const std::vector<float>& reference_parameters, const ParameterLayout& layout);
+
+}  // namespace parbench
