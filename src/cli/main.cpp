@@ -18,8 +18,9 @@ namespace {
 int run(int& argc, char**& argv) {
     using namespace parbench;
     CLI::App app{"parbench: benchmark collectives and parallel training steps"};
-    app.require_subcommand(1);
-    app.set_version_flag("--version", std::string(PARBENCH_VERSION) + " (" + PARBENCH_GIT + ")");
+    app.require_subcommand(0, 1);
+    bool version = false;
+    app.add_flag("--version", version, "Print the version and exit");
 
     std::vector<std::pair<CLI::App*, std::unique_ptr<Command>>> commands;
     auto add = [&](std::unique_ptr<Command> command) { commands.emplace_back(app.get_subcommands({}).back(), std::move(command)); };
@@ -29,36 +30,52 @@ int run(int& argc, char**& argv) {
     add(add_info_command(app));
     add(add_train_command(app));
 
+    const auto known = [&](const std::string& name) {
+        const auto subcommands = app.get_subcommands([&](CLI::App* sub) { return sub->get_name() == name; });
+        return !subcommands.empty();
+    };
+    if (argc > 1 && argv[1][0] != '-' && !known(argv[1]))
+        throw UsageError("unknown command '" + std::string(argv[1]) + "'; run 'parbench --help' for the list");
     try {
         app.parse(argc, argv);
+    } catch (const CLI::Success& done) {
+        return is_first_rank() ? app.exit(done) : 0;  // --help, --version
     } catch (const CLI::ParseError& error) {
-        if (!is_first_rank()) return error.get_exit_code() == 0 ? 0 : 2;
-        const int code = app.exit(error);
-        return code == 0 ? 0 : 2;
+        throw UsageError(std::string(error.what()) + "; run 'parbench " +
+                         (argc > 1 && argv[1][0] != '-' ? std::string(argv[1]) + " " : std::string()) +
+                         "--help' for the options");
     }
 
+    if (version) {
+        if (is_first_rank()) std::cout << "parbench " << PARBENCH_VERSION << " (" << PARBENCH_GIT << ")\n";
+        return 0;
+    }
     for (auto& [subcommand, command] : commands) {
         if (!subcommand->parsed()) continue;
         Invocation invocation{argc, argv, std::vector<std::string>(argv, argv + argc), utc_now_iso8601()};
         command->validate();
         return command->run(invocation);
     }
-    return 2;
+    throw UsageError("no command given; run 'parbench --help' for the list (e.g. parbench allreduce --size 100M)");
 }
 
 }  // namespace
+
+// One write per line: mpirun forwards output in chunks, and a line split across writes
+// can be interleaved with its own messages.
+void print_error(const std::string& message) { std::cerr << ("error: " + message + "\n") << std::flush; }
 
 int main(int argc, char** argv) {
     try {
         return run(argc, argv);
     } catch (const parbench::UsageError& error) {
-        if (parbench::is_first_rank()) std::cerr << "error: " << error.what() << '\n';
+        if (parbench::is_first_rank()) print_error(error.what());
         return 2;
     } catch (const parbench::ValidationFailure& error) {
-        std::cerr << "error: " << error.what() << '\n';
+        print_error(error.what());
         return 1;
     } catch (const std::exception& error) {
-        std::cerr << "error: " << error.what() << '\n';
+        print_error(error.what());
         return 1;
     }
 }

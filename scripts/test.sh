@@ -1,0 +1,10 @@
+#!/usr/bin/env bash
+# Sets up if needed, builds, and runs the whole CTest suite (units, multi-rank, end-to-end;
+# GPU tests skip, saying why, when no GPU is visible). Extra arguments go to ctest, e.g.
+#   scripts/test.sh -L unit
+set -euo pipefail
+root=$(cd "$(dirname "$0")/.." && pwd)
+"$root/scripts/setup.sh"
+export OPENBLAS_NUM_THREADS=1
+cd "${PARBENCH_BUILD_DIR:-$root/build}"
+ctest --output-on-failure --timeout 600 "$@"

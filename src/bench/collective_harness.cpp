@@ -1,0 +1,147 @@
+#include "bench/collective_harness.hpp"
+
+#include <chrono>
+#include <thread>
+
+#include "bench/nvtx.hpp"
+#include "core/error.hpp"
+
+namespace parbench {
+
+std::string timing_mode_name(TimingMode mode) {
+    return mode == TimingMode::per_iteration ? "per-iter" : "batched";
+}
+
+InputPattern input_pattern(const Collective& collective, const CollectiveParams& params, int nranks, int rank) {
+    InputPattern pattern;
+    pattern.op = params.op;
+    pattern.reducing = collective.reducing();
+    pattern.nranks = nranks;
+    pattern.rank = rank;
+    pattern.modulus = choose_modulus(params.type, params.op, collective.reducing(), nranks);
+    return pattern;
+}
+
+CollectiveHarness::CollectiveHarness(Communicator& data, Communicator& control, Device& device,
+                                     TimingOptions options, Watchdog& watchdog)
+    : data_(data), control_(control), device_(device), options_(options), watchdog_(watchdog) {}
+
+// Buffers only grow, so a sweep touches each page once, before any timing.
+Buffer& CollectiveHarness::grow(Buffer& buffer, std::size_t bytes) {
+    if (buffer.bytes() < bytes || buffer.data() == nullptr) buffer = device_.allocate(bytes);
+    return buffer;
+}
+
+CollectiveHarness::Pointers CollectiveHarness::prepare_buffers(const PointSpec& spec, const BufferShape& shape) {
+    const std::size_t element = dtype_size(spec.params.type);
+    if (spec.inplace) {
+        Buffer& shared = grow(recv_, shape.inplace_count * element);
+        char* base = shared.as<char>();
+        return {base + shape.inplace_send_offset * element, base + shape.inplace_recv_offset * element,
+                &shared, shape.inplace_send_offset, &shared, shape.inplace_recv_offset};
+    }
+    Buffer& send = grow(send_, shape.send_count * element);
+    Buffer& recv = grow(recv_, shape.recv_count * element);
+    return {send.data(), recv.data(), &send, 0, &recv, 0};
+}
+
+void CollectiveHarness::fill_inputs(const PointSpec& spec, const BufferShape& shape, const Pointers& pointers) {
+    const InputPattern pattern = input_pattern(*spec.collective, spec.params, data_.size(), data_.rank());
+    device_.fill_input(*pointers.input_buffer, pointers.input_offset, shape.send_count, spec.params.type, pattern);
+}
+
+std::vector<double> CollectiveHarness::time_samples(const PointSpec& spec, const Pointers& pointers,
+                                                    std::uint64_t bytes) {
+    const Collective& collective = *spec.collective;
+    const std::string name(collective.name());
+    const int ops_per_sample = options_.mode == TimingMode::batched ? options_.batch_size : 1;
+    auto run_ops = [&] {
+        for (int op = 0; op < ops_per_sample; ++op)
+            collective.run(data_, pointers.send, pointers.recv, spec.count, spec.params);
+    };
+
+    {
+        NvtxRange range("warmup");
+        for (int i = 0; i < options_.warmup; ++i) {
+            watchdog_.enter({"warm-up", name, bytes, i});
+            collective.run(data_, pointers.send, pointers.recv, spec.count, spec.params);
+        }
+        data_.synchronize();
+    }
+
+    std::unique_ptr<CapturedWork> graph;
+    if (options_.graph) {
+        graph = device_.capture(run_ops);
+        if (!graph) throw UsageError("--graph needs a device that can capture work (CUDA); drop --graph on CPU");
+    }
+
+    std::vector<double> local(static_cast<std::size_t>(options_.iters));
+    auto timer = device_.make_timer();
+    const char* range_name = options_.mode == TimingMode::batched ? "batch" : "iteration";
+    for (int i = 0; i < options_.iters; ++i) {
+        watchdog_.enter({"timed", name, bytes, i});
+        if (i == 0 && options_.inject_hang_rank == data_.rank()) {
+            for (;;) std::this_thread::sleep_for(std::chrono::seconds(1));  // waits for the watchdog
+        }
+        data_.barrier();
+        NvtxRange range(range_name);
+        timer->start();
+        if (graph)
+            graph->replay();
+        else
+            run_ops();
+        timer->stop();
+        local[static_cast<std::size_t>(i)] = timer->elapsed_us() / ops_per_sample;
+    }
+    watchdog_.idle();
+
+    // The slowest rank defines each sample: a collective is done when its last rank is.
+    std::vector<double> slowest(local.size());
+    control_.allreduce(local.data(), slowest.data(), local.size(), DType::float64, ReduceOp::max);
+    return slowest;
+}
+
+// Fresh inputs, a receive buffer filled with other data, one run, then every element of
+// every rank compared with the shared formulas.
+std::uint64_t CollectiveHarness::count_wrong(const PointSpec& spec, const BufferShape& shape,
+                                             const Pointers& pointers) {
+    NvtxRange range("check");
+    const Collective& collective = *spec.collective;
+    fill_inputs(spec, shape, pointers);
+    if (!spec.inplace) {
+        InputPattern sentinel;
+        sentinel.rank = data_.size() + 17;
+        sentinel.modulus = 97;
+        device_.fill_input(*pointers.output_buffer, 0, shape.recv_count, spec.params.type, sentinel);
+    }
+    watchdog_.enter({"check", std::string(collective.name()), spec.count * dtype_size(spec.params.type), 0});
+    collective.run(data_, pointers.send, pointers.recv, spec.count, spec.params);
+    data_.synchronize();
+    watchdog_.idle();
+
+    std::uint64_t wrong = 0;
+    const InputPattern pattern = input_pattern(collective, spec.params, data_.size(), data_.rank());
+    if (auto layout = collective.expected(spec.count, data_.size(), data_.rank(), spec.params.root, pattern))
+        wrong = device_.count_wrong(*pointers.output_buffer, pointers.output_offset, shape.recv_count,
+                                    spec.params.type, *layout);
+    std::uint64_t total = 0;
+    control_.allreduce(&wrong, &total, 1, DType::uint64, ReduceOp::sum);
+    return total;
+}
+
+PointMeasurement CollectiveHarness::measure(const PointSpec& spec) {
+    const Collective& collective = *spec.collective;
+    const std::uint64_t bytes = spec.count * dtype_size(spec.params.type);
+    NvtxRange range(std::string(collective.name()) + " " + std::to_string(bytes) + "B");
+    const BufferShape shape = collective.shape(spec.count, data_.size(), data_.rank(), spec.params.root);
+    const Pointers pointers = prepare_buffers(spec, shape);
+    fill_inputs(spec, shape, pointers);
+    device_.synchronize();
+
+    PointMeasurement measurement;
+    measurement.samples_us = time_samples(spec, pointers, bytes);
+    if (spec.check) measurement.wrong = count_wrong(spec, shape, pointers);
+    return measurement;
+}
+
+}  // namespace parbench

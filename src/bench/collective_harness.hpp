@@ -1,0 +1,79 @@
+// Times one collective at one size the way DESIGN.md's measurement contract says:
+// warm-up, then per-iteration (barrier, start, op, device sync, stop) or batched
+// (barrier, N ops, sync, time / N) samples, each the maximum over ranks; then, when asked,
+// one validated run on fresh inputs.
+#pragma once
+
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "bench/watchdog.hpp"
+#include "collectives/collective.hpp"
+#include "comm/communicator.hpp"
+#include "device/device.hpp"
+
+namespace parbench {
+
+enum class TimingMode { per_iteration, batched };
+std::string timing_mode_name(TimingMode mode);
+
+struct TimingOptions {
+    int warmup = 5;
+    int iters = 20;         // samples
+    TimingMode mode = TimingMode::per_iteration;
+    int batch_size = 10;    // ops per sample in batched mode
+    bool graph = false;     // replay a captured CUDA graph of the op(s) instead of launching
+    std::optional<int> inject_hang_rank;  // fault injection: this rank stops in its first timed iteration
+};
+
+struct PointSpec {
+    const Collective* collective = nullptr;
+    std::size_t count = 0;  // elements of the full buffer (nccl-tests' size / element size)
+    CollectiveParams params;
+    bool inplace = false;
+    bool check = false;
+};
+
+struct PointMeasurement {
+    std::vector<double> samples_us;    // per sample, the maximum over ranks
+    std::optional<std::uint64_t> wrong;  // elements wrong over all ranks, when checked
+};
+
+class CollectiveHarness {
+  public:
+    // `data` runs the collectives on `device` memory; `control` (MPI, host memory) carries
+    // the harness's own bookkeeping so it never shows in the data communicator's counts.
+    CollectiveHarness(Communicator& data, Communicator& control, Device& device, TimingOptions options,
+                      Watchdog& watchdog);
+    PointMeasurement measure(const PointSpec& spec);
+
+  private:
+    struct Pointers {
+        const void* send;
+        void* recv;
+        Buffer* input_buffer;
+        std::size_t input_offset;
+        Buffer* output_buffer;
+        std::size_t output_offset;
+    };
+    Pointers prepare_buffers(const PointSpec& spec, const BufferShape& shape);
+    void fill_inputs(const PointSpec& spec, const BufferShape& shape, const Pointers& pointers);
+    std::vector<double> time_samples(const PointSpec& spec, const Pointers& pointers, std::uint64_t bytes);
+    std::uint64_t count_wrong(const PointSpec& spec, const BufferShape& shape, const Pointers& pointers);
+    Buffer& grow(Buffer& buffer, std::size_t bytes);
+
+    Communicator& data_;
+    Communicator& control_;
+    Device& device_;
+    TimingOptions options_;
+    Watchdog& watchdog_;
+    Buffer send_;
+    Buffer recv_;
+};
+
+// The input pattern of `rank` for a collective with these parameters.
+InputPattern input_pattern(const Collective& collective, const CollectiveParams& params, int nranks, int rank);
+
+}  // namespace parbench

@@ -1,0 +1,16 @@
+// After MPI has started, a usage error seen by one rank (an unwritable report path is
+// checked on the first rank only) must stop every rank, or the others would wait forever
+// in their next collective. Collective over `control`.
+#pragma once
+
+#include <optional>
+#include <string>
+
+#include "comm/communicator.hpp"
+
+namespace parbench {
+
+// Throws UsageError with the lowest failing rank's message on every rank, if any failed.
+void throw_if_any_rank_failed(Communicator& control, const std::optional<std::string>& local_error);
+
+}  // namespace parbench

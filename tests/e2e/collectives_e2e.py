@@ -1,0 +1,232 @@
+#!/usr/bin/env python3
+"""End-to-end tests of the collective commands: run the built binary as a user would,
+read its JSON and CSV, check them against the schema and check that the figures are
+consistent with each other and with nccl-tests' conventions.
+
+Usage: collectives_e2e.py CASE --parbench BIN --mpiexec MPIEXEC --schema SCHEMA
+"""
+import argparse
+import csv
+import json
+import math
+import os
+import subprocess
+import sys
+import tempfile
+
+import jsonschema
+
+# nccl-tests' bus factors, written out independently of the C++ table.
+BUS_FACTORS = {
+    "allreduce": lambda n: 2 * (n - 1) / n,
+    "allgather": lambda n: (n - 1) / n,
+    "reducescatter": lambda n: (n - 1) / n,
+    "alltoall": lambda n: (n - 1) / n,
+    "gather": lambda n: (n - 1) / n,
+    "scatter": lambda n: (n - 1) / n,
+    "broadcast": lambda n: 1.0,
+    "reduce": lambda n: 1.0,
+    "sendrecv": lambda n: 1.0,
+}
+
+
+class Context:
+    def __init__(self, args):
+        self.parbench = args.parbench
+        self.mpiexec = args.mpiexec.split()
+        self.schema = json.load(open(args.schema))
+        self.tmp = tempfile.mkdtemp(prefix="parbench-e2e-")
+
+    def path(self, name):
+        return os.path.join(self.tmp, name)
+
+    def run(self, ranks, *arguments, timeout=240):
+        command = self.mpiexec + ["-np", str(ranks), self.parbench, *arguments] if ranks else [self.parbench, *arguments]
+        env = dict(os.environ, OPENBLAS_NUM_THREADS="1")
+        return subprocess.run(command, capture_output=True, text=True, timeout=timeout, env=env)
+
+
+def check(condition, message):
+    if not condition:
+        raise AssertionError(message)
+
+
+def load_report(ctx, path):
+    report = json.load(open(path))
+    jsonschema.validate(report, ctx.schema)
+    return report
+
+
+def check_consistent(report, ranks):
+    check(report["environment"]["world_size"] == ranks, "world_size")
+    iters = report["config"]["iters"]
+    for entry in report["results"]:
+        if "skipped" in entry:
+            continue
+        name = entry["collective"]
+        check(len(entry["samples_us"]) == iters, f"{name}: {len(entry['samples_us'])} samples, want {iters}")
+        samples = sorted(entry["samples_us"])
+        middle = len(samples) // 2
+        median = samples[middle] if len(samples) % 2 else (samples[middle - 1] + samples[middle]) / 2
+        check(math.isclose(entry["time_us"]["median"], median, rel_tol=1e-9), f"{name}: median")
+        check(entry["time_us"]["min"] == samples[0] and entry["time_us"]["max"] == samples[-1], f"{name}: min/max")
+        algbw = entry["bytes"] / median / 1e3
+        check(math.isclose(entry["algbw_gbps"], algbw, rel_tol=1e-9), f"{name}: algbw {entry['algbw_gbps']} != {algbw}")
+        factor = BUS_FACTORS[name](ranks)
+        check(math.isclose(entry["bus_factor"], factor, rel_tol=1e-12), f"{name}: bus factor")
+        check(math.isclose(entry["busbw_gbps"], algbw * factor, rel_tol=1e-9), f"{name}: busbw")
+        check(entry["count"] * {"float32": 4, "float64": 8, "float16": 2, "bfloat16": 2, "int8": 1, "uint8": 1,
+                                 "int32": 4, "uint32": 4, "int64": 8, "uint64": 8}[entry["dtype"]] == entry["bytes"],
+              f"{name}: count x element size != bytes")
+
+
+def case_all_report(ctx):
+    for ranks in (2, 3):
+        json_path, csv_path = ctx.path(f"all{ranks}.json"), ctx.path(f"all{ranks}.csv")
+        result = ctx.run(ranks, "all", "-b", "8", "-e", "64K", "-f", "8", "--check", "--iters", "5", "--warmup",
+                         "2", "--json", json_path, "--csv", csv_path)
+        check(result.returncode == 0, f"exit {result.returncode}: {result.stderr}")
+        report = load_report(ctx, json_path)
+        check_consistent(report, ranks)
+        names = {entry["collective"] for entry in report["results"]}
+        check(names == set(BUS_FACTORS), f"collectives in report: {sorted(names)}")
+        measured = [e for e in report["results"] if "skipped" not in e]
+        check(all(e["wrong"] == 0 for e in measured), "wrong elements")
+        check(report["finished_at"] is not None, "finished_at")
+        rows = list(csv.DictReader(open(csv_path)))
+        check(len(rows) == len(report["results"]), "csv rows")
+        for row, entry in zip(rows, report["results"]):
+            check(row["collective"] == entry["collective"] and int(row["bytes"]) == entry["bytes"], "csv row")
+        # The console table shows one row per point, printed by one rank only.
+        check(result.stdout.count("# method:") == 1, "header printed once")
+        check(result.stdout.count("allreduce") >= 1, "rows printed")
+
+
+def case_single_size(ctx):
+    json_path = ctx.path("single.json")
+    result = ctx.run(2, "allreduce", "--size", "1M", "--check", "--iters", "4", "--json", json_path)
+    check(result.returncode == 0, result.stderr)
+    report = load_report(ctx, json_path)
+    check(len(report["results"]) == 1 and report["results"][0]["bytes"] == 1 << 20, "one point of 1 MiB")
+    check(report["argv"][1:] == ["allreduce", "--size", "1M", "--check", "--iters", "4", "--json", json_path], "argv")
+    check_consistent(report, 2)
+
+
+def case_rounding(ctx):
+    json_path = ctx.path("rounded.json")
+    result = ctx.run(3, "all", "--size", "100", "--iters", "2", "--check", "--json", json_path)
+    check(result.returncode == 0, result.stderr)
+    report = load_report(ctx, json_path)
+    by_name = {e["collective"]: e for e in report["results"]}
+    check(by_name["allgather"]["requested_bytes"] == 100 and by_name["allgather"]["bytes"] == 96, "allgather rounded")
+    check(by_name["allreduce"]["bytes"] == 100, "allreduce kept 100 B")
+
+
+def case_modes(ctx):
+    for extra in (["--timing", "batched", "--batch-size", "4"], ["--inplace"], ["--dtype", "bfloat16", "--op", "avg"],
+                  ["--dtype", "int8", "--op", "prod"], ["--dtype", "float16", "--op", "min", "--root", "2"]):
+        json_path = ctx.path("mode.json")
+        result = ctx.run(3, "all", "-b", "96", "-e", "6K", "-f", "8", "--check", "--iters", "3", "--json",
+                         json_path, *extra)
+        check(result.returncode == 0, f"{extra}: {result.stderr}")
+        report = load_report(ctx, json_path)
+        check_consistent(report, 3)
+        if "--inplace" in extra:
+            skipped = [e for e in report["results"] if "skipped" in e]
+            check({e["collective"] for e in skipped} == {"sendrecv"}, "only sendrecv has no in-place form")
+        if "batched" in extra:
+            check(report["config"]["timing"] == "batched" and report["config"]["batch_size"] == 4, "batched config")
+
+
+def case_compare(ctx):
+    paths = []
+    for name, ranks in (("a.json", 2), ("b.json", 2)):
+        paths.append(ctx.path(name))
+        result = ctx.run(ranks, "allreduce", "-b", "1K", "-e", "16K", "-f", "4", "--iters", "3", "--json", paths[-1])
+        check(result.returncode == 0, result.stderr)
+    result = ctx.run(0, "compare", *paths)
+    check(result.returncode == 0, result.stderr)
+    check("b.json busbw ratio" in result.stdout and result.stdout.count("allreduce") == 3, result.stdout)
+    markdown = ctx.run(0, "compare", "--markdown", *paths).stdout
+    check(markdown.startswith("| collective |") and "| --- |" in markdown, markdown)
+    table = list(csv.reader(ctx.run(0, "compare", "--csv", *paths).stdout.splitlines()))
+    check(len(table) == 4 and table[1][0] == "allreduce", f"csv {table}")
+    ratio = float(table[1][-1].rstrip("x"))
+    a, b = json.load(open(paths[0]))["results"][0], json.load(open(paths[1]))["results"][0]
+    check(math.isclose(ratio, b["busbw_gbps"] / a["busbw_gbps"], rel_tol=0.01), "ratio of busbw")
+
+
+def case_watchdog(ctx):
+    json_path = ctx.path("hang.json")
+    result = ctx.run(2, "allreduce", "--size", "8", "--timeout", "2", "--inject-hang", "1", "--json", json_path,
+                     timeout=60)
+    check(result.returncode != 0, "a hung run must fail")
+    check("timed out" in result.stderr and "allreduce" in result.stderr and "iteration 0" in result.stderr,
+          result.stderr)
+    check(not os.path.exists(json_path), "no report from a run that measured nothing")
+
+
+BAD_INPUT = [
+    # (ranks, arguments, text the one error line must contain)
+    (0, ["frobnicate"], "frobnicate"),
+    (0, ["allreduce", "--bogus"], "--bogus"),
+    (2, ["allreduce", "--size", "0"], "--size"),
+    (2, ["allreduce", "--size", "-5"], "--size"),
+    (2, ["allreduce", "--size", "12Q"], "--size"),
+    (2, ["allreduce", "-b", "1M", "-e", "1K"], "--min-bytes"),
+    (2, ["allreduce", "--dtype", "float8"], "--dtype"),
+    (2, ["allreduce", "--op", "xor"], "--op"),
+    (2, ["allreduce", "--op", "avg", "--dtype", "int32"], "--op avg"),
+    (2, ["broadcast", "--root", "5"], "--root"),
+    (3, ["allgather", "--size", "100"], "nearest valid sizes are 96 and 108"),
+    (2, ["allreduce", "--json", "/nonexistent-folder/r.json"], "--json"),
+    (2, ["allreduce", "--csv", "/nonexistent-folder/r.csv"], "--csv"),
+    (2, ["allreduce", "--timing", "sometimes"], "--timing"),
+    (2, ["allreduce", "--backend", "gloo"], "--backend"),
+    (2, ["allreduce", "--iters", "0"], "--iters"),
+    (0, ["compare", "one.json"], "at least two"),
+]
+
+
+def case_bad_input(ctx):
+    for ranks, arguments, needle in BAD_INPUT:
+        report = ctx.path("bad.json")
+        if "--json" not in arguments and arguments[0] != "compare":
+            arguments = arguments + ["--json", report]
+        result = ctx.run(ranks, *arguments, timeout=60)
+        errors = [line for line in result.stderr.splitlines() if line.startswith("error")]
+        check(result.returncode == 2, f"{arguments}: exit {result.returncode}, stderr {result.stderr}")
+        check(len(errors) == 1 and needle in errors[0], f"{arguments}: want one error line with {needle!r}: {result.stderr}")
+        check(not os.path.exists(report), f"{arguments}: left a report behind")
+    not_json = ctx.path("not.json")
+    open(not_json, "w").write("{ nope")
+    other = ctx.path("other.json")
+    json.dump({"hello": 1}, open(other, "w"))
+    for arguments, needle in ((["compare", not_json, not_json], "not valid JSON"),
+                              (["compare", other, other], "not a parbench report"),
+                              (["compare", ctx.path("missing.json"), other], "cannot read")):
+        result = ctx.run(0, *arguments)
+        check(result.returncode == 2 and needle in result.stderr, f"{arguments}: {result.returncode} {result.stderr}")
+
+
+CASES = {name[len("case_"):]: function for name, function in globals().items() if name.startswith("case_")}
+
+
+def main():
+    parser = argparse.ArgumentParser()
+    parser.add_argument("case", choices=sorted(CASES))
+    parser.add_argument("--parbench", required=True)
+    parser.add_argument("--mpiexec", required=True)
+    parser.add_argument("--schema", required=True)
+    args = parser.parse_args()
+    try:
+        CASES[args.case](Context(args))
+    except AssertionError as error:
+        print(f"FAILED {args.case}: {error}", file=sys.stderr)
+        return 1
+    print(f"passed {args.case}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,137 @@
+// Every collective, every dtype and op that applies, in place and out of place, at sizes
+// that divide unevenly into chunks, validated element by element on real MPI. Launched by
+// CTest under mpirun with 1, 2, 3 and 4 ranks.
+#include <gtest/gtest.h>
+
+#include <memory>
+
+#include "bench/collective_harness.hpp"
+#include "bench/watchdog.hpp"
+#include "collectives/collective.hpp"
+#include "comm/mpi_communicator.hpp"
+#include "comm/mpi_session.hpp"
+#include "device/cpu_device.hpp"
+
+namespace parbench {
+namespace {
+
+struct World {
+    std::unique_ptr<MpiCommunicator> data = MpiCommunicator::world();
+    std::unique_ptr<MpiCommunicator> control = MpiCommunicator::world();
+    CpuDevice device;
+    Watchdog watchdog{0.0, 0, [](const std::string&) {}};
+};
+
+World* world = nullptr;
+
+std::uint64_t wrong_elements(const Collective& collective, std::size_t count, DType type, ReduceOp op, int root,
+                             bool inplace) {
+    TimingOptions timing;
+    timing.warmup = 1;
+    timing.iters = 2;
+    CollectiveHarness harness(*world->data, *world->control, world->device, timing, world->watchdog);
+    PointSpec spec{&collective, count, CollectiveParams{type, op, root}, inplace, true};
+    const PointMeasurement measurement = harness.measure(spec);
+    EXPECT_EQ(measurement.samples_us.size(), 2u);
+    return measurement.wrong.value();
+}
+
+// Counts that are odd multiples of the rank count, so per-rank slices are uneven sizes.
+std::size_t count_for(const Collective& collective, int nranks, std::size_t per_rank) {
+    return per_rank * collective.count_multiple(nranks);
+}
+
+TEST(CollectivesOverMpi, EveryDtypeAndOpInAndOutOfPlace) {
+    const int nranks = world->data->size();
+    for (const Collective* collective : all_collectives()) {
+        for (DType type : all_dtypes()) {
+            for (ReduceOp op : all_reduce_ops()) {
+                if (!collective->reducing() && op != ReduceOp::sum) continue;
+                if (collective->reducing() && reduce_op_unsupported_reason(op, type)) continue;
+                for (bool inplace : {false, true}) {
+                    if (inplace && !collective->supports_inplace()) continue;
+                    for (std::size_t per_rank : {1u, 7u, 1001u}) {
+                        const std::size_t count = count_for(*collective, nranks, per_rank);
+                        const int root = collective->rooted() ? nranks - 1 : 0;
+                        EXPECT_EQ(wrong_elements(*collective, count, type, op, root, inplace), 0u)
+                            << collective->name() << ' ' << dtype_name(type) << ' ' << reduce_op_name(op)
+                            << (inplace ? " in-place" : " out-of-place") << " count " << count << " ranks "
+                            << nranks;
+                    }
+                }
+            }
+        }
+    }
+}
+
+TEST(CollectivesOverMpi, EveryRootOfRootedCollectives) {
+    const int nranks = world->data->size();
+    for (const Collective* collective : all_collectives()) {
+        if (!collective->rooted()) continue;
+        for (int root = 0; root < nranks; ++root)
+            for (bool inplace : {false, true})
+                EXPECT_EQ(wrong_elements(*collective, count_for(*collective, nranks, 33), DType::int32,
+                                         ReduceOp::max, root, inplace),
+                          0u)
+                    << collective->name() << " root " << root;
+    }
+}
+
+TEST(CollectivesOverMpi, NonBlockingFormsMatchBlocking) {
+    Communicator& comm = *world->data;
+    comm.stats().reset();
+    const int n = comm.size();
+    std::vector<float> send(6 * static_cast<std::size_t>(n)), recv(send.size()), gathered(send.size());
+    for (std::size_t i = 0; i < send.size(); ++i) send[i] = static_cast<float>(comm.rank() + i);
+    comm.iallreduce(send.data(), recv.data(), send.size(), DType::float32, ReduceOp::avg).wait();
+    for (std::size_t i = 0; i < send.size(); ++i) EXPECT_FLOAT_EQ(recv[i], (n - 1) / 2.0f + i);
+    Request gather = comm.iallgather(send.data(), gathered.data(), 6, DType::float32);
+    gather.wait();
+    for (int r = 0; r < n; ++r) EXPECT_FLOAT_EQ(gathered[static_cast<std::size_t>(r) * 6 + 1], r + 1.0f);
+    std::vector<float> shard(6);
+    comm.ireduce_scatter(send.data(), shard.data(), 6, DType::float32, ReduceOp::sum).wait();
+    const float rank_sum = n * (n - 1) / 2.0f;
+    EXPECT_FLOAT_EQ(shard[0], rank_sum + n * static_cast<float>(6 * comm.rank()));
+    if (n > 1) {
+        const int next = (comm.rank() + 1) % n, previous = (comm.rank() + n - 1) % n;
+        float out = static_cast<float>(comm.rank()), in = -1.0f;
+        Request receive = comm.irecv(&in, 1, DType::float32, previous);
+        Request sent = comm.isend(&out, 1, DType::float32, next);
+        receive.wait();
+        sent.wait();
+        EXPECT_FLOAT_EQ(in, static_cast<float>(previous));
+    }
+    EXPECT_EQ(comm.stats().by_op.at("allreduce").calls, 1u);
+}
+
+TEST(CollectivesOverMpi, SplitFormsGroups) {
+    Communicator& comm = *world->data;
+    auto half = comm.split(comm.rank() % 2, comm.rank());
+    EXPECT_EQ(half->size(), (comm.size() + 1 - comm.rank() % 2) / 2);
+    int value = 1, total = 0;
+    half->allreduce(&value, &total, 1, DType::int32, ReduceOp::sum);
+    EXPECT_EQ(total, half->size());
+}
+
+}  // namespace
+}  // namespace parbench
+
+int main(int argc, char** argv) {
+    ::testing::InitGoogleTest(&argc, argv);
+    parbench::MpiSession session(argc, argv);
+    // Only the first rank prints gtest's report; every rank's failures still fail the exit code.
+    if (session.world_rank() != 0) {
+        auto& listeners = ::testing::UnitTest::GetInstance()->listeners();
+        delete listeners.Release(listeners.default_result_printer());
+    }
+    int status = 0;
+    {
+        parbench::World world;
+        parbench::world = &world;
+        status = RUN_ALL_TESTS();
+        parbench::world = nullptr;
+    }
+    int worst = 0;
+    MPI_Allreduce(&status, &worst, 1, MPI_INT, MPI_MAX, MPI_COMM_WORLD);
+    return worst;
+}

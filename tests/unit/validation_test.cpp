@@ -1,0 +1,112 @@
+// The validation data: exact in every type, and a wrong element is always counted.
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <cmath>
+#include <vector>
+
+#include "bench/collective_harness.hpp"
+#include "collectives/collective.hpp"
+#include "device/cpu_device.hpp"
+#include "kernels/validation_data.hpp"
+
+namespace parbench {
+namespace {
+
+// Sum of n ranks' inputs stays below each type's exact-integer limit.
+TEST(ValidationData, SumsStayExactInEveryType) {
+    for (DType type : all_dtypes())
+        for (int nranks : {1, 2, 3, 4, 8, 64, 255}) {
+            const auto modulus = choose_modulus(type, ReduceOp::sum, true, nranks);
+            EXPECT_LE(static_cast<double>((modulus - 1) * nranks), exact_integer_limit(type))
+                << dtype_name(type) << " nranks " << nranks;
+        }
+}
+
+TEST(ValidationData, ProductIsOneOrTwo) {
+    InputPattern pattern{ReduceOp::prod, true, 5, 0, 16};
+    ExpectedLayout layout;
+    layout.pattern = pattern;
+    layout.reduced = true;
+    int twos = 0;
+    for (std::size_t k = 0; k < 60; ++k) {
+        const double value = expected_value(layout, k);
+        EXPECT_TRUE(value == 1.0 || value == 2.0);
+        twos += value == 2.0;
+    }
+    EXPECT_GT(twos, 30);  // both values occur, so a constant output is caught
+    EXPECT_LT(twos, 60);
+}
+
+// Written independently of the shared formulas: block q of rank r's alltoall output is
+// block r of rank q's input, whose element j is (j*7 + q*13 + 1) % 100.
+TEST(ValidationData, AlltoallLayoutMatchesHandWrittenExpectation) {
+    const Collective& alltoall = *find_collective("alltoall");
+    const int nranks = 3, rank = 1;
+    const std::size_t block = 4, count = block * nranks;
+    const InputPattern pattern = input_pattern(alltoall, {DType::int32, ReduceOp::sum, 0}, nranks, rank);
+    const ExpectedLayout layout = *alltoall.expected(count, nranks, rank, 0, pattern);
+    for (std::size_t k = 0; k < count; ++k) {
+        const std::size_t q = k / block, j = rank * block + k % block;
+        EXPECT_EQ(expected_value(layout, k), static_cast<double>((j * 7 + q * 13 + 1) % 100)) << k;
+    }
+}
+
+TEST(ValidationData, ReduceScatterLayoutMatchesHandWrittenExpectation) {
+    const Collective& reducescatter = *find_collective("reducescatter");
+    const int nranks = 4, rank = 2;
+    const std::size_t count = 8 * nranks;
+    const InputPattern pattern = input_pattern(reducescatter, {DType::float32, ReduceOp::max, 0}, nranks, rank);
+    const ExpectedLayout layout = *reducescatter.expected(count, nranks, rank, 0, pattern);
+    for (std::size_t k = 0; k < 8; ++k) {
+        double best = -1;
+        for (int q = 0; q < nranks; ++q) best = std::max(best, static_cast<double>((rank * 8 + k + 3 * q) % 16));
+        EXPECT_EQ(expected_value(layout, k), best) << k;
+    }
+}
+
+// A result that is right everywhere but one element has exactly one wrong element, for
+// every collective and type.
+TEST(ValidationData, CountsEveryCorruptedElement) {
+    CpuDevice device;
+    for (const Collective* collective : all_collectives()) {
+        for (DType type : all_dtypes()) {
+            const int nranks = 3, rank = 0, root = 0;
+            const std::size_t count = 5 * collective->count_multiple(nranks);
+            const BufferShape shape = collective->shape(count, nranks, rank, root);
+            const InputPattern pattern = input_pattern(*collective, {type, ReduceOp::sum, root}, nranks, rank);
+            const auto layout = collective->expected(count, nranks, rank, root, pattern);
+            ASSERT_TRUE(layout.has_value()) << collective->name();
+            Buffer result = device.allocate(shape.recv_count * dtype_size(type));
+            for (std::size_t k = 0; k < shape.recv_count; ++k)
+                store_element(result.data(), k, type, expected_value(*layout, k));
+            EXPECT_EQ(device.count_wrong(result, 0, shape.recv_count, type, *layout), 0u);
+            store_element(result.data(), shape.recv_count - 1, type,
+                          load_element(result.data(), shape.recv_count - 1, type) + 1);
+            EXPECT_EQ(device.count_wrong(result, 0, shape.recv_count, type, *layout), 1u)
+                << collective->name() << ' ' << dtype_name(type);
+        }
+    }
+}
+
+TEST(ValidationData, AvgAllowsOnlyAFewUlps) {
+    ExpectedLayout layout;
+    layout.pattern = InputPattern{ReduceOp::avg, true, 3, 0, 16};
+    layout.reduced = true;
+    const double exact = round_to_type(expected_value(layout, 1), DType::float32);
+    EXPECT_TRUE(element_matches(layout, exact, 1, DType::float32));
+    EXPECT_TRUE(element_matches(layout, std::nextafter(static_cast<float>(exact), 100.0f), 1, DType::float32));
+    EXPECT_FALSE(element_matches(layout, exact + 1e-3, 1, DType::float32));
+}
+
+TEST(BusFactors, MatchNcclTestsConventions) {
+    const int n = 8;
+    EXPECT_DOUBLE_EQ(find_collective("allreduce")->bus_factor(n), 2.0 * 7 / 8);
+    for (const char* name : {"allgather", "reducescatter", "alltoall", "gather", "scatter"})
+        EXPECT_DOUBLE_EQ(find_collective(name)->bus_factor(n), 7.0 / 8) << name;
+    for (const char* name : {"broadcast", "reduce", "sendrecv"}) EXPECT_DOUBLE_EQ(find_collective(name)->bus_factor(n), 1.0);
+    EXPECT_DOUBLE_EQ(find_collective("allreduce")->bus_factor(1), 0.0);
+}
+
+}  // namespace
+}  // namespace parbench
