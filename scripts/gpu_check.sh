@@ -1,0 +1,119 @@
+#!/usr/bin/env bash
+# Checks the GPU path on a machine with NVIDIA GPUs, in one go and in under 8 minutes:
+# build with CUDA, run the GPU and NVTX tests, then measure every collective with
+# validation over NCCL and allreduce with and without CUDA graphs. Everything it prints,
+# logs and reports lands in OUTDIR; the summary at the end says which steps failed.
+#
+#   scripts/gpu_check.sh OUTDIR
+#
+# Made for a fresh, offline machine run as root: it calls scripts/setup.sh (apt) when a
+# dependency is missing, and says exactly what is still missing when that cannot help.
+set -euo pipefail
+
+if [[ $# -ne 1 ]]; then
+    echo "usage: scripts/gpu_check.sh OUTDIR" >&2
+    exit 2
+fi
+ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
+mkdir -p "$1"
+OUT=$(cd "$1" && pwd)
+BUILD=${PARBENCH_GPU_BUILD:-$ROOT/build-gpu-check}
+JOBS=$(nproc)
+MPIRUN=(mpirun --allow-run-as-root -np 1)
+exec > >(tee "$OUT/gpu_check.log") 2>&1
+
+FAILED=()
+step() { echo; echo "== [$(date +%T), ${SECONDS}s] $*"; }
+# Runs a step under a time limit, logging to OUT/<name>.log; a failure is recorded, and the
+# later steps still run, so one broken collective does not hide the other measurements.
+run_step() {
+    local name=$1 limit=$2
+    shift 2
+    step "$name: $*"
+    if timeout --kill-after=10 "$limit" "$@" > >(tee "$OUT/$name.log") 2>&1; then
+        echo "-- $name: ok"
+    else
+        local status=$?
+        echo "-- $name: FAILED (exit $status$([[ $status -eq 124 ]] && echo ", over its ${limit}s limit"))"
+        FAILED+=("$name")
+    fi
+}
+
+missing_dependencies() {
+    local missing=()
+    command -v cmake > /dev/null || missing+=("cmake (>= 3.25)")
+    command -v g++ > /dev/null || missing+=("g++")
+    command -v python3 > /dev/null || missing+=("python3")
+    command -v mpirun > /dev/null && command -v mpicxx > /dev/null || missing+=("OpenMPI (libopenmpi-dev, openmpi-bin)")
+    [[ -f /usr/include/CLI/CLI.hpp ]] || missing+=("CLI11 (libcli11-dev)")
+    [[ -f /usr/include/nlohmann/json.hpp ]] || missing+=("nlohmann-json (nlohmann-json3-dev)")
+    compgen -G "/usr/include/*/cblas.h" > /dev/null || [[ -f /usr/include/cblas.h ]] ||
+        missing+=("CBLAS (libopenblas-dev)")
+    compgen -G "/usr/lib/*/cmake/GTest" > /dev/null || compgen -G "/usr/lib/cmake/GTest" > /dev/null ||
+        missing+=("GoogleTest (libgtest-dev)")
+    [[ -x /usr/local/cuda/bin/nvcc ]] || command -v nvcc > /dev/null || missing+=("CUDA toolkit (nvcc)")
+    [[ -f /usr/local/cuda/include/nccl.h || -f /usr/include/nccl.h ]] || missing+=("NCCL (nccl.h, libnccl)")
+    printf '%s\n' "${missing[@]}"
+}
+
+step "machine"
+nvidia-smi || echo "nvidia-smi not found or failed: is the NVIDIA driver loaded?"
+nvidia-smi topo -m > "$OUT/topology.txt" 2>&1 || true
+(/usr/local/cuda/bin/nvcc --version || nvcc --version) 2>&1 | tail -2 || true
+
+step "dependencies"
+missing=$(missing_dependencies)
+configured_by_setup=false
+if [[ -n $missing && -x $ROOT/scripts/setup.sh ]]; then
+    echo "missing:"; echo "$missing" | sed 's/^/  /'
+    # setup.sh installs the packages, then configures and builds everything into the folder
+    # it is given: this script's build folder, so nothing is built twice.
+    echo "running scripts/setup.sh (apt; fails without a reachable package registry)"
+    if PARBENCH_BUILD_DIR=$BUILD PARBENCH_CUDA=ON timeout 420 "$ROOT/scripts/setup.sh" > "$OUT/setup.log" 2>&1; then
+        configured_by_setup=true
+    else
+        echo "scripts/setup.sh failed: see $OUT/setup.log"
+    fi
+    missing=$(missing_dependencies)
+fi
+if [[ -n $missing ]]; then
+    echo "cannot build: still missing"
+    echo "$missing" | sed 's/^/  - /'
+    echo "install them (Debian/Ubuntu package names in parentheses) and rerun"
+    exit 3
+fi
+echo "all found"
+
+# Only the architecture of the GPU here (sm_90), which halves the CUDA compile time.
+[[ $configured_by_setup == true ]] ||
+    run_step configure 120 cmake -S "$ROOT" -B "$BUILD" -DPARBENCH_CUDA=ON -DCMAKE_CUDA_ARCHITECTURES=90 \
+        -DCMAKE_BUILD_TYPE=Release
+run_step build 360 cmake --build "$BUILD" -j "$JOBS" --target parbench parbench_gpu_tests \
+    parbench_nvtx_recorder parbench_nvtx_nesting_demo
+if [[ ! -x $BUILD/parbench ]]; then
+    echo "no parbench binary: stopping here"
+    exit 1
+fi
+PARBENCH=$BUILD/parbench
+
+run_step gpu_tests 150 ctest --test-dir "$BUILD" -L gpu --output-on-failure
+run_step nvtx_tests 60 ctest --test-dir "$BUILD" -L nvtx --output-on-failure
+run_step info 30 "${MPIRUN[@]}" "$PARBENCH" info --json "$OUT/info.json"
+run_step all_collectives 180 "${MPIRUN[@]}" "$PARBENCH" all -b 8 -e 256M -f 4 --check --backend nccl \
+    --json "$OUT/all.json"
+# Launch overhead: the same small allreduces launched one by one and replayed from a graph.
+run_step allreduce_launch 45 "${MPIRUN[@]}" "$PARBENCH" allreduce -b 8 -e 1M -f 2 --check --backend nccl \
+    --json "$OUT/allreduce_launch.json"
+run_step allreduce_graph 45 "${MPIRUN[@]}" "$PARBENCH" allreduce -b 8 -e 1M -f 2 --check --backend nccl --graph \
+    --json "$OUT/allreduce_graph.json"
+if [[ -f $OUT/allreduce_launch.json && -f $OUT/allreduce_graph.json ]]; then
+    run_step graph_vs_launch 30 "$PARBENCH" compare "$OUT/allreduce_launch.json" "$OUT/allreduce_graph.json"
+fi
+
+step "summary"
+if [[ ${#FAILED[@]} -eq 0 ]]; then
+    echo "every step passed; reports and logs in $OUT" | tee "$OUT/summary.txt"
+    exit 0
+fi
+echo "failed steps: ${FAILED[*]}; see their logs in $OUT" | tee "$OUT/summary.txt"
+exit 1
