@@ -176,7 +176,12 @@ std::unique_ptr<Command> add_train_command(CLI::App& app) {
     sub->add_option("--seed", o.seed, "Seed of parameters and data")->capture_default_str();
     sub->add_option("--lr", o.lr, "AdamW learning rate")->capture_default_str();
     sub->add_option("--dp", o.dp, "Data-parallel degree (default: the world size / (tp x pp))");
-    sub->add_option("--tp", o.tp, "Tensor-parallel degree")->capture_default_str();
+    sub->add_option("--tp", o.tp, "Tensor-parallel degree (Megatron-style split inside each layer)")
+        ->capture_default_str();
+    sub->add_flag("--sp", o.sp, "Sequence parallelism within the tensor-parallel group (needs --tp 2 or more)");
+    sub->add_option("--tp-style", o.tp_style,
+                    "megatron (column- then row-parallel pairs) or allgather (MLP: gather every layer's output)")
+        ->capture_default_str();
     sub->add_option("--pp", o.pp, "Pipeline-parallel degree")->capture_default_str();
     sub->add_option("--zero", o.zero, "ZeRO stage: 0 (DDP), 1 (optimizer), 2 (+gradients), 3 (+parameters)")
         ->capture_default_str();

@@ -1,3 +1,16 @@
+// Tensor parallelism (tensor_parallel.hpp) splits each block Megatron's way: QKV by heads
+// and the MLP's first linear by output features (column-parallel), the attention and MLP
+// output projections by input features (row-parallel), the tied embedding and logits by
+// vocabulary (vocab-parallel cross-entropy: no gather of the logits). LayerNorms, the
+// position embedding and the row-parallel biases are held whole by every rank; a whole
+// term is added by group rank 0 alone before the partial sums are reduced, so it counts
+// once. Their gradients are the same on every rank without SP: each rank sees every token
+// and, through the all-reduces, the same output gradients (MPI's and NCCL's all-reduce
+// hand every rank the same sum), so the replicas stay bitwise identical, which
+// assemble_full_parameters checks. Under SP a LayerNorm sees 1/t of the tokens, so its
+// gradients are partial sums and are all-reduced over the group (arXiv 2205.05198 sec.
+// 4.2.2); the row-parallel biases' gradients come from the all-gathered output gradient and
+// stay whole. There is no dropout: the model trains deterministically.
 #include "train/gpt.hpp"
 
 #include <cmath>
@@ -6,6 +19,7 @@
 
 #include "bench/nvtx.hpp"
 #include "train/synthetic_data.hpp"
+#include "train/tensor_parallel.hpp"
 
 namespace parbench {
 namespace {
@@ -28,12 +42,14 @@ struct GptTensors {
     std::vector<BlockTensors> blocks;
 };
 
-GptTensors build_layout(const ModelConfig& config, int seq_len, ParameterLayout& layout) {
+GptTensors build_layout(const ModelConfig& config, int seq_len, const TensorSplit& split, ParameterLayout& layout) {
     const int C = config.hidden;
+    const int V = config.vocab;
     const float residual_stddev = init_stddev / std::sqrt(2.0f * static_cast<float>(config.layers));
     GptTensors tensors;
     layout.add_unit("embedding");
-    tensors.embedding.wte = layout.add_tensor("wte", {config.vocab, C}, InitKind::normal, init_stddev);
+    tensors.embedding.wte = layout.add_tensor("wte", {V, C}, column_parallel_rows(V, C, split), InitKind::normal,
+                                                init_stddev);
     tensors.embedding.wpe = layout.add_tensor("wpe", {seq_len, C}, InitKind::normal, init_stddev);
     tensors.embedding.lnfw = layout.add_tensor("lnfw", {C}, InitKind::ones);
     tensors.embedding.lnfb = layout.add_tensor("lnfb", {C}, InitKind::zeros);
@@ -43,15 +59,19 @@ GptTensors build_layout(const ModelConfig& config, int seq_len, ParameterLayout&
         BlockTensors b{};
         b.ln1w = layout.add_tensor(p + "ln1w", {C}, InitKind::ones);
         b.ln1b = layout.add_tensor(p + "ln1b", {C}, InitKind::zeros);
-        b.qkvw = layout.add_tensor(p + "qkvw", {3 * C, C}, InitKind::normal, init_stddev);
-        b.qkvb = layout.add_tensor(p + "qkvb", {3 * C}, InitKind::zeros);
-        b.attprojw = layout.add_tensor(p + "attprojw", {C, C}, InitKind::normal, residual_stddev);
+        b.qkvw = layout.add_tensor(p + "qkvw", {3 * C, C}, head_parallel_qkv(C, C, split), InitKind::normal,
+                                   init_stddev);
+        b.qkvb = layout.add_tensor(p + "qkvb", {3 * C}, head_parallel_qkv(C, 1, split), InitKind::zeros);
+        b.attprojw = layout.add_tensor(p + "attprojw", {C, C}, row_parallel_columns(C, C, split), InitKind::normal,
+                                       residual_stddev);
         b.attprojb = layout.add_tensor(p + "attprojb", {C}, InitKind::zeros);
         b.ln2w = layout.add_tensor(p + "ln2w", {C}, InitKind::ones);
         b.ln2b = layout.add_tensor(p + "ln2b", {C}, InitKind::zeros);
-        b.fcw = layout.add_tensor(p + "fcw", {4 * C, C}, InitKind::normal, init_stddev);
-        b.fcb = layout.add_tensor(p + "fcb", {4 * C}, InitKind::zeros);
-        b.fcprojw = layout.add_tensor(p + "fcprojw", {C, 4 * C}, InitKind::normal, residual_stddev);
+        b.fcw = layout.add_tensor(p + "fcw", {4 * C, C}, column_parallel_rows(4 * C, C, split), InitKind::normal,
+                                  init_stddev);
+        b.fcb = layout.add_tensor(p + "fcb", {4 * C}, column_parallel_rows(4 * C, 1, split), InitKind::zeros);
+        b.fcprojw = layout.add_tensor(p + "fcprojw", {C, 4 * C}, row_parallel_columns(C, 4 * C, split),
+                                      InitKind::normal, residual_stddev);
         b.fcprojb = layout.add_tensor(p + "fcprojb", {C}, InitKind::zeros);
         tensors.blocks.push_back(b);
     }
@@ -73,31 +93,34 @@ class ActivationArena {
     std::vector<Buffer> buffers_;
 };
 
-// What one block keeps from forward for backward, (B,T,...) each.
+// What one block keeps from forward for backward. R = B·T rows, or B·T/t under SP (the
+// LayerNorm and residual regions); Cl = C/t, NHl = NH/t: this rank's channels and heads.
 struct BlockActivations {
-    float* ln1;       // (B,T,C)
-    float* ln1_mean;  // (B,T)
-    float* ln1_rstd;  // (B,T)
-    float* qkv;       // (B,T,3C)
-    float* atty;      // (B,T,C)
-    float* att;       // (B,NH,T,T)
-    float* residual2; // (B,T,C)
+    float* ln1;       // (R,C)
+    float* ln1_mean;  // (R)
+    float* ln1_rstd;  // (R)
+    float* qkv;       // (B,T,3Cl)
+    float* atty;      // (B,T,Cl)
+    float* att;       // (B,NHl,T,T)
+    float* residual2; // (R,C)
     float* ln2;
     float* ln2_mean;
     float* ln2_rstd;
-    float* fch;       // (B,T,4C)
-    float* fch_gelu;  // (B,T,4C)
-    float* residual3; // (B,T,C)
+    float* fch;       // (B,T,4C/t)
+    float* fch_gelu;  // (B,T,4C/t)
+    float* residual3; // (R,C)
 };
 
 class GptModel : public Model {
   public:
     GptModel(const ModelConfig& config, const MicrobatchShape& shape, std::uint64_t seed, Ops& ops,
-             MemoryLedger& ledger)
-        : config_(config), shape_(shape), seed_(seed), ops_(ops), device_(ledger.device()), arena_(ledger),
-          B_(shape.batch), T_(shape.seq_len), C_(config.hidden), NH_(config.heads), V_(config.vocab),
-          L_(config.layers) {
-        tensors_ = build_layout(config, shape.seq_len, layout_);
+             MemoryLedger& ledger, const TensorParallelGroup& tp)
+        : config_(config), shape_(shape), seed_(seed), ops_(ops), device_(ledger.device()), ledger_(ledger),
+          arena_(ledger), tp_(tp), B_(shape.batch), T_(shape.seq_len), C_(config.hidden), NH_(config.heads),
+          V_(config.vocab), L_(config.layers), R_(tp.local_rows(shape.batch * shape.seq_len)),
+          Cl_(config.hidden / tp.size()), NHl_(config.heads / tp.size()), Fl_(4 * config.hidden / tp.size()),
+          vocab_{tp.rank() * (config.vocab / tp.size()), config.vocab / tp.size()} {
+        tensors_ = build_layout(config, shape.seq_len, tp.split(), layout_);
         allocate_activations();
     }
 
@@ -127,8 +150,12 @@ class GptModel : public Model {
         {
             NvtxRange range("embedding forward");
             const float* p = access.acquire(0);
-            ops_.encoder_forward(encoded_, tokens, param(p, tensors_.embedding.wte), param(p, tensors_.embedding.wpe),
-                                 B_, T_, C_);
+            // Vocab-parallel embedding: each rank looks up the tokens of its vocabulary shard
+            // (zero for the others), then the partial sums are reduced.
+            float* partial = tp_.sequence_parallel() ? gathered_ : encoded_;
+            const float* wpe = tp_.adds_replicated_terms() ? param(p, tensors_.embedding.wpe) : nullptr;
+            ops_.encoder_forward(partial, tokens, param(p, tensors_.embedding.wte), wpe, B_, T_, C_, vocab_);
+            tp_.leave(partial, encoded_, BT, C_);
             access.release(0);
         }
         for (int l = 0; l < L_; ++l) {
@@ -137,47 +164,71 @@ class GptModel : public Model {
             const BlockTensors& w = tensors_.blocks[static_cast<std::size_t>(l)];
             const BlockActivations& a = blocks_[static_cast<std::size_t>(l)];
             const float* residual = l == 0 ? encoded_ : blocks_[static_cast<std::size_t>(l - 1)].residual3;
-            ops_.layernorm_forward(a.ln1, a.ln1_mean, a.ln1_rstd, residual, param(p, w.ln1w), param(p, w.ln1b), BT, C_);
-            ops_.matmul_forward(a.qkv, a.ln1, param(p, w.qkvw), param(p, w.qkvb), BT, C_, 3 * C_);
-            ops_.attention_forward(a.atty, preatt_, a.att, a.qkv, B_, T_, C_, NH_);
-            ops_.matmul_forward(projection_, a.atty, param(p, w.attprojw), param(p, w.attprojb), BT, C_, C_);
-            ops_.residual_forward(a.residual2, residual, projection_, rows() * C_);
-            ops_.layernorm_forward(a.ln2, a.ln2_mean, a.ln2_rstd, a.residual2, param(p, w.ln2w), param(p, w.ln2b), BT,
+            ops_.layernorm_forward(a.ln1, a.ln1_mean, a.ln1_rstd, residual, param(p, w.ln1w), param(p, w.ln1b), R_, C_);
+            const float* ln1 = tp_.enter(a.ln1, gathered_, BT, C_);
+            ops_.matmul_forward(a.qkv, ln1, param(p, w.qkvw), param(p, w.qkvb), BT, C_, 3 * Cl_);
+            ops_.attention_forward(a.atty, preatt_, a.att, a.qkv, B_, T_, Cl_, NHl_);
+            ops_.matmul_forward(projection_, a.atty, param(p, w.attprojw), replicated_term(p, w.attprojb), BT, Cl_, C_);
+            const float* attention = tp_.leave(projection_, projection_local_, BT, C_);
+            ops_.residual_forward(a.residual2, residual, attention, residual_elements());
+            ops_.layernorm_forward(a.ln2, a.ln2_mean, a.ln2_rstd, a.residual2, param(p, w.ln2w), param(p, w.ln2b), R_,
                                    C_);
-            ops_.matmul_forward(a.fch, a.ln2, param(p, w.fcw), param(p, w.fcb), BT, C_, 4 * C_);
-            ops_.gelu_forward(a.fch_gelu, a.fch, rows() * 4 * C_);
-            ops_.matmul_forward(projection_, a.fch_gelu, param(p, w.fcprojw), param(p, w.fcprojb), BT, 4 * C_, C_);
-            ops_.residual_forward(a.residual3, a.residual2, projection_, rows() * C_);
+            const float* ln2 = tp_.enter(a.ln2, gathered_, BT, C_);
+            ops_.matmul_forward(a.fch, ln2, param(p, w.fcw), param(p, w.fcb), BT, C_, Fl_);
+            ops_.gelu_forward(a.fch_gelu, a.fch, rows() * Fl_);
+            ops_.matmul_forward(projection_, a.fch_gelu, param(p, w.fcprojw), replicated_term(p, w.fcprojb), BT, Fl_,
+                                C_);
+            const float* mlp = tp_.leave(projection_, projection_local_, BT, C_);
+            ops_.residual_forward(a.residual3, a.residual2, mlp, residual_elements());
             access.release(l + 1);
         }
         NvtxRange range("head forward");
         head_params_ = access.acquire(0);
         const float* p = head_params_;
         const EmbeddingTensors& e = tensors_.embedding;
-        ops_.layernorm_forward(lnf_, lnf_mean_, lnf_rstd_, last_residual(), param(p, e.lnfw), param(p, e.lnfb), BT, C_);
-        ops_.matmul_forward(logits_, lnf_, param(p, e.wte), nullptr, BT, C_, V_);
-        ops_.crossentropy_forward(loss_buffers_[static_cast<std::size_t>(microbatch)].as<float>(), probs_, logits_,
-                                  targets_[static_cast<std::size_t>(microbatch)].as<int>(), BT, V_);
+        ops_.layernorm_forward(lnf_, lnf_mean_, lnf_rstd_, last_residual(), param(p, e.lnfw), param(p, e.lnfb), R_, C_);
+        const float* lnf = tp_.enter(lnf_, gathered_, BT, C_);
+        ops_.matmul_forward(logits_, lnf, param(p, e.wte), nullptr, BT, C_, vocab_.size);
+        // Vocab-parallel cross-entropy (Megatron-LM sec. 3): the logits stay split; the loss
+        // needs only each row's max, sum of exponentials and target logit over the group,
+        // three all-reduces of B·T floats.
+        const int* targets = targets_[static_cast<std::size_t>(microbatch)].as<int>();
+        ops_.row_max(maxes_, logits_, BT, vocab_.size);
+        tp_.allreduce_max(maxes_, rows());
+        ops_.row_sum_exp(sums_, logits_, maxes_, BT, vocab_.size);
+        tp_.allreduce_sum(sums_, rows());
+        ops_.target_logit(target_logits_, logits_, targets, BT, vocab_.size, vocab_);
+        tp_.allreduce_sum(target_logits_, rows());
+        ops_.crossentropy_losses_from_parts(loss_buffers_[static_cast<std::size_t>(microbatch)].as<float>(), maxes_,
+                                            sums_, target_logits_, BT);
     }
 
     void backward(int microbatch, float loss_scale, ParameterAccess& access) override {
         const int BT = B_ * T_;
-        const std::size_t btc = rows() * static_cast<std::size_t>(C_);
+        const std::size_t btc = rows() * static_cast<std::size_t>(C_);  // a whole (B,T,C) activation
         const EmbeddingTensors& e = tensors_.embedding;
         float* embedding_grads = access.gradients(0);
         {
             NvtxRange range("head backward");
             const float* p = head_params_;  // acquired by forward's head
             ops_.fill(dlosses_, loss_scale, rows());
-            ops_.fill(dlogits_, 0.0f, rows() * static_cast<std::size_t>(V_));
-            ops_.crossentropy_backward(dlogits_, dlosses_, probs_, targets_[static_cast<std::size_t>(microbatch)].as<int>(),
-                                       BT, V_);
+            ops_.fill(dlogits_, 0.0f, rows() * static_cast<std::size_t>(vocab_.size));
+            ops_.crossentropy_shard_backward(dlogits_, dlosses_, logits_, maxes_, sums_,
+                                             targets_[static_cast<std::size_t>(microbatch)].as<int>(), BT, vocab_.size,
+                                             vocab_);
+            // SP keeps only token chunks; a split region's input is gathered again for its
+            // weight gradient (arXiv 2205.05198 sec. 4.2.2), here and in every block.
+            const float* lnf = tp_.enter(lnf_, gathered_, BT, C_);
             ops_.fill(dnormed_, 0.0f, btc);
-            ops_.matmul_backward(dnormed_, grad(embedding_grads, e.wte), nullptr, dlogits_, lnf_, param(p, e.wte), BT,
-                                 C_, V_);
-            ops_.fill(dresidual_, 0.0f, btc);
-            ops_.layernorm_backward(dresidual_, grad(embedding_grads, e.lnfw), grad(embedding_grads, e.lnfb), dnormed_,
-                                    last_residual(), param(p, e.lnfw), lnf_mean_, lnf_rstd_, BT, C_);
+            ops_.matmul_backward(dnormed_, grad(embedding_grads, e.wte), nullptr, dlogits_, lnf, param(p, e.wte), BT,
+                                 C_, vocab_.size);
+            const float* dlnf = tp_.enter_backward(dnormed_, dnormed_local_, BT, C_);
+            ops_.fill(dresidual_, 0.0f, residual_elements());
+            begin_layernorm_gradients(2);
+            ops_.layernorm_backward(dresidual_, layernorm_gradient(embedding_grads, e.lnfw, 0),
+                                    layernorm_gradient(embedding_grads, e.lnfb, 1), dlnf, last_residual(),
+                                    param(p, e.lnfw), lnf_mean_, lnf_rstd_, R_, C_);
+            finish_layernorm_gradients(embedding_grads, {e.lnfw, e.lnfb});
             access.release(0);
             head_params_ = nullptr;
         }
@@ -188,37 +239,51 @@ class GptModel : public Model {
             const BlockTensors& w = tensors_.blocks[static_cast<std::size_t>(l)];
             const BlockActivations& a = blocks_[static_cast<std::size_t>(l)];
             const float* residual = l == 0 ? encoded_ : blocks_[static_cast<std::size_t>(l - 1)].residual3;
+            const std::size_t wide = rows() * static_cast<std::size_t>(Fl_);
+            const std::size_t local_channels = rows() * static_cast<std::size_t>(Cl_);
+            begin_layernorm_gradients(4);
             // dresidual_ holds d(residual3): it flows unchanged into both branches' sums.
-            ops_.fill(dwide_, 0.0f, 4 * btc);
-            ops_.matmul_backward(dwide_, grad(g, w.fcprojw), grad(g, w.fcprojb), dresidual_, a.fch_gelu,
-                                 param(p, w.fcprojw), BT, 4 * C_, C_);
-            ops_.fill(dwide2_, 0.0f, 4 * btc);
-            ops_.gelu_backward(dwide2_, a.fch, dwide_, 4 * btc);
+            const float* dmlp = tp_.leave_backward(dresidual_, dgathered_, BT, C_);
+            ops_.fill(dwide_, 0.0f, wide);
+            ops_.matmul_backward(dwide_, grad(g, w.fcprojw), grad(g, w.fcprojb), dmlp, a.fch_gelu,
+                                 param(p, w.fcprojw), BT, Fl_, C_);
+            ops_.fill(dwide2_, 0.0f, wide);
+            ops_.gelu_backward(dwide2_, a.fch, dwide_, wide);
+            const float* ln2 = tp_.enter(a.ln2, gathered_, BT, C_);
             ops_.fill(dnormed_, 0.0f, btc);
-            ops_.matmul_backward(dnormed_, grad(g, w.fcw), grad(g, w.fcb), dwide2_, a.ln2, param(p, w.fcw), BT, C_,
-                                 4 * C_);
-            ops_.layernorm_backward(dresidual_, grad(g, w.ln2w), grad(g, w.ln2b), dnormed_, a.residual2,
-                                    param(p, w.ln2w), a.ln2_mean, a.ln2_rstd, BT, C_);
+            ops_.matmul_backward(dnormed_, grad(g, w.fcw), grad(g, w.fcb), dwide2_, ln2, param(p, w.fcw), BT, C_, Fl_);
+            const float* dln2 = tp_.enter_backward(dnormed_, dnormed_local_, BT, C_);
+            ops_.layernorm_backward(dresidual_, layernorm_gradient(g, w.ln2w, 2), layernorm_gradient(g, w.ln2b, 3), dln2,
+                                    a.residual2, param(p, w.ln2w), a.ln2_mean, a.ln2_rstd, R_, C_);
             // dresidual_ now holds d(residual2).
-            ops_.fill(datty_, 0.0f, btc);
-            ops_.matmul_backward(datty_, grad(g, w.attprojw), grad(g, w.attprojb), dresidual_, a.atty,
-                                 param(p, w.attprojw), BT, C_, C_);
-            ops_.fill(dqkv_, 0.0f, 3 * btc);
-            ops_.attention_backward(dqkv_, dpreatt_, datt_, datty_, a.qkv, a.att, B_, T_, C_, NH_);
+            const float* dattention = tp_.leave_backward(dresidual_, dgathered_, BT, C_);
+            ops_.fill(datty_, 0.0f, local_channels);
+            ops_.matmul_backward(datty_, grad(g, w.attprojw), grad(g, w.attprojb), dattention, a.atty,
+                                 param(p, w.attprojw), BT, Cl_, C_);
+            ops_.fill(dqkv_, 0.0f, 3 * local_channels);
+            ops_.attention_backward(dqkv_, dpreatt_, datt_, datty_, a.qkv, a.att, B_, T_, Cl_, NHl_);
+            const float* ln1 = tp_.enter(a.ln1, gathered_, BT, C_);
             ops_.fill(dnormed_, 0.0f, btc);
-            ops_.matmul_backward(dnormed_, grad(g, w.qkvw), grad(g, w.qkvb), dqkv_, a.ln1, param(p, w.qkvw), BT, C_,
-                                 3 * C_);
-            ops_.layernorm_backward(dresidual_, grad(g, w.ln1w), grad(g, w.ln1b), dnormed_, residual, param(p, w.ln1w),
-                                    a.ln1_mean, a.ln1_rstd, BT, C_);
+            ops_.matmul_backward(dnormed_, grad(g, w.qkvw), grad(g, w.qkvb), dqkv_, ln1, param(p, w.qkvw), BT, C_,
+                                 3 * Cl_);
+            const float* dln1 = tp_.enter_backward(dnormed_, dnormed_local_, BT, C_);
+            ops_.layernorm_backward(dresidual_, layernorm_gradient(g, w.ln1w, 0), layernorm_gradient(g, w.ln1b, 1), dln1,
+                                    residual, param(p, w.ln1w), a.ln1_mean, a.ln1_rstd, R_, C_);
+            finish_layernorm_gradients(g, {w.ln1w, w.ln1b, w.ln2w, w.ln2b});
             // dresidual_ now holds d(residual), the previous block's output.
             access.release(l + 1);
             access.gradients_complete(l + 1);
         }
         NvtxRange range("embedding backward");
-        ops_.encoder_backward(grad(embedding_grads, e.wte), grad(embedding_grads, e.wpe), dresidual_,
-                              tokens_[static_cast<std::size_t>(microbatch)].as<int>(), B_, T_, C_);
+        // Every rank computes the position embedding's gradient from the same whole output
+        // gradient, so the replicas of wpe stay identical.
+        const float* dencoded = tp_.leave_backward(dresidual_, dgathered_, BT, C_);
+        ops_.encoder_backward(grad(embedding_grads, e.wte), grad(embedding_grads, e.wpe), dencoded,
+                              tokens_[static_cast<std::size_t>(microbatch)].as<int>(), B_, T_, C_, vocab_);
         access.gradients_complete(0);
     }
+
+    std::size_t activation_bytes_per_layer() const override { return layer_activation_bytes_; }
 
     double mean_loss(int microbatch) const override {
         std::vector<float> losses(rows());
@@ -236,52 +301,96 @@ class GptModel : public Model {
     }
     float* grad(float* unit_base, int tensor) const { return unit_base + layout_.tensor(tensor).offset_in_unit; }
     const float* last_residual() const { return blocks_.back().residual3; }
+    // Elements of a LayerNorm / residual region activation on this rank: (R,C).
+    std::size_t residual_elements() const { return static_cast<std::size_t>(R_) * static_cast<std::size_t>(C_); }
+    // A whole term (row-parallel bias) that the group's rank 0 alone adds.
+    const float* replicated_term(const float* unit_base, int tensor) const {
+        return tp_.adds_replicated_terms() ? param(unit_base, tensor) : nullptr;
+    }
+
+    // Under SP each rank's LayerNorms see 1/t of the tokens: their weight and bias gradients
+    // are partial sums, computed into a zeroed pack, all-reduced as one call and added to the
+    // gradients (after every micro-batch, since the gradient buffers accumulate across them).
+    // Without SP they are written in place: they are whole already (see the file's notes).
+    void begin_layernorm_gradients(int tensors) {
+        if (tp_.sequence_parallel()) ops_.fill(layernorm_gradients_, 0.0f, static_cast<std::size_t>(tensors) * C_);
+    }
+    float* layernorm_gradient(float* unit_grads, int tensor, int slot) const {
+        if (!tp_.sequence_parallel()) return grad(unit_grads, tensor);
+        return layernorm_gradients_ + static_cast<std::size_t>(slot) * static_cast<std::size_t>(C_);
+    }
+    void finish_layernorm_gradients(float* unit_grads, std::initializer_list<int> tensors) {
+        if (!tp_.sequence_parallel()) return;
+        tp_.allreduce_sum(layernorm_gradients_, tensors.size() * static_cast<std::size_t>(C_));
+        std::size_t slot = 0;
+        for (int tensor : tensors)
+            ops_.add_inplace(grad(unit_grads, tensor), layernorm_gradients_ + slot++ * static_cast<std::size_t>(C_),
+                             static_cast<std::size_t>(C_));
+    }
 
     void allocate_activations() {
         const std::size_t btc = rows() * static_cast<std::size_t>(C_);
-        const std::size_t att = static_cast<std::size_t>(B_) * NH_ * T_ * T_;
+        const std::size_t rc = residual_elements();
+        const std::size_t r = static_cast<std::size_t>(R_);
+        const std::size_t local_channels = rows() * static_cast<std::size_t>(Cl_);
+        const std::size_t wide = rows() * static_cast<std::size_t>(Fl_);
+        const std::size_t att = static_cast<std::size_t>(B_) * NHl_ * T_ * T_;
+        const std::size_t logits = rows() * static_cast<std::size_t>(vocab_.size);
+        const bool sp = tp_.sequence_parallel();
         const auto m = static_cast<std::size_t>(shape_.microbatches);
         for (std::size_t k = 0; k < m; ++k) {
             tokens_.push_back(arena_.buffer(rows() * sizeof(int)));
             targets_.push_back(arena_.buffer(rows() * sizeof(int)));
             loss_buffers_.push_back(arena_.buffer(rows() * sizeof(float)));
         }
-        encoded_ = arena_.floats(btc);
+        encoded_ = arena_.floats(rc);
         for (int l = 0; l < L_; ++l) {
+            const std::size_t before = ledger_.usage().live_of(MemoryCategory::activations);
             BlockActivations a{};
-            a.ln1 = arena_.floats(btc);
-            a.ln1_mean = arena_.floats(rows());
-            a.ln1_rstd = arena_.floats(rows());
-            a.qkv = arena_.floats(3 * btc);
-            a.atty = arena_.floats(btc);
+            a.ln1 = arena_.floats(rc);
+            a.ln1_mean = arena_.floats(r);
+            a.ln1_rstd = arena_.floats(r);
+            a.qkv = arena_.floats(3 * local_channels);
+            a.atty = arena_.floats(local_channels);
             a.att = arena_.floats(att);
-            a.residual2 = arena_.floats(btc);
-            a.ln2 = arena_.floats(btc);
-            a.ln2_mean = arena_.floats(rows());
-            a.ln2_rstd = arena_.floats(rows());
-            a.fch = arena_.floats(4 * btc);
-            a.fch_gelu = arena_.floats(4 * btc);
-            a.residual3 = arena_.floats(btc);
+            a.residual2 = arena_.floats(rc);
+            a.ln2 = arena_.floats(rc);
+            a.ln2_mean = arena_.floats(r);
+            a.ln2_rstd = arena_.floats(r);
+            a.fch = arena_.floats(wide);
+            a.fch_gelu = arena_.floats(wide);
+            a.residual3 = arena_.floats(rc);
             blocks_.push_back(a);
+            layer_activation_bytes_ = ledger_.usage().live_of(MemoryCategory::activations) - before;
         }
         preatt_ = arena_.floats(att);
         projection_ = arena_.floats(btc);
-        lnf_ = arena_.floats(btc);
-        lnf_mean_ = arena_.floats(rows());
-        lnf_rstd_ = arena_.floats(rows());
-        logits_ = arena_.floats(rows() * static_cast<std::size_t>(V_));
-        probs_ = arena_.floats(rows() * static_cast<std::size_t>(V_));
+        lnf_ = arena_.floats(rc);
+        lnf_mean_ = arena_.floats(r);
+        lnf_rstd_ = arena_.floats(r);
+        logits_ = arena_.floats(logits);
+        maxes_ = arena_.floats(rows());
+        sums_ = arena_.floats(rows());
+        target_logits_ = arena_.floats(rows());
         // Backward scratch, reused by every block (llm.c's CUDA trainer does the same).
         dlosses_ = arena_.floats(rows());
-        dlogits_ = arena_.floats(rows() * static_cast<std::size_t>(V_));
+        dlogits_ = arena_.floats(logits);
         dnormed_ = arena_.floats(btc);
-        dresidual_ = arena_.floats(btc);
-        dwide_ = arena_.floats(4 * btc);
-        dwide2_ = arena_.floats(4 * btc);
-        datty_ = arena_.floats(btc);
-        dqkv_ = arena_.floats(3 * btc);
+        dresidual_ = arena_.floats(rc);
+        dwide_ = arena_.floats(wide);
+        dwide2_ = arena_.floats(wide);
+        datty_ = arena_.floats(local_channels);
+        dqkv_ = arena_.floats(3 * local_channels);
         dpreatt_ = arena_.floats(att);
         datt_ = arena_.floats(att);
+        if (sp) {
+            // Whole (B,T,C) scratch for the gathers and the chunks the reduce-scatters leave.
+            gathered_ = arena_.floats(btc);
+            dgathered_ = arena_.floats(btc);
+            projection_local_ = arena_.floats(rc);
+            dnormed_local_ = arena_.floats(rc);
+            layernorm_gradients_ = arena_.floats(4 * static_cast<std::size_t>(C_));
+        }
     }
 
     ModelConfig config_;
@@ -289,8 +398,14 @@ class GptModel : public Model {
     std::uint64_t seed_;
     Ops& ops_;
     Device& device_;
+    MemoryLedger& ledger_;
     ActivationArena arena_;
+    TensorParallelGroup tp_;
     int B_, T_, C_, NH_, V_, L_;
+    int R_;             // rows of the LayerNorm / residual regions on this rank: B·T, or B·T/t under SP
+    int Cl_, NHl_, Fl_; // this rank's attention channels, heads and MLP width (C/t, NH/t, 4C/t)
+    VocabShard vocab_;  // this rank's rows of wte and columns of the logits
+    std::size_t layer_activation_bytes_ = 0;
     ParameterLayout layout_;
     GptTensors tensors_;
 
@@ -299,7 +414,10 @@ class GptModel : public Model {
     float* encoded_ = nullptr;
     std::vector<BlockActivations> blocks_;
     float *preatt_ = nullptr, *projection_ = nullptr, *lnf_ = nullptr, *lnf_mean_ = nullptr, *lnf_rstd_ = nullptr;
-    float *logits_ = nullptr, *probs_ = nullptr;
+    float *logits_ = nullptr, *maxes_ = nullptr, *sums_ = nullptr, *target_logits_ = nullptr;
+    // Sequence parallelism only (nullptr otherwise).
+    float *gathered_ = nullptr, *dgathered_ = nullptr, *projection_local_ = nullptr, *dnormed_local_ = nullptr,
+          *layernorm_gradients_ = nullptr;
     float *dlosses_ = nullptr, *dlogits_ = nullptr, *dnormed_ = nullptr, *dresidual_ = nullptr;
     float *dwide_ = nullptr, *dwide2_ = nullptr, *datty_ = nullptr, *dqkv_ = nullptr, *dpreatt_ = nullptr,
           *datt_ = nullptr;
@@ -307,15 +425,15 @@ class GptModel : public Model {
 
 }  // namespace
 
-ParameterLayout gpt_parameter_layout(const ModelConfig& config, int seq_len) {
+ParameterLayout gpt_parameter_layout(const ModelConfig& config, int seq_len, const TensorSplit& split) {
     ParameterLayout layout;
-    build_layout(config, seq_len, layout);
+    build_layout(config, seq_len, split, layout);
     return layout;
 }
 
 std::unique_ptr<Model> make_gpt_model(const ModelConfig& config, const MicrobatchShape& shape, std::uint64_t seed,
-                                      Ops& ops, MemoryLedger& ledger) {
-    return std::make_unique<GptModel>(config, shape, seed, ops, ledger);
+                                      Ops& ops, MemoryLedger& ledger, const TensorParallelGroup& tp) {
+    return std::make_unique<GptModel>(config, shape, seed, ops, ledger, tp);
 }
 
 }  // namespace parbench

@@ -10,11 +10,12 @@
 #include <memory>
 
 #include "train/model.hpp"
+#include "train/tensor_parallel.hpp"
 
 namespace parbench {
 
-ParameterLayout gpt_parameter_layout(const ModelConfig& config, int seq_len);
+ParameterLayout gpt_parameter_layout(const ModelConfig& config, int seq_len, const TensorSplit& split);
 std::unique_ptr<Model> make_gpt_model(const ModelConfig& config, const MicrobatchShape& shape, std::uint64_t seed,
-                                      Ops& ops, MemoryLedger& ledger);
+                                      Ops& ops, MemoryLedger& ledger, const TensorParallelGroup& tp);
 
 }  // namespace parbench

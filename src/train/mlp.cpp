@@ -1,29 +1,66 @@
 #include "train/mlp.hpp"
 
 #include <cmath>
+#include <stdexcept>
 #include <string>
 #include <vector>
 
 #include "bench/nvtx.hpp"
 #include "train/synthetic_data.hpp"
 
+// Tensor parallelism (tensor_parallel.hpp), two ways:
+//
+//   megatron:  layers pair up as a column-parallel linear (output features split, GELU on
+//              the slice, no communication) and a row-parallel one (input features split,
+//              partial sums all-reduced, bias added once by group rank 0): one all-reduce
+//              forward and one backward per pair (Megatron-LM sec. 3, the MLP of fig. 3a).
+//              An odd last layer stays column-parallel and the loss is taken on its slice.
+//   allgather: every layer column-parallel, its GELU output slices all-gathered each layer
+//              (the straightforward split, as in Stanford CS336's parallelism lecture);
+//              backward reduce-scatters the input gradient. The gathered input arrives
+//              rank-major, (t, B, H/t), so a layer multiplies each slice by the matching
+//              (H/t, H/t) block of its weight, stored block by block.
+//
+// The MSE of a column-parallel last layer is the mean over its H/t columns on each rank;
+// the row's loss is their sum over the group / t (one all-reduce of B floats).
 namespace parbench {
 namespace {
+
+enum class LinearSplit { column, row };
 
 struct LayerTensors {
     int weight, bias;
 };
 
-std::vector<LayerTensors> build_layout(const ModelConfig& config, ParameterLayout& layout) {
+// How layer l of the model is split under `split`.
+LinearSplit layer_split(const TensorSplit& split, int layer) {
+    if (split.style == TensorParallelStyle::allgather) return LinearSplit::column;
+    return layer % 2 == 0 ? LinearSplit::column : LinearSplit::row;
+}
+
+// allgather style: layers after the first take their input as t rank-major slices.
+bool input_in_slices(const TensorSplit& split, int layer) {
+    return split.style == TensorParallelStyle::allgather && layer > 0;
+}
+
+std::vector<LayerTensors> build_layout(const ModelConfig& config, const TensorSplit& split, ParameterLayout& layout) {
     // N(0, 1/h): unit variance through a linear layer (LeCun initialisation).
-    const float stddev = 1.0f / std::sqrt(static_cast<float>(config.hidden));
+    const int H = config.hidden;
+    const float stddev = 1.0f / std::sqrt(static_cast<float>(H));
     std::vector<LayerTensors> layers;
     for (int l = 0; l < config.layers; ++l) {
         const std::string name = "layer" + std::to_string(l);
         layout.add_unit(name);
         LayerTensors t{};
-        t.weight = layout.add_tensor(name + ".w", {config.hidden, config.hidden}, InitKind::normal, stddev);
-        t.bias = layout.add_tensor(name + ".b", {config.hidden}, InitKind::zeros);
+        if (layer_split(split, l) == LinearSplit::row) {
+            t.weight = layout.add_tensor(name + ".w", {H, H}, row_parallel_columns(H, H, split), InitKind::normal, stddev);
+            t.bias = layout.add_tensor(name + ".b", {H}, InitKind::zeros);
+        } else {
+            const auto pieces = input_in_slices(split, l) ? column_parallel_rows_by_input_slice(H, H, split)
+                                                          : column_parallel_rows(H, H, split);
+            t.weight = layout.add_tensor(name + ".w", {H, H}, pieces, InitKind::normal, stddev);
+            t.bias = layout.add_tensor(name + ".b", {H}, column_parallel_rows(H, 1, split), InitKind::zeros);
+        }
         layers.push_back(t);
     }
     return layers;
@@ -32,26 +69,43 @@ std::vector<LayerTensors> build_layout(const ModelConfig& config, ParameterLayou
 class MlpModel : public Model {
   public:
     MlpModel(const ModelConfig& config, const MicrobatchShape& shape, std::uint64_t seed, Ops& ops,
-             MemoryLedger& ledger)
-        : seed_(seed), ops_(ops), device_(ledger.device()), B_(shape.batch), H_(config.hidden), L_(config.layers) {
-        tensors_ = build_layout(config, layout_);
-        const std::size_t bh = rows() * static_cast<std::size_t>(H_);
+             MemoryLedger& ledger, const TensorParallelGroup& tp)
+        : seed_(seed), ops_(ops), device_(ledger.device()), tp_(tp), B_(shape.batch), H_(config.hidden),
+          Hl_(config.hidden / tp.size()), L_(config.layers) {
+        if (tp.split().style == TensorParallelStyle::allgather && tp.size() < 2)
+            throw std::logic_error("MlpModel: the allgather style needs a tensor-parallel group of 2 or more");
+        tensors_ = build_layout(config, tp.split(), layout_);
         auto floats = [&](std::size_t count) {
             buffers_.push_back(ledger.allocate(MemoryCategory::activations, count * sizeof(float)));
             return buffers_.back();
         };
+        const std::size_t b = rows();
         for (int k = 0; k < shape.microbatches; ++k) {
-            inputs_.push_back(floats(bh));
-            targets_.push_back(floats(bh));
-            losses_.push_back(floats(rows()));
+            inputs_.push_back(floats(b * static_cast<std::size_t>(H_)));
+            targets_.push_back(floats(b * static_cast<std::size_t>(output_width())));
+            losses_.push_back(floats(b));
         }
+        const std::size_t before = ledger.usage().live_of(MemoryCategory::activations);
+        const bool allgather = tp.split().style == TensorParallelStyle::allgather;
         for (int l = 0; l < L_; ++l) {
-            pre_.push_back(floats(bh).as<float>());
-            post_.push_back(l + 1 < L_ ? floats(bh).as<float>() : pre_.back());  // no GELU after the last layer
+            const std::size_t width = b * static_cast<std::size_t>(width_of(l));
+            const bool last = l + 1 == L_;
+            pre_.push_back(floats(width).as<float>());
+            // GELU's output is the next layer's input, kept for its weight gradient; in the
+            // allgather style the gathered copy is kept instead and the slice is scratch.
+            post_.push_back(last ? pre_.back() : allgather ? nullptr : floats(width).as<float>());
+            gathered_.push_back(allgather && !last ? floats(b * static_cast<std::size_t>(H_)).as<float>() : nullptr);
         }
-        dlosses_ = floats(rows()).as<float>();
-        dpre_ = floats(bh).as<float>();
-        dpost_ = floats(bh).as<float>();
+        activation_bytes_per_layer_ = (ledger.usage().live_of(MemoryCategory::activations) - before) /
+                                      static_cast<std::size_t>(L_);
+        const std::size_t full = b * static_cast<std::size_t>(H_);
+        dlosses_ = floats(b).as<float>();
+        dpre_ = floats(full).as<float>();
+        dpost_ = floats(full).as<float>();
+        if (allgather) {
+            slice_ = floats(b * static_cast<std::size_t>(Hl_)).as<float>();
+            dgathered_ = floats(full).as<float>();
+        }
     }
 
     const ParameterLayout& layout() const override { return layout_; }
@@ -68,7 +122,14 @@ class MlpModel : public Model {
         std::vector<float> inputs(n), targets(n);
         synthetic_regression(seed_, first_sample, B_, H_, inputs, targets);
         device_.copy_from_host(inputs_[static_cast<std::size_t>(microbatch)], inputs.data(), n * sizeof(float));
-        device_.copy_from_host(targets_[static_cast<std::size_t>(microbatch)], targets.data(), n * sizeof(float));
+        // A column-parallel last layer is compared with its slice of the target.
+        const int width = output_width();
+        std::vector<float> local(rows() * static_cast<std::size_t>(width));
+        const std::size_t first_column = static_cast<std::size_t>(H_ - width == 0 ? 0 : tp_.rank() * width);
+        for (std::size_t row = 0; row < rows(); ++row)
+            for (std::size_t j = 0; j < static_cast<std::size_t>(width); ++j)
+                local[row * static_cast<std::size_t>(width) + j] = targets[row * static_cast<std::size_t>(H_) + first_column + j];
+        device_.copy_from_host(targets_[static_cast<std::size_t>(microbatch)], local.data(), local.size() * sizeof(float));
     }
 
     void forward(int microbatch, ParameterAccess& access) override {
@@ -78,43 +139,54 @@ class MlpModel : public Model {
             const float* p = access.acquire(l);
             const LayerTensors& t = tensors_[static_cast<std::size_t>(l)];
             const auto i = static_cast<std::size_t>(l);
-            ops_.matmul_forward(pre_[i], x, param(p, t.weight), param(p, t.bias), B_, H_, H_);
+            linear_forward(l, pre_[i], x, param(p, t.weight), param(p, t.bias));
             if (l + 1 < L_) {
-                ops_.gelu_forward(post_[i], pre_[i], rows() * static_cast<std::size_t>(H_));
+                const std::size_t n = rows() * static_cast<std::size_t>(width_of(l));
+                if (gathered_[i] != nullptr) {
+                    ops_.gelu_forward(slice_, pre_[i], n);
+                    tp_.allgather(slice_, gathered_[i], n);
+                    x = gathered_[i];
+                } else {
+                    ops_.gelu_forward(post_[i], pre_[i], n);
+                    x = post_[i];
+                }
                 access.release(l);
             } else {
                 last_params_ = p;
             }
-            x = post_[i];
         }
         NvtxRange range("loss forward");
-        ops_.mse_forward(losses_[static_cast<std::size_t>(microbatch)].as<float>(), pre_.back(),
-                         targets_[static_cast<std::size_t>(microbatch)].as<float>(), B_, H_);
+        float* losses = losses_[static_cast<std::size_t>(microbatch)].as<float>();
+        ops_.mse_forward(losses, pre_.back(), targets_[static_cast<std::size_t>(microbatch)].as<float>(), B_,
+                         output_width());
+        if (output_width() < H_) {  // the mean over H columns is the mean of the t slices' means
+            tp_.allreduce_sum(losses, rows());
+            ops_.scale(losses, 1.0f / static_cast<float>(tp_.size()), rows());
+        }
     }
 
     void backward(int microbatch, float loss_scale, ParameterAccess& access) override {
-        const std::size_t bh = rows() * static_cast<std::size_t>(H_);
         {
             NvtxRange range("loss backward");
-            ops_.fill(dlosses_, loss_scale, rows());
-            ops_.fill(dpre_, 0.0f, bh);
+            const int width = output_width();
+            // mse_backward divides by the columns it sees (H/t on a slice); the loss divides by H.
+            ops_.fill(dlosses_, loss_scale * static_cast<float>(width) / static_cast<float>(H_), rows());
+            ops_.fill(dpre_, 0.0f, rows() * static_cast<std::size_t>(width));
             ops_.mse_backward(dpre_, dlosses_, pre_.back(), targets_[static_cast<std::size_t>(microbatch)].as<float>(),
-                              B_, H_);
+                              B_, width);
         }
         for (int l = L_ - 1; l >= 0; --l) {
             NvtxRange range("layer" + std::to_string(l) + " backward");
             const float* p = l == L_ - 1 ? last_params_ : access.acquire(l);
             float* g = access.gradients(l);
             const LayerTensors& t = tensors_[static_cast<std::size_t>(l)];
-            // dpre_ holds d(pre-activation of layer l).
-            const float* x = l == 0 ? inputs_[static_cast<std::size_t>(microbatch)].as<float>()
-                                    : post_[static_cast<std::size_t>(l - 1)];
-            if (l > 0) ops_.fill(dpost_, 0.0f, bh);
-            ops_.matmul_backward(l > 0 ? dpost_ : nullptr, grad(g, t.weight), grad(g, t.bias), dpre_, x,
-                                 param(p, t.weight), B_, H_, H_);
+            // dpre_ holds d(pre-activation of layer l); linear_backward leaves d(GELU output of
+            // layer l - 1) in dpost_, whole or this rank's slice as that layer produced it.
+            linear_backward(l, microbatch, grad(g, t.weight), grad(g, t.bias), param(p, t.weight));
             if (l > 0) {
-                ops_.fill(dpre_, 0.0f, bh);
-                ops_.gelu_backward(dpre_, pre_[static_cast<std::size_t>(l - 1)], dpost_, bh);
+                const std::size_t n = rows() * static_cast<std::size_t>(width_of(l - 1));
+                ops_.fill(dpre_, 0.0f, n);
+                ops_.gelu_backward(dpre_, pre_[static_cast<std::size_t>(l - 1)], dpost_, n);
             }
             access.release(l);
             access.gradients_complete(l);
@@ -130,37 +202,96 @@ class MlpModel : public Model {
         return sum / static_cast<double>(losses.size());
     }
 
+    std::size_t activation_bytes_per_layer() const override { return activation_bytes_per_layer_; }
+
   private:
     std::size_t rows() const { return static_cast<std::size_t>(B_); }
     const float* param(const float* unit_base, int tensor) const {
         return unit_base + layout_.tensor(tensor).offset_in_unit;
     }
     float* grad(float* unit_base, int tensor) const { return unit_base + layout_.tensor(tensor).offset_in_unit; }
+    LinearSplit split_of(int layer) const { return layer_split(tp_.split(), layer); }
+    // Columns of layer l's output on this rank.
+    int width_of(int layer) const { return split_of(layer) == LinearSplit::row ? H_ : Hl_; }
+    int output_width() const { return width_of(L_ - 1); }
+    // Columns of layer l's input on this rank: whole, except after a column-parallel layer
+    // in the megatron style, whose slice a row-parallel layer takes.
+    int input_width(int layer) const { return split_of(layer) == LinearSplit::row ? Hl_ : H_; }
+
+    void linear_forward(int l, float* out, const float* x, const float* weight, const float* bias) {
+        if (split_of(l) == LinearSplit::row) {
+            // Partial sums over this rank's input features; the bias counts once.
+            ops_.matmul_forward(out, x, weight, tp_.adds_replicated_terms() ? bias : nullptr, B_, Hl_, H_);
+            tp_.allreduce_sum(out, rows() * static_cast<std::size_t>(H_));
+        } else if (input_in_slices(tp_.split(), l)) {
+            // out = Σ_q slice_q · block_qᵀ + bias over the t gathered slices.
+            for (int q = 0; q < tp_.size(); ++q) {
+                float* target = q == 0 ? out : slice_;
+                ops_.matmul_forward(target, x + slice_offset(q), weight + block_offset(q), q == 0 ? bias : nullptr, B_,
+                                    Hl_, Hl_);
+                if (q > 0) ops_.add_inplace(out, slice_, rows() * static_cast<std::size_t>(Hl_));
+            }
+        } else {
+            ops_.matmul_forward(out, x, weight, bias, B_, H_, Hl_);
+        }
+    }
+
+    void linear_backward(int l, int microbatch, float* dweight, float* dbias, const float* weight) {
+        const auto i = static_cast<std::size_t>(l);
+        const float* x = l == 0 ? inputs_[static_cast<std::size_t>(microbatch)].as<float>()
+                                : gathered_[i - 1] != nullptr ? gathered_[i - 1] : post_[i - 1];
+        float* dx = l == 0 ? nullptr : dpost_;
+        if (dx != nullptr) ops_.fill(dx, 0.0f, rows() * static_cast<std::size_t>(input_width(l)));
+        if (split_of(l) == LinearSplit::row) {
+            // dpre_ is whole and the same on every rank: dx is this rank's slice, no communication.
+            ops_.matmul_backward(dx, dweight, dbias, dpre_, x, weight, B_, Hl_, H_);
+        } else if (input_in_slices(tp_.split(), l)) {
+            ops_.fill(dgathered_, 0.0f, rows() * static_cast<std::size_t>(H_));
+            for (int q = 0; q < tp_.size(); ++q)
+                ops_.matmul_backward(dgathered_ + slice_offset(q), dweight + block_offset(q), q == 0 ? dbias : nullptr,
+                                     dpre_, x + slice_offset(q), weight + block_offset(q), B_, Hl_, Hl_);
+            // The backward of the all-gather: sum the ranks' partial gradients of every slice
+            // and keep this rank's.
+            tp_.reduce_scatter(dgathered_, dpost_, rows() * static_cast<std::size_t>(Hl_));
+        } else {
+            ops_.matmul_backward(dx, dweight, dbias, dpre_, x, weight, B_, H_, Hl_);
+            if (dx != nullptr) tp_.allreduce_sum(dx, rows() * static_cast<std::size_t>(H_));  // Megatron's f
+        }
+    }
+
+    std::size_t slice_offset(int q) const { return static_cast<std::size_t>(q) * rows() * static_cast<std::size_t>(Hl_); }
+    std::size_t block_offset(int q) const {
+        return static_cast<std::size_t>(q) * static_cast<std::size_t>(Hl_) * static_cast<std::size_t>(Hl_);
+    }
 
     std::uint64_t seed_;
     Ops& ops_;
     Device& device_;
-    int B_, H_, L_;
+    TensorParallelGroup tp_;
+    int B_, H_, Hl_, L_;  // Hl_ = H/t: a column-parallel layer's output columns on this rank
     ParameterLayout layout_;
     std::vector<LayerTensors> tensors_;
     std::vector<Buffer> buffers_;
-    std::vector<Buffer> inputs_, targets_, losses_;  // one slot per micro-batch
-    std::vector<float*> pre_, post_;                 // per layer (B,H); post_ of the last layer is its pre_
+    std::vector<Buffer> inputs_, targets_, losses_;  // one slot per micro-batch; targets: the last layer's columns
+    std::vector<float*> pre_, post_;  // per layer, (B, width_of(l)); post_ of the last layer is its pre_
+    std::vector<float*> gathered_;    // allgather style: per layer but the last, (t, B, H/t)
     float *dlosses_ = nullptr, *dpre_ = nullptr, *dpost_ = nullptr;
+    float *slice_ = nullptr, *dgathered_ = nullptr;  // allgather style scratch
     const float* last_params_ = nullptr;  // the last layer, acquired by forward, released by backward
+    std::size_t activation_bytes_per_layer_ = 0;
 };
 
 }  // namespace
 
-ParameterLayout mlp_parameter_layout(const ModelConfig& config) {
+ParameterLayout mlp_parameter_layout(const ModelConfig& config, const TensorSplit& split) {
     ParameterLayout layout;
-    build_layout(config, layout);
+    build_layout(config, split, layout);
     return layout;
 }
 
 std::unique_ptr<Model> make_mlp_model(const ModelConfig& config, const MicrobatchShape& shape, std::uint64_t seed,
-                                      Ops& ops, MemoryLedger& ledger) {
-    return std::make_unique<MlpModel>(config, shape, seed, ops, ledger);
+                                      Ops& ops, MemoryLedger& ledger, const TensorParallelGroup& tp) {
+    return std::make_unique<MlpModel>(config, shape, seed, ops, ledger, tp);
 }
 
 }  // namespace parbench

@@ -6,11 +6,12 @@
 #include <memory>
 
 #include "train/model.hpp"
+#include "train/tensor_parallel.hpp"
 
 namespace parbench {
 
-ParameterLayout mlp_parameter_layout(const ModelConfig& config);
+ParameterLayout mlp_parameter_layout(const ModelConfig& config, const TensorSplit& split);
 std::unique_ptr<Model> make_mlp_model(const ModelConfig& config, const MicrobatchShape& shape, std::uint64_t seed,
-                                      Ops& ops, MemoryLedger& ledger);
+                                      Ops& ops, MemoryLedger& ledger, const TensorParallelGroup& tp);
 
 }  // namespace parbench

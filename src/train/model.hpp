@@ -15,6 +15,7 @@
 #include "train/model_config.hpp"
 #include "train/ops/ops.hpp"
 #include "train/parameter_layout.hpp"
+#include "train/tensor_parallel.hpp"
 
 namespace parbench {
 
@@ -54,13 +55,19 @@ class Model {
     virtual void backward(int microbatch, float loss_scale, ParameterAccess& access) = 0;
     // Mean loss of a micro-batch's rows (tokens), read back to the host.
     virtual double mean_loss(int microbatch) const = 0;
+    // Bytes one layer keeps from forward for backward for one micro-batch on this rank, as
+    // allocated from the ledger (the per-layer activation memory of arXiv 2205.05198 sec. 4;
+    // the MLP's layers differ under tensor parallelism, so it gives their mean).
+    virtual std::size_t activation_bytes_per_layer() const = 0;
 };
 
-// Builds the model of the config's kind; every buffer it holds is counted in `ledger`.
+// Builds the model of the config's kind; every buffer it holds is counted in `ledger`. With
+// a tensor-parallel group of more than one rank, this rank's shard of it (tensor_parallel.hpp).
 std::unique_ptr<Model> make_model(const ModelConfig& config, const MicrobatchShape& shape, std::uint64_t seed,
-                                  Ops& ops, MemoryLedger& ledger);
+                                  Ops& ops, MemoryLedger& ledger, const TensorParallelGroup& tp = {});
 
-// The parameter list alone (no buffers): for counting parameters before anything runs.
-ParameterLayout model_parameter_layout(const ModelConfig& config, int seq_len);
+// The parameter list alone (no buffers): for counting parameters before anything runs. With
+// a split, the tensors (or pieces of them) that rank split.rank holds.
+ParameterLayout model_parameter_layout(const ModelConfig& config, int seq_len, const TensorSplit& split = {});
 
 }  // namespace parbench

@@ -31,6 +31,43 @@ int ParameterLayout::add_tensor(const std::string& name, std::vector<int> shape,
     return static_cast<int>(tensors_.size()) - 1;
 }
 
+int ParameterLayout::add_tensor(const std::string& name, std::vector<int> full_shape, std::vector<TensorPiece> pieces,
+                                InitKind init, float stddev) {
+    if (pieces.empty()) return add_tensor(name, std::move(full_shape), init, stddev);
+    if (full_shape.empty() || full_shape.size() > 2)
+        throw std::logic_error("ParameterLayout: tensor " + name + " must be 1-D or 2-D to be split");
+    const int full_rows = full_shape[0];
+    const int full_cols = full_shape.size() == 2 ? full_shape[1] : 1;
+    int rows = 0;
+    for (const TensorPiece& piece : pieces) {
+        if (piece.cols != pieces.front().cols || piece.row < 0 || piece.col < 0 || piece.rows < 1 || piece.cols < 1 ||
+            piece.row + piece.rows > full_rows || piece.col + piece.cols > full_cols)
+            throw std::logic_error("ParameterLayout: a piece of tensor " + name + " lies outside it or differs in width");
+        rows += piece.rows;
+    }
+    std::vector<int> shape{rows};
+    if (full_shape.size() == 2) shape.push_back(pieces.front().cols);
+    const int id = add_tensor(name, std::move(shape), init, stddev);
+    tensors_.back().full_shape = std::move(full_shape);
+    tensors_.back().pieces = std::move(pieces);
+    return id;
+}
+
+std::size_t TensorSpec::full_index(std::size_t index) const {
+    if (pieces.empty()) return index;
+    const auto full_cols = static_cast<std::size_t>(full_shape.size() == 2 ? full_shape[1] : 1);
+    for (const TensorPiece& piece : pieces) {
+        const std::size_t piece_numel = static_cast<std::size_t>(piece.rows) * static_cast<std::size_t>(piece.cols);
+        if (index < piece_numel) {
+            const std::size_t row = static_cast<std::size_t>(piece.row) + index / static_cast<std::size_t>(piece.cols);
+            const std::size_t col = static_cast<std::size_t>(piece.col) + index % static_cast<std::size_t>(piece.cols);
+            return row * full_cols + col;
+        }
+        index -= piece_numel;
+    }
+    throw std::out_of_range("TensorSpec::full_index: element outside tensor " + name);
+}
+
 UnitGroups group_units_by_bytes(const ParameterLayout& layout, std::size_t bucket_bytes) {
     UnitGroups groups;
     int end = static_cast<int>(layout.units().size());
@@ -103,7 +140,8 @@ float initial_value(const TensorSpec& tensor, int tensor_id, std::uint64_t seed,
         case InitKind::ones: return 1.0f;
         case InitKind::zeros: return 0.0f;
         case InitKind::normal:
-            return tensor.stddev * counter_normal(seed, static_cast<std::uint64_t>(tensor_id), index);
+            return tensor.stddev *
+                   counter_normal(seed, static_cast<std::uint64_t>(tensor_id), tensor.full_index(index));
     }
     return 0.0f;
 }

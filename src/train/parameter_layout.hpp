@@ -16,14 +16,29 @@ namespace parbench {
 
 enum class InitKind { normal, ones, zeros };
 
+// A rectangle [row, row + rows) x [col, col + cols) of a full tensor seen as a matrix (a
+// vector of n is n x 1), stored row-major.
+struct TensorPiece {
+    int row = 0;
+    int col = 0;
+    int rows = 0;
+    int cols = 0;
+};
+
 struct TensorSpec {
     std::string name;            // "h0.qkvw"
-    std::vector<int> shape;      // e.g. (3C, C)
+    std::vector<int> shape;      // e.g. (3C, C); a tensor-parallel shard's local shape
+    // A tensor-parallel shard holds pieces of the full tensor the model defines, one after
+    // the other (Megatron's column, row, head and vocabulary splits); a whole tensor has none.
+    std::vector<int> full_shape;
+    std::vector<TensorPiece> pieces;
     std::size_t numel = 0;
     int unit = 0;
     std::size_t offset_in_unit = 0;
     InitKind init = InitKind::zeros;
     float stddev = 0.0f;         // for InitKind::normal
+    // The index in the full tensor of element `index` of this tensor (itself when whole).
+    std::size_t full_index(std::size_t index) const;
 };
 
 struct UnitSpec {
@@ -38,6 +53,10 @@ class ParameterLayout {
     // Units are appended in order; tensors go into the last unit added.
     int add_unit(const std::string& name);
     int add_tensor(const std::string& name, std::vector<int> shape, InitKind init, float stddev = 0.0f);
+    // The pieces of a full tensor of `full_shape` (1-D or 2-D) that this rank holds; they
+    // must share a width. No pieces: the whole tensor, as add_tensor.
+    int add_tensor(const std::string& name, std::vector<int> full_shape, std::vector<TensorPiece> pieces,
+                   InitKind init, float stddev = 0.0f);
 
     const std::vector<TensorSpec>& tensors() const { return tensors_; }
     const std::vector<UnitSpec>& units() const { return units_; }
@@ -98,7 +117,8 @@ class FlatLayout {
     std::size_t padded_ = 0;
 };
 
-// The initial value of element `index` of tensor `tensor_id`.
+// The initial value of element `index` of tensor `tensor_id`: a function of the element's
+// place in the full tensor, so a shard initialises its slice of the unsharded model.
 float initial_value(const TensorSpec& tensor, int tensor_id, std::uint64_t seed, std::size_t index);
 
 }  // namespace parbench

@@ -10,6 +10,35 @@ namespace {
 
 std::string text(int value) { return std::to_string(value); }
 
+// The splits tensor parallelism makes must come out even (Megatron-LM sec. 3): heads, the
+// hidden and FFN widths, the vocabulary, and under SP the tokens of a sequence.
+void check_tensor_parallel(const TrainPlan& plan) {
+    const TrainOptions& o = plan.options;
+    const ModelConfig& m = plan.model;
+    const std::string tp = "--tp " + text(o.tp);
+    auto divides = [&](int extent, const std::string& what, const std::string& fix) {
+        if (extent % o.tp != 0)
+            throw UsageError(tp + ": " + what + " " + text(extent) + " of model " + m.name + " does not split " +
+                             text(o.tp) + " ways; " + fix);
+    };
+    if (m.kind == ModelKind::mlp) {
+        if (o.sp)
+            throw UsageError("--sp splits sequences, and model " + m.name + " is an MLP, which has none; drop --sp");
+        divides(m.hidden, "hidden size", "use a --tp that divides it");
+        return;
+    }
+    if (plan.tp_style == TensorParallelStyle::allgather)
+        throw UsageError("--tp-style allgather applies to MLP models; GPT blocks use Megatron's column/row pairing: "
+                         "drop --tp-style or use an mlp model");
+    divides(m.heads, "head count", "use a --tp that divides it (attention heads are split across the group)");
+    divides(m.hidden, "hidden size", "use a --tp that divides it");
+    divides(4 * m.hidden, "FFN size", "use a --tp that divides it");
+    divides(m.vocab, "vocabulary", "use a --tp that divides it (the embedding and logits are split by vocabulary)");
+    if (o.sp && plan.seq_len % o.tp != 0)
+        throw UsageError("--sp: sequence length " + text(plan.seq_len) + " does not split " + text(o.tp) +
+                         " ways across --tp " + text(o.tp) + "; use a --seq that is a multiple of " + text(o.tp));
+}
+
 }  // namespace
 
 TrainPlan resolve_train_options(const TrainOptions& options) {
@@ -21,8 +50,13 @@ TrainPlan resolve_train_options(const TrainOptions& options) {
     if (!(options.lr > 0.0) || !std::isfinite(options.lr)) throw UsageError("--lr must be a positive number");
     if (options.dp && *options.dp < 1) throw UsageError("--dp must be at least 1");
     if (options.tp < 1 || options.pp < 1) throw UsageError("--tp and --pp must be at least 1");
-    if (options.tp > 1)
-        throw UsageError("--tp " + text(options.tp) + ": tensor parallelism is not in this build yet; use --tp 1");
+    if (options.tp_style != "megatron" && options.tp_style != "allgather")
+        throw UsageError("--tp-style '" + options.tp_style + "': use megatron or allgather");
+    if (options.sp && options.tp < 2)
+        throw UsageError("--sp splits the sequence across the tensor-parallel group; it needs --tp 2 or more");
+    if (options.tp_style == "allgather" && options.tp < 2)
+        throw UsageError("--tp-style allgather splits every layer across the tensor-parallel group; it needs --tp 2 "
+                         "or more");
     if (options.pp > 1)
         throw UsageError("--pp " + text(options.pp) + ": pipeline parallelism is not in this build yet; use --pp 1");
     if (options.zero < 0 || options.zero > 3) throw UsageError("--zero " + text(options.zero) + ": use 0, 1, 2 or 3");
@@ -45,6 +79,9 @@ TrainPlan resolve_train_options(const TrainOptions& options) {
         if (*options.seq < 1) throw UsageError("--seq must be at least 1");
         plan.seq_len = *options.seq;
     }
+
+    plan.tp_style = options.tp_style == "allgather" ? TensorParallelStyle::allgather : TensorParallelStyle::megatron;
+    check_tensor_parallel(plan);
 
     plan.scheme.zero_stage = options.zero;
     plan.scheme.bucket_bytes = static_cast<std::size_t>(options.bucket_mb * 1024.0 * 1024.0);
@@ -92,6 +129,8 @@ nlohmann::json to_json(const TrainOptions& o) {
         {"lr", o.lr},
         {"dp", optional(o.dp)},
         {"tp", o.tp},
+        {"sp", o.sp},
+        {"tp_style", o.tp_style},
         {"pp", o.pp},
         {"zero", o.zero},
         {"microbatches", o.microbatches},

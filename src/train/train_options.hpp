@@ -12,6 +12,7 @@
 #include "train/mesh.hpp"
 #include "train/model_config.hpp"
 #include "train/scheme.hpp"
+#include "train/tensor_parallel.hpp"
 
 namespace parbench {
 
@@ -25,6 +26,8 @@ struct TrainOptions {
     double lr = 1e-3;
     std::optional<int> dp;  // default: whatever the world leaves after tp and pp
     int tp = 1;
+    bool sp = false;                    // Megatron sequence parallelism inside the tp group
+    std::string tp_style = "megatron";  // or "allgather" (MLP only)
     int pp = 1;
     int zero = 0;
     int microbatches = 1;
@@ -44,6 +47,11 @@ struct TrainPlan {
     ModelConfig model;
     int seq_len = 1;
     SchemeSettings scheme;
+    TensorParallelStyle tp_style = TensorParallelStyle::megatron;
+    // This rank's split for its coordinate in a tensor-parallel group of options.tp.
+    TensorSplit tensor_split(int tp_rank) const {
+        return TensorSplit{tp_rank, options.tp, options.sp, tp_style};
+    }
 };
 
 // Throws UsageError; reads the model config (so a bad config fails before MPI starts).

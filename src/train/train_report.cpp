@@ -6,6 +6,7 @@
 #include <sstream>
 
 #include "bench/statistics.hpp"
+#include "train/tensor_parallel_cost.hpp"
 
 namespace parbench {
 namespace {
@@ -47,6 +48,50 @@ std::string human_count(double value) {
 
 double mib(const nlohmann::json& bytes) { return bytes.get<double>() / (1024.0 * 1024.0); }
 
+nlohmann::json comm_json(const CommStats& stats, double steps) {
+    nlohmann::json comm = nlohmann::json::object();
+    for (const auto& [op, counter] : stats.by_op)
+        comm[op] = {{"calls", static_cast<double>(counter.calls) / steps},
+                    {"bytes", static_cast<double>(counter.bytes) / steps},
+                    {"time_ms", counter.time_ms / steps}};
+    return comm;
+}
+
+// The tensor-parallel traffic the layout implies (tensor_parallel_cost.hpp), beside what
+// was measured; `matches` when every collective's calls and bytes agree.
+nlohmann::json expected_tp_json(const TrainSummaryInputs& in, const nlohmann::json& measured) {
+    const TrainOptions& o = in.plan.options;
+    const int microbatch_size = o.global_batch / in.mesh.dp / o.microbatches;
+    const auto expected = tensor_parallel_traffic_per_step(in.plan.model, in.plan.seq_len, microbatch_size,
+                                                           o.microbatches, in.plan.tensor_split(0));
+    nlohmann::json bytes = nlohmann::json::object();
+    nlohmann::json calls = nlohmann::json::object();
+    bool matches = measured.size() == expected.size();
+    for (const auto& [op, volume] : expected) {
+        bytes[op] = volume.bytes;
+        calls[op] = volume.calls;
+        matches = matches && measured.contains(op) && measured[op]["bytes"].get<double>() == volume.bytes &&
+                  measured[op]["calls"].get<double>() == volume.calls;
+    }
+    return {{"bytes", bytes}, {"calls", calls}, {"matches", matches}};
+}
+
+nlohmann::json activation_json(const TrainSummaryInputs& in) {
+    const TrainOptions& o = in.plan.options;
+    nlohmann::json activation = {{"measured_bytes_per_layer", in.measurements.activation_bytes_per_layer},
+                                 {"method", "bytes one layer keeps from forward for backward for one micro-batch, "
+                                            "allocated from the ledger (the MLP: the mean over its layers); "
+                                            "the largest rank"}};
+    if (in.plan.model.kind != ModelKind::gpt) return activation;
+    const ActivationFormula formula = gpt_activation_bytes_per_layer(
+        in.plan.model, in.plan.seq_len, o.global_batch / in.mesh.dp / o.microbatches, in.plan.tensor_split(0));
+    activation["formula_bytes_per_layer"] = formula.bytes;
+    activation["formula"] = formula.formula;
+    activation["paper_bytes_per_layer"] = formula.paper_bytes;
+    activation["paper_formula"] = formula.paper_formula;
+    return activation;
+}
+
 }  // namespace
 
 std::string scheme_name(const TrainPlan& plan) {
@@ -75,14 +120,12 @@ nlohmann::json train_result_json(const TrainSummaryInputs& in) {
         if (usage.total_peak >= largest.total_peak) largest = usage;
     nlohmann::json by_rank = nlohmann::json::array();
     for (const MemoryUsage& usage : m.memory_by_rank) by_rank.push_back(memory_json(usage));
-    const TheoreticalMemory theory = zero_theoretical_memory(m.parameters, in.mesh.dp, in.plan.scheme.zero_stage);
+    const TheoreticalMemory theory =
+        zero_theoretical_memory(m.parameters_per_rank, in.mesh.dp, in.plan.scheme.zero_stage);
 
     const double steps = static_cast<double>(o.steps);
-    nlohmann::json comm = nlohmann::json::object();
-    for (const auto& [op, counter] : m.dp_comm.by_op)
-        comm[op] = {{"calls", static_cast<double>(counter.calls) / steps},
-                    {"bytes", static_cast<double>(counter.bytes) / steps},
-                    {"time_ms", counter.time_ms / steps}};
+    nlohmann::json comm = {{"dp", comm_json(m.dp_comm, steps)}, {"tp", comm_json(m.tp_comm, steps)}};
+    comm["expected"] = {{"tp", expected_tp_json(in, comm["tp"])}};
 
     nlohmann::json result = {
         {"model", model},
@@ -90,7 +133,8 @@ nlohmann::json train_result_json(const TrainSummaryInputs& in) {
          {{"dp", in.mesh.dp},
           {"tp", in.mesh.tp},
           {"pp", in.mesh.pp},
-          {"sp", 1},
+          {"sp", o.sp},
+          {"tp_style", o.tp_style},
           {"zero", in.plan.scheme.zero_stage},
           {"scheme", in.scheme_name},
           {"schedule", "none"},
@@ -127,11 +171,14 @@ nlohmann::json train_result_json(const TrainSummaryInputs& in) {
           {"grads", theory.grads},
           {"optimizer", theory.optimizer},
           {"total", theory.total()},
-          {"convention", "ZeRO (arXiv 1910.02054) model states for fp32 Adam: 4 + 4 + 8 = 16 B/param, "
-                         "divided by dp per stage; activations and buffers not included"}}},
+          {"convention", "ZeRO (arXiv 1910.02054) model states for fp32 Adam: 4 + 4 + 8 = 16 B/param of this "
+                         "rank's tensor-parallel shard, divided by dp per stage; activations and buffers not "
+                         "included"}}},
+        {"activation_memory", activation_json(in)},
         {"comm", comm},
-        {"comm_method", "rank 0's data-parallel group, per timed step: calls, bytes (nccl-tests' size convention) "
-                        "and host time inside the calls (issue time for non-blocking ones)"},
+        {"comm_method", "rank 0's group of each parallel dimension, per timed step: calls, bytes (nccl-tests' size "
+                        "convention) and host time inside the calls (issue time for non-blocking ones); "
+                        "expected: the analytic tensor-parallel traffic of the layout (docs/tensor.md)"},
         {"exposed_comm_ms", exposed.mean},
         {"exposed_comm_method", "host time per step blocked in communication (blocking calls, issuing, waits), "
                                 "max over ranks, mean over timed steps"},
@@ -172,7 +219,9 @@ void print_train_header(std::ostream& out, const TrainPlan& plan, const MeshShap
         << c.hidden;
     if (c.kind == ModelKind::gpt) out << ", " << c.heads << " heads, seq " << plan.seq_len << ", vocab " << c.vocab;
     out << ")\n";
-    out << "# layout: dp " << mesh.dp << " x tp " << mesh.tp << " x pp " << mesh.pp << ", "
+    out << "# layout: dp " << mesh.dp << " x tp " << mesh.tp;
+    if (mesh.tp > 1) out << " (" << o.tp_style << (o.sp ? ", sequence parallel" : "") << ")";
+    out << " x pp " << mesh.pp << ", "
         << (plan.scheme.zero_stage == 0 ? std::string("DDP") : "ZeRO-" + std::to_string(plan.scheme.zero_stage));
     if (o.overlap) out << ", overlapped gradient collectives";
     if (o.prefetch) out << ", prefetch";
@@ -219,10 +268,27 @@ void print_train_summary(std::ostream& out, const nlohmann::json& r) {
     std::snprintf(line, sizeof line, "%-28s %10.2f %10.2f %10.2f %10s %10.2f\n", "  theory (ZeRO, 16 B/param)",
                   mib(theory["params"]), mib(theory["grads"]), mib(theory["optimizer"]), "-", mib(theory["total"]));
     out << line;
-    for (const auto& [op, counter] : r["comm"].items()) {
-        std::snprintf(line, sizeof line, "%-28s %g calls, %.4g MB, %.3f ms per step\n", ("comm " + op).c_str(),
-                      counter["calls"].get<double>(), counter["bytes"].get<double>() / 1e6,
-                      counter["time_ms"].get<double>());
+    const auto& activation = r["activation_memory"];
+    if (activation.contains("formula_bytes_per_layer")) {
+        std::snprintf(line, sizeof line, "%-28s %.4g MiB measured, %.4g MiB formula, %.4g MiB paper (16-bit)\n",
+                      "activations per layer", mib(activation["measured_bytes_per_layer"]),
+                      mib(activation["formula_bytes_per_layer"]), mib(activation["paper_bytes_per_layer"]));
+        out << line;
+    }
+    for (const std::string dimension : {"dp", "tp"}) {
+        for (const auto& [op, counter] : r["comm"][dimension].items()) {
+            std::snprintf(line, sizeof line, "%-28s %g calls, %.4g MB, %.3f ms per step\n",
+                          ("comm " + dimension + " " + op).c_str(), counter["calls"].get<double>(),
+                          counter["bytes"].get<double>() / 1e6, counter["time_ms"].get<double>());
+            out << line;
+        }
+    }
+    const auto& expected_tp = r["comm"]["expected"]["tp"];
+    if (!expected_tp["bytes"].empty()) {
+        double bytes = 0.0;
+        for (const auto& [op, value] : expected_tp["bytes"].items()) bytes += value.get<double>();
+        std::snprintf(line, sizeof line, "%-28s %.4g MB per step, %s the measured\n", "comm tp expected",
+                      bytes / 1e6, expected_tp["matches"].get<bool>() ? "equal to" : "DIFFERENT FROM");
         out << line;
     }
     const auto& loss = r["loss"];

@@ -54,7 +54,8 @@ TrainMeasurements run_training(const TrainPlan& plan, Mesh& mesh, Device& device
     shape.microbatches = o.microbatches;
 
     MemoryLedger ledger(device);
-    std::unique_ptr<Model> model = make_model(plan.model, shape, o.seed, ops, ledger);
+    const TensorParallelGroup tp(mesh.tp(), plan.tensor_split(mesh.coordinates().tp));
+    std::unique_ptr<Model> model = make_model(plan.model, shape, o.seed, ops, ledger, tp);
     std::unique_ptr<TrainingScheme> scheme =
         make_scheme(SchemeContext{device, ops, mesh.dp(), ledger, *model}, plan.scheme);
     scheme->initialize_parameters(o.seed);
@@ -69,10 +70,16 @@ TrainMeasurements run_training(const TrainPlan& plan, Mesh& mesh, Device& device
     StepDriver driver(*model, *scheme, device, control, step_plan);
 
     TrainMeasurements result;
-    result.parameters = model->layout().total_numel();
+    result.parameters = model_parameter_layout(plan.model, plan.seq_len).total_numel();
+    std::uint64_t local_parameters = model->layout().total_numel();
+    control.allreduce(&local_parameters, &local_parameters, 1, DType::uint64, ReduceOp::max);
+    result.parameters_per_rank = local_parameters;
     std::vector<double> step_ms, exposed_ms, losses;
     for (int step = 0; step < o.warmup + o.steps; ++step) {
-        if (step == o.warmup) mesh.dp().stats().reset();  // count the timed steps only
+        if (step == o.warmup) {  // count the timed steps only
+            mesh.dp().stats().reset();
+            mesh.tp().stats().reset();
+        }
         const StepRecord record = driver.run_step(step);
         losses.push_back(record.loss);
         if (step < o.warmup) continue;
@@ -80,6 +87,10 @@ TrainMeasurements run_training(const TrainPlan& plan, Mesh& mesh, Device& device
         exposed_ms.push_back(record.exposed_comm_ms);
     }
     result.dp_comm = mesh.dp().stats();
+    result.tp_comm = mesh.tp().stats();
+    std::uint64_t activation_bytes = model->activation_bytes_per_layer();
+    control.allreduce(&activation_bytes, &activation_bytes, 1, DType::uint64, ReduceOp::max);
+    result.activation_bytes_per_layer = activation_bytes;
     result.step_ms = max_over_ranks(step_ms, control);
     result.exposed_comm_ms = max_over_ranks(exposed_ms, control);
     // Every rank's loss is the mean over its slice; the global batch's is their mean.
@@ -89,6 +100,14 @@ TrainMeasurements run_training(const TrainPlan& plan, Mesh& mesh, Device& device
     result.memory_by_rank = gather_memory(ledger.usage(), control);
     if (keep_parameters) {
         std::vector<float> parameters = scheme->canonical_parameters();
+        if (mesh.shape().tp > 1) {
+            // Each tensor-parallel rank holds its pieces: put the full model together.
+            std::vector<ParameterLayout> shards;
+            for (int q = 0; q < mesh.shape().tp; ++q)
+                shards.push_back(model_parameter_layout(plan.model, plan.seq_len, plan.tensor_split(q)));
+            parameters = assemble_full_parameters(mesh.tp(), parameters,
+                                                  model_parameter_layout(plan.model, plan.seq_len), shards);
+        }
         if (control.rank() == 0) result.final_parameters = std::move(parameters);
     }
     return result;
@@ -98,6 +117,9 @@ TrainPlan serial_reference_plan(const TrainPlan& plan) {
     TrainPlan serial = plan;
     serial.options.dp = 1;
     serial.options.tp = 1;
+    serial.options.sp = false;
+    serial.options.tp_style = "megatron";
+    serial.tp_style = TensorParallelStyle::megatron;
     serial.options.pp = 1;
     serial.options.zero = 0;
     serial.options.microbatches = 1;

@@ -18,12 +18,15 @@
 namespace parbench {
 
 struct TrainMeasurements {
-    std::size_t parameters = 0;
+    std::size_t parameters = 0;          // the whole model
+    std::size_t parameters_per_rank = 0; // this rank's shard under tensor parallelism (max over ranks)
     std::vector<double> step_ms;         // timed steps, max over ranks
     std::vector<double> exposed_comm_ms; // timed steps, max over ranks
     std::vector<double> loss;            // every step (warm-up first), mean over data-parallel ranks
     std::vector<MemoryUsage> memory_by_rank;
     CommStats dp_comm;                   // this rank's data-parallel group, timed steps only
+    CommStats tp_comm;                   // this rank's tensor-parallel group, timed steps only
+    std::size_t activation_bytes_per_layer = 0;  // Model::activation_bytes_per_layer, max over ranks
     std::vector<float> final_parameters; // canonical order; filled on rank 0 when asked
 };
 

@@ -1,0 +1,159 @@
+#include "train/tensor_parallel.hpp"
+
+#include <algorithm>
+#include <cstring>
+#include <stdexcept>
+
+namespace parbench {
+namespace {
+
+// The t equal slices of `extent`; the option checks guarantee divisibility.
+int slice(int extent, const TensorSplit& split) {
+    if (extent % split.size != 0)
+        throw std::logic_error("tensor parallelism: " + std::to_string(extent) + " does not split " +
+                               std::to_string(split.size) + " ways");
+    return extent / split.size;
+}
+
+}  // namespace
+
+std::string tensor_parallel_style_name(TensorParallelStyle style) {
+    return style == TensorParallelStyle::allgather ? "allgather" : "megatron";
+}
+
+std::vector<TensorPiece> column_parallel_rows(int out, int in, const TensorSplit& split) {
+    if (split.size == 1) return {};
+    const int rows = slice(out, split);
+    return {TensorPiece{split.rank * rows, 0, rows, in}};
+}
+
+std::vector<TensorPiece> row_parallel_columns(int out, int in, const TensorSplit& split) {
+    if (split.size == 1) return {};
+    const int cols = slice(in, split);
+    return {TensorPiece{0, split.rank * cols, out, cols}};
+}
+
+std::vector<TensorPiece> head_parallel_qkv(int channels, int in, const TensorSplit& split) {
+    if (split.size == 1) return {};
+    const int rows = slice(channels, split);
+    std::vector<TensorPiece> pieces;
+    for (int part = 0; part < 3; ++part) pieces.push_back(TensorPiece{part * channels + split.rank * rows, 0, rows, in});
+    return pieces;
+}
+
+std::vector<TensorPiece> column_parallel_rows_by_input_slice(int out, int in, const TensorSplit& split) {
+    if (split.size == 1) return {};
+    const int rows = slice(out, split);
+    const int cols = slice(in, split);
+    std::vector<TensorPiece> pieces;
+    for (int q = 0; q < split.size; ++q) pieces.push_back(TensorPiece{split.rank * rows, q * cols, rows, cols});
+    return pieces;
+}
+
+TensorParallelGroup::TensorParallelGroup(Communicator& comm, const TensorSplit& split) : comm_(&comm), split_(split) {
+    if (comm.size() != split.size || comm.rank() != split.rank)
+        throw std::logic_error("TensorParallelGroup: the split does not match the communicator");
+}
+
+int TensorParallelGroup::local_rows(int rows) const {
+    return split_.sequence_parallel ? slice(rows, split_) : rows;
+}
+
+const float* TensorParallelGroup::enter(const float* local, float* full, int rows, int width) {
+    if (!split_.sequence_parallel) return local;
+    allgather(local, full, static_cast<std::size_t>(local_rows(rows)) * static_cast<std::size_t>(width));
+    return full;
+}
+
+const float* TensorParallelGroup::leave(float* partial_full, float* local, int rows, int width) {
+    if (!split_.sequence_parallel) {
+        allreduce_sum(partial_full, static_cast<std::size_t>(rows) * static_cast<std::size_t>(width));
+        return partial_full;
+    }
+    reduce_scatter(partial_full, local, static_cast<std::size_t>(local_rows(rows)) * static_cast<std::size_t>(width));
+    return local;
+}
+
+const float* TensorParallelGroup::leave_backward(const float* dlocal, float* dfull, int rows, int width) {
+    return enter(dlocal, dfull, rows, width);
+}
+
+const float* TensorParallelGroup::enter_backward(float* dpartial_full, float* dlocal, int rows, int width) {
+    return leave(dpartial_full, dlocal, rows, width);
+}
+
+void TensorParallelGroup::allreduce_sum(float* data, std::size_t count) {
+    if (split_.size > 1) comm_->allreduce(data, data, count, DType::float32, ReduceOp::sum);
+}
+
+void TensorParallelGroup::allreduce_max(float* data, std::size_t count) {
+    if (split_.size > 1) comm_->allreduce(data, data, count, DType::float32, ReduceOp::max);
+}
+
+void TensorParallelGroup::allgather(const float* send, float* recv, std::size_t count) {
+    if (split_.size > 1) {
+        comm_->allgather(send, recv, count, DType::float32);
+    } else if (send != recv) {
+        throw std::logic_error("TensorParallelGroup::allgather on a group of one needs no copy; pass the same buffer");
+    }
+}
+
+void TensorParallelGroup::reduce_scatter(const float* send, float* recv, std::size_t count) {
+    if (split_.size > 1) {
+        comm_->reduce_scatter(send, recv, count, DType::float32, ReduceOp::sum);
+    } else if (send != recv) {
+        throw std::logic_error("TensorParallelGroup::reduce_scatter on a group of one needs no copy; pass the same buffer");
+    }
+}
+
+std::vector<float> assemble_full_parameters(Communicator& group, const std::vector<float>& local,
+                                            const ParameterLayout& full_layout,
+                                            const std::vector<ParameterLayout>& local_layouts) {
+    const auto ranks = static_cast<std::size_t>(group.size());
+    if (local_layouts.size() != ranks) throw std::logic_error("assemble_full_parameters: one layout per rank");
+    for (const ParameterLayout& layout : local_layouts)
+        if (layout.total_numel() != local.size() || layout.tensors().size() != full_layout.tensors().size())
+            throw std::logic_error("assemble_full_parameters: shards of different sizes or tensor lists");
+    std::vector<float> all(local.size() * ranks);
+    if (ranks == 1)
+        all = local;
+    else
+        group.allgather(local.data(), all.data(), local.size(), DType::float32);
+    if (group.rank() != 0) return {};
+
+    // Offsets of each tensor in the canonical (tensor-ordered) vectors.
+    auto offsets_of = [](const ParameterLayout& layout) {
+        std::vector<std::size_t> offsets;
+        std::size_t offset = 0;
+        for (const TensorSpec& tensor : layout.tensors()) {
+            offsets.push_back(offset);
+            offset += tensor.numel;
+        }
+        return offsets;
+    };
+    const std::vector<std::size_t> full_offsets = offsets_of(full_layout);
+    std::vector<float> full(full_layout.total_numel(), 0.0f);
+    std::vector<char> written(full.size(), 0);
+    for (std::size_t q = 0; q < ranks; ++q) {
+        const ParameterLayout& layout = local_layouts[q];
+        const std::vector<std::size_t> local_offsets = offsets_of(layout);
+        const float* values = all.data() + q * local.size();
+        for (std::size_t id = 0; id < layout.tensors().size(); ++id) {
+            const TensorSpec& tensor = layout.tensors()[id];
+            for (std::size_t i = 0; i < tensor.numel; ++i) {
+                const std::size_t at = full_offsets[id] + tensor.full_index(i);
+                const float value = values[local_offsets[id] + i];
+                if (written[at] && std::memcmp(&full[at], &value, sizeof value) != 0)
+                    throw std::runtime_error("tensor parallelism: the replicas of " + tensor.name +
+                                             " differ between tensor-parallel ranks 0 and " + std::to_string(q));
+                full[at] = value;
+                written[at] = 1;
+            }
+        }
+    }
+    if (std::find(written.begin(), written.end(), 0) != written.end())
+        throw std::logic_error("assemble_full_parameters: the shards do not cover the model");
+    return full;
+}
+
+}  // namespace parbench
