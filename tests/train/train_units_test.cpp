@@ -1,0 +1,266 @@
+// Units of the training engine that need no MPI: configs, initialisation, data, mesh
+// arithmetic, the memory ledger, formulas, option checks and the --check comparison.
+#include <gtest/gtest.h>
+
+#include <cstdlib>
+#include <string>
+
+#include "core/error.hpp"
+#include "device/cpu_device.hpp"
+#include "train/memory_ledger.hpp"
+#include "train/mesh.hpp"
+#include "train/metrics.hpp"
+#include "train/model.hpp"
+#include "train/model_config.hpp"
+#include "train/parameter_layout.hpp"
+#include "train/synthetic_data.hpp"
+#include "train/train_options.hpp"
+#include "train/train_run.hpp"
+
+namespace parbench {
+namespace {
+
+nlohmann::json tiny_gpt_json() {
+    return {{"kind", "gpt"}, {"layers", 2}, {"hidden", 16}, {"heads", 4}, {"seq_len", 8}, {"vocab", 32}};
+}
+
+std::string usage_error_of(const std::function<void()>& action) {
+    try {
+        action();
+    } catch (const UsageError& error) {
+        return error.what();
+    }
+    return "";
+}
+
+TEST(ModelConfig, ParsesAGptConfig) {
+    const ModelConfig config = parse_model_config(tiny_gpt_json(), "t", "t.json");
+    EXPECT_EQ(config.kind, ModelKind::gpt);
+    EXPECT_EQ(config.layers, 2);
+    EXPECT_EQ(config.hidden, 16);
+    EXPECT_EQ(config.heads, 4);
+    EXPECT_EQ(config.seq_len, 8);
+    EXPECT_EQ(config.vocab, 32);
+}
+
+TEST(ModelConfig, UnknownKeyIsNamed) {
+    nlohmann::json document = tiny_gpt_json();
+    document["hiden"] = 3;
+    const std::string message = usage_error_of([&] { parse_model_config(document, "t", "t.json"); });
+    EXPECT_NE(message.find("\"hiden\""), std::string::npos) << message;
+    EXPECT_NE(message.find("t.json"), std::string::npos) << message;
+}
+
+TEST(ModelConfig, MissingOrMalformedKeysAreNamed) {
+    nlohmann::json missing = tiny_gpt_json();
+    missing.erase("vocab");
+    EXPECT_NE(usage_error_of([&] { parse_model_config(missing, "t", "t.json"); }).find("\"vocab\""), std::string::npos);
+    nlohmann::json negative = tiny_gpt_json();
+    negative["layers"] = -1;
+    EXPECT_NE(usage_error_of([&] { parse_model_config(negative, "t", "t.json"); }).find("\"layers\""),
+              std::string::npos);
+    nlohmann::json text = tiny_gpt_json();
+    text["hidden"] = "64";
+    EXPECT_NE(usage_error_of([&] { parse_model_config(text, "t", "t.json"); }).find("\"hidden\""), std::string::npos);
+    nlohmann::json heads = tiny_gpt_json();
+    heads["heads"] = 3;
+    EXPECT_NE(usage_error_of([&] { parse_model_config(heads, "t", "t.json"); }).find("\"heads\""), std::string::npos);
+    nlohmann::json kind = tiny_gpt_json();
+    kind["kind"] = "rnn";
+    EXPECT_NE(usage_error_of([&] { parse_model_config(kind, "t", "t.json"); }).find("\"kind\""), std::string::npos);
+    // An MLP has no heads.
+    const nlohmann::json mlp = {{"kind", "mlp"}, {"layers", 2}, {"hidden", 8}, {"heads", 2}};
+    EXPECT_NE(usage_error_of([&] { parse_model_config(mlp, "m", "m.json"); }).find("\"heads\""), std::string::npos);
+}
+
+TEST(ModelConfig, ShippedModelsLoadByName) {
+    for (const char* name : {"gpt-tiny", "gpt-small", "gpt2-124m", "gpt2-350m", "gpt-1.3b", "mlp-tiny", "mlp-deep"}) {
+        const ModelConfig config = load_model_config(name);
+        EXPECT_EQ(config.name, name);
+    }
+    EXPECT_NE(usage_error_of([] { load_model_config("no-such-model"); }).find("gpt-tiny"), std::string::npos);
+    // GPT-2 small has 124M parameters (with the tied output projection counted once).
+    const ModelConfig gpt2 = load_model_config("gpt2-124m");
+    const std::size_t parameters = model_parameter_layout(gpt2, gpt2.seq_len).total_numel();
+    EXPECT_EQ(parameters, 124439808u);
+}
+
+// Every shard initialises its slice alone; put together, any layout gives the same tensors.
+TEST(ParameterLayout, InitialisationIsIdenticalForAnySharding) {
+    const ModelConfig config = parse_model_config(tiny_gpt_json(), "t", "t.json");
+    const ParameterLayout layout = model_parameter_layout(config, config.seq_len);
+    const FlatLayout serial(layout, group_units_by_bytes(layout, 1u << 30), 1);
+    const std::vector<float> reference = serial.canonical(serial.initial_shard(7, 0));
+    ASSERT_EQ(reference.size(), layout.total_numel());
+    for (int shards : {1, 2, 3, 4, 7}) {
+        for (const UnitGroups& groups :
+             {one_unit_per_group(layout), group_units_by_bytes(layout, 4096), group_units_by_bytes(layout, 1u << 30)}) {
+            const FlatLayout flat(layout, groups, shards);
+            std::vector<float> full(flat.padded_numel());
+            for (int r = 0; r < shards; ++r) {
+                const std::vector<float> shard = flat.initial_shard(7, r);
+                ASSERT_EQ(shard.size(), flat.shard_numel());
+                for (const Segment& s : flat.segments()) {
+                    EXPECT_EQ(s.padded_numel % static_cast<std::size_t>(shards), 0u);
+                    std::copy_n(shard.begin() + static_cast<std::ptrdiff_t>(s.shard_offset), s.shard_numel,
+                                full.begin() + static_cast<std::ptrdiff_t>(s.offset + r * s.shard_numel));
+                }
+            }
+            EXPECT_EQ(flat.canonical(full), reference) << shards << " shards, " << groups.size() << " segments";
+        }
+    }
+    // A different seed gives different weights; LayerNorm weights are ones.
+    EXPECT_NE(serial.canonical(serial.initial_shard(8, 0)), reference);
+    EXPECT_EQ(reference[layout.units()[0].numel + 0], 1.0f);  // h0.ln1w[0]: first tensor of unit 1
+}
+
+TEST(ParameterLayout, BucketsCloseBeforeTheLimitInBackwardOrder) {
+    ParameterLayout layout;
+    for (int u = 0; u < 4; ++u) {
+        layout.add_unit("u" + std::to_string(u));
+        layout.add_tensor("w", {100}, InitKind::zeros);  // 400 bytes each
+    }
+    const UnitGroups groups = group_units_by_bytes(layout, 800);
+    ASSERT_EQ(groups.size(), 2u);
+    EXPECT_EQ(groups[0], std::make_pair(0, 2));
+    EXPECT_EQ(groups[1], std::make_pair(2, 4));
+    EXPECT_EQ(group_units_by_bytes(layout, 100).size(), 4u);  // a unit above the limit is alone
+}
+
+TEST(SyntheticData, SamplesDependOnlyOnTheirGlobalIndex) {
+    const int T = 16, V = 50;
+    std::vector<int> all_tokens(8 * T), all_targets(8 * T);
+    synthetic_tokens(3, 100, 8, T, V, all_tokens, all_targets);
+    std::vector<int> tokens(5 * T), targets(5 * T);
+    synthetic_tokens(3, 103, 5, T, V, tokens, targets);  // samples 103..107 alone
+    EXPECT_TRUE(std::equal(tokens.begin(), tokens.end(), all_tokens.begin() + 3 * T));
+    EXPECT_TRUE(std::equal(targets.begin(), targets.end(), all_targets.begin() + 3 * T));
+    for (int t = 0; t + 1 < T; ++t) EXPECT_EQ(all_targets[t], all_tokens[t + 1]);  // next-token targets
+    for (int token : all_tokens) EXPECT_TRUE(token >= 0 && token < V);
+    std::vector<int> other(8 * T), other_targets(8 * T);
+    synthetic_tokens(4, 100, 8, T, V, other, other_targets);
+    EXPECT_NE(other, all_tokens);
+
+    std::vector<float> x(6 * 4), y(6 * 4), x2(2 * 4), y2(2 * 4);
+    synthetic_regression(3, 10, 6, 4, x, y);
+    synthetic_regression(3, 14, 2, 4, x2, y2);
+    EXPECT_TRUE(std::equal(x2.begin(), x2.end(), x.begin() + 16));
+    EXPECT_FLOAT_EQ(y[5], std::sin(x[5]));
+}
+
+TEST(Mesh, TensorParallelInnermostPipelineOutermost) {
+    const MeshShape shape{2, 2, 2};  // dp, tp, pp
+    const MeshCoordinates at = mesh_coordinates(shape, 5);
+    EXPECT_EQ(at.tp, 1);
+    EXPECT_EQ(at.dp, 0);
+    EXPECT_EQ(at.pp, 1);
+    EXPECT_EQ(mesh_rank(shape, at), 5);
+    EXPECT_EQ(mesh_group_ranks(shape, MeshDimension::tp, 5), (std::vector<int>{4, 5}));
+    EXPECT_EQ(mesh_group_ranks(shape, MeshDimension::dp, 5), (std::vector<int>{5, 7}));
+    EXPECT_EQ(mesh_group_ranks(shape, MeshDimension::pp, 5), (std::vector<int>{1, 5}));
+    // Every dimension's groups partition the world.
+    const MeshShape odd{3, 2, 2};
+    for (MeshDimension d : {MeshDimension::dp, MeshDimension::tp, MeshDimension::pp}) {
+        std::vector<int> seen(static_cast<std::size_t>(odd.world()), 0);
+        for (const auto& group : mesh_all_groups(odd, d))
+            for (int rank : group) ++seen[static_cast<std::size_t>(rank)];
+        EXPECT_EQ(std::count(seen.begin(), seen.end(), 1), odd.world());
+    }
+    EXPECT_EQ(mesh_all_groups(odd, MeshDimension::dp).size(), 4u);
+    EXPECT_EQ(mesh_all_groups(MeshShape{4, 1, 1}, MeshDimension::dp), (std::vector<std::vector<int>>{{0, 1, 2, 3}}));
+}
+
+TEST(MemoryLedger, TracksLiveAndPeakPerCategory) {
+    CpuDevice device;
+    MemoryLedger ledger(device);
+    Buffer params = ledger.allocate(MemoryCategory::params, 1000);
+    {
+        Buffer grads = ledger.allocate(MemoryCategory::grads, 500);
+        EXPECT_EQ(ledger.usage().total_live, 1500u);
+    }
+    Buffer activations = ledger.allocate(MemoryCategory::activations, 800);
+    const MemoryUsage usage = ledger.usage();
+    EXPECT_EQ(usage.live_of(MemoryCategory::grads), 0u);
+    EXPECT_EQ(usage.peak_of(MemoryCategory::grads), 500u);
+    EXPECT_EQ(usage.peak_of(MemoryCategory::params), 1000u);
+    EXPECT_EQ(usage.peak_of(MemoryCategory::activations), 800u);
+    EXPECT_EQ(usage.total_live, 1800u);
+    EXPECT_EQ(usage.total_peak, 1800u);
+    Buffer copy = params;  // copies share the allocation: counted once
+    EXPECT_EQ(ledger.usage().total_live, 1800u);
+}
+
+TEST(Metrics, MegatronFlopsOnLiteralCases) {
+    // 72 * 1 * 6 * 1 * 1 * (1 + 6/6 + 12/12) = 1296
+    EXPECT_DOUBLE_EQ(megatron_gpt_flops(1, 6, 1, 1, 12), 1296.0);
+    // GPT-2 small, batch 8 of 1024: 6.9996e12 FLOPs per step
+    EXPECT_NEAR(megatron_gpt_flops(8, 1024, 12, 768, 50257), 6999559372800.0, 1.0);
+    EXPECT_DOUBLE_EQ(mlp_flops(4, 8, 1024), 6.0 * 4 * 8 * 1024 * 1024);
+}
+
+TEST(Metrics, ZeroTheoreticalMemoryPerStage) {
+    EXPECT_DOUBLE_EQ(zero_theoretical_memory(1000, 4, 0).total(), 16000.0);
+    EXPECT_DOUBLE_EQ(zero_theoretical_memory(1000, 4, 1).total(), 4000.0 + 4000.0 + 2000.0);
+    EXPECT_DOUBLE_EQ(zero_theoretical_memory(1000, 4, 2).total(), 4000.0 + 1000.0 + 2000.0);
+    EXPECT_DOUBLE_EQ(zero_theoretical_memory(1000, 4, 3).total(), 1000.0 + 1000.0 + 2000.0);
+    EXPECT_DOUBLE_EQ(zero_theoretical_memory(1000, 1, 3).total(), 16000.0);
+}
+
+TEST(Metrics, PeakTableKnowsCommonGpus) {
+    EXPECT_DOUBLE_EQ(*known_gpu_peak("NVIDIA H200", "bf16")->tflops, 989.0);
+    EXPECT_DOUBLE_EQ(*known_gpu_peak("NVIDIA A100-SXM4-80GB", "bf16")->tflops, 312.0);
+    EXPECT_DOUBLE_EQ(*known_gpu_peak("NVIDIA H100 80GB HBM3", "fp32")->tflops, 67.0);
+    EXPECT_FALSE(known_gpu_peak("Some Future GPU", "bf16").has_value());
+}
+
+TEST(TrainOptions, LayoutErrorsNameTheFlags) {
+    TrainOptions options;
+    options.dp = 3;
+    const TrainPlan plan = resolve_train_options(options);
+    const std::string world = usage_error_of([&] { resolve_layout(plan, 4); });
+    EXPECT_NE(world.find("--dp 3"), std::string::npos) << world;
+    EXPECT_NE(world.find("4"), std::string::npos) << world;
+
+    TrainOptions batch;
+    batch.global_batch = 6;
+    batch.microbatches = 2;
+    const std::string divide = usage_error_of([&] { resolve_layout(resolve_train_options(batch), 2); });
+    EXPECT_NE(divide.find("--global-batch 6"), std::string::npos) << divide;
+    EXPECT_NE(divide.find("--microbatches 2"), std::string::npos) << divide;
+    EXPECT_EQ(resolve_layout(resolve_train_options(batch), 3).dp, 3);  // dp fills the world
+
+    TrainOptions prefetch;
+    prefetch.prefetch = true;
+    EXPECT_NE(usage_error_of([&] { resolve_train_options(prefetch); }).find("--zero 3"), std::string::npos);
+    TrainOptions zero;
+    zero.zero = 4;
+    EXPECT_NE(usage_error_of([&] { resolve_train_options(zero); }).find("--zero 4"), std::string::npos);
+    TrainOptions seq;
+    seq.model = "mlp-tiny";
+    seq.seq = 4;
+    EXPECT_NE(usage_error_of([&] { resolve_train_options(seq); }).find("--seq"), std::string::npos);
+}
+
+TEST(Check, ComparisonFindsTheDifferingTensor) {
+    ParameterLayout layout;
+    layout.add_unit("u");
+    layout.add_tensor("a", {3}, InitKind::zeros);
+    layout.add_tensor("b", {2}, InitKind::zeros);
+    const std::vector<float> reference{1, 2, 3, 4, 5};
+    const CheckResult same = compare_with_reference({2.0, 1.5}, reference, {2.0, 1.5}, reference, layout);
+    EXPECT_TRUE(same.passed);
+    EXPECT_EQ(same.max_rel_diff_params, 0.0);
+    std::vector<float> moved = reference;
+    moved[4] += 0.1f;
+    const CheckResult off = compare_with_reference({2.0, 1.5}, moved, {2.0, 1.5}, reference, layout);
+    EXPECT_FALSE(off.passed);
+    EXPECT_EQ(off.worst_tensor, "b");
+    const CheckResult loss_off = compare_with_reference({2.0, 1.51}, reference, {2.0, 1.5}, reference, layout);
+    EXPECT_FALSE(loss_off.passed);
+    EXPECT_NEAR(loss_off.max_rel_diff_loss, 0.01 / 1.5, 1e-12);
+    const CheckResult nan = compare_with_reference({2.0, std::nan("")}, reference, {2.0, 1.5}, reference, layout);
+    EXPECT_FALSE(nan.passed);
+}
+
+}  // namespace
+}  // namespace parbench
