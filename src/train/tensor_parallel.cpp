@@ -110,16 +110,28 @@ std::vector<float> assemble_full_parameters(Communicator& group, const std::vect
                                             const ParameterLayout& full_layout,
                                             const std::vector<ParameterLayout>& local_layouts) {
     const auto ranks = static_cast<std::size_t>(group.size());
-    if (local_layouts.size() != ranks) throw std::logic_error("assemble_full_parameters: one layout per rank");
-    for (const ParameterLayout& layout : local_layouts)
-        if (layout.total_numel() != local.size() || layout.tensors().size() != full_layout.tensors().size())
-            throw std::logic_error("assemble_full_parameters: shards of different sizes or tensor lists");
     std::vector<float> all(local.size() * ranks);
     if (ranks == 1)
         all = local;
     else
         group.allgather(local.data(), all.data(), local.size(), DType::float32);
     if (group.rank() != 0) return {};
+    std::vector<std::vector<float>> shards;
+    for (std::size_t q = 0; q < ranks; ++q)
+        shards.emplace_back(all.begin() + static_cast<std::ptrdiff_t>(q * local.size()),
+                            all.begin() + static_cast<std::ptrdiff_t>((q + 1) * local.size()));
+    return merge_tensor_parallel_shards(full_layout, local_layouts, shards);
+}
+
+std::vector<float> merge_tensor_parallel_shards(const ParameterLayout& full_layout,
+                                                const std::vector<ParameterLayout>& local_layouts,
+                                                const std::vector<std::vector<float>>& shards) {
+    const std::size_t ranks = shards.size();
+    if (local_layouts.size() != ranks) throw std::logic_error("merge_tensor_parallel_shards: one layout per shard");
+    for (std::size_t q = 0; q < ranks; ++q)
+        if (local_layouts[q].total_numel() != shards[q].size() ||
+            local_layouts[q].tensors().size() != full_layout.tensors().size())
+            throw std::logic_error("merge_tensor_parallel_shards: a shard does not fit its layout");
 
     // Offsets of each tensor in the canonical (tensor-ordered) vectors.
     auto offsets_of = [](const ParameterLayout& layout) {
@@ -137,7 +149,7 @@ std::vector<float> assemble_full_parameters(Communicator& group, const std::vect
     for (std::size_t q = 0; q < ranks; ++q) {
         const ParameterLayout& layout = local_layouts[q];
         const std::vector<std::size_t> local_offsets = offsets_of(layout);
-        const float* values = all.data() + q * local.size();
+        const float* values = shards[q].data();
         for (std::size_t id = 0; id < layout.tensors().size(); ++id) {
             const TensorSpec& tensor = layout.tensors()[id];
             for (std::size_t i = 0; i < tensor.numel; ++i) {

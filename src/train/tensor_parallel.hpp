@@ -112,5 +112,9 @@ class TensorParallelGroup {
 std::vector<float> assemble_full_parameters(Communicator& group, const std::vector<float>& local,
                                             const ParameterLayout& full_layout,
                                             const std::vector<ParameterLayout>& local_layouts);
+// The same on one process: `shards[q]` holds rank q's canonical parameters.
+std::vector<float> merge_tensor_parallel_shards(const ParameterLayout& full_layout,
+                                                const std::vector<ParameterLayout>& local_layouts,
+                                                const std::vector<std::vector<float>>& shards);
 
 }  // namespace parbench
