@@ -205,6 +205,7 @@ TEST_F(NcclCommunicatorTest, InPlaceAlltoallCapturedAfterWarmUp) {
     alltoall->run(comm(), data.data(), data.data(), count, params);  // allocates the scratch
     comm().synchronize();
     auto graph = device().capture([&] { alltoall->run(comm(), data.data(), data.data(), count, params); });
+    ASSERT_NE(graph, nullptr);
     device().fill_input(data, 0, count, params.type, pattern);
     graph->replay();
     comm().synchronize();
