@@ -125,7 +125,7 @@ class MlpModel : public Model {
         // A column-parallel last layer is compared with its slice of the target.
         const int width = output_width();
         std::vector<float> local(rows() * static_cast<std::size_t>(width));
-        const std::size_t first_column = static_cast<std::size_t>(H_ - width == 0 ? 0 : tp_.rank() * width);
+        const std::size_t first_column = static_cast<std::size_t>(width == H_ ? 0 : tp_.rank() * width);
         for (std::size_t row = 0; row < rows(); ++row)
             for (std::size_t j = 0; j < static_cast<std::size_t>(width); ++j)
                 local[row * static_cast<std::size_t>(width) + j] = targets[row * static_cast<std::size_t>(H_) + first_column + j];

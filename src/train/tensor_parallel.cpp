@@ -106,15 +106,18 @@ void TensorParallelGroup::reduce_scatter(const float* send, float* recv, std::si
     }
 }
 
-std::vector<float> assemble_full_parameters(Communicator& group, const std::vector<float>& local,
-                                            const ParameterLayout& full_layout,
+std::vector<float> assemble_full_parameters(Communicator& group, Device& device,
+                                            const std::vector<float>& local, const ParameterLayout& full_layout,
                                             const std::vector<ParameterLayout>& local_layouts) {
     const auto ranks = static_cast<std::size_t>(group.size());
+    const std::size_t bytes = local.size() * sizeof(float);
+    // The check path, untimed: buffers of the group's device (GPU memory under NCCL).
+    Buffer mine = device.allocate(bytes);
+    Buffer gathered = device.allocate(bytes * ranks);
+    device.copy_from_host(mine, local.data(), bytes);
+    group.allgather(mine.data(), gathered.data(), local.size(), DType::float32);
     std::vector<float> all(local.size() * ranks);
-    if (ranks == 1)
-        all = local;
-    else
-        group.allgather(local.data(), all.data(), local.size(), DType::float32);
+    device.copy_to_host(all.data(), gathered, bytes * ranks);
     if (group.rank() != 0) return {};
     std::vector<std::vector<float>> shards;
     for (std::size_t q = 0; q < ranks; ++q)

@@ -28,6 +28,7 @@
 #include <vector>
 
 #include "comm/communicator.hpp"
+#include "device/device.hpp"
 #include "train/parameter_layout.hpp"
 
 namespace parbench {
@@ -105,12 +106,13 @@ class TensorParallelGroup {
 };
 
 // The full model's parameters in canonical order (FlatLayout::canonical of the unsplit
-// model) from every tensor-parallel rank's own canonical parameters: collective over the
-// group. `local_layouts[q]` is group rank q's layout. Returns the empty vector on ranks other
-// than group rank 0. Throws when the replicas of a tensor that every rank holds whole differ:
+// model) from every tensor-parallel rank's own canonical parameters (host vectors, staged
+// through `device` memory for the group's backend): collective over the group.
+// `local_layouts[q]` is group rank q's layout. Returns the empty vector on ranks other than
+// group rank 0. Throws when the replicas of a tensor that every rank holds whole differ:
 // they must stay bitwise identical (see gpt.cpp for why they do).
-std::vector<float> assemble_full_parameters(Communicator& group, const std::vector<float>& local,
-                                            const ParameterLayout& full_layout,
+std::vector<float> assemble_full_parameters(Communicator& group, Device& device,
+                                            const std::vector<float>& local, const ParameterLayout& full_layout,
                                             const std::vector<ParameterLayout>& local_layouts);
 // The same on one process: `shards[q]` holds rank q's canonical parameters.
 std::vector<float> merge_tensor_parallel_shards(const ParameterLayout& full_layout,

@@ -105,7 +105,7 @@ TrainMeasurements run_training(const TrainPlan& plan, Mesh& mesh, Device& device
             std::vector<ParameterLayout> shards;
             for (int q = 0; q < mesh.shape().tp; ++q)
                 shards.push_back(model_parameter_layout(plan.model, plan.seq_len, plan.tensor_split(q)));
-            parameters = assemble_full_parameters(mesh.tp(), parameters,
+            parameters = assemble_full_parameters(mesh.tp(), device, parameters,
                                                   model_parameter_layout(plan.model, plan.seq_len), shards);
         }
         if (control.rank() == 0) result.final_parameters = std::move(parameters);
