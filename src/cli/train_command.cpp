@@ -3,12 +3,12 @@
 // errors that need the world size are raised alike on every rank after it starts. The
 // engine lives in train/; this file parses, builds the run, and reports.
 #include <chrono>
-#include <cstdlib>
 #include <iostream>
 #include <optional>
 #include <thread>
 
 #include "cli/command.hpp"
+#include "cli/mpi_scope.hpp"
 #include "cli/rank_agreement.hpp"
 #include "comm/backend.hpp"
 #include "comm/mpi_communicator.hpp"
@@ -27,13 +27,6 @@
 
 namespace parbench {
 namespace {
-
-// A failure on one rank must end all of them: the others may already wait in a collective.
-// (Communicator::abort does not return; _Exit tells the compiler so.)
-[[noreturn]] void abort_job(Communicator& comm, int exit_code) {
-    comm.abort(exit_code);
-    std::_Exit(exit_code);
-}
 
 // The CPU peak is measured on every rank at once (so ranks that share cores measure their
 // share); the report takes the mean.
@@ -74,16 +67,11 @@ class TrainCommand : public Command {
     int run(Invocation& invocation) override {
         const TrainPlan plan = resolve_train_options(options_);
         const BackendChoice backend_choice = parse_backend(options_.backend);
-        MpiSession session(invocation.argc, invocation.argv);
-        auto control = MpiCommunicator::world();
-        try {
-            return train(invocation, plan, backend_choice, session, *control);
-        } catch (const UsageError&) {
-            throw;  // raised alike on every rank: each exits 2 cleanly
-        } catch (const std::exception& error) {
-            std::cerr << "error: rank " << session.world_rank() << ": " << error.what() << '\n';
-            abort_job(*control, 1);
-        }
+        // Usage errors after MPI starts are raised alike on every rank and printed once
+        // before any rank exits; other failures abort the job (cli/mpi_scope.hpp).
+        return run_with_mpi(invocation, [&](const MpiSession& session, Communicator& control) {
+            return train(invocation, plan, backend_choice, session, control);
+        });
     }
 
   private:
