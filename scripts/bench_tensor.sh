@@ -57,7 +57,7 @@ if kind == "scaling":
         r0 = rs[0]
         ranks = r0["layout"]["dp"] * r0["layout"]["tp"]
         print(f"{name:<22} {ranks:>5} {step:>9.1f} {median([r['tokens_per_s'] for r in rs]):>9.0f} {comm:>10.1f} "
-              f"{100 * comm / step:>7.1f}% {tp_mb(r0):>10.3f} {str(r0['comm']['expected']['tp']['matches'] or r0['layout']['tp'] == 1):>10}")
+              f"{100 * comm / step:>7.1f}% {tp_mb(r0):>10.3f} {str(r0['comm']['expected_matches']['tp'] or r0['layout']['tp'] == 1):>10}")
 elif kind == "styles":
     print(f"{'config':<22} {'step ms':>9} {'tp calls':>8} {'tp MB/step':>10} {'tp comm ms':>10} {'activ. MiB':>10}  collectives")
     for name in names:

@@ -58,8 +58,10 @@ nlohmann::json comm_json(const CommStats& stats, double steps) {
 }
 
 // The tensor-parallel traffic the layout implies (tensor_parallel_cost.hpp), beside what
-// was measured; `matches` when every collective's calls and bytes agree.
-nlohmann::json expected_tp_json(const TrainSummaryInputs& in, const nlohmann::json& measured) {
+// was measured: comm.expected_bytes.tp, comm.expected_calls.tp, and comm.expected_matches.tp,
+// true when every collective's calls and bytes agree.
+void add_expected_tp(const TrainSummaryInputs& in, nlohmann::json& comm) {
+    const nlohmann::json measured = comm["tp"];
     const TrainOptions& o = in.plan.options;
     const int microbatch_size = o.global_batch / in.mesh.dp / o.microbatches;
     const auto expected = tensor_parallel_traffic_per_step(in.plan.model, in.plan.seq_len, microbatch_size,
@@ -73,7 +75,9 @@ nlohmann::json expected_tp_json(const TrainSummaryInputs& in, const nlohmann::js
         matches = matches && measured.contains(op) && measured[op]["bytes"].get<double>() == volume.bytes &&
                   measured[op]["calls"].get<double>() == volume.calls;
     }
-    return {{"bytes", bytes}, {"calls", calls}, {"matches", matches}};
+    comm["expected_bytes"] = {{"tp", bytes}};
+    comm["expected_calls"] = {{"tp", calls}};
+    comm["expected_matches"] = {{"tp", matches}};
 }
 
 nlohmann::json activation_json(const TrainSummaryInputs& in) {
@@ -125,7 +129,7 @@ nlohmann::json train_result_json(const TrainSummaryInputs& in) {
 
     const double steps = static_cast<double>(o.steps);
     nlohmann::json comm = {{"dp", comm_json(m.dp_comm, steps)}, {"tp", comm_json(m.tp_comm, steps)}};
-    comm["expected"] = {{"tp", expected_tp_json(in, comm["tp"])}};
+    add_expected_tp(in, comm);
 
     nlohmann::json result = {
         {"model", model},
@@ -283,12 +287,12 @@ void print_train_summary(std::ostream& out, const nlohmann::json& r) {
             out << line;
         }
     }
-    const auto& expected_tp = r["comm"]["expected"]["tp"];
-    if (!expected_tp["bytes"].empty()) {
+    const auto& expected_tp = r["comm"]["expected_bytes"]["tp"];
+    if (!expected_tp.empty()) {
         double bytes = 0.0;
-        for (const auto& [op, value] : expected_tp["bytes"].items()) bytes += value.get<double>();
+        for (const auto& [op, value] : expected_tp.items()) bytes += value.get<double>();
         std::snprintf(line, sizeof line, "%-28s %.4g MB per step, %s the measured\n", "comm tp expected",
-                      bytes / 1e6, expected_tp["matches"].get<bool>() ? "equal to" : "DIFFERENT FROM");
+                      bytes / 1e6, r["comm"]["expected_matches"]["tp"].get<bool>() ? "equal to" : "DIFFERENT FROM");
         out << line;
     }
     const auto& loss = r["loss"];

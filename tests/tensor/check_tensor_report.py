@@ -4,8 +4,9 @@ tensor parallelism adds to the report:
 
     check_tensor_report.py --checker CHECK_TRAIN_REPORT --json OUT [checker options] -- CMD...
 
-- comm.expected.tp.matches is true, and each collective's measured calls and bytes per step
-  equal the analytic ones (docs/tensor.md);
+- comm.expected_matches.tp is true, and each collective's measured calls and bytes per step
+  (comm.tp) equal the analytic ones (comm.expected_calls.tp, comm.expected_bytes.tp;
+  docs/tensor.md);
 - for a GPT, the activation memory one layer keeps (ledger) equals the formula's.
 
     check_tensor_report.py --refused STATUS --json OUT --message TEXT -- CMD...
@@ -58,19 +59,19 @@ def main():
     if run.returncode != 0:
         sys.exit(run.returncode)
     result = json.load(open(args[args.index("--json") + 1]))["results"][0]
-    expected = result["comm"]["expected"]["tp"]
-    measured = result["comm"]["tp"]
-    for op, calls in expected["calls"].items():
+    comm = result["comm"]
+    expected_calls, expected_bytes, measured = comm["expected_calls"]["tp"], comm["expected_bytes"]["tp"], comm["tp"]
+    for op, calls in expected_calls.items():
         got = measured.get(op, {"calls": 0, "bytes": 0})
-        if got["calls"] != calls or got["bytes"] != expected["bytes"][op]:
+        if got["calls"] != calls or got["bytes"] != expected_bytes[op]:
             print(f"FAIL: tp {op}: measured {got['calls']} calls / {got['bytes']} B per step, "
-                  f"expected {calls} / {expected['bytes'][op]}")
+                  f"expected {calls} / {expected_bytes[op]}")
             sys.exit(1)
-    if set(measured) != set(expected["calls"]):
-        print(f"FAIL: tp collectives {sorted(measured)}, expected {sorted(expected['calls'])}")
+    if set(measured) != set(expected_calls):
+        print(f"FAIL: tp collectives {sorted(measured)}, expected {sorted(expected_calls)}")
         sys.exit(1)
-    if expected["matches"] is not True:
-        print("FAIL: comm.expected.tp.matches is not true")
+    if comm["expected_matches"]["tp"] is not True:
+        print("FAIL: comm.expected_matches.tp is not true")
         sys.exit(1)
     activation = result["activation_memory"]
     if "formula_bytes_per_layer" in activation and \
@@ -78,7 +79,7 @@ def main():
         print(f"FAIL: activation bytes per layer {activation['measured_bytes_per_layer']}, "
               f"formula {activation['formula_bytes_per_layer']}")
         sys.exit(1)
-    print(f"ok: tp traffic {sum(expected['bytes'].values()):.0f} B/step as expected; "
+    print(f"ok: tp traffic {sum(expected_bytes.values()):.0f} B/step as expected; "
           f"activations {activation['measured_bytes_per_layer']} B/layer")
 
 
