@@ -17,10 +17,6 @@ int slice(int extent, const TensorSplit& split) {
 
 }  // namespace
 
-std::string tensor_parallel_style_name(TensorParallelStyle style) {
-    return style == TensorParallelStyle::allgather ? "allgather" : "megatron";
-}
-
 std::vector<TensorPiece> column_parallel_rows(int out, int in, const TensorSplit& split) {
     if (split.size == 1) return {};
     const int rows = slice(out, split);

@@ -37,7 +37,6 @@ enum class TensorParallelStyle {
     megatron,   // column-parallel then row-parallel linear, one all-reduce per pair
     allgather,  // every linear column-parallel, its output slices all-gathered each layer
 };
-std::string tensor_parallel_style_name(TensorParallelStyle style);
 
 // This rank's place in its tensor-parallel group, and how the model is split.
 struct TensorSplit {
