@@ -19,12 +19,7 @@ void Allgather::run(Communicator& comm, const void* send, void* recv, std::size_
 
 std::optional<ExpectedLayout> Allgather::expected(std::size_t count, int nranks, int, int,
                                                   const InputPattern& pattern) const {
-    ExpectedLayout layout;
-    layout.pattern = pattern;
-    layout.source_rank_from_block = true;
-    layout.block = count / static_cast<std::size_t>(nranks);
-    layout.index_within_block = true;
-    return layout;
+    return blocks_from_every_rank(pattern, count / static_cast<std::size_t>(nranks), 0);
 }
 
 }  // namespace parbench

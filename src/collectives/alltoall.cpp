@@ -18,13 +18,7 @@ void Alltoall::run(Communicator& comm, const void* send, void* recv, std::size_t
 std::optional<ExpectedLayout> Alltoall::expected(std::size_t count, int nranks, int rank, int,
                                                  const InputPattern& pattern) const {
     const std::size_t block = count / static_cast<std::size_t>(nranks);
-    ExpectedLayout layout;
-    layout.pattern = pattern;
-    layout.source_rank_from_block = true;
-    layout.block = block;
-    layout.index_offset = block * static_cast<std::size_t>(rank);
-    layout.index_within_block = true;
-    return layout;
+    return blocks_from_every_rank(pattern, block, block * static_cast<std::size_t>(rank));
 }
 
 }  // namespace parbench

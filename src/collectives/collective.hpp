@@ -55,6 +55,10 @@ class Collective {
                                                    const InputPattern& pattern) const = 0;
 };
 
+// Output block q holds block data from rank q's input, starting at `index_offset` of it:
+// the layout of allgather, gather (at the root) and alltoall.
+ExpectedLayout blocks_from_every_rank(const InputPattern& pattern, std::size_t block, std::size_t index_offset);
+
 // Every collective, in the order `all` runs them.
 std::span<const Collective* const> all_collectives();
 const Collective* find_collective(std::string_view name);

@@ -21,12 +21,7 @@ void Gather::run(Communicator& comm, const void* send, void* recv, std::size_t c
 std::optional<ExpectedLayout> Gather::expected(std::size_t count, int nranks, int rank, int root,
                                                const InputPattern& pattern) const {
     if (rank != root) return std::nullopt;
-    ExpectedLayout layout;
-    layout.pattern = pattern;
-    layout.source_rank_from_block = true;
-    layout.block = count / static_cast<std::size_t>(nranks);
-    layout.index_within_block = true;
-    return layout;
+    return blocks_from_every_rank(pattern, count / static_cast<std::size_t>(nranks), 0);
 }
 
 }  // namespace parbench

@@ -22,6 +22,16 @@ const std::array<const Collective*, 9> table{&allreduce, &allgather, &reducescat
 
 }  // namespace
 
+ExpectedLayout blocks_from_every_rank(const InputPattern& pattern, std::size_t block, std::size_t index_offset) {
+    ExpectedLayout layout;
+    layout.pattern = pattern;
+    layout.source_rank_from_block = true;
+    layout.block = block;
+    layout.index_offset = index_offset;
+    layout.index_within_block = true;
+    return layout;
+}
+
 std::span<const Collective* const> all_collectives() { return table; }
 
 const Collective* find_collective(std::string_view name) {

@@ -14,6 +14,10 @@ import os
 import subprocess
 import sys
 
+import jsonschema
+
+SCHEMA = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "schemas", "report.schema.json")
+
 REQUIRED = ["model", "layout", "global_batch", "seq_len", "warmup", "steps", "step_time_ms",
             "step_time_samples_ms", "tokens_per_s", "flops", "achieved_tflops_per_rank", "mfu",
             "memory_bytes", "memory_theoretical_bytes", "comm", "exposed_comm_ms", "loss"]
@@ -63,6 +67,11 @@ def main():
         report = json.load(handle)
     if report.get("schema") != "parbench.report/v1" or report.get("command") != "train":
         fail("not a train report", output)
+    try:
+        jsonschema.validate(report, json.load(open(SCHEMA)))
+    except jsonschema.ValidationError as error:
+        fail(f"report does not follow schemas/report.schema.json: {error.message} at {list(error.absolute_path)}",
+             output)
     results = report["results"]
     if len(results) != 1:
         fail(f"{len(results)} results, expected 1", output)
