@@ -62,7 +62,7 @@ std::size_t count_outliers(std::span<const double> samples) {
     }));
 }
 
-std::vector<std::string> sample_warnings(std::span<const double> samples) {
+std::vector<std::string> sample_warnings(std::span<const double> samples, const SampleFlags& flags) {
     std::vector<std::string> warnings;
     if (samples.size() < 3) return warnings;
     const Summary summary = summarize(samples);
@@ -72,8 +72,8 @@ std::vector<std::string> sample_warnings(std::span<const double> samples) {
         text.precision(3);
         text << "samples are spread wide (stddev " << 100.0 * relative_spread << "% of the mean, p95 "
              << summary.p95 / summary.median
-             << "x the median; other load or oversubscribed cores?): raise --iters, pin ranks, "
-                "or compare medians of alternating runs";
+             << "x the median; other load or oversubscribed cores?): raise " << flags.samples
+             << ", pin ranks, or compare medians of alternating runs";
         warnings.push_back(text.str());
     }
     const std::size_t outliers = count_outliers(samples);
@@ -81,12 +81,13 @@ std::vector<std::string> sample_warnings(std::span<const double> samples) {
         std::ostringstream text;
         text << outliers << " of " << samples.size()
              << " samples are outliers (modified z-score > 3.5); the distribution may be bimodal: "
-                "check for interference and raise --warmup";
+                "check for interference and raise "
+             << flags.warmup;
         warnings.push_back(text.str());
     }
     if (summary.median > 0.0 && samples.front() > 5.0 * summary.median) {
-        warnings.push_back(
-            "the first timed sample is over 5x the median: warm-up was too short; raise --warmup");
+        warnings.push_back("the first timed sample is over 5x the median: warm-up was too short; raise " +
+                           std::string(flags.warmup));
     }
     return warnings;
 }

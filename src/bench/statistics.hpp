@@ -5,6 +5,7 @@
 #include <optional>
 #include <span>
 #include <string>
+#include <string_view>
 #include <vector>
 
 namespace parbench {
@@ -26,8 +27,14 @@ Summary summarize(std::span<const double> samples);
 // Samples whose modified z-score (0.6745 (x - median) / MAD, Iglewicz-Hoaglin) exceeds 3.5.
 std::size_t count_outliers(std::span<const double> samples);
 
+// The flags a warning tells the user to raise: the collective harness's by default.
+struct SampleFlags {
+    std::string_view samples = "--iters";
+    std::string_view warmup = "--warmup";
+};
+
 // Warnings, each with what to change, when the samples look untrustworthy: a wide spread,
 // many outliers, a first sample far slower than the rest.
-std::vector<std::string> sample_warnings(std::span<const double> samples);
+std::vector<std::string> sample_warnings(std::span<const double> samples, const SampleFlags& flags = {});
 
 }  // namespace parbench

@@ -50,6 +50,9 @@ TEST(Statistics, WarnsAboutSlowFirstSampleAndSpread) {
     std::vector<double> bimodal;
     for (int i = 0; i < 20; ++i) bimodal.push_back(i % 2 ? 10.0 : 30.0);
     EXPECT_FALSE(sample_warnings(bimodal).empty());
+    const auto for_training = sample_warnings(bimodal, SampleFlags{"--steps", "--warmup"});
+    ASSERT_FALSE(for_training.empty());
+    EXPECT_NE(for_training.front().find("raise --steps"), std::string::npos) << for_training.front();
 }
 
 }  // namespace
