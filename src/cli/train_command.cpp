@@ -22,6 +22,7 @@
 #include "train/model.hpp"
 #include "train/ops/ops.hpp"
 #include "train/train_options.hpp"
+#include "train/pipeline/pipeline_report.hpp"
 #include "train/train_report.hpp"
 #include "train/train_run.hpp"
 
@@ -66,6 +67,10 @@ class TrainCommand : public Command {
 
     int run(Invocation& invocation) override {
         const TrainPlan plan = resolve_train_options(options_);
+        if (options_.print_schedule) {  // needs no MPI: the schedule is data
+            print_schedule(std::cout, make_schedule(plan.schedule, plan.schedule_shape()));
+            return 0;
+        }
         const BackendChoice backend_choice = parse_backend(options_.backend);
         // Usage errors after MPI starts are raised alike on every rank and printed once
         // before any rank exits; other failures abort the job (cli/mpi_scope.hpp).
@@ -80,9 +85,10 @@ class TrainCommand : public Command {
         const int rank = session.world_rank();
         const MeshShape shape = resolve_layout(plan, session.world_size());
         std::optional<std::string> path_error;
-        if (rank == 0 && !options_.json_path.empty()) {
+        if (rank == 0 && (!options_.json_path.empty() || !options_.trace_path.empty())) {
             try {
-                check_writable(options_.json_path, "--json");
+                if (!options_.json_path.empty()) check_writable(options_.json_path, "--json");
+                if (!options_.trace_path.empty()) check_writable(options_.trace_path, "--trace");
             } catch (const UsageError& error) {
                 path_error = error.what();
             }
@@ -134,6 +140,9 @@ class TrainCommand : public Command {
             const nlohmann::json result = train_result_json(
                 TrainSummaryInputs{plan, shape, scheme_name(plan), measurements, peak, check});
             print_train_summary(std::cout, result);
+            print_pipeline_summary(std::cout, result);
+            if (measurements.pipeline && !options_.trace_path.empty())
+                write_json_atomically(options_.trace_path, pipeline_trace_json(plan, shape, *measurements.pipeline));
             for (const auto& warning : result["warnings"]) std::cerr << "warning: " << warning.get<std::string>() << '\n';
             report["results"].push_back(result);
             report["finished_at"] = utc_now_iso8601();
@@ -171,6 +180,16 @@ std::unique_ptr<Command> add_train_command(CLI::App& app) {
                     "megatron (column- then row-parallel pairs) or allgather (MLP: gather every layer's output)")
         ->capture_default_str();
     sub->add_option("--pp", o.pp, "Pipeline-parallel degree")->capture_default_str();
+    sub->add_option("--schedule", o.schedule, "Pipeline schedule: gpipe, 1f1b, interleaved or zb-h1")
+        ->capture_default_str();
+    sub->add_option("--virtual-stages", o.virtual_stages, "Chunks per pipeline rank (--schedule interleaved)")
+        ->capture_default_str();
+    sub->add_option("--stage-layers", o.stage_layers, "Layers per (virtual) stage, e.g. 3,3,2 (default: balanced)")
+        ->delimiter(',');
+    sub->add_option("--p2p", o.p2p, "Pipeline transfers: nonblocking (isend/irecv) or blocking (send/recv)")
+        ->capture_default_str();
+    sub->add_flag("--print-schedule", o.print_schedule, "Print each pipeline rank's actions and exit (no MPI needed)");
+    sub->add_option("--trace", o.trace_path, "Write every rank's timeline as a Chrome trace (Perfetto) JSON FILE");
     sub->add_option("--zero", o.zero, "ZeRO stage: 0 (DDP), 1 (optimizer), 2 (+gradients), 3 (+parameters)")
         ->capture_default_str();
     sub->add_option("--microbatches", o.microbatches, "Micro-batches per rank per step (gradient accumulation)")

@@ -14,6 +14,7 @@
 #include "train/gpt.hpp"
 
 #include <cmath>
+#include <stdexcept>
 #include <string>
 #include <vector>
 
@@ -93,6 +94,16 @@ class ActivationArena {
     std::vector<Buffer> buffers_;
 };
 
+// A split backward's B keeps, per block, the output gradients of the four matmuls whose
+// weight gradients W computes later (arXiv 2401.10241 sec. 2): (B,T,C), (B,T,4C/t),
+// (B,T,C), (B,T,3C/t).
+struct WeightGradientStash {
+    float* dmlp;
+    float* dfc;
+    float* dattention;
+    float* dqkv;
+};
+
 // What one block keeps from forward for backward. R = B·T rows, or B·T/t under SP (the
 // LayerNorm and residual regions); Cl = C/t, NHl = NH/t: this rank's channels and heads.
 struct BlockActivations {
@@ -114,13 +125,23 @@ struct BlockActivations {
 class GptModel : public Model {
   public:
     GptModel(const ModelConfig& config, const MicrobatchShape& shape, std::uint64_t seed, Ops& ops,
-             MemoryLedger& ledger, const TensorParallelGroup& tp)
+             MemoryLedger& ledger, const TensorParallelGroup& tp, const PipelinePart& part)
         : config_(config), shape_(shape), seed_(seed), ops_(ops), device_(ledger.device()), ledger_(ledger),
           arena_(ledger), tp_(tp), B_(shape.batch), T_(shape.seq_len), C_(config.hidden), NH_(config.heads),
           V_(config.vocab), L_(config.layers), R_(tp.local_rows(shape.batch * shape.seq_len)),
           Cl_(config.hidden / tp.size()), NHl_(config.heads / tp.size()), Fl_(4 * config.hidden / tp.size()),
           vocab_{tp.rank() * (config.vocab / tp.size()), config.vocab / tp.size()} {
-        tensors_ = build_layout(config, shape.seq_len, tp.split(), layout_);
+        part_ = part;
+        tensors_ = build_layout(config, shape.seq_len, tp.split(), full_layout_);
+        local_unit_.assign(full_layout_.units().size(), -1);
+        std::vector<int> units;
+        if (part.active()) {
+            units = pipeline_part_units(config, part);
+        } else {
+            for (int u = 0; u < static_cast<int>(full_layout_.units().size()); ++u) units.push_back(u);
+        }
+        for (std::size_t i = 0; i < units.size(); ++i) local_unit_[static_cast<std::size_t>(units[i])] = static_cast<int>(i);
+        layout_ = part.active() ? full_layout_.select_units(units) : full_layout_;
         allocate_activations();
     }
 
@@ -145,45 +166,130 @@ class GptModel : public Model {
     }
 
     void forward(int microbatch, ParameterAccess& access) override {
+        embedding_forward(microbatch, access);
+        for (int l = 0; l < L_; ++l) block_forward(l, access);
+        head_forward(microbatch, access);
+    }
+
+    void backward(int microbatch, float loss_scale, ParameterAccess& access) override {
+        head_backward(microbatch, loss_scale, access);
+        for (int l = L_ - 1; l >= 0; --l) block_backward(l, BackwardPass::full, access);
+        embedding_backward(microbatch, access);
+    }
+
+    // ---- pipeline chunks ----------------------------------------------------------------
+    // Each chunk owns a pool of activation slots, one per micro-batch it holds at once: a
+    // slot is taken by the micro-batch's first touch (its input arriving, or its forward)
+    // and returned after its backward (after W when the backward is split). A pass runs
+    // with the model's activation pointers bound to its slot.
+    std::size_t boundary_numel() const override { return residual_elements(); }
+
+    float* boundary_input(int microbatch, int chunk) override { return slot(microbatch, chunk).input; }
+
+    const float* boundary_output(int microbatch, int chunk) override {
+        const LayerRange& range = part_.chunks.at(static_cast<std::size_t>(chunk));
+        return slot(microbatch, chunk).blocks[static_cast<std::size_t>(range.end - 1)].residual3;
+    }
+
+    // Also after the backward returned the slot: its d(input) is sent from there.
+    float* boundary_gradient(int microbatch, int chunk) override {
+        return slot(microbatch, chunk, /*take=*/false).gradient;
+    }
+
+    void forward_chunk(int microbatch, int chunk, ParameterAccess& access) override {
+        const LayerRange& range = part_.chunks.at(static_cast<std::size_t>(chunk));
+        bind(slot(microbatch, chunk), range);
+        if (range.first == 0) embedding_forward(microbatch, access);
+        for (int l = range.first; l < range.end; ++l) block_forward(l, access);
+        if (range.end == L_) {
+            head_forward(microbatch, access);
+            access.release(unit(0));  // the backward acquires it again: other passes run between
+            head_params_ = nullptr;
+        }
+    }
+
+    void backward_chunk(int microbatch, int chunk, float loss_scale, BackwardPass pass,
+                        ParameterAccess& access) override {
+        const LayerRange& range = part_.chunks.at(static_cast<std::size_t>(chunk));
+        ActivationSlot& s = slot(microbatch, chunk, /*take=*/false);
+        bind(s, range);
+        if (pass == BackwardPass::weight) {
+            for (int l = range.end - 1; l >= range.first; --l) block_weights(l, access);
+        } else {
+            if (range.end == L_) {
+                head_backward(microbatch, loss_scale, access);
+                if (range.first != 0 && !holds_first_stage_) access.gradients_complete(unit(0));
+            }
+            for (int l = range.end - 1; l >= range.first; --l) block_backward(l, pass, access);
+            if (range.first == 0) embedding_backward(microbatch, access);
+        }
+        if (pass != BackwardPass::input) {  // the slot is free again
+            s.previous = s.microbatch;
+            s.microbatch = -1;
+        }
+    }
+
+    int shared_unit() const override {
+        return part_.active() && holds_first_stage_ != holds_last_stage_ ? unit(0) : -1;
+    }
+    bool computes_loss() const override { return !part_.active() || holds_last_stage_; }
+
+    std::size_t activation_bytes_per_layer() const override { return layer_activation_bytes_; }
+
+    double mean_loss(int microbatch) const override {
+        std::vector<float> losses(rows());
+        device_.copy_to_host(losses.data(), loss_buffers_[static_cast<std::size_t>(microbatch)],
+                             losses.size() * sizeof(float));
+        double sum = 0.0;
+        for (float loss : losses) sum += loss;
+        return sum / static_cast<double>(losses.size());
+    }
+
+  private:
+    void embedding_forward(int microbatch, ParameterAccess& access) {
         const int BT = B_ * T_;
         const int* tokens = tokens_[static_cast<std::size_t>(microbatch)].as<int>();
-        {
-            NvtxRange range("embedding forward");
-            const float* p = access.acquire(0);
-            // Vocab-parallel embedding: each rank looks up the tokens of its vocabulary shard
-            // (zero for the others), then the partial sums are reduced.
-            float* partial = tp_.sequence_parallel() ? gathered_ : encoded_;
-            const float* wpe = tp_.adds_replicated_terms() ? param(p, tensors_.embedding.wpe) : nullptr;
-            ops_.encoder_forward(partial, tokens, param(p, tensors_.embedding.wte), wpe, B_, T_, C_, vocab_);
-            tp_.leave(partial, encoded_, BT, C_);
-            access.release(0);
-        }
-        for (int l = 0; l < L_; ++l) {
-            NvtxRange range("h" + std::to_string(l) + " forward");
-            const float* p = access.acquire(l + 1);
-            const BlockTensors& w = tensors_.blocks[static_cast<std::size_t>(l)];
-            const BlockActivations& a = blocks_[static_cast<std::size_t>(l)];
-            const float* residual = l == 0 ? encoded_ : blocks_[static_cast<std::size_t>(l - 1)].residual3;
-            ops_.layernorm_forward(a.ln1, a.ln1_mean, a.ln1_rstd, residual, param(p, w.ln1w), param(p, w.ln1b), R_, C_);
-            const float* ln1 = tp_.enter(a.ln1, gathered_, BT, C_);
-            ops_.matmul_forward(a.qkv, ln1, param(p, w.qkvw), param(p, w.qkvb), BT, C_, 3 * Cl_);
-            ops_.attention_forward(a.atty, preatt_, a.att, a.qkv, B_, T_, Cl_, NHl_);
-            ops_.matmul_forward(projection_, a.atty, param(p, w.attprojw), replicated_term(p, w.attprojb), BT, Cl_, C_);
-            const float* attention = tp_.leave(projection_, projection_local_, BT, C_);
-            ops_.residual_forward(a.residual2, residual, attention, residual_elements());
-            ops_.layernorm_forward(a.ln2, a.ln2_mean, a.ln2_rstd, a.residual2, param(p, w.ln2w), param(p, w.ln2b), R_,
-                                   C_);
-            const float* ln2 = tp_.enter(a.ln2, gathered_, BT, C_);
-            ops_.matmul_forward(a.fch, ln2, param(p, w.fcw), param(p, w.fcb), BT, C_, Fl_);
-            ops_.gelu_forward(a.fch_gelu, a.fch, rows() * Fl_);
-            ops_.matmul_forward(projection_, a.fch_gelu, param(p, w.fcprojw), replicated_term(p, w.fcprojb), BT, Fl_,
-                                C_);
-            const float* mlp = tp_.leave(projection_, projection_local_, BT, C_);
-            ops_.residual_forward(a.residual3, a.residual2, mlp, residual_elements());
-            access.release(l + 1);
-        }
+        NvtxRange range("embedding forward");
+        const float* p = access.acquire(unit(0));
+        // Vocab-parallel embedding: each rank looks up the tokens of its vocabulary shard
+        // (zero for the others), then the partial sums are reduced.
+        float* partial = tp_.sequence_parallel() ? gathered_ : encoded_;
+        const float* wpe = tp_.adds_replicated_terms() ? param(p, tensors_.embedding.wpe) : nullptr;
+        ops_.encoder_forward(partial, tokens, param(p, tensors_.embedding.wte), wpe, B_, T_, C_, vocab_);
+        tp_.leave(partial, encoded_, BT, C_);
+        access.release(unit(0));
+    }
+
+    void block_forward(int l, ParameterAccess& access) {
+        const int BT = B_ * T_;
+        NvtxRange range("h" + std::to_string(l) + " forward");
+        const float* p = access.acquire(unit(l + 1));
+        const BlockTensors& w = tensors_.blocks[static_cast<std::size_t>(l)];
+        const BlockActivations& a = blocks_[static_cast<std::size_t>(l)];
+        const float* residual = l == first_layer_ ? encoded_ : blocks_[static_cast<std::size_t>(l - 1)].residual3;
+        ops_.layernorm_forward(a.ln1, a.ln1_mean, a.ln1_rstd, residual, param(p, w.ln1w), param(p, w.ln1b), R_, C_);
+        const float* ln1 = tp_.enter(a.ln1, gathered_, BT, C_);
+        ops_.matmul_forward(a.qkv, ln1, param(p, w.qkvw), param(p, w.qkvb), BT, C_, 3 * Cl_);
+        ops_.attention_forward(a.atty, preatt_, a.att, a.qkv, B_, T_, Cl_, NHl_);
+        ops_.matmul_forward(projection_, a.atty, param(p, w.attprojw), replicated_term(p, w.attprojb), BT, Cl_, C_);
+        const float* attention = tp_.leave(projection_, projection_local_, BT, C_);
+        ops_.residual_forward(a.residual2, residual, attention, residual_elements());
+        ops_.layernorm_forward(a.ln2, a.ln2_mean, a.ln2_rstd, a.residual2, param(p, w.ln2w), param(p, w.ln2b), R_,
+                               C_);
+        const float* ln2 = tp_.enter(a.ln2, gathered_, BT, C_);
+        ops_.matmul_forward(a.fch, ln2, param(p, w.fcw), param(p, w.fcb), BT, C_, Fl_);
+        ops_.gelu_forward(a.fch_gelu, a.fch, rows() * Fl_);
+        ops_.matmul_forward(projection_, a.fch_gelu, param(p, w.fcprojw), replicated_term(p, w.fcprojb), BT, Fl_,
+                            C_);
+        const float* mlp = tp_.leave(projection_, projection_local_, BT, C_);
+        ops_.residual_forward(a.residual3, a.residual2, mlp, residual_elements());
+        access.release(unit(l + 1));
+    }
+
+    void head_forward(int microbatch, ParameterAccess& access) {
+        const int BT = B_ * T_;
         NvtxRange range("head forward");
-        head_params_ = access.acquire(0);
+        head_params_ = access.acquire(unit(0));
         const float* p = head_params_;
         const EmbeddingTensors& e = tensors_.embedding;
         ops_.layernorm_forward(lnf_, lnf_mean_, lnf_rstd_, last_residual(), param(p, e.lnfw), param(p, e.lnfb), R_, C_);
@@ -203,103 +309,254 @@ class GptModel : public Model {
                                             sums_, target_logits_, BT);
     }
 
-    void backward(int microbatch, float loss_scale, ParameterAccess& access) override {
+    void head_backward(int microbatch, float loss_scale, ParameterAccess& access) {
         const int BT = B_ * T_;
         const std::size_t btc = rows() * static_cast<std::size_t>(C_);  // a whole (B,T,C) activation
         const EmbeddingTensors& e = tensors_.embedding;
-        float* embedding_grads = access.gradients(0);
-        {
-            NvtxRange range("head backward");
-            const float* p = head_params_;  // acquired by forward's head
-            ops_.fill(dlosses_, loss_scale, rows());
-            ops_.fill(dlogits_, 0.0f, rows() * static_cast<std::size_t>(vocab_.size));
-            ops_.crossentropy_shard_backward(dlogits_, dlosses_, logits_, maxes_, sums_,
-                                             targets_[static_cast<std::size_t>(microbatch)].as<int>(), BT, vocab_.size,
-                                             vocab_);
-            // SP keeps only token chunks; a split region's input is gathered again for its
-            // weight gradient (arXiv 2205.05198 sec. 4.2.2), here and in every block.
-            const float* lnf = tp_.enter(lnf_, gathered_, BT, C_);
-            ops_.fill(dnormed_, 0.0f, btc);
-            ops_.matmul_backward(dnormed_, grad(embedding_grads, e.wte), nullptr, dlogits_, lnf, param(p, e.wte), BT,
-                                 C_, vocab_.size);
-            const float* dlnf = tp_.enter_backward(dnormed_, dnormed_local_, BT, C_);
-            ops_.fill(dresidual_, 0.0f, residual_elements());
-            begin_layernorm_gradients(2);
-            ops_.layernorm_backward(dresidual_, layernorm_gradient(embedding_grads, e.lnfw, 0),
-                                    layernorm_gradient(embedding_grads, e.lnfb, 1), dlnf, last_residual(),
-                                    param(p, e.lnfw), lnf_mean_, lnf_rstd_, R_, C_);
-            finish_layernorm_gradients(embedding_grads, {e.lnfw, e.lnfb});
-            access.release(0);
-            head_params_ = nullptr;
-        }
-        for (int l = L_ - 1; l >= 0; --l) {
-            NvtxRange range("h" + std::to_string(l) + " backward");
-            const float* p = access.acquire(l + 1);
-            float* g = access.gradients(l + 1);
-            const BlockTensors& w = tensors_.blocks[static_cast<std::size_t>(l)];
-            const BlockActivations& a = blocks_[static_cast<std::size_t>(l)];
-            const float* residual = l == 0 ? encoded_ : blocks_[static_cast<std::size_t>(l - 1)].residual3;
-            const std::size_t wide = rows() * static_cast<std::size_t>(Fl_);
-            const std::size_t local_channels = rows() * static_cast<std::size_t>(Cl_);
-            begin_layernorm_gradients(4);
-            // dresidual_ holds d(residual3): it flows unchanged into both branches' sums.
-            const float* dmlp = tp_.leave_backward(dresidual_, dgathered_, BT, C_);
-            ops_.fill(dwide_, 0.0f, wide);
-            ops_.matmul_backward(dwide_, grad(g, w.fcprojw), grad(g, w.fcprojb), dmlp, a.fch_gelu,
-                                 param(p, w.fcprojw), BT, Fl_, C_);
-            ops_.fill(dwide2_, 0.0f, wide);
-            ops_.gelu_backward(dwide2_, a.fch, dwide_, wide);
-            const float* ln2 = tp_.enter(a.ln2, gathered_, BT, C_);
-            ops_.fill(dnormed_, 0.0f, btc);
-            ops_.matmul_backward(dnormed_, grad(g, w.fcw), grad(g, w.fcb), dwide2_, ln2, param(p, w.fcw), BT, C_, Fl_);
-            const float* dln2 = tp_.enter_backward(dnormed_, dnormed_local_, BT, C_);
-            ops_.layernorm_backward(dresidual_, layernorm_gradient(g, w.ln2w, 2), layernorm_gradient(g, w.ln2b, 3), dln2,
-                                    a.residual2, param(p, w.ln2w), a.ln2_mean, a.ln2_rstd, R_, C_);
-            // dresidual_ now holds d(residual2).
-            const float* dattention = tp_.leave_backward(dresidual_, dgathered_, BT, C_);
-            ops_.fill(datty_, 0.0f, local_channels);
-            ops_.matmul_backward(datty_, grad(g, w.attprojw), grad(g, w.attprojb), dattention, a.atty,
-                                 param(p, w.attprojw), BT, Cl_, C_);
-            ops_.fill(dqkv_, 0.0f, 3 * local_channels);
-            ops_.attention_backward(dqkv_, dpreatt_, datt_, datty_, a.qkv, a.att, B_, T_, Cl_, NHl_);
-            const float* ln1 = tp_.enter(a.ln1, gathered_, BT, C_);
-            ops_.fill(dnormed_, 0.0f, btc);
-            ops_.matmul_backward(dnormed_, grad(g, w.qkvw), grad(g, w.qkvb), dqkv_, ln1, param(p, w.qkvw), BT, C_,
-                                 3 * Cl_);
-            const float* dln1 = tp_.enter_backward(dnormed_, dnormed_local_, BT, C_);
-            ops_.layernorm_backward(dresidual_, layernorm_gradient(g, w.ln1w, 0), layernorm_gradient(g, w.ln1b, 1), dln1,
-                                    residual, param(p, w.ln1w), a.ln1_mean, a.ln1_rstd, R_, C_);
-            finish_layernorm_gradients(g, {w.ln1w, w.ln1b, w.ln2w, w.ln2b});
-            // dresidual_ now holds d(residual), the previous block's output.
-            access.release(l + 1);
-            access.gradients_complete(l + 1);
-        }
+        float* embedding_grads = access.gradients(unit(0));
+        NvtxRange range("head backward");
+        // Acquired by forward's head and kept, unless a pipeline ran other micro-batches since.
+        const float* p = head_params_ != nullptr ? head_params_ : access.acquire(unit(0));
+        ops_.fill(dlosses_, loss_scale, rows());
+        ops_.fill(dlogits_, 0.0f, rows() * static_cast<std::size_t>(vocab_.size));
+        ops_.crossentropy_shard_backward(dlogits_, dlosses_, logits_, maxes_, sums_,
+                                         targets_[static_cast<std::size_t>(microbatch)].as<int>(), BT, vocab_.size,
+                                         vocab_);
+        // SP keeps only token chunks; a split region's input is gathered again for its
+        // weight gradient (arXiv 2205.05198 sec. 4.2.2), here and in every block.
+        const float* lnf = tp_.enter(lnf_, gathered_, BT, C_);
+        ops_.fill(dnormed_, 0.0f, btc);
+        ops_.matmul_backward(dnormed_, grad(embedding_grads, e.wte), nullptr, dlogits_, lnf, param(p, e.wte), BT,
+                             C_, vocab_.size);
+        const float* dlnf = tp_.enter_backward(dnormed_, dnormed_local_, BT, C_);
+        ops_.fill(dresidual_, 0.0f, residual_elements());
+        begin_layernorm_gradients(2);
+        ops_.layernorm_backward(dresidual_, layernorm_gradient(embedding_grads, e.lnfw, 0),
+                                layernorm_gradient(embedding_grads, e.lnfb, 1), dlnf, last_residual(),
+                                param(p, e.lnfw), lnf_mean_, lnf_rstd_, R_, C_);
+        finish_layernorm_gradients(embedding_grads, {e.lnfw, e.lnfb});
+        access.release(unit(0));
+        head_params_ = nullptr;
+    }
+
+    // BackwardPass::input leaves the four matmuls' weight gradients to block_weights: their
+    // output gradients go to the slot's stash (their inputs are kept activations already);
+    // the LayerNorms' small gradients are taken at once.
+    void block_backward(int l, BackwardPass pass, ParameterAccess& access) {
+        const int BT = B_ * T_;
+        const std::size_t btc = rows() * static_cast<std::size_t>(C_);
+        NvtxRange range("h" + std::to_string(l) + (pass == BackwardPass::input ? " backward (B)" : " backward"));
+        const bool defer = pass == BackwardPass::input;
+        const float* p = access.acquire(unit(l + 1));
+        float* g = access.gradients(unit(l + 1));
+        const BlockTensors& w = tensors_.blocks[static_cast<std::size_t>(l)];
+        const BlockActivations& a = blocks_[static_cast<std::size_t>(l)];
+        const WeightGradientStash* stash = defer ? &stash_[static_cast<std::size_t>(l)] : nullptr;
+        auto weight_grad = [&](int tensor) { return defer ? nullptr : grad(g, tensor); };
+        const float* residual = l == first_layer_ ? encoded_ : blocks_[static_cast<std::size_t>(l - 1)].residual3;
+        const std::size_t wide = rows() * static_cast<std::size_t>(Fl_);
+        const std::size_t local_channels = rows() * static_cast<std::size_t>(Cl_);
+        float* dwide2 = defer ? stash->dfc : dwide2_;
+        float* dqkv = defer ? stash->dqkv : dqkv_;
+        begin_layernorm_gradients(4);
+        // dresidual_ holds d(residual3): it flows unchanged into both branches' sums.
+        const float* dmlp = tp_.leave_backward(dresidual_, dgathered_, BT, C_);
+        if (defer) copy(stash->dmlp, dmlp, btc);
+        ops_.fill(dwide_, 0.0f, wide);
+        ops_.matmul_backward(dwide_, weight_grad(w.fcprojw), weight_grad(w.fcprojb), dmlp, a.fch_gelu,
+                             param(p, w.fcprojw), BT, Fl_, C_);
+        ops_.fill(dwide2, 0.0f, wide);
+        ops_.gelu_backward(dwide2, a.fch, dwide_, wide);
+        const float* ln2 = tp_.enter(a.ln2, gathered_, BT, C_);
+        ops_.fill(dnormed_, 0.0f, btc);
+        ops_.matmul_backward(dnormed_, weight_grad(w.fcw), weight_grad(w.fcb), dwide2, ln2, param(p, w.fcw), BT, C_,
+                             Fl_);
+        const float* dln2 = tp_.enter_backward(dnormed_, dnormed_local_, BT, C_);
+        ops_.layernorm_backward(dresidual_, layernorm_gradient(g, w.ln2w, 2), layernorm_gradient(g, w.ln2b, 3), dln2,
+                                a.residual2, param(p, w.ln2w), a.ln2_mean, a.ln2_rstd, R_, C_);
+        // dresidual_ now holds d(residual2).
+        const float* dattention = tp_.leave_backward(dresidual_, dgathered_, BT, C_);
+        if (defer) copy(stash->dattention, dattention, btc);
+        ops_.fill(datty_, 0.0f, local_channels);
+        ops_.matmul_backward(datty_, weight_grad(w.attprojw), weight_grad(w.attprojb), dattention, a.atty,
+                             param(p, w.attprojw), BT, Cl_, C_);
+        ops_.fill(dqkv, 0.0f, 3 * local_channels);
+        ops_.attention_backward(dqkv, dpreatt_, datt_, datty_, a.qkv, a.att, B_, T_, Cl_, NHl_);
+        const float* ln1 = tp_.enter(a.ln1, gathered_, BT, C_);
+        ops_.fill(dnormed_, 0.0f, btc);
+        ops_.matmul_backward(dnormed_, weight_grad(w.qkvw), weight_grad(w.qkvb), dqkv, ln1, param(p, w.qkvw), BT, C_,
+                             3 * Cl_);
+        const float* dln1 = tp_.enter_backward(dnormed_, dnormed_local_, BT, C_);
+        ops_.layernorm_backward(dresidual_, layernorm_gradient(g, w.ln1w, 0), layernorm_gradient(g, w.ln1b, 1), dln1,
+                                residual, param(p, w.ln1w), a.ln1_mean, a.ln1_rstd, R_, C_);
+        finish_layernorm_gradients(g, {w.ln1w, w.ln1b, w.ln2w, w.ln2b});
+        // dresidual_ now holds d(residual), the previous block's output.
+        access.release(unit(l + 1));
+        if (!defer) access.gradients_complete(unit(l + 1));
+    }
+
+    // W of a split backward: the weight gradients block_backward(input) left, from the
+    // stashed output gradients and the kept inputs. Sequence parallelism is refused with
+    // zero-bubble schedules (train_options.cpp), so the inputs need no gather here.
+    void block_weights(int l, ParameterAccess& access) {
+        const int BT = B_ * T_;
+        NvtxRange range("h" + std::to_string(l) + " weight gradients (W)");
+        const float* p = access.acquire(unit(l + 1));
+        float* g = access.gradients(unit(l + 1));
+        const BlockTensors& w = tensors_.blocks[static_cast<std::size_t>(l)];
+        const BlockActivations& a = blocks_[static_cast<std::size_t>(l)];
+        const WeightGradientStash& st = stash_[static_cast<std::size_t>(l)];
+        ops_.matmul_backward(nullptr, grad(g, w.fcprojw), grad(g, w.fcprojb), st.dmlp, a.fch_gelu, param(p, w.fcprojw),
+                             BT, Fl_, C_);
+        ops_.matmul_backward(nullptr, grad(g, w.fcw), grad(g, w.fcb), st.dfc, a.ln2, param(p, w.fcw), BT, C_, Fl_);
+        ops_.matmul_backward(nullptr, grad(g, w.attprojw), grad(g, w.attprojb), st.dattention, a.atty,
+                             param(p, w.attprojw), BT, Cl_, C_);
+        ops_.matmul_backward(nullptr, grad(g, w.qkvw), grad(g, w.qkvb), st.dqkv, a.ln1, param(p, w.qkvw), BT, C_,
+                             3 * Cl_);
+        access.release(unit(l + 1));
+        access.gradients_complete(unit(l + 1));
+    }
+
+    void embedding_backward(int microbatch, ParameterAccess& access) {
+        const int BT = B_ * T_;
+        const EmbeddingTensors& e = tensors_.embedding;
+        float* embedding_grads = access.gradients(unit(0));
         NvtxRange range("embedding backward");
         // Every rank computes the position embedding's gradient from the same whole output
         // gradient, so the replicas of wpe stay identical.
         const float* dencoded = tp_.leave_backward(dresidual_, dgathered_, BT, C_);
         ops_.encoder_backward(grad(embedding_grads, e.wte), grad(embedding_grads, e.wpe), dencoded,
                               tokens_[static_cast<std::size_t>(microbatch)].as<int>(), B_, T_, C_, vocab_);
-        access.gradients_complete(0);
+        access.gradients_complete(unit(0));
     }
 
-    std::size_t activation_bytes_per_layer() const override { return layer_activation_bytes_; }
-
-    double mean_loss(int microbatch) const override {
-        std::vector<float> losses(rows());
-        device_.copy_to_host(losses.data(), loss_buffers_[static_cast<std::size_t>(microbatch)],
-                             losses.size() * sizeof(float));
-        double sum = 0.0;
-        for (float loss : losses) sum += loss;
-        return sum / static_cast<double>(losses.size());
+    void copy(float* out, const float* in, std::size_t n) {
+        ops_.fill(out, 0.0f, n);
+        ops_.add_inplace(out, in, n);
     }
 
-  private:
+    // One micro-batch's activations of one chunk: blocks indexed by layer (only the chunk's
+    // are set), the head's on the last stage, and the boundary buffers.
+    struct ActivationSlot {
+        int microbatch = -1;  // the micro-batch holding it, or -1 when free
+        int previous = -1;    // the micro-batch that held it last
+        float* input = nullptr;     // (R,C): the chunk's input (the embedding's output on stage 0)
+        float* gradient = nullptr;  // (R,C): d(output) received, d(input) after the backward
+        std::vector<BlockActivations> blocks;
+        std::vector<WeightGradientStash> stash;  // split backward only
+        float *lnf = nullptr, *lnf_mean = nullptr, *lnf_rstd = nullptr, *logits = nullptr, *maxes = nullptr,
+              *sums = nullptr, *target_logits = nullptr;
+    };
+
+    int unit(int global_unit) const {
+        const int local = local_unit_.at(static_cast<std::size_t>(global_unit));
+        if (local < 0) throw std::logic_error("GPT: unit " + std::to_string(global_unit) + " is not on this stage");
+        return local;
+    }
+
+    // The slot `microbatch` holds on `chunk`; `take`: taking a free one if it holds none;
+    // otherwise the one it held last (its buffers stay intact until taken again).
+    ActivationSlot& slot(int microbatch, int chunk, bool take = true) {
+        auto& pool = slots_.at(static_cast<std::size_t>(chunk));
+        for (ActivationSlot& s : pool)
+            if (s.microbatch == microbatch) return s;
+        if (!take) {
+            for (ActivationSlot& s : pool)
+                if (s.microbatch < 0 && s.previous == microbatch) return s;
+            throw std::logic_error("GPT: micro-batch " + std::to_string(microbatch) + " holds no slot on chunk " +
+                                   std::to_string(chunk));
+        }
+        for (ActivationSlot& s : pool)
+            if (s.microbatch < 0) {
+                s.microbatch = microbatch;
+                return s;
+            }
+        throw std::logic_error("GPT: more micro-batches in flight on chunk " + std::to_string(chunk) +
+                               " than the schedule's peak of " + std::to_string(pool.size()));
+    }
+
+    void bind(const ActivationSlot& s, const LayerRange& range) {
+        first_layer_ = range.first;
+        encoded_ = s.input;
+        blocks_ = s.blocks;
+        stash_ = s.stash;
+        dresidual_ = s.gradient;
+        if (range.end == L_) {
+            lnf_ = s.lnf;
+            lnf_mean_ = s.lnf_mean;
+            lnf_rstd_ = s.lnf_rstd;
+            logits_ = s.logits;
+            maxes_ = s.maxes;
+            sums_ = s.sums;
+            target_logits_ = s.target_logits;
+        }
+    }
+
+    BlockActivations allocate_block() {
+        const std::size_t rc = residual_elements();
+        const std::size_t r = static_cast<std::size_t>(R_);
+        const std::size_t local_channels = rows() * static_cast<std::size_t>(Cl_);
+        const std::size_t wide = rows() * static_cast<std::size_t>(Fl_);
+        const std::size_t att = static_cast<std::size_t>(B_) * NHl_ * T_ * T_;
+        const std::size_t before = ledger_.usage().live_of(MemoryCategory::activations);
+        BlockActivations a{};
+        a.ln1 = arena_.floats(rc);
+        a.ln1_mean = arena_.floats(r);
+        a.ln1_rstd = arena_.floats(r);
+        a.qkv = arena_.floats(3 * local_channels);
+        a.atty = arena_.floats(local_channels);
+        a.att = arena_.floats(att);
+        a.residual2 = arena_.floats(rc);
+        a.ln2 = arena_.floats(rc);
+        a.ln2_mean = arena_.floats(r);
+        a.ln2_rstd = arena_.floats(r);
+        a.fch = arena_.floats(wide);
+        a.fch_gelu = arena_.floats(wide);
+        a.residual3 = arena_.floats(rc);
+        layer_activation_bytes_ = ledger_.usage().live_of(MemoryCategory::activations) - before;
+        return a;
+    }
+
+    void allocate_slots() {
+        const std::size_t rc = residual_elements();
+        const std::size_t logits = rows() * static_cast<std::size_t>(vocab_.size);
+        for (std::size_t c = 0; c < part_.chunks.size(); ++c) {
+            const LayerRange& range = part_.chunks[c];
+            holds_first_stage_ = holds_first_stage_ || range.first == 0;
+            holds_last_stage_ = holds_last_stage_ || range.end == L_;
+            std::vector<ActivationSlot> pool(static_cast<std::size_t>(part_.slots.at(c)));
+            for (ActivationSlot& s : pool) {
+                s.input = arena_.floats(rc);
+                s.gradient = arena_.floats(rc);
+                s.blocks.resize(static_cast<std::size_t>(L_));
+                if (part_.split_backward) s.stash.resize(static_cast<std::size_t>(L_));
+                for (int l = range.first; l < range.end; ++l) {
+                    s.blocks[static_cast<std::size_t>(l)] = allocate_block();
+                    if (!part_.split_backward) continue;
+                    s.stash[static_cast<std::size_t>(l)] =
+                        WeightGradientStash{arena_.floats(rows() * static_cast<std::size_t>(C_)),
+                                            arena_.floats(rows() * static_cast<std::size_t>(Fl_)),
+                                            arena_.floats(rows() * static_cast<std::size_t>(C_)),
+                                            arena_.floats(3 * rows() * static_cast<std::size_t>(Cl_))};
+                }
+                if (range.end != L_) continue;
+                s.lnf = arena_.floats(rc);
+                s.lnf_mean = arena_.floats(static_cast<std::size_t>(R_));
+                s.lnf_rstd = arena_.floats(static_cast<std::size_t>(R_));
+                s.logits = arena_.floats(logits);
+                s.maxes = arena_.floats(rows());
+                s.sums = arena_.floats(rows());
+                s.target_logits = arena_.floats(rows());
+            }
+            slots_.push_back(std::move(pool));
+        }
+    }
+
     std::size_t rows() const { return static_cast<std::size_t>(B_) * static_cast<std::size_t>(T_); }
     const float* param(const float* unit_base, int tensor) const {
-        return unit_base + layout_.tensor(tensor).offset_in_unit;
+        return unit_base + full_layout_.tensor(tensor).offset_in_unit;
     }
-    float* grad(float* unit_base, int tensor) const { return unit_base + layout_.tensor(tensor).offset_in_unit; }
+    float* grad(float* unit_base, int tensor) const { return unit_base + full_layout_.tensor(tensor).offset_in_unit; }
     const float* last_residual() const { return blocks_.back().residual3; }
     // Elements of a LayerNorm / residual region activation on this rank: (R,C).
     std::size_t residual_elements() const { return static_cast<std::size_t>(R_) * static_cast<std::size_t>(C_); }
@@ -343,40 +600,27 @@ class GptModel : public Model {
             targets_.push_back(arena_.buffer(rows() * sizeof(int)));
             loss_buffers_.push_back(arena_.buffer(rows() * sizeof(float)));
         }
-        encoded_ = arena_.floats(rc);
-        for (int l = 0; l < L_; ++l) {
-            const std::size_t before = ledger_.usage().live_of(MemoryCategory::activations);
-            BlockActivations a{};
-            a.ln1 = arena_.floats(rc);
-            a.ln1_mean = arena_.floats(r);
-            a.ln1_rstd = arena_.floats(r);
-            a.qkv = arena_.floats(3 * local_channels);
-            a.atty = arena_.floats(local_channels);
-            a.att = arena_.floats(att);
-            a.residual2 = arena_.floats(rc);
-            a.ln2 = arena_.floats(rc);
-            a.ln2_mean = arena_.floats(r);
-            a.ln2_rstd = arena_.floats(r);
-            a.fch = arena_.floats(wide);
-            a.fch_gelu = arena_.floats(wide);
-            a.residual3 = arena_.floats(rc);
-            blocks_.push_back(a);
-            layer_activation_bytes_ = ledger_.usage().live_of(MemoryCategory::activations) - before;
+        if (part_.active()) {
+            allocate_slots();
+        } else {
+            encoded_ = arena_.floats(rc);
+            for (int l = 0; l < L_; ++l) blocks_.push_back(allocate_block());
+            lnf_ = arena_.floats(rc);
+            lnf_mean_ = arena_.floats(r);
+            lnf_rstd_ = arena_.floats(r);
+            logits_ = arena_.floats(logits);
+            maxes_ = arena_.floats(rows());
+            sums_ = arena_.floats(rows());
+            target_logits_ = arena_.floats(rows());
+            // Backward's running gradient; a pipeline chunk's lives in its slot.
+            dresidual_ = arena_.floats(rc);
         }
         preatt_ = arena_.floats(att);
         projection_ = arena_.floats(btc);
-        lnf_ = arena_.floats(rc);
-        lnf_mean_ = arena_.floats(r);
-        lnf_rstd_ = arena_.floats(r);
-        logits_ = arena_.floats(logits);
-        maxes_ = arena_.floats(rows());
-        sums_ = arena_.floats(rows());
-        target_logits_ = arena_.floats(rows());
         // Backward scratch, reused by every block (llm.c's CUDA trainer does the same).
         dlosses_ = arena_.floats(rows());
         dlogits_ = arena_.floats(logits);
         dnormed_ = arena_.floats(btc);
-        dresidual_ = arena_.floats(rc);
         dwide_ = arena_.floats(wide);
         dwide2_ = arena_.floats(wide);
         datty_ = arena_.floats(local_channels);
@@ -406,7 +650,14 @@ class GptModel : public Model {
     int Cl_, NHl_, Fl_; // this rank's attention channels, heads and MLP width (C/t, NH/t, 4C/t)
     VocabShard vocab_;  // this rank's rows of wte and columns of the logits
     std::size_t layer_activation_bytes_ = 0;
-    ParameterLayout layout_;
+    ParameterLayout full_layout_;  // the whole model's tensors (tensor ids index it)
+    ParameterLayout layout_;       // the units this rank holds: all, or its pipeline stages'
+    PipelinePart part_;
+    std::vector<int> local_unit_;  // global unit -> index in layout_, or -1
+    bool holds_first_stage_ = false, holds_last_stage_ = false;
+    int first_layer_ = 0;          // of the chunk being run
+    std::vector<std::vector<ActivationSlot>> slots_;  // per chunk (pipeline only)
+    std::vector<WeightGradientStash> stash_;          // bound from a slot (split backward only)
     GptTensors tensors_;
 
     std::vector<Buffer> tokens_, targets_, loss_buffers_;  // one slot per micro-batch
@@ -432,8 +683,9 @@ ParameterLayout gpt_parameter_layout(const ModelConfig& config, int seq_len, con
 }
 
 std::unique_ptr<Model> make_gpt_model(const ModelConfig& config, const MicrobatchShape& shape, std::uint64_t seed,
-                                      Ops& ops, MemoryLedger& ledger, const TensorParallelGroup& tp) {
-    return std::make_unique<GptModel>(config, shape, seed, ops, ledger, tp);
+                                      Ops& ops, MemoryLedger& ledger, const TensorParallelGroup& tp,
+                                      const PipelinePart& part) {
+    return std::make_unique<GptModel>(config, shape, seed, ops, ledger, tp, part);
 }
 
 }  // namespace parbench

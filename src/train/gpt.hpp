@@ -16,6 +16,7 @@ namespace parbench {
 
 ParameterLayout gpt_parameter_layout(const ModelConfig& config, int seq_len, const TensorSplit& split);
 std::unique_ptr<Model> make_gpt_model(const ModelConfig& config, const MicrobatchShape& shape, std::uint64_t seed,
-                                      Ops& ops, MemoryLedger& ledger, const TensorParallelGroup& tp);
+                                      Ops& ops, MemoryLedger& ledger, const TensorParallelGroup& tp,
+                                      const PipelinePart& part = {});
 
 }  // namespace parbench

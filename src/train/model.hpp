@@ -37,6 +37,24 @@ struct MicrobatchShape {
     int microbatches = 1; // per step on this rank
 };
 
+// The depth cut of one pipeline rank (train/pipeline/): its chunks in order, each a
+// contiguous range of layers [first, end) (virtual stage c·p + r for chunk c of rank r), and
+// how many micro-batches each chunk holds activations for at once (the schedule's peak).
+struct LayerRange {
+    int first = 0;
+    int end = 0;
+};
+struct PipelinePart {
+    std::vector<LayerRange> chunks;  // empty: the whole model, run by forward / backward
+    std::vector<int> slots;          // per chunk
+    bool split_backward = false;     // the schedule runs B (input gradient) and W (weights) apart
+    bool active() const { return !chunks.empty(); }
+};
+
+// Which part of a pipeline chunk's backward to run: all of it, the input gradient only (B),
+// or the weight gradients left over from B (W; zero-bubble, arXiv 2401.10241 sec. 2).
+enum class BackwardPass { full, input, weight };
+
 class Model {
   public:
     virtual ~Model() = default;
@@ -59,12 +77,34 @@ class Model {
     // allocated from the ledger (the per-layer activation memory of arXiv 2205.05198 sec. 4;
     // the MLP's layers differ under tensor parallelism, so it gives their mean).
     virtual std::size_t activation_bytes_per_layer() const = 0;
+
+    // ---- pipeline chunks (a model built with an active PipelinePart) --------------------
+    // Floats of the activation crossing a stage boundary (and of its gradient).
+    virtual std::size_t boundary_numel() const;
+    // Where chunk `chunk` of `microbatch` takes its input from the previous stage.
+    virtual float* boundary_input(int microbatch, int chunk);
+    // The chunk's forward output, sent to the next stage.
+    virtual const float* boundary_output(int microbatch, int chunk);
+    // Where the gradient of the chunk's output arrives; after its backward (full or input
+    // pass) it holds the gradient of the chunk's input, sent to the previous stage.
+    virtual float* boundary_gradient(int microbatch, int chunk);
+    virtual void forward_chunk(int microbatch, int chunk, ParameterAccess& access);
+    virtual void backward_chunk(int microbatch, int chunk, float loss_scale, BackwardPass pass,
+                                ParameterAccess& access);
+    // The unit whose parameters this rank shares with another stage (GPT's tied embedding on
+    // the first and last stages), whose gradients the two must add; -1 for none.
+    virtual int shared_unit() const;
+    // Whether this rank computes the loss (its part ends with the model's head).
+    virtual bool computes_loss() const;
 };
 
 // Builds the model of the config's kind; every buffer it holds is counted in `ledger`. With
 // a tensor-parallel group of more than one rank, this rank's shard of it (tensor_parallel.hpp).
 std::unique_ptr<Model> make_model(const ModelConfig& config, const MicrobatchShape& shape, std::uint64_t seed,
-                                  Ops& ops, MemoryLedger& ledger, const TensorParallelGroup& tp = {});
+                                  Ops& ops, MemoryLedger& ledger, const TensorParallelGroup& tp = {},
+                                  const PipelinePart& part = {});
+// The global units (layout indices of the whole model) that a pipeline part holds, ascending.
+std::vector<int> pipeline_part_units(const ModelConfig& config, const PipelinePart& part);
 
 // The parameter list alone (no buffers): for counting parameters before anything runs. With
 // a split, the tensors (or pieces of them) that rank split.rank holds.

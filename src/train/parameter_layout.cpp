@@ -68,6 +68,24 @@ std::size_t TensorSpec::full_index(std::size_t index) const {
     throw std::out_of_range("TensorSpec::full_index: element outside tensor " + name);
 }
 
+ParameterLayout ParameterLayout::select_units(const std::vector<int>& units) const {
+    ParameterLayout selected;
+    for (int unit : units) {
+        const UnitSpec& spec = units_.at(static_cast<std::size_t>(unit));
+        selected.add_unit(spec.name);
+        for (int id = spec.first_tensor; id < spec.first_tensor + spec.tensor_count; ++id) {
+            TensorSpec tensor = tensors_[static_cast<std::size_t>(id)];
+            tensor.unit = static_cast<int>(selected.units_.size()) - 1;
+            if (tensor.init_id < 0) tensor.init_id = id;
+            selected.units_.back().numel += tensor.numel;
+            ++selected.units_.back().tensor_count;
+            selected.total_ += tensor.numel;
+            selected.tensors_.push_back(std::move(tensor));
+        }
+    }
+    return selected;
+}
+
 UnitGroups group_units_by_bytes(const ParameterLayout& layout, std::size_t bucket_bytes) {
     UnitGroups groups;
     int end = static_cast<int>(layout.units().size());
@@ -156,7 +174,8 @@ void FlatLayout::initial_values(std::uint64_t seed, std::size_t begin, std::size
         const std::size_t lo = std::max(begin, start);
         const std::size_t hi = std::min(end, start + tensor.numel);
         for (std::size_t position = lo; position < hi; ++position)
-            out[position - begin] = initial_value(tensor, static_cast<int>(id), seed, position - start);
+            out[position - begin] =
+                initial_value(tensor, tensor.init_id >= 0 ? tensor.init_id : static_cast<int>(id), seed, position - start);
     }
 }
 

@@ -39,6 +39,9 @@ struct TensorSpec {
     float stddev = 0.0f;         // for InitKind::normal
     // The index in the full tensor of element `index` of this tensor (itself when whole).
     std::size_t full_index(std::size_t index) const;
+    // The tensor's index in the whole model's layout, which seeds its initial values; -1: its
+    // index in this layout. Set by select_units, so a pipeline stage starts as the model does.
+    int init_id = -1;
 };
 
 struct UnitSpec {
@@ -62,6 +65,9 @@ class ParameterLayout {
     const std::vector<UnitSpec>& units() const { return units_; }
     const TensorSpec& tensor(int index) const { return tensors_.at(static_cast<std::size_t>(index)); }
     std::size_t total_numel() const { return total_; }
+    // The layout of `units` alone (ascending), tensors keeping their initialisation: a
+    // pipeline stage's share of the model.
+    ParameterLayout select_units(const std::vector<int>& units) const;
 
   private:
     std::vector<TensorSpec> tensors_;

@@ -1,5 +1,6 @@
 #include "train/step_driver.hpp"
 
+#include <chrono>
 #include <string>
 
 #include "bench/nvtx.hpp"
@@ -7,8 +8,9 @@
 namespace parbench {
 
 StepDriver::StepDriver(Model& model, TrainingScheme& scheme, Device& device, Communicator& control,
-                       const StepPlan& plan)
-    : model_(model), scheme_(scheme), device_(device), control_(control), plan_(plan), timer_(device.make_timer()) {}
+                       const StepPlan& plan, PipelineExecutor* pipeline)
+    : model_(model), scheme_(scheme), device_(device), control_(control), plan_(plan), timer_(device.make_timer()),
+      pipeline_(pipeline) {}
 
 StepRecord StepDriver::run_step(int step) {
     const int micro = plan_.microbatch_size();
@@ -25,8 +27,13 @@ StepRecord StepDriver::run_step(int step) {
     device_.synchronize();
     control_.barrier();
     scheme_.exposed_comm().take_ms();
+    const auto step_start = std::chrono::steady_clock::now();
     timer_->start();
-    {
+    StepRecord record;
+    if (pipeline_ != nullptr) {
+        NvtxRange step_range("step " + std::to_string(step));
+        record.pipeline = pipeline_->run_step(step, rank_loss_scale, step_start);
+    } else {
         NvtxRange step_range("step " + std::to_string(step));
         scheme_.begin_step();
         for (int k = 0; k < plan_.microbatches; ++k) {
@@ -42,9 +49,9 @@ StepRecord StepDriver::run_step(int step) {
         scheme_.optimizer_step(step + 1);  // AdamW's t counts from 1
     }
     timer_->stop();
-    StepRecord record;
     record.time_ms = timer_->elapsed_us() / 1000.0;  // waits for the device's stop event
     record.exposed_comm_ms = scheme_.exposed_comm().take_ms();
+    if (!model_.computes_loss()) return record;
     for (int k = 0; k < plan_.microbatches; ++k) record.loss += model_.mean_loss(k);
     record.loss /= plan_.microbatches;
     return record;

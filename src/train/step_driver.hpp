@@ -11,6 +11,7 @@
 #include "comm/communicator.hpp"
 #include "device/device.hpp"
 #include "train/model.hpp"
+#include "train/pipeline/pipeline_executor.hpp"
 #include "train/scheme.hpp"
 
 namespace parbench {
@@ -29,12 +30,15 @@ struct StepPlan {
 struct StepRecord {
     double time_ms = 0.0;            // this rank
     double exposed_comm_ms = 0.0;    // this rank
-    double loss = 0.0;               // this rank's mean over its micro-batches
+    double loss = 0.0;               // this rank's mean over its micro-batches (0 off the last stage)
+    PipelineStepStats pipeline;      // pipeline runs only
 };
 
 class StepDriver {
   public:
-    StepDriver(Model& model, TrainingScheme& scheme, Device& device, Communicator& control, const StepPlan& plan);
+    // With a pipeline executor the step runs its schedule instead of the micro-batch loop.
+    StepDriver(Model& model, TrainingScheme& scheme, Device& device, Communicator& control, const StepPlan& plan,
+               PipelineExecutor* pipeline = nullptr);
     // Step `step` counts from 0 over warm-up and timed steps alike (data and AdamW's t).
     StepRecord run_step(int step);
 
@@ -45,6 +49,7 @@ class StepDriver {
     Communicator& control_;
     StepPlan plan_;
     std::unique_ptr<Timer> timer_;
+    PipelineExecutor* pipeline_;
 };
 
 }  // namespace parbench

@@ -39,6 +39,35 @@ void check_tensor_parallel(const TrainPlan& plan) {
                          " ways across --tp " + text(o.tp) + "; use a --seq that is a multiple of " + text(o.tp));
 }
 
+// Pipeline stages are cut from GPT blocks; the data-parallel schemes that keep whole
+// gradient buffers (DDP, ZeRO-1, as Megatron-LM's distributed optimizer) compose with them.
+void check_pipeline(TrainPlan& plan) {
+    const TrainOptions& o = plan.options;
+    plan.schedule = parse_schedule_kind(o.schedule);
+    plan.p2p = parse_p2p_mode(o.p2p);
+    if (o.pp == 1) {
+        if (o.virtual_stages != 1 || !o.stage_layers.empty())
+            throw UsageError("--virtual-stages and --stage-layers cut pipeline stages; they need --pp 2 or more");
+        return;
+    }
+    const std::string pp = "--pp " + text(o.pp);
+    if (plan.model.kind != ModelKind::gpt)
+        throw UsageError(pp + ": pipeline stages are cut from GPT blocks, and model " + plan.model.name +
+                         " is an MLP; use a gpt model or --pp 1");
+    if (o.zero > 1)
+        throw UsageError(pp + " with --zero " + text(o.zero) + ": ZeRO-2/3 reduce or gather per micro-batch, which a "
+                         "pipeline interleaves; use --zero 0 or 1");
+    if (o.overlap || o.prefetch)
+        throw UsageError(pp + " with --overlap/--prefetch: a pipeline's backwards of different micro-batches "
+                         "interleave, so buckets cannot be launched mid-step; drop them");
+    if (plan.schedule == ScheduleKind::zero_bubble_h1 && o.sp)
+        throw UsageError("--schedule zb-h1 with --sp: the deferred weight gradients would gather the sequence again; "
+                         "drop --sp or use another schedule");
+    validate_p2p_mode(plan.schedule, plan.p2p);
+    validate_schedule_shape(plan.schedule, plan.schedule_shape());
+    plan.stage_ranges = virtual_stage_layers(plan.model.layers, o.pp, o.virtual_stages, o.stage_layers);
+}
+
 }  // namespace
 
 TrainPlan resolve_train_options(const TrainOptions& options) {
@@ -57,8 +86,6 @@ TrainPlan resolve_train_options(const TrainOptions& options) {
     if (options.tp_style == "allgather" && options.tp < 2)
         throw UsageError("--tp-style allgather splits every layer across the tensor-parallel group; it needs --tp 2 "
                          "or more");
-    if (options.pp > 1)
-        throw UsageError("--pp " + text(options.pp) + ": pipeline parallelism is not in this build yet; use --pp 1");
     if (options.zero < 0 || options.zero > 3) throw UsageError("--zero " + text(options.zero) + ": use 0, 1, 2 or 3");
     if (options.microbatches < 1) throw UsageError("--microbatches must be at least 1");
     if (!(options.bucket_mb > 0.0) || !std::isfinite(options.bucket_mb))
@@ -82,6 +109,8 @@ TrainPlan resolve_train_options(const TrainOptions& options) {
 
     plan.tp_style = options.tp_style == "allgather" ? TensorParallelStyle::allgather : TensorParallelStyle::megatron;
     check_tensor_parallel(plan);
+
+    check_pipeline(plan);
 
     plan.scheme.zero_stage = options.zero;
     plan.scheme.bucket_bytes = static_cast<std::size_t>(options.bucket_mb * 1024.0 * 1024.0);
@@ -132,6 +161,10 @@ nlohmann::json to_json(const TrainOptions& o) {
         {"sp", o.sp},
         {"tp_style", o.tp_style},
         {"pp", o.pp},
+        {"schedule", o.schedule},
+        {"virtual_stages", o.virtual_stages},
+        {"stage_layers", o.stage_layers},
+        {"p2p", o.p2p},
         {"zero", o.zero},
         {"microbatches", o.microbatches},
         {"bucket_mb", o.bucket_mb},

@@ -8,10 +8,14 @@
 #include <cstdint>
 #include <optional>
 #include <string>
+#include <vector>
 
 #include "train/mesh.hpp"
 #include "train/model_config.hpp"
 #include "train/scheme.hpp"
+#include "train/pipeline/partition.hpp"
+#include "train/pipeline/schedule.hpp"
+#include "train/pipeline/schedule_simulation.hpp"
 #include "train/tensor_parallel.hpp"
 
 namespace parbench {
@@ -29,6 +33,12 @@ struct TrainOptions {
     bool sp = false;                    // Megatron sequence parallelism inside the tp group
     std::string tp_style = "megatron";  // or "allgather" (MLP only)
     int pp = 1;
+    std::string schedule = "1f1b";    // pipeline schedule (pp > 1)
+    int virtual_stages = 1;           // chunks per pipeline rank (interleaved)
+    std::vector<int> stage_layers;    // layers per (virtual) stage; empty: balanced
+    std::string p2p = "nonblocking";  // pipeline transfers: nonblocking or blocking
+    bool print_schedule = false;      // print the schedule and exit, without MPI
+    std::string trace_path;           // Chrome trace of every rank's timeline
     int zero = 0;
     int microbatches = 1;
     double bucket_mb = 25.0;
@@ -48,6 +58,12 @@ struct TrainPlan {
     int seq_len = 1;
     SchemeSettings scheme;
     TensorParallelStyle tp_style = TensorParallelStyle::megatron;
+    // Pipeline parallelism (options.pp > 1): the schedule, transfers and each virtual
+    // stage's layers (train/pipeline/).
+    ScheduleKind schedule = ScheduleKind::one_f_one_b;
+    P2pMode p2p = P2pMode::nonblocking;
+    std::vector<LayerRange> stage_ranges;
+    ScheduleShape schedule_shape() const { return ScheduleShape{options.pp, options.microbatches, options.virtual_stages}; }
     // This rank's split for its coordinate in a tensor-parallel group of options.tp.
     TensorSplit tensor_split(int tp_rank) const {
         return TensorSplit{tp_rank, options.tp, options.sp, tp_style};

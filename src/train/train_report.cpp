@@ -6,6 +6,7 @@
 #include <sstream>
 
 #include "bench/statistics.hpp"
+#include "train/pipeline/pipeline_report.hpp"
 #include "train/tensor_parallel_cost.hpp"
 
 namespace parbench {
@@ -199,6 +200,7 @@ nlohmann::json train_result_json(const TrainSummaryInputs& in) {
                            {"reference", "the same model, seed, data and global batch on a world of one (serial)"},
                            {"passed", in.check->passed}};
     }
+    if (m.pipeline) add_pipeline_results(result, in.plan, in.mesh, *m.pipeline, m.memory_by_rank);
     result["warnings"] = train_warnings(m);
     return result;
 }

@@ -1,6 +1,7 @@
 #include "train/train_run.hpp"
 
 #include <algorithm>
+#include <chrono>
 #include <cmath>
 #include <memory>
 #include <stdexcept>
@@ -8,6 +9,7 @@
 #include "bench/nvtx.hpp"
 #include "train/model.hpp"
 #include "train/scheme.hpp"
+#include "train/pipeline/partition.hpp"
 #include "train/step_driver.hpp"
 
 namespace parbench {
@@ -37,6 +39,92 @@ std::vector<MemoryUsage> gather_memory(const MemoryUsage& mine, Communicator& co
     return usages;
 }
 
+// Rank 0 receives every rank's timeline events (7 numbers each) over `control`.
+std::vector<std::vector<TimelineEvent>> gather_events(const std::vector<TimelineEvent>& mine, Communicator& control) {
+    constexpr std::size_t fields = 7;
+    std::vector<double> packed;
+    for (const TimelineEvent& e : mine)
+        packed.insert(packed.end(), {static_cast<double>(e.kind), e.start_us, e.duration_us,
+                                     static_cast<double>(e.microbatch), static_cast<double>(e.stage),
+                                     static_cast<double>(e.step), 0.0});
+    std::vector<std::vector<TimelineEvent>> all;
+    if (control.rank() != 0) {
+        std::uint64_t count = packed.size();
+        control.send(&count, 1, DType::uint64, 0);
+        if (count > 0) control.send(packed.data(), packed.size(), DType::float64, 0);
+        return all;
+    }
+    all.push_back(mine);
+    for (int rank = 1; rank < control.size(); ++rank) {
+        std::uint64_t count = 0;
+        control.recv(&count, 1, DType::uint64, rank);
+        std::vector<double> theirs(count);
+        if (count > 0) control.recv(theirs.data(), count, DType::float64, rank);
+        std::vector<TimelineEvent> events;
+        for (std::size_t i = 0; i + fields <= theirs.size(); i += fields)
+            events.push_back(TimelineEvent{static_cast<TimelineKind>(static_cast<int>(theirs[i])), theirs[i + 1],
+                                           theirs[i + 2], static_cast<int>(theirs[i + 3]),
+                                           static_cast<int>(theirs[i + 4]), static_cast<int>(theirs[i + 5])});
+        all.push_back(std::move(events));
+    }
+    return all;
+}
+
+// Every rank's value, in world-rank order.
+std::vector<double> allgather_values(double mine, Communicator& control) {
+    std::vector<double> all(static_cast<std::size_t>(control.size()));
+    control.allgather(&mine, all.data(), 1, DType::float64);
+    return all;
+}
+
+// The whole model's canonical parameters on pipeline rank 0 from every stage's (each in
+// its units' order): every unit is taken from the first stage that holds it (the tied
+// embedding's copies on the first and last stages are equal). Collective over `pp`.
+std::vector<float> assemble_pipeline_parameters(const TrainPlan& plan, Communicator& pp,
+                                                const std::vector<float>& mine) {
+    if (pp.rank() != 0) {
+        pp.send(mine.data(), mine.size(), DType::float32, 0);
+        return {};
+    }
+    const ParameterLayout full = model_parameter_layout(plan.model, plan.seq_len);
+    const Schedule schedule = make_schedule(plan.schedule, plan.schedule_shape());
+    std::vector<std::vector<int>> units_of(static_cast<std::size_t>(pp.size()));
+    std::vector<std::vector<float>> parts(static_cast<std::size_t>(pp.size()));
+    for (int r = 0; r < pp.size(); ++r) {
+        units_of[static_cast<std::size_t>(r)] =
+            pipeline_part_units(plan.model, pipeline_part(schedule, r, plan.stage_ranges));
+        std::size_t count = 0;
+        for (int u : units_of[static_cast<std::size_t>(r)]) count += full.units()[static_cast<std::size_t>(u)].numel;
+        if (r == 0) {
+            parts[0] = mine;
+        } else {
+            parts[static_cast<std::size_t>(r)].resize(count);
+            pp.recv(parts[static_cast<std::size_t>(r)].data(), count, DType::float32, r);
+        }
+    }
+    std::vector<float> whole;
+    for (int u = 0; u < static_cast<int>(full.units().size()); ++u) {
+        for (int r = 0; r < pp.size(); ++r) {
+            const auto& units = units_of[static_cast<std::size_t>(r)];
+            std::size_t offset = 0;
+            bool found = false;
+            for (int held : units) {
+                if (held == u) {
+                    found = true;
+                    break;
+                }
+                offset += full.units()[static_cast<std::size_t>(held)].numel;
+            }
+            if (!found) continue;
+            const auto begin = parts[static_cast<std::size_t>(r)].begin() + static_cast<std::ptrdiff_t>(offset);
+            whole.insert(whole.end(), begin,
+                         begin + static_cast<std::ptrdiff_t>(full.units()[static_cast<std::size_t>(u)].numel));
+            break;
+        }
+    }
+    return whole;
+}
+
 std::vector<double> max_over_ranks(std::vector<double> values, Communicator& control) {
     control.allreduce(values.data(), values.data(), values.size(), DType::float64, ReduceOp::max);
     return values;
@@ -55,7 +143,14 @@ TrainMeasurements run_training(const TrainPlan& plan, Mesh& mesh, Device& device
 
     MemoryLedger ledger(device);
     const TensorParallelGroup tp(mesh.tp(), plan.tensor_split(mesh.coordinates().tp));
-    std::unique_ptr<Model> model = make_model(plan.model, shape, o.seed, ops, ledger, tp);
+    const bool pipelined = o.pp > 1;
+    std::optional<Schedule> schedule;
+    PipelinePart part;
+    if (pipelined) {
+        schedule = make_schedule(plan.schedule, plan.schedule_shape());
+        part = pipeline_part(*schedule, mesh.coordinates().pp, plan.stage_ranges, plan.p2p);
+    }
+    std::unique_ptr<Model> model = make_model(plan.model, shape, o.seed, ops, ledger, tp, part);
     std::unique_ptr<TrainingScheme> scheme =
         make_scheme(SchemeContext{device, ops, mesh.dp(), ledger, *model}, plan.scheme);
     scheme->initialize_parameters(o.seed);
@@ -67,7 +162,12 @@ TrainMeasurements run_training(const TrainPlan& plan, Mesh& mesh, Device& device
     step_plan.microbatches = o.microbatches;
     step_plan.rows_per_sample = plan.model.kind == ModelKind::gpt ? plan.seq_len : 1;
     step_plan.data_seed = o.seed;
-    StepDriver driver(*model, *scheme, device, control, step_plan);
+    std::optional<PipelineExecutor> executor;
+    if (pipelined)
+        executor.emplace(*schedule, mesh.coordinates().pp, plan.p2p, *model, *scheme, mesh.pp(), ops, ledger);
+    StepDriver driver(*model, *scheme, device, control, step_plan, executor ? &*executor : nullptr);
+    PipelineStepStats pipeline_totals;
+    std::vector<double> pipeline_span_ms;
 
     TrainMeasurements result;
     result.parameters = model_parameter_layout(plan.model, plan.seq_len).total_numel();
@@ -79,12 +179,35 @@ TrainMeasurements run_training(const TrainPlan& plan, Mesh& mesh, Device& device
         if (step == o.warmup) {  // count the timed steps only
             mesh.dp().stats().reset();
             mesh.tp().stats().reset();
+            if (executor) {  // the trace's clock starts at a barrier, alike on every rank
+                control.barrier();
+                executor->set_origin(std::chrono::steady_clock::now());
+                executor->set_recording(!o.trace_path.empty());
+            }
         }
         const StepRecord record = driver.run_step(step);
         losses.push_back(record.loss);
         if (step < o.warmup) continue;
         step_ms.push_back(record.time_ms);
         exposed_ms.push_back(record.exposed_comm_ms);
+        pipeline_span_ms.push_back(record.pipeline.pipeline_ms);
+        pipeline_totals.compute_ms += record.pipeline.compute_ms;
+        pipeline_totals.recv_wait_ms += record.pipeline.recv_wait_ms;
+        pipeline_totals.send_ms += record.pipeline.send_ms;
+        pipeline_totals.p2p_bytes += record.pipeline.p2p_bytes;
+    }
+    if (executor) {
+        PipelineMeasurements pm;
+        pm.span_ms = max_over_ranks(pipeline_span_ms, control);
+        const double steps = static_cast<double>(o.steps);
+        for (double stage : allgather_values(mesh.coordinates().pp, control)) pm.stage_of_rank.push_back(static_cast<int>(stage));
+        pm.compute_ms = allgather_values(pipeline_totals.compute_ms / steps, control);
+        pm.recv_wait_ms = allgather_values(pipeline_totals.recv_wait_ms / steps, control);
+        pm.send_ms = allgather_values(pipeline_totals.send_ms / steps, control);
+        pm.p2p_bytes = allgather_values(static_cast<double>(pipeline_totals.p2p_bytes) / steps, control);
+        pm.in_flight = peak_in_flight(*schedule, plan.p2p);
+        if (!o.trace_path.empty()) pm.events = gather_events(executor->events(), control);
+        result.pipeline = std::move(pm);
     }
     result.dp_comm = mesh.dp().stats();
     result.tp_comm = mesh.tp().stats();
@@ -93,21 +216,29 @@ TrainMeasurements run_training(const TrainPlan& plan, Mesh& mesh, Device& device
     result.activation_bytes_per_layer = activation_bytes;
     result.step_ms = max_over_ranks(step_ms, control);
     result.exposed_comm_ms = max_over_ranks(exposed_ms, control);
-    // Every rank's loss is the mean over its slice; the global batch's is their mean.
+    // Every rank's loss is the mean over its slice; the global batch's is their mean. Only the
+    // last pipeline stage computes it (the others report 0), so the mean is over its ranks.
     control.allreduce(losses.data(), losses.data(), losses.size(), DType::float64, ReduceOp::sum);
-    for (double& loss : losses) loss /= control.size();
+    for (double& loss : losses) loss /= control.size() / o.pp;
     result.loss = losses;
     result.memory_by_rank = gather_memory(ledger.usage(), control);
     if (keep_parameters) {
         std::vector<float> parameters = scheme->canonical_parameters();
         if (mesh.shape().tp > 1) {
             // Each tensor-parallel rank holds its pieces: put the full model together.
+            // A pipeline stage's layouts hold its units only.
+            auto stage_part = [&](ParameterLayout layout) {
+                return pipelined ? layout.select_units(pipeline_part_units(plan.model, part)) : layout;
+            };
             std::vector<ParameterLayout> shards;
             for (int q = 0; q < mesh.shape().tp; ++q)
-                shards.push_back(model_parameter_layout(plan.model, plan.seq_len, plan.tensor_split(q)));
+                shards.push_back(stage_part(model_parameter_layout(plan.model, plan.seq_len, plan.tensor_split(q))));
             parameters = assemble_full_parameters(mesh.tp(), device, parameters,
-                                                  model_parameter_layout(plan.model, plan.seq_len), shards);
+                                                  stage_part(model_parameter_layout(plan.model, plan.seq_len)), shards);
         }
+        // The stages of world rank 0's pipeline group put the whole model together.
+        if (pipelined && mesh.coordinates().dp == 0 && mesh.coordinates().tp == 0)
+            parameters = assemble_pipeline_parameters(plan, mesh.pp(), parameters);
         if (control.rank() == 0) result.final_parameters = std::move(parameters);
     }
     return result;

@@ -13,9 +13,23 @@
 #include "train/mesh.hpp"
 #include "train/ops/ops.hpp"
 #include "train/parameter_layout.hpp"
+#include "train/pipeline/pipeline_executor.hpp"
 #include "train/train_options.hpp"
 
 namespace parbench {
+
+// Pipeline runs: per world rank, means over the timed steps, and the step spans the bubble is
+// measured against (the time from each step's start to the last rank's last pipeline action).
+struct PipelineMeasurements {
+    std::vector<double> span_ms;            // per timed step, max over ranks
+    std::vector<int> stage_of_rank;         // pipeline coordinate of each world rank
+    std::vector<double> compute_ms;         // per rank, per step: F + B + W
+    std::vector<double> recv_wait_ms;       // per rank, per step
+    std::vector<double> send_ms;            // per rank, per step
+    std::vector<double> p2p_bytes;          // per rank, per step, sent
+    std::vector<std::vector<int>> in_flight;  // per pipeline rank, per chunk: the schedule's peak
+    std::vector<std::vector<TimelineEvent>> events;  // rank 0, per world rank, when traced
+};
 
 struct TrainMeasurements {
     std::size_t parameters = 0;          // the whole model
@@ -28,6 +42,7 @@ struct TrainMeasurements {
     CommStats tp_comm;                   // this rank's tensor-parallel group, timed steps only
     std::size_t activation_bytes_per_layer = 0;  // Model::activation_bytes_per_layer, max over ranks
     std::vector<float> final_parameters; // canonical order; filled on rank 0 when asked
+    std::optional<PipelineMeasurements> pipeline;  // --pp > 1
 };
 
 // Collective over `control` (the mesh's world). `keep_parameters` gathers the final

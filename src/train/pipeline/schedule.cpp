@@ -133,15 +133,23 @@ std::string bubble_formula(ScheduleKind kind) {
 }
 
 std::vector<std::vector<int>> peak_in_flight(const Schedule& schedule) {
+    return peak_in_flight(schedule, schedule.ranks);
+}
+
+std::vector<std::vector<int>> peak_in_flight(const Schedule& schedule, const std::vector<std::vector<Action>>& order) {
     const auto v = static_cast<std::size_t>(schedule.shape.virtual_stages);
     const ActionKind release = schedule.split_backward ? ActionKind::weight : ActionKind::backward;
     std::vector<std::vector<int>> peaks;
-    for (const auto& actions : schedule.ranks) {
+    for (const auto& actions : order) {
         std::vector<int> held(v, 0);
         std::vector<int> peak(v, 0);
         for (const Action& action : actions) {
             auto& count = held[static_cast<std::size_t>(action.chunk)];
-            if (action.kind == ActionKind::forward) {
+            // A micro-batch's slot is taken by its input's arrival (its forward on stage 0).
+            const bool first_stage = action.chunk * schedule.shape.stages +
+                                         static_cast<int>(&actions - order.data()) == 0;
+            if (action.kind == ActionKind::recv_activation ||
+                (action.kind == ActionKind::forward && first_stage)) {
                 ++count;
                 peak[static_cast<std::size_t>(action.chunk)] = std::max(peak[static_cast<std::size_t>(action.chunk)], count);
             } else if (action.kind == release) {

@@ -72,6 +72,8 @@ std::string bubble_formula(ScheduleKind kind);
 // are still held (until B, or until W when the backward is split). The model allocates that
 // many activation slots per chunk.
 std::vector<std::vector<int>> peak_in_flight(const Schedule& schedule);
+// The same for the ranks' actions in another order (blocking transfers pull receives ahead).
+std::vector<std::vector<int>> peak_in_flight(const Schedule& schedule, const std::vector<std::vector<Action>>& order);
 
 // "F3" / "B3" / "W3", with ".c" for the chunk when v > 1.
 std::string action_label(const Action& action, int virtual_stages);

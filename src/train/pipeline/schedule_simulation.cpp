@@ -218,6 +218,18 @@ std::vector<Step> rank_steps(const std::vector<Action>& actions, P2pMode mode) {
     return steps;
 }
 
+std::vector<std::vector<int>> peak_in_flight(const Schedule& schedule, P2pMode mode) {
+    std::vector<std::vector<Action>> order;
+    for (const auto& actions : schedule.ranks) {
+        std::vector<Action> issued;
+        for (const Step& step : rank_steps(actions, mode))
+            for (const auto* part : {&step.recv, &step.compute, &step.send})
+                if (*part) issued.push_back(**part);
+        order.push_back(std::move(issued));
+    }
+    return peak_in_flight(schedule, order);
+}
+
 PassCosts balanced_costs(const Schedule& schedule) {
     if (schedule.split_backward) return PassCosts{1.0, 1.0, 1.0};
     return PassCosts{1.0, 2.0, 0.0};

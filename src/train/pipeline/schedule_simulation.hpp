@@ -32,6 +32,8 @@ struct Step {
     std::optional<Action> recv;
 };
 std::vector<Step> rank_steps(const std::vector<Action>& actions, P2pMode mode);
+// peak_in_flight in the order the executor issues the actions in `mode`.
+std::vector<std::vector<int>> peak_in_flight(const Schedule& schedule, P2pMode mode);
 
 // Compute time of one pass of one micro-batch on one chunk; transfers are free.
 struct PassCosts {

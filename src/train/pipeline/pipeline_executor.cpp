@@ -1,0 +1,200 @@
+#include "train/pipeline/pipeline_executor.hpp"
+
+#include <stdexcept>
+
+#include "bench/nvtx.hpp"
+
+namespace parbench {
+
+const char* timeline_kind_name(TimelineKind kind) {
+    switch (kind) {
+        case TimelineKind::forward: return "F";
+        case TimelineKind::backward: return "B";
+        case TimelineKind::weight: return "W";
+        case TimelineKind::send_activation: return "send act";
+        case TimelineKind::recv_activation: return "recv act";
+        case TimelineKind::send_gradient: return "send grad";
+        case TimelineKind::recv_gradient: return "recv grad";
+        case TimelineKind::embedding_sync: return "tied embedding allreduce";
+        case TimelineKind::gradient_reduce: return "dp gradient reduction";
+        case TimelineKind::optimizer: return "optimizer";
+    }
+    return "?";
+}
+
+const char* timeline_kind_category(TimelineKind kind) {
+    switch (kind) {
+        case TimelineKind::forward:
+        case TimelineKind::backward:
+        case TimelineKind::weight: return "compute";
+        case TimelineKind::embedding_sync:
+        case TimelineKind::gradient_reduce: return "collective";
+        case TimelineKind::optimizer: return "optimizer";
+        default: return "p2p";
+    }
+}
+
+PipelineExecutor::PipelineExecutor(const Schedule& schedule, int pp_rank, P2pMode mode, Model& model,
+                                   TrainingScheme& scheme, Communicator& pp, Ops& ops, MemoryLedger& ledger)
+    : schedule_(schedule), pp_rank_(pp_rank), mode_(mode),
+      steps_(rank_steps(schedule.ranks.at(static_cast<std::size_t>(pp_rank)), mode)), model_(model), scheme_(scheme),
+      pp_(pp), ops_(ops), origin_(Clock::now()) {
+    const int shared = model.shared_unit();
+    if (shared >= 0)
+        shared_scratch_ = ledger.allocate(MemoryCategory::grads,
+                                          model.layout().units().at(static_cast<std::size_t>(shared)).numel * sizeof(float));
+}
+
+void PipelineExecutor::add_event(TimelineKind kind, Clock::time_point start, Clock::time_point end, int microbatch,
+                                 int stage) {
+    const double duration = std::chrono::duration<double, std::micro>(end - start).count();
+    switch (timeline_kind_category(kind)[0]) {
+        case 'c':
+            if (kind <= TimelineKind::weight) stats_.compute_ms += duration / 1000.0;
+            break;
+        case 'p':
+            if (kind == TimelineKind::recv_activation || kind == TimelineKind::recv_gradient)
+                stats_.recv_wait_ms += duration / 1000.0;
+            else
+                stats_.send_ms += duration / 1000.0;
+            break;
+        default: break;
+    }
+    if (!recording_) return;
+    events_.push_back(TimelineEvent{kind, std::chrono::duration<double, std::micro>(start - origin_).count(), duration,
+                                    microbatch, stage, step_});
+}
+
+void PipelineExecutor::wait_for_send(const void* buffer) {
+    auto found = sends_in_flight_.find(buffer);
+    if (found == sends_in_flight_.end()) return;
+    found->second.wait();
+    sends_in_flight_.erase(found);
+}
+
+float* PipelineExecutor::transfer_buffer(const Action& action) {
+    switch (action.kind) {
+        case ActionKind::recv_activation: return model_.boundary_input(action.microbatch, action.chunk);
+        case ActionKind::send_activation:
+            return const_cast<float*>(model_.boundary_output(action.microbatch, action.chunk));
+        default: return model_.boundary_gradient(action.microbatch, action.chunk);
+    }
+}
+
+void PipelineExecutor::compute(const Action& action, float loss_scale) {
+    const auto start = Clock::now();
+    if (action.kind == ActionKind::forward) {
+        // A slot's output may still be on its way to the next stage from an earlier micro-batch.
+        wait_for_send(model_.boundary_output(action.microbatch, action.chunk));
+        if (action.chunk == 0) scheme_.begin_microbatch(action.microbatch);
+        NvtxRange range("F" + std::to_string(action.microbatch));
+        model_.forward_chunk(action.microbatch, action.chunk, scheme_);
+        add_event(TimelineKind::forward, start, Clock::now(), action.microbatch, stage_of(action.chunk));
+        return;
+    }
+    if (action.kind == ActionKind::backward) {
+        wait_for_send(model_.boundary_gradient(action.microbatch, action.chunk));
+        NvtxRange range("B" + std::to_string(action.microbatch));
+        model_.backward_chunk(action.microbatch, action.chunk, loss_scale,
+                              schedule_.split_backward ? BackwardPass::input : BackwardPass::full, scheme_);
+        add_event(TimelineKind::backward, start, Clock::now(), action.microbatch, stage_of(action.chunk));
+        return;
+    }
+    NvtxRange range("W" + std::to_string(action.microbatch));
+    model_.backward_chunk(action.microbatch, action.chunk, loss_scale, BackwardPass::weight, scheme_);
+    add_event(TimelineKind::weight, start, Clock::now(), action.microbatch, stage_of(action.chunk));
+}
+
+void PipelineExecutor::transfer(const Step& step) {
+    const std::size_t count = model_.boundary_numel();
+    auto kind_of = [](const Action& action) {
+        switch (action.kind) {
+            case ActionKind::send_activation: return TimelineKind::send_activation;
+            case ActionKind::recv_activation: return TimelineKind::recv_activation;
+            case ActionKind::send_gradient: return TimelineKind::send_gradient;
+            default: return TimelineKind::recv_gradient;
+        }
+    };
+    const auto start = Clock::now();
+    if (step.send) stats_.p2p_bytes += count * sizeof(float);
+    if (mode_ == P2pMode::nonblocking) {
+        if (step.send) {
+            float* buffer = transfer_buffer(*step.send);
+            wait_for_send(buffer);
+            sends_in_flight_[buffer] = pp_.isend(buffer, count, DType::float32, step.send->peer);
+            add_event(kind_of(*step.send), start, Clock::now(), step.send->microbatch, stage_of(step.send->chunk));
+        }
+        if (step.recv) {
+            const auto recv_start = Clock::now();
+            float* buffer = transfer_buffer(*step.recv);
+            wait_for_send(buffer);
+            Request request = pp_.irecv(buffer, count, DType::float32, step.recv->peer);
+            request.wait();
+            add_event(kind_of(*step.recv), recv_start, Clock::now(), step.recv->microbatch, stage_of(step.recv->chunk));
+        }
+        return;
+    }
+    if (step.send && step.recv) {
+        // The send's buffer first: the receive may take the slot the send's micro-batch left.
+        float* send_buffer = transfer_buffer(*step.send);
+        float* recv_buffer = transfer_buffer(*step.recv);
+        // Both at once and both completed before going on, as MPI_Sendrecv (or Megatron-LM's
+        // batch_isend_irecv); built from isend/irecv so it matches the peers' plain send/recv.
+        Request sent = pp_.isend(send_buffer, count, DType::float32, step.send->peer);
+        Request received = pp_.irecv(recv_buffer, count, DType::float32, step.recv->peer);
+        received.wait();
+        sent.wait();
+        // Its time counts as the receive's wait (the send's part cannot be told apart).
+        add_event(kind_of(*step.recv), start, Clock::now(), step.recv->microbatch, stage_of(step.recv->chunk));
+    } else if (step.send) {
+        pp_.send(transfer_buffer(*step.send), count, DType::float32, step.send->peer);
+        add_event(kind_of(*step.send), start, Clock::now(), step.send->microbatch, stage_of(step.send->chunk));
+    } else {
+        pp_.recv(transfer_buffer(*step.recv), count, DType::float32, step.recv->peer);
+        add_event(kind_of(*step.recv), start, Clock::now(), step.recv->microbatch, stage_of(step.recv->chunk));
+    }
+}
+
+// GPT ties the output projection to the token embedding, which lives on the first stage
+// and the last: each holds a copy and adds the other's gradient (Megatron-LM's embedding
+// group, arXiv 2104.04473 sec. 2), so both copies take the same update.
+void PipelineExecutor::sum_shared_gradients() {
+    const int unit = model_.shared_unit();
+    if (unit < 0) return;
+    const auto start = Clock::now();
+    const std::size_t count = model_.layout().units().at(static_cast<std::size_t>(unit)).numel;
+    const int peer = pp_rank_ == 0 ? schedule_.shape.stages - 1 : 0;
+    float* gradients = scheme_.gradients(unit);
+    pp_.sendrecv(gradients, peer, shared_scratch_.as<float>(), peer, count, DType::float32);
+    ops_.add_inplace(gradients, shared_scratch_.as<float>(), count);
+    add_event(TimelineKind::embedding_sync, start, Clock::now(), -1, -1);
+}
+
+PipelineStepStats PipelineExecutor::run_step(int step, float loss_scale, Clock::time_point step_start) {
+    step_ = step;
+    stats_ = PipelineStepStats{};
+    scheme_.begin_step();
+    for (const Step& s : steps_) {
+        if (s.compute)
+            compute(*s.compute, loss_scale);
+        else
+            transfer(s);
+    }
+    {
+        const auto start = Clock::now();
+        for (auto& [buffer, request] : sends_in_flight_) request.wait();
+        sends_in_flight_.clear();
+        stats_.send_ms += std::chrono::duration<double, std::milli>(Clock::now() - start).count();
+    }
+    stats_.pipeline_ms = std::chrono::duration<double, std::milli>(Clock::now() - step_start).count();
+    sum_shared_gradients();
+    auto start = Clock::now();
+    scheme_.end_backward();
+    add_event(TimelineKind::gradient_reduce, start, Clock::now(), -1, -1);
+    start = Clock::now();
+    scheme_.optimizer_step(step + 1);  // AdamW's t counts from 1
+    add_event(TimelineKind::optimizer, start, Clock::now(), -1, -1);
+    return stats_;
+}
+
+}  // namespace parbench
