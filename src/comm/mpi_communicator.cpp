@@ -21,6 +21,10 @@ int mpi_count(std::size_t count, const char* call) {
     return static_cast<int>(count);
 }
 
+// One tag for every point-to-point call, so a send matches a sendrecv's receive and the
+// reverse; MPI keeps messages between a pair in order.
+constexpr int point_to_point_tag = 0;
+
 constexpr int op_index(ReduceOp op) {
     switch (op) {
         case ReduceOp::sum:
@@ -242,11 +246,11 @@ void MpiCommunicator::do_scatter(const void* send, void* recv, std::size_t recv_
 }
 
 void MpiCommunicator::do_send(const void* buffer, std::size_t count, DType type, int peer) {
-    check_mpi(MPI_Send(buffer, mpi_count(count, "MPI_Send"), types_->datatype(type), peer, 0, comm_), "MPI_Send");
+    check_mpi(MPI_Send(buffer, mpi_count(count, "MPI_Send"), types_->datatype(type), peer, point_to_point_tag, comm_), "MPI_Send");
 }
 
 void MpiCommunicator::do_recv(void* buffer, std::size_t count, DType type, int peer) {
-    check_mpi(MPI_Recv(buffer, mpi_count(count, "MPI_Recv"), types_->datatype(type), peer, 0, comm_,
+    check_mpi(MPI_Recv(buffer, mpi_count(count, "MPI_Recv"), types_->datatype(type), peer, point_to_point_tag, comm_,
                        MPI_STATUS_IGNORE),
               "MPI_Recv");
 }
@@ -254,8 +258,8 @@ void MpiCommunicator::do_recv(void* buffer, std::size_t count, DType type, int p
 void MpiCommunicator::do_sendrecv(const void* send, int send_peer, void* recv, int recv_peer, std::size_t count,
                                   DType type) {
     const int n = mpi_count(count, "MPI_Sendrecv");
-    check_mpi(MPI_Sendrecv(send, n, types_->datatype(type), send_peer, 1, recv, n, types_->datatype(type), recv_peer,
-                           1, comm_, MPI_STATUS_IGNORE),
+    check_mpi(MPI_Sendrecv(send, n, types_->datatype(type), send_peer, point_to_point_tag, recv, n,
+                           types_->datatype(type), recv_peer, point_to_point_tag, comm_, MPI_STATUS_IGNORE),
               "MPI_Sendrecv");
 }
 
@@ -298,14 +302,16 @@ Request MpiCommunicator::do_ireduce_scatter(const void* send, void* recv, std::s
 
 Request MpiCommunicator::do_isend(const void* buffer, std::size_t count, DType type, int peer) {
     MPI_Request request = MPI_REQUEST_NULL;
-    check_mpi(MPI_Isend(buffer, mpi_count(count, "MPI_Isend"), types_->datatype(type), peer, 0, comm_, &request),
+    check_mpi(MPI_Isend(buffer, mpi_count(count, "MPI_Isend"), types_->datatype(type), peer, point_to_point_tag, comm_,
+                        &request),
               "MPI_Isend");
     return Request(std::make_unique<MpiRequest>(request, nullptr));
 }
 
 Request MpiCommunicator::do_irecv(void* buffer, std::size_t count, DType type, int peer) {
     MPI_Request request = MPI_REQUEST_NULL;
-    check_mpi(MPI_Irecv(buffer, mpi_count(count, "MPI_Irecv"), types_->datatype(type), peer, 0, comm_, &request),
+    check_mpi(MPI_Irecv(buffer, mpi_count(count, "MPI_Irecv"), types_->datatype(type), peer, point_to_point_tag, comm_,
+                        &request),
               "MPI_Irecv");
     return Request(std::make_unique<MpiRequest>(request, nullptr));
 }

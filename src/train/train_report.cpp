@@ -207,12 +207,8 @@ nlohmann::json train_result_json(const TrainSummaryInputs& in) {
 
 std::vector<std::string> train_warnings(const TrainMeasurements& measurements) {
     std::vector<std::string> warnings;
-    for (std::string warning : sample_warnings(measurements.step_ms)) {
-        // The shared wording names the collective harness's flag; a training run's is --steps.
-        const auto at = warning.find("--iters");
-        if (at != std::string::npos) warning.replace(at, 7, "--steps");
+    for (const std::string& warning : sample_warnings(measurements.step_ms, SampleFlags{"--steps", "--warmup"}))
         warnings.push_back("step times: " + warning);
-    }
     return warnings;
 }
 

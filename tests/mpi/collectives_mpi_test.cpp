@@ -104,6 +104,21 @@ TEST(CollectivesOverMpi, NonBlockingFormsMatchBlocking) {
     EXPECT_EQ(comm.stats().by_op.at("allreduce").calls, 1u);
 }
 
+// A sendrecv on one rank pairs with plain send and recv on the other (one tag for all).
+TEST(CollectivesOverMpi, SendRecvMatchesSendAndRecv) {
+    Communicator& comm = *world->data;
+    if (comm.size() < 2 || comm.rank() > 1) return;
+    const int peer = 1 - comm.rank();
+    std::int64_t out = 100 + comm.rank(), in = -1;
+    if (comm.rank() == 0) {
+        comm.sendrecv(&out, peer, &in, peer, 1, DType::int64);
+    } else {
+        comm.send(&out, 1, DType::int64, peer);
+        comm.recv(&in, 1, DType::int64, peer);
+    }
+    EXPECT_EQ(in, 100 + peer);
+}
+
 TEST(CollectivesOverMpi, SplitFormsGroups) {
     Communicator& comm = *world->data;
     auto half = comm.split(comm.rank() % 2, comm.rank());
