@@ -4,6 +4,8 @@
 # the machine and each run's exit status.
 #   scripts/sweep.sh configs/sweeps/cpu-collectives.json
 #   PARBENCH_RUN_ID=my-cluster scripts/sweep.sh configs/sweeps/cpu-collectives.json
+#   PARBENCH_RESULTS_DIR=/scratch/results    where the run folders go (default results/)
+#   PARBENCH_BUILD_DIR=build-gpu             which build to run (default build/)
 # A sweep file: {"description": "...", "runs": [{"name": "...", "ranks": 2, "args": ["all", "-b", "8"]}]}
 set -euo pipefail
 root=$(cd "$(dirname "$0")/.." && pwd)
@@ -12,7 +14,8 @@ sweep=${1:?usage: scripts/sweep.sh configs/sweeps/NAME.json}
 "$root/scripts/setup.sh"
 
 run_id=${PARBENCH_RUN_ID:-$(date -u +%Y%m%dT%H%M%SZ)-$(hostname -s)}
-out=$root/results/$run_id
+out=${PARBENCH_RESULTS_DIR:-$root/results}/$run_id
+parbench=${PARBENCH_BUILD_DIR:-$root/build}/parbench
 mkdir -p "$out"
 
 # One line per run: name, ranks, then the arguments, tab-separated.
@@ -36,8 +39,9 @@ while IFS=$'\t' read -r -a fields; do
   ((ranks > $(nproc))) && options+=(--oversubscribe)
   echo "sweep: $name ($ranks ranks): parbench ${args[*]}"
   status=0
-  mpirun "${options[@]}" "$root/build/parbench" "${args[@]}" --json "$out/$name.json" --csv "$out/$name.csv" \
-    >"$out/$name.log" 2>&1 || status=$?
+  # mpirun reads standard input, which here is the list of runs still to do.
+  mpirun "${options[@]}" "$parbench" "${args[@]}" --json "$out/$name.json" --csv "$out/$name.csv" \
+    </dev/null >"$out/$name.log" 2>&1 || status=$?
   ((status == 0)) || echo "sweep: $name failed with status $status (see $out/$name.log)" >&2
   statuses+=("$name=$status")
 done <<<"$runs"

@@ -166,6 +166,25 @@ def case_watchdog(ctx):
     check(not os.path.exists(json_path), "no report from a run that measured nothing")
 
 
+def case_sweep(ctx):
+    """scripts/sweep.sh runs every entry of a sweep file and describes the machine."""
+    root = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+    env = dict(os.environ, PARBENCH_RESULTS_DIR=ctx.tmp, PARBENCH_RUN_ID="smoke",
+               PARBENCH_BUILD_DIR=os.path.dirname(os.path.abspath(ctx.parbench)))
+    result = subprocess.run([os.path.join(root, "scripts", "sweep.sh"), os.path.join(root, "configs", "sweeps", "smoke.json")],
+                            capture_output=True, text=True, timeout=600, env=env, stdin=subprocess.DEVNULL)
+    check(result.returncode == 0, result.stdout + result.stderr)
+    folder = os.path.join(ctx.tmp, "smoke")
+    manifest = json.load(open(os.path.join(folder, "manifest.json")))
+    check([run["name"] for run in manifest["runs"]] == ["all-np1", "all-np2"], f"runs: {manifest['runs']}")
+    check(all(run["exit_status"] == 0 for run in manifest["runs"]), "exit statuses")
+    check(manifest["machine"]["cores"] >= 1 and manifest["machine"]["cpu"], "machine described")
+    for name, ranks in (("all-np1", 1), ("all-np2", 2)):
+        report = load_report(ctx, os.path.join(folder, f"{name}.json"))
+        check_consistent(report, ranks)
+        check(os.path.exists(os.path.join(folder, f"{name}.csv")), f"{name}.csv")
+
+
 BAD_INPUT = [
     # (ranks, arguments, text the one error line must contain)
     (0, ["frobnicate"], "frobnicate"),
