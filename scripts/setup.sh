@@ -23,8 +23,9 @@ if ((${#missing[@]})); then
 fi
 
 cuda=${PARBENCH_CUDA:-AUTO}
+mkdir -p "$build_dir"
 if [[ ! -f $build_dir/CMakeCache.txt ]] || ! grep -q "^PARBENCH_CUDA:STRING=$cuda$" "$build_dir/CMakeCache.txt"; then
-  cmake -S "$root" -B "$build_dir" -DCMAKE_BUILD_TYPE=Release -DPARBENCH_CUDA="$cuda" >"$build_dir.configure.log" 2>&1 ||
-    { cat "$build_dir.configure.log"; exit 1; }
+  cmake -S "$root" -B "$build_dir" -DCMAKE_BUILD_TYPE=Release -DPARBENCH_CUDA="$cuda" >"$build_dir/setup-configure.log" 2>&1 ||
+    { cat "$build_dir/setup-configure.log"; exit 1; }
 fi
-cmake --build "$build_dir" -j"$(nproc)" >"$build_dir.build.log" 2>&1 || { tail -n 60 "$build_dir.build.log"; exit 1; }
+cmake --build "$build_dir" -j"$(nproc)" >"$build_dir/setup-build.log" 2>&1 || { tail -n 60 "$build_dir/setup-build.log"; exit 1; }

@@ -197,16 +197,7 @@ class CollectiveCommand : public Command {
         if (resolved.params.root >= nranks)
             throw UsageError("--root " + std::to_string(resolved.params.root) + ": only " + std::to_string(nranks) +
                              " ranks; use 0.." + std::to_string(nranks - 1));
-        std::optional<std::string> path_error;
-        if (rank == 0) {
-            try {
-                if (!options_.json_path.empty()) check_writable(options_.json_path, "--json");
-                if (!options_.csv_path.empty()) check_writable(options_.csv_path, "--csv");
-            } catch (const UsageError& error) {
-                path_error = error.what();
-            }
-        }
-        throw_if_any_rank_failed(control, path_error);
+        check_outputs_writable(control, {{options_.json_path, "--json"}, {options_.csv_path, "--csv"}});
         // Refuse impossible exact sizes before any measuring.
         for (const Collective* collective : resolved.collectives)
             element_count(*collective, resolved.sizes.front(), resolved.params, nranks, resolved.exact_size);

@@ -14,6 +14,7 @@
 #include "comm/mpi_communicator.hpp"
 #include "comm/mpi_session.hpp"
 #include "core/error.hpp"
+#include "core/version.hpp"
 #include "device/cpu_device.hpp"
 #include "device/gpu_inventory.hpp"
 #include "report/json_file.hpp"
@@ -79,7 +80,7 @@ nlohmann::json info_document(const MpiSession& session, std::vector<nlohmann::js
         host["ranks"] = ranks;
     }
     return {{"schema", "parbench.info/v1"},
-            {"parbench", {{"version", PARBENCH_VERSION}, {"git", PARBENCH_GIT}}},
+            {"parbench", {{"version", tool_version}, {"git", git_revision()}}},
             {"mpi_version", session.library_version()},
             {"world_size", session.world_size()},
             {"hosts", hosts}};

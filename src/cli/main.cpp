@@ -11,6 +11,7 @@
 #include "cli/launcher.hpp"
 #include "collectives/collective.hpp"
 #include "core/error.hpp"
+#include "core/version.hpp"
 #include "report/report_document.hpp"
 
 namespace {
@@ -47,7 +48,7 @@ int run(int& argc, char**& argv) {
     }
 
     if (version) {
-        if (is_first_rank()) std::cout << "parbench " << PARBENCH_VERSION << " (" << PARBENCH_GIT << ")\n";
+        if (is_first_rank()) std::cout << "parbench " << tool_version << " (" << git_revision() << ")\n";
         return 0;
     }
     for (auto& [subcommand, command] : commands) {

@@ -3,6 +3,7 @@
 #include <vector>
 
 #include "core/error.hpp"
+#include "report/json_file.hpp"
 
 namespace parbench {
 
@@ -17,6 +18,19 @@ void throw_if_any_rank_failed(Communicator& control, const std::optional<std::st
     message.resize(static_cast<std::size_t>(length));
     control.broadcast(message.data(), message.data(), static_cast<std::size_t>(length), DType::uint8, first);
     throw UsageError(message);
+}
+
+void check_outputs_writable(Communicator& control, std::initializer_list<OutputFile> outputs) {
+    std::optional<std::string> error;
+    if (control.rank() == 0) {
+        try {
+            for (const OutputFile& output : outputs)
+                if (!output.path.empty()) check_writable(output.path, output.flag);
+        } catch (const UsageError& failure) {
+            error = failure.what();
+        }
+    }
+    throw_if_any_rank_failed(control, error);
 }
 
 }  // namespace parbench

@@ -84,16 +84,7 @@ class TrainCommand : public Command {
               Communicator& control) {
         const int rank = session.world_rank();
         const MeshShape shape = resolve_layout(plan, session.world_size());
-        std::optional<std::string> path_error;
-        if (rank == 0 && (!options_.json_path.empty() || !options_.trace_path.empty())) {
-            try {
-                if (!options_.json_path.empty()) check_writable(options_.json_path, "--json");
-                if (!options_.trace_path.empty()) check_writable(options_.trace_path, "--trace");
-            } catch (const UsageError& error) {
-                path_error = error.what();
-            }
-        }
-        throw_if_any_rank_failed(control, path_error);
+        check_outputs_writable(control, {{options_.json_path, "--json"}, {options_.trace_path, "--trace"}});
 
         Backend backend = make_backend(backend_choice, session, control);
         Device& device = *backend.device;

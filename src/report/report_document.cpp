@@ -1,4 +1,5 @@
 #include "report/report_document.hpp"
+#include "core/version.hpp"
 
 #include <chrono>
 #include <ctime>
@@ -19,7 +20,7 @@ nlohmann::json report_frame(const std::string& command, const std::vector<std::s
                             const nlohmann::json& config) {
     return {
         {"schema", report_schema},
-        {"tool", {{"name", "parbench"}, {"version", PARBENCH_VERSION}, {"git", PARBENCH_GIT}}},
+        {"tool", {{"name", "parbench"}, {"version", tool_version}, {"git", git_revision()}}},
         {"command", command},
         {"argv", argv},
         {"started_at", started_at},
