@@ -8,18 +8,13 @@
 #   3. gpt-small at tp = 1, 2, 4 without and with --sp: activation memory per layer (measured
 #      from the ledger, our fp32 formula, arXiv 2205.05198 table 2) and the activation peak.
 # Runs alternate and figures are medians over rounds: run-to-run noise here is large.
-# Usage: scripts/bench_tensor.sh [build-dir] [rounds]   (default: build-tp, then build; 3)
+# Usage: scripts/bench_tensor.sh [build-dir] [rounds]   (default: build/; 3)
 set -euo pipefail
 root=$(cd "$(dirname "$0")/.." && pwd)
-build=${1:-}
+build=${1:-$root/build}
 rounds=${2:-3}
-if [[ -z "$build" ]]; then
-  for candidate in "$root/build-tp" "$root/build"; do
-    [[ -x "$candidate/parbench" ]] && build=$candidate && break
-  done
-fi
-parbench="${build:?no parbench binary found; build first or pass the build folder}/parbench"
-[[ -x "$parbench" ]] || { echo "error: $parbench is not built" >&2; exit 2; }
+parbench=$build/parbench
+[[ -x "$parbench" ]] || { echo "error: $parbench is not built; run scripts/setup.sh or pass the build folder" >&2; exit 2; }
 out=$(mktemp -d)
 trap 'rm -rf "$out"' EXIT
 export OPENBLAS_NUM_THREADS=1

@@ -6,17 +6,12 @@
 #      ranks (each rank keeps the 1-rank batch), efficiency = tokens/s(2) / (2 x tokens/s(1));
 #   3. measured per-rank memory for ZeRO 0/1/2/3 at 4 ranks beside ZeRO's theoretical
 #      16 B/param ledger (small buckets, so ZeRO-2's gradient slots stay small).
-# Usage: scripts/bench_train.sh [build-dir]   (default: build-train, then build)
+# Usage: scripts/bench_train.sh [build-dir]   (default: build/)
 set -euo pipefail
 root=$(cd "$(dirname "$0")/.." && pwd)
-build=${1:-}
-if [[ -z "$build" ]]; then
-  for candidate in "$root/build-train" "$root/build"; do
-    [[ -x "$candidate/parbench" ]] && build=$candidate && break
-  done
-fi
-parbench="${build:?no parbench binary found; build first or pass the build folder}/parbench"
-[[ -x "$parbench" ]] || { echo "error: $parbench is not built" >&2; exit 2; }
+build=${1:-$root/build}
+parbench=$build/parbench
+[[ -x "$parbench" ]] || { echo "error: $parbench is not built; run scripts/setup.sh or pass the build folder" >&2; exit 2; }
 out=$(mktemp -d)
 trap 'rm -rf "$out"' EXIT
 export OPENBLAS_NUM_THREADS=1
