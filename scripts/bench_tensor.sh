@@ -73,7 +73,7 @@ else:
 PY
 }
 
-echo "machine: $(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2 | sed 's/^ //'), $cores cores; parbench $("$parbench" --version 2>/dev/null | head -1)"
+echo "machine: $(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2 | sed 's/^ //'), $cores cores; $("$parbench" --version 2>/dev/null | head -1)"
 echo "medians over $rounds alternating rounds; 2 warm-up + 5 timed steps each"
 echo
 
