@@ -13,6 +13,7 @@
 // stay whole. There is no dropout: the model trains deterministically.
 #include "train/gpt.hpp"
 
+#include <algorithm>
 #include <cmath>
 #include <stdexcept>
 #include <string>
@@ -125,12 +126,13 @@ struct BlockActivations {
 class GptModel : public Model {
   public:
     GptModel(const ModelConfig& config, const MicrobatchShape& shape, std::uint64_t seed, Ops& ops,
-             MemoryLedger& ledger, const TensorParallelGroup& tp, const PipelinePart& part)
+             MemoryLedger& ledger, const TensorParallelGroup& tp, const PipelinePart& part, Precision precision)
         : config_(config), shape_(shape), seed_(seed), ops_(ops), device_(ledger.device()), ledger_(ledger),
           arena_(ledger), tp_(tp), B_(shape.batch), T_(shape.seq_len), C_(config.hidden), NH_(config.heads),
           V_(config.vocab), L_(config.layers), R_(tp.local_rows(shape.batch * shape.seq_len)),
           Cl_(config.hidden / tp.size()), NHl_(config.heads / tp.size()), Fl_(4 * config.hidden / tp.size()),
-          vocab_{tp.rank() * (config.vocab / tp.size()), config.vocab / tp.size()} {
+          vocab_{tp.rank() * (config.vocab / tp.size()), config.vocab / tp.size()},
+          matmuls_(ops, precision, ledger, matmul_shapes(part)) {
         part_ = part;
         tensors_ = build_layout(config, shape.seq_len, tp.split(), full_layout_);
         local_unit_.assign(full_layout_.units().size(), -1);
@@ -269,18 +271,18 @@ class GptModel : public Model {
         const float* residual = l == first_layer_ ? encoded_ : blocks_[static_cast<std::size_t>(l - 1)].residual3;
         ops_.layernorm_forward(a.ln1, a.ln1_mean, a.ln1_rstd, residual, param(p, w.ln1w), param(p, w.ln1b), R_, C_);
         const float* ln1 = tp_.enter(a.ln1, gathered_, BT, C_);
-        ops_.matmul_forward(a.qkv, ln1, param(p, w.qkvw), param(p, w.qkvb), BT, C_, 3 * Cl_);
+        matmuls_.forward(a.qkv, ln1, param(p, w.qkvw), param(p, w.qkvb), BT, C_, 3 * Cl_);
         ops_.attention_forward(a.atty, preatt_, a.att, a.qkv, B_, T_, Cl_, NHl_);
-        ops_.matmul_forward(projection_, a.atty, param(p, w.attprojw), replicated_term(p, w.attprojb), BT, Cl_, C_);
+        matmuls_.forward(projection_, a.atty, param(p, w.attprojw), replicated_term(p, w.attprojb), BT, Cl_, C_);
         const float* attention = tp_.leave(projection_, projection_local_, BT, C_);
         ops_.residual_forward(a.residual2, residual, attention, residual_elements());
         ops_.layernorm_forward(a.ln2, a.ln2_mean, a.ln2_rstd, a.residual2, param(p, w.ln2w), param(p, w.ln2b), R_,
                                C_);
         const float* ln2 = tp_.enter(a.ln2, gathered_, BT, C_);
-        ops_.matmul_forward(a.fch, ln2, param(p, w.fcw), param(p, w.fcb), BT, C_, Fl_);
+        matmuls_.forward(a.fch, ln2, param(p, w.fcw), param(p, w.fcb), BT, C_, Fl_);
         ops_.gelu_forward(a.fch_gelu, a.fch, rows() * Fl_);
-        ops_.matmul_forward(projection_, a.fch_gelu, param(p, w.fcprojw), replicated_term(p, w.fcprojb), BT, Fl_,
-                            C_);
+        matmuls_.forward(projection_, a.fch_gelu, param(p, w.fcprojw), replicated_term(p, w.fcprojb), BT, Fl_,
+                         C_);
         const float* mlp = tp_.leave(projection_, projection_local_, BT, C_);
         ops_.residual_forward(a.residual3, a.residual2, mlp, residual_elements());
         access.release(unit(l + 1));
@@ -294,7 +296,7 @@ class GptModel : public Model {
         const EmbeddingTensors& e = tensors_.embedding;
         ops_.layernorm_forward(lnf_, lnf_mean_, lnf_rstd_, last_residual(), param(p, e.lnfw), param(p, e.lnfb), R_, C_);
         const float* lnf = tp_.enter(lnf_, gathered_, BT, C_);
-        ops_.matmul_forward(logits_, lnf, param(p, e.wte), nullptr, BT, C_, vocab_.size);
+        matmuls_.forward(logits_, lnf, param(p, e.wte), nullptr, BT, C_, vocab_.size);
         // Vocab-parallel cross-entropy (Megatron-LM sec. 3): the logits stay split; the loss
         // needs only each row's max, sum of exponentials and target logit over the group,
         // three all-reduces of B·T floats.
@@ -326,8 +328,8 @@ class GptModel : public Model {
         // weight gradient (arXiv 2205.05198 sec. 4.2.2), here and in every block.
         const float* lnf = tp_.enter(lnf_, gathered_, BT, C_);
         ops_.fill(dnormed_, 0.0f, btc);
-        ops_.matmul_backward(dnormed_, grad(embedding_grads, e.wte), nullptr, dlogits_, lnf, param(p, e.wte), BT,
-                             C_, vocab_.size);
+        matmuls_.backward(dnormed_, grad(embedding_grads, e.wte), nullptr, dlogits_, lnf, param(p, e.wte), BT,
+                          C_, vocab_.size);
         const float* dlnf = tp_.enter_backward(dnormed_, dnormed_local_, BT, C_);
         ops_.fill(dresidual_, 0.0f, residual_elements());
         begin_layernorm_gradients(2);
@@ -363,14 +365,14 @@ class GptModel : public Model {
         const float* dmlp = tp_.leave_backward(dresidual_, dgathered_, BT, C_);
         if (defer) copy(stash->dmlp, dmlp, btc);
         ops_.fill(dwide_, 0.0f, wide);
-        ops_.matmul_backward(dwide_, weight_grad(w.fcprojw), weight_grad(w.fcprojb), dmlp, a.fch_gelu,
-                             param(p, w.fcprojw), BT, Fl_, C_);
+        matmuls_.backward(dwide_, weight_grad(w.fcprojw), weight_grad(w.fcprojb), dmlp, a.fch_gelu,
+                          param(p, w.fcprojw), BT, Fl_, C_);
         ops_.fill(dwide2, 0.0f, wide);
         ops_.gelu_backward(dwide2, a.fch, dwide_, wide);
         const float* ln2 = tp_.enter(a.ln2, gathered_, BT, C_);
         ops_.fill(dnormed_, 0.0f, btc);
-        ops_.matmul_backward(dnormed_, weight_grad(w.fcw), weight_grad(w.fcb), dwide2, ln2, param(p, w.fcw), BT, C_,
-                             Fl_);
+        matmuls_.backward(dnormed_, weight_grad(w.fcw), weight_grad(w.fcb), dwide2, ln2, param(p, w.fcw), BT, C_,
+                          Fl_);
         const float* dln2 = tp_.enter_backward(dnormed_, dnormed_local_, BT, C_);
         ops_.layernorm_backward(dresidual_, layernorm_gradient(g, w.ln2w, 2), layernorm_gradient(g, w.ln2b, 3), dln2,
                                 a.residual2, param(p, w.ln2w), a.ln2_mean, a.ln2_rstd, R_, C_);
@@ -378,14 +380,14 @@ class GptModel : public Model {
         const float* dattention = tp_.leave_backward(dresidual_, dgathered_, BT, C_);
         if (defer) copy(stash->dattention, dattention, btc);
         ops_.fill(datty_, 0.0f, local_channels);
-        ops_.matmul_backward(datty_, weight_grad(w.attprojw), weight_grad(w.attprojb), dattention, a.atty,
-                             param(p, w.attprojw), BT, Cl_, C_);
+        matmuls_.backward(datty_, weight_grad(w.attprojw), weight_grad(w.attprojb), dattention, a.atty,
+                          param(p, w.attprojw), BT, Cl_, C_);
         ops_.fill(dqkv, 0.0f, 3 * local_channels);
         ops_.attention_backward(dqkv, dpreatt_, datt_, datty_, a.qkv, a.att, B_, T_, Cl_, NHl_);
         const float* ln1 = tp_.enter(a.ln1, gathered_, BT, C_);
         ops_.fill(dnormed_, 0.0f, btc);
-        ops_.matmul_backward(dnormed_, weight_grad(w.qkvw), weight_grad(w.qkvb), dqkv, ln1, param(p, w.qkvw), BT, C_,
-                             3 * Cl_);
+        matmuls_.backward(dnormed_, weight_grad(w.qkvw), weight_grad(w.qkvb), dqkv, ln1, param(p, w.qkvw), BT, C_,
+                          3 * Cl_);
         const float* dln1 = tp_.enter_backward(dnormed_, dnormed_local_, BT, C_);
         ops_.layernorm_backward(dresidual_, layernorm_gradient(g, w.ln1w, 0), layernorm_gradient(g, w.ln1b, 1), dln1,
                                 residual, param(p, w.ln1w), a.ln1_mean, a.ln1_rstd, R_, C_);
@@ -406,13 +408,13 @@ class GptModel : public Model {
         const BlockTensors& w = tensors_.blocks[static_cast<std::size_t>(l)];
         const BlockActivations& a = blocks_[static_cast<std::size_t>(l)];
         const WeightGradientStash& st = stash_[static_cast<std::size_t>(l)];
-        ops_.matmul_backward(nullptr, grad(g, w.fcprojw), grad(g, w.fcprojb), st.dmlp, a.fch_gelu, param(p, w.fcprojw),
-                             BT, Fl_, C_);
-        ops_.matmul_backward(nullptr, grad(g, w.fcw), grad(g, w.fcb), st.dfc, a.ln2, param(p, w.fcw), BT, C_, Fl_);
-        ops_.matmul_backward(nullptr, grad(g, w.attprojw), grad(g, w.attprojb), st.dattention, a.atty,
-                             param(p, w.attprojw), BT, Cl_, C_);
-        ops_.matmul_backward(nullptr, grad(g, w.qkvw), grad(g, w.qkvb), st.dqkv, a.ln1, param(p, w.qkvw), BT, C_,
-                             3 * Cl_);
+        matmuls_.backward(nullptr, grad(g, w.fcprojw), grad(g, w.fcprojb), st.dmlp, a.fch_gelu, param(p, w.fcprojw),
+                          BT, Fl_, C_);
+        matmuls_.backward(nullptr, grad(g, w.fcw), grad(g, w.fcb), st.dfc, a.ln2, param(p, w.fcw), BT, C_, Fl_);
+        matmuls_.backward(nullptr, grad(g, w.attprojw), grad(g, w.attprojb), st.dattention, a.atty,
+                          param(p, w.attprojw), BT, Cl_, C_);
+        matmuls_.backward(nullptr, grad(g, w.qkvw), grad(g, w.qkvb), st.dqkv, a.ln1, param(p, w.qkvw), BT, C_,
+                          3 * Cl_);
         access.release(unit(l + 1));
         access.gradients_complete(unit(l + 1));
     }
@@ -490,6 +492,17 @@ class GptModel : public Model {
             sums_ = s.sums;
             target_logits_ = s.target_logits;
         }
+    }
+
+    // The matmuls a block runs (QKV, attention projection, MLP up and down), and the logits
+    // where this rank computes the head; they size the bf16 operand copies.
+    std::vector<MatmulShape> matmul_shapes(const PipelinePart& part) const {
+        const int BT = B_ * T_;
+        std::vector<MatmulShape> shapes{{BT, C_, 3 * Cl_}, {BT, Cl_, C_}, {BT, C_, Fl_}, {BT, Fl_, C_}};
+        const bool head = !part.active() || std::any_of(part.chunks.begin(), part.chunks.end(),
+                                                        [&](const LayerRange& r) { return r.end == L_; });
+        if (head) shapes.push_back({BT, C_, vocab_.size});
+        return shapes;
     }
 
     BlockActivations allocate_block() {
@@ -649,6 +662,7 @@ class GptModel : public Model {
     int R_;             // rows of the LayerNorm / residual regions on this rank: B·T, or B·T/t under SP
     int Cl_, NHl_, Fl_; // this rank's attention channels, heads and MLP width (C/t, NH/t, 4C/t)
     VocabShard vocab_;  // this rank's rows of wte and columns of the logits
+    Matmuls matmuls_;   // every linear layer, in the run's precision
     std::size_t layer_activation_bytes_ = 0;
     ParameterLayout full_layout_;  // the whole model's tensors (tensor ids index it)
     ParameterLayout layout_;       // the units this rank holds: all, or its pipeline stages'
@@ -684,8 +698,8 @@ ParameterLayout gpt_parameter_layout(const ModelConfig& config, int seq_len, con
 
 std::unique_ptr<Model> make_gpt_model(const ModelConfig& config, const MicrobatchShape& shape, std::uint64_t seed,
                                       Ops& ops, MemoryLedger& ledger, const TensorParallelGroup& tp,
-                                      const PipelinePart& part) {
-    return std::make_unique<GptModel>(config, shape, seed, ops, ledger, tp, part);
+                                      const PipelinePart& part, Precision precision) {
+    return std::make_unique<GptModel>(config, shape, seed, ops, ledger, tp, part, precision);
 }
 
 }  // namespace parbench

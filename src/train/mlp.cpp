@@ -69,9 +69,11 @@ std::vector<LayerTensors> build_layout(const ModelConfig& config, const TensorSp
 class MlpModel : public Model {
   public:
     MlpModel(const ModelConfig& config, const MicrobatchShape& shape, std::uint64_t seed, Ops& ops,
-             MemoryLedger& ledger, const TensorParallelGroup& tp)
+             MemoryLedger& ledger, const TensorParallelGroup& tp, Precision precision)
         : seed_(seed), ops_(ops), device_(ledger.device()), tp_(tp), B_(shape.batch), H_(config.hidden),
-          Hl_(config.hidden / tp.size()), L_(config.layers) {
+          Hl_(config.hidden / tp.size()), L_(config.layers),
+          // Every linear layer is (B,H)·(H,H)ᵀ or a slice of it: the largest operands.
+          matmuls_(ops, precision, ledger, {{B_, H_, H_}}) {
         if (tp.split().style == TensorParallelStyle::allgather && tp.size() < 2)
             throw std::logic_error("MlpModel: the allgather style needs a tensor-parallel group of 2 or more");
         tensors_ = build_layout(config, tp.split(), layout_);
@@ -221,18 +223,18 @@ class MlpModel : public Model {
     void linear_forward(int l, float* out, const float* x, const float* weight, const float* bias) {
         if (split_of(l) == LinearSplit::row) {
             // Partial sums over this rank's input features; the bias counts once.
-            ops_.matmul_forward(out, x, weight, tp_.adds_replicated_terms() ? bias : nullptr, B_, Hl_, H_);
+            matmuls_.forward(out, x, weight, tp_.adds_replicated_terms() ? bias : nullptr, B_, Hl_, H_);
             tp_.allreduce_sum(out, rows() * static_cast<std::size_t>(H_));
         } else if (input_in_slices(tp_.split(), l)) {
             // out = Σ_q slice_q · block_qᵀ + bias over the t gathered slices.
             for (int q = 0; q < tp_.size(); ++q) {
                 float* target = q == 0 ? out : slice_;
-                ops_.matmul_forward(target, x + slice_offset(q), weight + block_offset(q), q == 0 ? bias : nullptr, B_,
-                                    Hl_, Hl_);
+                matmuls_.forward(target, x + slice_offset(q), weight + block_offset(q), q == 0 ? bias : nullptr, B_,
+                                 Hl_, Hl_);
                 if (q > 0) ops_.add_inplace(out, slice_, rows() * static_cast<std::size_t>(Hl_));
             }
         } else {
-            ops_.matmul_forward(out, x, weight, bias, B_, H_, Hl_);
+            matmuls_.forward(out, x, weight, bias, B_, H_, Hl_);
         }
     }
 
@@ -244,17 +246,17 @@ class MlpModel : public Model {
         if (dx != nullptr) ops_.fill(dx, 0.0f, rows() * static_cast<std::size_t>(input_width(l)));
         if (split_of(l) == LinearSplit::row) {
             // dpre_ is whole and the same on every rank: dx is this rank's slice, no communication.
-            ops_.matmul_backward(dx, dweight, dbias, dpre_, x, weight, B_, Hl_, H_);
+            matmuls_.backward(dx, dweight, dbias, dpre_, x, weight, B_, Hl_, H_);
         } else if (input_in_slices(tp_.split(), l)) {
             ops_.fill(dgathered_, 0.0f, rows() * static_cast<std::size_t>(H_));
             for (int q = 0; q < tp_.size(); ++q)
-                ops_.matmul_backward(dgathered_ + slice_offset(q), dweight + block_offset(q), q == 0 ? dbias : nullptr,
-                                     dpre_, x + slice_offset(q), weight + block_offset(q), B_, Hl_, Hl_);
+                matmuls_.backward(dgathered_ + slice_offset(q), dweight + block_offset(q), q == 0 ? dbias : nullptr,
+                                  dpre_, x + slice_offset(q), weight + block_offset(q), B_, Hl_, Hl_);
             // The backward of the all-gather: sum the ranks' partial gradients of every slice
             // and keep this rank's.
             tp_.reduce_scatter(dgathered_, dpost_, rows() * static_cast<std::size_t>(Hl_));
         } else {
-            ops_.matmul_backward(dx, dweight, dbias, dpre_, x, weight, B_, H_, Hl_);
+            matmuls_.backward(dx, dweight, dbias, dpre_, x, weight, B_, H_, Hl_);
             if (dx != nullptr) tp_.allreduce_sum(dx, rows() * static_cast<std::size_t>(H_));  // Megatron's f
         }
     }
@@ -269,6 +271,7 @@ class MlpModel : public Model {
     Device& device_;
     TensorParallelGroup tp_;
     int B_, H_, Hl_, L_;  // Hl_ = H/t: a column-parallel layer's output columns on this rank
+    Matmuls matmuls_;     // every linear layer, in the run's precision
     ParameterLayout layout_;
     std::vector<LayerTensors> tensors_;
     std::vector<Buffer> buffers_;
@@ -290,8 +293,9 @@ ParameterLayout mlp_parameter_layout(const ModelConfig& config, const TensorSpli
 }
 
 std::unique_ptr<Model> make_mlp_model(const ModelConfig& config, const MicrobatchShape& shape, std::uint64_t seed,
-                                      Ops& ops, MemoryLedger& ledger, const TensorParallelGroup& tp) {
-    return std::make_unique<MlpModel>(config, shape, seed, ops, ledger, tp);
+                                      Ops& ops, MemoryLedger& ledger, const TensorParallelGroup& tp,
+                                      Precision precision) {
+    return std::make_unique<MlpModel>(config, shape, seed, ops, ledger, tp, precision);
 }
 
 }  // namespace parbench

@@ -12,6 +12,7 @@ namespace parbench {
 
 ParameterLayout mlp_parameter_layout(const ModelConfig& config, const TensorSplit& split);
 std::unique_ptr<Model> make_mlp_model(const ModelConfig& config, const MicrobatchShape& shape, std::uint64_t seed,
-                                      Ops& ops, MemoryLedger& ledger, const TensorParallelGroup& tp);
+                                      Ops& ops, MemoryLedger& ledger, const TensorParallelGroup& tp,
+                                      Precision precision = Precision::fp32);
 
 }  // namespace parbench

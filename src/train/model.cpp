@@ -11,10 +11,10 @@ namespace parbench {
 
 std::unique_ptr<Model> make_model(const ModelConfig& config, const MicrobatchShape& shape, std::uint64_t seed,
                                   Ops& ops, MemoryLedger& ledger, const TensorParallelGroup& tp,
-                                  const PipelinePart& part) {
-    if (config.kind == ModelKind::gpt) return make_gpt_model(config, shape, seed, ops, ledger, tp, part);
+                                  const PipelinePart& part, Precision precision) {
+    if (config.kind == ModelKind::gpt) return make_gpt_model(config, shape, seed, ops, ledger, tp, part, precision);
     if (part.active()) throw std::logic_error("make_model: pipeline stages are cut from GPT models only");
-    return make_mlp_model(config, shape, seed, ops, ledger, tp);
+    return make_mlp_model(config, shape, seed, ops, ledger, tp, precision);
 }
 
 std::vector<int> pipeline_part_units(const ModelConfig& config, const PipelinePart& part) {

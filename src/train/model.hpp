@@ -11,6 +11,7 @@
 #include <vector>
 
 #include "device/device.hpp"
+#include "train/matmuls.hpp"
 #include "train/memory_ledger.hpp"
 #include "train/model_config.hpp"
 #include "train/ops/ops.hpp"
@@ -100,9 +101,10 @@ class Model {
 
 // Builds the model of the config's kind; every buffer it holds is counted in `ledger`. With
 // a tensor-parallel group of more than one rank, this rank's shard of it (tensor_parallel.hpp).
+// `precision`: the matmuls' (train/matmuls.hpp); parameters and everything else stay fp32.
 std::unique_ptr<Model> make_model(const ModelConfig& config, const MicrobatchShape& shape, std::uint64_t seed,
                                   Ops& ops, MemoryLedger& ledger, const TensorParallelGroup& tp = {},
-                                  const PipelinePart& part = {});
+                                  const PipelinePart& part = {}, Precision precision = Precision::fp32);
 // The global units (layout indices of the whole model) that a pipeline part holds, ascending.
 std::vector<int> pipeline_part_units(const ModelConfig& config, const PipelinePart& part);
 

@@ -4,6 +4,7 @@
 #include <string>
 
 #include "core/error.hpp"
+#include "train/matmuls.hpp"
 
 namespace parbench {
 namespace {
@@ -93,8 +94,7 @@ TrainPlan resolve_train_options(const TrainOptions& options) {
     if (options.prefetch && options.zero != 3)
         throw UsageError("--prefetch gathers the next layer's parameters, which only ZeRO-3 shards; add --zero 3 or "
                          "drop --prefetch");
-    if (options.precision != "fp32" && options.precision != "bf16")
-        throw UsageError("--precision '" + options.precision + "': use fp32 or bf16");
+    parse_precision(options.precision);  // refuses anything but fp32 and bf16
     if (options.peak_tflops && !(*options.peak_tflops > 0.0))
         throw UsageError("--peak-tflops must be a positive number (TFLOP/s per rank)");
 

@@ -150,7 +150,7 @@ TrainMeasurements run_training(const TrainPlan& plan, Mesh& mesh, Device& device
         schedule = make_schedule(plan.schedule, plan.schedule_shape());
         part = pipeline_part(*schedule, mesh.coordinates().pp, plan.stage_ranges, plan.p2p);
     }
-    std::unique_ptr<Model> model = make_model(plan.model, shape, o.seed, ops, ledger, tp, part);
+    std::unique_ptr<Model> model = make_model(plan.model, shape, o.seed, ops, ledger, tp, part, parse_precision(o.precision));
     std::unique_ptr<TrainingScheme> scheme =
         make_scheme(SchemeContext{device, ops, mesh.dp(), ledger, *model}, plan.scheme);
     scheme->initialize_parameters(o.seed);
@@ -265,13 +265,15 @@ TrainPlan serial_reference_plan(const TrainPlan& plan) {
 
 CheckResult compare_with_reference(const std::vector<double>& loss, const std::vector<float>& parameters,
                                    const std::vector<double>& reference_loss,
-                                   const std::vector<float>& reference_parameters, const ParameterLayout& layout) {
+                                   const std::vector<float>& reference_parameters, const ParameterLayout& layout,
+                                   Precision precision) {
     if (loss.size() != reference_loss.size() || parameters.size() != reference_parameters.size() ||
         parameters.size() != layout.total_numel())
         throw std::logic_error("compare_with_reference: runs of different shapes");
     CheckResult check;
-    check.tolerance_loss = check_tolerance_loss;
-    check.tolerance_params = check_tolerance_params;
+    const bool bf16 = precision == Precision::bf16;
+    check.tolerance_loss = bf16 ? check_tolerance_loss_bf16 : check_tolerance_loss;
+    check.tolerance_params = bf16 ? check_tolerance_params_bf16 : check_tolerance_params;
     // NaN never compares greater: it counts as an infinite difference.
     auto worse = [](double current, double difference) { return std::isnan(difference) ? INFINITY : std::max(current, difference); };
     for (std::size_t i = 0; i < loss.size(); ++i) {

@@ -262,5 +262,22 @@ TEST(Check, ComparisonFindsTheDifferingTensor) {
     EXPECT_FALSE(nan.passed);
 }
 
+TEST(Check, Bf16RunsAreComparedWithBf16Tolerances) {
+    ParameterLayout layout;
+    layout.add_unit("u");
+    layout.add_tensor("a", {2}, InitKind::zeros);
+    const std::vector<float> reference{3, 4};  // norm 5
+    const std::vector<float> moved{3, 4.1f};   // 2e-2 off: bf16's summation-order noise, not fp32's
+    const CheckResult fp32 = compare_with_reference({2.0}, moved, {2.0}, reference, layout);
+    EXPECT_FALSE(fp32.passed);
+    EXPECT_EQ(fp32.tolerance_params, check_tolerance_params);
+    const CheckResult bf16 = compare_with_reference({2.0}, moved, {2.0}, reference, layout, Precision::bf16);
+    EXPECT_TRUE(bf16.passed);
+    EXPECT_EQ(bf16.tolerance_loss, check_tolerance_loss_bf16);
+    EXPECT_EQ(bf16.tolerance_params, check_tolerance_params_bf16);
+    // A lost or misplaced shard is still caught.
+    EXPECT_FALSE(compare_with_reference({2.0}, {3, 8}, {2.0}, reference, layout, Precision::bf16).passed);
+}
+
 }  // namespace
 }  // namespace parbench

@@ -3,6 +3,8 @@
 // MPI rank gets one core. One .cpp per op family defines its members.
 #pragma once
 
+#include <vector>
+
 #include "train/ops/ops.hpp"
 
 namespace parbench {
@@ -62,6 +64,22 @@ class CpuOps : public Ops {
 
     void adamw_update(float* params, const float* grads, float* m, float* v, std::size_t n, float lr, float beta1,
                       float beta2, float eps, float weight_decay, int step) override;
+
+    // bf16 as an exact emulation of the GPU's: the same round-to-nearest-even cast
+    // (kernels/half_types.hpp), then the bf16 operands widened to fp32 (exact) and multiplied
+    // by sgemm with fp32 accumulation, so the bf16 engine path runs and is tested without a GPU.
+    bool has_bf16() const override { return true; }
+    void cast_to_bf16(BFloat16* out, const float* inp, std::size_t n) override;
+    void matmul_forward_bf16(float* out, const BFloat16* inp, const BFloat16* weight, const float* bias, int N, int C,
+                             int OC) override;
+    void matmul_backward_bf16(float* dinp, float* dweight, float* dbias, const BFloat16* dout, const BFloat16* inp,
+                              const BFloat16* weight, int N, int C, int OC) override;
+
+  private:
+    // fp32 copies of the bf16 operands for sgemm: host-side state of the emulation, not
+    // device memory a GPU run would hold (the engine's bf16 copies are in the ledger). They
+    // only grow, to the largest matmul, so after the first step nothing is allocated.
+    std::vector<float> widened_inp_, widened_weight_, widened_dout_;
 };
 
 }  // namespace parbench

@@ -2,6 +2,7 @@
 #include <cblas.h>
 
 #include <cstddef>
+#include <vector>
 
 #include "train/ops/cpu_ops.hpp"
 
@@ -32,6 +33,38 @@ void CpuOps::matmul_backward(float* dinp, float* dweight, float* dbias, const fl
     if (dbias != nullptr)
         for (std::size_t n = 0; n < static_cast<std::size_t>(N); ++n)
             for (int o = 0; o < OC; ++o) dbias[o] += dout[n * OC + o];
+}
+
+namespace {
+
+// The fp32 values of n bf16 numbers in `scratch` (exact: bf16 is a truncated fp32), or
+// nullptr for a null operand, which the matmul then does not read.
+const float* widen(std::vector<float>& scratch, const BFloat16* values, std::size_t n) {
+    if (values == nullptr) return nullptr;
+    if (scratch.size() < n) scratch.resize(n);
+    for (std::size_t i = 0; i < n; ++i) scratch[i] = to_float(values[i]);
+    return scratch.data();
+}
+
+std::size_t elements(int rows, int columns) { return static_cast<std::size_t>(rows) * static_cast<std::size_t>(columns); }
+
+}  // namespace
+
+void CpuOps::cast_to_bf16(BFloat16* out, const float* inp, std::size_t n) {
+    for (std::size_t i = 0; i < n; ++i) out[i] = to_bfloat16(inp[i]);
+}
+
+void CpuOps::matmul_forward_bf16(float* out, const BFloat16* inp, const BFloat16* weight, const float* bias, int N,
+                                 int C, int OC) {
+    matmul_forward(out, widen(widened_inp_, inp, elements(N, C)), widen(widened_weight_, weight, elements(OC, C)),
+                   bias, N, C, OC);
+}
+
+void CpuOps::matmul_backward_bf16(float* dinp, float* dweight, float* dbias, const BFloat16* dout,
+                                  const BFloat16* inp, const BFloat16* weight, int N, int C, int OC) {
+    matmul_backward(dinp, dweight, dbias, widen(widened_dout_, dout, elements(N, OC)),
+                    widen(widened_inp_, inp, elements(N, C)), widen(widened_weight_, weight, elements(OC, C)), N,
+                    C, OC);
 }
 
 }  // namespace parbench

@@ -11,8 +11,7 @@ namespace parbench {
 namespace {
 
 [[noreturn]] void throw_no_bf16(const Ops& ops) {
-    throw UsageError("--precision bf16 needs the CUDA ops; the " + ops.name() +
-                     " ops compute in fp32 only (use --precision fp32 or a GPU)");
+    throw UsageError("--precision bf16: the " + ops.name() + " ops compute in fp32 only (use --precision fp32)");
 }
 
 }  // namespace

@@ -133,8 +133,9 @@ class Ops {
     virtual void adamw_update(float* params, const float* grads, float* m, float* v, std::size_t n, float lr,
                               float beta1, float beta2, float eps, float weight_decay, int step) = 0;
 
-    // ---- bf16 compute with fp32 master weights (GPU only) --------------------------------
-    // has_bf16() says whether the ops below exist; on the CPU they throw UsageError.
+    // ---- bf16 compute with fp32 master weights (--precision bf16, train/matmuls.hpp) ------
+    // has_bf16() says whether the ops below exist (CUDA: cuBLAS bf16 GEMMs; CPU: an exact
+    // emulation on sgemm); where they do not, they throw UsageError.
     virtual bool has_bf16() const { return false; }
     // out (n) = round-to-nearest-even bf16 copy of inp (n): weights or activations for bf16 GEMMs.
     virtual void cast_to_bf16(BFloat16* out, const float* inp, std::size_t n);
