@@ -15,8 +15,11 @@ double ms_since(Clock::time_point start) {
 class CountedCall {
   public:
     CountedCall(CommStats& stats, const char* op, std::size_t bytes)
-        : stats_(stats), op_(op), bytes_(bytes), range_(op), start_(Clock::now()) {}
-    ~CountedCall() { stats_.record(op_, bytes_, ms_since(start_)); }
+        : stats_(stats), op_(op), bytes_(bytes), range_(op), counting_(stats.enabled),
+          start_(counting_ ? Clock::now() : Clock::time_point{}) {}
+    ~CountedCall() {
+        if (counting_) stats_.record(op_, bytes_, ms_since(start_));
+    }
     CountedCall(const CountedCall&) = delete;
     CountedCall& operator=(const CountedCall&) = delete;
 
@@ -25,6 +28,7 @@ class CountedCall {
     const char* op_;
     std::size_t bytes_;
     NvtxRange range_;
+    bool counting_;
     Clock::time_point start_;
 };
 
