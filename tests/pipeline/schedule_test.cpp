@@ -7,6 +7,7 @@
 #include <sstream>
 #include <tuple>
 
+#include "tests/support/usage_error_text.hpp"
 #include "core/error.hpp"
 #include "train/pipeline/schedule.hpp"
 #include "train/pipeline/schedule_simulation.hpp"
@@ -131,12 +132,7 @@ TEST(Schedule, PrintsOneLinePerRank) {
 
 TEST(Schedule, BadShapesNameTheFlag) {
     auto message = [](ScheduleKind kind, ScheduleShape shape) {
-        try {
-            validate_schedule_shape(kind, shape);
-        } catch (const UsageError& error) {
-            return std::string(error.what());
-        }
-        return std::string();
+        return testing::usage_error_text([&] { validate_schedule_shape(kind, shape); });
     };
     EXPECT_NE(message(ScheduleKind::interleaved, {4, 2, 2}).find("use at least 4"), std::string::npos);
     EXPECT_NE(message(ScheduleKind::interleaved, {4, 6, 2}).find("multiple of 4"), std::string::npos);

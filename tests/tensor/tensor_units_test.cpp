@@ -8,6 +8,7 @@
 #include <string>
 #include <vector>
 
+#include "tests/support/usage_error_text.hpp"
 #include "core/error.hpp"
 #include "device/cpu_device.hpp"
 #include "train/memory_ledger.hpp"
@@ -192,40 +193,33 @@ TEST(TensorParallelCost, SerialGptStoresWhatTheFormulaSays) {
               gpt_activation_bytes_per_layer(config, 8, 3, TensorSplit{}).bytes);
 }
 
-std::string usage_error_of(const std::function<void()>& action) {
-    try {
-        action();
-    } catch (const UsageError& error) {
-        return error.what();
-    }
-    return "";
-}
+using parbench::testing::usage_error_text;
 
 TEST(TensorOptions, BadSplitsNameTheFlagAndTheFix) {
     TrainOptions o;
     o.model = "gpt-tiny";  // 4 heads, hidden 64, seq 32, vocab 256
     o.tp = 3;
-    std::string message = usage_error_of([&] { resolve_train_options(o); });
+    std::string message = usage_error_text([&] { resolve_train_options(o); });
     EXPECT_NE(message.find("--tp 3"), std::string::npos) << message;
     EXPECT_NE(message.find("head count 4"), std::string::npos) << message;
     o.tp = 2;
     o.sp = true;
     o.seq = 31;
-    message = usage_error_of([&] { resolve_train_options(o); });
+    message = usage_error_text([&] { resolve_train_options(o); });
     EXPECT_NE(message.find("--sp"), std::string::npos) << message;
     EXPECT_NE(message.find("--seq"), std::string::npos) << message;
     o.seq.reset();
-    EXPECT_EQ(usage_error_of([&] { resolve_train_options(o); }), "") << "tp 2 with sp fits gpt-tiny";
+    EXPECT_EQ(usage_error_text([&] { resolve_train_options(o); }), "") << "tp 2 with sp fits gpt-tiny";
     o.tp = 1;
-    EXPECT_NE(usage_error_of([&] { resolve_train_options(o); }).find("--tp 2 or more"), std::string::npos);
+    EXPECT_NE(usage_error_text([&] { resolve_train_options(o); }).find("--tp 2 or more"), std::string::npos);
     o.sp = false;
     o.tp = 2;
     o.tp_style = "allgather";
-    EXPECT_NE(usage_error_of([&] { resolve_train_options(o); }).find("MLP"), std::string::npos);
+    EXPECT_NE(usage_error_text([&] { resolve_train_options(o); }).find("MLP"), std::string::npos);
     o.model = "mlp-tiny";
-    EXPECT_EQ(usage_error_of([&] { resolve_train_options(o); }), "");
+    EXPECT_EQ(usage_error_text([&] { resolve_train_options(o); }), "");
     o.tp_style = "ring";
-    EXPECT_NE(usage_error_of([&] { resolve_train_options(o); }).find("--tp-style 'ring'"), std::string::npos);
+    EXPECT_NE(usage_error_text([&] { resolve_train_options(o); }).find("--tp-style 'ring'"), std::string::npos);
 }
 
 }  // namespace

@@ -5,6 +5,7 @@
 #include <cstdlib>
 #include <string>
 
+#include "tests/support/usage_error_text.hpp"
 #include "core/error.hpp"
 #include "device/cpu_device.hpp"
 #include "train/memory_ledger.hpp"
@@ -24,14 +25,7 @@ nlohmann::json tiny_gpt_json() {
     return {{"kind", "gpt"}, {"layers", 2}, {"hidden", 16}, {"heads", 4}, {"seq_len", 8}, {"vocab", 32}};
 }
 
-std::string usage_error_of(const std::function<void()>& action) {
-    try {
-        action();
-    } catch (const UsageError& error) {
-        return error.what();
-    }
-    return "";
-}
+using parbench::testing::usage_error_text;
 
 TEST(ModelConfig, ParsesAGptConfig) {
     const ModelConfig config = parse_model_config(tiny_gpt_json(), "t", "t.json");
@@ -46,7 +40,7 @@ TEST(ModelConfig, ParsesAGptConfig) {
 TEST(ModelConfig, UnknownKeyIsNamed) {
     nlohmann::json document = tiny_gpt_json();
     document["hiden"] = 3;
-    const std::string message = usage_error_of([&] { parse_model_config(document, "t", "t.json"); });
+    const std::string message = usage_error_text([&] { parse_model_config(document, "t", "t.json"); });
     EXPECT_NE(message.find("\"hiden\""), std::string::npos) << message;
     EXPECT_NE(message.find("t.json"), std::string::npos) << message;
 }
@@ -54,23 +48,23 @@ TEST(ModelConfig, UnknownKeyIsNamed) {
 TEST(ModelConfig, MissingOrMalformedKeysAreNamed) {
     nlohmann::json missing = tiny_gpt_json();
     missing.erase("vocab");
-    EXPECT_NE(usage_error_of([&] { parse_model_config(missing, "t", "t.json"); }).find("\"vocab\""), std::string::npos);
+    EXPECT_NE(usage_error_text([&] { parse_model_config(missing, "t", "t.json"); }).find("\"vocab\""), std::string::npos);
     nlohmann::json negative = tiny_gpt_json();
     negative["layers"] = -1;
-    EXPECT_NE(usage_error_of([&] { parse_model_config(negative, "t", "t.json"); }).find("\"layers\""),
+    EXPECT_NE(usage_error_text([&] { parse_model_config(negative, "t", "t.json"); }).find("\"layers\""),
               std::string::npos);
     nlohmann::json text = tiny_gpt_json();
     text["hidden"] = "64";
-    EXPECT_NE(usage_error_of([&] { parse_model_config(text, "t", "t.json"); }).find("\"hidden\""), std::string::npos);
+    EXPECT_NE(usage_error_text([&] { parse_model_config(text, "t", "t.json"); }).find("\"hidden\""), std::string::npos);
     nlohmann::json heads = tiny_gpt_json();
     heads["heads"] = 3;
-    EXPECT_NE(usage_error_of([&] { parse_model_config(heads, "t", "t.json"); }).find("\"heads\""), std::string::npos);
+    EXPECT_NE(usage_error_text([&] { parse_model_config(heads, "t", "t.json"); }).find("\"heads\""), std::string::npos);
     nlohmann::json kind = tiny_gpt_json();
     kind["kind"] = "rnn";
-    EXPECT_NE(usage_error_of([&] { parse_model_config(kind, "t", "t.json"); }).find("\"kind\""), std::string::npos);
+    EXPECT_NE(usage_error_text([&] { parse_model_config(kind, "t", "t.json"); }).find("\"kind\""), std::string::npos);
     // An MLP has no heads.
     const nlohmann::json mlp = {{"kind", "mlp"}, {"layers", 2}, {"hidden", 8}, {"heads", 2}};
-    EXPECT_NE(usage_error_of([&] { parse_model_config(mlp, "m", "m.json"); }).find("\"heads\""), std::string::npos);
+    EXPECT_NE(usage_error_text([&] { parse_model_config(mlp, "m", "m.json"); }).find("\"heads\""), std::string::npos);
 }
 
 TEST(ModelConfig, ShippedModelsLoadByName) {
@@ -78,7 +72,7 @@ TEST(ModelConfig, ShippedModelsLoadByName) {
         const ModelConfig config = load_model_config(name);
         EXPECT_EQ(config.name, name);
     }
-    EXPECT_NE(usage_error_of([] { load_model_config("no-such-model"); }).find("gpt-tiny"), std::string::npos);
+    EXPECT_NE(usage_error_text([] { load_model_config("no-such-model"); }).find("gpt-tiny"), std::string::npos);
     // GPT-2 small has 124M parameters (with the tied output projection counted once).
     const ModelConfig gpt2 = load_model_config("gpt2-124m");
     const std::size_t parameters = model_parameter_layout(gpt2, gpt2.seq_len).total_numel();
@@ -217,28 +211,28 @@ TEST(TrainOptions, LayoutErrorsNameTheFlags) {
     TrainOptions options;
     options.dp = 3;
     const TrainPlan plan = resolve_train_options(options);
-    const std::string world = usage_error_of([&] { resolve_layout(plan, 4); });
+    const std::string world = usage_error_text([&] { resolve_layout(plan, 4); });
     EXPECT_NE(world.find("--dp 3"), std::string::npos) << world;
     EXPECT_NE(world.find("4"), std::string::npos) << world;
 
     TrainOptions batch;
     batch.global_batch = 6;
     batch.microbatches = 2;
-    const std::string divide = usage_error_of([&] { resolve_layout(resolve_train_options(batch), 2); });
+    const std::string divide = usage_error_text([&] { resolve_layout(resolve_train_options(batch), 2); });
     EXPECT_NE(divide.find("--global-batch 6"), std::string::npos) << divide;
     EXPECT_NE(divide.find("--microbatches 2"), std::string::npos) << divide;
     EXPECT_EQ(resolve_layout(resolve_train_options(batch), 3).dp, 3);  // dp fills the world
 
     TrainOptions prefetch;
     prefetch.prefetch = true;
-    EXPECT_NE(usage_error_of([&] { resolve_train_options(prefetch); }).find("--zero 3"), std::string::npos);
+    EXPECT_NE(usage_error_text([&] { resolve_train_options(prefetch); }).find("--zero 3"), std::string::npos);
     TrainOptions zero;
     zero.zero = 4;
-    EXPECT_NE(usage_error_of([&] { resolve_train_options(zero); }).find("--zero 4"), std::string::npos);
+    EXPECT_NE(usage_error_text([&] { resolve_train_options(zero); }).find("--zero 4"), std::string::npos);
     TrainOptions seq;
     seq.model = "mlp-tiny";
     seq.seq = 4;
-    EXPECT_NE(usage_error_of([&] { resolve_train_options(seq); }).find("--seq"), std::string::npos);
+    EXPECT_NE(usage_error_text([&] { resolve_train_options(seq); }).find("--seq"), std::string::npos);
 }
 
 TEST(Check, ComparisonFindsTheDifferingTensor) {
