@@ -13,8 +13,8 @@ void abort_job(Communicator& comm, int exit_code) {
     std::_Exit(exit_code);
 }
 
-int run_with_mpi(Invocation& invocation, const MpiBody& body) {
-    MpiSession session(invocation.argc, invocation.argv);
+int run_with_mpi(Invocation& invocation, const MpiBody& body, MpiThreadLevel threads) {
+    MpiSession session(invocation.argc, invocation.argv, threads);
     auto control = MpiCommunicator::world();
     try {
         return body(session, *control);

@@ -14,8 +14,9 @@ namespace parbench {
 
 using MpiBody = std::function<int(const MpiSession& session, Communicator& control)>;
 
-// `control` is an MPI duplicate of the world on host memory, for bookkeeping.
-int run_with_mpi(Invocation& invocation, const MpiBody& body);
+// `control` is an MPI duplicate of the world on host memory, for bookkeeping. MPI starts
+// at `threads` (SINGLE unless the command's user asks for more).
+int run_with_mpi(Invocation& invocation, const MpiBody& body, MpiThreadLevel threads = MpiThreadLevel::single);
 
 // Ends every process of the job now with `exit_code`.
 [[noreturn]] void abort_job(Communicator& comm, int exit_code);
