@@ -87,7 +87,7 @@ void resolve_reporting(const CollectiveOptions& options, ResolvedOptions& resolv
         resolved.placements = {false, true};
     }
     const auto aggregation = parse_aggregation(options.aggregate);
-    if (!aggregation) throw UsageError("--aggregate '" + options.aggregate + "': use max, mean, rank-mean or rank0");
+    if (!aggregation) throw UsageError("--aggregate '" + options.aggregate + "': use max, mean, rank-mean, rank-max or rank0");
     resolved.aggregation = *aggregation;
     const auto threads = parse_thread_level(options.mpi_threads);
     if (!threads || *threads == MpiThreadLevel::serialized)
@@ -209,6 +209,10 @@ std::string method_line(const ResolvedOptions& resolved) {
         case Aggregation::rank_mean:
             text << "; each rank's mean over samples, then the mean over ranks (IMB t_avg, OSU avg); algbw = "
                     "bytes / that mean";
+            break;
+        case Aggregation::rank_max:
+            text << "; each rank's mean over samples, then the max over ranks (IMB t_max, OSU max); algbw = "
+                    "bytes / that max";
             break;
         case Aggregation::rank0: text << "; each sample is rank 0's own time; algbw = bytes / median"; break;
     }
@@ -397,7 +401,7 @@ void add_reporting_flags(CLI::App& sub, CollectiveOptions& o) {
     sub.add_flag("-c,--check,!--no-check", o.check,
                  "Validate every element after timing (the default); --no-check skips it");
     sub.add_option("--aggregate", o.aggregate,
-                   "Over ranks: max (per-iteration slowest), mean, rank-mean (IMB t_avg, OSU avg) or rank0")
+                   "Over ranks: max (per-iteration slowest), mean, rank-mean (IMB t_avg, OSU avg), rank-max (IMB t_max) or rank0")
         ->capture_default_str();
     sub.add_option("--mpi-threads", o.mpi_threads, "MPI thread level: single (MPI_Init), funneled or multiple")
         ->capture_default_str();
