@@ -99,6 +99,9 @@ TrainPlan resolve_train_options(const TrainOptions& options) {
         throw UsageError("--peak-tflops must be a positive number (TFLOP/s per rank)");
 
     plan.model = load_model_config(options.model);
+    if (plan.model.kind == ModelKind::llama)
+        throw UsageError("--model " + options.model + ": Llama models are described for `plan` and MFU, but `train` "
+                         "cannot run them yet; use a gpt or mlp model");
     plan.seq_len = plan.model.seq_len;
     if (options.seq) {
         if (plan.model.kind != ModelKind::gpt)
