@@ -181,7 +181,8 @@ std::unique_ptr<Command> add_train_command(CLI::App& app) {
         ->capture_default_str();
     sub->add_option("--microbatches", o.microbatches, "Micro-batches per rank per step (gradient accumulation)")
         ->capture_default_str();
-    sub->add_option("--bucket-mb", o.bucket_mb, "Gradient bucket size in MiB")->capture_default_str();
+    sub->add_option("--bucket-mb", o.bucket_mb,
+                    "Gradient bucket size in MiB (default 25; ZeRO-2: min(25, 1/4 of the model's gradients))");
     sub->add_flag("--overlap", o.overlap, "Start each bucket's gradient collective as soon as it is ready");
     sub->add_flag("--prefetch", o.prefetch, "ZeRO-3: gather the next layer while computing this one");
     sub->add_option("--precision", o.precision, "fp32, or bf16 (bf16 matmuls, fp32 master weights)")->capture_default_str();
