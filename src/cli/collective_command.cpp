@@ -10,6 +10,7 @@
 #include "bench/nvtx.hpp"
 #include "bench/watchdog.hpp"
 #include "cli/command.hpp"
+#include "cli/job_watchdog.hpp"
 #include "cli/mpi_scope.hpp"
 #include "cli/rank_agreement.hpp"
 #include "collectives/collective.hpp"
@@ -22,12 +23,11 @@
 #include "report/csv_report.hpp"
 #include "report/environment.hpp"
 #include "report/json_file.hpp"
+#include "report/kept_report.hpp"
 #include "report/report_document.hpp"
 
 namespace parbench {
 namespace {
-
-constexpr int watchdog_exit_code = 124;  // as timeout(1)
 
 struct CollectiveOptions {
     std::string command;  // a collective's name or "all"
@@ -235,6 +235,12 @@ class CollectiveCommand : public Command {
         for (const Collective* collective : resolved.collectives)
             element_count(*collective, resolved.sizes.front(), resolved.params, nranks, resolved.exact_size);
 
+        // Before the backend: a hang while it starts is watched too; the report kept so far is
+        // rewritten as partial by the watchdog's thread as it ends the job.
+        KeptReport kept(rank == 0 ? options_.json_path : std::string());
+        const auto watchdog = start_watchdog(options_.timeout_s, session, control,
+                                             [&kept](const std::string& message) { kept.abandon(message); });
+        watchdog->enter({"setup", "start-up", 0, 0});
         Backend backend = make_backend(resolved.backend, session, control);
         if (resolved.timing.graph && !backend.device->is_gpu())
             throw UsageError("--graph replays CUDA graphs; this run uses " + backend.device->kind() +
@@ -249,14 +255,12 @@ class CollectiveCommand : public Command {
                              "measure the scheduler too; quote figures from runs with at most one rank per core\n";
         }
 
-        Watchdog watchdog(options_.timeout_s, rank, [&](const std::string& message) {
-            std::cerr << ("error: " + message + "\n") << std::flush;
-            abort_job(*backend.comm, watchdog_exit_code);
-        });
-        CollectiveHarness harness(*backend.comm, control, *backend.device, resolved.timing, watchdog);
+        CollectiveHarness harness(*backend.comm, control, *backend.device, resolved.timing, *watchdog);
         NvtxRange run_range("run " + options_.command);
+        watchdog->idle();
 
         std::vector<CollectiveResult> results;
+        const std::size_t points = resolved.collectives.size() * resolved.sizes.size();
         std::uint64_t total_wrong = 0;
         for (const Collective* collective : resolved.collectives) {
             if (rank == 0) print_console_columns(std::cout, std::string(collective->name()));
@@ -264,12 +268,19 @@ class CollectiveCommand : public Command {
                 CollectiveResult result = measure_point(harness, *collective, requested, resolved, nranks);
                 if (result.wrong) total_wrong += *result.wrong;
                 results.push_back(result);
-                if (rank == 0) publish(results, report, result);
+                if (rank == 0)
+                    publish(results, report, result, kept,
+                            std::to_string(results.size()) + " of " + std::to_string(points) +
+                                " points measured (the run is going on, or it ended before the rest)");
             }
         }
         if (rank == 0) {
             report["finished_at"] = utc_now_iso8601();
-            write_reports(results, report);
+            if (total_wrong > 0)
+                write_reports(results, report, kept, RunStatus::failed,
+                              std::to_string(total_wrong) + " elements were wrong (see wrong per point)");
+            else
+                write_reports(results, report, kept, RunStatus::complete);
             if (total_wrong > 0)
                 std::cerr << ("error: " + std::to_string(total_wrong) +
                               " elements were wrong: the collective returned incorrect data (see #wrong)\n");
@@ -305,19 +316,20 @@ class CollectiveCommand : public Command {
         return result;
     }
 
-    void publish(const std::vector<CollectiveResult>& results, nlohmann::json& report,
-                 const CollectiveResult& result) const {
+    void publish(const std::vector<CollectiveResult>& results, nlohmann::json& report, const CollectiveResult& result,
+                 KeptReport& kept, const std::string& progress) const {
         print_console_row(std::cout, result);
         for (const std::string& warning : result.warnings)
             std::cerr << "warning: " << result.collective << ' ' << result.bytes << " B: " << warning << '\n';
-        write_reports(results, report);
+        write_reports(results, report, kept, RunStatus::partial, progress);
     }
 
-    void write_reports(const std::vector<CollectiveResult>& results, nlohmann::json& report) const {
+    void write_reports(const std::vector<CollectiveResult>& results, nlohmann::json& report, KeptReport& kept,
+                       RunStatus status, const std::string& reason = {}) const {
         nlohmann::json entries = nlohmann::json::array();
         for (const CollectiveResult& r : results) entries.push_back(to_json(r));
         report["results"] = std::move(entries);
-        if (!options_.json_path.empty()) write_json_atomically(options_.json_path, report);
+        kept.write(report, status, reason);
         if (!options_.csv_path.empty()) write_text_atomically(options_.csv_path, to_csv(results));
     }
 
