@@ -9,6 +9,7 @@
 #include "bench/nvtx.hpp"
 #include "bench/watchdog.hpp"
 #include "cli/command.hpp"
+#include "cli/job_environment.hpp"
 #include "cli/mpi_scope.hpp"
 #include "cli/rank_agreement.hpp"
 #include "collectives/collective.hpp"
@@ -19,7 +20,6 @@
 #include "report/collective_result.hpp"
 #include "report/console_table.hpp"
 #include "report/csv_report.hpp"
-#include "report/environment.hpp"
 #include "report/json_file.hpp"
 #include "report/report_document.hpp"
 
