@@ -132,6 +132,32 @@ def case_train_tp_across_hosts(c):
           result.stderr)
 
 
+def case_pairs_slow_host(c):
+    """Four hosts of one rank, pbhost3's link shaped to a tenth: exactly its six ordered pairs
+    are flagged, each naming both ranks and hosts, and pbhost3 is named the suspect."""
+    c.up(4, "--inter-bw", "1gbit")
+    c.cluster("shape", "pbhost3", "--bw", "100mbit")
+    result = c.run(4, "pairs", "--size", "4M", "-n", "3", "--json", c.path("pairs.json"), per_host=1)
+    pairs = c.report("pairs.json")["results"][0]
+    check(pairs["rounds"] == 3, f"4 ranks need 3 rounds, took {pairs['rounds']}")
+    check([p["host"] for p in pairs["participants"]] == ["pbhost0", "pbhost1", "pbhost2", "pbhost3"], str(pairs))
+    flagged = {(f["from_rank"], f["to_rank"]) for f in pairs["flagged"]}
+    expected = {(a, 3) for a in range(3)} | {(3, b) for b in range(3)}
+    check(flagged == expected, f"flagged {sorted(flagged)}, expected {sorted(expected)}\n{result.stdout}")
+    check(all("pbhost3" in (f["from_host"], f["to_host"]) for f in pairs["flagged"]), str(pairs["flagged"]))
+    check(pairs["suspect_hosts"] == ["pbhost3"], f"suspects {pairs['suspect_hosts']}")
+    check("slow pair: rank 0 (pbhost0) -> rank 3 (pbhost3)" in result.stdout, result.stdout)
+    check("every slow pair involves pbhost3" in result.stdout, result.stdout)
+    check(len(pairs["bandwidth_gbps"]) == 4 and pairs["bandwidth_gbps"][0][0] is None, "matrix shape, null diagonal")
+    # Bad input: one rank, --by host on one host, a fraction out of range: exit 2, one line.
+    for ranks, per_host, arguments, text in ((1, 1, [], "2 or more ranks"),
+                                             (2, 2, ["--by", "host"], "--by host needs 2 or more hosts"),
+                                             (2, 1, ["--flag-below", "1.5"], "--flag-below")):
+        bad = c.run(ranks, "pairs", *arguments, per_host=per_host, expect=2)
+        errors = [line for line in bad.stderr.splitlines() if line.startswith("error:")]
+        check(len(errors) == 1 and text in errors[0], f"pairs {arguments}: {bad.stderr}")
+
+
 CASES = {name[len("case_"):]: f for name, f in globals().items() if name.startswith("case_")}
 
 
