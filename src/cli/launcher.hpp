@@ -1,5 +1,6 @@
 // What the launcher (mpirun, srun, mpiexec) tells a process before MPI starts: used to print
-// usage errors once, from the first rank, without initialising MPI, and to record in reports
+// usage errors once, from the first rank, without initialising MPI, to know whether other
+// ranks exist that must hear about an error only this one saw, and to record in reports
 // which launcher started the job (rank, host and world size always come from MPI itself).
 #pragma once
 
@@ -15,5 +16,11 @@ inline bool is_first_rank() { return launcher_rank() == 0; }
 // "mpirun (Open MPI)", "srun (Slurm)", "mpiexec (MPICH Hydra)", or "none (singleton)", told
 // apart by the variables each sets in its processes' environment.
 std::string launcher_name();
+
+// The job's size from OMPI_COMM_WORLD_SIZE, PMI_SIZE or SLURM_NTASKS; 1 without a launcher.
+int launcher_world_size();
+
+// This machine's host name (gethostname), for messages that name where an error happened.
+std::string host_name();
 
 }  // namespace parbench

@@ -71,7 +71,7 @@ class PairsCommand : public Command {
 
     int run(Invocation& invocation) override {
         const PairBenchOptions resolved = resolve(options_);
-        return run_with_mpi(invocation, [&](const MpiSession& session, Communicator& control) {
+        return run_with_mpi(invocation, config_json(resolved), [&](const MpiSession& session, Communicator& control) {
             return measure(invocation, resolved, session, control);
         });
     }
