@@ -30,6 +30,7 @@ int run(int& argc, char**& argv) {
     add(add_collective_command(app, "all"));
     add(add_compare_command(app));
     add(add_info_command(app));
+    add(add_pairs_command(app));
     add(add_train_command(app));
 
     const auto known = [&](const std::string& name) {

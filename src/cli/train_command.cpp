@@ -12,17 +12,18 @@
 #include <thread>
 
 #include "cli/command.hpp"
+#include "cli/job_environment.hpp"
 #include "cli/mpi_scope.hpp"
 #include "cli/rank_agreement.hpp"
 #include "comm/backend.hpp"
 #include "comm/mpi_communicator.hpp"
 #include "comm/mpi_session.hpp"
 #include "core/error.hpp"
-#include "report/environment.hpp"
 #include "report/json_file.hpp"
 #include "report/report_document.hpp"
 #include "train/matmuls.hpp"
 #include "train/mesh.hpp"
+#include "train/mesh_placement.hpp"
 #include "train/metrics.hpp"
 #include "train/model.hpp"
 #include "train/ops/ops.hpp"
@@ -143,6 +144,8 @@ class TrainCommand : public Command {
                              "times measure the scheduler too; quote figures from runs with at most one rank per core\n";
         }
         const PeakFlops peak = resolve_peak(options_, device, control);
+        const MeshPlacement placement = place_mesh(shape, environment.hosts_by_rank);
+        if (rank == 0 && placement.warning) std::cerr << "warning: " << *placement.warning << '\n';
 
         Mesh mesh(*backend.comm, shape);
         const TrainMeasurements measurements = run_training(plan, mesh, device, *ops, control, options_.check);
@@ -164,8 +167,10 @@ class TrainCommand : public Command {
         }
 
         if (rank == 0) {
-            const nlohmann::json result = train_result_json(
+            nlohmann::json result = train_result_json(
                 TrainSummaryInputs{plan, shape, scheme_name(plan), measurements, peak, check});
+            result["layout"]["placement"] = {{"group_hosts", placement.group_hosts},
+                                             {"tp_crosses_hosts", placement.tp_crosses_hosts}};
             print_train_summary(std::cout, result);
             print_pipeline_summary(std::cout, result);
             if (measurements.pipeline && !options_.trace_path.empty())
