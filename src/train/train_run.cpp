@@ -160,7 +160,7 @@ TrainMeasurements run_training(const TrainPlan& plan, Mesh& mesh, Device& device
     step_plan.dp_rank = mesh.coordinates().dp;
     step_plan.dp_size = dp;
     step_plan.microbatches = o.microbatches;
-    step_plan.rows_per_sample = plan.model.kind == ModelKind::gpt ? plan.seq_len : 1;
+    step_plan.rows_per_sample = plan.model.has_sequence() ? plan.seq_len : 1;
     step_plan.data_seed = o.seed;
     std::optional<PipelineExecutor> executor;
     if (pipelined)

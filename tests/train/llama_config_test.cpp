@@ -7,7 +7,9 @@
 #include "plan/llama_formulas.hpp"
 #include "tests/support/usage_error_text.hpp"
 #include "train/metrics.hpp"
+#include "train/model.hpp"
 #include "train/model_config.hpp"
+#include "train/models/llama.hpp"
 
 namespace parbench {
 namespace {
@@ -72,6 +74,33 @@ TEST(LlamaConfig, ModelFlopsUseTheLlamaFormula) {
     const ModelConfig config = load_model_config("llama3-8b");
     EXPECT_DOUBLE_EQ(model_flops_per_step(config, 4, 2048), llama_model_flops(llama_shape(config), 4, 2048));
     EXPECT_NE(flops_formula(config).find("3h*f"), std::string::npos);
+}
+
+// The model's own tensor list counts what the formula counts.
+TEST(LlamaConfig, ModelLayoutHasTheFormulasParameterCount) {
+    for (const char* name : {"llama-tiny", "llama-small", "llama3-8b", "llama3-70b"}) {
+        const ModelConfig config = load_model_config(name);
+        const ParameterLayout layout = model_parameter_layout(config, config.seq_len);
+        EXPECT_EQ(static_cast<std::int64_t>(layout.total_numel()), llama_total_parameters(llama_shape(config))) << name;
+        EXPECT_EQ(layout.units().size(), static_cast<std::size_t>(config.layers) + 2) << name;  // embedding, blocks, head
+    }
+}
+
+// K/V heads split over tp when it divides them, else every rank holds them whole: the shards'
+// sizes say which.
+TEST(LlamaConfig, KeyValueHeadsSplitOrReplicatedUnderTensorParallelism) {
+    const ModelConfig config = load_model_config("llama-tiny");  // 4 heads, 2 kv heads, head size 16
+    EXPECT_TRUE(llama_kv_heads_split(config, 2));
+    EXPECT_FALSE(llama_kv_heads_split(config, 4));
+    auto wk_numel = [&](int tp) {
+        const ParameterLayout layout = llama_parameter_layout(config, TensorSplit{0, tp});
+        for (const TensorSpec& tensor : layout.tensors())
+            if (tensor.name == "h0.wk") return tensor.numel;
+        return std::size_t{0};
+    };
+    EXPECT_EQ(wk_numel(1), 32u * 64u);
+    EXPECT_EQ(wk_numel(2), 16u * 64u);
+    EXPECT_EQ(wk_numel(4), 32u * 64u);  // replicated
 }
 
 }  // namespace
