@@ -31,5 +31,6 @@ std::unique_ptr<Command> add_collective_command(CLI::App& app, const std::string
 std::unique_ptr<Command> add_compare_command(CLI::App& app);
 std::unique_ptr<Command> add_info_command(CLI::App& app);
 std::unique_ptr<Command> add_train_command(CLI::App& app);
+std::unique_ptr<Command> add_plan_command(CLI::App& app);
 
 }  // namespace parbench
