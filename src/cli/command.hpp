@@ -32,5 +32,6 @@ std::unique_ptr<Command> add_compare_command(CLI::App& app);
 std::unique_ptr<Command> add_info_command(CLI::App& app);
 std::unique_ptr<Command> add_pairs_command(CLI::App& app);
 std::unique_ptr<Command> add_train_command(CLI::App& app);
+std::unique_ptr<Command> add_plan_command(CLI::App& app);
 
 }  // namespace parbench

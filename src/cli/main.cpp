@@ -32,6 +32,7 @@ int run(int& argc, char**& argv) {
     add(add_info_command(app));
     add(add_pairs_command(app));
     add(add_train_command(app));
+    add(add_plan_command(app));
 
     const auto known = [&](const std::string& name) {
         const auto subcommands = app.get_subcommands([&](CLI::App* sub) { return sub->get_name() == name; });
