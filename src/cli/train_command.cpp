@@ -197,8 +197,8 @@ class TrainCommand : public Command {
         std::ifstream file(plan.model.source, std::ios::binary);
         const std::string content((std::istreambuf_iterator<char>(file)), std::istreambuf_iterator<char>());
         std::ostringstream digest;
-        digest << plan.model.name << " (content digest " << std::hex << detail::fnv1a(content) << ")";
-        options["model_content"] = digest.str();
+        digest << "content digest " << std::hex << detail::fnv1a(content);
+        options["model_content"] = labelled_value(digest.str(), plan.model.source);
         options["timeout_s"] = run_options_.timeout_s;
         options["log_interval"] = run_options_.log_interval;
         options["json"] = options_.json_path;
