@@ -85,10 +85,11 @@ RankTimes CollectiveHarness::time_samples(const PointSpec& spec, const Pointers&
     const bool straggle = options_.inject_straggler_rank == data_.rank();
     const auto straggle_for = std::chrono::duration<double, std::micro>(options_.inject_straggler_us);
     for (std::size_t i = 0; i < iters; ++i) {
-        watchdog_.enter({"timed", name, bytes, static_cast<int>(i)});
+        // The injected hang stops before entering the iteration, as a rank that never arrives.
         if (i == 0 && options_.inject_hang_rank == data_.rank()) {
             for (;;) std::this_thread::sleep_for(std::chrono::seconds(1));  // waits for the watchdog
         }
+        watchdog_.enter({"timed", name, bytes, static_cast<int>(i)});
         data_.barrier();
         // Every rank leaves the barrier at about the same moment: the common time base of
         // arrivals and finishes, without synchronising clocks across hosts.
