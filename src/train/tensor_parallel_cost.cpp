@@ -1,5 +1,7 @@
 #include "train/tensor_parallel_cost.hpp"
 
+#include "train/models/llama_cost.hpp"
+
 namespace parbench {
 namespace {
 
@@ -18,6 +20,8 @@ std::map<std::string, CollectiveVolume> tensor_parallel_traffic_per_step(const M
                                                                          const TensorSplit& split) {
     std::map<std::string, CollectiveVolume> traffic;
     if (split.size == 1) return traffic;
+    if (config.kind == ModelKind::llama)
+        return llama_tensor_parallel_traffic_per_step(config, seq_len, microbatch_size, microbatches, split);
     const double m = microbatches;
     const double L = config.layers;
     const double h = config.hidden;
@@ -81,6 +85,12 @@ ActivationFormula gpt_activation_bytes_per_layer(const ModelConfig& config, int 
                                           : "sbh(10 + 24/t + 5as/(ht))  (arXiv 2205.05198 table 2, TP, 16-bit)";
     }
     return f;
+}
+
+ActivationFormula transformer_activation_bytes_per_layer(const ModelConfig& config, int seq_len,
+                                                         int microbatch_size, const TensorSplit& split) {
+    if (config.kind == ModelKind::llama) return llama_activation_bytes_per_layer(config, seq_len, microbatch_size, split);
+    return gpt_activation_bytes_per_layer(config, seq_len, microbatch_size, split);
 }
 
 }  // namespace parbench

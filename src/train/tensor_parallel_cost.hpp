@@ -49,5 +49,8 @@ struct ActivationFormula {
 };
 ActivationFormula gpt_activation_bytes_per_layer(const ModelConfig& config, int seq_len, int microbatch_size,
                                                  const TensorSplit& split);
+// GPT's or Llama's (models/llama_cost.hpp), by the config's kind.
+ActivationFormula transformer_activation_bytes_per_layer(const ModelConfig& config, int seq_len,
+                                                         int microbatch_size, const TensorSplit& split);
 
 }  // namespace parbench

@@ -31,11 +31,16 @@ void check_tensor_parallel(const TrainPlan& plan) {
         return;
     }
     if (plan.tp_style == TensorParallelStyle::allgather)
-        throw UsageError("--tp-style allgather applies to MLP models; GPT blocks use Megatron's column/row pairing: "
-                         "drop --tp-style or use an mlp model");
+        throw UsageError("--tp-style allgather applies to MLP models; " + model_kind_name(m.kind) +
+                         " blocks use Megatron's column/row pairing: drop --tp-style or use an mlp model");
     divides(m.heads, "head count", "use a --tp that divides it (attention heads are split across the group)");
     divides(m.hidden, "hidden size", "use a --tp that divides it");
-    divides(4 * m.hidden, "FFN size", "use a --tp that divides it");
+    // Llama's key/value heads are split when --tp divides them and replicated otherwise
+    // (models/llama.cpp), so they need no check.
+    if (m.kind == ModelKind::llama)
+        divides(m.ffn_hidden, "SwiGLU width (ffn_hidden)", "use a --tp that divides it");
+    else
+        divides(4 * m.hidden, "FFN size", "use a --tp that divides it");
     divides(m.vocab, "vocabulary", "use a --tp that divides it (the embedding and logits are split by vocabulary)");
     if (o.sp && plan.seq_len % o.tp != 0)
         throw UsageError("--sp: sequence length " + text(plan.seq_len) + " does not split " + text(o.tp) +
@@ -54,9 +59,9 @@ void check_pipeline(TrainPlan& plan) {
         return;
     }
     const std::string pp = "--pp " + text(o.pp);
-    if (plan.model.kind != ModelKind::gpt)
-        throw UsageError(pp + ": pipeline stages are cut from GPT blocks, and model " + plan.model.name +
-                         " is an MLP; use a gpt model or --pp 1");
+    if (!plan.model.has_sequence())
+        throw UsageError(pp + ": pipeline stages are cut from transformer blocks, and model " + plan.model.name +
+                         " is an MLP; use a gpt or llama model or --pp 1");
     if (o.zero > 1)
         throw UsageError(pp + " with --zero " + text(o.zero) + ": ZeRO-2/3 reduce or gather per micro-batch, which a "
                          "pipeline interleaves; use --zero 0 or 1");
@@ -103,7 +108,7 @@ TrainPlan resolve_train_options(const TrainOptions& options) {
     plan.model = load_model_config(options.model);
     plan.seq_len = plan.model.seq_len;
     if (options.seq) {
-        if (plan.model.kind != ModelKind::gpt)
+        if (!plan.model.has_sequence())
             throw UsageError("--seq: model " + plan.model.name + " is an MLP, which has no sequence; drop --seq");
         if (*options.seq < 1) throw UsageError("--seq must be at least 1");
         plan.seq_len = *options.seq;

@@ -111,13 +111,15 @@ nlohmann::json activation_json(const TrainSummaryInputs& in) {
                                  {"method", "bytes one layer keeps from forward for backward for one micro-batch, "
                                             "allocated from the ledger (the MLP: the mean over its layers); "
                                             "the largest rank"}};
-    if (in.plan.model.kind != ModelKind::gpt) return activation;
-    const ActivationFormula formula = gpt_activation_bytes_per_layer(
+    if (!in.plan.model.has_sequence()) return activation;
+    const ActivationFormula formula = transformer_activation_bytes_per_layer(
         in.plan.model, in.plan.seq_len, o.global_batch / in.mesh.dp / o.microbatches, in.plan.tensor_split(0));
     activation["formula_bytes_per_layer"] = formula.bytes;
     activation["formula"] = formula.formula;
-    activation["paper_bytes_per_layer"] = formula.paper_bytes;
-    activation["paper_formula"] = formula.paper_formula;
+    if (!formula.paper_formula.empty()) {
+        activation["paper_bytes_per_layer"] = formula.paper_bytes;
+        activation["paper_formula"] = formula.paper_formula;
+    }
     return activation;
 }
 
@@ -134,7 +136,7 @@ nlohmann::json train_result_json(const TrainSummaryInputs& in) {
     const Summary step = summarize(m.step_ms);
     const Summary exposed = summarize(m.exposed_comm_ms);
     const double tokens_per_step =
-        static_cast<double>(o.global_batch) * (in.plan.model.kind == ModelKind::gpt ? in.plan.seq_len : 1);
+        static_cast<double>(o.global_batch) * (in.plan.model.has_sequence() ? in.plan.seq_len : 1);
     const double flops = model_flops_per_step(in.plan.model, o.global_batch, in.plan.seq_len);
     const double median_s = step.median / 1000.0;
     const double achieved_tflops = flops / median_s / static_cast<double>(in.mesh.world()) / 1e12;
@@ -245,7 +247,8 @@ void print_train_header(std::ostream& out, const TrainPlan& plan, const MeshShap
     out << "# parbench train: " << c.name << " (" << model_kind_name(c.kind) << ", "
         << human_count(static_cast<double>(parameters)) << " parameters: " << c.layers << " layers, hidden "
         << c.hidden;
-    if (c.kind == ModelKind::gpt) out << ", " << c.heads << " heads, seq " << plan.seq_len << ", vocab " << c.vocab;
+    if (c.has_sequence()) out << ", " << c.heads << " heads, seq " << plan.seq_len << ", vocab " << c.vocab;
+    if (c.kind == ModelKind::llama) out << ", " << c.kv_heads << " kv heads, ffn " << c.ffn_hidden;
     out << ")\n";
     out << "# layout: dp " << mesh.dp << " x tp " << mesh.tp;
     if (mesh.tp > 1) out << " (" << o.tp_style << (o.sp ? ", sequence parallel" : "") << ")";
@@ -309,10 +312,14 @@ void print_train_summary(std::ostream& out, const nlohmann::json& r) {
     }
     const auto& activation = r["activation_memory"];
     if (activation.contains("formula_bytes_per_layer")) {
-        std::snprintf(line, sizeof line, "%-28s %.4g MiB measured, %.4g MiB formula, %.4g MiB paper (16-bit)\n",
-                      "activations per layer", mib(activation["measured_bytes_per_layer"]),
-                      mib(activation["formula_bytes_per_layer"]), mib(activation["paper_bytes_per_layer"]));
+        std::snprintf(line, sizeof line, "%-28s %.4g MiB measured, %.4g MiB formula", "activations per layer",
+                      mib(activation["measured_bytes_per_layer"]), mib(activation["formula_bytes_per_layer"]));
         out << line;
+        if (activation.contains("paper_bytes_per_layer")) {
+            std::snprintf(line, sizeof line, ", %.4g MiB paper (16-bit)", mib(activation["paper_bytes_per_layer"]));
+            out << line;
+        }
+        out << "\n";
     }
     for (const std::string dimension : {"dp", "tp"}) {
         for (const auto& [op, counter] : r["comm"][dimension].items()) {
