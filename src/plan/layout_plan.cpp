@@ -252,7 +252,7 @@ PlanPrediction predict_layout(const PlanLayout& p, const PlanContext& context, c
             out.exposed_pp_ms += line.time_ms;
     }
     out.step_ms = out.compute_ms + out.bubble_ms + out.optimizer_ms + out.exposed_ms();
-    const double tokens = static_cast<double>(p.global_batch) * (l.model.kind == ModelKind::gpt ? l.seq_len : 1);
+    const double tokens = static_cast<double>(p.global_batch) * (l.model.kind != ModelKind::mlp ? l.seq_len : 1);
     out.tokens_per_s = tokens / (out.step_ms / 1e3);
     const double peak = l.precision == Precision::bf16 ? cluster.device.peak_tflops_bf16 : cluster.device.peak_tflops_fp32;
     out.mfu = peak > 0 ? out.flops_per_step / (out.step_ms / 1e3 * world * peak * 1e12) : 0.0;
