@@ -362,6 +362,9 @@ std::unique_ptr<Command> add_train_command(CLI::App& app) {
     sub->add_flag("--overlap", o.overlap, "Start each bucket's gradient collective as soon as it is ready");
     sub->add_flag("--prefetch", o.prefetch, "ZeRO-3: gather the next layer while computing this one");
     sub->add_option("--precision", o.precision, "fp32, or bf16 (bf16 matmuls, fp32 master weights)")->capture_default_str();
+    sub->add_option("--recompute", o.recompute,
+                    "Activation recompute: none, selective (the attention core) or full (each layer's forward)")
+        ->capture_default_str();
     sub->add_option("--peak-tflops", o.peak_tflops, "Peak TFLOP/s per rank for MFU (default: table or measured)");
     sub->add_flag("-c,--check", o.check, "Compare loss and final parameters with a serial run; fail if they differ");
     sub->add_option("--timeout", command->run_options().timeout_s,
