@@ -1,6 +1,7 @@
 // `parbench <collective>` and `parbench all`: sweep sizes, time each point with the
 // harness, print rows as they finish and rewrite the report files after each one, so a
 // crash keeps what was measured.
+#include <algorithm>
 #include <cmath>
 #include <iostream>
 #include <optional>
@@ -18,6 +19,7 @@
 #include "comm/backend.hpp"
 #include "comm/mpi_session.hpp"
 #include "core/error.hpp"
+#include "core/memory_budget.hpp"
 #include "core/size_parse.hpp"
 #include "report/collective_result.hpp"
 #include "report/console_table.hpp"
@@ -267,6 +269,31 @@ void check_flags_apply(const CollectiveOptions& options, const ResolvedOptions& 
         throw UsageError("--json and --csv name the same file '" + options.json_path + "'; give two paths");
 }
 
+// Before any allocation: the buffers of the largest point (buffers only grow during a sweep)
+// and the timing samples (each point's are kept in the results and the report) against this
+// rank's share of the host's available memory.
+std::optional<std::string> collective_memory_refusal(const CollectiveOptions& options, const ResolvedOptions& resolved,
+                                                     int nranks, int rank, int ranks_on_host) {
+    const auto budget = host_memory_budget(ranks_on_host);
+    if (!budget) return std::nullopt;
+    const std::uint64_t largest = *std::max_element(resolved.sizes.begin(), resolved.sizes.end());
+    const double element = static_cast<double>(dtype_size(resolved.params.type));
+    double send = 0.0, recv = 0.0;
+    for (const Collective* collective : resolved.collectives) {
+        const std::size_t count = element_count(*collective, largest, resolved.params, nranks, false);
+        const BufferShape shape = collective->shape(count, nranks, rank, resolved.params.root);
+        send = std::max(send, options.inplace ? 0.0 : static_cast<double>(shape.send_count) * element);
+        recv = std::max(recv, static_cast<double>(options.inplace ? shape.inplace_count : shape.recv_count) * element);
+    }
+    const double points = static_cast<double>(resolved.collectives.size() * resolved.sizes.size());
+    constexpr double bytes_per_kept_sample = 8.0 + 16.0 + 24.0;  // the double, its JSON value, its text
+    const double samples = static_cast<double>(resolved.timing.iters) * (2 * 8.0 + points * bytes_per_kept_sample);
+    const std::string size_flag = options.size ? "--size " + *options.size : "-e/--max-bytes " + options.max_bytes;
+    return memory_refusal({{"send and receive buffers at the largest size", send + recv, size_flag},
+                           {"timing samples", samples, "--iters " + std::to_string(resolved.timing.iters)}},
+                          *budget, "lower it, or run fewer ranks per host");
+}
+
 class CollectiveCommand : public Command {
   public:
     explicit CollectiveCommand(std::string name) { options_.command = std::move(name); }
@@ -298,6 +325,9 @@ class CollectiveCommand : public Command {
         for (const Collective* collective : resolved.collectives)
             element_count(*collective, resolved.sizes.front(), resolved.params, nranks, resolved.exact_size);
 
+        throw_if_any_rank_failed(control,
+                                 collective_memory_refusal(options_, resolved, nranks, rank, session.local_size()),
+                                 session.hosts_by_rank());
         // Before the backend: a hang while it starts is watched too; the report kept so far is
         // rewritten as partial by the watchdog's thread as it ends the job.
         KeptReport kept(rank == 0 ? options_.json_path : std::string());
@@ -407,10 +437,27 @@ class CollectiveCommand : public Command {
             result.placement_note = "out of place on MPI: the root sends from its input buffer (MPI_Bcast has one "
                                     "buffer); its output buffer is not written";
         PointSpec spec{&collective, result.count, resolved.params, inplace, options_.check};
-        PointMeasurement measurement = harness.measure(spec);
+        PointMeasurement measurement = measure_or_name_buffers(harness, spec, result.bytes);
         result.wrong = measurement.wrong;
         derive_statistics(result, measurement.times, session.hosts_by_rank());
         return result;
+    }
+
+    // An allocation that fails despite the estimate names the buffers and the flag sizing them.
+    PointMeasurement measure_or_name_buffers(CollectiveHarness& harness, const PointSpec& spec,
+                                             std::uint64_t bytes) const {
+        try {
+            return harness.measure(spec);
+        } catch (const RuntimeFailure& failure) {
+            if (std::string(failure.what()).find("alloc") == std::string::npos) throw;
+            throw RuntimeFailure("allocating the send and receive buffers of " + std::string(spec.collective->name()) +
+                                 " at " + std::to_string(bytes) + " B failed (" + failure.what() + "); they are sized by " +
+                                 (options_.size ? "--size" : "-e/--max-bytes") + ": lower it");
+        } catch (const std::bad_alloc&) {
+            throw RuntimeFailure("allocating the buffers of " + std::string(spec.collective->name()) + " at " +
+                                 std::to_string(bytes) + " B failed: out of memory; they are sized by " +
+                                 (options_.size ? "--size" : "-e/--max-bytes") + " (and the samples by --iters)");
+        }
     }
 
     void publish(const std::vector<CollectiveResult>& results, nlohmann::json& report, Placements placements,
