@@ -10,6 +10,7 @@
 #include "bench/collective_harness.hpp"
 #include "bench/nvtx.hpp"
 #include "bench/watchdog.hpp"
+#include "cli/collective_groups.hpp"
 #include "cli/command.hpp"
 #include "cli/job_environment.hpp"
 #include "cli/job_watchdog.hpp"
@@ -57,6 +58,7 @@ struct CollectiveOptions {
     std::string backend = "auto";
     double timeout_s = 0.0;
     std::optional<int> inject_hang_rank;
+    std::string groups;  // --groups: host, cross-host or N
     std::optional<int> inject_straggler_rank;
     double inject_straggler_us = 2000.0;
 };
@@ -72,6 +74,7 @@ struct ResolvedOptions {
     Placements placements;
     Aggregation aggregation = Aggregation::max;
     MpiThreadLevel mpi_threads = MpiThreadLevel::single;
+    std::optional<GroupsSpec> groups;
 };
 
 // The flags of issue 10's collective habits: placement, aggregation, thread level, output.
@@ -159,6 +162,7 @@ ResolvedOptions resolve(const CollectiveOptions& options) {
     resolved.timing.batch_size = options.batch_size;
     resolved.timing.graph = options.graph;
     resolved.timing.inject_hang_rank = options.inject_hang_rank;
+    resolved.groups = parse_groups(options.groups);
     resolved.backend = parse_backend(options.backend);
     if (resolved.backend == BackendChoice::mpi && options.graph)
         throw UsageError("--graph replays CUDA graphs; it needs --backend nccl (or auto on GPUs)");
@@ -174,6 +178,7 @@ nlohmann::json config_json(const CollectiveOptions& options, const ResolvedOptio
     return {
         {"collectives", collectives},
         {"sizes", resolved.sizes},
+        {"groups", options.groups.empty() ? nlohmann::json(nullptr) : nlohmann::json(options.groups)},
         {"dtype", dtype_name(resolved.params.type)},
         {"op", reduce_op_name(resolved.params.op)},
         {"root", resolved.params.root},
@@ -294,6 +299,46 @@ std::optional<std::string> collective_memory_refusal(const CollectiveOptions& op
                           *budget, "lower it, or run fewer ranks per host");
 }
 
+// --groups: every rank's figures for its group reach world rank 0, which records each group
+// (its ranks, hosts, time, bandwidths, wrong elements), the minimum bus bandwidth across the
+// groups, and counts every group's wrong elements as the point's. Collective over `control`.
+void combine_groups(CollectiveResult& result, const GroupLayout& layout, const MpiSession& session,
+                    Communicator& control, bool quiet) {
+    constexpr std::size_t fields = 4;
+    const double mine[fields] = {result.reported_time_us, result.algbw_gbps, result.busbw_gbps,
+                                 result.wrong ? static_cast<double>(*result.wrong) : -1.0};
+    std::vector<double> all(control.rank() == 0 ? fields * static_cast<std::size_t>(control.size()) : 0);
+    control.gather(mine, all.data(), fields, DType::float64, 0);
+    if (control.rank() != 0 || result.skipped) return;
+    nlohmann::json groups = nlohmann::json::array();
+    double min_busbw = 0.0;
+    std::uint64_t wrong = 0;
+    std::ostringstream line;
+    line << std::fixed;
+    line.precision(2);
+    line << "#   groups:";
+    for (std::size_t g = 0; g < layout.groups.size(); ++g) {
+        const std::vector<int>& ranks = layout.groups[g];
+        const double* figures = all.data() + fields * static_cast<std::size_t>(ranks.front());
+        std::vector<std::string> hosts;
+        for (int r : ranks) {
+            const std::string& host = session.hosts_by_rank()[static_cast<std::size_t>(r)];
+            if (std::find(hosts.begin(), hosts.end(), host) == hosts.end()) hosts.push_back(host);
+        }
+        groups.push_back({{"index", g}, {"ranks", ranks}, {"hosts", hosts}, {"time_us", figures[0]},
+                          {"algbw_gbps", figures[1]}, {"busbw_gbps", figures[2]},
+                          {"wrong", figures[3] < 0 ? nlohmann::json(nullptr) : nlohmann::json(figures[3])}});
+        min_busbw = g == 0 ? figures[2] : std::min(min_busbw, figures[2]);
+        if (figures[3] > 0) wrong += static_cast<std::uint64_t>(figures[3]);
+        line << " [" << g << "] " << (hosts.size() == 1 ? hosts.front() : std::to_string(hosts.size()) + " hosts")
+             << ' ' << figures[2];
+    }
+    line << " GB/s busbw; min " << min_busbw << '\n';
+    if (result.wrong) result.wrong = wrong;
+    result.groups = {{"count", layout.groups.size()}, {"busbw_min_gbps", min_busbw}, {"members", groups}};
+    if (!quiet) std::cout << line.str() << std::flush;
+}
+
 class CollectiveCommand : public Command {
   public:
     explicit CollectiveCommand(std::string name) { options_.command = std::move(name); }
@@ -321,9 +366,18 @@ class CollectiveCommand : public Command {
             throw UsageError("--root " + std::to_string(resolved.params.root) + ": only " + std::to_string(nranks) +
                              " ranks; use 0.." + std::to_string(nranks - 1));
         check_outputs_writable(control, {{options_.json_path, "--json"}, {options_.csv_path, "--csv"}});
+        const std::optional<GroupLayout> groups =
+            resolved.groups ? std::optional(layout_groups(*resolved.groups, session.hosts_by_rank(), rank)) : std::nullopt;
+        std::vector<std::string> hosts = session.hosts_by_rank();  // of the ranks one harness measures
+        if (groups) {
+            hosts.clear();
+            for (int member : groups->groups[static_cast<std::size_t>(groups->mine)])
+                hosts.push_back(session.hosts_by_rank()[static_cast<std::size_t>(member)]);
+        }
+        const int measured_ranks = static_cast<int>(hosts.size());
         // Refuse impossible exact sizes before any measuring.
         for (const Collective* collective : resolved.collectives)
-            element_count(*collective, resolved.sizes.front(), resolved.params, nranks, resolved.exact_size);
+            element_count(*collective, resolved.sizes.front(), resolved.params, measured_ranks, resolved.exact_size);
 
         throw_if_any_rank_failed(control,
                                  collective_memory_refusal(options_, resolved, nranks, rank, session.local_size()),
@@ -354,7 +408,11 @@ class CollectiveCommand : public Command {
                           << " (OMPI_MPI_THREAD_LEVEL set?); higher levels cost small messages latency\n";
         }
 
-        CollectiveHarness harness(*backend.comm, control, *backend.device, resolved.timing, *watchdog);
+        // With --groups every group is its own job: its harness splits off data and bookkeeping.
+        std::unique_ptr<Communicator> group_data = groups ? backend.comm->split(groups->mine, rank) : nullptr;
+        std::unique_ptr<Communicator> group_control = groups ? control.split(groups->mine, rank) : nullptr;
+        CollectiveHarness harness(group_data ? *group_data : *backend.comm, group_control ? *group_control : control,
+                                  *backend.device, resolved.timing, *watchdog);
         NvtxRange run_range("run " + options_.command);
         watchdog->idle();
 
@@ -369,7 +427,9 @@ class CollectiveCommand : public Command {
                 std::optional<CollectiveResult> halves[2];
                 for (bool inplace : {false, true}) {
                     if (inplace ? !resolved.placements.in_place : !resolved.placements.out_of_place) continue;
-                    halves[inplace] = measure_point(harness, *collective, requested, inplace, resolved, session);
+                    if (groups) control.barrier();  // the groups start each point together
+                    halves[inplace] = measure_point(harness, *collective, requested, inplace, resolved, measured_ranks, hosts);
+                    if (groups) combine_groups(*halves[inplace], *groups, session, control, options_.quiet);
                     results.push_back(*halves[inplace]);
                 }
                 if (rank == 0)
@@ -412,8 +472,8 @@ class CollectiveCommand : public Command {
     }
 
     CollectiveResult measure_point(CollectiveHarness& harness, const Collective& collective, std::uint64_t requested,
-                                   bool inplace, const ResolvedOptions& resolved, const MpiSession& session) const {
-        const int nranks = session.world_size();
+                                   bool inplace, const ResolvedOptions& resolved, int nranks,
+                                   const std::vector<std::string>& hosts) const {
         CollectiveResult result;
         result.collective = std::string(collective.name());
         result.requested_bytes = requested;
@@ -439,7 +499,7 @@ class CollectiveCommand : public Command {
         PointSpec spec{&collective, result.count, resolved.params, inplace, options_.check};
         PointMeasurement measurement = measure_or_name_buffers(harness, spec, result.bytes);
         result.wrong = measurement.wrong;
-        derive_statistics(result, measurement.times, session.hosts_by_rank());
+        derive_statistics(result, measurement.times, hosts);
         return result;
     }
 
@@ -538,6 +598,9 @@ std::unique_ptr<Command> add_collective_command(CLI::App& app, const std::string
     command->given().csv = sub->add_option("--csv", o.csv_path, "Write the results as CSV");
     sub->add_option("--backend", o.backend, "auto (NCCL when every rank sees a GPU), mpi or nccl")
         ->capture_default_str();
+    sub->add_option("--groups", o.groups,
+                    "Run the collective in concurrent groups: host (one per host), cross-host (one per local rank) "
+                    "or N (consecutive ranks); busbw per group and the minimum");
     sub->add_option("--timeout", o.timeout_s, "Abort the job when one step hangs this many seconds (0: off)")
         ->capture_default_str();
     sub->add_option("--inject-hang", o.inject_hang_rank,
