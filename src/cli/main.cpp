@@ -30,7 +30,9 @@ int run(int& argc, char**& argv) {
     add(add_collective_command(app, "all"));
     add(add_compare_command(app));
     add(add_info_command(app));
+    add(add_pairs_command(app));
     add(add_train_command(app));
+    add(add_plan_command(app));
 
     const auto known = [&](const std::string& name) {
         const auto subcommands = app.get_subcommands([&](CLI::App* sub) { return sub->get_name() == name; });

@@ -3,7 +3,6 @@
 #include <algorithm>
 
 #include "core/error.hpp"
-#include "train/pipeline/partition.hpp"
 
 namespace parbench {
 namespace {
@@ -13,8 +12,8 @@ constexpr double f32 = 4.0;
 class ItemList {
   public:
     explicit ItemList(RankMemory& memory) : memory_(memory) {}
-    void add(MemoryCategory category, const std::string& name, double count, double bytes_each) {
-        if (count > 0.0) memory_.items.push_back(MemoryItem{category, name, count, bytes_each});
+    void add(MemoryCategory category, const std::string& name, double count, double bytes_each, bool buffer = false) {
+        if (count > 0.0) memory_.items.push_back(MemoryItem{category, name, count, bytes_each, buffer});
     }
     void activation(const std::string& name, double count, double floats) {
         add(MemoryCategory::activations, name, count, floats * f32);
@@ -23,24 +22,6 @@ class ItemList {
   private:
     RankMemory& memory_;
 };
-
-// This rank's units: all of them, or its pipeline stage's (the model's own selection).
-struct RankModel {
-    ParameterLayout layout;
-    PipelinePart part;
-};
-
-RankModel rank_model(const EngineLayout& l, int pp_rank) {
-    const TensorSplit split{0, l.tp, l.sp, l.tp_style};
-    RankModel rank;
-    rank.layout = model_parameter_layout(l.model, l.seq_len, split);
-    if (l.pp > 1) {
-        const Schedule schedule = make_schedule(l.schedule, ScheduleShape{l.pp, l.microbatches, l.virtual_stages});
-        rank.part = pipeline_part(schedule, pp_rank, l.stage_ranges, l.p2p);
-        rank.layout = rank.layout.select_units(pipeline_part_units(l.model, rank.part));
-    }
-    return rank;
-}
 
 // train/data_parallel.cpp and train/zero.cpp.
 void scheme_items(const EngineLayout& l, const ParameterLayout& layout, ItemList& items) {
@@ -65,12 +46,12 @@ void scheme_items(const EngineLayout& l, const ParameterLayout& layout, ItemList
         // One slot for the bucket being computed, one for a unit whose gradient spans the
         // backward (GPT's tied embedding), one more for a reduction in flight (--overlap).
         items.add(C::grads, zero3 ? "gradient slots (largest layer)" : "gradient slots (largest bucket)",
-                  2 + (l.overlap ? 1 : 0), slot);
-        if (l.microbatches > 1) items.add(C::grads, "staging shard (micro-batches after the first)", 1, shard);
+                  2 + (l.overlap ? 1 : 0), slot, true);
+        if (l.microbatches > 1) items.add(C::grads, "staging shard (micro-batches after the first)", 1, shard, true);
     }
     if (zero3) {
         items.add(C::params, "parameter shard (1/dp)", 1, shard);
-        items.add(C::params, "parameter gather slots (largest layer)", 1 + (l.prefetch ? 1 : 0), slot);
+        items.add(C::params, "parameter gather slots (largest layer)", 1 + (l.prefetch ? 1 : 0), slot, true);
     } else {
         items.add(C::params, "parameters", 1, full);
     }
@@ -272,6 +253,30 @@ EngineLayout engine_layout(const TrainPlan& plan, const MeshShape& mesh) {
     return l;
 }
 
+std::optional<EnginePipeline> engine_pipeline(const EngineLayout& l) {
+    if (l.pp <= 1) return std::nullopt;
+    EnginePipeline pipeline{make_schedule(l.schedule, ScheduleShape{l.pp, l.microbatches, l.virtual_stages}), {}};
+    pipeline.in_flight = peak_in_flight(pipeline.schedule, l.p2p);
+    return pipeline;
+}
+
+EngineRank engine_rank(const EngineLayout& l, int pp_rank, const EnginePipeline* pipeline) {
+    const TensorSplit split{0, l.tp, l.sp, l.tp_style};
+    EngineRank rank;
+    rank.layout = model_parameter_layout(l.model, l.seq_len, split);
+    if (l.pp > 1) {
+        std::optional<EnginePipeline> built;
+        if (pipeline == nullptr) pipeline = &built.emplace(*engine_pipeline(l));
+        // pipeline_part (train/pipeline/partition.cpp) with the peak computed once.
+        rank.part.split_backward = pipeline->schedule.split_backward;
+        rank.part.slots = pipeline->in_flight.at(static_cast<std::size_t>(pp_rank));
+        for (int c = 0; c < l.virtual_stages; ++c)
+            rank.part.chunks.push_back(l.stage_ranges.at(static_cast<std::size_t>(c * l.pp + pp_rank)));
+        rank.layout = rank.layout.select_units(pipeline_part_units(l.model, rank.part));
+    }
+    return rank;
+}
+
 double RankMemory::of(MemoryCategory category) const {
     double bytes = 0;
     for (const MemoryItem& item : items)
@@ -285,12 +290,11 @@ double RankMemory::total() const {
     return bytes;
 }
 
-RankMemory engine_rank_memory(const EngineLayout& layout, int pp_rank) {
-
+RankMemory engine_rank_memory(const EngineLayout& layout, int pp_rank, const EnginePipeline* pipeline) {
     RankMemory memory;
     memory.pp_rank = pp_rank;
     ItemList items(memory);
-    const RankModel rank = rank_model(layout, pp_rank);
+    const EngineRank rank = engine_rank(layout, pp_rank, pipeline);
     scheme_items(layout, rank.layout, items);
     if (layout.model.kind == ModelKind::gpt)
         gpt_items(layout, rank.part, items);
@@ -308,15 +312,17 @@ RankMemory engine_rank_memory(const EngineLayout& layout, int pp_rank) {
         }
         if (first != last)
             items.add(MemoryCategory::grads, "tied-embedding gradient scratch", 1,
-                      static_cast<double>(rank.layout.units().at(0).numel) * f32);
+                      static_cast<double>(rank.layout.units().at(0).numel) * f32, true);
     }
     return memory;
 }
 
 RankMemory engine_peak_memory(const EngineLayout& layout) {
-    RankMemory peak = engine_rank_memory(layout, 0);
+    const std::optional<EnginePipeline> pipeline = engine_pipeline(layout);
+    const EnginePipeline* shared = pipeline ? &*pipeline : nullptr;
+    RankMemory peak = engine_rank_memory(layout, 0, shared);
     for (int r = 1; r < layout.pp; ++r) {
-        RankMemory memory = engine_rank_memory(layout, r);
+        RankMemory memory = engine_rank_memory(layout, r, shared);
         if (memory.total() > peak.total()) peak = std::move(memory);
     }
     return peak;
