@@ -3,6 +3,7 @@
 #include <algorithm>
 
 #include "core/error.hpp"
+#include "train/models/llama.hpp"
 
 namespace parbench {
 namespace {
@@ -136,34 +137,37 @@ void gpt_items(const EngineLayout& l, const PipelinePart& part, ItemList& items)
     matmul_items(l, shapes, items);
 }
 
-// train/models/llama.cpp's allocate_activations, in the same order of parts as gpt_items.
+// train/models/llama.cpp: the GPT's structure with RMSNorm (no mean), separate q/k/v with
+// key/value heads split when tp divides them (else replicated, with a gradient pack for their
+// partial weight gradients), a three-matrix SwiGLU, and an untied head.
 void llama_items(const EngineLayout& l, const PipelinePart& part, ItemList& items) {
     const double t = l.tp;
     const double B = l.microbatch_size, T = l.seq_len, C = l.model.hidden, V = l.model.vocab;
-    const double hs = C / l.model.heads;
-    const double kv_heads = l.model.kv_heads % l.tp == 0 ? l.model.kv_heads / t : l.model.kv_heads;
+    const bool kv_split = llama_kv_heads_split(l.model, l.tp);
+    const double head_size = C / l.model.heads;
+    const double kv_local = (kv_split ? l.model.kv_heads / t : l.model.kv_heads) * head_size;
     const double rows = B * T;
     const double R = l.sp ? rows / t : rows;
     const double rc = R * C, btc = rows * C;
-    const double q = rows * C / t, kv = rows * kv_heads * hs, wide = rows * l.model.ffn_hidden / t;
+    const double q = rows * C / t, kv = rows * kv_local, wide = rows * l.model.ffn_hidden / t;
     const double att = B * (l.model.heads / t) * T * T;
     const double logits = rows * V / t;
-    const double head = rc + R + logits + 3 * rows;
     const double full_block = 4 * rc + 2 * R + 2 * q + 2 * kv + att + 3 * wide;
     const double block = l.recompute == Recompute::full        ? rc
                          : l.recompute == Recompute::selective ? full_block - att
                                                                : full_block;
     const double stash = 2 * btc + 2 * wide + q + 2 * kv;
+    const double head = rc + R + logits + 3 * rows;
+
     items.add(MemoryCategory::activations, "tokens, targets, losses (per micro-batch)", 3.0 * l.microbatches,
               rows * f32);
-    items.add(MemoryCategory::activations, "rotary positions (T ints)", 1, T * 4.0);
     if (l.recompute == Recompute::full) items.activation("full recompute: one layer's buffers, shared", 1, full_block);
     if (l.recompute == Recompute::selective) items.activation("selective recompute: probabilities, shared", 1, att);
     bool holds_head = true;
     if (!part.active()) {
         items.activation("layer stores (per layer)", l.model.layers, block);
-        items.activation("final RMSNorm, logits, softmax stats", 1, head);
         items.activation("embedding output, backward running gradient", 2, rc);
+        items.activation("final RMSNorm, logits, softmax stats", 1, head);
     } else {
         holds_head = false;
         for (std::size_t c = 0; c < part.chunks.size(); ++c) {
@@ -183,24 +187,25 @@ void llama_items(const EngineLayout& l, const PipelinePart& part, ItemList& item
             }
         }
     }
-    items.activation("attention scratch (pre-softmax, its gradient, probabilities' gradient)", 3, att);
+    items.activation("attention scratch (scores, their gradient, probabilities' gradient)", 3, att);
     items.activation("projection output, normalised-input gradient", 2, btc);
     items.activation("backward scratch (loss gradients, logits gradient)", 1, rows + logits);
-    items.activation("backward scratch (SwiGLU x3, attention output, Q, K, V)", 1, 3 * wide + 2 * q + 2 * kv);
-    if (l.tp > 1 && l.model.kv_heads % l.tp != 0)
-        items.activation("replicated K/V weight-gradient pack", 1, 2 * kv_heads * hs * C);
+    items.activation("backward scratch (SwiGLU x3, attention output, q, k, v)", 1, 3 * wide + 2 * q + 2 * kv);
+    if (!kv_split && l.tp > 1)
+        items.activation("replicated key/value weight-gradient pack", 1, 2 * kv_local * C);
     if (l.sp) {
         items.activation("sequence-parallel gathers (forward, backward)", 2, btc);
         items.activation("sequence-parallel local chunks", 2, rc);
         items.activation("sequence-parallel RMSNorm gradient pack", 1, 2 * C);
     }
-    const int N = static_cast<int>(rows);
-    std::vector<MatmulShape> shapes{{N, static_cast<int>(C), static_cast<int>(q / rows)},
-                                    {N, static_cast<int>(C), static_cast<int>(kv / rows)},
-                                    {N, static_cast<int>(q / rows), static_cast<int>(C)},
-                                    {N, static_cast<int>(C), static_cast<int>(wide / rows)},
-                                    {N, static_cast<int>(wide / rows), static_cast<int>(C)}};
-    if (holds_head) shapes.push_back({N, static_cast<int>(C), static_cast<int>(V / t)});
+    items.add(MemoryCategory::activations, "rotary positions", 1, T * sizeof(int));
+    auto i = [](double x) { return static_cast<int>(x); };
+    std::vector<MatmulShape> shapes{{i(rows), i(C), i(C / t)},
+                                    {i(rows), i(C), i(kv_local)},
+                                    {i(rows), i(C / t), i(C)},
+                                    {i(rows), i(C), i(l.model.ffn_hidden / t)},
+                                    {i(rows), i(l.model.ffn_hidden / t), i(C)}};
+    if (holds_head) shapes.push_back({i(rows), i(C), i(V / t)});
     matmul_items(l, shapes, items);
 }
 
@@ -296,12 +301,11 @@ RankMemory engine_rank_memory(const EngineLayout& layout, int pp_rank, const Eng
     ItemList items(memory);
     const EngineRank rank = engine_rank(layout, pp_rank, pipeline);
     scheme_items(layout, rank.layout, items);
-    if (layout.model.kind == ModelKind::gpt)
-        gpt_items(layout, rank.part, items);
-    else if (layout.model.kind == ModelKind::llama)
-        llama_items(layout, rank.part, items);
-    else
-        mlp_items(layout, items);
+    switch (layout.model.kind) {
+        case ModelKind::gpt: gpt_items(layout, rank.part, items); break;
+        case ModelKind::llama: llama_items(layout, rank.part, items); break;
+        case ModelKind::mlp: mlp_items(layout, items); break;
+    }
     // The tied embedding's gradient, summed between the first and the last stage
     // (train/pipeline/pipeline_executor.cpp), when they are different ranks.
     if (rank.part.active() && layout.model.kind == ModelKind::gpt) {

@@ -11,7 +11,6 @@
 
 namespace parbench {
 
-
 std::unique_ptr<Model> make_model(const ModelConfig& config, const MicrobatchShape& shape, std::uint64_t seed,
                                   Ops& ops, MemoryLedger& ledger, const TensorParallelGroup& tp,
                                   const PipelinePart& part, Precision precision, Recompute recompute) {

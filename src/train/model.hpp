@@ -58,11 +58,11 @@ struct PipelinePart {
 // or the weight gradients left over from B (W; zero-bubble, arXiv 2401.10241 sec. 2).
 enum class BackwardPass { full, input, weight };
 
-// Activation recompute (Korthikanti et al., arXiv 2205.05198 sec. 5; Recompute and its
-// parsing live in plan/activation_memory.hpp, shared with `parbench plan`): none keeps every
-// activation backward needs; selective drops the attention core's (the b·a·s² probabilities)
-// and recomputes the scores and softmax from the kept Q and K in backward; full keeps only each
-// layer's input (its predecessor's output) and reruns the layer's forward before its backward.
+// Activation recompute (Korthikanti et al., arXiv 2205.05198 sec. 5; Recompute lives with its
+// memory formulas in plan/activation_memory.hpp): none keeps every activation backward needs;
+// selective drops the attention core's (the b·a·s² probabilities) and recomputes the scores and
+// softmax from the kept Q and K in backward; full keeps only each layer's input (its
+// predecessor's output) and reruns the layer's forward before its backward.
 
 class Model {
   public:
