@@ -98,6 +98,7 @@ nlohmann::json to_json(const CollectiveResult& result) {
         kinds.push_back(w.kind);
     }
     entry["warnings"] = warnings;
+    if (!result.groups.is_null()) entry["groups"] = result.groups;
     entry["warning_kinds"] = kinds;
     return entry;
 }
