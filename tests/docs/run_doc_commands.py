@@ -42,11 +42,29 @@ SIZE_SUFFIX = {"K": 1 << 10, "M": 1 << 20, "G": 1 << 30}
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
 
+def joined_lines(text):
+    """(first line number, line) with shell continuations (a trailing backslash) joined."""
+    pending, start = "", 0
+    for number, line in enumerate(text.splitlines(), 1):
+        if line.rstrip().endswith("\\"):
+            if not pending:
+                start = number
+            pending += line.rstrip()[:-1].rstrip() + " " if not pending else line.strip()[:-1].rstrip() + " "
+            continue
+        if pending:
+            yield start, pending + line.strip()
+            pending = ""
+        else:
+            yield number, line
+    if pending:
+        yield start, pending
+
+
 def command_lines(text):
     """(line number, command, comment) for every command line of the document's code blocks."""
     found, fenced, previous_blank = [], False, True
     in_indented = False
-    for number, line in enumerate(text.splitlines(), 1):
+    for number, line in joined_lines(text):
         stripped = line.strip()
         if stripped.startswith("```"):
             fenced = not fenced
