@@ -77,7 +77,7 @@ def main():
 
 
 def run(s):
-    sweep = ["allreduce", "-b", "1K", "-e", "16K", "-f", "4", "--iters", "3"]
+    sweep = ["allreduce", "-b", "1K", "-e", "16K", "-f", "4", "--iters", "3", "--placement", "out"]
     a = s.measure(os.path.join("a", "run.json"), 2, *sweep)
     b = s.measure(os.path.join("b", "run.json"), 1, *sweep)
     report = json.load(open(a))

@@ -42,11 +42,29 @@ SIZE_SUFFIX = {"K": 1 << 10, "M": 1 << 20, "G": 1 << 30}
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
 
+def joined_lines(text):
+    """(first line number, line) with shell continuations (a trailing backslash) joined."""
+    pending, start = "", 0
+    for number, line in enumerate(text.splitlines(), 1):
+        if line.rstrip().endswith("\\"):
+            if not pending:
+                start = number
+            pending += line.rstrip()[:-1].rstrip() + " " if not pending else line.strip()[:-1].rstrip() + " "
+            continue
+        if pending:
+            yield start, pending + line.strip()
+            pending = ""
+        else:
+            yield number, line
+    if pending:
+        yield start, pending
+
+
 def command_lines(text):
     """(line number, command, comment) for every command line of the document's code blocks."""
     found, fenced, previous_blank = [], False, True
     in_indented = False
-    for number, line in enumerate(text.splitlines(), 1):
+    for number, line in joined_lines(text):
         stripped = line.strip()
         if stripped.startswith("```"):
             fenced = not fenced
@@ -256,8 +274,14 @@ class Runner:
             entry["args"] = reduce_parbench(list(entry["args"]))
         reduced = os.path.join(self.workdir, "reduced-sweep.json")
         json.dump(sweep, open(reduced, "w"))
-        env = dict(self.env, PARBENCH_RESULTS_DIR=self.workdir, PARBENCH_RUN_ID="docs",
-                   PARBENCH_BUILD_DIR=os.path.dirname(os.path.abspath(self.parbench)))
+        build = os.path.dirname(os.path.abspath(self.parbench))
+        env = dict(self.env, PARBENCH_RESULTS_DIR=self.workdir, PARBENCH_RUN_ID="docs", PARBENCH_BUILD_DIR=build)
+        # sweep.sh runs setup.sh first: keep the build's CUDA choice, so it does not reconfigure it.
+        cache = os.path.join(build, "CMakeCache.txt")
+        if "PARBENCH_CUDA" not in env and os.path.exists(cache):
+            for line in open(cache):
+                if line.startswith("PARBENCH_CUDA:STRING="):
+                    env["PARBENCH_CUDA"] = line.strip().split("=", 1)[1]
         result = subprocess.run([path, reduced, *args[1:]], cwd=self.workdir, env=env, capture_output=True, text=True,
                                 timeout=600, stdin=subprocess.DEVNULL)
         return self.checked(result)
