@@ -14,7 +14,7 @@ default_build=$root/build
 build_dir=${PARBENCH_BUILD_DIR:-$default_build}
 
 packages=(cmake g++ make pkg-config openmpi-bin libopenmpi-dev libcli11-dev nlohmann-json3-dev libopenblas-dev
-          libgtest-dev libbenchmark-dev python3 python3-jsonschema)
+          libgtest-dev libbenchmark-dev python3 python3-jsonschema python3-matplotlib)
 [[ $mpi == mpich ]] && packages+=(mpich libmpich-dev)
 missing=()
 for package in "${packages[@]}"; do

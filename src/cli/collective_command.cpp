@@ -1,6 +1,7 @@
 // `parbench <collective>` and `parbench all`: sweep sizes, time each point with the
 // harness, print rows as they finish and rewrite the report files after each one, so a
 // crash keeps what was measured.
+#include <algorithm>
 #include <cmath>
 #include <iostream>
 #include <optional>
@@ -19,6 +20,7 @@
 #include "comm/backend.hpp"
 #include "comm/mpi_session.hpp"
 #include "core/error.hpp"
+#include "core/memory_budget.hpp"
 #include "core/size_parse.hpp"
 #include "report/collective_result.hpp"
 #include "report/console_table.hpp"
@@ -91,7 +93,7 @@ void resolve_reporting(const CollectiveOptions& options, ResolvedOptions& resolv
         resolved.placements = {false, true};
     }
     const auto aggregation = parse_aggregation(options.aggregate);
-    if (!aggregation) throw UsageError("--aggregate '" + options.aggregate + "': use max, mean, rank-mean or rank0");
+    if (!aggregation) throw UsageError("--aggregate '" + options.aggregate + "': use max, mean, rank-mean, rank-max or rank0");
     resolved.aggregation = *aggregation;
     const auto threads = parse_thread_level(options.mpi_threads);
     if (!threads || *threads == MpiThreadLevel::serialized)
@@ -213,6 +215,10 @@ std::string method_line(const ResolvedOptions& resolved) {
             text << "; each rank's mean over samples, then the mean over ranks (IMB t_avg, OSU avg); algbw = "
                     "bytes / that mean";
             break;
+        case Aggregation::rank_max:
+            text << "; each rank's mean over samples, then the max over ranks (IMB t_max, OSU max); algbw = "
+                    "bytes / that max";
+            break;
         case Aggregation::rank0: text << "; each sample is rank 0's own time; algbw = bytes / median"; break;
     }
     return text.str();
@@ -266,6 +272,31 @@ void check_flags_apply(const CollectiveOptions& options, const ResolvedOptions& 
         throw UsageError("--timeout must be a finite number of seconds (0: off), not " + std::to_string(options.timeout_s));
     if (same_file(options.json_path, options.csv_path))
         throw UsageError("--json and --csv name the same file '" + options.json_path + "'; give two paths");
+}
+
+// Before any allocation: the buffers of the largest point (buffers only grow during a sweep)
+// and the timing samples (each point's are kept in the results and the report) against this
+// rank's share of the host's available memory.
+std::optional<std::string> collective_memory_refusal(const CollectiveOptions& options, const ResolvedOptions& resolved,
+                                                     int nranks, int rank, int ranks_on_host) {
+    const auto budget = host_memory_budget(ranks_on_host);
+    if (!budget) return std::nullopt;
+    const std::uint64_t largest = *std::max_element(resolved.sizes.begin(), resolved.sizes.end());
+    const double element = static_cast<double>(dtype_size(resolved.params.type));
+    double send = 0.0, recv = 0.0;
+    for (const Collective* collective : resolved.collectives) {
+        const std::size_t count = element_count(*collective, largest, resolved.params, nranks, false);
+        const BufferShape shape = collective->shape(count, nranks, rank, resolved.params.root);
+        send = std::max(send, options.inplace ? 0.0 : static_cast<double>(shape.send_count) * element);
+        recv = std::max(recv, static_cast<double>(options.inplace ? shape.inplace_count : shape.recv_count) * element);
+    }
+    const double points = static_cast<double>(resolved.collectives.size() * resolved.sizes.size());
+    constexpr double bytes_per_kept_sample = 8.0 + 16.0 + 24.0;  // the double, its JSON value, its text
+    const double samples = static_cast<double>(resolved.timing.iters) * (2 * 8.0 + points * bytes_per_kept_sample);
+    const std::string size_flag = options.size ? "--size " + *options.size : "-e/--max-bytes " + options.max_bytes;
+    return memory_refusal({{"send and receive buffers at the largest size", send + recv, size_flag},
+                           {"timing samples", samples, "--iters " + std::to_string(resolved.timing.iters)}},
+                          *budget, "lower it, or run fewer ranks per host");
 }
 
 // --groups: every rank's figures for its group reach world rank 0, which records each group
@@ -348,6 +379,9 @@ class CollectiveCommand : public Command {
         for (const Collective* collective : resolved.collectives)
             element_count(*collective, resolved.sizes.front(), resolved.params, measured_ranks, resolved.exact_size);
 
+        throw_if_any_rank_failed(control,
+                                 collective_memory_refusal(options_, resolved, nranks, rank, session.local_size()),
+                                 session.hosts_by_rank());
         // Before the backend: a hang while it starts is watched too; the report kept so far is
         // rewritten as partial by the watchdog's thread as it ends the job.
         KeptReport kept(rank == 0 ? options_.json_path : std::string());
@@ -463,10 +497,27 @@ class CollectiveCommand : public Command {
             result.placement_note = "out of place on MPI: the root sends from its input buffer (MPI_Bcast has one "
                                     "buffer); its output buffer is not written";
         PointSpec spec{&collective, result.count, resolved.params, inplace, options_.check};
-        PointMeasurement measurement = harness.measure(spec);
+        PointMeasurement measurement = measure_or_name_buffers(harness, spec, result.bytes);
         result.wrong = measurement.wrong;
         derive_statistics(result, measurement.times, hosts);
         return result;
+    }
+
+    // An allocation that fails despite the estimate names the buffers and the flag sizing them.
+    PointMeasurement measure_or_name_buffers(CollectiveHarness& harness, const PointSpec& spec,
+                                             std::uint64_t bytes) const {
+        try {
+            return harness.measure(spec);
+        } catch (const RuntimeFailure& failure) {
+            if (std::string(failure.what()).find("alloc") == std::string::npos) throw;
+            throw RuntimeFailure("allocating the send and receive buffers of " + std::string(spec.collective->name()) +
+                                 " at " + std::to_string(bytes) + " B failed (" + failure.what() + "); they are sized by " +
+                                 (options_.size ? "--size" : "-e/--max-bytes") + ": lower it");
+        } catch (const std::bad_alloc&) {
+            throw RuntimeFailure("allocating the buffers of " + std::string(spec.collective->name()) + " at " +
+                                 std::to_string(bytes) + " B failed: out of memory; they are sized by " +
+                                 (options_.size ? "--size" : "-e/--max-bytes") + " (and the samples by --iters)");
+        }
     }
 
     void publish(const std::vector<CollectiveResult>& results, nlohmann::json& report, Placements placements,
@@ -506,7 +557,7 @@ void add_reporting_flags(CLI::App& sub, CollectiveOptions& o) {
     sub.add_flag("-c,--check,!--no-check", o.check,
                  "Validate every element after timing (the default); --no-check skips it");
     sub.add_option("--aggregate", o.aggregate,
-                   "Over ranks: max (per-iteration slowest), mean, rank-mean (IMB t_avg, OSU avg) or rank0")
+                   "Over ranks: max (per-iteration slowest), mean, rank-mean (IMB t_avg, OSU avg), rank-max (IMB t_max) or rank0")
         ->capture_default_str();
     sub.add_option("--mpi-threads", o.mpi_threads, "MPI thread level: single (MPI_Init), funneled or multiple")
         ->capture_default_str();

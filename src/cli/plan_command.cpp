@@ -203,7 +203,7 @@ class PlanCommand : public Command {
                                      std::to_string(tp) + " ways; use a --tp that divides it");
             }
             if (pp > 1) {
-                if (config.kind != ModelKind::gpt) throw UsageError("--pp: pipeline stages are cut from GPT blocks");
+                if (config.kind == ModelKind::mlp) throw UsageError("--pp: pipeline stages are cut from transformer blocks; an MLP has none");
                 validate_schedule_shape(l.schedule, ScheduleShape{pp, microbatches, virtual_stages});
                 l.stage_ranges = virtual_stage_layers(config.layers, pp, virtual_stages, {});
                 if (p.states == StateConvention::parbench && zero > 1)

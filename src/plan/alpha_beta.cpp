@@ -130,8 +130,14 @@ std::vector<CollectiveFit> fit_collective_reports(const std::vector<std::string>
                              "reports of parbench all (or one collective) -b 8 -e 64M --json");
         const int ranks = report.value("environment", nlohmann::json::object()).value("world_size", 0);
         const std::string placement = group_placement(report);
+        // --placement both writes an out-of-place and an in-place row per size: fit the
+        // out-of-place one (the default half, as nccl-tests reports it first).
+        bool has_out = false;
+        for (const nlohmann::json& point : report["results"])
+            has_out = has_out || (point.is_object() && point.value("placement", std::string()) == "out");
         for (const nlohmann::json& point : report["results"]) {
             if (!point.is_object() || !point.contains("collective") || !point.contains("bytes")) continue;
+            if (has_out && point.value("placement", std::string()) == "in") continue;
             if (point.value("skipped", false) || point.value("wrong", 0) != 0) continue;
             const std::optional<double> time = median_time(point);
             if (!time || *time <= 0) continue;

@@ -56,8 +56,8 @@ class CommModel {
 };
 
 // Fits from collective reports (parbench.report/v1, command a collective or `all`). Reads each
-// point's median time; tolerates per-rank data and out-of-place / in-place halves beside it
-// (the out-of-place half is taken). UsageError naming --calibrate for another schema, a
+// point's median time; tolerates per-rank data, and out-of-place / in-place halves either as
+// rows with "placement": "out"|"in" or nested in one row (the out-of-place half is taken). UsageError naming --calibrate for another schema, a
 // non-collective report, or a collective with fewer than 3 sizes.
 std::vector<CollectiveFit> fit_collective_reports(const std::vector<std::string>& paths);
 

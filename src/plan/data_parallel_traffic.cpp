@@ -30,11 +30,14 @@ Traffic data_parallel_traffic_per_step(const EngineLayout& l, const EngineRank& 
     }
     if (zero3) {
         // Every use of a unit's parameters gathers it, except where the model keeps it held.
+        // GPT's head is its embedding unit (tied), Llama's its own unit L + 1.
         const int L = l.model.layers;
-        for (int use = 0; use < (l.model.kind == ModelKind::gpt ? 2 * L + 2 : 2 * L - 1); ++use) {
+        const bool transformer = l.model.kind != ModelKind::mlp;
+        const int head = l.model.kind == ModelKind::llama ? L + 1 : 0;
+        for (int use = 0; use < (transformer ? 2 * L + 2 : 2 * L - 1); ++use) {
             int unit = 0;
-            if (l.model.kind == ModelKind::gpt)
-                unit = use == 0 || use == L + 1 ? 0 : use <= L ? use : 2 * L + 2 - use;
+            if (transformer)
+                unit = use == 0 ? 0 : use == L + 1 ? head : use <= L ? use : 2 * L + 2 - use;
             else
                 unit = use < L ? use : 2 * L - 2 - use;
             add(traffic, "allgather", m, static_cast<double>(flat.segment_of_unit(unit).padded_numel) * 4.0);
@@ -54,7 +57,7 @@ Traffic pipeline_traffic_per_step(const EngineLayout& l, int pp_rank, const Engi
     for (const Action& action : schedule.ranks.at(static_cast<std::size_t>(pp_rank)))
         if (action.is_send()) add(traffic, "send", 1, boundary_bytes);
     // Rank r holds virtual stages r, r + p, ...: the first stage on rank 0, the last on rank p - 1.
-    if (pp_rank == 0 || pp_rank == l.pp - 1) {
+    if (l.model.kind == ModelKind::gpt && (pp_rank == 0 || pp_rank == l.pp - 1)) {
         const ParameterLayout whole = model_parameter_layout(l.model, l.seq_len, TensorSplit{0, l.tp, l.sp, l.tp_style});
         add(traffic, "sendrecv", 1, static_cast<double>(whole.units().at(0).numel) * 4.0);
     }

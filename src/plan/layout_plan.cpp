@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <sstream>
+#include <stdexcept>
 
 #include "core/error.hpp"
 #include "train/metrics.hpp"
@@ -38,15 +39,14 @@ int layers_of(const PipelinePart& part, int all_layers) {
 PlanMemory convention_memory(const PlanLayout& p, int pp_rank, const EnginePipeline* pipeline) {
     const EngineLayout& l = p.engine;
     const EngineRank rank = engine_rank(l, pp_rank, pipeline);
-    const double psi = static_cast<double>(rank.layout.total_numel());
     const StateBytes bytes = state_bytes(p.states, l.zero);
-    const double d = l.dp;
+    const ModelStateBytes states = model_state_bytes(p.states, static_cast<double>(rank.layout.total_numel()), l.zero, l.dp);
     PlanMemory m;
     m.pp_rank = pp_rank;
-    m.convention = bytes.rule;
-    m.params = bytes.params * psi / (l.zero >= 3 ? d : 1.0);
-    m.grads = bytes.grads * psi / (l.zero >= 2 ? d : 1.0);
-    m.optimizer = bytes.optimizer * psi / (l.zero >= 1 ? d : 1.0);
+    m.convention = states.rule;
+    m.params = states.params;
+    m.grads = states.grads;
+    m.optimizer = states.optimizer;
     // Activations: the per-layer formula times the layers of each chunk times the micro-batches
     // it holds at the schedule's peak (one at a time without a pipeline).
     const LayerActivationShape shape{static_cast<double>(l.seq_len), static_cast<double>(l.microbatch_size),
@@ -126,6 +126,19 @@ std::string states_name(StateConvention states) {
         case StateConvention::parbench: return "parbench";
     }
     return "?";
+}
+
+ModelStateBytes model_state_bytes(StateConvention states, double psi, int zero, int dp) {
+    if (states == StateConvention::parbench)
+        throw std::logic_error("model_state_bytes: parbench's states are counted per buffer (engine_rank_memory)");
+    const StateBytes bytes = state_bytes(states, zero);
+    const double d = dp;
+    ModelStateBytes m;
+    m.rule = bytes.rule;
+    m.params = bytes.params * psi / (zero >= 3 ? d : 1.0);
+    m.grads = bytes.grads * psi / (zero >= 2 ? d : 1.0);
+    m.optimizer = bytes.optimizer * psi / (zero >= 1 ? d : 1.0);
+    return m;
 }
 
 PlanMemory plan_memory(const PlanLayout& p, const EnginePipeline* shared) {
@@ -239,7 +252,7 @@ PlanPrediction predict_layout(const PlanLayout& p, const PlanContext& context, c
             out.exposed_pp_ms += line.time_ms;
     }
     out.step_ms = out.compute_ms + out.bubble_ms + out.optimizer_ms + out.exposed_ms();
-    const double tokens = static_cast<double>(p.global_batch) * (l.model.kind == ModelKind::gpt ? l.seq_len : 1);
+    const double tokens = static_cast<double>(p.global_batch) * (l.model.kind != ModelKind::mlp ? l.seq_len : 1);
     out.tokens_per_s = tokens / (out.step_ms / 1e3);
     const double peak = l.precision == Precision::bf16 ? cluster.device.peak_tflops_bf16 : cluster.device.peak_tflops_fp32;
     out.mfu = peak > 0 ? out.flops_per_step / (out.step_ms / 1e3 * world * peak * 1e12) : 0.0;

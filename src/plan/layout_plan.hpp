@@ -33,6 +33,16 @@ enum class StateConvention { zero, megatron, parbench };
 StateConvention parse_states(const std::string& name);  // UsageError naming --states
 std::string states_name(StateConvention states);
 
+// Model-state bytes per GPU for `parameters` on this rank under a convention (zero or
+// megatron), partitioned over dp by the ZeRO stage (1: optimizer, 2: + gradients,
+// 3: + parameters; Megatron's distributed optimizer is stage 1).
+struct ModelStateBytes {
+    double params = 0, grads = 0, optimizer = 0;
+    double total() const { return params + grads + optimizer; }
+    std::string rule;
+};
+ModelStateBytes model_state_bytes(StateConvention states, double parameters, int zero, int dp);
+
 struct PlanLayout {
     EngineLayout engine;
     int global_batch = 1;

@@ -33,7 +33,7 @@ SearchResult search_layouts(const SearchSpace& space, const PlanContext& context
             continue;
         }
         for (int pp : divisors(gpus / tp)) {
-            if (pp > model.layers || (pp > 1 && model.kind != ModelKind::gpt)) {
+            if (pp > model.layers || (pp > 1 && model.kind == ModelKind::mlp)) {
                 drop("more stages than layers");
                 continue;
             }
