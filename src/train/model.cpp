@@ -11,22 +11,6 @@
 
 namespace parbench {
 
-Recompute parse_recompute(const std::string& name) {
-    if (name == "none") return Recompute::none;
-    if (name == "selective") return Recompute::selective;
-    if (name == "full") return Recompute::full;
-    throw UsageError("--recompute '" + name + "': use none, selective (the attention core) or full (each layer)");
-}
-
-std::string recompute_name(Recompute recompute) {
-    switch (recompute) {
-        case Recompute::none: return "none";
-        case Recompute::selective: return "selective";
-        case Recompute::full: return "full";
-    }
-    return "unknown";
-}
-
 std::unique_ptr<Model> make_model(const ModelConfig& config, const MicrobatchShape& shape, std::uint64_t seed,
                                   Ops& ops, MemoryLedger& ledger, const TensorParallelGroup& tp,
                                   const PipelinePart& part, Precision precision, Recompute recompute) {

@@ -12,6 +12,7 @@
 #include <vector>
 
 #include "device/device.hpp"
+#include "plan/activation_memory.hpp"
 #include "train/matmuls.hpp"
 #include "train/memory_ledger.hpp"
 #include "train/model_config.hpp"
@@ -57,14 +58,11 @@ struct PipelinePart {
 // or the weight gradients left over from B (W; zero-bubble, arXiv 2401.10241 sec. 2).
 enum class BackwardPass { full, input, weight };
 
-// Activation recompute (Korthikanti et al., arXiv 2205.05198 sec. 5): none keeps every
-// activation backward needs; selective drops the attention core's (the b·a·s² probabilities)
-// and recomputes the scores and softmax from the kept Q and K in backward; full keeps only each
-// layer's input (its predecessor's output) and reruns the layer's forward before its backward.
-enum class Recompute { none, selective, full };
-// "none", "selective" or "full"; UsageError naming --recompute for anything else.
-Recompute parse_recompute(const std::string& name);
-std::string recompute_name(Recompute recompute);
+// Activation recompute (Korthikanti et al., arXiv 2205.05198 sec. 5; Recompute lives with its
+// memory formulas in plan/activation_memory.hpp): none keeps every activation backward needs;
+// selective drops the attention core's (the b·a·s² probabilities) and recomputes the scores and
+// softmax from the kept Q and K in backward; full keeps only each layer's input (its
+// predecessor's output) and reruns the layer's forward before its backward.
 
 class Model {
   public:
