@@ -184,7 +184,9 @@ PointMeasurement CollectiveHarness::measure(const PointSpec& spec) {
     const PausedCounting paused(data_.stats());
     const Collective& collective = *spec.collective;
     const std::uint64_t bytes = spec.count * dtype_size(spec.params.type);
-    NvtxRange range(std::string(collective.name()) + " " + std::to_string(bytes) + "B");
+    // The placement is in the name: both halves of a row are measured, and Nsight should tell them apart.
+    NvtxRange range(std::string(collective.name()) + " " + std::to_string(bytes) + "B " +
+                    (spec.inplace ? "in-place" : "out-of-place"));
     const BufferShape shape = collective.shape(spec.count, data_.size(), data_.rank(), spec.params.root);
     const Pointers pointers = prepare_buffers(spec, shape);
     fill_inputs(spec, shape, pointers);

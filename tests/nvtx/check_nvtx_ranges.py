@@ -97,14 +97,22 @@ def check_collective(path, roots, args):
     if len(runs) != 1 or runs[0].name != f"run {op}":
         fail(path, f"expected one top-level 'run {op}', found {[run.name for run in runs]}")
     run = runs[0]
-    points = [node for node in run.walk() if node.domain == DOMAIN and node.name.startswith(f"{op} ")
-              and node.name.endswith("B") and node.name[len(op) + 1:-1].isdigit()]
-    sizes = [int(node.name[len(op) + 1:-1]) for node in points]
-    expected_sizes = [int(size) for size in args.sizes.split(",")]
-    if sizes != expected_sizes:
-        fail(path, f"size points {sizes} under '{run.name}', expected {expected_sizes} in that order")
+    # A point is named "<op> <bytes>B <placement>"; each size is measured out of place, then in place.
+    placements = args.placements.split(",")
+
+    def point_of(name):
+        words = name.split(" ")
+        if len(words) == 3 and words[0] == op and words[1].endswith("B") and words[1][:-1].isdigit():
+            return int(words[1][:-1]), words[2]
+        return None
+
+    points = [node for node in run.walk() if node.domain == DOMAIN and point_of(node.name)]
+    found = [point_of(node.name) for node in points]
+    expected = [(int(size), placement) for size in args.sizes.split(",") for placement in placements]
+    if found != expected:
+        fail(path, f"size points {found} under '{run.name}', expected {expected} in that order")
     for point in points:
-        if any(node.name.startswith(f"{op} ") and node.name.endswith("B") for node in point.walk()):
+        if any(point_of(node.name) for node in point.walk()):
             fail(path, f"'{point.path()}' holds another size point")
         warmups = named(ours(point), "warmup")
         if len(warmups) != 1:
@@ -137,6 +145,8 @@ def main():
     collective.add_argument("--sizes", required=True, help="comma-separated bytes of the size points")
     collective.add_argument("--warmup", type=int, required=True)
     collective.add_argument("--iters", type=int, required=True)
+    collective.add_argument("--placements", default="out-of-place,in-place",
+                            help="the placements measured per size, in order (parbench's default: both)")
     collective.add_argument("command", nargs=argparse.REMAINDER)
     args, rest = parser.parse_known_args()
     command = getattr(args, "command", None) or rest
