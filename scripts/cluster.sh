@@ -280,5 +280,6 @@ case ${1:-} in
   run) shift; cmd_run "$@"; exit $? ;;
   hosts) need_up; cat "$state/hosts" ;;
   down) cmd_down ;;
+  -h | --help | help) sed -n '2,/^set -uo/p' "$0" | sed '$d; s/^# \{0,1\}//' ;;
   *) usage_error "use: up N [--inter-bw RATE] [--intra-bw RATE] [--inter-latency DELAY] | shape HOST --bw RATE | run -np R [--per-host K] -- COMMAND... | hosts | down" ;;
 esac

@@ -2,13 +2,20 @@
 # Installs the Debian packages parbench needs (only those missing; quiet when none are),
 # then configures and builds into build/. Safe to run again: it only rebuilds what changed.
 #   PARBENCH_CUDA=AUTO|ON|OFF   CUDA backend (default AUTO: on when nvcc is found)
-#   PARBENCH_BUILD_DIR          build folder (default build/)
+#   PARBENCH_MPI=openmpi|mpich  MPI implementation (default openmpi; mpich builds into build-mpich/)
+#   PARBENCH_BUILD_DIR          build folder (default build/, or build-mpich/)
+#   PARBENCH_BUILD_TARGETS      build only these targets (default: all)
 set -euo pipefail
 root=$(cd "$(dirname "$0")/.." && pwd)
-build_dir=${PARBENCH_BUILD_DIR:-$root/build}
+mpi=${PARBENCH_MPI:-openmpi}
+[[ $mpi == openmpi || $mpi == mpich ]] || { echo "setup: PARBENCH_MPI=$mpi: use openmpi or mpich" >&2; exit 2; }
+default_build=$root/build
+[[ $mpi == mpich ]] && default_build=$root/build-mpich
+build_dir=${PARBENCH_BUILD_DIR:-$default_build}
 
 packages=(cmake g++ make pkg-config openmpi-bin libopenmpi-dev libcli11-dev nlohmann-json3-dev libopenblas-dev
           libgtest-dev libbenchmark-dev python3 python3-jsonschema python3-matplotlib)
+[[ $mpi == mpich ]] && packages+=(mpich libmpich-dev)
 missing=()
 for package in "${packages[@]}"; do
   dpkg-query -W -f='${Status}' "$package" 2>/dev/null | grep -q "install ok installed" || missing+=("$package")
@@ -24,8 +31,11 @@ fi
 
 cuda=${PARBENCH_CUDA:-AUTO}
 mkdir -p "$build_dir"
-if [[ ! -f $build_dir/CMakeCache.txt ]] || ! grep -q "^PARBENCH_CUDA:STRING=$cuda$" "$build_dir/CMakeCache.txt"; then
-  cmake -S "$root" -B "$build_dir" -DCMAKE_BUILD_TYPE=Release -DPARBENCH_CUDA="$cuda" >"$build_dir/setup-configure.log" 2>&1 ||
+if [[ ! -f $build_dir/CMakeCache.txt ]] || ! grep -q "^PARBENCH_CUDA:STRING=$cuda$" "$build_dir/CMakeCache.txt" ||
+   ! grep -q "^PARBENCH_MPI:STRING=$mpi$" "$build_dir/CMakeCache.txt"; then
+  cmake -S "$root" -B "$build_dir" -DCMAKE_BUILD_TYPE=Release -DPARBENCH_CUDA="$cuda" -DPARBENCH_MPI="$mpi" >"$build_dir/setup-configure.log" 2>&1 ||
     { cat "$build_dir/setup-configure.log"; exit 1; }
 fi
-cmake --build "$build_dir" -j"$(nproc)" >"$build_dir/setup-build.log" 2>&1 || { tail -n 60 "$build_dir/setup-build.log"; exit 1; }
+targets=()
+for target in ${PARBENCH_BUILD_TARGETS:-}; do targets+=(--target "$target"); done
+cmake --build "$build_dir" -j"$(nproc)" "${targets[@]}" >"$build_dir/setup-build.log" 2>&1 || { tail -n 60 "$build_dir/setup-build.log"; exit 1; }
