@@ -9,6 +9,8 @@
 //   - `rank-mean`: each rank's mean over iterations, then the mean over ranks. It is the
 //     mean of the `mean` samples (means commute), reported as a mean: IMB-MPI1's t_avg and
 //     the OSU benchmarks' "Avg Latency"; nccl-tests' default (-a 1) with its batched loop;
+//   - `rank-max`: each rank's mean over iterations, then the max over ranks: IMB-MPI1's
+//     t_max, OSU's "Max Latency", nccl-tests' -a 3;
 //   - `rank0`: rank 0's own time per iteration, then the median.
 #pragma once
 
@@ -20,8 +22,8 @@
 
 namespace parbench {
 
-enum class Aggregation { max, mean, rank_mean, rank0 };
-std::string_view aggregation_name(Aggregation aggregation);  // "max", "mean", "rank-mean", "rank0"
+enum class Aggregation { max, mean, rank_mean, rank_max, rank0 };
+std::string_view aggregation_name(Aggregation aggregation);  // "max", "mean", "rank-mean", "rank-max", "rank0"
 std::optional<Aggregation> parse_aggregation(std::string_view name);
 std::vector<Aggregation> all_aggregations();
 
@@ -50,13 +52,14 @@ struct RankTimes {
 };
 
 // One sample per iteration: the max or mean over ranks, or rank 0's time. `rank-mean`
-// gives the per-iteration mean too; what differs is the statistic (reported_time).
+// gives the per-iteration mean (whose mean is its reported time), `rank-max` the
+// per-iteration max (its reported time, a max of means, has no per-iteration form).
 std::vector<double> aggregate_samples(const RankTimes& times, Aggregation aggregation);
 
 // The one time a point is reported at (and algbw computed from): the median of the
-// samples, or their mean for rank-mean.
-double reported_time(std::span<const double> samples, Aggregation aggregation);
-std::string_view reported_statistic(Aggregation aggregation);  // "median" or "mean"
+// samples; for rank-mean and rank-max the mean or max over ranks of each rank's mean.
+double reported_time(const RankTimes& times, Aggregation aggregation);
+std::string_view reported_statistic(Aggregation aggregation);  // "median", "mean of rank means", "max of rank means"
 
 // The reported time under every mode, so a report lines up with any tool's convention.
 struct AggregateTime {

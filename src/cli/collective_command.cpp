@@ -1,6 +1,7 @@
 // `parbench <collective>` and `parbench all`: sweep sizes, time each point with the
 // harness, print rows as they finish and rewrite the report files after each one, so a
 // crash keeps what was measured.
+#include <algorithm>
 #include <cmath>
 #include <iostream>
 #include <optional>
@@ -9,6 +10,7 @@
 #include "bench/collective_harness.hpp"
 #include "bench/nvtx.hpp"
 #include "bench/watchdog.hpp"
+#include "cli/collective_groups.hpp"
 #include "cli/command.hpp"
 #include "cli/job_environment.hpp"
 #include "cli/job_watchdog.hpp"
@@ -18,6 +20,7 @@
 #include "comm/backend.hpp"
 #include "comm/mpi_session.hpp"
 #include "core/error.hpp"
+#include "core/memory_budget.hpp"
 #include "core/size_parse.hpp"
 #include "report/collective_result.hpp"
 #include "report/console_table.hpp"
@@ -55,6 +58,7 @@ struct CollectiveOptions {
     std::string backend = "auto";
     double timeout_s = 0.0;
     std::optional<int> inject_hang_rank;
+    std::string groups;  // --groups: host, cross-host or N
     std::optional<int> inject_straggler_rank;
     double inject_straggler_us = 2000.0;
 };
@@ -70,6 +74,7 @@ struct ResolvedOptions {
     Placements placements;
     Aggregation aggregation = Aggregation::max;
     MpiThreadLevel mpi_threads = MpiThreadLevel::single;
+    std::optional<GroupsSpec> groups;
 };
 
 // The flags of issue 10's collective habits: placement, aggregation, thread level, output.
@@ -88,7 +93,7 @@ void resolve_reporting(const CollectiveOptions& options, ResolvedOptions& resolv
         resolved.placements = {false, true};
     }
     const auto aggregation = parse_aggregation(options.aggregate);
-    if (!aggregation) throw UsageError("--aggregate '" + options.aggregate + "': use max, mean, rank-mean or rank0");
+    if (!aggregation) throw UsageError("--aggregate '" + options.aggregate + "': use max, mean, rank-mean, rank-max or rank0");
     resolved.aggregation = *aggregation;
     const auto threads = parse_thread_level(options.mpi_threads);
     if (!threads || *threads == MpiThreadLevel::serialized)
@@ -157,6 +162,7 @@ ResolvedOptions resolve(const CollectiveOptions& options) {
     resolved.timing.batch_size = options.batch_size;
     resolved.timing.graph = options.graph;
     resolved.timing.inject_hang_rank = options.inject_hang_rank;
+    resolved.groups = parse_groups(options.groups);
     resolved.backend = parse_backend(options.backend);
     if (resolved.backend == BackendChoice::mpi && options.graph)
         throw UsageError("--graph replays CUDA graphs; it needs --backend nccl (or auto on GPUs)");
@@ -172,6 +178,7 @@ nlohmann::json config_json(const CollectiveOptions& options, const ResolvedOptio
     return {
         {"collectives", collectives},
         {"sizes", resolved.sizes},
+        {"groups", options.groups.empty() ? nlohmann::json(nullptr) : nlohmann::json(options.groups)},
         {"dtype", dtype_name(resolved.params.type)},
         {"op", reduce_op_name(resolved.params.op)},
         {"root", resolved.params.root},
@@ -207,6 +214,10 @@ std::string method_line(const ResolvedOptions& resolved) {
         case Aggregation::rank_mean:
             text << "; each rank's mean over samples, then the mean over ranks (IMB t_avg, OSU avg); algbw = "
                     "bytes / that mean";
+            break;
+        case Aggregation::rank_max:
+            text << "; each rank's mean over samples, then the max over ranks (IMB t_max, OSU max); algbw = "
+                    "bytes / that max";
             break;
         case Aggregation::rank0: text << "; each sample is rank 0's own time; algbw = bytes / median"; break;
     }
@@ -263,6 +274,71 @@ void check_flags_apply(const CollectiveOptions& options, const ResolvedOptions& 
         throw UsageError("--json and --csv name the same file '" + options.json_path + "'; give two paths");
 }
 
+// Before any allocation: the buffers of the largest point (buffers only grow during a sweep)
+// and the timing samples (each point's are kept in the results and the report) against this
+// rank's share of the host's available memory.
+std::optional<std::string> collective_memory_refusal(const CollectiveOptions& options, const ResolvedOptions& resolved,
+                                                     int nranks, int rank, int ranks_on_host) {
+    const auto budget = host_memory_budget(ranks_on_host);
+    if (!budget) return std::nullopt;
+    const std::uint64_t largest = *std::max_element(resolved.sizes.begin(), resolved.sizes.end());
+    const double element = static_cast<double>(dtype_size(resolved.params.type));
+    double send = 0.0, recv = 0.0;
+    for (const Collective* collective : resolved.collectives) {
+        const std::size_t count = element_count(*collective, largest, resolved.params, nranks, false);
+        const BufferShape shape = collective->shape(count, nranks, rank, resolved.params.root);
+        send = std::max(send, options.inplace ? 0.0 : static_cast<double>(shape.send_count) * element);
+        recv = std::max(recv, static_cast<double>(options.inplace ? shape.inplace_count : shape.recv_count) * element);
+    }
+    const double points = static_cast<double>(resolved.collectives.size() * resolved.sizes.size());
+    constexpr double bytes_per_kept_sample = 8.0 + 16.0 + 24.0;  // the double, its JSON value, its text
+    const double samples = static_cast<double>(resolved.timing.iters) * (2 * 8.0 + points * bytes_per_kept_sample);
+    const std::string size_flag = options.size ? "--size " + *options.size : "-e/--max-bytes " + options.max_bytes;
+    return memory_refusal({{"send and receive buffers at the largest size", send + recv, size_flag},
+                           {"timing samples", samples, "--iters " + std::to_string(resolved.timing.iters)}},
+                          *budget, "lower it, or run fewer ranks per host");
+}
+
+// --groups: every rank's figures for its group reach world rank 0, which records each group
+// (its ranks, hosts, time, bandwidths, wrong elements), the minimum bus bandwidth across the
+// groups, and counts every group's wrong elements as the point's. Collective over `control`.
+void combine_groups(CollectiveResult& result, const GroupLayout& layout, const MpiSession& session,
+                    Communicator& control, bool quiet) {
+    constexpr std::size_t fields = 4;
+    const double mine[fields] = {result.reported_time_us, result.algbw_gbps, result.busbw_gbps,
+                                 result.wrong ? static_cast<double>(*result.wrong) : -1.0};
+    std::vector<double> all(control.rank() == 0 ? fields * static_cast<std::size_t>(control.size()) : 0);
+    control.gather(mine, all.data(), fields, DType::float64, 0);
+    if (control.rank() != 0 || result.skipped) return;
+    nlohmann::json groups = nlohmann::json::array();
+    double min_busbw = 0.0;
+    std::uint64_t wrong = 0;
+    std::ostringstream line;
+    line << std::fixed;
+    line.precision(2);
+    line << "#   groups:";
+    for (std::size_t g = 0; g < layout.groups.size(); ++g) {
+        const std::vector<int>& ranks = layout.groups[g];
+        const double* figures = all.data() + fields * static_cast<std::size_t>(ranks.front());
+        std::vector<std::string> hosts;
+        for (int r : ranks) {
+            const std::string& host = session.hosts_by_rank()[static_cast<std::size_t>(r)];
+            if (std::find(hosts.begin(), hosts.end(), host) == hosts.end()) hosts.push_back(host);
+        }
+        groups.push_back({{"index", g}, {"ranks", ranks}, {"hosts", hosts}, {"time_us", figures[0]},
+                          {"algbw_gbps", figures[1]}, {"busbw_gbps", figures[2]},
+                          {"wrong", figures[3] < 0 ? nlohmann::json(nullptr) : nlohmann::json(figures[3])}});
+        min_busbw = g == 0 ? figures[2] : std::min(min_busbw, figures[2]);
+        if (figures[3] > 0) wrong += static_cast<std::uint64_t>(figures[3]);
+        line << " [" << g << "] " << (hosts.size() == 1 ? hosts.front() : std::to_string(hosts.size()) + " hosts")
+             << ' ' << figures[2];
+    }
+    line << " GB/s busbw; min " << min_busbw << '\n';
+    if (result.wrong) result.wrong = wrong;
+    result.groups = {{"count", layout.groups.size()}, {"busbw_min_gbps", min_busbw}, {"members", groups}};
+    if (!quiet) std::cout << line.str() << std::flush;
+}
+
 class CollectiveCommand : public Command {
   public:
     explicit CollectiveCommand(std::string name) { options_.command = std::move(name); }
@@ -290,10 +366,22 @@ class CollectiveCommand : public Command {
             throw UsageError("--root " + std::to_string(resolved.params.root) + ": only " + std::to_string(nranks) +
                              " ranks; use 0.." + std::to_string(nranks - 1));
         check_outputs_writable(control, {{options_.json_path, "--json"}, {options_.csv_path, "--csv"}});
+        const std::optional<GroupLayout> groups =
+            resolved.groups ? std::optional(layout_groups(*resolved.groups, session.hosts_by_rank(), rank)) : std::nullopt;
+        std::vector<std::string> hosts = session.hosts_by_rank();  // of the ranks one harness measures
+        if (groups) {
+            hosts.clear();
+            for (int member : groups->groups[static_cast<std::size_t>(groups->mine)])
+                hosts.push_back(session.hosts_by_rank()[static_cast<std::size_t>(member)]);
+        }
+        const int measured_ranks = static_cast<int>(hosts.size());
         // Refuse impossible exact sizes before any measuring.
         for (const Collective* collective : resolved.collectives)
-            element_count(*collective, resolved.sizes.front(), resolved.params, nranks, resolved.exact_size);
+            element_count(*collective, resolved.sizes.front(), resolved.params, measured_ranks, resolved.exact_size);
 
+        throw_if_any_rank_failed(control,
+                                 collective_memory_refusal(options_, resolved, nranks, rank, session.local_size()),
+                                 session.hosts_by_rank());
         // Before the backend: a hang while it starts is watched too; the report kept so far is
         // rewritten as partial by the watchdog's thread as it ends the job.
         KeptReport kept(rank == 0 ? options_.json_path : std::string());
@@ -320,7 +408,11 @@ class CollectiveCommand : public Command {
                           << " (OMPI_MPI_THREAD_LEVEL set?); higher levels cost small messages latency\n";
         }
 
-        CollectiveHarness harness(*backend.comm, control, *backend.device, resolved.timing, *watchdog);
+        // With --groups every group is its own job: its harness splits off data and bookkeeping.
+        std::unique_ptr<Communicator> group_data = groups ? backend.comm->split(groups->mine, rank) : nullptr;
+        std::unique_ptr<Communicator> group_control = groups ? control.split(groups->mine, rank) : nullptr;
+        CollectiveHarness harness(group_data ? *group_data : *backend.comm, group_control ? *group_control : control,
+                                  *backend.device, resolved.timing, *watchdog);
         NvtxRange run_range("run " + options_.command);
         watchdog->idle();
 
@@ -335,7 +427,9 @@ class CollectiveCommand : public Command {
                 std::optional<CollectiveResult> halves[2];
                 for (bool inplace : {false, true}) {
                     if (inplace ? !resolved.placements.in_place : !resolved.placements.out_of_place) continue;
-                    halves[inplace] = measure_point(harness, *collective, requested, inplace, resolved, session);
+                    if (groups) control.barrier();  // the groups start each point together
+                    halves[inplace] = measure_point(harness, *collective, requested, inplace, resolved, measured_ranks, hosts);
+                    if (groups) combine_groups(*halves[inplace], *groups, session, control, options_.quiet);
                     results.push_back(*halves[inplace]);
                 }
                 if (rank == 0)
@@ -378,8 +472,8 @@ class CollectiveCommand : public Command {
     }
 
     CollectiveResult measure_point(CollectiveHarness& harness, const Collective& collective, std::uint64_t requested,
-                                   bool inplace, const ResolvedOptions& resolved, const MpiSession& session) const {
-        const int nranks = session.world_size();
+                                   bool inplace, const ResolvedOptions& resolved, int nranks,
+                                   const std::vector<std::string>& hosts) const {
         CollectiveResult result;
         result.collective = std::string(collective.name());
         result.requested_bytes = requested;
@@ -403,10 +497,27 @@ class CollectiveCommand : public Command {
             result.placement_note = "out of place on MPI: the root sends from its input buffer (MPI_Bcast has one "
                                     "buffer); its output buffer is not written";
         PointSpec spec{&collective, result.count, resolved.params, inplace, options_.check};
-        PointMeasurement measurement = harness.measure(spec);
+        PointMeasurement measurement = measure_or_name_buffers(harness, spec, result.bytes);
         result.wrong = measurement.wrong;
-        derive_statistics(result, measurement.times, session.hosts_by_rank());
+        derive_statistics(result, measurement.times, hosts);
         return result;
+    }
+
+    // An allocation that fails despite the estimate names the buffers and the flag sizing them.
+    PointMeasurement measure_or_name_buffers(CollectiveHarness& harness, const PointSpec& spec,
+                                             std::uint64_t bytes) const {
+        try {
+            return harness.measure(spec);
+        } catch (const RuntimeFailure& failure) {
+            if (std::string(failure.what()).find("alloc") == std::string::npos) throw;
+            throw RuntimeFailure("allocating the send and receive buffers of " + std::string(spec.collective->name()) +
+                                 " at " + std::to_string(bytes) + " B failed (" + failure.what() + "); they are sized by " +
+                                 (options_.size ? "--size" : "-e/--max-bytes") + ": lower it");
+        } catch (const std::bad_alloc&) {
+            throw RuntimeFailure("allocating the buffers of " + std::string(spec.collective->name()) + " at " +
+                                 std::to_string(bytes) + " B failed: out of memory; they are sized by " +
+                                 (options_.size ? "--size" : "-e/--max-bytes") + " (and the samples by --iters)");
+        }
     }
 
     void publish(const std::vector<CollectiveResult>& results, nlohmann::json& report, Placements placements,
@@ -446,7 +557,7 @@ void add_reporting_flags(CLI::App& sub, CollectiveOptions& o) {
     sub.add_flag("-c,--check,!--no-check", o.check,
                  "Validate every element after timing (the default); --no-check skips it");
     sub.add_option("--aggregate", o.aggregate,
-                   "Over ranks: max (per-iteration slowest), mean, rank-mean (IMB t_avg, OSU avg) or rank0")
+                   "Over ranks: max (per-iteration slowest), mean, rank-mean (IMB t_avg, OSU avg), rank-max (IMB t_max) or rank0")
         ->capture_default_str();
     sub.add_option("--mpi-threads", o.mpi_threads, "MPI thread level: single (MPI_Init), funneled or multiple")
         ->capture_default_str();
@@ -487,6 +598,9 @@ std::unique_ptr<Command> add_collective_command(CLI::App& app, const std::string
     command->given().csv = sub->add_option("--csv", o.csv_path, "Write the results as CSV");
     sub->add_option("--backend", o.backend, "auto (NCCL when every rank sees a GPU), mpi or nccl")
         ->capture_default_str();
+    sub->add_option("--groups", o.groups,
+                    "Run the collective in concurrent groups: host (one per host), cross-host (one per local rank) "
+                    "or N (consecutive ranks); busbw per group and the minimum");
     sub->add_option("--timeout", o.timeout_s, "Abort the job when one step hangs this many seconds (0: off)")
         ->capture_default_str();
     sub->add_option("--inject-hang", o.inject_hang_rank,

@@ -6,6 +6,7 @@
 #include <cmath>
 #include <cstdio>
 #include <fstream>
+#include <iomanip>
 #include <iostream>
 #include <iterator>
 #include <sstream>
@@ -21,6 +22,8 @@
 #include "comm/mpi_communicator.hpp"
 #include "comm/mpi_session.hpp"
 #include "core/error.hpp"
+#include "core/memory_budget.hpp"
+#include "report/environment.hpp"
 #include "report/json_file.hpp"
 #include "report/kept_report.hpp"
 #include "report/report_document.hpp"
@@ -34,6 +37,7 @@
 #include "train/pipeline/pipeline_report.hpp"
 #include "train/train_report.hpp"
 #include "train/train_run.hpp"
+#include "train/tensor_parallel_cost.hpp"
 
 namespace parbench {
 namespace {
@@ -82,6 +86,40 @@ std::string progress_line(const TrainPlan& plan, int world, const StepProgress& 
                   p.timed ? "        " : " warm-up", p.time_ms, p.loss, gpt ? "tokens/s" : "samples/s",
                   per_step / seconds, tflops);
     return line;
+}
+
+// Before any allocation: the ledger's model states (ZeRO's 16 B/param, arXiv 1910.02054, for
+// this rank's tensor and pipeline share) and the activations one micro-batch keeps (GPT:
+// Korthikanti et al.'s per-layer formula plus the logits; MLP: its layer outputs) against
+// this rank's share of the host's memory. An estimate, on the low side: it refuses only
+// runs that cannot fit.
+std::optional<std::string> train_memory_refusal(const TrainPlan& plan, const MeshShape& shape, int ranks_on_host) {
+    const auto budget = host_memory_budget(ranks_on_host);
+    if (!budget) return std::nullopt;
+    const TrainOptions& o = plan.options;
+    const ModelConfig& m = plan.model;
+    const double parameters = static_cast<double>(model_parameter_layout(m, plan.seq_len).total_numel());
+    const double share = parameters / static_cast<double>(shape.tp * shape.pp);
+    const TheoreticalMemory states =
+        zero_theoretical_memory(static_cast<std::size_t>(share), shape.dp, o.zero);
+    const int micro = std::max(o.global_batch / shape.dp / std::max(o.microbatches, 1), 1);
+    const double layers_here = static_cast<double>(m.layers) / shape.pp;
+    double activations = 0.0;
+    if (m.kind == ModelKind::gpt) {
+        activations = gpt_activation_bytes_per_layer(m, plan.seq_len, micro, plan.tensor_split(0)).bytes * layers_here +
+                      2.0 * micro * plan.seq_len * (static_cast<double>(m.vocab) / shape.tp) * 4.0;
+    } else {
+        activations = 3.0 * micro * static_cast<double>(m.hidden) * layers_here * 4.0;
+    }
+    std::ostringstream model_flag, batch_flag;
+    const char* scale = parameters >= 1e12 ? "T" : parameters >= 1e9 ? "B" : parameters >= 1e6 ? "M" : "K";
+    const double unit = parameters >= 1e12 ? 1e12 : parameters >= 1e9 ? 1e9 : parameters >= 1e6 ? 1e6 : 1e3;
+    model_flag << "--model " << o.model << " (" << std::setprecision(3) << parameters / unit << scale << " parameters)";
+    batch_flag << "--global-batch " << o.global_batch;
+    return memory_refusal({{"parameters, gradients and optimizer state", states.total(), model_flag.str()},
+                           {"activations of one micro-batch", activations, batch_flag.str()}},
+                          *budget,
+                          "use a smaller model or batch, shard with --zero, --tp or --pp, or run fewer ranks per host");
 }
 
 // Flags of the run itself (not of what is trained), kept beside TrainOptions.
@@ -213,6 +251,8 @@ class TrainCommand : public Command {
         const MeshShape shape = resolve_layout(plan, session.world_size());
         check_outputs_writable(control, {{options_.json_path, "--json"}, {options_.trace_path, "--trace"}});
 
+        throw_if_any_rank_failed(control, train_memory_refusal(plan, shape, session.local_size()),
+                                 session.hosts_by_rank());
         KeptReport kept(rank == 0 ? options_.json_path : std::string());
         const auto watchdog = start_watchdog(run_options_.timeout_s, session, control,
                                              [&kept](const std::string& message) { kept.abandon(message); });
@@ -243,8 +283,7 @@ class TrainCommand : public Command {
         watchdog->enter({"setup", "model and scheme", 0, 0});
         Mesh mesh(*backend.comm, shape);
         TrainProgress progress(plan, shape, *watchdog, kept, report, speaks, run_options_.log_interval);
-        const TrainMeasurements measurements =
-            run_training(plan, mesh, device, *ops, control, options_.check, &progress);
+        const TrainMeasurements measurements = train_or_name_buffers(plan, mesh, device, *ops, control, progress);
         report = progress.report();
         if (measurements.diverged) return stop_diverged(plan, shape, measurements, report, kept, rank);
 
@@ -293,6 +332,18 @@ class TrainCommand : public Command {
                              "learning rate, is to blame\n";
         }
         return exit_status;
+    }
+
+    // An allocation that fails despite the estimate says what was being allocated and which flags size it.
+    TrainMeasurements train_or_name_buffers(const TrainPlan& plan, Mesh& mesh, Device& device, Ops& ops,
+                                            Communicator& control, TrainProgress& progress) const {
+        try {
+            return run_training(plan, mesh, device, ops, control, options_.check, &progress);
+        } catch (const std::bad_alloc&) {
+            throw RuntimeFailure("allocating the model's parameters, gradients, optimizer state or activations failed: "
+                                 "out of memory; they are sized by --model and --global-batch (shard with --zero, --tp "
+                                 "or --pp)");
+        }
     }
 
     // A NaN or infinite loss stopped every rank at the same step: keep what was measured
@@ -362,6 +413,9 @@ std::unique_ptr<Command> add_train_command(CLI::App& app) {
     sub->add_flag("--overlap", o.overlap, "Start each bucket's gradient collective as soon as it is ready");
     sub->add_flag("--prefetch", o.prefetch, "ZeRO-3: gather the next layer while computing this one");
     sub->add_option("--precision", o.precision, "fp32, or bf16 (bf16 matmuls, fp32 master weights)")->capture_default_str();
+    sub->add_option("--recompute", o.recompute,
+                    "Activation recompute: none, selective (the attention core) or full (each layer's forward)")
+        ->capture_default_str();
     sub->add_option("--peak-tflops", o.peak_tflops, "Peak TFLOP/s per rank for MFU (default: table or measured)");
     sub->add_flag("-c,--check", o.check, "Compare loss and final parameters with a serial run; fail if they differ");
     sub->add_option("--timeout", command->run_options().timeout_s,

@@ -8,7 +8,7 @@ Recompute parse_recompute(const std::string& name) {
     if (name == "none") return Recompute::none;
     if (name == "selective") return Recompute::selective;
     if (name == "full") return Recompute::full;
-    throw UsageError("--recompute '" + name + "': use none, selective or full");
+    throw UsageError("--recompute '" + name + "': use none, selective (the attention core) or full (each layer)");
 }
 
 std::string recompute_name(Recompute recompute) {
@@ -17,7 +17,7 @@ std::string recompute_name(Recompute recompute) {
         case Recompute::selective: return "selective";
         case Recompute::full: return "full";
     }
-    return "?";
+    return "unknown";
 }
 
 double paper_layer_activation_bytes(const LayerActivationShape& x, Recompute recompute) {

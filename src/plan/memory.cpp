@@ -82,7 +82,14 @@ void gpt_items(const EngineLayout& l, const PipelinePart& part, ItemList& items)
     const double local = rows * C / t, wide = rows * 4.0 * C / t, vocab_local = V / t;
     const double att = B * (l.model.heads / t) * T * T;
     const double logits = rows * vocab_local;
-    const double block = 4 * rc + 4 * R + 3 * local + local + att + 2 * wide;
+    const double full_block = 4 * rc + 4 * R + 3 * local + local + att + 2 * wide;
+    // What a layer keeps as its own under --recompute (gpt.cpp's allocate_block), and the one
+    // set all layers share.
+    const double block = l.recompute == Recompute::full        ? rc
+                         : l.recompute == Recompute::selective ? full_block - att
+                                                               : full_block;
+    if (l.recompute == Recompute::full) items.activation("full recompute: one layer's buffers, shared", 1, full_block);
+    if (l.recompute == Recompute::selective) items.activation("selective recompute: probabilities, shared", 1, att);
     const double stash = rows * C + wide + rows * C + 3 * local;
 
     items.add(MemoryCategory::activations, "tokens, targets, losses (per micro-batch)", 3.0 * l.microbatches,
@@ -145,12 +152,17 @@ void llama_items(const EngineLayout& l, const PipelinePart& part, ItemList& item
     const double q = rows * C / t, kv = rows * kv_local, wide = rows * l.model.ffn_hidden / t;
     const double att = B * (l.model.heads / t) * T * T;
     const double logits = rows * V / t;
-    const double block = 4 * rc + 2 * R + 2 * q + 2 * kv + att + 3 * wide;
+    const double full_block = 4 * rc + 2 * R + 2 * q + 2 * kv + att + 3 * wide;
+    const double block = l.recompute == Recompute::full        ? rc
+                         : l.recompute == Recompute::selective ? full_block - att
+                                                               : full_block;
     const double stash = 2 * btc + 2 * wide + q + 2 * kv;
     const double head = rc + R + logits + 3 * rows;
 
     items.add(MemoryCategory::activations, "tokens, targets, losses (per micro-batch)", 3.0 * l.microbatches,
               rows * f32);
+    if (l.recompute == Recompute::full) items.activation("full recompute: one layer's buffers, shared", 1, full_block);
+    if (l.recompute == Recompute::selective) items.activation("selective recompute: probabilities, shared", 1, att);
     bool holds_head = true;
     if (!part.active()) {
         items.activation("layer stores (per layer)", l.model.layers, block);
@@ -242,6 +254,7 @@ EngineLayout engine_layout(const TrainPlan& plan, const MeshShape& mesh) {
     l.stage_ranges = plan.stage_ranges;
     l.p2p = plan.p2p;
     l.precision = parse_precision(o.precision);
+    l.recompute = plan.recompute;
     return l;
 }
 

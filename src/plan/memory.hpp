@@ -45,6 +45,7 @@ struct EngineLayout {
     std::vector<LayerRange> stage_ranges;  // pp > 1: the virtual stages' layers (partition.hpp)
     P2pMode p2p = P2pMode::nonblocking;
     Precision precision = Precision::fp32;
+    Recompute recompute = Recompute::none;  // what each layer keeps (train/model.hpp)
 };
 
 // The layout `train` runs for these resolved options on this mesh.

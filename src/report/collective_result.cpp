@@ -26,7 +26,7 @@ nlohmann::json straggler_json(const StragglerFinding& finding) {
 void derive_statistics(CollectiveResult& result, const RankTimes& times, const std::vector<std::string>& hosts_by_rank) {
     result.samples_us = aggregate_samples(times, result.aggregation);
     result.time_us = summarize(result.samples_us);
-    result.reported_time_us = reported_time(result.samples_us, result.aggregation);
+    result.reported_time_us = reported_time(times, result.aggregation);
     result.aggregates = every_aggregation(times);
     result.per_rank.clear();
     for (const RankSummary& rank : per_rank_summaries(times)) {
@@ -98,6 +98,7 @@ nlohmann::json to_json(const CollectiveResult& result) {
         kinds.push_back(w.kind);
     }
     entry["warnings"] = warnings;
+    if (!result.groups.is_null()) entry["groups"] = result.groups;
     entry["warning_kinds"] = kinds;
     return entry;
 }

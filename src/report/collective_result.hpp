@@ -49,6 +49,7 @@ struct CollectiveResult {
     std::size_t outliers = 0;
     std::vector<Warning> warnings;
     std::optional<std::string> skipped; // why the point was not measured
+    nlohmann::json groups;              // with --groups: every group's figures and the minimum (cli/collective_groups.hpp)
 };
 
 // Fills samples, statistics, per-rank figures, the straggler and bandwidths from every

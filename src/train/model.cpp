@@ -4,6 +4,7 @@
 #include <stdexcept>
 #include <string>
 
+#include "core/error.hpp"
 #include "train/gpt.hpp"
 #include "train/mlp.hpp"
 #include "train/models/llama.hpp"
@@ -12,10 +13,12 @@ namespace parbench {
 
 std::unique_ptr<Model> make_model(const ModelConfig& config, const MicrobatchShape& shape, std::uint64_t seed,
                                   Ops& ops, MemoryLedger& ledger, const TensorParallelGroup& tp,
-                                  const PipelinePart& part, Precision precision) {
-    if (config.kind == ModelKind::gpt) return make_gpt_model(config, shape, seed, ops, ledger, tp, part, precision);
+                                  const PipelinePart& part, Precision precision, Recompute recompute) {
+    if (config.kind == ModelKind::gpt)
+        return make_gpt_model(config, shape, seed, ops, ledger, tp, part, precision, recompute);
     if (config.kind == ModelKind::llama)
-        return make_llama_model(config, shape, seed, ops, ledger, tp, part, precision);
+        return make_llama_model(config, shape, seed, ops, ledger, tp, part, precision, recompute);
+    if (recompute != Recompute::none) throw std::logic_error("make_model: the MLP has nothing to recompute");
     if (part.active()) throw std::logic_error("make_model: pipeline stages are cut from GPT and Llama models only");
     return make_mlp_model(config, shape, seed, ops, ledger, tp, precision);
 }

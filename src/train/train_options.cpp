@@ -119,6 +119,16 @@ TrainPlan resolve_train_options(const TrainOptions& options) {
 
     check_pipeline(plan);
 
+    plan.recompute = parse_recompute(options.recompute);
+    if (plan.recompute != Recompute::none && !plan.model.has_sequence())
+        throw UsageError("--recompute " + options.recompute + ": model " + plan.model.name +
+                         " is an MLP, which has no attention core or transformer layer to recompute; use "
+                         "--recompute none or a gpt or llama model");
+    if (plan.recompute == Recompute::full && plan.schedule == ScheduleKind::zero_bubble_h1 && options.pp > 1)
+        throw UsageError("--recompute full with --schedule zb-h1: the deferred weight gradients need the layer's "
+                         "activations after the next layer's recompute overwrote them; use --recompute selective or "
+                         "another schedule");
+
     plan.scheme.zero_stage = options.zero;
     if (options.bucket_mb) {
         plan.scheme.bucket_bytes = static_cast<std::size_t>(*options.bucket_mb * 1024.0 * 1024.0);
@@ -185,6 +195,7 @@ nlohmann::json to_json(const TrainOptions& o) {
         {"overlap", o.overlap},
         {"prefetch", o.prefetch},
         {"precision", o.precision},
+        {"recompute", o.recompute},
         {"peak_tflops", optional(o.peak_tflops)},
         {"check", o.check},
         {"backend_requested", o.backend},

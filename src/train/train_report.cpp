@@ -67,7 +67,7 @@ void add_expected_tp(const TrainSummaryInputs& in, nlohmann::json& comm) {
     const TrainOptions& o = in.plan.options;
     const int microbatch_size = o.global_batch / in.mesh.dp / o.microbatches;
     const auto expected = tensor_parallel_traffic_per_step(in.plan.model, in.plan.seq_len, microbatch_size,
-                                                           o.microbatches, in.plan.tensor_split(0));
+                                                           o.microbatches, in.plan.tensor_split(0), in.plan.recompute);
     nlohmann::json bytes = nlohmann::json::object();
     nlohmann::json calls = nlohmann::json::object();
     bool matches = measured.size() == expected.size();
@@ -113,7 +113,9 @@ nlohmann::json activation_json(const TrainSummaryInputs& in) {
                                             "the largest rank"}};
     if (!in.plan.model.has_sequence()) return activation;
     const ActivationFormula formula = transformer_activation_bytes_per_layer(
-        in.plan.model, in.plan.seq_len, o.global_batch / in.mesh.dp / o.microbatches, in.plan.tensor_split(0));
+        in.plan.model, in.plan.seq_len, o.global_batch / in.mesh.dp / o.microbatches, in.plan.tensor_split(0),
+        in.plan.recompute);
+    activation["recompute"] = recompute_name(in.plan.recompute);
     activation["formula_bytes_per_layer"] = formula.bytes;
     activation["formula"] = formula.formula;
     if (!formula.paper_formula.empty()) {
@@ -140,6 +142,9 @@ nlohmann::json train_result_json(const TrainSummaryInputs& in) {
     const double flops = model_flops_per_step(in.plan.model, o.global_batch, in.plan.seq_len);
     const double median_s = step.median / 1000.0;
     const double achieved_tflops = flops / median_s / static_cast<double>(in.mesh.world()) / 1e12;
+    const double hardware_flops =
+        flops + recompute_flops_per_step(in.plan.model, o.global_batch, in.plan.seq_len, in.plan.recompute);
+    const double hardware_tflops = hardware_flops / median_s / static_cast<double>(in.mesh.world()) / 1e12;
 
     nlohmann::json model = to_json(in.plan.model);
     model["parameters"] = m.parameters;
@@ -173,6 +178,7 @@ nlohmann::json train_result_json(const TrainSummaryInputs& in) {
           {"microbatch_size", o.global_batch / in.mesh.dp / o.microbatches},
           {"overlap", o.overlap},
           {"prefetch", o.prefetch},
+          {"recompute", recompute_name(in.plan.recompute)},
           {"bucket_mb", static_cast<double>(in.plan.scheme.bucket_bytes) / (1024.0 * 1024.0)},
           {"bucket_source", in.plan.bucket_source},
           {"groups", groups_json(in.mesh)}}},
@@ -189,11 +195,16 @@ nlohmann::json train_result_json(const TrainSummaryInputs& in) {
         {"tokens_per_s", tokens_per_step / median_s},
         {"throughput_basis", "median step time"},
         {"flops",
-         {{"per_step", flops}, {"formula", flops_formula(in.plan.model)}, {"causal_discount", false}}},
+         {{"per_step", flops},
+          {"formula", flops_formula(in.plan.model)},
+          {"causal_discount", false},
+          {"recompute", recompute_name(in.plan.recompute)},
+          {"hardware_per_step", hardware_flops}}},
         {"achieved_tflops_per_rank", achieved_tflops},
         {"peak_tflops_per_rank", optional_number(in.peak.tflops)},
         {"peak_source", in.peak.source},
         {"mfu", in.peak.tflops ? nlohmann::json(achieved_tflops / *in.peak.tflops) : nlohmann::json(nullptr)},
+        {"hfu", in.peak.tflops ? nlohmann::json(hardware_tflops / *in.peak.tflops) : nlohmann::json(nullptr)},
         {"memory_bytes", memory_json(largest)},
         {"memory_bytes_by_rank", by_rank},
         {"memory_method", "device buffers allocated by the engine, tagged by category (peak per category; "
@@ -282,6 +293,13 @@ void print_train_summary(std::ostream& out, const nlohmann::json& r) {
     else {
         std::snprintf(line, sizeof line, "%-28s %.1f%% of %.4g TFLOP/s (%s)\n", "MFU", 100.0 * r["mfu"].get<double>(),
                       r["peak_tflops_per_rank"].get<double>(), r["peak_source"].get<std::string>().c_str());
+        if (r["flops"]["recompute"] != "none") {
+            out << line;
+            std::snprintf(line, sizeof line,
+                          "%-28s %.1f%% (hardware FLOPs/step %.4g: --recompute %s adds its forward)\n", "HFU",
+                          100.0 * r["hfu"].get<double>(), r["flops"]["hardware_per_step"].get<double>(),
+                          r["flops"]["recompute"].get<std::string>().c_str());
+        }
         out << line;
     }
     std::snprintf(line, sizeof line, "%-28s %.3f of %.3f per step\n", "exposed comm (ms)",

@@ -158,6 +158,38 @@ def case_pairs_slow_host(c):
         check(len(errors) == 1 and text in errors[0], f"pairs {arguments}: {bad.stderr}")
 
 
+def case_groups(c):
+    """--groups host and cross-host on 2 hosts x 2 ranks: the groups' ranks and hosts, every
+    group validated, the minimum across groups; with the link shaped to 100 Mbit/s (a ceiling
+    of 0.0125 GB/s per direction) the groups inside a host beat every group across hosts."""
+    c.up(2, "--inter-bw", "100mbit")
+    figures = {}
+    for placement, ranks, hosts in (("host", [[0, 1], [2, 3]], [["pbhost0"], ["pbhost1"]]),
+                                    ("cross-host", [[0, 2], [1, 3]], [["pbhost0", "pbhost1"]] * 2)):
+        name = f"groups-{placement}.json"
+        result = c.run(4, "allreduce", "--size", "1M", "-w", "1", "-n", "3", "--check", "--groups", placement,
+                       "--json", c.path(name))
+        report = c.report(name)
+        check(report["config"]["groups"] == placement, str(report["config"]))
+        for point in report["results"]:
+            groups = point["groups"]
+            check([g["ranks"] for g in groups["members"]] == ranks, f"{placement}: {groups}")
+            check([g["hosts"] for g in groups["members"]] == hosts, f"{placement}: {groups}")
+            check(all(g["wrong"] == 0 for g in groups["members"]) and point["wrong"] == 0, f"{placement}: wrong")
+            check(groups["busbw_min_gbps"] == min(g["busbw_gbps"] for g in groups["members"]), str(groups))
+            check(point["bus_factor"] == 1.0, "groups of 2: allreduce's factor 2(n-1)/n is 1")
+            figures.setdefault(placement, []).extend(g["busbw_gbps"] for g in groups["members"])
+        check("#   groups:" in result.stdout, result.stdout)
+    check(min(figures["host"]) > max(figures["cross-host"]),
+          f"inside a host {figures['host']} should beat across the 100 Mbit/s link {figures['cross-host']}")
+    for ranks, per_host, value, text in ((4, 2, "3", "does not divide the 4 ranks"),
+                                         (2, 1, "host", "groups of 1 rank"),
+                                         (4, 2, "rack", "--groups 'rack'")):
+        bad = c.run(ranks, "allreduce", "--size", "1K", "--groups", value, per_host=per_host, expect=2)
+        errors = [line for line in bad.stderr.splitlines() if line.startswith("error:")]
+        check(len(errors) == 1 and text in errors[0], f"--groups {value}: {bad.stderr}")
+
+
 CASES = {name[len("case_"):]: f for name, f in globals().items() if name.startswith("case_")}
 
 

@@ -76,6 +76,8 @@ def check_consistent(report, ranks):
             reported = sum(samples) / len(samples)
             per_rank_mean = sum(r["mean_us"] for r in entry["per_rank"]) / ranks
             check(math.isclose(reported, per_rank_mean, rel_tol=1e-9), f"{name}: rank-mean = mean of rank means")
+        elif entry["aggregation"] == "rank-max":
+            reported = max(r["mean_us"] for r in entry["per_rank"])
         else:
             reported = median
         check(math.isclose(entry["reported_time_us"], reported, rel_tol=1e-9), f"{name}: reported time")
@@ -255,11 +257,15 @@ def case_placement_summary(ctx):
     # -c/--check stays accepted; --quiet prints errors only; --verbose prints each warning.
     result = ctx.run(2, "allreduce", "--size", "1K", "--iters", "3", "-c", "--quiet")
     check(result.returncode == 0 and result.stdout == "" and not result.stderr.strip(), result.stdout + result.stderr)
+    result = ctx.run(2, "reduce", "--size", "1K", "--iters", "4", "--aggregate", "rank-max", "--json", json_path)
+    check(result.returncode == 0 and "t_max" in result.stdout, result.stdout + result.stderr)
+    check_consistent(load_report(ctx, json_path), 2)
     result = ctx.run(2, "allreduce", "--size", "1K", "--iters", "6", "--aggregate", "rank-mean", "--verbose",
                      "--mpi-threads", "funneled", "--json", json_path)
     check(result.returncode == 0, result.stderr)
     report = load_report(ctx, json_path)
     check_consistent(report, 2)
+    check("t_avg" in result.stdout, "rank-mean's column is IMB's t_avg")
     check(report["config"]["mpi_threads"]["requested"] == "funneled", "funneled requested")
     for entry in report["results"]:
         for warning in entry["warnings"]:

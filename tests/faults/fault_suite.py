@@ -331,6 +331,49 @@ def case_diverged(ctx):
     print(f"NaN loss: {errors[0]}")
 
 
+# --- resources ------------------------------------------------------------------------------
+
+def peak_rss_mb(command, env):
+    """Runs `command` and returns (exit status, stderr, its own peak RSS in MB)."""
+    process = subprocess.Popen(command, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, env=env)
+    _, status, usage = os.wait4(process.pid, 0)
+    process.returncode = os.waitstatus_to_exitcode(status)
+    return process.returncode, process.stderr.read().decode(), usage.ru_maxrss / 1024
+
+
+def case_resources(ctx):
+    huge = ctx.path("huge.json")
+    json.dump({"kind": "gpt", "layers": 200, "hidden": 147456, "heads": 96, "seq_len": 2048, "vocab": 50304},
+              open(huge, "w"))
+    # What the process costs before it does anything: the libraries it links (a CUDA build
+    # maps cuBLAS and NCCL), measured so the refusal's own cost can be told apart.
+    _, _, baseline = peak_rss_mb([ctx.parbench, "--version"], ctx.env)
+    cases = [
+        ("--size", ["allreduce", "--size", "64T"], "--size 64T"),
+        ("sweep end", ["all", "-b", "1K", "-e", "64T"], "-e/--max-bytes 64T"),
+        ("--iters", ["allreduce", "--size", "1K", "--iters", "2000000000"], "--iters 2000000000"),
+        ("model", ["train", "--model", huge, "--steps", "1"], "--model " + huge),
+        ("batch", ["train", "--model", "gpt-tiny", "--global-batch", "4000000", "--steps", "1"],
+         "--global-batch 4000000"),
+    ]
+    for name, arguments, needle in cases:
+        report = ctx.path("resources.json")
+        status, stderr, rss = peak_rss_mb([ctx.parbench, *arguments, "--json", report], ctx.env)
+        errors = error_lines(stderr)
+        check(status == 2, f"{name}: exit {status}: {stderr}")
+        check(len(errors) == 1 and errors[0].startswith("error: " + needle) and "per rank" in errors[0] and
+              "MemAvailable" in errors[0], f"{name}: {stderr}")
+        check(not os.path.exists(report), f"{name}: left a report")
+        check(rss - baseline < 100, f"{name}: the refusal peaked at {rss:.0f} MB, {rss - baseline:.0f} MB above "
+                                    f"the {baseline:.0f} MB of starting the binary")
+        print(f"refused {name}: peak RSS {rss:.0f} MB (starting the binary alone: {baseline:.0f} MB): {errors[0]}")
+    # Ranks on one host share its memory: at 2 ranks each gets half.
+    result = ctx.run(2, "allreduce", "--size", "64T", timeout=60)
+    errors = error_lines(result.stderr)
+    check(result.returncode == 2 and len(errors) == 1 and "shared by 2 ranks on this host" in errors[0], result.stderr)
+    print(f"refused at 2 ranks: {errors[0]}")
+
+
 CASES = {name[len("case_"):]: function for name, function in globals().items() if name.startswith("case_")}
 
 

@@ -10,6 +10,7 @@
 #include "train/model.hpp"
 #include "train/model_config.hpp"
 #include "train/models/llama.hpp"
+#include "train/tensor_parallel_cost.hpp"
 
 namespace parbench {
 namespace {
@@ -101,6 +102,53 @@ TEST(LlamaConfig, KeyValueHeadsSplitOrReplicatedUnderTensorParallelism) {
     EXPECT_EQ(wk_numel(1), 32u * 64u);
     EXPECT_EQ(wk_numel(2), 16u * 64u);
     EXPECT_EQ(wk_numel(4), 32u * 64u);  // replicated
+}
+
+}  // namespace
+}  // namespace parbench
+
+namespace parbench {
+namespace {
+
+// Full recompute adds one forward of the layers: for GPT, Megatron's 96 instead of 72 in the
+// layer terms (arXiv 2104.04473 sec. 5.1, eq. 3 with and without recompute).
+TEST(RecomputeFormulas, FullRecomputeIsMegatronsNinetySix) {
+    const ModelConfig gpt = load_model_config("gpt2-124m");
+    const double b = 8, s = 1024, l = 12, h = 768, v = 50257;
+    const double with_recompute = 96.0 * b * s * l * h * h * (1.0 + s / (6.0 * h) + v / (16.0 * l * h));
+    const double hardware = model_flops_per_step(gpt, 8, 1024) + recompute_flops_per_step(gpt, 8, 1024, Recompute::full);
+    EXPECT_NEAR(hardware / with_recompute, 1.0, 1e-12);
+    EXPECT_DOUBLE_EQ(recompute_flops_per_step(gpt, 8, 1024, Recompute::selective), 4.0 * b * l * s * s * h);
+    EXPECT_DOUBLE_EQ(recompute_flops_per_step(gpt, 8, 1024, Recompute::none), 0.0);
+    const ModelConfig llama = load_model_config("llama3-8b");
+    EXPECT_DOUBLE_EQ(recompute_flops_per_step(llama, 2, 4096, Recompute::full),
+                     llama_layers_forward_flops(llama_shape(llama), 2, 4096));
+}
+
+TEST(RecomputeFormulas, ActivationBytesPerLayer) {
+    const ModelConfig gpt = load_model_config("gpt-tiny");  // h 64, a 4
+    const double s = 32, b = 2, h = 64, a = 4;
+    const ActivationFormula none = transformer_activation_bytes_per_layer(gpt, 32, 2, TensorSplit{});
+    const ActivationFormula selective =
+        transformer_activation_bytes_per_layer(gpt, 32, 2, TensorSplit{}, Recompute::selective);
+    const ActivationFormula full = transformer_activation_bytes_per_layer(gpt, 32, 2, TensorSplit{}, Recompute::full);
+    EXPECT_DOUBLE_EQ(none.bytes - selective.bytes, 4.0 * a * s * s * b);
+    EXPECT_DOUBLE_EQ(full.bytes, 4.0 * s * b * h);
+    EXPECT_DOUBLE_EQ(selective.paper_bytes, 34.0 * s * b * h);
+    EXPECT_DOUBLE_EQ(full.paper_bytes, 2.0 * s * b * h);
+    const ActivationFormula full_sp =
+        transformer_activation_bytes_per_layer(gpt, 32, 2, TensorSplit{0, 2, true}, Recompute::full);
+    EXPECT_DOUBLE_EQ(full_sp.bytes, 4.0 * s * b * h / 2);
+    // Full recompute's rerun forward repeats each layer's two tp collectives.
+    const auto plain = tensor_parallel_traffic_per_step(gpt, 32, 2, 1, TensorSplit{0, 2});
+    const auto rerun = tensor_parallel_traffic_per_step(gpt, 32, 2, 1, TensorSplit{0, 2}, Recompute::full);
+    EXPECT_DOUBLE_EQ(rerun.at("allreduce").calls - plain.at("allreduce").calls, 2.0 * gpt.layers);
+}
+
+TEST(RecomputeFormulas, ModesParseAndBadOnesAreNamed) {
+    EXPECT_EQ(parse_recompute("selective"), Recompute::selective);
+    EXPECT_EQ(recompute_name(Recompute::full), "full");
+    EXPECT_NE(usage_error_text([] { parse_recompute("partial"); }).find("--recompute"), std::string::npos);
 }
 
 }  // namespace

@@ -133,8 +133,9 @@ struct WeightGradientStash {
 class LlamaModel : public Model {
   public:
     LlamaModel(const ModelConfig& config, const MicrobatchShape& shape, std::uint64_t seed, Ops& ops,
-               MemoryLedger& ledger, const TensorParallelGroup& tp, const PipelinePart& part, Precision precision)
-        : config_(config), shape_(shape), seed_(seed), ops_(ops), device_(ledger.device()), ledger_(ledger),
+               MemoryLedger& ledger, const TensorParallelGroup& tp, const PipelinePart& part, Precision precision,
+               Recompute recompute)
+        : recompute_(recompute), config_(config), shape_(shape), seed_(seed), ops_(ops), device_(ledger.device()), ledger_(ledger),
           arena_(ledger), tp_(tp), B_(shape.batch), T_(shape.seq_len), C_(config.hidden), NH_(config.heads),
           V_(config.vocab), L_(config.layers), hs_(config.hidden / config.heads),
           R_(tp.local_rows(shape.batch * shape.seq_len)), Cl_(config.hidden / tp.size()),
@@ -271,9 +272,15 @@ class LlamaModel : public Model {
     }
 
     void block_forward(int l, ParameterAccess& access) {
-        const int BT = B_ * T_;
         NvtxRange range("h" + std::to_string(l) + " forward");
-        const float* p = access.acquire(unit(l + 1));
+        block_forward_compute(l, access.acquire(unit(l + 1)));
+        access.release(unit(l + 1));
+    }
+
+    // The layer's forward with its parameters `p`: in forward, and again in backward under
+    // full recompute (into the shared buffers, from the kept layer input).
+    void block_forward_compute(int l, const float* p) {
+        const int BT = B_ * T_;
         const BlockTensors& w = tensors_.blocks[static_cast<std::size_t>(l)];
         const BlockActivations& a = blocks_[static_cast<std::size_t>(l)];
         const float* residual = block_input(l);
@@ -298,7 +305,6 @@ class LlamaModel : public Model {
         matmuls_.forward(projection_, a.glu, param(p, w.wdown), nullptr, BT, Fl_, C_);
         const float* mlp = tp_.leave(projection_, projection_local_, BT, C_);
         ops_.residual_forward(a.residual3, a.residual2, mlp, residual_elements());
-        access.release(unit(l + 1));
     }
 
     void head_forward(int microbatch, ParameterAccess& access) {
@@ -357,6 +363,10 @@ class LlamaModel : public Model {
         const bool defer = pass == BackwardPass::input;
         const float* p = access.acquire(unit(l + 1));
         float* g = access.gradients(unit(l + 1));
+        if (recompute_ == Recompute::full) {
+            NvtxRange recompute_range("h" + std::to_string(l) + " recompute");
+            block_forward_compute(l, p);
+        }
         const BlockTensors& w = tensors_.blocks[static_cast<std::size_t>(l)];
         const BlockActivations& a = blocks_[static_cast<std::size_t>(l)];
         const WeightGradientStash* stash = defer ? &stash_[static_cast<std::size_t>(l)] : nullptr;
@@ -389,6 +399,12 @@ class LlamaModel : public Model {
         // dresidual_ now holds d(residual2).
         const float* dattention = tp_.leave_backward(dresidual_, dgathered_, BT, C_);
         if (defer) copy(stash->dattention, dattention, btc);
+        if (recompute_ == Recompute::selective) {
+            // The attention core again from the kept (rotated) Q, K and V: its probabilities
+            // into the shared buffer, its output into scratch that is zeroed next.
+            NvtxRange recompute_range("h" + std::to_string(l) + " recompute attention");
+            ops_.gqa_attention_forward(datty_, preatt_, a.att, a.q, a.k, a.v, gqa_);
+        }
         ops_.fill(datty_, 0.0f, q_elements);
         matmuls_.backward(datty_, weight_grad(w.wo), nullptr, dattention, a.atty, param(p, w.wo), BT, Cl_, C_);
         ops_.fill(dq, 0.0f, q_elements);
@@ -528,13 +544,31 @@ class LlamaModel : public Model {
         return shapes;
     }
 
+    // One layer's activations. Under full recompute only its output (the next layer's input)
+    // is the layer's own, the rest is the shared set every layer's recompute overwrites; under
+    // selective recompute the attention probabilities are shared. Counted per layer: what is
+    // the layer's own.
     BlockActivations allocate_block() {
+        const std::size_t before = ledger_.usage().live_of(MemoryCategory::activations);
+        BlockActivations a{};
+        if (recompute_ == Recompute::full) {
+            a = recompute_work_;
+            a.residual3 = arena_.floats(residual_elements());
+        } else {
+            a = allocate_block_buffers(recompute_ != Recompute::selective);
+            if (recompute_ == Recompute::selective) a.att = recompute_work_.att;
+        }
+        layer_activation_bytes_ = ledger_.usage().live_of(MemoryCategory::activations) - before;
+        return a;
+    }
+
+    // Every buffer of a layer (the probabilities too when `with_probabilities`).
+    BlockActivations allocate_block_buffers(bool with_probabilities) {
         const std::size_t rc = residual_elements();
         const std::size_t r = static_cast<std::size_t>(R_);
         const std::size_t q_elements = rows() * static_cast<std::size_t>(Cl_);
         const std::size_t kv_elements = rows() * static_cast<std::size_t>(KVl_);
         const std::size_t wide = rows() * static_cast<std::size_t>(Fl_);
-        const std::size_t before = ledger_.usage().live_of(MemoryCategory::activations);
         BlockActivations a{};
         a.norm1 = arena_.floats(rc);
         a.rstd1 = arena_.floats(r);
@@ -542,7 +576,7 @@ class LlamaModel : public Model {
         a.k = arena_.floats(kv_elements);
         a.v = arena_.floats(kv_elements);
         a.atty = arena_.floats(q_elements);
-        a.att = arena_.floats(gqa_.score_elements());
+        if (with_probabilities) a.att = arena_.floats(gqa_.score_elements());
         a.residual2 = arena_.floats(rc);
         a.norm2 = arena_.floats(rc);
         a.rstd2 = arena_.floats(r);
@@ -550,7 +584,6 @@ class LlamaModel : public Model {
         a.up = arena_.floats(wide);
         a.glu = arena_.floats(wide);
         a.residual3 = arena_.floats(rc);
-        layer_activation_bytes_ = ledger_.usage().live_of(MemoryCategory::activations) - before;
         return a;
     }
 
@@ -608,6 +641,8 @@ class LlamaModel : public Model {
             targets_.push_back(arena_.buffer(rows() * sizeof(int)));
             loss_buffers_.push_back(arena_.buffer(rows() * sizeof(float)));
         }
+        if (recompute_ == Recompute::full) recompute_work_ = allocate_block_buffers(true);
+        if (recompute_ == Recompute::selective) recompute_work_.att = arena_.floats(gqa_.score_elements());
         if (part_.active()) {
             allocate_slots();
         } else {
@@ -667,6 +702,8 @@ class LlamaModel : public Model {
                              static_cast<std::size_t>(C_));
     }
 
+    Recompute recompute_;
+    BlockActivations recompute_work_{};  // full: one layer's buffers; selective: .att only
     ModelConfig config_;
     MicrobatchShape shape_;
     std::uint64_t seed_;
@@ -720,8 +757,8 @@ ParameterLayout llama_parameter_layout(const ModelConfig& config, const TensorSp
 
 std::unique_ptr<Model> make_llama_model(const ModelConfig& config, const MicrobatchShape& shape, std::uint64_t seed,
                                         Ops& ops, MemoryLedger& ledger, const TensorParallelGroup& tp,
-                                        const PipelinePart& part, Precision precision) {
-    return std::make_unique<LlamaModel>(config, shape, seed, ops, ledger, tp, part, precision);
+                                        const PipelinePart& part, Precision precision, Recompute recompute) {
+    return std::make_unique<LlamaModel>(config, shape, seed, ops, ledger, tp, part, precision, recompute);
 }
 
 }  // namespace parbench
