@@ -6,7 +6,8 @@
 # predicted and the measured ranking. Measured step times are medians over ROUNDS alternating
 # rounds (each run's own median over its timed steps).
 #
-#   scripts/validate_plan.sh [OUT_DIR]      (env: BUILD=build ROUNDS=2 STEPS=6)
+#   scripts/validate_plan.sh [OUT_DIR]      (env: BUILD=build ROUNDS=2 STEPS=6; REUSE_CALIBRATION=1
+#                                            keeps OUT_DIR's sweeps and ops report)
 set -euo pipefail
 here=$(cd "$(dirname "$0")/.." && pwd)
 build=${BUILD:-$here/build}
@@ -21,12 +22,16 @@ for tool in "$pb" "$build/parbench-ops"; do
   [[ -x $tool ]] || { echo "error: $tool is missing; build first (cmake --build $build)" >&2; exit 1; }
 done
 
-echo "# calibration: collective sweeps at 2 and 4 ranks, the gpt-small ops" >&2
-for np in 2 4; do
-  "${mpi[@]}" -np $np "$pb" all -b 8 -e 32M -f 4 -q --json "$out/coll-np$np.json" < /dev/null
-done
-"$build/parbench-ops" --benchmark_filter='cpu/(gpt-small|peak)/' --benchmark_min_time=0.05 \
-  --benchmark_format=json --benchmark_out="$out/ops.json" > /dev/null 2>&1
+if [[ -n ${REUSE_CALIBRATION:-} && -f $out/ops.json ]]; then
+  echo "# calibration: reusing $out/coll-np*.json and ops.json" >&2
+else
+  echo "# calibration: collective sweeps at 2 and 4 ranks, the gpt-small ops" >&2
+  for np in 2 4; do
+    "${mpi[@]}" -np $np "$pb" all -b 8 -e 32M -f 4 -q --json "$out/coll-np$np.json" < /dev/null
+  done
+  "$build/parbench-ops" --benchmark_filter='cpu/(gpt-small|peak)/' --benchmark_min_time=0.05 \
+    --benchmark_format=json --benchmark_out="$out/ops.json" > /dev/null 2>&1
+fi
 peak=$(python3 - "$out/ops.json" <<'PY'
 import json, sys
 best = max(b.get("FLOP/s", 0) for b in json.load(open(sys.argv[1]))["benchmarks"] if "/peak/sgemm" in b["name"])

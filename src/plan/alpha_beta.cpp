@@ -138,7 +138,11 @@ std::vector<CollectiveFit> fit_collective_reports(const std::vector<std::string>
         for (const nlohmann::json& point : report["results"]) {
             if (!point.is_object() || !point.contains("collective") || !point.contains("bytes")) continue;
             if (has_out && point.value("placement", std::string()) == "in") continue;
-            if (point.value("skipped", false) || point.value("wrong", 0) != 0) continue;
+            // "skipped" is a reason (a string) or a flag; "wrong" a count.
+            const nlohmann::json skipped = point.value("skipped", nlohmann::json(nullptr));
+            if (!(skipped.is_null() || skipped == false)) continue;
+            const nlohmann::json wrong = point.value("wrong", nlohmann::json(0));
+            if (wrong.is_number() && wrong.get<double>() != 0) continue;
             const std::optional<double> time = median_time(point);
             if (!time || *time <= 0) continue;
             Series& s = series[{point["collective"].get<std::string>(), placement}];

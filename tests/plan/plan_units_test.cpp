@@ -198,6 +198,21 @@ TEST(PlanCalibration, FitsAlphaAndBusBandwidth) {
     }
 }
 
+// Rows a sweep skipped carry their reason as a string (found on a 4-rank `all` report):
+// they are left out, not misread.
+TEST(PlanCalibration, IgnoresSkippedRows) {
+    std::string text = R"({"schema":"parbench.report/v1","command":"all","environment":{"world_size":4},"results":[
+        {"collective":"allgather","bytes":8,"skipped":"smaller than one float32 per rank"})";
+    for (double bytes : {1024.0, 65536.0, 1048576.0})
+        text += R"(,{"collective":"allgather","bytes":)" + std::to_string(bytes) + R"(,"wrong":0,"time_us":{"median":)" +
+                std::to_string(3.0 + bytes * 0.75 / 1e3) + "}}";
+    text += "]}";
+    const auto fits = fit_collective_reports({write_report("skipped.json", text)});
+    ASSERT_EQ(fits.size(), 1u);
+    EXPECT_EQ(fits[0].sizes, 3);
+    EXPECT_NEAR(fits[0].busbw_gbps, 1.0, 0.01);
+}
+
 TEST(PlanCalibration, RefusesTooFewSizesAndOtherSchemas) {
     const std::string two = R"({"schema":"parbench.report/v1","command":"allreduce","environment":{"world_size":2},"results":[
         {"collective":"allreduce","bytes":8,"time_us":{"median":1}},{"collective":"allreduce","bytes":16,"time_us":{"median":1}}]})";
