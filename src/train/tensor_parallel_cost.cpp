@@ -5,51 +5,12 @@ namespace {
 
 constexpr double float_bytes = 4.0;
 
-void add(std::map<std::string, CollectiveVolume>& traffic, const std::string& op, double calls, double elements) {
-    CollectiveVolume& volume = traffic[op];
-    volume.calls += calls;
-    volume.bytes += calls * elements * float_bytes;
-}
-
 }  // namespace
 
 std::map<std::string, CollectiveVolume> tensor_parallel_traffic_per_step(const ModelConfig& config, int seq_len,
                                                                          int microbatch_size, int microbatches,
                                                                          const TensorSplit& split) {
-    std::map<std::string, CollectiveVolume> traffic;
-    if (split.size == 1) return traffic;
-    const double m = microbatches;
-    const double L = config.layers;
-    const double h = config.hidden;
-    if (config.kind == ModelKind::gpt) {
-        const double r = static_cast<double>(microbatch_size) * seq_len;
-        const double n = r * h;
-        if (!split.sequence_parallel) {
-            add(traffic, "allreduce", m * (4.0 * L + 2.0), n);
-            add(traffic, "allreduce", m * 3.0, r);
-            return traffic;
-        }
-        add(traffic, "allgather", m * (6.0 * L + 3.0), n);
-        add(traffic, "reducescatter", m * (4.0 * L + 2.0), n);
-        add(traffic, "allreduce", m * 3.0, r);
-        add(traffic, "allreduce", m * L, 4.0 * h);
-        add(traffic, "allreduce", m, 2.0 * h);
-        return traffic;
-    }
-    const double r = microbatch_size;
-    const double n = r * h;
-    const int layers = config.layers;
-    if (split.style == TensorParallelStyle::allgather) {
-        add(traffic, "allgather", m * (L - 1.0), n);
-        add(traffic, "reducescatter", m * (L - 1.0), n);
-        add(traffic, "allreduce", m, r);
-        return traffic;
-    }
-    const double row_layers = layers / 2;                   // layers 1, 3, 5, ...
-    const double column_layers = layers - row_layers;       // layers 0, 2, 4, ...
-    add(traffic, "allreduce", m * (row_layers + column_layers - 1.0), n);
-    if (layers % 2 == 1) add(traffic, "allreduce", m, r);  // the loss over the last layer's slices
-    return traffic;
+    return tensor_parallel_traffic(config, seq_len, microbatch_size, microbatches, split, whole_model_share(config));
 }
 
 ActivationFormula gpt_activation_bytes_per_layer(const ModelConfig& config, int seq_len, int microbatch_size,
