@@ -79,10 +79,11 @@ std::vector<double> CollectiveHarness::time_samples(const PointSpec& spec, const
     auto timer = device_.make_timer();
     const char* range_name = options_.mode == TimingMode::batched ? "batch" : "iteration";
     for (int i = 0; i < options_.iters; ++i) {
-        watchdog_.enter({"timed", name, bytes, i});
+        // The injected hang stops before entering the iteration, as a rank that never arrives.
         if (i == 0 && options_.inject_hang_rank == data_.rank()) {
             for (;;) std::this_thread::sleep_for(std::chrono::seconds(1));  // waits for the watchdog
         }
+        watchdog_.enter({"timed", name, bytes, i});
         data_.barrier();
         NvtxRange range(range_name);
         timer->start();

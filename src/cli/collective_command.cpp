@@ -1,6 +1,7 @@
 // `parbench <collective>` and `parbench all`: sweep sizes, time each point with the
 // harness, print rows as they finish and rewrite the report files after each one, so a
 // crash keeps what was measured.
+#include <cmath>
 #include <iostream>
 #include <optional>
 #include <sstream>
@@ -9,6 +10,7 @@
 #include "bench/nvtx.hpp"
 #include "bench/watchdog.hpp"
 #include "cli/command.hpp"
+#include "cli/job_watchdog.hpp"
 #include "cli/mpi_scope.hpp"
 #include "cli/rank_agreement.hpp"
 #include "collectives/collective.hpp"
@@ -21,12 +23,11 @@
 #include "report/csv_report.hpp"
 #include "report/environment.hpp"
 #include "report/json_file.hpp"
+#include "report/kept_report.hpp"
 #include "report/report_document.hpp"
 
 namespace parbench {
 namespace {
-
-constexpr int watchdog_exit_code = 124;  // as timeout(1)
 
 struct CollectiveOptions {
     std::string command;  // a collective's name or "all"
@@ -117,8 +118,6 @@ ResolvedOptions resolve(const CollectiveOptions& options) {
     resolved.backend = parse_backend(options.backend);
     if (resolved.backend == BackendChoice::mpi && options.graph)
         throw UsageError("--graph replays CUDA graphs; it needs --backend nccl (or auto on GPUs)");
-    if (!options.json_path.empty() && options.json_path == options.csv_path)
-        throw UsageError("--json and --csv name the same file '" + options.json_path + "'; give two paths");
     return resolved;
 }
 
@@ -175,16 +174,50 @@ std::size_t element_count(const Collective& collective, std::uint64_t bytes, con
     return static_cast<std::size_t>(bytes / unit * collective.count_multiple(nranks));
 }
 
+// The flags whose presence matters, not only their value: a flag that does not apply to the
+// chosen collective or mode is refused rather than silently ignored.
+struct GivenFlags {
+    const CLI::Option* root = nullptr;
+    const CLI::Option* op = nullptr;
+    const CLI::Option* batch_size = nullptr;
+    const CLI::Option* json = nullptr;
+    const CLI::Option* csv = nullptr;
+};
+
+void check_flags_apply(const CollectiveOptions& options, const ResolvedOptions& resolved, const GivenFlags& given) {
+    const auto any = [&](auto predicate) {
+        return std::any_of(resolved.collectives.begin(), resolved.collectives.end(), predicate);
+    };
+    if (given.root->count() > 0 && !any([](const Collective* c) { return c->rooted(); }))
+        throw UsageError("--root applies to rooted collectives (broadcast, reduce, gather, scatter); " +
+                         options.command + " has no root: drop --root");
+    if (given.op->count() > 0 && !any([](const Collective* c) { return c->reducing(); }))
+        throw UsageError("--op applies to reducing collectives (allreduce, reducescatter, reduce); " + options.command +
+                         " moves data without reducing: drop --op");
+    if (given.batch_size->count() > 0 && resolved.timing.mode != TimingMode::batched)
+        throw UsageError("--batch-size sets the ops per sample of batched timing; add --timing batched or drop "
+                         "--batch-size");
+    if (given.json->count() > 0 && options.json_path.empty())
+        throw UsageError("--json needs a file name (e.g. --json report.json)");
+    if (given.csv->count() > 0 && options.csv_path.empty())
+        throw UsageError("--csv needs a file name (e.g. --csv report.csv)");
+    if (!std::isfinite(options.timeout_s))
+        throw UsageError("--timeout must be a finite number of seconds (0: off), not " + std::to_string(options.timeout_s));
+    if (same_file(options.json_path, options.csv_path))
+        throw UsageError("--json and --csv name the same file '" + options.json_path + "'; give two paths");
+}
+
 class CollectiveCommand : public Command {
   public:
     explicit CollectiveCommand(std::string name) { options_.command = std::move(name); }
     CollectiveOptions& options() { return options_; }
+    GivenFlags& given() { return given_; }
 
-    void validate() const override { resolve(options_); }
+    void validate() const override { check_flags_apply(options_, resolve(options_), given_); }
 
     int run(Invocation& invocation) override {
         const ResolvedOptions resolved = resolve(options_);
-        return run_with_mpi(invocation, [&](const MpiSession& session, Communicator& control) {
+        return run_with_mpi(invocation, config_json(options_, resolved), [&](const MpiSession& session, Communicator& control) {
             return measure(invocation, resolved, session, control);
         });
     }
@@ -202,6 +235,12 @@ class CollectiveCommand : public Command {
         for (const Collective* collective : resolved.collectives)
             element_count(*collective, resolved.sizes.front(), resolved.params, nranks, resolved.exact_size);
 
+        // Before the backend: a hang while it starts is watched too; the report kept so far is
+        // rewritten as partial by the watchdog's thread as it ends the job.
+        KeptReport kept(rank == 0 ? options_.json_path : std::string());
+        const auto watchdog = start_watchdog(options_.timeout_s, session, control,
+                                             [&kept](const std::string& message) { kept.abandon(message); });
+        watchdog->enter({"setup", "start-up", 0, 0});
         Backend backend = make_backend(resolved.backend, session, control);
         if (resolved.timing.graph && !backend.device->is_gpu())
             throw UsageError("--graph replays CUDA graphs; this run uses " + backend.device->kind() +
@@ -216,14 +255,12 @@ class CollectiveCommand : public Command {
                              "measure the scheduler too; quote figures from runs with at most one rank per core\n";
         }
 
-        Watchdog watchdog(options_.timeout_s, rank, [&](const std::string& message) {
-            std::cerr << ("error: " + message + "\n") << std::flush;
-            abort_job(*backend.comm, watchdog_exit_code);
-        });
-        CollectiveHarness harness(*backend.comm, control, *backend.device, resolved.timing, watchdog);
+        CollectiveHarness harness(*backend.comm, control, *backend.device, resolved.timing, *watchdog);
         NvtxRange run_range("run " + options_.command);
+        watchdog->idle();
 
         std::vector<CollectiveResult> results;
+        const std::size_t points = resolved.collectives.size() * resolved.sizes.size();
         std::uint64_t total_wrong = 0;
         for (const Collective* collective : resolved.collectives) {
             if (rank == 0) print_console_columns(std::cout, std::string(collective->name()));
@@ -231,12 +268,19 @@ class CollectiveCommand : public Command {
                 CollectiveResult result = measure_point(harness, *collective, requested, resolved, nranks);
                 if (result.wrong) total_wrong += *result.wrong;
                 results.push_back(result);
-                if (rank == 0) publish(results, report, result);
+                if (rank == 0)
+                    publish(results, report, result, kept,
+                            std::to_string(results.size()) + " of " + std::to_string(points) +
+                                " points measured (the run is going on, or it ended before the rest)");
             }
         }
         if (rank == 0) {
             report["finished_at"] = utc_now_iso8601();
-            write_reports(results, report);
+            if (total_wrong > 0)
+                write_reports(results, report, kept, RunStatus::failed,
+                              std::to_string(total_wrong) + " elements were wrong (see wrong per point)");
+            else
+                write_reports(results, report, kept, RunStatus::complete);
             if (total_wrong > 0)
                 std::cerr << ("error: " + std::to_string(total_wrong) +
                               " elements were wrong: the collective returned incorrect data (see #wrong)\n");
@@ -272,23 +316,25 @@ class CollectiveCommand : public Command {
         return result;
     }
 
-    void publish(const std::vector<CollectiveResult>& results, nlohmann::json& report,
-                 const CollectiveResult& result) const {
+    void publish(const std::vector<CollectiveResult>& results, nlohmann::json& report, const CollectiveResult& result,
+                 KeptReport& kept, const std::string& progress) const {
         print_console_row(std::cout, result);
         for (const std::string& warning : result.warnings)
             std::cerr << "warning: " << result.collective << ' ' << result.bytes << " B: " << warning << '\n';
-        write_reports(results, report);
+        write_reports(results, report, kept, RunStatus::partial, progress);
     }
 
-    void write_reports(const std::vector<CollectiveResult>& results, nlohmann::json& report) const {
+    void write_reports(const std::vector<CollectiveResult>& results, nlohmann::json& report, KeptReport& kept,
+                       RunStatus status, const std::string& reason = {}) const {
         nlohmann::json entries = nlohmann::json::array();
         for (const CollectiveResult& r : results) entries.push_back(to_json(r));
         report["results"] = std::move(entries);
-        if (!options_.json_path.empty()) write_json_atomically(options_.json_path, report);
+        kept.write(report, status, reason);
         if (!options_.csv_path.empty()) write_text_atomically(options_.csv_path, to_csv(results));
     }
 
     CollectiveOptions options_;
+    GivenFlags given_;
 };
 
 std::string description(const std::string& name) {
@@ -311,18 +357,18 @@ std::unique_ptr<Command> add_collective_command(CLI::App& app, const std::string
     size->excludes(min)->excludes(max)->excludes(factor);
     sub->add_option("--dtype", o.dtype, "float32 float64 float16 bfloat16 int8 uint8 int32 uint32 int64 uint64")
         ->capture_default_str();
-    sub->add_option("--op", o.op, "Reduction: sum prod max min avg")->capture_default_str();
-    sub->add_option("--root", o.root, "Root rank of broadcast, reduce, gather, scatter")->capture_default_str();
+    command->given().op = sub->add_option("--op", o.op, "Reduction: sum prod max min avg")->capture_default_str();
+    command->given().root = sub->add_option("--root", o.root, "Root rank of broadcast, reduce, gather, scatter")->capture_default_str();
     sub->add_option("-w,--warmup", o.warmup, "Untimed iterations before timing")->capture_default_str();
     sub->add_option("-n,--iters", o.iters, "Timed samples per size")->capture_default_str();
     sub->add_option("--timing", o.timing, "per-iter (barrier + sync around each op) or batched")
         ->capture_default_str();
-    sub->add_option("--batch-size", o.batch_size, "Ops per sample in batched timing")->capture_default_str();
+    command->given().batch_size = sub->add_option("--batch-size", o.batch_size, "Ops per sample in batched timing")->capture_default_str();
     sub->add_flag("--graph", o.graph, "Replay the op(s) of a sample from a CUDA graph (GPU only)");
     sub->add_flag("--inplace", o.inplace, "Receive into the send buffer (NCCL's in-place layout)");
     sub->add_flag("-c,--check", o.check, "Validate every element after timing; wrong data fails the run");
-    sub->add_option("--json", o.json_path, "Write the report as JSON (schema parbench.report/v1)");
-    sub->add_option("--csv", o.csv_path, "Write the results as CSV");
+    command->given().json = sub->add_option("--json", o.json_path, "Write the report as JSON (schema parbench.report/v1)");
+    command->given().csv = sub->add_option("--csv", o.csv_path, "Write the results as CSV");
     sub->add_option("--backend", o.backend, "auto (NCCL when every rank sees a GPU), mpi or nccl")
         ->capture_default_str();
     sub->add_option("--timeout", o.timeout_s, "Abort the job when one step hangs this many seconds (0: off)")

@@ -1,6 +1,9 @@
 // What the launcher (mpirun, srun) tells a process before MPI starts: used to print usage
-// errors once, from the first rank, without initialising MPI.
+// errors once, from the first rank, without initialising MPI, and to know whether other
+// ranks exist that must hear about an error only this one saw.
 #pragma once
+
+#include <string>
 
 namespace parbench {
 
@@ -8,5 +11,11 @@ namespace parbench {
 // SLURM_PROCID; 0 when started without a launcher.
 int launcher_rank();
 inline bool is_first_rank() { return launcher_rank() == 0; }
+
+// The job's size from OMPI_COMM_WORLD_SIZE, PMI_SIZE or SLURM_NTASKS; 1 without a launcher.
+int launcher_world_size();
+
+// This machine's host name (gethostname), for messages that name where an error happened.
+std::string host_name();
 
 }  // namespace parbench

@@ -1,6 +1,6 @@
 // parbench: one binary, one subcommand per collective plus all, compare, info, train.
-// Every error ends here: usage errors exit 2, failures 1, each with one line on stderr
-// from the first rank only.
+// Every error ends here: usage errors exit 2, failures 1, each with one line on stderr,
+// printed once: by the first rank when every rank saw it, else by the lowest rank that did.
 #include <CLI/CLI.hpp>
 
 #include <iostream>
@@ -9,6 +9,7 @@
 
 #include "cli/command.hpp"
 #include "cli/launcher.hpp"
+#include "cli/mpi_scope.hpp"
 #include "collectives/collective.hpp"
 #include "core/error.hpp"
 #include "core/version.hpp"
@@ -62,6 +63,23 @@ int run(int& argc, char**& argv) {
 
 }  // namespace
 
+// Commands whose every rank starts MPI: a rank that fails before starting it must join the
+// others there to have its error printed (cli/mpi_scope.hpp). The rest run without MPI or
+// on one rank, where the first rank's own line is the only one.
+bool peers_wait_in_mpi(int argc, char** argv) {
+    if (parbench::launcher_world_size() < 2 || argc < 2) return false;
+    const std::string command = argv[1];
+    bool measuring = command == "all" || command == "train";
+    for (const parbench::Collective* collective : parbench::all_collectives())
+        measuring = measuring || command == collective->name();
+    if (!measuring) return false;
+    for (int i = 2; i < argc; ++i) {
+        const std::string argument = argv[i];
+        if (argument == "--print-schedule" || argument == "--help" || argument == "-h") return false;
+    }
+    return true;
+}
+
 // One write per line: mpirun forwards output in chunks, and a line split across writes
 // can be interleaved with its own messages.
 void print_error(const std::string& message) { std::cerr << ("error: " + message + "\n") << std::flush; }
@@ -70,6 +88,7 @@ int main(int argc, char** argv) {
     try {
         return run(argc, argv);
     } catch (const parbench::UsageError& error) {
+        if (peers_wait_in_mpi(argc, argv)) return parbench::join_failed_start(argc, argv, error.what());
         if (parbench::is_first_rank()) print_error(error.what());
         return 2;
     } catch (const parbench::ValidationFailure& error) {

@@ -1,33 +1,92 @@
 #include "cli/mpi_scope.hpp"
 
+#include <unistd.h>
+
+#include <chrono>
+#include <condition_variable>
 #include <cstdlib>
 #include <iostream>
+#include <mutex>
+#include <thread>
 
+#include "cli/launcher.hpp"
+#include "cli/rank_agreement.hpp"
 #include "comm/mpi_communicator.hpp"
 #include "core/error.hpp"
 
 namespace parbench {
+namespace {
+
+void print_line(const std::string& line) { std::cerr << (line + "\n") << std::flush; }
+
+std::string where(const MpiSession& session) {
+    const int rank = session.world_rank();
+    return "rank " + std::to_string(rank) + " (" + session.hosts_by_rank()[static_cast<std::size_t>(rank)] + ")";
+}
+
+// Prints `message` and ends the process unless disarmed within `delay`: the way out when the
+// peers a failing rank waits for never come. Its thread makes no MPI call.
+class FallbackExit {
+  public:
+    FallbackExit(std::string message, std::chrono::seconds delay)
+        : thread_([this, message = std::move(message), delay] {
+              std::unique_lock lock(mutex_);
+              if (wake_.wait_for(lock, delay, [this] { return disarmed_; })) return;
+              print_line(message);
+              std::_Exit(2);
+          }) {}
+    ~FallbackExit() {
+        {
+            std::lock_guard lock(mutex_);
+            disarmed_ = true;
+        }
+        wake_.notify_all();
+        thread_.join();
+    }
+    FallbackExit(const FallbackExit&) = delete;
+    FallbackExit& operator=(const FallbackExit&) = delete;
+
+  private:
+    std::mutex mutex_;
+    std::condition_variable wake_;
+    bool disarmed_ = false;
+    std::thread thread_;
+};
+
+}  // namespace
 
 void abort_job(Communicator& comm, int exit_code) {
     comm.abort(exit_code);
     std::_Exit(exit_code);
 }
 
-int run_with_mpi(Invocation& invocation, const MpiBody& body) {
+int run_with_mpi(Invocation& invocation, const nlohmann::json& options, const MpiBody& body) {
     MpiSession session(invocation.argc, invocation.argv);
     auto control = MpiCommunicator::world();
     try {
+        throw_if_any_rank_failed(*control, std::nullopt, session.hosts_by_rank());
+        require_same_options(*control, options);
         return body(session, *control);
     } catch (const UsageError& error) {
-        // Raised alike on every rank (agreed through throw_if_any_rank_failed where needed).
-        if (session.world_rank() == 0) std::cerr << (std::string("error: ") + error.what() + "\n") << std::flush;
+        // Raised alike on every rank (agreed through rank_agreement where needed).
+        if (session.world_rank() == 0) print_line(std::string("error: ") + error.what());
         control->barrier();
         return 2;
     } catch (const std::exception& error) {
-        std::cerr << ("error: rank " + std::to_string(session.world_rank()) + ": " + error.what() + "\n")
-                  << std::flush;
+        print_line("error: " + where(session) + ": " + error.what());
         abort_job(*control, 1);
     }
+}
+
+int join_failed_start(int& argc, char**& argv, const std::string& message) {
+    const FallbackExit fallback("error: rank " + std::to_string(launcher_rank()) + " (" + host_name() + "): " + message,
+                                std::chrono::seconds(30));
+    MpiSession session(argc, argv);
+    auto control = MpiCommunicator::world();
+    const auto agreed = agree_on_error(*control, session.hosts_by_rank(), message);
+    if (session.world_rank() == 0) print_line("error: " + agreed.value_or(message));
+    control->barrier();
+    return 2;
 }
 
 }  // namespace parbench

@@ -3,7 +3,11 @@
 // errors that need the world size are raised alike on every rank after it starts. The
 // engine lives in train/; this file parses, builds the run, and reports.
 #include <chrono>
+#include <cmath>
+#include <fstream>
 #include <iostream>
+#include <iterator>
+#include <sstream>
 #include <optional>
 #include <thread>
 
@@ -64,7 +68,10 @@ class TrainCommand : public Command {
   public:
     TrainOptions& options() { return options_; }
 
-    void validate() const override { resolve_train_options(options_); }
+    void validate() const override {
+        resolve_train_options(options_);
+        check_flags_apply();
+    }
 
     int run(Invocation& invocation) override {
         const TrainPlan plan = resolve_train_options(options_);
@@ -75,12 +82,45 @@ class TrainCommand : public Command {
         const BackendChoice backend_choice = parse_backend(options_.backend);
         // Usage errors after MPI starts are raised alike on every rank and printed once
         // before any rank exits; other failures abort the job (cli/mpi_scope.hpp).
-        return run_with_mpi(invocation, [&](const MpiSession& session, Communicator& control) {
+        return run_with_mpi(invocation, agreed_options(plan), [&](const MpiSession& session, Communicator& control) {
             return train(invocation, plan, backend_choice, session, control);
         });
     }
 
+    const CLI::Option*& json_flag() { return json_flag_; }
+    const CLI::Option*& trace_flag() { return trace_flag_; }
+
   private:
+    // Flags that do not apply, or outputs that collide, are refused rather than ignored.
+    void check_flags_apply() const {
+        if (json_flag_->count() > 0 && options_.json_path.empty())
+            throw UsageError("--json needs a file name (e.g. --json train.json)");
+        if (trace_flag_->count() > 0 && options_.trace_path.empty())
+            throw UsageError("--trace needs a file name (e.g. --trace timeline.json)");
+        if (!options_.trace_path.empty() && options_.pp < 2)
+            throw UsageError("--trace writes the pipeline timeline, and this run has no pipeline; add --pp 2 or more, "
+                             "or drop --trace (Nsight Systems shows any run's NVTX ranges)");
+        if (same_file(options_.json_path, options_.trace_path))
+            throw UsageError("--json and --trace name the same file '" + options_.json_path + "'; give two paths");
+        if (options_.peak_tflops && !(std::isfinite(*options_.peak_tflops) && *options_.peak_tflops > 0))
+            throw UsageError("--peak-tflops must be a positive finite number of TFLOP/s per rank");
+    }
+
+    // What every rank must agree on: the options, with the model config's content in place of
+    // the name or path it was found by (a path may differ between nodes; the content may not).
+    nlohmann::json agreed_options(const TrainPlan& plan) const {
+        nlohmann::json options = to_json(options_);
+        options.erase("model");
+        std::ifstream file(plan.model.source, std::ios::binary);
+        const std::string content((std::istreambuf_iterator<char>(file)), std::istreambuf_iterator<char>());
+        std::ostringstream digest;
+        digest << plan.model.name << " (content digest " << std::hex << detail::fnv1a(content) << ")";
+        options["model_content"] = digest.str();
+        options["json"] = options_.json_path;
+        options["trace"] = options_.trace_path;
+        return options;
+    }
+
     int train(Invocation& invocation, const TrainPlan& plan, BackendChoice backend_choice, const MpiSession& session,
               Communicator& control) {
         const int rank = session.world_rank();
@@ -142,6 +182,8 @@ class TrainCommand : public Command {
     }
 
     TrainOptions options_;
+    const CLI::Option* json_flag_ = nullptr;
+    const CLI::Option* trace_flag_ = nullptr;
 };
 
 }  // namespace
@@ -176,18 +218,19 @@ std::unique_ptr<Command> add_train_command(CLI::App& app) {
     sub->add_option("--p2p", o.p2p, "Pipeline transfers: nonblocking (isend/irecv) or blocking (send/recv)")
         ->capture_default_str();
     sub->add_flag("--print-schedule", o.print_schedule, "Print each pipeline rank's actions and exit (no MPI needed)");
-    sub->add_option("--trace", o.trace_path, "Write every rank's timeline as a Chrome trace (Perfetto) JSON FILE");
+    command->trace_flag() = sub->add_option("--trace", o.trace_path, "Write every rank's timeline as a Chrome trace (Perfetto) JSON FILE");
     sub->add_option("--zero", o.zero, "ZeRO stage: 0 (DDP), 1 (optimizer), 2 (+gradients), 3 (+parameters)")
         ->capture_default_str();
     sub->add_option("--microbatches", o.microbatches, "Micro-batches per rank per step (gradient accumulation)")
         ->capture_default_str();
-    sub->add_option("--bucket-mb", o.bucket_mb, "Gradient bucket size in MiB")->capture_default_str();
+    sub->add_option("--bucket-mb", o.bucket_mb,
+                    "Gradient bucket size in MiB (default 25; ZeRO-2: min(25, 1/4 of the model's gradients))");
     sub->add_flag("--overlap", o.overlap, "Start each bucket's gradient collective as soon as it is ready");
     sub->add_flag("--prefetch", o.prefetch, "ZeRO-3: gather the next layer while computing this one");
     sub->add_option("--precision", o.precision, "fp32, or bf16 (bf16 matmuls, fp32 master weights)")->capture_default_str();
     sub->add_option("--peak-tflops", o.peak_tflops, "Peak TFLOP/s per rank for MFU (default: table or measured)");
     sub->add_flag("-c,--check", o.check, "Compare loss and final parameters with a serial run; fail if they differ");
-    sub->add_option("--json", o.json_path, "Write the report as JSON (schema parbench.report/v1)");
+    command->json_flag() = sub->add_option("--json", o.json_path, "Write the report as JSON (schema parbench.report/v1)");
     sub->add_option("--backend", o.backend, "auto (NCCL when every rank sees a GPU), mpi or nccl")
         ->capture_default_str();
     sub->add_option("--testing-slow-rank", o.testing_slow_rank,

@@ -1,5 +1,7 @@
 #include "plan/traffic.hpp"
 
+#include <stdexcept>
+
 namespace parbench {
 namespace {
 
@@ -40,6 +42,9 @@ TrafficByOp tensor_parallel_traffic(const ModelConfig& config, int seq_len, int 
         add(traffic, "allreduce", m * d, 2.0 * h);
         return traffic;
     }
+    if (config.kind != ModelKind::mlp)
+        throw std::logic_error("tensor_parallel_traffic: no formula for model kind " + model_kind_name(config.kind) +
+                               " yet; add it to src/plan/traffic.cpp");
     // The MLP is never pipelined (train_options.cpp): the whole model.
     const double r = microbatch_size;
     const double n = r * h;

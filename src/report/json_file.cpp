@@ -33,6 +33,15 @@ void check_writable(const std::string& path, const std::string& flag) {
                          "' is not writable; choose another path");
 }
 
+bool same_file(const std::string& a, const std::string& b) {
+    if (a.empty() || b.empty()) return false;
+    std::error_code error_a, error_b;
+    const auto canonical_a = std::filesystem::weakly_canonical(a, error_a);
+    const auto canonical_b = std::filesystem::weakly_canonical(b, error_b);
+    if (error_a || error_b) return a == b;
+    return canonical_a == canonical_b;
+}
+
 void write_text_atomically(const std::string& path, const std::string& text) {
     const std::string temporary = path + ".tmp." + std::to_string(::getpid());
     {

@@ -12,6 +12,10 @@ namespace parbench {
 // checked before a run starts, so no time is spent measuring what cannot be saved.
 void check_writable(const std::string& path, const std::string& flag);
 
+// Whether two output paths name one file (both given, equal once made absolute and normal,
+// symbolic links followed where they exist): one report would overwrite the other.
+bool same_file(const std::string& a, const std::string& b);
+
 void write_text_atomically(const std::string& path, const std::string& text);
 void write_json_atomically(const std::string& path, const nlohmann::json& document);
 

@@ -28,6 +28,8 @@ nlohmann::json report_frame(const std::string& command, const std::vector<std::s
         {"environment", to_json(environment)},
         {"config", config},
         {"results", nlohmann::json::array()},
+        {"status", "partial"},
+        {"status_reason", "in progress"},
     };
 }
 

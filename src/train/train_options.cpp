@@ -4,7 +4,9 @@
 #include <string>
 
 #include "core/error.hpp"
+#include "plan/memory.hpp"
 #include "train/matmuls.hpp"
+#include "train/model.hpp"
 
 namespace parbench {
 namespace {
@@ -89,7 +91,7 @@ TrainPlan resolve_train_options(const TrainOptions& options) {
                          "or more");
     if (options.zero < 0 || options.zero > 3) throw UsageError("--zero " + text(options.zero) + ": use 0, 1, 2 or 3");
     if (options.microbatches < 1) throw UsageError("--microbatches must be at least 1");
-    if (!(options.bucket_mb > 0.0) || !std::isfinite(options.bucket_mb))
+    if (options.bucket_mb && (!(*options.bucket_mb > 0.0) || !std::isfinite(*options.bucket_mb)))
         throw UsageError("--bucket-mb must be a positive number of MiB (e.g. 25)");
     if (options.prefetch && options.zero != 3)
         throw UsageError("--prefetch gathers the next layer's parameters, which only ZeRO-3 shards; add --zero 3 or "
@@ -101,6 +103,9 @@ TrainPlan resolve_train_options(const TrainOptions& options) {
         throw UsageError("--peak-tflops must be a positive number (TFLOP/s per rank)");
 
     plan.model = load_model_config(options.model);
+    if (plan.model.kind == ModelKind::llama)
+        throw UsageError("--model " + options.model + ": Llama models are described for `plan` and MFU, but `train` "
+                         "cannot run them yet; use a gpt or mlp model");
     plan.seq_len = plan.model.seq_len;
     if (options.seq) {
         if (plan.model.kind != ModelKind::gpt)
@@ -115,8 +120,15 @@ TrainPlan resolve_train_options(const TrainOptions& options) {
     check_pipeline(plan);
 
     plan.scheme.zero_stage = options.zero;
-    plan.scheme.bucket_bytes = static_cast<std::size_t>(options.bucket_mb * 1024.0 * 1024.0);
-    if (plan.scheme.bucket_bytes < sizeof(float)) throw UsageError("--bucket-mb is smaller than one parameter");
+    if (options.bucket_mb) {
+        plan.scheme.bucket_bytes = static_cast<std::size_t>(*options.bucket_mb * 1024.0 * 1024.0);
+        if (plan.scheme.bucket_bytes < sizeof(float)) throw UsageError("--bucket-mb is smaller than one parameter");
+        plan.bucket_source = "--bucket-mb";
+    } else {
+        const std::size_t parameters = model_parameter_layout(plan.model, plan.seq_len, plan.tensor_split(0)).total_numel();
+        plan.scheme.bucket_bytes = default_bucket_bytes(options.zero, parameters);
+        plan.bucket_source = default_bucket_rule(options.zero);
+    }
     plan.scheme.overlap = options.overlap;
     plan.scheme.prefetch = options.prefetch;
     plan.scheme.microbatches = options.microbatches;
@@ -172,7 +184,7 @@ nlohmann::json to_json(const TrainOptions& o) {
         {"p2p", o.p2p},
         {"zero", o.zero},
         {"microbatches", o.microbatches},
-        {"bucket_mb", o.bucket_mb},
+        {"bucket_mb", optional(o.bucket_mb)},
         {"overlap", o.overlap},
         {"prefetch", o.prefetch},
         {"precision", o.precision},

@@ -41,7 +41,7 @@ struct TrainOptions {
     std::string trace_path;           // Chrome trace of every rank's timeline
     int zero = 0;
     int microbatches = 1;
-    double bucket_mb = 25.0;
+    std::optional<double> bucket_mb;  // default: plan/memory.hpp default_bucket_bytes
     bool overlap = false;
     bool prefetch = false;
     std::string precision = "fp32";
@@ -61,6 +61,7 @@ struct TrainPlan {
     ModelConfig model;
     int seq_len = 1;
     SchemeSettings scheme;
+    std::string bucket_source;  // "--bucket-mb" or the default's rule (plan/memory.hpp)
     TensorParallelStyle tp_style = TensorParallelStyle::megatron;
     // Pipeline parallelism (options.pp > 1): the schedule, transfers and each virtual
     // stage's layers (train/pipeline/).

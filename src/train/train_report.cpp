@@ -6,6 +6,7 @@
 #include <sstream>
 
 #include "bench/statistics.hpp"
+#include "plan/memory.hpp"
 #include "train/pipeline/pipeline_report.hpp"
 #include "train/comm_report.hpp"
 #include "train/tensor_parallel_cost.hpp"
@@ -50,6 +51,29 @@ std::string human_count(double value) {
 
 double mib(const nlohmann::json& bytes) { return bytes.get<double>() / (1024.0 * 1024.0); }
 
+// The buffer-aware theory (plan/memory.hpp, the formula `parbench plan` uses): every buffer
+// the engine allocates, from the model, layout and flags alone, for the most loaded rank.
+nlohmann::json predicted_memory_json(const TrainSummaryInputs& in, const MemoryUsage& measured) {
+    const RankMemory predicted = engine_peak_memory(engine_layout(in.plan, in.mesh));
+    nlohmann::json items = nlohmann::json::array();
+    for (const MemoryItem& item : predicted.items)
+        items.push_back({{"category", memory_category_name(item.category)}, {"name", item.name},
+                         {"count", item.count}, {"bytes_each", item.bytes_each}, {"bytes", item.bytes()}});
+    const double total = predicted.total();
+    const double measured_total = static_cast<double>(measured.total_peak);
+    return {{"params", predicted.of(MemoryCategory::params)},
+            {"grads", predicted.of(MemoryCategory::grads)},
+            {"optimizer", predicted.of(MemoryCategory::optimizer)},
+            {"activations", predicted.of(MemoryCategory::activations)},
+            {"total", total},
+            {"pp_rank", predicted.pp_rank},
+            {"relative_error", total > 0 ? (measured_total - total) / total : 0.0},
+            {"items", items},
+            {"method", "every buffer the engine allocates (parameters, gradients, optimizer state, bucket and gather "
+                       "slots, staging shards, activation stores and slots, scratch), counted from the model, layout "
+                       "and flags alone by plan/memory.hpp, the formula parbench plan uses; the most loaded rank"}};
+}
+
 nlohmann::json activation_json(const TrainSummaryInputs& in) {
     const TrainOptions& o = in.plan.options;
     nlohmann::json activation = {{"measured_bytes_per_layer", in.measurements.activation_bytes_per_layer},
@@ -78,8 +102,8 @@ nlohmann::json train_result_json(const TrainSummaryInputs& in) {
     const TrainMeasurements& m = in.measurements;
     const Summary step = summarize(m.step_ms);
     const Summary exposed = summarize(m.exposed_comm_ms);
-    // Throughput is named for what it counts: tokens for a GPT, samples for the MLP.
-    const bool counts_tokens = in.plan.model.kind == ModelKind::gpt;
+    // Throughput is named for what it counts: tokens for a sequence model, samples for the MLP.
+    const bool counts_tokens = in.plan.model.kind != ModelKind::mlp;
     const double samples_per_step = static_cast<double>(o.global_batch);
     const double tokens_per_step = samples_per_step * in.plan.seq_len;
     const double flops = model_flops_per_step(in.plan.model, o.global_batch, in.plan.seq_len);
@@ -117,7 +141,8 @@ nlohmann::json train_result_json(const TrainSummaryInputs& in) {
           {"microbatch_size", o.global_batch / in.mesh.dp / o.microbatches},
           {"overlap", o.overlap},
           {"prefetch", o.prefetch},
-          {"bucket_mb", o.bucket_mb},
+          {"bucket_mb", static_cast<double>(in.plan.scheme.bucket_bytes) / (1024.0 * 1024.0)},
+          {"bucket_source", in.plan.bucket_source},
           {"groups", groups_json(in.mesh)}}},
         {"precision", o.precision},
         {"global_batch", o.global_batch},
@@ -151,6 +176,7 @@ nlohmann::json train_result_json(const TrainSummaryInputs& in) {
           {"convention", "ZeRO (arXiv 1910.02054) model states for fp32 Adam: 4 + 4 + 8 = 16 B/param of this "
                          "rank's tensor-parallel shard, divided by dp per stage; activations and buffers not "
                          "included"}}},
+        {"memory_predicted_bytes", predicted_memory_json(in, largest)},
         {"activation_memory", activation_json(in)},
         {"comm", comm},
         {"comm_method", "by parallel dimension (dp, tp, pp; groups of one rank issue nothing and are left out; "
@@ -256,6 +282,17 @@ void print_train_summary(std::ostream& out, const nlohmann::json& r) {
     std::snprintf(line, sizeof line, "%-28s %10.2f %10.2f %10.2f %10s %10.2f\n", "  theory (ZeRO, 16 B/param)",
                   mib(theory["params"]), mib(theory["grads"]), mib(theory["optimizer"]), "-", mib(theory["total"]));
     out << line;
+    const auto& predicted = r["memory_predicted_bytes"];
+    std::snprintf(line, sizeof line, "%-28s %10.2f %10.2f %10.2f %10.2f %10.2f  (measured %+.2f%%)\n",
+                  "  theory (every buffer)", mib(predicted["params"]), mib(predicted["grads"]),
+                  mib(predicted["optimizer"]), mib(predicted["activations"]), mib(predicted["total"]),
+                  100.0 * predicted["relative_error"].get<double>());
+    out << line;
+    if (r["layout"]["scheme"] != "zero3") {
+        std::snprintf(line, sizeof line, "%-28s %.4g MiB (%s)\n", "gradient bucket", r["layout"]["bucket_mb"].get<double>(),
+                      r["layout"]["bucket_source"].get<std::string>().c_str());
+        out << line;
+    }
     const auto& activation = r["activation_memory"];
     if (activation.contains("formula_bytes_per_layer")) {
         std::snprintf(line, sizeof line, "%-28s %.4g MiB measured, %.4g MiB formula, %.4g MiB paper (16-bit)\n",

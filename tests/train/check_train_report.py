@@ -26,7 +26,7 @@ SCHEMA = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "s
 
 REQUIRED = ["model", "layout", "global_batch", "seq_len", "warmup", "steps", "step_time_ms",
             "step_time_samples_ms", "throughput", "samples_per_s", "flops", "achieved_tflops_per_rank", "mfu",
-            "memory_bytes", "memory_theoretical_bytes", "comm", "exposed_comm_ms", "loss"]
+            "memory_bytes", "memory_theoretical_bytes", "memory_predicted_bytes", "comm", "exposed_comm_ms", "loss"]
 
 
 def fail(message, output=""):
@@ -73,7 +73,7 @@ def check_comm(result, output):
     if result["exposed_comm_ms"] > result["step_time_ms"]["mean"] + slack:
         fail(f"exposed_comm_ms {result['exposed_comm_ms']} exceeds the step time {result['step_time_ms']['mean']}",
              output)
-    gpt = result["model"]["kind"] == "gpt"
+    gpt = result["model"]["kind"] != "mlp"  # a sequence model counts tokens
     unit = result["throughput"]["unit"]
     if unit != ("tokens/s" if gpt else "samples/s") or gpt != ("tokens_per_s" in result):
         fail(f"throughput of a {result['model']['kind']} model is named {unit!r}", output)
@@ -129,6 +129,14 @@ def main():
     for key in ["params", "grads", "optimizer", "activations_peak", "total_peak"]:
         if not result["memory_bytes"][key] > 0:
             fail(f"memory_bytes.{key} is not positive", output)
+    # The buffer-aware theory (plan/memory.hpp) predicts the ledger: within 2% per category.
+    predicted = result["memory_predicted_bytes"]
+    for measured_key, predicted_key in [("params", "params"), ("grads", "grads"), ("optimizer", "optimizer"),
+                                        ("activations_peak", "activations"), ("total_peak", "total")]:
+        measured, theory = result["memory_bytes"][measured_key], predicted[predicted_key]
+        if abs(measured - theory) > 0.02 * theory:
+            fail(f"memory {measured_key}: measured {measured} B, buffer-aware theory {theory} B: more than 2% apart",
+                 output)
     if "--check" in command or "-c" in command:
         check = result.get("check")
         if not check or check.get("passed") is not True:
@@ -147,7 +155,8 @@ def main():
         if actual != json.loads(expected):
             fail(f"{path} = {json.dumps(actual)}, expected {expected}", output)
     print(f"ok: {result['layout']['scheme']} dp={result['layout']['dp']} "
-          f"median {result['step_time_ms']['median']:.2f} ms, check {result.get('check', {}).get('passed')}")
+          f"median {result['step_time_ms']['median']:.2f} ms, "
+          f"memory {result['memory_bytes']['total_peak']} B = theory {predicted['total']:.0f} B, check {result.get('check', {}).get('passed')}")
 
 
 if __name__ == "__main__":
