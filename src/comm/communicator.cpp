@@ -16,10 +16,14 @@ class CountedCall {
   public:
     CountedCall(CommStats& stats, const char* op, std::size_t bytes)
         : stats_(stats), op_(op), bytes_(bytes), range_(op), counting_(stats.enabled),
-          start_(counting_ ? Clock::now() : Clock::time_point{}) {}
+          start_(counting_ ? Clock::now() : Clock::time_point{}) {
+        if (counting_) stats_.call_started(start_);
+    }
     ~CountedCall() {
         if (!counting_) return;
-        const double ms = ms_since(start_);
+        const auto end = Clock::now();
+        stats_.call_ended(end);
+        const double ms = std::chrono::duration<double, std::milli>(end - start_).count();
         stats_.record(op_, bytes_, ms, ms);
     }
     CountedCall(const CountedCall&) = delete;
@@ -43,6 +47,7 @@ Request counted_request(CommStats& stats, const char* op, std::size_t bytes, Iss
     NvtxRange range(op);
     if (!stats.enabled) return issue();
     const auto start = Clock::now();
+    stats.call_started(start);
     Request request = issue();
     request.count_in(stats, op, bytes, start, ms_since(start));
     return request;
@@ -81,6 +86,7 @@ void Request::count_in(CommStats& stats, const char* op, std::size_t bytes, Cloc
 void Request::complete(Clock::time_point now) {
     impl_.reset();
     if (accounting_.stats == nullptr) return;
+    accounting_.stats->call_ended(now);
     accounting_.stats->record(accounting_.op, accounting_.bytes,
                               std::chrono::duration<double, std::milli>(now - accounting_.issued).count(),
                               accounting_.blocked_ms);
@@ -93,6 +99,15 @@ void CommStats::record(const std::string& op, std::size_t bytes, double time_ms,
     counter.bytes += bytes;
     counter.time_ms += time_ms;
     counter.blocked_ms += blocked_ms;
+}
+
+void CommStats::call_started(Clock::time_point at) {
+    if (in_flight_++ == 0) busy_since_ = at;
+}
+
+void CommStats::call_ended(Clock::time_point at) {
+    if (in_flight_ == 0) return;
+    if (--in_flight_ == 0) busy_ms += std::chrono::duration<double, std::milli>(at - busy_since_).count();
 }
 
 double CommStats::total_time_ms() const {

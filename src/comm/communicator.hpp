@@ -82,10 +82,23 @@ struct CommStats {
     // The collective harness times calls itself and turns counting off around them, so
     // that two clock reads and a map update per call stay out of small-message timings.
     bool enabled = true;
+    // Host time during which at least one counted call was in flight (from a blocking call's
+    // start, or a non-blocking one's issue, to its completion): the union of the calls' time,
+    // so it never exceeds the wall time that passed, however many calls overlap.
+    double busy_ms = 0.0;
     void record(const std::string& op, std::size_t bytes, double time_ms, double blocked_ms);
-    void reset() { by_op.clear(); }
-    double total_time_ms() const;     // over every op
+    void call_started(std::chrono::steady_clock::time_point at);
+    void call_ended(std::chrono::steady_clock::time_point at);
+    void reset() {
+        by_op.clear();
+        busy_ms = 0.0;
+    }
+    double total_time_ms() const;     // over every op (overlapping calls each count)
     double total_blocked_ms() const;  // over every op
+
+  private:
+    int in_flight_ = 0;
+    std::chrono::steady_clock::time_point busy_since_;
 };
 
 class Communicator {

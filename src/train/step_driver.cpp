@@ -62,7 +62,7 @@ StepRecord StepDriver::run_step(int step) {
         // Waiting for a pipeline peer still computing is bubble (pipeline_report.cpp), not
         // communication: only the rest of a transfer's wait is exposed.
         const double peer_wait = groups_[g].dimension == "pp" ? record.pipeline.peer_wait_ms : 0.0;
-        record.comm_ms[groups_[g].dimension] = now.total_time_ms() - before[g].total_time_ms();
+        record.comm_ms[groups_[g].dimension] = now.busy_ms - before[g].busy_ms;
         record.exposed_ms[groups_[g].dimension] = std::max(0.0, blocked - peer_wait);
         record.exposed_comm_ms += record.exposed_ms[groups_[g].dimension];
         record.blocked_ms += blocked;

@@ -40,9 +40,10 @@ struct CommGroup {
 
 struct StepRecord {
     double time_ms = 0.0;            // this rank
-    // Per dimension, this rank: host time from each call's issue to its completion, and the
-    // exposed part, blocked in the calls (CommCounter), less for pp the waits for a peer that
-    // was still computing (PipelineExecutor::settle_peer_waits). exposed <= comm per entry.
+    // Per dimension, this rank: host time with at least one of the group's calls in flight
+    // (CommStats::busy_ms), and the exposed part, blocked in the calls (CommCounter), less
+    // for pp the waits for a peer that was still computing (settle_peer_waits). Blocked time
+    // lies inside its call's flight, so exposed <= comm <= step time per entry.
     std::map<std::string, double> comm_ms;
     std::map<std::string, double> exposed_ms;
     double exposed_comm_ms = 0.0;    // the sum over dimensions

@@ -186,8 +186,8 @@ nlohmann::json train_result_json(const TrainSummaryInputs& in) {
                         "call's duration, a non-blocking one's issue to the wait or test that saw it complete) and "
                         "blocked_ms (the part the host was blocked: blocking calls whole, non-blocking ones' issue "
                         "plus waits and tests). comm.time_ms and comm.exposed_ms: per dimension, max over ranks "
-                        "per step, mean over timed steps, of the time in the calls and of the exposed part: the "
-                        "blocked time, less for pp the part of each transfer's wait before the peer issued its "
+                        "per step, mean over timed steps, of the time with at least one of the group's calls in "
+                        "flight (the union of their times, <= step time) and of the exposed part: the blocked time, less for pp the part of each transfer's wait before the peer issued its "
                         "side (waiting for a peer still computing is bubble, not communication; docs/pipeline.md). "
                         "expected: the traffic the layout implies for each rank from the layers it holds "
                         "(src/plan/traffic.hpp; docs/training.md), for the reported rank and checked on every rank"},
