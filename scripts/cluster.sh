@@ -255,7 +255,9 @@ cmd_run() {
   local intra_bw btl=self,vader,tcp
   intra_bw=$(sed -n 's/^intra_bw=//p' "$state/shaping")
   [[ -z $intra_bw ]] || btl=self,tcp  # intra-host traffic through the shaped loopback
-  local mpirun=(mpirun --allow-run-as-root --hostfile "$hostfile" -np "$ranks" --map-by "$map_by"
+  # --bind-to none: each host's daemon would pin its ranks from core 0 up, not knowing that the
+  # other emulated hosts share the same cores.
+  local mpirun=(mpirun --allow-run-as-root --hostfile "$hostfile" -np "$ranks" --map-by "$map_by" --bind-to none
                 --mca plm_rsh_agent "$state/rsh-agent" --mca plm_rsh_no_tree_spawn 1 --mca routed direct
                 --mca oob_tcp_if_include "$subnet" --mca btl_tcp_if_include "$subnet" --mca btl "$btl"
                 --mca mpi_yield_when_idle 1 -x OPENBLAS_NUM_THREADS="${OPENBLAS_NUM_THREADS:-1}")

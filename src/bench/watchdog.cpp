@@ -62,8 +62,9 @@ const char* interned_phase(const char* phase) {
 
 std::string describe(const Activity& activity) {
     std::ostringstream text;
-    text << activity.operation << " (size " << activity.bytes << " B, " << activity.phase << " iteration "
-         << activity.iteration << ")";
+    text << activity.operation << " (";
+    if (activity.bytes > 0) text << "size " << activity.bytes << " B, ";
+    text << activity.phase << " iteration " << activity.iteration << ")";
     return text.str();
 }
 

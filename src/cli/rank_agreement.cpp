@@ -9,6 +9,14 @@
 #include "report/json_file.hpp"
 
 namespace parbench {
+namespace {
+constexpr char label_separator = '\x1d';
+}  // namespace
+
+std::string labelled_value(const std::string& compared, const std::string& label) {
+    return compared + label_separator + label;
+}
+
 namespace detail {
 
 std::uint64_t fnv1a(const std::string& text) {
@@ -93,14 +101,22 @@ std::optional<std::string> disagreement(const std::vector<std::vector<std::pair<
             const auto& options = by_rank[r];
             const auto found = std::find_if(options.begin(), options.end(), [&](const auto& kv) { return kv.first == key; });
             const std::string value = found == options.end() ? "(not set)" : found->second;
-            auto group = std::find_if(groups.begin(), groups.end(), [&](const auto& g) { return g.first == value; });
+            const std::string compared = value.substr(0, value.find(label_separator));
+            auto group = std::find_if(groups.begin(), groups.end(), [&](const auto& g) {
+                return g.first.substr(0, g.first.find(label_separator)) == compared;
+            });
             if (group == groups.end()) groups.push_back({value, {static_cast<int>(r)}});
             else group->second.push_back(static_cast<int>(r));
         }
         if (groups.size() < 2) continue;
         std::string text = "ranks disagree on " + flag_of_config_key(key) + ": ";
-        for (std::size_t g = 0; g < groups.size(); ++g)
-            text += (g ? ", " : "") + rank_list(groups[g].second) + " " + shortened(groups[g].first);
+        for (std::size_t g = 0; g < groups.size(); ++g) {
+            const std::string& value = groups[g].first;
+            const std::size_t cut = value.find(label_separator);
+            const std::string shown =
+                cut == std::string::npos ? shortened(value) : value.substr(cut + 1) + " (" + value.substr(0, cut) + ")";
+            text += (g ? ", " : "") + rank_list(groups[g].second) + " " + shown;
+        }
         return text + "; launch every rank with the same flags";
     }
     return std::nullopt;
@@ -161,8 +177,12 @@ void check_outputs_writable(Communicator& control, std::initializer_list<OutputF
 void require_same_options(Communicator& control, const nlohmann::json& options) {
     const auto flat = detail::flatten_options(options);
     std::string serial;
-    for (const auto& [key, value] : flat) serial += key + '\x1f' + value + '\x1e';
-    const std::uint64_t digest = detail::fnv1a(serial);
+    std::string compared;  // what the digest covers: values without their labels
+    for (const auto& [key, value] : flat) {
+        serial += key + '\x1f' + value + '\x1e';
+        compared += key + '\x1f' + value.substr(0, value.find(label_separator)) + '\x1e';
+    }
+    const std::uint64_t digest = detail::fnv1a(compared);
     std::vector<std::uint64_t> digests(static_cast<std::size_t>(control.size()));
     control.allgather(&digest, digests.data(), 1, DType::uint64);
     if (std::all_of(digests.begin(), digests.end(), [&](std::uint64_t d) { return d == digests.front(); })) return;

@@ -42,6 +42,10 @@ void check_outputs_writable(Communicator& control, std::initializer_list<OutputF
 // naming the first option that differs. Costs one 8-byte allgather when the ranks agree.
 void require_same_options(Communicator& control, const nlohmann::json& options);
 
+// An option value that is compared by `compared` only, and shown as "label (compared)": an
+// input file's digest, shown with the name or path each rank found it by.
+std::string labelled_value(const std::string& compared, const std::string& label);
+
 namespace detail {
 // "a.b" -> value text, depth first, object keys in order; arrays are one value.
 std::vector<std::pair<std::string, std::string>> flatten_options(const nlohmann::json& options);

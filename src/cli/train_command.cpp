@@ -4,7 +4,9 @@
 // engine lives in train/; this file parses, builds the run, and reports.
 #include <chrono>
 #include <cmath>
+#include <cstdio>
 #include <fstream>
+#include <iomanip>
 #include <iostream>
 #include <iterator>
 #include <sstream>
@@ -12,17 +14,22 @@
 #include <thread>
 
 #include "cli/command.hpp"
+#include "cli/job_environment.hpp"
+#include "cli/job_watchdog.hpp"
 #include "cli/mpi_scope.hpp"
 #include "cli/rank_agreement.hpp"
 #include "comm/backend.hpp"
 #include "comm/mpi_communicator.hpp"
 #include "comm/mpi_session.hpp"
 #include "core/error.hpp"
+#include "core/memory_budget.hpp"
 #include "report/environment.hpp"
 #include "report/json_file.hpp"
+#include "report/kept_report.hpp"
 #include "report/report_document.hpp"
 #include "train/matmuls.hpp"
 #include "train/mesh.hpp"
+#include "train/mesh_placement.hpp"
 #include "train/metrics.hpp"
 #include "train/model.hpp"
 #include "train/ops/ops.hpp"
@@ -30,6 +37,7 @@
 #include "train/pipeline/pipeline_report.hpp"
 #include "train/train_report.hpp"
 #include "train/train_run.hpp"
+#include "train/tensor_parallel_cost.hpp"
 
 namespace parbench {
 namespace {
@@ -64,6 +72,116 @@ int share_check_outcome(Communicator& control, bool passed) {
     return outcome;
 }
 
+// One line per step (or per --log-interval), after Megatron-LM's training log: step, time,
+// loss, throughput (tokens/s for GPT, samples/s for MLP) and model TFLOP/s per rank.
+std::string progress_line(const TrainPlan& plan, int world, const StepProgress& p) {
+    const bool gpt = plan.model.kind == ModelKind::gpt;
+    const double seconds = p.time_ms / 1000.0;
+    const double per_step = static_cast<double>(plan.options.global_batch) * (gpt ? plan.seq_len : 1);
+    const double tflops = model_flops_per_step(plan.model, plan.options.global_batch, plan.seq_len) / seconds /
+                          static_cast<double>(world) / 1e12;
+    char line[256];
+    std::snprintf(line, sizeof line, " step %*d/%d%s | step time %.2f ms | loss %.6g | %s %.1f | TFLOP/s per rank %.4f\n",
+                  static_cast<int>(std::to_string(p.total_steps).size()), p.step + 1, p.total_steps,
+                  p.timed ? "        " : " warm-up", p.time_ms, p.loss, gpt ? "tokens/s" : "samples/s",
+                  per_step / seconds, tflops);
+    return line;
+}
+
+// Before any allocation: the ledger's model states (ZeRO's 16 B/param, arXiv 1910.02054, for
+// this rank's tensor and pipeline share) and the activations one micro-batch keeps (GPT:
+// Korthikanti et al.'s per-layer formula plus the logits; MLP: its layer outputs) against
+// this rank's share of the host's memory. An estimate, on the low side: it refuses only
+// runs that cannot fit.
+std::optional<std::string> train_memory_refusal(const TrainPlan& plan, const MeshShape& shape, int ranks_on_host) {
+    const auto budget = host_memory_budget(ranks_on_host);
+    if (!budget) return std::nullopt;
+    const TrainOptions& o = plan.options;
+    const ModelConfig& m = plan.model;
+    const double parameters = static_cast<double>(model_parameter_layout(m, plan.seq_len).total_numel());
+    const double share = parameters / static_cast<double>(shape.tp * shape.pp);
+    const TheoreticalMemory states =
+        zero_theoretical_memory(static_cast<std::size_t>(share), shape.dp, o.zero);
+    const int micro = std::max(o.global_batch / shape.dp / std::max(o.microbatches, 1), 1);
+    const double layers_here = static_cast<double>(m.layers) / shape.pp;
+    double activations = 0.0;
+    if (m.kind == ModelKind::gpt) {
+        activations = gpt_activation_bytes_per_layer(m, plan.seq_len, micro, plan.tensor_split(0)).bytes * layers_here +
+                      2.0 * micro * plan.seq_len * (static_cast<double>(m.vocab) / shape.tp) * 4.0;
+    } else {
+        activations = 3.0 * micro * static_cast<double>(m.hidden) * layers_here * 4.0;
+    }
+    std::ostringstream model_flag, batch_flag;
+    const char* scale = parameters >= 1e12 ? "T" : parameters >= 1e9 ? "B" : parameters >= 1e6 ? "M" : "K";
+    const double unit = parameters >= 1e12 ? 1e12 : parameters >= 1e9 ? 1e9 : parameters >= 1e6 ? 1e6 : 1e3;
+    model_flag << "--model " << o.model << " (" << std::setprecision(3) << parameters / unit << scale << " parameters)";
+    batch_flag << "--global-batch " << o.global_batch;
+    return memory_refusal({{"parameters, gradients and optimizer state", states.total(), model_flag.str()},
+                           {"activations of one micro-batch", activations, batch_flag.str()}},
+                          *budget,
+                          "use a smaller model or batch, shard with --zero, --tp or --pp, or run fewer ranks per host");
+}
+
+// Flags of the run itself (not of what is trained), kept beside TrainOptions.
+struct TrainRunOptions {
+    double timeout_s = 0.0;
+    bool quiet = false;
+    int log_interval = 1;
+};
+
+// Watches every step of the run, prints Megatron's kind of progress line, and rewrites the
+// report after every timed step, so a run that dies keeps every step it finished.
+class TrainProgress : public StepObserver {
+  public:
+    TrainProgress(const TrainPlan& plan, const MeshShape& shape, Watchdog& watchdog, KeptReport& kept,
+                  nlohmann::json report, bool speaks, int log_interval)
+        : plan_(plan), world_(shape.world()), watchdog_(watchdog), kept_(kept), report_(std::move(report)),
+          speaks_(speaks), log_interval_(log_interval) {
+        report_["progress"] = {{"steps", nlohmann::json::array()}};
+    }
+
+    void step_starting(int step, bool timed) override {
+        watchdog_.enter({timed ? "timed" : "warm-up", "train step", 0, step});
+    }
+
+    void step_finished(const StepProgress& p) override {
+        watchdog_.idle();
+        if (speaks_ && ((p.step + 1) % log_interval_ == 0 || p.step + 1 == p.total_steps))
+            std::cout << progress_line(plan_, world_, p) << std::flush;
+        report_["progress"]["steps"].push_back(
+            {{"step", p.step + 1}, {"timed", p.timed}, {"time_ms", p.time_ms}, {"loss", p.loss}});
+        if (!p.timed) return;
+        ++timed_done_;
+        kept_.write(report_, RunStatus::partial,
+                    std::to_string(timed_done_) + " of " + std::to_string(plan_.options.steps) +
+                        " timed steps measured (the run is going on, or it ended before the rest; see progress)");
+    }
+
+    void gathering_results() override { watchdog_.enter({"results", "gathering results", 0, 0}); }
+
+    const nlohmann::json& report() const { return report_; }
+
+  private:
+    const TrainPlan& plan_;
+    int world_;
+    Watchdog& watchdog_;
+    KeptReport& kept_;
+    nlohmann::json report_;
+    bool speaks_;
+    int log_interval_;
+    int timed_done_ = 0;
+};
+
+// The serial reference of --check runs on rank 0 alone: each of its steps is progress.
+class ReferenceProgress : public StepObserver {
+  public:
+    explicit ReferenceProgress(Watchdog& watchdog) : watchdog_(watchdog) {}
+    void step_starting(int step, bool) override { watchdog_.enter({"check", "serial reference step", 0, step}); }
+
+  private:
+    Watchdog& watchdog_;
+};
+
 class TrainCommand : public Command {
   public:
     TrainOptions& options() { return options_; }
@@ -88,11 +206,15 @@ class TrainCommand : public Command {
     }
 
     const CLI::Option*& json_flag() { return json_flag_; }
+    TrainRunOptions& run_options() { return run_options_; }
     const CLI::Option*& trace_flag() { return trace_flag_; }
 
   private:
     // Flags that do not apply, or outputs that collide, are refused rather than ignored.
     void check_flags_apply() const {
+        if (!std::isfinite(run_options_.timeout_s) || run_options_.timeout_s < 0)
+            throw UsageError("--timeout must be 0 (off) or a positive finite number of seconds");
+        if (run_options_.log_interval < 1) throw UsageError("--log-interval must be 1 or more steps");
         if (json_flag_->count() > 0 && options_.json_path.empty())
             throw UsageError("--json needs a file name (e.g. --json train.json)");
         if (trace_flag_->count() > 0 && options_.trace_path.empty())
@@ -114,8 +236,10 @@ class TrainCommand : public Command {
         std::ifstream file(plan.model.source, std::ios::binary);
         const std::string content((std::istreambuf_iterator<char>(file)), std::istreambuf_iterator<char>());
         std::ostringstream digest;
-        digest << plan.model.name << " (content digest " << std::hex << detail::fnv1a(content) << ")";
-        options["model_content"] = digest.str();
+        digest << "content digest " << std::hex << detail::fnv1a(content);
+        options["model_content"] = labelled_value(digest.str(), plan.model.source);
+        options["timeout_s"] = run_options_.timeout_s;
+        options["log_interval"] = run_options_.log_interval;
         options["json"] = options_.json_path;
         options["trace"] = options_.trace_path;
         return options;
@@ -127,6 +251,12 @@ class TrainCommand : public Command {
         const MeshShape shape = resolve_layout(plan, session.world_size());
         check_outputs_writable(control, {{options_.json_path, "--json"}, {options_.trace_path, "--trace"}});
 
+        throw_if_any_rank_failed(control, train_memory_refusal(plan, shape, session.local_size()),
+                                 session.hosts_by_rank());
+        KeptReport kept(rank == 0 ? options_.json_path : std::string());
+        const auto watchdog = start_watchdog(run_options_.timeout_s, session, control,
+                                             [&kept](const std::string& message) { kept.abandon(message); });
+        watchdog->enter({"setup", "start-up", 0, 0});
         Backend backend = make_backend(backend_choice, session, control);
         Device& device = *backend.device;
         std::unique_ptr<Ops> ops = make_ops(device);
@@ -134,18 +264,28 @@ class TrainCommand : public Command {
         nlohmann::json config = to_json(options_);
         config["resolved"] = {{"dp", shape.dp}, {"tp", shape.tp}, {"pp", shape.pp}, {"seq_len", plan.seq_len},
                               {"model_source", plan.model.source}};
+        config["timeout_s"] = run_options_.timeout_s;
+        config["log_interval"] = run_options_.log_interval;
         nlohmann::json report = report_frame("train", invocation.arguments, invocation.started_at, environment, config);
         const std::size_t parameters = model_parameter_layout(plan.model, plan.seq_len).total_numel();
-        if (rank == 0) {
+        const bool speaks = rank == 0 && !run_options_.quiet;
+        if (speaks) {
             print_train_header(std::cout, plan, shape, parameters, device.kind());
             if (oversubscribed(environment))
                 std::cerr << "warning: more ranks than cores on a host: ranks share cores and busy-poll, so step "
                              "times measure the scheduler too; quote figures from runs with at most one rank per core\n";
         }
+        watchdog->enter({"setup", "peak FLOP/s", 0, 0});
         const PeakFlops peak = resolve_peak(options_, device, control);
+        const MeshPlacement placement = place_mesh(shape, environment.hosts_by_rank);
+        if (rank == 0 && placement.warning) std::cerr << "warning: " << *placement.warning << '\n';
 
+        watchdog->enter({"setup", "model and scheme", 0, 0});
         Mesh mesh(*backend.comm, shape);
-        const TrainMeasurements measurements = run_training(plan, mesh, device, *ops, control, options_.check);
+        TrainProgress progress(plan, shape, *watchdog, kept, report, speaks, run_options_.log_interval);
+        const TrainMeasurements measurements = train_or_name_buffers(plan, mesh, device, *ops, control, progress);
+        report = progress.report();
+        if (measurements.diverged) return stop_diverged(plan, shape, measurements, report, kept, rank);
 
         std::optional<CheckResult> check;
         int exit_status = 0;
@@ -153,35 +293,80 @@ class TrainCommand : public Command {
             auto self = backend.comm->split(rank, 0);  // a world of one for the serial reference
             if (rank == 0) {
                 Mesh serial_mesh(*self, MeshShape{});
-                const TrainMeasurements reference =
-                    run_training(serial_reference_plan(plan), serial_mesh, device, *ops, *self, true);
+                ReferenceProgress reference_progress(*watchdog);
+                const TrainMeasurements reference = run_training(serial_reference_plan(plan), serial_mesh, device, *ops,
+                                                                 *self, true, &reference_progress);
                 check = compare_with_reference(measurements.loss, measurements.final_parameters, reference.loss,
                                                reference.final_parameters,
                                                model_parameter_layout(plan.model, plan.seq_len),
                                                parse_precision(options_.precision));
+            } else {
+                watchdog->enter({"check", "waiting for rank 0's serial reference", 0, 0});
             }
             exit_status = share_check_outcome(control, check && check->passed) == 1 ? 0 : 1;
         }
+        watchdog->idle();
 
         if (rank == 0) {
-            const nlohmann::json result = train_result_json(
+            nlohmann::json result = train_result_json(
                 TrainSummaryInputs{plan, shape, scheme_name(plan), measurements, peak, check});
-            print_train_summary(std::cout, result);
-            print_pipeline_summary(std::cout, result);
+            result["layout"]["placement"] = {{"group_hosts", placement.group_hosts},
+                                             {"tp_crosses_hosts", placement.tp_crosses_hosts}};
+            if (!run_options_.quiet) {
+                print_train_summary(std::cout, result);
+                print_pipeline_summary(std::cout, result);
+            }
             if (measurements.pipeline && !options_.trace_path.empty())
                 write_json_atomically(options_.trace_path, pipeline_trace_json(plan, shape, *measurements.pipeline));
-            for (const auto& warning : result["warnings"]) std::cerr << "warning: " << warning.get<std::string>() << '\n';
+            if (!run_options_.quiet)
+                for (const auto& warning : result["warnings"]) std::cerr << "warning: " << warning.get<std::string>() << '\n';
             report["results"].push_back(result);
             report["finished_at"] = utc_now_iso8601();
-            if (!options_.json_path.empty()) write_json_atomically(options_.json_path, report);
+            if (exit_status == 0)
+                kept.write(report, RunStatus::complete);
+            else
+                kept.write(report, RunStatus::failed, "--check: the run differs from the serial reference");
             if (exit_status != 0)
                 std::cerr << "error: --check: the parallel run differs from the serial reference beyond the "
-                             "tolerance (see check in the report)\n";
+                             "tolerance (see check in the report); the loss stayed finite, so the layout, not the "
+                             "learning rate, is to blame\n";
         }
         return exit_status;
     }
 
+    // An allocation that fails despite the estimate says what was being allocated and which flags size it.
+    TrainMeasurements train_or_name_buffers(const TrainPlan& plan, Mesh& mesh, Device& device, Ops& ops,
+                                            Communicator& control, TrainProgress& progress) const {
+        try {
+            return run_training(plan, mesh, device, ops, control, options_.check, &progress);
+        } catch (const std::bad_alloc&) {
+            throw RuntimeFailure("allocating the model's parameters, gradients, optimizer state or activations failed: "
+                                 "out of memory; they are sized by --model and --global-batch (shard with --zero, --tp "
+                                 "or --pp)");
+        }
+    }
+
+    // A NaN or infinite loss stopped every rank at the same step: keep what was measured
+    // (the report as failed, the pipeline trace) and say which step, and what usually causes it.
+    int stop_diverged(const TrainPlan& plan, const MeshShape& shape, const TrainMeasurements& measurements,
+                      nlohmann::json& report, KeptReport& kept, int rank) const {
+        if (rank != 0) return 1;
+        const StepProgress& at = *measurements.diverged;
+        std::ostringstream reason;
+        reason << "training diverged: the loss is " << (std::isnan(at.loss) ? "NaN" : at.loss > 0 ? "+inf" : "-inf")
+               << " at step " << at.step + 1 << " of " << at.total_steps << " (" << (at.timed ? "timed" : "warm-up")
+               << "); lower --lr (now " << options_.lr << "), the usual cause";
+        if (options_.check) reason << "; --check did not compare with the serial run, since a diverged run differs from any";
+        report["finished_at"] = utc_now_iso8601();
+        kept.write(report, RunStatus::failed, reason.str());
+        if (measurements.pipeline && !options_.trace_path.empty())
+            write_json_atomically(options_.trace_path, pipeline_trace_json(plan, shape, *measurements.pipeline));
+        std::cerr << ("error: " + reason.str() + "\n") << std::flush;
+        return 1;
+    }
+
     TrainOptions options_;
+    TrainRunOptions run_options_;
     const CLI::Option* json_flag_ = nullptr;
     const CLI::Option* trace_flag_ = nullptr;
 };
@@ -228,8 +413,17 @@ std::unique_ptr<Command> add_train_command(CLI::App& app) {
     sub->add_flag("--overlap", o.overlap, "Start each bucket's gradient collective as soon as it is ready");
     sub->add_flag("--prefetch", o.prefetch, "ZeRO-3: gather the next layer while computing this one");
     sub->add_option("--precision", o.precision, "fp32, or bf16 (bf16 matmuls, fp32 master weights)")->capture_default_str();
+    sub->add_option("--recompute", o.recompute,
+                    "Activation recompute: none, selective (the attention core) or full (each layer's forward)")
+        ->capture_default_str();
     sub->add_option("--peak-tflops", o.peak_tflops, "Peak TFLOP/s per rank for MFU (default: table or measured)");
     sub->add_flag("-c,--check", o.check, "Compare loss and final parameters with a serial run; fail if they differ");
+    sub->add_option("--timeout", command->run_options().timeout_s,
+                    "End the job when no rank progresses for this many seconds, naming the rank that hung (0: off)")
+        ->capture_default_str();
+    sub->add_option("--log-interval", command->run_options().log_interval, "Print a progress line every N steps")
+        ->capture_default_str();
+    sub->add_flag("-q,--quiet", command->run_options().quiet, "Print errors only (no header, progress or summary)");
     command->json_flag() = sub->add_option("--json", o.json_path, "Write the report as JSON (schema parbench.report/v1)");
     sub->add_option("--backend", o.backend, "auto (NCCL when every rank sees a GPU), mpi or nccl")
         ->capture_default_str();

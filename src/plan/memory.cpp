@@ -3,7 +3,7 @@
 #include <algorithm>
 
 #include "core/error.hpp"
-#include "train/pipeline/partition.hpp"
+#include "train/models/llama.hpp"
 
 namespace parbench {
 namespace {
@@ -13,8 +13,8 @@ constexpr double f32 = 4.0;
 class ItemList {
   public:
     explicit ItemList(RankMemory& memory) : memory_(memory) {}
-    void add(MemoryCategory category, const std::string& name, double count, double bytes_each) {
-        if (count > 0.0) memory_.items.push_back(MemoryItem{category, name, count, bytes_each});
+    void add(MemoryCategory category, const std::string& name, double count, double bytes_each, bool buffer = false) {
+        if (count > 0.0) memory_.items.push_back(MemoryItem{category, name, count, bytes_each, buffer});
     }
     void activation(const std::string& name, double count, double floats) {
         add(MemoryCategory::activations, name, count, floats * f32);
@@ -23,24 +23,6 @@ class ItemList {
   private:
     RankMemory& memory_;
 };
-
-// This rank's units: all of them, or its pipeline stage's (the model's own selection).
-struct RankModel {
-    ParameterLayout layout;
-    PipelinePart part;
-};
-
-RankModel rank_model(const EngineLayout& l, int pp_rank) {
-    const TensorSplit split{0, l.tp, l.sp, l.tp_style};
-    RankModel rank;
-    rank.layout = model_parameter_layout(l.model, l.seq_len, split);
-    if (l.pp > 1) {
-        const Schedule schedule = make_schedule(l.schedule, ScheduleShape{l.pp, l.microbatches, l.virtual_stages});
-        rank.part = pipeline_part(schedule, pp_rank, l.stage_ranges, l.p2p);
-        rank.layout = rank.layout.select_units(pipeline_part_units(l.model, rank.part));
-    }
-    return rank;
-}
 
 // train/data_parallel.cpp and train/zero.cpp.
 void scheme_items(const EngineLayout& l, const ParameterLayout& layout, ItemList& items) {
@@ -65,12 +47,12 @@ void scheme_items(const EngineLayout& l, const ParameterLayout& layout, ItemList
         // One slot for the bucket being computed, one for a unit whose gradient spans the
         // backward (GPT's tied embedding), one more for a reduction in flight (--overlap).
         items.add(C::grads, zero3 ? "gradient slots (largest layer)" : "gradient slots (largest bucket)",
-                  2 + (l.overlap ? 1 : 0), slot);
-        if (l.microbatches > 1) items.add(C::grads, "staging shard (micro-batches after the first)", 1, shard);
+                  2 + (l.overlap ? 1 : 0), slot, true);
+        if (l.microbatches > 1) items.add(C::grads, "staging shard (micro-batches after the first)", 1, shard, true);
     }
     if (zero3) {
         items.add(C::params, "parameter shard (1/dp)", 1, shard);
-        items.add(C::params, "parameter gather slots (largest layer)", 1 + (l.prefetch ? 1 : 0), slot);
+        items.add(C::params, "parameter gather slots (largest layer)", 1 + (l.prefetch ? 1 : 0), slot, true);
     } else {
         items.add(C::params, "parameters", 1, full);
     }
@@ -100,7 +82,14 @@ void gpt_items(const EngineLayout& l, const PipelinePart& part, ItemList& items)
     const double local = rows * C / t, wide = rows * 4.0 * C / t, vocab_local = V / t;
     const double att = B * (l.model.heads / t) * T * T;
     const double logits = rows * vocab_local;
-    const double block = 4 * rc + 4 * R + 3 * local + local + att + 2 * wide;
+    const double full_block = 4 * rc + 4 * R + 3 * local + local + att + 2 * wide;
+    // What a layer keeps as its own under --recompute (gpt.cpp's allocate_block), and the one
+    // set all layers share.
+    const double block = l.recompute == Recompute::full        ? rc
+                         : l.recompute == Recompute::selective ? full_block - att
+                                                               : full_block;
+    if (l.recompute == Recompute::full) items.activation("full recompute: one layer's buffers, shared", 1, full_block);
+    if (l.recompute == Recompute::selective) items.activation("selective recompute: probabilities, shared", 1, att);
     const double stash = rows * C + wide + rows * C + 3 * local;
 
     items.add(MemoryCategory::activations, "tokens, targets, losses (per micro-batch)", 3.0 * l.microbatches,
@@ -145,6 +134,78 @@ void gpt_items(const EngineLayout& l, const PipelinePart& part, ItemList& items)
                                     {static_cast<int>(rows), static_cast<int>(4 * C / t), static_cast<int>(C)}};
     if (holds_head)
         shapes.push_back({static_cast<int>(rows), static_cast<int>(C), static_cast<int>(vocab_local)});
+    matmul_items(l, shapes, items);
+}
+
+// train/models/llama.cpp: the GPT's structure with RMSNorm (no mean), separate q/k/v with
+// key/value heads split when tp divides them (else replicated, with a gradient pack for their
+// partial weight gradients), a three-matrix SwiGLU, and an untied head.
+void llama_items(const EngineLayout& l, const PipelinePart& part, ItemList& items) {
+    const double t = l.tp;
+    const double B = l.microbatch_size, T = l.seq_len, C = l.model.hidden, V = l.model.vocab;
+    const bool kv_split = llama_kv_heads_split(l.model, l.tp);
+    const double head_size = C / l.model.heads;
+    const double kv_local = (kv_split ? l.model.kv_heads / t : l.model.kv_heads) * head_size;
+    const double rows = B * T;
+    const double R = l.sp ? rows / t : rows;
+    const double rc = R * C, btc = rows * C;
+    const double q = rows * C / t, kv = rows * kv_local, wide = rows * l.model.ffn_hidden / t;
+    const double att = B * (l.model.heads / t) * T * T;
+    const double logits = rows * V / t;
+    const double full_block = 4 * rc + 2 * R + 2 * q + 2 * kv + att + 3 * wide;
+    const double block = l.recompute == Recompute::full        ? rc
+                         : l.recompute == Recompute::selective ? full_block - att
+                                                               : full_block;
+    const double stash = 2 * btc + 2 * wide + q + 2 * kv;
+    const double head = rc + R + logits + 3 * rows;
+
+    items.add(MemoryCategory::activations, "tokens, targets, losses (per micro-batch)", 3.0 * l.microbatches,
+              rows * f32);
+    if (l.recompute == Recompute::full) items.activation("full recompute: one layer's buffers, shared", 1, full_block);
+    if (l.recompute == Recompute::selective) items.activation("selective recompute: probabilities, shared", 1, att);
+    bool holds_head = true;
+    if (!part.active()) {
+        items.activation("layer stores (per layer)", l.model.layers, block);
+        items.activation("embedding output, backward running gradient", 2, rc);
+        items.activation("final RMSNorm, logits, softmax stats", 1, head);
+    } else {
+        holds_head = false;
+        for (std::size_t c = 0; c < part.chunks.size(); ++c) {
+            const LayerRange& range = part.chunks[c];
+            const double slots = part.slots.at(c);
+            const double layers = range.end - range.first;
+            const std::string chunk = part.chunks.size() > 1 ? " of chunk " + std::to_string(c) : "";
+            items.activation("activation slots" + chunk + " (schedule's peak in flight): layer stores", slots * layers,
+                             block);
+            if (part.split_backward)
+                items.activation("activation slots" + chunk + ": zero-bubble weight-gradient stash", slots * layers,
+                                 stash);
+            items.activation("activation slots" + chunk + ": boundary input and gradient", 2 * slots, rc);
+            if (range.end == l.model.layers) {
+                holds_head = true;
+                items.activation("activation slots" + chunk + ": final RMSNorm, logits, softmax stats", slots, head);
+            }
+        }
+    }
+    items.activation("attention scratch (scores, their gradient, probabilities' gradient)", 3, att);
+    items.activation("projection output, normalised-input gradient", 2, btc);
+    items.activation("backward scratch (loss gradients, logits gradient)", 1, rows + logits);
+    items.activation("backward scratch (SwiGLU x3, attention output, q, k, v)", 1, 3 * wide + 2 * q + 2 * kv);
+    if (!kv_split && l.tp > 1)
+        items.activation("replicated key/value weight-gradient pack", 1, 2 * kv_local * C);
+    if (l.sp) {
+        items.activation("sequence-parallel gathers (forward, backward)", 2, btc);
+        items.activation("sequence-parallel local chunks", 2, rc);
+        items.activation("sequence-parallel RMSNorm gradient pack", 1, 2 * C);
+    }
+    items.add(MemoryCategory::activations, "rotary positions", 1, T * sizeof(int));
+    auto i = [](double x) { return static_cast<int>(x); };
+    std::vector<MatmulShape> shapes{{i(rows), i(C), i(C / t)},
+                                    {i(rows), i(C), i(kv_local)},
+                                    {i(rows), i(C / t), i(C)},
+                                    {i(rows), i(C), i(l.model.ffn_hidden / t)},
+                                    {i(rows), i(l.model.ffn_hidden / t), i(C)}};
+    if (holds_head) shapes.push_back({i(rows), i(C), i(V / t)});
     matmul_items(l, shapes, items);
 }
 
@@ -193,7 +254,32 @@ EngineLayout engine_layout(const TrainPlan& plan, const MeshShape& mesh) {
     l.stage_ranges = plan.stage_ranges;
     l.p2p = plan.p2p;
     l.precision = parse_precision(o.precision);
+    l.recompute = plan.recompute;
     return l;
+}
+
+std::optional<EnginePipeline> engine_pipeline(const EngineLayout& l) {
+    if (l.pp <= 1) return std::nullopt;
+    EnginePipeline pipeline{make_schedule(l.schedule, ScheduleShape{l.pp, l.microbatches, l.virtual_stages}), {}};
+    pipeline.in_flight = peak_in_flight(pipeline.schedule, l.p2p);
+    return pipeline;
+}
+
+EngineRank engine_rank(const EngineLayout& l, int pp_rank, const EnginePipeline* pipeline) {
+    const TensorSplit split{0, l.tp, l.sp, l.tp_style};
+    EngineRank rank;
+    rank.layout = model_parameter_layout(l.model, l.seq_len, split);
+    if (l.pp > 1) {
+        std::optional<EnginePipeline> built;
+        if (pipeline == nullptr) pipeline = &built.emplace(*engine_pipeline(l));
+        // pipeline_part (train/pipeline/partition.cpp) with the peak computed once.
+        rank.part.split_backward = pipeline->schedule.split_backward;
+        rank.part.slots = pipeline->in_flight.at(static_cast<std::size_t>(pp_rank));
+        for (int c = 0; c < l.virtual_stages; ++c)
+            rank.part.chunks.push_back(l.stage_ranges.at(static_cast<std::size_t>(c * l.pp + pp_rank)));
+        rank.layout = rank.layout.select_units(pipeline_part_units(l.model, rank.part));
+    }
+    return rank;
 }
 
 double RankMemory::of(MemoryCategory category) const {
@@ -209,22 +295,20 @@ double RankMemory::total() const {
     return bytes;
 }
 
-RankMemory engine_rank_memory(const EngineLayout& layout, int pp_rank) {
-    if (layout.model.kind != ModelKind::gpt && layout.model.kind != ModelKind::mlp)
-        throw UsageError("--states parbench: parbench's train cannot run model " + layout.model.name +
-                         " yet; use --states zero or megatron");
+RankMemory engine_rank_memory(const EngineLayout& layout, int pp_rank, const EnginePipeline* pipeline) {
     RankMemory memory;
     memory.pp_rank = pp_rank;
     ItemList items(memory);
-    const RankModel rank = rank_model(layout, pp_rank);
+    const EngineRank rank = engine_rank(layout, pp_rank, pipeline);
     scheme_items(layout, rank.layout, items);
-    if (layout.model.kind == ModelKind::gpt)
-        gpt_items(layout, rank.part, items);
-    else
-        mlp_items(layout, items);
+    switch (layout.model.kind) {
+        case ModelKind::gpt: gpt_items(layout, rank.part, items); break;
+        case ModelKind::llama: llama_items(layout, rank.part, items); break;
+        case ModelKind::mlp: mlp_items(layout, items); break;
+    }
     // The tied embedding's gradient, summed between the first and the last stage
     // (train/pipeline/pipeline_executor.cpp), when they are different ranks.
-    if (rank.part.active()) {
+    if (rank.part.active() && layout.model.kind == ModelKind::gpt) {
         bool first = false, last = false;
         for (const LayerRange& chunk : rank.part.chunks) {
             first = first || chunk.first == 0;
@@ -232,15 +316,17 @@ RankMemory engine_rank_memory(const EngineLayout& layout, int pp_rank) {
         }
         if (first != last)
             items.add(MemoryCategory::grads, "tied-embedding gradient scratch", 1,
-                      static_cast<double>(rank.layout.units().at(0).numel) * f32);
+                      static_cast<double>(rank.layout.units().at(0).numel) * f32, true);
     }
     return memory;
 }
 
 RankMemory engine_peak_memory(const EngineLayout& layout) {
-    RankMemory peak = engine_rank_memory(layout, 0);
+    const std::optional<EnginePipeline> pipeline = engine_pipeline(layout);
+    const EnginePipeline* shared = pipeline ? &*pipeline : nullptr;
+    RankMemory peak = engine_rank_memory(layout, 0, shared);
     for (int r = 1; r < layout.pp; ++r) {
-        RankMemory memory = engine_rank_memory(layout, r);
+        RankMemory memory = engine_rank_memory(layout, r, shared);
         if (memory.total() > peak.total()) peak = std::move(memory);
     }
     return peak;

@@ -10,6 +10,7 @@
 #pragma once
 
 #include <cstddef>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -44,6 +45,7 @@ struct EngineLayout {
     std::vector<LayerRange> stage_ranges;  // pp > 1: the virtual stages' layers (partition.hpp)
     P2pMode p2p = P2pMode::nonblocking;
     Precision precision = Precision::fp32;
+    Recompute recompute = Recompute::none;  // what each layer keeps (train/model.hpp)
 };
 
 // The layout `train` runs for these resolved options on this mesh.
@@ -55,6 +57,7 @@ struct MemoryItem {
     std::string name;
     double count = 1.0;
     double bytes_each = 0.0;
+    bool buffer = false;  // a scheme's working buffer (bucket or gather slot, staging shard, exchange scratch)
     double bytes() const { return count * bytes_each; }
 };
 
@@ -65,8 +68,23 @@ struct RankMemory {
     double total() const;  // the ledger allocates everything up front: its peak is the sum
 };
 
+// The parameters a pipeline rank holds (its tensor-parallel shard of its stages' units) and
+// its pipeline part (chunks, activation slots), as the engine builds them.
+struct EngineRank {
+    ParameterLayout layout;
+    PipelinePart part;
+};
+// The schedule of a pipelined layout and every rank's peak micro-batches in flight, built once
+// (a plan asks for every rank of it; the schedule has p x m actions per rank).
+struct EnginePipeline {
+    Schedule schedule;
+    std::vector<std::vector<int>> in_flight;  // per rank, per chunk (schedule_simulation.hpp)
+};
+std::optional<EnginePipeline> engine_pipeline(const EngineLayout& layout);
+EngineRank engine_rank(const EngineLayout& layout, int pp_rank, const EnginePipeline* pipeline = nullptr);
+
 // One pipeline rank's ledger. Throws UsageError for a model kind the engine cannot train.
-RankMemory engine_rank_memory(const EngineLayout& layout, int pp_rank);
+RankMemory engine_rank_memory(const EngineLayout& layout, int pp_rank, const EnginePipeline* pipeline = nullptr);
 // The most loaded rank (largest total), as the train report shows it.
 RankMemory engine_peak_memory(const EngineLayout& layout);
 

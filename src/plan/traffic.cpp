@@ -2,6 +2,8 @@
 
 #include <stdexcept>
 
+#include "train/models/llama.hpp"
+
 namespace parbench {
 namespace {
 
@@ -19,12 +21,13 @@ void add(TrafficByOp& traffic, const std::string& op, double calls, double eleme
 ModelShare whole_model_share(const ModelConfig& config) { return ModelShare{config.layers, true, true}; }
 
 TrafficByOp tensor_parallel_traffic(const ModelConfig& config, int seq_len, int microbatch_size, int microbatches,
-                                    const TensorSplit& split, const ModelShare& share) {
+                                    const TensorSplit& split, const ModelShare& share, Recompute recompute) {
     TrafficByOp traffic;
     if (split.size == 1) return traffic;
     const double m = microbatches;
     const double h = config.hidden;
-    if (config.kind == ModelKind::gpt) {
+    if (config.has_sequence()) {
+        const bool llama = config.kind == ModelKind::llama;
         const double l = share.layers;
         const double e = share.first_stage ? 1.0 : 0.0;
         const double d = share.last_stage ? 1.0 : 0.0;
@@ -33,13 +36,24 @@ TrafficByOp tensor_parallel_traffic(const ModelConfig& config, int seq_len, int 
         if (!split.sequence_parallel) {
             add(traffic, "allreduce", m * (4.0 * l + e + d), n);
             add(traffic, "allreduce", m * 3.0 * d, r);
-            return traffic;
+        } else {
+            add(traffic, "allgather", m * (6.0 * l + e + 2.0 * d), n);
+            add(traffic, "reducescatter", m * (4.0 * l + e + d), n);
+            add(traffic, "allreduce", m * 3.0 * d, r);
+            // The norms' partial weight gradients: LayerNorm weight and bias, RMSNorm gain only.
+            add(traffic, "allreduce", m * l, (llama ? 2.0 : 4.0) * h);
+            add(traffic, "allreduce", m * d, (llama ? 1.0 : 2.0) * h);
         }
-        add(traffic, "allgather", m * (6.0 * l + e + 2.0 * d), n);
-        add(traffic, "reducescatter", m * (4.0 * l + e + d), n);
-        add(traffic, "allreduce", m * 3.0 * d, r);
-        add(traffic, "allreduce", m * l, 4.0 * h);
-        add(traffic, "allreduce", m * d, 2.0 * h);
+        if (llama && !llama_kv_heads_split(config, split.size))
+            add(traffic, "allreduce", m * l, 2.0 * config.kv_heads * (config.hidden / config.heads) * h);
+        if (recompute == Recompute::full) {
+            if (split.sequence_parallel) {
+                add(traffic, "allgather", 2.0 * m * l, n);
+                add(traffic, "reducescatter", 2.0 * m * l, n);
+            } else {
+                add(traffic, "allreduce", 2.0 * m * l, n);
+            }
+        }
         return traffic;
     }
     if (config.kind != ModelKind::mlp)

@@ -9,6 +9,7 @@
 #include <string>
 #include <vector>
 
+#include "plan/activation_memory.hpp"
 #include "train/model_config.hpp"
 #include "train/parameter_layout.hpp"
 #include "train/scheme.hpp"
@@ -49,9 +50,15 @@ ModelShare whole_model_share(const ModelConfig& config);
 //   MLP megatron: all-reduce of n per row-parallel layer forward and per column-parallel
 //                layer but the first backward, + r when the last layer is column-parallel
 //   MLP allgather: all-gather and reduce-scatter of n per layer but the last, + r (the loss)
+//   Llama:       as GPT, with RMSNorm gains' gradients l x 2h + d x h under SP (no biases),
+//                and, when tp does not divide kv_heads, l all-reduces of 2·h_kv·h (the
+//                replicated Wk, Wv gradients; models/llama_cost.hpp)
+//   --recompute full reruns each block's forward in backward, its collectives with it:
+//                2l more all-reduces of n (TP), or 2l all-gathers and 2l reduce-scatters (SP)
 // The whole model (l = L, e = d = 1) gives the unpipelined totals (4L + 2, 6L + 3, 4L + 2).
 TrafficByOp tensor_parallel_traffic(const ModelConfig& config, int seq_len, int microbatch_size, int microbatches,
-                                    const TensorSplit& split, const ModelShare& share);
+                                    const TensorSplit& split, const ModelShare& share,
+                                    Recompute recompute = Recompute::none);
 
 // The pipeline group, per step, for one pipeline rank: its chunks are the virtual stages
 // `virtual_stages_held` of `virtual_stage_count`. Per micro-batch and chunk, one activation

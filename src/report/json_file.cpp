@@ -7,6 +7,7 @@
 #include <cstring>
 #include <filesystem>
 #include <fstream>
+#include <iterator>
 
 #include "core/error.hpp"
 
@@ -66,12 +67,24 @@ void write_json_atomically(const std::string& path, const nlohmann::json& docume
 }
 
 nlohmann::json read_json_file(const std::string& path) {
-    std::ifstream in(path);
+    std::error_code error_code;
+    if (std::filesystem::is_directory(path, error_code))
+        throw UsageError("'" + path + "' is a folder; give a JSON file");
+    std::ifstream in(path, std::ios::binary);
     if (!in) throw UsageError("cannot read '" + path + "': " + std::strerror(errno) + "; check the path");
+    const std::string text((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+    if (in.bad()) throw UsageError("cannot read '" + path + "': " + std::strerror(errno) + "; check the path");
+    return parse_json_text(text, path);
+}
+
+nlohmann::json parse_json_text(const std::string& text, const std::string& name) {
     try {
-        return nlohmann::json::parse(in);
-    } catch (const nlohmann::json::parse_error& error) {
-        throw UsageError("'" + path + "' is not valid JSON (" + error.what() + "); give a parbench report");
+        return nlohmann::json::parse(text);
+    } catch (const nlohmann::json::exception& error) {
+        const bool truncated = text.find_first_not_of(" \t\r\n") != std::string::npos &&
+                               std::string(error.what()).find("unexpected end of input") != std::string::npos;
+        throw UsageError("'" + name + "' is not valid JSON" + (truncated ? " (it ends early: truncated?)" : "") + " (" +
+                         error.what() + "); give a parbench report");
     }
 }
 

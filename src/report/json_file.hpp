@@ -21,5 +21,7 @@ void write_json_atomically(const std::string& path, const nlohmann::json& docume
 
 // Throws UsageError naming the file when it cannot be read or parsed.
 nlohmann::json read_json_file(const std::string& path);
+// The same for text already read; `name` names it in the message.
+nlohmann::json parse_json_text(const std::string& text, const std::string& name);
 
 }  // namespace parbench

@@ -21,18 +21,20 @@ std::map<std::string, TrafficByOp> expected_rank_traffic(const TrainPlan& plan, 
     if (shape.dp > 1)
         traffic["dp"] = data_parallel_traffic(model.layout(), shape.dp, plan.scheme, model.parameter_use_order());
     if (shape.tp > 1)
-        traffic["tp"] = tensor_parallel_traffic(plan.model, plan.seq_len, microbatch_size, o.microbatches, split, share);
+        traffic["tp"] = tensor_parallel_traffic(plan.model, plan.seq_len, microbatch_size, o.microbatches, split, share,
+                                                plan.recompute);
     if (shape.pp > 1) {
         std::vector<int> held;
         for (int chunk = 0; chunk < o.virtual_stages; ++chunk) held.push_back(chunk * shape.pp + at.pp);
         // The residual stream of one micro-batch: 1/t of its tokens under SP.
         const double rows = static_cast<double>(microbatch_size) * plan.seq_len / (split.sequence_parallel ? split.size : 1);
         const double boundary_bytes = rows * plan.model.hidden * sizeof(float);
+        // A tied embedding whose copies live on two stages (Model::shared_unit).
+        const int shared = model.shared_unit();
         const double tied_bytes =
-            share.first_stage != share.last_stage
-                ? static_cast<double>(model_parameter_layout(plan.model, plan.seq_len, split).units().at(0).numel) *
-                      sizeof(float)
-                : 0.0;
+            shared >= 0 ? static_cast<double>(model.layout().units().at(static_cast<std::size_t>(shared)).numel) *
+                              sizeof(float)
+                        : 0.0;
         traffic["pp"] = pipeline_traffic(held, shape.pp * o.virtual_stages, o.microbatches, boundary_bytes, tied_bytes);
     }
     return traffic;

@@ -36,6 +36,15 @@ std::string flops_formula(const ModelConfig& config) {
     return "6*B*l*h^2 (matmuls only: 2 forward + 4 backward per weight per sample)";
 }
 
+double recompute_flops_per_step(const ModelConfig& config, int global_batch, int seq_len, Recompute recompute) {
+    if (recompute == Recompute::none || !config.has_sequence()) return 0.0;
+    const double b = global_batch, s = seq_len, l = config.layers, h = config.hidden;
+    const double core = 4.0 * b * l * s * s * h;
+    if (recompute == Recompute::selective) return core;
+    if (config.kind == ModelKind::llama) return llama_layers_forward_flops(llama_shape(config), b, s);
+    return 24.0 * b * s * l * h * h + core;
+}
+
 std::optional<PeakFlops> known_gpu_peak(const std::string& device_name, const std::string& precision) {
     struct Entry {
         const char* name_part;

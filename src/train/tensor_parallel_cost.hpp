@@ -9,16 +9,19 @@
 #include <string>
 
 #include "plan/traffic.hpp"
+#include "train/model.hpp"
 #include "train/model_config.hpp"
 #include "train/tensor_parallel.hpp"
 
 namespace parbench {
 
 // Per training step on the tensor-parallel group of an unpipelined rank (the whole model):
-// plan/traffic.hpp's tensor_parallel_traffic, whose comment gives the formulas.
+// plan/traffic.hpp's tensor_parallel_traffic, whose comment gives the formulas (full
+// recompute's rerun forward included).
 std::map<std::string, CollectiveVolume> tensor_parallel_traffic_per_step(const ModelConfig& config, int seq_len,
                                                                          int microbatch_size, int microbatches,
-                                                                         const TensorSplit& split);
+                                                                         const TensorSplit& split,
+                                                                         Recompute recompute = Recompute::none);
 
 // Activation memory of one GPT layer per micro-batch on one rank, after Korthikanti et al.
 // (arXiv 2205.05198 sec. 4, table 2), with s = seq_len, b = micro-batch, h = hidden,
@@ -31,5 +34,12 @@ struct ActivationFormula {
 };
 ActivationFormula gpt_activation_bytes_per_layer(const ModelConfig& config, int seq_len, int microbatch_size,
                                                  const TensorSplit& split);
+// GPT's or Llama's (models/llama_cost.hpp), by the config's kind, under `recompute`
+// (arXiv 2205.05198 sec. 5): selective keeps all but the attention probabilities (a s² b / t
+// floats), full only the layer's input (sbh, or sbh/t under SP); the paper's values for GPT
+// are table 2's selective rows and 2sbh (/t under SP) for full.
+ActivationFormula transformer_activation_bytes_per_layer(const ModelConfig& config, int seq_len,
+                                                         int microbatch_size, const TensorSplit& split,
+                                                         Recompute recompute = Recompute::none);
 
 }  // namespace parbench

@@ -11,6 +11,7 @@
 #include <vector>
 
 #include "train/mesh.hpp"
+#include "train/model.hpp"
 #include "train/model_config.hpp"
 #include "train/scheme.hpp"
 #include "train/pipeline/partition.hpp"
@@ -45,6 +46,7 @@ struct TrainOptions {
     bool overlap = false;
     bool prefetch = false;
     std::string precision = "fp32";
+    std::string recompute = "none";  // none, selective or full (arXiv 2205.05198 sec. 5)
     std::optional<double> peak_tflops;
     bool check = false;
     std::string json_path;
@@ -61,6 +63,7 @@ struct TrainPlan {
     ModelConfig model;
     int seq_len = 1;
     SchemeSettings scheme;
+    Recompute recompute = Recompute::none;
     std::string bucket_source;  // "--bucket-mb" or the default's rule (plan/memory.hpp)
     TensorParallelStyle tp_style = TensorParallelStyle::megatron;
     // Pipeline parallelism (options.pp > 1): the schedule, transfers and each virtual

@@ -80,13 +80,17 @@ nlohmann::json activation_json(const TrainSummaryInputs& in) {
                                  {"method", "bytes one layer keeps from forward for backward for one micro-batch, "
                                             "allocated from the ledger (the MLP: the mean over its layers); "
                                             "the largest rank"}};
-    if (in.plan.model.kind != ModelKind::gpt) return activation;
-    const ActivationFormula formula = gpt_activation_bytes_per_layer(
-        in.plan.model, in.plan.seq_len, o.global_batch / in.mesh.dp / o.microbatches, in.plan.tensor_split(0));
+    if (!in.plan.model.has_sequence()) return activation;
+    const ActivationFormula formula = transformer_activation_bytes_per_layer(
+        in.plan.model, in.plan.seq_len, o.global_batch / in.mesh.dp / o.microbatches, in.plan.tensor_split(0),
+        in.plan.recompute);
+    activation["recompute"] = recompute_name(in.plan.recompute);
     activation["formula_bytes_per_layer"] = formula.bytes;
     activation["formula"] = formula.formula;
-    activation["paper_bytes_per_layer"] = formula.paper_bytes;
-    activation["paper_formula"] = formula.paper_formula;
+    if (!formula.paper_formula.empty()) {
+        activation["paper_bytes_per_layer"] = formula.paper_bytes;
+        activation["paper_formula"] = formula.paper_formula;
+    }
     return activation;
 }
 
@@ -103,12 +107,15 @@ nlohmann::json train_result_json(const TrainSummaryInputs& in) {
     const Summary step = summarize(m.step_ms);
     const Summary exposed = summarize(m.exposed_comm_ms);
     // Throughput is named for what it counts: tokens for a sequence model, samples for the MLP.
-    const bool counts_tokens = in.plan.model.kind != ModelKind::mlp;
+    const bool counts_tokens = in.plan.model.has_sequence();
     const double samples_per_step = static_cast<double>(o.global_batch);
     const double tokens_per_step = samples_per_step * in.plan.seq_len;
     const double flops = model_flops_per_step(in.plan.model, o.global_batch, in.plan.seq_len);
     const double median_s = step.median / 1000.0;
     const double achieved_tflops = flops / median_s / static_cast<double>(in.mesh.world()) / 1e12;
+    const double hardware_flops =
+        flops + recompute_flops_per_step(in.plan.model, o.global_batch, in.plan.seq_len, in.plan.recompute);
+    const double hardware_tflops = hardware_flops / median_s / static_cast<double>(in.mesh.world()) / 1e12;
 
     nlohmann::json model = to_json(in.plan.model);
     model["parameters"] = m.parameters;
@@ -141,6 +148,7 @@ nlohmann::json train_result_json(const TrainSummaryInputs& in) {
           {"microbatch_size", o.global_batch / in.mesh.dp / o.microbatches},
           {"overlap", o.overlap},
           {"prefetch", o.prefetch},
+          {"recompute", recompute_name(in.plan.recompute)},
           {"bucket_mb", static_cast<double>(in.plan.scheme.bucket_bytes) / (1024.0 * 1024.0)},
           {"bucket_source", in.plan.bucket_source},
           {"groups", groups_json(in.mesh)}}},
@@ -159,11 +167,16 @@ nlohmann::json train_result_json(const TrainSummaryInputs& in) {
                         {"unit", counts_tokens ? "tokens/s" : "samples/s"}}},
         {"throughput_basis", "median step time"},
         {"flops",
-         {{"per_step", flops}, {"formula", flops_formula(in.plan.model)}, {"causal_discount", false}}},
+         {{"per_step", flops},
+          {"formula", flops_formula(in.plan.model)},
+          {"causal_discount", false},
+          {"recompute", recompute_name(in.plan.recompute)},
+          {"hardware_per_step", hardware_flops}}},
         {"achieved_tflops_per_rank", achieved_tflops},
         {"peak_tflops_per_rank", optional_number(in.peak.tflops)},
         {"peak_source", in.peak.source},
         {"mfu", in.peak.tflops ? nlohmann::json(achieved_tflops / *in.peak.tflops) : nlohmann::json(nullptr)},
+        {"hfu", in.peak.tflops ? nlohmann::json(hardware_tflops / *in.peak.tflops) : nlohmann::json(nullptr)},
         {"memory_bytes", memory_json(largest)},
         {"memory_bytes_by_rank", by_rank},
         {"memory_method", "device buffers allocated by the engine, tagged by category (peak per category; "
@@ -232,7 +245,8 @@ void print_train_header(std::ostream& out, const TrainPlan& plan, const MeshShap
     out << "# parbench train: " << c.name << " (" << model_kind_name(c.kind) << ", "
         << human_count(static_cast<double>(parameters)) << " parameters: " << c.layers << " layers, hidden "
         << c.hidden;
-    if (c.kind == ModelKind::gpt) out << ", " << c.heads << " heads, seq " << plan.seq_len << ", vocab " << c.vocab;
+    if (c.has_sequence()) out << ", " << c.heads << " heads, seq " << plan.seq_len << ", vocab " << c.vocab;
+    if (c.kind == ModelKind::llama) out << ", " << c.kv_heads << " kv heads, ffn " << c.ffn_hidden;
     out << ")\n";
     out << "# layout: dp " << mesh.dp << " x tp " << mesh.tp;
     if (mesh.tp > 1) out << " (" << o.tp_style << (o.sp ? ", sequence parallel" : "") << ")";
@@ -267,6 +281,13 @@ void print_train_summary(std::ostream& out, const nlohmann::json& r) {
     else {
         std::snprintf(line, sizeof line, "%-28s %.1f%% of %.4g TFLOP/s (%s)\n", "MFU", 100.0 * r["mfu"].get<double>(),
                       r["peak_tflops_per_rank"].get<double>(), r["peak_source"].get<std::string>().c_str());
+        if (r["flops"]["recompute"] != "none") {
+            out << line;
+            std::snprintf(line, sizeof line,
+                          "%-28s %.1f%% (hardware FLOPs/step %.4g: --recompute %s adds its forward)\n", "HFU",
+                          100.0 * r["hfu"].get<double>(), r["flops"]["hardware_per_step"].get<double>(),
+                          r["flops"]["recompute"].get<std::string>().c_str());
+        }
         out << line;
     }
     print_comm_summary(out, r);
@@ -295,10 +316,14 @@ void print_train_summary(std::ostream& out, const nlohmann::json& r) {
     }
     const auto& activation = r["activation_memory"];
     if (activation.contains("formula_bytes_per_layer")) {
-        std::snprintf(line, sizeof line, "%-28s %.4g MiB measured, %.4g MiB formula, %.4g MiB paper (16-bit)\n",
-                      "activations per layer", mib(activation["measured_bytes_per_layer"]),
-                      mib(activation["formula_bytes_per_layer"]), mib(activation["paper_bytes_per_layer"]));
+        std::snprintf(line, sizeof line, "%-28s %.4g MiB measured, %.4g MiB formula", "activations per layer",
+                      mib(activation["measured_bytes_per_layer"]), mib(activation["formula_bytes_per_layer"]));
         out << line;
+        if (activation.contains("paper_bytes_per_layer")) {
+            std::snprintf(line, sizeof line, ", %.4g MiB paper (16-bit)", mib(activation["paper_bytes_per_layer"]));
+            out << line;
+        }
+        out << "\n";
     }
     const auto& loss = r["loss"];
     std::snprintf(line, sizeof line, "%-28s %.5f -> %.5f over %zu steps\n", "loss", loss.front().get<double>(),

@@ -145,10 +145,26 @@ std::vector<double> max_over_ranks(std::vector<double> values, Communicator& con
     return values;
 }
 
+// Every rank's view of a finished step: the slowest rank's time and the global batch's loss
+// (only the last pipeline stage computes one; the mean is over its ranks).
+StepProgress share_step(const StepRecord& record, int step, const TrainPlan& plan, Communicator& control) {
+    double time_ms = record.time_ms;
+    double loss = record.loss;
+    control.allreduce(&time_ms, &time_ms, 1, DType::float64, ReduceOp::max);
+    control.allreduce(&loss, &loss, 1, DType::float64, ReduceOp::sum);
+    StepProgress progress;
+    progress.step = step;
+    progress.total_steps = plan.options.warmup + plan.options.steps;
+    progress.timed = step >= plan.options.warmup;
+    progress.time_ms = time_ms;
+    progress.loss = loss / (control.size() / plan.options.pp);
+    return progress;
+}
+
 }  // namespace
 
 TrainMeasurements run_training(const TrainPlan& plan, Mesh& mesh, Device& device, Ops& ops, Communicator& control,
-                               bool keep_parameters) {
+                               bool keep_parameters, StepObserver* observer) {
     const TrainOptions& o = plan.options;
     const int dp = mesh.shape().dp;
     MicrobatchShape shape;
@@ -165,7 +181,8 @@ TrainMeasurements run_training(const TrainPlan& plan, Mesh& mesh, Device& device
         schedule = make_schedule(plan.schedule, plan.schedule_shape());
         part = pipeline_part(*schedule, mesh.coordinates().pp, plan.stage_ranges, plan.p2p);
     }
-    std::unique_ptr<Model> model = make_model(plan.model, shape, o.seed, ops, ledger, tp, part, parse_precision(o.precision));
+    std::unique_ptr<Model> model = make_model(plan.model, shape, o.seed, ops, ledger, tp, part, parse_precision(o.precision),
+                                              plan.recompute);
     std::unique_ptr<TrainingScheme> scheme =
         make_scheme(SchemeContext{device, ops, mesh.dp(), ledger, *model}, plan.scheme);
     scheme->initialize_parameters(o.seed);
@@ -175,7 +192,7 @@ TrainMeasurements run_training(const TrainPlan& plan, Mesh& mesh, Device& device
     step_plan.dp_rank = mesh.coordinates().dp;
     step_plan.dp_size = dp;
     step_plan.microbatches = o.microbatches;
-    step_plan.rows_per_sample = plan.model.kind == ModelKind::gpt ? plan.seq_len : 1;
+    step_plan.rows_per_sample = plan.model.has_sequence() ? plan.seq_len : 1;
     step_plan.data_seed = o.seed;
     std::optional<PipelineExecutor> executor;
     if (o.testing_slow_rank == control.rank()) step_plan.testing_delay_ms = o.testing_slow_ms;
@@ -209,7 +226,14 @@ TrainMeasurements run_training(const TrainPlan& plan, Mesh& mesh, Device& device
                 executor->set_recording(!o.trace_path.empty());
             }
         }
+        if (observer) observer->step_starting(step, step >= o.warmup);
         const StepRecord record = driver.run_step(step);
+        const StepProgress progress = share_step(record, step, plan, control);
+        if (!std::isfinite(progress.loss)) {
+            result.diverged = progress;
+            break;
+        }
+        if (observer) observer->step_finished(progress);
         losses.push_back(record.loss);
         if (step < o.warmup) continue;
         step_ms.push_back(record.time_ms);
@@ -226,10 +250,11 @@ TrainMeasurements run_training(const TrainPlan& plan, Mesh& mesh, Device& device
         pipeline_totals.send_ms += record.pipeline.send_ms;
         pipeline_totals.p2p_bytes += record.pipeline.p2p_bytes;
     }
+    if (observer) observer->gathering_results();
     if (executor) {
         PipelineMeasurements pm;
         pm.span_ms = max_over_ranks(pipeline_span_ms, control);
-        const double steps = static_cast<double>(o.steps);
+        const double steps = static_cast<double>(std::max<std::size_t>(step_ms.size(), 1));  // fewer if diverged
         for (double stage : allgather_values(mesh.coordinates().pp, control)) pm.stage_of_rank.push_back(static_cast<int>(stage));
         pm.compute_ms = allgather_values(pipeline_totals.compute_ms / steps, control);
         pm.recv_wait_ms = allgather_values(pipeline_totals.recv_wait_ms / steps, control);
@@ -312,6 +337,10 @@ TrainPlan serial_reference_plan(const TrainPlan& plan) {
     serial.scheme.microbatches = 1;
     serial.scheme.overlap = false;
     serial.scheme.prefetch = false;
+    // The reference keeps every activation, so --check with --recompute shows the recompute
+    // changes nothing.
+    serial.options.recompute = "none";
+    serial.recompute = Recompute::none;
     return serial;
 }
 

@@ -35,6 +35,25 @@ struct PipelineMeasurements {
     std::vector<std::vector<TimelineEvent>> events;  // rank 0, per world rank, when traced
 };
 
+// One finished step as every rank sees it (after a small all-reduce outside the timed region).
+struct StepProgress {
+    int step = 0;         // counts from 0 over warm-up and timed steps
+    int total_steps = 0;  // warm-up + timed
+    bool timed = false;
+    double time_ms = 0.0;  // max over ranks
+    double loss = 0.0;     // the global batch's mean
+};
+
+// Told about every step as it starts and ends, on every rank (the CLI prints the progress
+// line, rewrites the report and feeds the watchdog from it). Must not communicate.
+class StepObserver {
+  public:
+    virtual ~StepObserver() = default;
+    virtual void step_starting(int /*step*/, bool /*timed*/) {}
+    virtual void step_finished(const StepProgress& /*progress*/) {}
+    virtual void gathering_results() {}  // after the last step: the collectives that gather results
+};
+
 struct TrainMeasurements {
     std::size_t parameters = 0;          // the whole model
     std::size_t parameters_per_rank = 0; // this rank's shard under tensor parallelism (max over ranks)
@@ -58,12 +77,15 @@ struct TrainMeasurements {
     std::size_t activation_bytes_per_layer = 0;  // Model::activation_bytes_per_layer, max over ranks
     std::vector<float> final_parameters; // canonical order; filled on rank 0 when asked
     std::optional<PipelineMeasurements> pipeline;  // --pp > 1
+    // The step whose loss was NaN or infinite: training stopped after it, alike on every rank,
+    // and the per-step figures above cover only the steps before it.
+    std::optional<StepProgress> diverged;
 };
 
 // Collective over `control` (the mesh's world). `keep_parameters` gathers the final
 // parameters to rank 0 (for --check).
 TrainMeasurements run_training(const TrainPlan& plan, Mesh& mesh, Device& device, Ops& ops, Communicator& control,
-                               bool keep_parameters);
+                               bool keep_parameters, StepObserver* observer = nullptr);
 
 // The serial reference of --check: the same model, seed, data, global batch and steps on a
 // world of one, plain data parallelism with one micro-batch, in the same precision (a bf16

@@ -1,0 +1,163 @@
+#!/usr/bin/env python3
+"""`parbench compare` as a CI gate: every malformed input is one line naming the file and
+exit 2, reports that share nothing are exit 2 saying what each holds, differing setups are
+shown and warned about, labels are unique, and --threshold R exits 3 on a regression.
+
+Usage: compare_suite.py --parbench BIN --mpiexec MPIEXEC
+"""
+import argparse
+import copy
+import csv
+import json
+import os
+import shutil
+import subprocess
+import sys
+import tempfile
+
+
+def check(condition, message):
+    if not condition:
+        raise AssertionError(message)
+
+
+class Suite:
+    def __init__(self, args):
+        self.parbench = args.parbench
+        self.mpiexec = args.mpiexec.split()
+        self.tmp = tempfile.mkdtemp(prefix="parbench-compare-")
+        self.cases = 0
+
+    def path(self, *names):
+        path = os.path.join(self.tmp, *names)
+        os.makedirs(os.path.dirname(path), exist_ok=True)
+        return path
+
+    def measure(self, name, ranks, *arguments):
+        path = self.path(name)
+        result = subprocess.run(self.mpiexec + ["-np", str(ranks), self.parbench, *arguments, "--json", path],
+                                capture_output=True, text=True, timeout=240, env=dict(os.environ, OPENBLAS_NUM_THREADS="1"))
+        check(result.returncode == 0, result.stderr)
+        return path
+
+    def compare(self, *arguments):
+        return subprocess.run([self.parbench, "compare", *arguments], capture_output=True, text=True, timeout=60)
+
+    def write(self, name, document):
+        path = self.path(name)
+        with open(path, "w") as out:
+            out.write(document if isinstance(document, str) else json.dumps(document))
+        return path
+
+    def refused(self, what, arguments, *needles, status=2):
+        self.cases += 1
+        result = self.compare(*arguments)
+        errors = [line for line in result.stderr.splitlines() if line.startswith("error")]
+        check(result.returncode == status, f"{what}: exit {result.returncode}, want {status}: {result.stderr}")
+        check(len(errors) == 1 and all(n in errors[0] for n in needles),
+              f"{what}: want one error line with {needles}: {result.stderr}")
+        print(f"{what}: exit {status}: {errors[0][:160]}")
+        return result
+
+
+def main():
+    parser = argparse.ArgumentParser()
+    parser.add_argument("--parbench", required=True)
+    parser.add_argument("--mpiexec", required=True)
+    suite = Suite(parser.parse_args())
+    try:
+        run(suite)
+    except AssertionError as error:
+        print(f"FAILED: {error}", file=sys.stderr)
+        return 1
+    finally:
+        shutil.rmtree(suite.tmp, ignore_errors=True)
+    print(f"passed: {suite.cases} compare cases")
+    return 0
+
+
+def run(s):
+    sweep = ["allreduce", "-b", "1K", "-e", "16K", "-f", "4", "--iters", "3"]
+    a = s.measure(os.path.join("a", "run.json"), 2, *sweep)
+    b = s.measure(os.path.join("b", "run.json"), 1, *sweep)
+    report = json.load(open(a))
+
+    # Bad inputs: one line naming the file and what is wrong, exit 2.
+    bad = s.write("bad.json", "{ nope")
+    s.refused("malformed", [bad, a], "bad.json", "not valid JSON")
+    truncated = s.write("truncated.json", open(a).read()[: os.path.getsize(a) // 2])
+    s.refused("truncated", [a, truncated], "truncated.json", "truncated")
+    s.refused("wrong schema", [a, s.write("old.json", dict(report, schema="parbench.report/v0"))], "old.json",
+              "parbench.report/v0")
+    s.refused("not a report", [a, s.write("other.json", {"hello": 1})], "other.json", "not a parbench report")
+    for field in ("busbw_gbps", "bytes", "time_us"):
+        damaged = copy.deepcopy(report)
+        del damaged["results"][1][field]
+        s.refused(f"missing {field}", [a, s.write(f"no-{field}.json", damaged)], f"no-{field}.json", "result 2",
+                  f'lacks "{field}"')
+    wrong_type = copy.deepcopy(report)
+    wrong_type["results"][0]["bytes"] = "1K"
+    s.refused("wrong type", [a, s.write("typed.json", wrong_type)], "typed.json", '"bytes" is not')
+    s.refused("folder", [a, os.path.dirname(a)], "is a folder")
+    s.refused("missing file", [a, s.path("absent.json")], "absent.json", "cannot read")
+    s.refused("no results", [a, s.write("empty.json", dict(report, results=[], status="partial",
+                                                           status_reason="x"))], "empty.json", "no measured point")
+    train = dict(report, command="train", results=[{"model": {"name": "gpt-tiny"}}])
+    s.refused("train report", [a, s.write("train.json", train)], "train.json", "no collective results")
+
+    # Nothing shared: what each report holds.
+    other = s.measure("gather.json", 2, "allgather", "--size", "64K", "--iters", "2", "--dtype", "float64")
+    s.refused("nothing shared", [a, other], "share no point", "run.json: allreduce float32 sum 1024-16384 B",
+              "gather.json: allgather float64 65536 B")
+
+    # Different setups: each column's heading says world size, backend and host; a warning.
+    s.cases += 1
+    result = s.compare(a, b)
+    check(result.returncode == 0, result.stderr)
+    header = result.stdout.splitlines()[0]
+    check("a/run.json (2 ranks, mpi," in header and "b/run.json (1 rank, mpi," in header, header)
+    check("warning: the reports differ in world size (a/run.json 2, b/run.json 1)" in result.stderr, result.stderr)
+    print("different world sizes: shown in the headings and warned about")
+
+    # Unique labels: the same base name, and the same file twice.
+    s.cases += 1
+    result = s.compare(a, a)
+    check("run.json (2) busbw ratio" in result.stdout, result.stdout)
+    print("the same file twice: labelled run.json and run.json (2)")
+
+    # Points missing from a report: the note appears in every format.
+    fewer = copy.deepcopy(report)
+    fewer["results"] = fewer["results"][:2]
+    fewer_path = s.write("fewer.json", fewer)
+    for extra in ([], ["--markdown"], ["--csv"]):
+        s.cases += 1
+        result = s.compare(*extra, a, fewer_path)
+        check(result.returncode == 0 and "1 point(s) of run.json are missing from another report" in result.stdout,
+              f"{extra}: {result.stdout}")
+        if extra == ["--csv"]:
+            rows = [row for row in csv.reader(result.stdout.splitlines()) if row and not row[0].startswith("#")]
+            check(len(rows) == 3, f"csv rows {rows}")
+    print("missing points noted in console, markdown and csv")
+
+    # --threshold: pass, fail (every regressed point listed), bad value.
+    s.cases += 1
+    result = s.compare("--threshold", "0.99", a, a)
+    check(result.returncode == 0 and "regression" not in result.stderr, result.stderr)
+    slower = copy.deepcopy(report)
+    for entry in slower["results"][:2]:
+        entry["busbw_gbps"] /= 2
+    slower_path = s.write("slower.json", slower)
+    result = s.refused("threshold fails", ["--threshold", "0.9", a, slower_path], "2 point(s) below --threshold 0.9",
+                       status=3)
+    regressions = [line for line in result.stderr.splitlines() if line.startswith("regression:")]
+    check(len(regressions) == 2 and all("0.500x of" in line for line in regressions), result.stderr)
+    check("busbw ratio" in result.stdout, "the table is printed before the verdict")
+    s.cases += 1
+    result = s.compare("--threshold", "0.4", a, slower_path)
+    check(result.returncode == 0, f"0.5x passes a 0.4 threshold: {result.stderr}")
+    for value in ("0", "nan", "-1"):
+        s.refused(f"--threshold {value}", ["--threshold", value, a, a], "--threshold")
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,400 @@
+#!/usr/bin/env python3
+"""Real multi-rank runs under faults: ranks launched with different flags, an error only one
+rank sees, a rank stopped (SIGSTOP) or killed (SIGKILL) in the middle of collectives or of a
+pipeline training run, a loss that turns NaN. Each case is bounded in time and ends every
+process it started, even when it fails.
+
+Usage: fault_suite.py CASE --parbench BIN --mpiexec MPIEXEC --schema SCHEMA
+"""
+import argparse
+import json
+import os
+import shutil
+import signal
+import subprocess
+import sys
+import tempfile
+import time
+
+import jsonschema
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+ROOT = os.path.dirname(os.path.dirname(HERE))
+
+
+def check(condition, message):
+    if not condition:
+        raise AssertionError(message)
+
+
+class Job:
+    """One mpirun in the background, its ranks found by their OMPI_COMM_WORLD_RANK."""
+
+    def __init__(self, ctx, ranks, arguments, env=None):
+        self.output = open(ctx.path("job.out"), "w+")
+        self.started = time.monotonic()
+        command = ctx.mpiexec + ["-np", str(ranks), ctx.parbench, *arguments]
+        self.process = subprocess.Popen(command, stdout=self.output, stderr=subprocess.STDOUT,
+                                        env=dict(ctx.env, **(env or {})), start_new_session=True)
+        self.ranks = ranks
+        ctx.jobs.append(self)
+
+    def rank_pids(self):
+        pids = {}
+        for entry in os.listdir("/proc"):
+            if not entry.isdigit():
+                continue
+            try:
+                with open(f"/proc/{entry}/stat") as stat:
+                    parent = int(stat.read().rsplit(")", 1)[1].split()[1])
+                if parent != self.process.pid:
+                    continue
+                with open(f"/proc/{entry}/environ", "rb") as environ:
+                    for item in environ.read().split(b"\0"):
+                        if item.startswith(b"OMPI_COMM_WORLD_RANK="):
+                            pids[int(item.split(b"=")[1])] = int(entry)
+            except (OSError, ValueError, IndexError):
+                continue
+        return pids
+
+    def wait_for_ranks(self, timeout=60):
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            pids = self.rank_pids()
+            if len(pids) == self.ranks:
+                return pids
+            time.sleep(0.1)
+        raise AssertionError(f"only {self.rank_pids()} of {self.ranks} ranks started")
+
+    def text(self):
+        self.output.flush()
+        self.output.seek(0)
+        return self.output.read()
+
+    def wait_for_text(self, needle, timeout):
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            if needle in self.text():
+                return time.monotonic()
+            if self.process.poll() is not None:
+                break
+            time.sleep(0.05)
+        return None
+
+    def wait(self, timeout):
+        try:
+            return self.process.wait(timeout=timeout)
+        except subprocess.TimeoutExpired:
+            raise AssertionError(f"the job did not end within {timeout} s:\n{self.text()}")
+
+    def end(self):
+        """Ends whatever is left of the job (the test failed, or a rank stayed stopped)."""
+        for pid in self.rank_pids().values():
+            for sig in (signal.SIGCONT, signal.SIGKILL):
+                try:
+                    os.kill(pid, sig)
+                except OSError:
+                    pass
+        if self.process.poll() is None:
+            os.killpg(self.process.pid, signal.SIGKILL)
+            self.process.wait()
+        self.output.close()
+
+
+class Context:
+    def __init__(self, args):
+        self.parbench = args.parbench
+        self.mpiexec = args.mpiexec.split()
+        self.schema = json.load(open(args.schema))
+        self.tmp = tempfile.mkdtemp(prefix="parbench-faults-")
+        self.env = dict(os.environ, OPENBLAS_NUM_THREADS="1")
+        self.jobs = []
+
+    def path(self, name):
+        return os.path.join(self.tmp, name)
+
+    def run(self, ranks, *arguments, timeout=60, env=None, wrapper=False):
+        program = [os.path.join(HERE, "rank_args.sh"), self.parbench] if wrapper else [self.parbench, *arguments]
+        command = self.mpiexec + ["-np", str(ranks), *program]
+        return subprocess.run(command, capture_output=True, text=True, timeout=timeout, env=dict(self.env, **(env or {})))
+
+    def report(self, path):
+        report = json.load(open(path))
+        jsonschema.validate(report, self.schema)
+        return report
+
+    def close(self):
+        for job in self.jobs:
+            job.end()
+        shutil.rmtree(self.tmp, ignore_errors=True)
+
+
+def error_lines(text):
+    return [line for line in text.splitlines() if line.startswith("error")]
+
+
+# --- ranks that disagree -------------------------------------------------------------------
+
+def model_copy(ctx, name, change=None):
+    document = json.load(open(os.path.join(ROOT, "configs", "models", f"{name}.json")))
+    if change:
+        document.update(change)
+    path = ctx.path(f"{name}-{len(os.listdir(ctx.tmp))}.json")
+    json.dump(document, open(path, "w"))
+    return path
+
+
+COLLECTIVE = "--iters 2 --warmup 1"
+TRAIN = "train --steps 2 --warmup 0"
+
+# (name, rank 0's arguments, rank 1's arguments, what the message names)
+MISMATCHES = [
+    ("size", f"allreduce --size 1M {COLLECTIVE}", f"allreduce --size 2M {COLLECTIVE}", "the sizes"),
+    ("sweep start", f"allreduce -b 1K -e 64K {COLLECTIVE}", f"allreduce -b 2K -e 64K {COLLECTIVE}", "the sizes"),
+    ("sweep end", f"allreduce -b 1K -e 64K {COLLECTIVE}", f"allreduce -b 1K -e 128K {COLLECTIVE}", "the sizes"),
+    ("dtype", f"allreduce --size 1M --dtype float32 {COLLECTIVE}", f"allreduce --size 1M --dtype float64 {COLLECTIVE}",
+     "--dtype: rank 0 float32, rank 1 float64"),
+    ("op", f"allreduce --size 1K --op sum {COLLECTIVE}", f"allreduce --size 1K --op max {COLLECTIVE}", "--op"),
+    ("root", f"broadcast --size 1K --root 0 {COLLECTIVE}", f"broadcast --size 1K --root 1 {COLLECTIVE}", "--root"),
+    ("iters", "allreduce --size 1K --iters 5", "allreduce --size 1K --iters 6", "--iters"),
+    ("check", f"allreduce --size 1K --check {COLLECTIVE}", f"allreduce --size 1K {COLLECTIVE}", "--check"),
+    ("collective", f"allreduce --size 1K {COLLECTIVE}", f"allgather --size 1K {COLLECTIVE}", "the collective"),
+    ("warmup", "allreduce --size 1K --warmup 1", "allreduce --size 1K --warmup 2", "--warmup"),
+    ("timeout", f"allreduce --size 1K --timeout 30 {COLLECTIVE}", f"allreduce --size 1K {COLLECTIVE}", "--timeout"),
+    ("model", f"{TRAIN} --model gpt-tiny", f"{TRAIN} --model mlp-tiny", "the --model config's content"),
+    ("model content", f"{TRAIN} --model @tiny", f"{TRAIN} --model @tiny-changed", "the --model config's content"),
+    ("global batch", f"{TRAIN} --global-batch 8", f"{TRAIN} --global-batch 16", "--global-batch"),
+    ("steps", "train --steps 2 --warmup 0", "train --steps 3 --warmup 0", "--steps"),
+    ("layout", f"{TRAIN} --tp 2", f"{TRAIN} --tp 1", "--tp"),
+    ("zero", f"{TRAIN} --zero 1", f"{TRAIN} --zero 0", "--zero"),
+    ("lr", f"{TRAIN} --lr 0.001", f"{TRAIN} --lr 0.002", "--lr"),
+]
+
+
+def case_mismatch(ctx):
+    tiny = model_copy(ctx, "gpt-tiny")
+    changed = model_copy(ctx, "gpt-tiny", {"layers": 3})
+    for name, first, second, needle in MISMATCHES:
+        report = ctx.path("mismatch.json")
+        per_rank = [f"{args.replace('@tiny-changed', changed).replace('@tiny', tiny)} --json {report}"
+                    for args in (first, second)]
+        started = time.monotonic()
+        result = ctx.run(2, wrapper=True, timeout=60,
+                         env={"PARBENCH_ARGS_0": per_rank[0], "PARBENCH_ARGS_1": per_rank[1]})
+        took = time.monotonic() - started
+        errors = error_lines(result.stderr)
+        check(result.returncode == 2, f"{name}: exit {result.returncode}: {result.stderr}")
+        check(len(errors) == 1 and "ranks disagree on " + needle in errors[0] and
+              "launch every rank with the same flags" in errors[0], f"{name}: {result.stderr}")
+        check(took < 10, f"{name}: took {took:.1f} s, want under 10")
+        check(not os.path.exists(report), f"{name}: left a report")
+        print(f"mismatch {name}: exit 2 in {took:.1f} s: {errors[0]}")
+    # The content counts, not the path: the same config at two paths is agreement.
+    copy = model_copy(ctx, "gpt-tiny")
+    result = ctx.run(2, wrapper=True, timeout=120,
+                     env={"PARBENCH_ARGS_0": f"{TRAIN} --model {tiny} --quiet",
+                          "PARBENCH_ARGS_1": f"{TRAIN} --model {copy} --quiet"})
+    check(result.returncode == 0, f"same content at two paths: {result.returncode} {result.stderr}")
+    print(f"{len(MISMATCHES)} mismatches refused; same content at two paths accepted")
+
+
+# --- errors one rank sees ------------------------------------------------------------------
+
+def case_error_on_one_rank(ctx):
+    cases = [
+        ("bad flag", "allreduce --size 1K --dtype float32", "allreduce --size 1K --dtype float8", "--dtype"),
+        ("unknown flag", "allreduce --size 1K", "allreduce --size 1K --bogus", "--bogus"),
+        ("model missing", "train --model gpt-tiny --steps 1", f"train --model {ctx.path('absent.json')} --steps 1",
+         "no such file"),
+    ]
+    for name, first, second, needle in cases:
+        started = time.monotonic()
+        result = ctx.run(2, wrapper=True, timeout=60, env={"PARBENCH_ARGS_0": first, "PARBENCH_ARGS_1": second})
+        errors = error_lines(result.stderr)
+        check(result.returncode == 2, f"{name}: exit {result.returncode}: {result.stderr}")
+        check(len(errors) == 1 and errors[0].startswith("error: rank 1 (") and needle in errors[0],
+              f"{name}: want one line naming rank 1 and {needle!r}: {result.stderr}")
+        print(f"{name} on rank 1 only: {errors[0]} ({time.monotonic() - started:.1f} s)")
+
+
+# --- stopped and killed ranks --------------------------------------------------------------
+
+def wait_for_report(ctx, job, path, timeout=120):
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline and not os.path.exists(path):
+        check(job.process.poll() is None, f"the job ended early:\n{job.text()}")
+        time.sleep(0.05)
+    check(os.path.exists(path), f"no report within {timeout} s:\n{job.text()}")
+
+
+def check_partial(ctx, path, what):
+    report = ctx.report(path)
+    check(report["status"] == "partial" and report.get("status_reason"), f"{what}: status {report.get('status')}")
+    return report
+
+
+SWEEP = ["allreduce", "-b", "8", "-e", "64M", "--iters", "30"]
+TIMEOUT = 4
+
+
+def stop_collectives(ctx, victim, ranks=3):
+    report_path = ctx.path(f"stop{victim}.json")
+    job = Job(ctx, ranks, SWEEP + ["--timeout", str(TIMEOUT), "--json", report_path])
+    pids = job.wait_for_ranks()
+    wait_for_report(ctx, job, report_path)
+    os.kill(pids[victim], signal.SIGSTOP)
+    stopped = time.monotonic()
+    named = job.wait_for_text("error: watchdog", TIMEOUT + 30)
+    status = job.wait(TIMEOUT + 40)
+    ended = time.monotonic()
+    text = job.text()
+    check(named is not None, f"no watchdog message:\n{text}")
+    check(status == 124, f"exit {status}, want 124:\n{text}")
+    line = [l for l in error_lines(text) if "watchdog" in l][0]
+    check(f"rank {victim} (" in line.split(". Last reports")[0] and "stopped answering" in line, line)
+    check(all(not os.path.exists(f"/proc/{pid}") or open(f"/proc/{pid}/stat").read().split(")")[1].split()[0] == "Z"
+              for pid in pids.values()), "a rank outlived the job")
+    report = check_partial(ctx, report_path, f"SIGSTOP rank {victim}")
+    check(len(report["results"]) >= 1, "the finished points are kept")
+    print(f"SIGSTOP rank {victim}: message after {named - stopped:.2f} s (--timeout {TIMEOUT}), every rank ended "
+          f"after {ended - stopped:.2f} s, report partial with {len(report['results'])} points: {line}")
+
+
+def case_sigstop_rank1(ctx):
+    stop_collectives(ctx, 1)
+
+
+def case_sigstop_rank0(ctx):
+    stop_collectives(ctx, 0)
+
+
+def case_kill_collectives(ctx):
+    report_path = ctx.path("kill.json")
+    job = Job(ctx, 3, SWEEP + ["--timeout", str(TIMEOUT), "--json", report_path])
+    pids = job.wait_for_ranks()
+    wait_for_report(ctx, job, report_path)
+    killed = time.monotonic()
+    os.kill(pids[1], signal.SIGKILL)
+    status = job.wait(TIMEOUT + 40)
+    check(status != 0, "a job that lost a rank must fail")
+    report = check_partial(ctx, report_path, "kill -9 rank 1")
+    check(len(report["results"]) >= 1 and all("samples_us" in r or "skipped" in r for r in report["results"]),
+          "finished points kept whole")
+    print(f"kill -9 rank 1 during allreduce: job ended after {time.monotonic() - killed:.2f} s (exit {status}), "
+          f"report partial with {len(report['results'])} points")
+
+
+def train_fault(ctx, sig, victim, name):
+    report_path = ctx.path(f"train-{name}.json")
+    job = Job(ctx, 2, ["train", "--pp", "2", "--microbatches", "4", "--warmup", "1", "--steps", "500",
+                       "--timeout", str(TIMEOUT), "--quiet", "--json", report_path])
+    pids = job.wait_for_ranks()
+    wait_for_report(ctx, job, report_path)
+    time.sleep(0.5)
+    started = time.monotonic()
+    os.kill(pids[victim], sig)
+    named = job.wait_for_text("error: watchdog", TIMEOUT + 30) if sig == signal.SIGSTOP else None
+    status = job.wait(TIMEOUT + 40)
+    text = job.text()
+    check(status != 0, f"exit {status}:\n{text}")
+    report = check_partial(ctx, report_path, name)
+    steps = report["progress"]["steps"]
+    check(len(steps) >= 2 and [s["step"] for s in steps] == list(range(1, len(steps) + 1)), f"steps {steps}")
+    check(all(s["time_ms"] > 0 for s in steps), "every kept step has its time")
+    if sig == signal.SIGSTOP:
+        check(named is not None and status == 124, f"exit {status}:\n{text}")
+        line = [l for l in error_lines(text) if "watchdog" in l][0]
+        check(f"rank {victim} (" in line.split(". Last reports")[0], line)
+        print(f"train --pp 2, SIGSTOP rank {victim}: message after {named - started:.2f} s: {line}")
+    print(f"train --pp 2, {name}: ended after {time.monotonic() - started:.2f} s (exit {status}), report partial "
+          f"with {len(steps)} steps")
+
+
+def case_kill_train(ctx):
+    train_fault(ctx, signal.SIGKILL, 1, "kill -9 rank 1")
+
+
+def case_sigstop_train(ctx):
+    train_fault(ctx, signal.SIGSTOP, 1, "SIGSTOP rank 1")
+
+
+def case_diverged(ctx):
+    report_path = ctx.path("nan.json")
+    result = ctx.run(2, "train", "--model", "mlp-tiny", "--lr", "1e30", "--steps", "4", "--check", "--quiet",
+                     "--json", report_path, timeout=120)
+    errors = error_lines(result.stderr)
+    check(result.returncode == 1, f"exit {result.returncode}: {result.stderr}")
+    check(len(errors) == 1 and "diverged" in errors[0] and "at step" in errors[0] and "--lr" in errors[0] and
+          "--check did not compare" in errors[0], result.stderr)
+    report = ctx.report(report_path)
+    check(report["status"] == "failed" and "diverged" in report["status_reason"], "report says failed")
+    print(f"NaN loss: {errors[0]}")
+
+
+# --- resources ------------------------------------------------------------------------------
+
+def peak_rss_mb(command, env):
+    """Runs `command` and returns (exit status, stderr, its own peak RSS in MB)."""
+    process = subprocess.Popen(command, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, env=env)
+    _, status, usage = os.wait4(process.pid, 0)
+    process.returncode = os.waitstatus_to_exitcode(status)
+    return process.returncode, process.stderr.read().decode(), usage.ru_maxrss / 1024
+
+
+def case_resources(ctx):
+    huge = ctx.path("huge.json")
+    json.dump({"kind": "gpt", "layers": 200, "hidden": 147456, "heads": 96, "seq_len": 2048, "vocab": 50304},
+              open(huge, "w"))
+    # What the process costs before it does anything: the libraries it links (a CUDA build
+    # maps cuBLAS and NCCL), measured so the refusal's own cost can be told apart.
+    _, _, baseline = peak_rss_mb([ctx.parbench, "--version"], ctx.env)
+    cases = [
+        ("--size", ["allreduce", "--size", "64T"], "--size 64T"),
+        ("sweep end", ["all", "-b", "1K", "-e", "64T"], "-e/--max-bytes 64T"),
+        ("--iters", ["allreduce", "--size", "1K", "--iters", "2000000000"], "--iters 2000000000"),
+        ("model", ["train", "--model", huge, "--steps", "1"], "--model " + huge),
+        ("batch", ["train", "--model", "gpt-tiny", "--global-batch", "4000000", "--steps", "1"],
+         "--global-batch 4000000"),
+    ]
+    for name, arguments, needle in cases:
+        report = ctx.path("resources.json")
+        status, stderr, rss = peak_rss_mb([ctx.parbench, *arguments, "--json", report], ctx.env)
+        errors = error_lines(stderr)
+        check(status == 2, f"{name}: exit {status}: {stderr}")
+        check(len(errors) == 1 and errors[0].startswith("error: " + needle) and "per rank" in errors[0] and
+              "MemAvailable" in errors[0], f"{name}: {stderr}")
+        check(not os.path.exists(report), f"{name}: left a report")
+        check(rss - baseline < 100, f"{name}: the refusal peaked at {rss:.0f} MB, {rss - baseline:.0f} MB above "
+                                    f"the {baseline:.0f} MB of starting the binary")
+        print(f"refused {name}: peak RSS {rss:.0f} MB (starting the binary alone: {baseline:.0f} MB): {errors[0]}")
+    # Ranks on one host share its memory: at 2 ranks each gets half.
+    result = ctx.run(2, "allreduce", "--size", "64T", timeout=60)
+    errors = error_lines(result.stderr)
+    check(result.returncode == 2 and len(errors) == 1 and "shared by 2 ranks on this host" in errors[0], result.stderr)
+    print(f"refused at 2 ranks: {errors[0]}")
+
+
+CASES = {name[len("case_"):]: function for name, function in globals().items() if name.startswith("case_")}
+
+
+def main():
+    parser = argparse.ArgumentParser()
+    parser.add_argument("case", choices=sorted(CASES))
+    parser.add_argument("--parbench", required=True)
+    parser.add_argument("--mpiexec", required=True)
+    parser.add_argument("--schema", required=True)
+    args = parser.parse_args()
+    ctx = Context(args)
+    try:
+        CASES[args.case](ctx)
+    except AssertionError as error:
+        print(f"FAILED {args.case}: {error}", file=sys.stderr)
+        return 1
+    finally:
+        ctx.close()
+    print(f"passed {args.case}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,104 @@
+// The watchdog's verdict from literal rank states, and the agreement check's message from
+// literal option sets: the decisions the fault suite exercises end to end, here in
+// microseconds and for cases a real run cannot stage reliably.
+#include <gtest/gtest.h>
+
+#include "bench/watchdog.hpp"
+#include "cli/rank_agreement.hpp"
+
+namespace parbench {
+namespace {
+
+RankView busy(int rank, std::uint64_t progress, double age_s, const char* phase = "timed") {
+    RankView view;
+    view.rank = rank;
+    view.host = "h" + std::to_string(rank);
+    view.idle = false;
+    view.progress = progress;
+    view.age_s = age_s;
+    view.activity = Activity{phase, "allreduce", 8, static_cast<int>(progress)};
+    return view;
+}
+
+TEST(WatchdogVerdict, WaitsWhileAnyResponsiveRankProgressed) {
+    EXPECT_FALSE(detail::diagnose_hang({busy(0, 5, 9.0), busy(1, 5, 1.0)}, 5.0));
+    RankView fresh_idle;
+    fresh_idle.rank = 1;
+    fresh_idle.age_s = 0.5;
+    EXPECT_FALSE(detail::diagnose_hang({busy(0, 5, 9.0), fresh_idle}, 5.0));
+}
+
+TEST(WatchdogVerdict, NamesTheSilentRankNotTheOneThatNoticed) {
+    RankView stopped = busy(1, 5, 9.0);
+    stopped.silent = true;
+    stopped.silent_s = 6.0;
+    const auto message = detail::diagnose_hang({busy(0, 5, 9.0), stopped, busy(2, 5, 9.0)}, 5.0);
+    ASSERT_TRUE(message);
+    const std::string verdict = message->substr(0, message->find(". Last reports"));
+    EXPECT_NE(verdict.find("rank 1 (h1) stopped answering 6.0 s ago"), std::string::npos) << *message;
+    EXPECT_EQ(verdict.find("rank 0"), std::string::npos) << *message;
+    EXPECT_EQ(verdict.find("rank 2"), std::string::npos) << *message;
+}
+
+TEST(WatchdogVerdict, NamesTheRankThatIsBehind) {
+    const auto message = detail::diagnose_hang({busy(0, 7, 9.0), busy(1, 6, 9.0, "warm-up"), busy(2, 7, 9.0)}, 5.0);
+    ASSERT_TRUE(message);
+    EXPECT_NE(message->find("rank 1 (h1) did not reach it"), std::string::npos) << *message;
+    EXPECT_NE(message->find("allreduce (size 8 B, timed iteration 7)"), std::string::npos) << *message;
+}
+
+TEST(WatchdogVerdict, SaysSoWhenNoRankIsBehind) {
+    const auto message = detail::diagnose_hang({busy(0, 7, 9.0), busy(1, 7, 9.0)}, 5.0);
+    ASSERT_TRUE(message);
+    EXPECT_NE(message->find("no rank is behind"), std::string::npos) << *message;
+}
+
+TEST(WatchdogVerdict, LeavesARankThatJustEndedToTheLauncher) {
+    RankView gone = busy(1, 5, 9.0);
+    gone.ended = true;
+    gone.silent_s = 1.0;
+    EXPECT_FALSE(detail::diagnose_hang({busy(0, 5, 9.0), gone}, 5.0));
+    gone.silent_s = 30.0;
+    const auto message = detail::diagnose_hang({busy(0, 5, 9.0), gone}, 5.0);
+    ASSERT_TRUE(message);
+    EXPECT_NE(message->find("rank 1 (h1) ended"), std::string::npos) << *message;
+}
+
+TEST(WatchdogVerdict, IdleRanksAloneNeverTimeOut) {
+    RankView idle0, idle1;
+    idle0.age_s = idle1.age_s = 100.0;
+    idle1.rank = 1;
+    EXPECT_FALSE(detail::diagnose_hang({idle0, idle1}, 5.0));
+}
+
+using Options = std::vector<std::pair<std::string, std::string>>;
+
+TEST(RankAgreement, NamesTheFirstDifferingOptionWithEveryRanksValue) {
+    const Options a{{"dtype", "float32"}, {"iters", "20"}};
+    const Options b{{"dtype", "float64"}, {"iters", "20"}};
+    EXPECT_EQ(detail::disagreement({a, b, a}),
+              "ranks disagree on --dtype: ranks 0,2 float32, rank 1 float64; launch every rank with the same flags");
+    EXPECT_FALSE(detail::disagreement({a, a}));
+}
+
+TEST(RankAgreement, ComparesLabelledValuesWithoutTheirLabels) {
+    const Options a{{"model_content", labelled_value("digest 1", "/a/gpt.json")}};
+    const Options b{{"model_content", labelled_value("digest 1", "/b/gpt.json")}};
+    const Options c{{"model_content", labelled_value("digest 2", "/c/gpt.json")}};
+    EXPECT_FALSE(detail::disagreement({a, b}));
+    EXPECT_EQ(detail::disagreement({a, c}),
+              "ranks disagree on the --model config's content: rank 0 /a/gpt.json (digest 1), rank 1 /c/gpt.json "
+              "(digest 2); launch every rank with the same flags");
+}
+
+TEST(RankAgreement, FlattensNestedOptionsAndNamesFlags) {
+    const auto flat = detail::flatten_options({{"global_batch", 8}, {"resolved", {{"tp", 2}}}, {"sizes", {1, 2}}});
+    EXPECT_EQ(flat, (Options{{"global_batch", "8"}, {"resolved.tp", "2"}, {"sizes", "[1,2]"}}));
+    EXPECT_EQ(detail::flag_of_config_key("global_batch"), "--global-batch");
+    EXPECT_EQ(detail::flag_of_config_key("resolved.tp"), "--tp");
+    const Options missing{{"global_batch", "8"}};
+    EXPECT_NE(detail::disagreement({flat, missing})->find("(not set)"), std::string::npos);
+}
+
+}  // namespace
+}  // namespace parbench
