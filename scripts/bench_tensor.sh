@@ -38,11 +38,11 @@ def results(name):
 def median(values):
     return statistics.median(values)
 def tp_ms(r):
-    return sum(c["time_ms"] for c in r["comm"]["tp"].values())
+    return sum(c["time_ms"] for c in r["comm"].get("tp", {}).values())
 def tp_calls(r):
-    return sum(c["calls"] for c in r["comm"]["tp"].values())
+    return sum(c["calls"] for c in r["comm"].get("tp", {}).values())
 def tp_mb(r):
-    return sum(c["bytes"] for c in r["comm"]["tp"].values()) / 1e6
+    return sum(c["bytes"] for c in r["comm"].get("tp", {}).values()) / 1e6
 if kind == "scaling":
     print(f"{'config':<22} {'ranks':>5} {'step ms':>9} {'tokens/s':>9} {'tp comm ms':>10} {'tp share':>8} {'tp MB/step':>10} {'= analytic':>10}")
     for name in names:
@@ -52,13 +52,13 @@ if kind == "scaling":
         r0 = rs[0]
         ranks = r0["layout"]["dp"] * r0["layout"]["tp"]
         print(f"{name:<22} {ranks:>5} {step:>9.1f} {median([r['tokens_per_s'] for r in rs]):>9.0f} {comm:>10.1f} "
-              f"{100 * comm / step:>7.1f}% {tp_mb(r0):>10.3f} {str(r0['comm']['expected_matches']['tp'] or r0['layout']['tp'] == 1):>10}")
+              f"{100 * comm / step:>7.1f}% {tp_mb(r0):>10.3f} {str(r0['comm']['expected_matches'].get('tp', True)):>10}")
 elif kind == "styles":
     print(f"{'config':<22} {'step ms':>9} {'tp calls':>8} {'tp MB/step':>10} {'tp comm ms':>10} {'activ. MiB':>10}  collectives")
     for name in names:
         rs = results(name)
         r0 = rs[0]
-        ops = ", ".join(f"{op} {c['calls']:g}" for op, c in r0["comm"]["tp"].items())
+        ops = ", ".join(f"{op} {c['calls']:g}" for op, c in r0["comm"].get("tp", {}).items())
         print(f"{name:<22} {median([r['step_time_ms']['median'] for r in rs]):>9.1f} {tp_calls(r0):>8g} "
               f"{tp_mb(r0):>10.3f} {median([tp_ms(r) for r in rs]):>10.1f} "
               f"{r0['memory_bytes']['activations_peak'] / 2**20:>10.2f}  {ops}")

@@ -427,6 +427,12 @@ std::unique_ptr<Command> add_train_command(CLI::App& app) {
     command->json_flag() = sub->add_option("--json", o.json_path, "Write the report as JSON (schema parbench.report/v1)");
     sub->add_option("--backend", o.backend, "auto (NCCL when every rank sees a GPU), mpi or nccl")
         ->capture_default_str();
+    sub->add_option("--testing-slow-rank", o.testing_slow_rank,
+                    "Testing: this world rank sleeps --testing-slow-ms in every step (shows the straggler report)")
+        ->group("Testing");
+    sub->add_option("--testing-slow-ms", o.testing_slow_ms, "Testing: the delay of --testing-slow-rank per step")
+        ->capture_default_str()
+        ->group("Testing");
     return command;
 }
 

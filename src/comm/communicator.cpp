@@ -16,9 +16,15 @@ class CountedCall {
   public:
     CountedCall(CommStats& stats, const char* op, std::size_t bytes)
         : stats_(stats), op_(op), bytes_(bytes), range_(op), counting_(stats.enabled),
-          start_(counting_ ? Clock::now() : Clock::time_point{}) {}
+          start_(counting_ ? Clock::now() : Clock::time_point{}) {
+        if (counting_) stats_.call_started(start_);
+    }
     ~CountedCall() {
-        if (counting_) stats_.record(op_, bytes_, ms_since(start_));
+        if (!counting_) return;
+        const auto end = Clock::now();
+        stats_.call_ended(end);
+        const double ms = std::chrono::duration<double, std::milli>(end - start_).count();
+        stats_.record(op_, bytes_, ms, ms);
     }
     CountedCall(const CountedCall&) = delete;
     CountedCall& operator=(const CountedCall&) = delete;
@@ -34,30 +40,86 @@ class CountedCall {
 
 std::size_t bytes_of(std::size_t count, DType type) { return count * dtype_size(type); }
 
+// Issues a non-blocking call, named for Nsight Systems, and has the request count itself
+// when it completes (Request::count_in).
+template <class Issue>
+Request counted_request(CommStats& stats, const char* op, std::size_t bytes, Issue issue) {
+    NvtxRange range(op);
+    if (!stats.enabled) return issue();
+    const auto start = Clock::now();
+    stats.call_started(start);
+    Request request = issue();
+    request.count_in(stats, op, bytes, start, ms_since(start));
+    return request;
+}
+
 }  // namespace
 
-Request::~Request() {
-    if (impl_) impl_->wait();
-}
+Request::~Request() { wait(); }
 
 void Request::wait() {
     if (!impl_) return;
+    const auto start = Clock::now();
     impl_->wait();
-    impl_.reset();
+    const auto now = Clock::now();
+    accounting_.blocked_ms += std::chrono::duration<double, std::milli>(now - start).count();
+    complete(now);
 }
 
 bool Request::test() {
     if (!impl_) return true;
-    if (!impl_->test()) return false;
-    impl_.reset();
+    const auto start = Clock::now();
+    const bool done = impl_->test();
+    const auto now = Clock::now();
+    accounting_.blocked_ms += std::chrono::duration<double, std::milli>(now - start).count();
+    if (!done) return false;
+    complete(now);
     return true;
 }
 
-void CommStats::record(const std::string& op, std::size_t bytes, double ms) {
+void Request::count_in(CommStats& stats, const char* op, std::size_t bytes, Clock::time_point issued, double issue_ms) {
+    accounting_ = Accounting{&stats, op, bytes, issued, issue_ms};
+    if (!impl_) complete(issued + std::chrono::duration_cast<Clock::duration>(
+                                      std::chrono::duration<double, std::milli>(issue_ms)));
+}
+
+void Request::complete(Clock::time_point now) {
+    impl_.reset();
+    if (accounting_.stats == nullptr) return;
+    accounting_.stats->call_ended(now);
+    accounting_.stats->record(accounting_.op, accounting_.bytes,
+                              std::chrono::duration<double, std::milli>(now - accounting_.issued).count(),
+                              accounting_.blocked_ms);
+    accounting_.stats = nullptr;
+}
+
+void CommStats::record(const std::string& op, std::size_t bytes, double time_ms, double blocked_ms) {
     CommCounter& counter = by_op[op];
     ++counter.calls;
     counter.bytes += bytes;
-    counter.time_ms += ms;
+    counter.time_ms += time_ms;
+    counter.blocked_ms += blocked_ms;
+}
+
+void CommStats::call_started(Clock::time_point at) {
+    if (in_flight_++ == 0) busy_since_ = at;
+}
+
+void CommStats::call_ended(Clock::time_point at) {
+    if (in_flight_ == 0) return;
+    if (--in_flight_ == 0) busy_ms += std::chrono::duration<double, std::milli>(at - busy_since_).count();
+}
+
+double CommStats::total_time_ms() const {
+    double ms = 0.0;
+    for (const auto& [op, counter] : by_op) ms += counter.time_ms;
+    return ms;
+}
+
+double CommStats::total_blocked_ms() const {
+    double ms = 0.0;
+    for (const auto& [op, counter] : by_op) ms += counter.blocked_ms;
+    return ms;
 }
 
 // Byte counts follow nccl-tests: the larger of the two buffers of the call.
@@ -112,25 +174,25 @@ void Communicator::barrier() {
 }
 
 Request Communicator::iallreduce(const void* send, void* recv, std::size_t count, DType type, ReduceOp op) {
-    CountedCall call(stats_, "allreduce", bytes_of(count, type));
-    return do_iallreduce(send, recv, count, type, op);
+    return counted_request(stats_, "allreduce", bytes_of(count, type), 
+                           [&] { return do_iallreduce(send, recv, count, type, op); });
 }
 Request Communicator::iallgather(const void* send, void* recv, std::size_t send_count, DType type) {
-    CountedCall call(stats_, "allgather", bytes_of(send_count * size(), type));
-    return do_iallgather(send, recv, send_count, type);
+    return counted_request(stats_, "allgather", bytes_of(send_count * size(), type), 
+                           [&] { return do_iallgather(send, recv, send_count, type); });
 }
 Request Communicator::ireduce_scatter(const void* send, void* recv, std::size_t recv_count, DType type,
                                       ReduceOp op) {
-    CountedCall call(stats_, "reducescatter", bytes_of(recv_count * size(), type));
-    return do_ireduce_scatter(send, recv, recv_count, type, op);
+    return counted_request(stats_, "reducescatter", bytes_of(recv_count * size(), type), 
+                           [&] { return do_ireduce_scatter(send, recv, recv_count, type, op); });
 }
 Request Communicator::isend(const void* buffer, std::size_t count, DType type, int peer) {
-    CountedCall call(stats_, "send", bytes_of(count, type));
-    return do_isend(buffer, count, type, peer);
+    return counted_request(stats_, "send", bytes_of(count, type), 
+                           [&] { return do_isend(buffer, count, type, peer); });
 }
 Request Communicator::irecv(void* buffer, std::size_t count, DType type, int peer) {
-    CountedCall call(stats_, "recv", bytes_of(count, type));
-    return do_irecv(buffer, count, type, peer);
+    return counted_request(stats_, "recv", bytes_of(count, type), 
+                           [&] { return do_irecv(buffer, count, type, peer); });
 }
 
 }  // namespace parbench

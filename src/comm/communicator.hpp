@@ -4,9 +4,11 @@
 // is the receive pointer (or, for allgather / reducescatter / gather, the rank's slice of
 // it), and broadcast takes both a send and a receive buffer.
 //
-// Every public call is counted (calls, bytes, time) in the communicator's CommStats, which
-// is how training reports split traffic by parallel dimension. The public methods are the
-// counting wrappers; backends implement the do_* hooks.
+// Every public call is counted (calls, bytes, time, blocked time) in the communicator's
+// CommStats, which is how training reports split traffic and exposed communication by
+// parallel dimension: a training step's exposed communication on a group is the growth of
+// its stats' blocked time, so every scheme is covered by construction. The public methods
+// are the counting wrappers; backends implement the do_* hooks.
 #pragma once
 
 #include <chrono>
@@ -20,7 +22,12 @@
 
 namespace parbench {
 
-// A non-blocking operation in flight. wait() completes it; test() polls.
+struct CommStats;
+
+// A non-blocking operation in flight. wait() completes it; test() polls. A request issued by
+// a Communicator's public method is counted when it completes (in wait(), a test() that
+// returns true, or the destructor): its time runs from the issue to that moment, its
+// blocked time is the issue plus every wait() and test() on it.
 class Request {
   public:
     class Impl {
@@ -37,15 +44,36 @@ class Request {
     void wait();
     bool test();
     bool pending() const { return impl_ != nullptr; }
+    // Counts this request in `stats` as `op` when it completes; `issue_ms` is the time its
+    // issue took. Called by the Communicator that issued it.
+    void count_in(CommStats& stats, const char* op, std::size_t bytes, std::chrono::steady_clock::time_point issued,
+                  double issue_ms);
 
   private:
+    void complete(std::chrono::steady_clock::time_point now);
+
+    struct Accounting {
+        CommStats* stats = nullptr;  // null: not counted
+        const char* op = "";
+        std::size_t bytes = 0;
+        std::chrono::steady_clock::time_point issued;
+        double blocked_ms = 0.0;
+    };
     std::unique_ptr<Impl> impl_;
+    Accounting accounting_;
 };
 
 struct CommCounter {
     std::size_t calls = 0;
-    std::size_t bytes = 0;  // payload bytes of the calls, nccl-tests' size convention
-    double time_ms = 0.0;   // host time spent inside the calls (issue time for non-blocking)
+    std::size_t bytes = 0;     // payload bytes of the calls, nccl-tests' size convention
+    // Host time from each call's start to its completion: a blocking call's duration; for a
+    // non-blocking one, from its issue to the wait() or test() that saw it complete (an
+    // upper bound on its transfer, since the host notices completion only when it asks).
+    double time_ms = 0.0;
+    // The part of time_ms the host was blocked in the calls: a blocking call's whole
+    // duration; a non-blocking one's issue plus its waits and tests. What overlaps compute
+    // is not in it, so blocked_ms <= time_ms for every call.
+    double blocked_ms = 0.0;
 };
 
 // Per-collective counters: keys are "allreduce", "allgather", ..., "send", "recv".
@@ -54,8 +82,23 @@ struct CommStats {
     // The collective harness times calls itself and turns counting off around them, so
     // that two clock reads and a map update per call stay out of small-message timings.
     bool enabled = true;
-    void record(const std::string& op, std::size_t bytes, double ms);
-    void reset() { by_op.clear(); }
+    // Host time during which at least one counted call was in flight (from a blocking call's
+    // start, or a non-blocking one's issue, to its completion): the union of the calls' time,
+    // so it never exceeds the wall time that passed, however many calls overlap.
+    double busy_ms = 0.0;
+    void record(const std::string& op, std::size_t bytes, double time_ms, double blocked_ms);
+    void call_started(std::chrono::steady_clock::time_point at);
+    void call_ended(std::chrono::steady_clock::time_point at);
+    void reset() {
+        by_op.clear();
+        busy_ms = 0.0;
+    }
+    double total_time_ms() const;     // over every op (overlapping calls each count)
+    double total_blocked_ms() const;  // over every op
+
+  private:
+    int in_flight_ = 0;
+    std::chrono::steady_clock::time_point busy_since_;
 };
 
 class Communicator {

@@ -51,8 +51,7 @@ class DataParallel : public TrainingScheme {
     void gradients_complete(int unit) override {
         const int segment = flat_.segment_index_of_unit(unit);
         if (--remaining_units_[static_cast<std::size_t>(segment)] > 0) return;
-        if (!settings_.overlap || microbatch_ + 1 < settings_.microbatches) return;
-        auto timed = exposed_.measure();
+        if (!settings_.overlap || microbatch_ + 1 < settings_.microbatches || dp_.size() == 1) return;
         const Segment& s = flat_.segments()[static_cast<std::size_t>(segment)];
         float* data = grads_.as<float>() + s.offset;
         in_flight_.push_back(dp_.iallreduce(data, data, s.numel, DType::float32, ReduceOp::avg));
@@ -61,8 +60,9 @@ class DataParallel : public TrainingScheme {
     }
 
     void end_backward() override {
+        // One rank's average is its own gradient: nothing to issue.
+        if (dp_.size() == 1) return;
         NvtxRange range("gradient allreduce");
-        auto timed = exposed_.measure();
         if (settings_.overlap) {
             for (Request& request : in_flight_) request.wait();
             in_flight_.clear();

@@ -2,10 +2,10 @@
 // this rank, and which collectives keep the ranks' replicas or shards consistent. The model
 // reaches parameters and gradients through the ParameterAccess hooks; the step driver calls
 // the rest in order: begin_step, (begin_microbatch, forward, backward) per micro-batch,
-// end_backward, optimizer_step.
+// end_backward, optimizer_step. Its communication is counted by the data-parallel
+// Communicator (exposed time included); on a group of one rank it issues none.
 #pragma once
 
-#include <chrono>
 #include <cstdint>
 #include <memory>
 #include <string>
@@ -41,34 +41,6 @@ struct SchemeSettings {
     AdamWSettings adamw;
 };
 
-// Host time the step spends blocked in communication: blocking collectives, waits on
-// non-blocking ones, and issuing them. Compute that overlaps communication is not in it.
-class ExposedCommClock {
-  public:
-    class Scope {
-      public:
-        explicit Scope(ExposedCommClock& clock) : clock_(clock), start_(std::chrono::steady_clock::now()) {}
-        ~Scope() {
-            clock_.ms_ += std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - start_).count();
-        }
-        Scope(const Scope&) = delete;
-        Scope& operator=(const Scope&) = delete;
-
-      private:
-        ExposedCommClock& clock_;
-        std::chrono::steady_clock::time_point start_;
-    };
-    Scope measure() { return Scope(*this); }
-    double take_ms() {
-        const double ms = ms_;
-        ms_ = 0.0;
-        return ms;
-    }
-
-  private:
-    double ms_ = 0.0;
-};
-
 class TrainingScheme : public ParameterAccess {
   public:
     virtual std::string name() const = 0;  // "ddp", "zero1", "zero2", "zero3"
@@ -83,10 +55,6 @@ class TrainingScheme : public ParameterAccess {
     // All parameters in tensor order (FlatLayout::canonical), gathered if sharded.
     // Collective over the data-parallel group; not for timed regions.
     virtual std::vector<float> canonical_parameters() = 0;
-    ExposedCommClock& exposed_comm() { return exposed_; }
-
-  protected:
-    ExposedCommClock exposed_;
 };
 
 struct SchemeContext {

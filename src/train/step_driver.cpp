@@ -1,16 +1,18 @@
 #include "train/step_driver.hpp"
 
+#include <algorithm>
 #include <chrono>
 #include <string>
+#include <thread>
 
 #include "bench/nvtx.hpp"
 
 namespace parbench {
 
 StepDriver::StepDriver(Model& model, TrainingScheme& scheme, Device& device, Communicator& control,
-                       const StepPlan& plan, PipelineExecutor* pipeline)
-    : model_(model), scheme_(scheme), device_(device), control_(control), plan_(plan), timer_(device.make_timer()),
-      pipeline_(pipeline) {}
+                       const StepPlan& plan, std::vector<CommGroup> groups, PipelineExecutor* pipeline)
+    : model_(model), scheme_(scheme), device_(device), control_(control), plan_(plan), groups_(std::move(groups)),
+      timer_(device.make_timer()), pipeline_(pipeline) {}
 
 StepRecord StepDriver::run_step(int step) {
     const int micro = plan_.microbatch_size();
@@ -26,10 +28,13 @@ StepRecord StepDriver::run_step(int step) {
 
     device_.synchronize();
     control_.barrier();
-    scheme_.exposed_comm().take_ms();
+    std::vector<CommStats> before;
+    for (const CommGroup& group : groups_) before.push_back(group.comm->stats());
     const auto step_start = std::chrono::steady_clock::now();
     timer_->start();
     StepRecord record;
+    if (plan_.testing_delay_ms > 0.0)
+        std::this_thread::sleep_for(std::chrono::duration<double, std::milli>(plan_.testing_delay_ms));
     if (pipeline_ != nullptr) {
         NvtxRange step_range("step " + std::to_string(step));
         record.pipeline = pipeline_->run_step(step, rank_loss_scale, step_start);
@@ -50,7 +55,18 @@ StepRecord StepDriver::run_step(int step) {
     }
     timer_->stop();
     record.time_ms = timer_->elapsed_us() / 1000.0;  // waits for the device's stop event
-    record.exposed_comm_ms = scheme_.exposed_comm().take_ms();
+    if (pipeline_ != nullptr) record.pipeline.peer_wait_ms = pipeline_->settle_peer_waits();
+    for (std::size_t g = 0; g < groups_.size(); ++g) {
+        const CommStats& now = groups_[g].comm->stats();
+        const double blocked = now.total_blocked_ms() - before[g].total_blocked_ms();
+        // Waiting for a pipeline peer still computing is bubble (pipeline_report.cpp), not
+        // communication: only the rest of a transfer's wait is exposed.
+        const double peer_wait = groups_[g].dimension == "pp" ? record.pipeline.peer_wait_ms : 0.0;
+        record.comm_ms[groups_[g].dimension] = now.busy_ms - before[g].busy_ms;
+        record.exposed_ms[groups_[g].dimension] = std::max(0.0, blocked - peer_wait);
+        record.exposed_comm_ms += record.exposed_ms[groups_[g].dimension];
+        record.blocked_ms += blocked;
+    }
     if (!model_.computes_loss()) return record;
     for (int k = 0; k < plan_.microbatches; ++k) record.loss += model_.mean_loss(k);
     record.loss /= plan_.microbatches;

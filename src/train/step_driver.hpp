@@ -5,7 +5,9 @@
 #pragma once
 
 #include <cstdint>
+#include <map>
 #include <memory>
+#include <string>
 #include <vector>
 
 #include "comm/communicator.hpp"
@@ -23,22 +25,41 @@ struct StepPlan {
     int microbatches = 1;
     int rows_per_sample = 1;  // tokens per sequence (GPT), 1 (MLP)
     std::uint64_t data_seed = 0;
+    double testing_delay_ms = 0.0;  // this rank sleeps so long in each step, outside communication
     int local_batch() const { return global_batch / dp_size; }
     int microbatch_size() const { return local_batch() / microbatches; }
 };
 
+// One parallel dimension's process group, whose Communicator counts the step's calls.
+// "dp", "tp" (which carries sequence parallelism's collectives too), "pp"; a new dimension
+// (cp) is one more entry. Groups of one rank are left out: they issue nothing.
+struct CommGroup {
+    std::string dimension;
+    Communicator* comm = nullptr;
+};
+
 struct StepRecord {
     double time_ms = 0.0;            // this rank
-    double exposed_comm_ms = 0.0;    // this rank
+    // Per dimension, this rank: host time with at least one of the group's calls in flight
+    // (CommStats::busy_ms), and the exposed part, blocked in the calls (CommCounter), less
+    // for pp the waits for a peer that was still computing (settle_peer_waits). Blocked time
+    // lies inside its call's flight, so exposed <= comm <= step time per entry.
+    std::map<std::string, double> comm_ms;
+    std::map<std::string, double> exposed_ms;
+    double exposed_comm_ms = 0.0;    // the sum over dimensions
+    double blocked_ms = 0.0;         // in every group's calls, peer waits included
     double loss = 0.0;               // this rank's mean over its micro-batches (0 off the last stage)
     PipelineStepStats pipeline;      // pipeline runs only
+    // This rank's time outside communication (time_ms - blocked_ms): what the ranks that
+    // wait for it wait for.
+    double compute_ms() const { return time_ms - blocked_ms; }
 };
 
 class StepDriver {
   public:
     // With a pipeline executor the step runs its schedule instead of the micro-batch loop.
     StepDriver(Model& model, TrainingScheme& scheme, Device& device, Communicator& control, const StepPlan& plan,
-               PipelineExecutor* pipeline = nullptr);
+               std::vector<CommGroup> groups, PipelineExecutor* pipeline = nullptr);
     // Step `step` counts from 0 over warm-up and timed steps alike (data and AdamW's t).
     StepRecord run_step(int step);
 
@@ -48,6 +69,7 @@ class StepDriver {
     Device& device_;
     Communicator& control_;
     StepPlan plan_;
+    std::vector<CommGroup> groups_;
     std::unique_ptr<Timer> timer_;
     PipelineExecutor* pipeline_;
 };

@@ -2,16 +2,11 @@
 
 #include "train/models/llama_cost.hpp"
 
+
 namespace parbench {
 namespace {
 
 constexpr double float_bytes = 4.0;
-
-void add(std::map<std::string, CollectiveVolume>& traffic, const std::string& op, double calls, double elements) {
-    CollectiveVolume& volume = traffic[op];
-    volume.calls += calls;
-    volume.bytes += calls * elements * float_bytes;
-}
 
 }  // namespace
 
@@ -19,53 +14,8 @@ std::map<std::string, CollectiveVolume> tensor_parallel_traffic_per_step(const M
                                                                          int microbatch_size, int microbatches,
                                                                          const TensorSplit& split,
                                                                          Recompute recompute) {
-    std::map<std::string, CollectiveVolume> traffic;
-    if (split.size == 1) return traffic;
-    if (config.kind == ModelKind::llama)
-        traffic = llama_tensor_parallel_traffic_per_step(config, seq_len, microbatch_size, microbatches, split);
-    if (config.has_sequence() && recompute == Recompute::full) {
-        const double n = static_cast<double>(microbatch_size) * seq_len * config.hidden;
-        const double calls = 2.0 * microbatches * config.layers;
-        if (split.sequence_parallel) {
-            add(traffic, "allgather", calls, n);
-            add(traffic, "reducescatter", calls, n);
-        } else {
-            add(traffic, "allreduce", calls, n);
-        }
-    }
-    if (config.kind == ModelKind::llama) return traffic;
-    const double m = microbatches;
-    const double L = config.layers;
-    const double h = config.hidden;
-    if (config.kind == ModelKind::gpt) {
-        const double r = static_cast<double>(microbatch_size) * seq_len;
-        const double n = r * h;
-        if (!split.sequence_parallel) {
-            add(traffic, "allreduce", m * (4.0 * L + 2.0), n);
-            add(traffic, "allreduce", m * 3.0, r);
-            return traffic;
-        }
-        add(traffic, "allgather", m * (6.0 * L + 3.0), n);
-        add(traffic, "reducescatter", m * (4.0 * L + 2.0), n);
-        add(traffic, "allreduce", m * 3.0, r);
-        add(traffic, "allreduce", m * L, 4.0 * h);
-        add(traffic, "allreduce", m, 2.0 * h);
-        return traffic;
-    }
-    const double r = microbatch_size;
-    const double n = r * h;
-    const int layers = config.layers;
-    if (split.style == TensorParallelStyle::allgather) {
-        add(traffic, "allgather", m * (L - 1.0), n);
-        add(traffic, "reducescatter", m * (L - 1.0), n);
-        add(traffic, "allreduce", m, r);
-        return traffic;
-    }
-    const double row_layers = layers / 2;                   // layers 1, 3, 5, ...
-    const double column_layers = layers - row_layers;       // layers 0, 2, 4, ...
-    add(traffic, "allreduce", m * (row_layers + column_layers - 1.0), n);
-    if (layers % 2 == 1) add(traffic, "allreduce", m, r);  // the loss over the last layer's slices
-    return traffic;
+    return tensor_parallel_traffic(config, seq_len, microbatch_size, microbatches, split, whole_model_share(config),
+                                   recompute);
 }
 
 ActivationFormula gpt_activation_bytes_per_layer(const ModelConfig& config, int seq_len, int microbatch_size,

@@ -102,6 +102,8 @@ TrainPlan resolve_train_options(const TrainOptions& options) {
         throw UsageError("--prefetch gathers the next layer's parameters, which only ZeRO-3 shards; add --zero 3 or "
                          "drop --prefetch");
     parse_precision(options.precision);  // refuses anything but fp32 and bf16
+    if (!(options.testing_slow_ms > 0.0) || !std::isfinite(options.testing_slow_ms))
+        throw UsageError("--testing-slow-ms must be a positive number of milliseconds");
     if (options.peak_tflops && !(*options.peak_tflops > 0.0))
         throw UsageError("--peak-tflops must be a positive number (TFLOP/s per rank)");
 
@@ -163,6 +165,9 @@ MeshShape resolve_layout(const TrainPlan& plan, int world_size) {
         throw UsageError("--dp " + text(shape.dp) + " x --tp " + text(shape.tp) + " x --pp " + text(shape.pp) + " = " +
                          text(shape.world()) + " ranks, but the job has " + text(world_size) +
                          "; make the product equal mpirun -np (or leave --dp out to fill the world)");
+    if (o.testing_slow_rank >= world_size)
+        throw UsageError("--testing-slow-rank " + text(o.testing_slow_rank) + ": the job has ranks 0 to " +
+                         text(world_size - 1) + "; name one of them");
     if (o.global_batch % (shape.dp * o.microbatches) != 0)
         throw UsageError("--global-batch " + text(o.global_batch) + " does not divide into --dp " + text(shape.dp) +
                          " x --microbatches " + text(o.microbatches) + " = " + text(shape.dp * o.microbatches) +
@@ -199,6 +204,7 @@ nlohmann::json to_json(const TrainOptions& o) {
         {"peak_tflops", optional(o.peak_tflops)},
         {"check", o.check},
         {"backend_requested", o.backend},
+        {"testing_slow_rank", o.testing_slow_rank},
     };
 }
 

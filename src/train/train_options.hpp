@@ -51,6 +51,10 @@ struct TrainOptions {
     bool check = false;
     std::string json_path;
     std::string backend = "auto";
+    // Testing: world rank that sleeps testing_slow_ms in every step, outside communication
+    // (-1: none), so that the straggler report can be shown to name it.
+    int testing_slow_rank = -1;
+    double testing_slow_ms = 20.0;
 };
 
 // Everything the flags determine without knowing the world.

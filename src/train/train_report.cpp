@@ -8,6 +8,7 @@
 #include "bench/statistics.hpp"
 #include "plan/memory.hpp"
 #include "train/pipeline/pipeline_report.hpp"
+#include "train/comm_report.hpp"
 #include "train/tensor_parallel_cost.hpp"
 
 namespace parbench {
@@ -49,38 +50,6 @@ std::string human_count(double value) {
 }
 
 double mib(const nlohmann::json& bytes) { return bytes.get<double>() / (1024.0 * 1024.0); }
-
-nlohmann::json comm_json(const CommStats& stats, double steps) {
-    nlohmann::json comm = nlohmann::json::object();
-    for (const auto& [op, counter] : stats.by_op)
-        comm[op] = {{"calls", static_cast<double>(counter.calls) / steps},
-                    {"bytes", static_cast<double>(counter.bytes) / steps},
-                    {"time_ms", counter.time_ms / steps}};
-    return comm;
-}
-
-// The tensor-parallel traffic the layout implies (tensor_parallel_cost.hpp), beside what
-// was measured: comm.expected_bytes.tp, comm.expected_calls.tp, and comm.expected_matches.tp,
-// true when every collective's calls and bytes agree.
-void add_expected_tp(const TrainSummaryInputs& in, nlohmann::json& comm) {
-    const nlohmann::json measured = comm["tp"];
-    const TrainOptions& o = in.plan.options;
-    const int microbatch_size = o.global_batch / in.mesh.dp / o.microbatches;
-    const auto expected = tensor_parallel_traffic_per_step(in.plan.model, in.plan.seq_len, microbatch_size,
-                                                           o.microbatches, in.plan.tensor_split(0), in.plan.recompute);
-    nlohmann::json bytes = nlohmann::json::object();
-    nlohmann::json calls = nlohmann::json::object();
-    bool matches = measured.size() == expected.size();
-    for (const auto& [op, volume] : expected) {
-        bytes[op] = volume.bytes;
-        calls[op] = volume.calls;
-        matches = matches && measured.contains(op) && measured[op]["bytes"].get<double>() == volume.bytes &&
-                  measured[op]["calls"].get<double>() == volume.calls;
-    }
-    comm["expected_bytes"] = {{"tp", bytes}};
-    comm["expected_calls"] = {{"tp", calls}};
-    comm["expected_matches"] = {{"tp", matches}};
-}
 
 // The buffer-aware theory (plan/memory.hpp, the formula `parbench plan` uses): every buffer
 // the engine allocates, from the model, layout and flags alone, for the most loaded rank.
@@ -137,8 +106,10 @@ nlohmann::json train_result_json(const TrainSummaryInputs& in) {
     const TrainMeasurements& m = in.measurements;
     const Summary step = summarize(m.step_ms);
     const Summary exposed = summarize(m.exposed_comm_ms);
-    const double tokens_per_step =
-        static_cast<double>(o.global_batch) * (in.plan.model.has_sequence() ? in.plan.seq_len : 1);
+    // Throughput is named for what it counts: tokens for a sequence model, samples for the MLP.
+    const bool counts_tokens = in.plan.model.has_sequence();
+    const double samples_per_step = static_cast<double>(o.global_batch);
+    const double tokens_per_step = samples_per_step * in.plan.seq_len;
     const double flops = model_flops_per_step(in.plan.model, o.global_batch, in.plan.seq_len);
     const double median_s = step.median / 1000.0;
     const double achieved_tflops = flops / median_s / static_cast<double>(in.mesh.world()) / 1e12;
@@ -159,9 +130,8 @@ nlohmann::json train_result_json(const TrainSummaryInputs& in) {
     const TheoreticalMemory theory =
         zero_theoretical_memory(m.parameters_per_rank, in.mesh.dp, in.plan.scheme.zero_stage);
 
-    const double steps = static_cast<double>(o.steps);
-    nlohmann::json comm = {{"dp", comm_json(m.dp_comm, steps)}, {"tp", comm_json(m.tp_comm, steps)}};
-    add_expected_tp(in, comm);
+    const nlohmann::json comm = comm_result_json(in);
+    const nlohmann::json stragglers = straggler_json(m, in.mesh);
 
     nlohmann::json result = {
         {"model", model},
@@ -185,14 +155,16 @@ nlohmann::json train_result_json(const TrainSummaryInputs& in) {
         {"precision", o.precision},
         {"global_batch", o.global_batch},
         {"seq_len", in.plan.seq_len},
-        {"tokens_per_step", tokens_per_step},
+        {"samples_per_step", samples_per_step},
         {"warmup", o.warmup},
         {"steps", o.steps},
         {"timing", "barrier, step (forward + backward of every micro-batch, gradient collectives, optimizer), "
                    "device sync; each step's time is the max over ranks"},
         {"step_time_ms", summary_json(step)},
         {"step_time_samples_ms", m.step_ms},
-        {"tokens_per_s", tokens_per_step / median_s},
+        {"samples_per_s", samples_per_step / median_s},
+        {"throughput", {{"value", (counts_tokens ? tokens_per_step : samples_per_step) / median_s},
+                        {"unit", counts_tokens ? "tokens/s" : "samples/s"}}},
         {"throughput_basis", "median step time"},
         {"flops",
          {{"per_step", flops},
@@ -220,12 +192,22 @@ nlohmann::json train_result_json(const TrainSummaryInputs& in) {
         {"memory_predicted_bytes", predicted_memory_json(in, largest)},
         {"activation_memory", activation_json(in)},
         {"comm", comm},
-        {"comm_method", "rank 0's group of each parallel dimension, per timed step: calls, bytes (nccl-tests' size "
-                        "convention) and host time inside the calls (issue time for non-blocking ones); "
-                        "expected: the analytic tensor-parallel traffic of the layout (docs/tensor.md)"},
+        {"comm_method", "by parallel dimension (dp, tp, pp; groups of one rank issue nothing and are left out; "
+                        "under --sp the tp group carries sequence parallelism's collectives too). "
+                        "comm.<dim>: the reported rank's group, per timed step: calls, bytes (nccl-tests' size "
+                        "convention), time_ms (host time from each call's start to its completion: a blocking "
+                        "call's duration, a non-blocking one's issue to the wait or test that saw it complete) and "
+                        "blocked_ms (the part the host was blocked: blocking calls whole, non-blocking ones' issue "
+                        "plus waits and tests). comm.time_ms and comm.exposed_ms: per dimension, max over ranks "
+                        "per step, mean over timed steps, of the time with at least one of the group's calls in "
+                        "flight (the union of their times, <= step time) and of the exposed part: the blocked time, less for pp the part of each transfer's wait before the peer issued its "
+                        "side (waiting for a peer still computing is bubble, not communication; docs/pipeline.md). "
+                        "expected: the traffic the layout implies for each rank from the layers it holds "
+                        "(src/plan/traffic.hpp; docs/training.md), for the reported rank and checked on every rank"},
         {"exposed_comm_ms", exposed.mean},
-        {"exposed_comm_method", "host time per step blocked in communication (blocking calls, issuing, waits), "
-                                "max over ranks, mean over timed steps"},
+        {"exposed_comm_method", "per step, each rank's exposed communication summed over the dimensions "
+                                "(comm.exposed_ms), max over ranks, mean over timed steps; <= step time"},
+        {"stragglers", stragglers},
         {"loss", m.loss},
         {"loss_steps", "every step in order, the first `warmup` of them warm-up; mean over the global batch"},
     };
@@ -239,8 +221,13 @@ nlohmann::json train_result_json(const TrainSummaryInputs& in) {
                            {"reference", "the same model, seed, data and global batch on a world of one (serial)"},
                            {"passed", in.check->passed}};
     }
+    if (counts_tokens) {
+        result["tokens_per_step"] = tokens_per_step;
+        result["tokens_per_s"] = tokens_per_step / median_s;
+    }
     if (m.pipeline) add_pipeline_results(result, in.plan, in.mesh, *m.pipeline, m.memory_by_rank);
     result["warnings"] = train_warnings(m);
+    for (const std::string& warning : straggler_warnings(stragglers, in.mesh)) result["warnings"].push_back(warning);
     return result;
 }
 
@@ -283,7 +270,8 @@ void print_train_summary(std::ostream& out, const nlohmann::json& r) {
     std::snprintf(line, sizeof line, "%-28s %10.3f %10.3f %10.3f %10.3f %10.3f\n", "", t["median"].get<double>(),
                   t["mean"].get<double>(), t["min"].get<double>(), t["max"].get<double>(), t["p95"].get<double>());
     out << line;
-    std::snprintf(line, sizeof line, "%-28s %.1f\n", "tokens/s", r["tokens_per_s"].get<double>());
+    std::snprintf(line, sizeof line, "%-28s %.1f\n", r["throughput"]["unit"].get<std::string>().c_str(),
+                  r["throughput"]["value"].get<double>());
     out << line;
     std::snprintf(line, sizeof line, "%-28s %.4g (model FLOPs/step %.4g)\n", "achieved TFLOP/s per rank",
                   r["achieved_tflops_per_rank"].get<double>(), r["flops"]["per_step"].get<double>());
@@ -302,9 +290,7 @@ void print_train_summary(std::ostream& out, const nlohmann::json& r) {
         }
         out << line;
     }
-    std::snprintf(line, sizeof line, "%-28s %.3f of %.3f per step\n", "exposed comm (ms)",
-                  r["exposed_comm_ms"].get<double>(), t["mean"].get<double>());
-    out << line;
+    print_comm_summary(out, r);
     const auto& mem = r["memory_bytes"];
     const auto& theory = r["memory_theoretical_bytes"];
     std::snprintf(line, sizeof line, "%-28s %10s %10s %10s %10s %10s\n", "memory per rank (MiB)", "params", "grads",
@@ -338,22 +324,6 @@ void print_train_summary(std::ostream& out, const nlohmann::json& r) {
             out << line;
         }
         out << "\n";
-    }
-    for (const std::string dimension : {"dp", "tp"}) {
-        for (const auto& [op, counter] : r["comm"][dimension].items()) {
-            std::snprintf(line, sizeof line, "%-28s %g calls, %.4g MB, %.3f ms per step\n",
-                          ("comm " + dimension + " " + op).c_str(), counter["calls"].get<double>(),
-                          counter["bytes"].get<double>() / 1e6, counter["time_ms"].get<double>());
-            out << line;
-        }
-    }
-    const auto& expected_tp = r["comm"]["expected_bytes"]["tp"];
-    if (!expected_tp.empty()) {
-        double bytes = 0.0;
-        for (const auto& [op, value] : expected_tp.items()) bytes += value.get<double>();
-        std::snprintf(line, sizeof line, "%-28s %.4g MB per step, %s the measured\n", "comm tp expected",
-                      bytes / 1e6, r["comm"]["expected_matches"]["tp"].get<bool>() ? "equal to" : "DIFFERENT FROM");
-        out << line;
     }
     const auto& loss = r["loss"];
     std::snprintf(line, sizeof line, "%-28s %.5f -> %.5f over %zu steps\n", "loss", loss.front().get<double>(),

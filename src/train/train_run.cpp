@@ -6,7 +6,10 @@
 #include <memory>
 #include <stdexcept>
 
+#include <unistd.h>
+
 #include "bench/nvtx.hpp"
+#include "train/expected_traffic.hpp"
 #include "train/model.hpp"
 #include "train/scheme.hpp"
 #include "train/pipeline/partition.hpp"
@@ -68,6 +71,18 @@ std::vector<std::vector<TimelineEvent>> gather_events(const std::vector<Timeline
         all.push_back(std::move(events));
     }
     return all;
+}
+
+// Every rank's host name, in world-rank order.
+std::vector<std::string> gather_host_names(Communicator& control) {
+    constexpr std::size_t width = 256;
+    std::vector<char> mine(width, '\0');
+    if (gethostname(mine.data(), width - 1) != 0) throw std::runtime_error("gethostname failed");
+    std::vector<char> all(width * static_cast<std::size_t>(control.size()));
+    control.allgather(mine.data(), all.data(), width, DType::int8);
+    std::vector<std::string> hosts;
+    for (int r = 0; r < control.size(); ++r) hosts.emplace_back(all.data() + width * static_cast<std::size_t>(r));
+    return hosts;
 }
 
 // Every rank's value, in world-rank order.
@@ -180,9 +195,16 @@ TrainMeasurements run_training(const TrainPlan& plan, Mesh& mesh, Device& device
     step_plan.rows_per_sample = plan.model.has_sequence() ? plan.seq_len : 1;
     step_plan.data_seed = o.seed;
     std::optional<PipelineExecutor> executor;
+    if (o.testing_slow_rank == control.rank()) step_plan.testing_delay_ms = o.testing_slow_ms;
     if (pipelined)
-        executor.emplace(*schedule, mesh.coordinates().pp, plan.p2p, *model, *scheme, mesh.pp(), ops, ledger);
-    StepDriver driver(*model, *scheme, device, control, step_plan, executor ? &*executor : nullptr);
+        executor.emplace(*schedule, mesh.coordinates().pp, plan.p2p, *model, *scheme, mesh.pp(), ops, ledger, control,
+                         mesh_group_ranks(mesh.shape(), MeshDimension::pp, control.rank()));
+    // Every parallel dimension's group that has more than one rank (a group of one issues
+    // nothing and is not reported).
+    std::vector<CommGroup> groups, groups_of_one;
+    for (const CommGroup& group : {CommGroup{"dp", &mesh.dp()}, CommGroup{"tp", &mesh.tp()}, CommGroup{"pp", &mesh.pp()}})
+        (group.comm->size() > 1 ? groups : groups_of_one).push_back(group);
+    StepDriver driver(*model, *scheme, device, control, step_plan, groups, executor ? &*executor : nullptr);
     PipelineStepStats pipeline_totals;
     std::vector<double> pipeline_span_ms;
 
@@ -191,11 +213,13 @@ TrainMeasurements run_training(const TrainPlan& plan, Mesh& mesh, Device& device
     std::uint64_t local_parameters = model->layout().total_numel();
     control.allreduce(&local_parameters, &local_parameters, 1, DType::uint64, ReduceOp::max);
     result.parameters_per_rank = local_parameters;
-    std::vector<double> step_ms, exposed_ms, losses;
+    std::vector<double> step_ms, exposed_ms, compute_ms, losses;
+    std::map<std::string, std::vector<double>> comm_ms_by_dimension, exposed_ms_by_dimension;
+    double peer_wait_ms = 0.0;
     for (int step = 0; step < o.warmup + o.steps; ++step) {
         if (step == o.warmup) {  // count the timed steps only
-            mesh.dp().stats().reset();
-            mesh.tp().stats().reset();
+            for (const CommGroup& group : groups) group.comm->stats().reset();
+            for (const CommGroup& group : groups_of_one) group.comm->stats().reset();
             if (executor) {  // the trace's clock starts at a barrier, alike on every rank
                 control.barrier();
                 executor->set_origin(std::chrono::steady_clock::now());
@@ -214,6 +238,12 @@ TrainMeasurements run_training(const TrainPlan& plan, Mesh& mesh, Device& device
         if (step < o.warmup) continue;
         step_ms.push_back(record.time_ms);
         exposed_ms.push_back(record.exposed_comm_ms);
+        compute_ms.push_back(record.compute_ms());
+        for (const CommGroup& group : groups) {
+            comm_ms_by_dimension[group.dimension].push_back(record.comm_ms.at(group.dimension));
+            exposed_ms_by_dimension[group.dimension].push_back(record.exposed_ms.at(group.dimension));
+        }
+        peer_wait_ms += record.pipeline.peer_wait_ms;
         pipeline_span_ms.push_back(record.pipeline.pipeline_ms);
         pipeline_totals.compute_ms += record.pipeline.compute_ms;
         pipeline_totals.recv_wait_ms += record.pipeline.recv_wait_ms;
@@ -230,12 +260,33 @@ TrainMeasurements run_training(const TrainPlan& plan, Mesh& mesh, Device& device
         pm.recv_wait_ms = allgather_values(pipeline_totals.recv_wait_ms / steps, control);
         pm.send_ms = allgather_values(pipeline_totals.send_ms / steps, control);
         pm.p2p_bytes = allgather_values(static_cast<double>(pipeline_totals.p2p_bytes) / steps, control);
+        pm.peer_wait_ms = allgather_values(peer_wait_ms / steps, control);
         pm.in_flight = peak_in_flight(*schedule, plan.p2p);
         if (!o.trace_path.empty()) pm.events = gather_events(executor->events(), control);
         result.pipeline = std::move(pm);
     }
-    result.dp_comm = mesh.dp().stats();
-    result.tp_comm = mesh.tp().stats();
+    for (const CommGroup& group : groups) {
+        result.comm[group.dimension] = group.comm->stats();
+        result.comm_ms[group.dimension] = max_over_ranks(comm_ms_by_dimension[group.dimension], control);
+        result.exposed_ms[group.dimension] = max_over_ranks(exposed_ms_by_dimension[group.dimension], control);
+    }
+    for (const CommGroup& group : groups_of_one)
+        for (const auto& [op, counter] : group.comm->stats().by_op) result.calls_on_groups_of_one += counter.calls;
+    control.allreduce(&result.calls_on_groups_of_one, &result.calls_on_groups_of_one, 1, DType::uint64,
+                      ReduceOp::sum);
+    result.expected_traffic = expected_rank_traffic(plan, mesh.shape(), mesh.coordinates(), part, *model);
+    for (const CommGroup& group : groups) {
+        int matches = traffic_matches(result.expected_traffic[group.dimension],
+                                      measured_traffic(group.comm->stats(), o.steps)) ? 1 : 0;
+        control.allreduce(&matches, &matches, 1, DType::int32, ReduceOp::min);
+        result.expected_matches_all_ranks[group.dimension] = matches == 1;
+    }
+    for (int rank = 0; rank < control.size(); ++rank) result.compute_ms_by_rank.emplace_back(step_ms.size());
+    std::vector<double> all_compute(step_ms.size() * static_cast<std::size_t>(control.size()));
+    control.allgather(compute_ms.data(), all_compute.data(), compute_ms.size(), DType::float64);
+    for (std::size_t i = 0; i < all_compute.size(); ++i)
+        result.compute_ms_by_rank[i / step_ms.size()][i % step_ms.size()] = all_compute[i];
+    result.host_of_rank = gather_host_names(control);
     std::uint64_t activation_bytes = model->activation_bytes_per_layer();
     control.allreduce(&activation_bytes, &activation_bytes, 1, DType::uint64, ReduceOp::max);
     result.activation_bytes_per_layer = activation_bytes;
@@ -281,6 +332,7 @@ TrainPlan serial_reference_plan(const TrainPlan& plan) {
     serial.options.microbatches = 1;
     serial.options.overlap = false;
     serial.options.prefetch = false;
+    serial.options.testing_slow_rank = -1;
     serial.scheme.zero_stage = 0;
     serial.scheme.microbatches = 1;
     serial.scheme.overlap = false;

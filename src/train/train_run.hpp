@@ -3,12 +3,14 @@
 // --check compares against, and the comparison itself.
 #pragma once
 
+#include <map>
 #include <optional>
 #include <string>
 #include <vector>
 
 #include "comm/communicator.hpp"
 #include "device/device.hpp"
+#include "plan/traffic.hpp"
 #include "train/matmuls.hpp"
 #include "train/memory_ledger.hpp"
 #include "train/mesh.hpp"
@@ -28,6 +30,7 @@ struct PipelineMeasurements {
     std::vector<double> recv_wait_ms;       // per rank, per step
     std::vector<double> send_ms;            // per rank, per step
     std::vector<double> p2p_bytes;          // per rank, per step, sent
+    std::vector<double> peer_wait_ms;       // per rank, per step: PipelineStepStats::peer_wait_ms
     std::vector<std::vector<int>> in_flight;  // per pipeline rank, per chunk: the schedule's peak
     std::vector<std::vector<TimelineEvent>> events;  // rank 0, per world rank, when traced
 };
@@ -55,11 +58,22 @@ struct TrainMeasurements {
     std::size_t parameters = 0;          // the whole model
     std::size_t parameters_per_rank = 0; // this rank's shard under tensor parallelism (max over ranks)
     std::vector<double> step_ms;         // timed steps, max over ranks
-    std::vector<double> exposed_comm_ms; // timed steps, max over ranks
+    std::vector<double> exposed_comm_ms; // timed steps, max over ranks of the sum over dimensions
     std::vector<double> loss;            // every step (warm-up first), mean over data-parallel ranks
     std::vector<MemoryUsage> memory_by_rank;
-    CommStats dp_comm;                   // this rank's data-parallel group, timed steps only
-    CommStats tp_comm;                   // this rank's tensor-parallel group, timed steps only
+    // By dimension ("dp", "tp", "pp"; groups of more than one rank only): this rank's group's
+    // calls over the timed steps, and per timed step the max over ranks of each rank's comm
+    // and exposed time in that dimension (StepRecord).
+    std::map<std::string, CommStats> comm;
+    std::map<std::string, std::vector<double>> comm_ms;
+    std::map<std::string, std::vector<double>> exposed_ms;
+    // This rank's expected traffic by dimension (train/expected_traffic.hpp), and whether every
+    // rank's measured traffic equals its own expected in that dimension.
+    std::map<std::string, TrafficByOp> expected_traffic;
+    std::uint64_t calls_on_groups_of_one = 0;  // over every rank and timed step: 0, as they issue nothing
+    std::map<std::string, bool> expected_matches_all_ranks;
+    std::vector<std::vector<double>> compute_ms_by_rank;  // per rank, per timed step: StepRecord::compute_ms
+    std::vector<std::string> host_of_rank;
     std::size_t activation_bytes_per_layer = 0;  // Model::activation_bytes_per_layer, max over ranks
     std::vector<float> final_parameters; // canonical order; filled on rank 0 when asked
     std::optional<PipelineMeasurements> pipeline;  // --pp > 1

@@ -104,10 +104,7 @@ class Zero : public TrainingScheme {
 
     void begin_microbatch(int index) override {
         // The staging shard is reused by the next micro-batch's reductions.
-        if (!reductions_in_flight_.empty()) {
-            auto timed = exposed_.measure();
-            complete_reductions(reductions_in_flight_.size());
-        }
+        complete_reductions(reductions_in_flight_.size());
         microbatch_ = index;
         use_cursor_ = 0;
         for (std::size_t s = 0; s < flat_.segments().size(); ++s)
@@ -124,7 +121,6 @@ class Zero : public TrainingScheme {
         const int segment = flat_.segment_index_of_unit(unit);
         {
             NvtxRange range("gather " + std::to_string(unit));
-            auto timed = exposed_.measure();
             Request& in_flight = gathers_in_flight_[static_cast<std::size_t>(segment)];
             if (in_flight.pending()) {
                 in_flight.wait();
@@ -162,7 +158,6 @@ class Zero : public TrainingScheme {
         if (--remaining_units_[static_cast<std::size_t>(segment)] > 0) return;
         const bool last_microbatch = microbatch_ + 1 == settings_.microbatches;
         if (stage() == 1 && !(last_microbatch && settings_.overlap)) return;  // reduced in end_backward
-        auto timed = exposed_.measure();
         reduce(segment, /*blocking=*/!settings_.overlap);
         // MPI progresses a non-blocking collective only inside MPI calls: poll the oldest.
         while (!reductions_in_flight_.empty() && reductions_in_flight_.front().request.test())
@@ -171,7 +166,6 @@ class Zero : public TrainingScheme {
 
     void end_backward() override {
         NvtxRange range("gradient reduce-scatter");
-        auto timed = exposed_.measure();
         if (stage() == 1 && !settings_.overlap) {
             const auto& segments = flat_.segments();
             for (int s = static_cast<int>(segments.size()) - 1; s >= 0; --s) reduce(s, /*blocking=*/true);
@@ -188,9 +182,9 @@ class Zero : public TrainingScheme {
                                   adam_m_.as<float>() + s.shard_offset, adam_v_.as<float>() + s.shard_offset,
                                   s.shard_numel, a.lr, a.beta1, a.beta2, a.eps, a.weight_decay, step);
         }
-        if (stage() == 3) return;
+        // A group of one holds every parameter it updated where the gather would put it.
+        if (stage() == 3 || dp_.size() == 1) return;
         NvtxRange range("parameter allgather");
-        auto timed = exposed_.measure();
         for (const Segment& s : flat_.segments())
             dp_.allgather(owned_params(s), params_full_.as<float>() + s.offset, s.shard_numel, DType::float32);
     }
@@ -243,6 +237,11 @@ class Zero : public TrainingScheme {
         const Segment& s = flat_.segments()[static_cast<std::size_t>(segment)];
         const float* shard = params_shard_.as<float>() + s.shard_offset;
         float* full = param_slots_[static_cast<std::size_t>(slot)].buffer.as<float>();
+        if (dp_.size() == 1) {  // the shard is the whole unit: a local copy, no collective
+            device_.copy(param_slots_[static_cast<std::size_t>(slot)].buffer, 0, params_shard_,
+                         s.shard_offset * sizeof(float), s.shard_numel * sizeof(float));
+            return;
+        }
         if (blocking)
             dp_.allgather(shard, full, s.shard_numel, DType::float32);
         else
@@ -264,7 +263,6 @@ class Zero : public TrainingScheme {
         while (slot < 0) {
             if (reductions_in_flight_.empty())
                 throw std::logic_error("ZeRO: more gradient buckets open at once than gradient slots");
-            auto timed = exposed_.measure();
             complete_reductions(1);
             slot = take_free(grad_slots_, segment);
         }
@@ -286,6 +284,16 @@ class Zero : public TrainingScheme {
         const bool accumulate = stage() > 1 && microbatch_ > 0;
         float* target = (accumulate ? staging_ : grad_shard_).as<float>() + s.shard_offset;
         PendingReduction pending{Request(), segment, accumulate};
+        if (dp_.size() == 1) {  // the shard is the whole segment: a local copy, no collective
+            const Buffer& source = stage() == 1 ? grads_full_ : grad_slots_[static_cast<std::size_t>(
+                                                                    grad_slot_of_[static_cast<std::size_t>(segment)])]
+                                                                    .buffer;
+            device_.copy(accumulate ? staging_ : grad_shard_, s.shard_offset * sizeof(float), source,
+                         (stage() == 1 ? s.offset : 0) * sizeof(float), s.shard_numel * sizeof(float));
+            reductions_in_flight_.push_back(std::move(pending));
+            complete_reductions(1);
+            return;
+        }
         if (blocking) {
             dp_.reduce_scatter(full, target, s.shard_numel, DType::float32, ReduceOp::avg);
             reductions_in_flight_.push_back(std::move(pending));

@@ -1,12 +1,18 @@
 #!/usr/bin/env python3
 """Runs one `parbench train` command line and judges it as a user would.
 
-    check_train_report.py --json OUT [--expect-exit N] [--expect-no-report] [--field PATH=VALUE ...] -- CMD...
+    check_train_report.py --json OUT [--expect-exit N] [--expect-no-report] [--expect-straggler RANK]
+                          [--field PATH=VALUE ...] -- CMD...
 
 With --expect-exit 0 (the default) the report must exist, follow the train result shape,
 say check.passed when --check was given, and carry the --field values (dotted paths into
-results[0], compared as JSON). With a non-zero exit status the run must print exactly one
-line on stderr and, with --expect-no-report, leave no report file behind.
+results[0], compared as JSON). Every such run is also held to the communication figures'
+invariants: per dimension exposed <= comm time, per call blocked <= time, exposed <= step
+time; no dimension whose group has one rank is reported; the traffic the layout implies
+equals the measured on every rank; throughput is named for what it counts. With
+--expect-straggler the report names that rank as the one the others wait for, consistently,
+and warns about it. With a non-zero exit status the run must print exactly one line on
+stderr and, with --expect-no-report, leave no report file behind.
 """
 import argparse
 import json
@@ -19,7 +25,7 @@ import jsonschema
 SCHEMA = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "schemas", "report.schema.json")
 
 REQUIRED = ["model", "layout", "global_batch", "seq_len", "warmup", "steps", "step_time_ms",
-            "step_time_samples_ms", "tokens_per_s", "flops", "achieved_tflops_per_rank", "mfu",
+            "step_time_samples_ms", "throughput", "samples_per_s", "flops", "achieved_tflops_per_rank", "mfu",
             "memory_bytes", "memory_theoretical_bytes", "memory_predicted_bytes", "comm", "exposed_comm_ms", "loss"]
 
 
@@ -37,12 +43,49 @@ def lookup(result, path):
     return value
 
 
+def check_comm(result, output):
+    """The invariants of the communication figures (docs/training.md)."""
+    comm = result["comm"]
+    # Measured per step as sums of per-call times: allow for the rounding of the JSON numbers.
+    slack = 1e-6
+    layout = result["layout"]
+    for dimension in ("dp", "tp", "pp"):
+        if layout[dimension] == 1 and (dimension in comm["dimensions"] or dimension in comm):
+            fail(f"the {dimension} group has one rank, yet comm reports it", output)
+    if comm["calls_on_groups_of_one"] != 0:
+        fail(f"{comm['calls_on_groups_of_one']} calls were issued on groups of one rank", output)
+    for dimension in comm["dimensions"]:
+        exposed, time = comm["exposed_ms"][dimension], comm["time_ms"][dimension]
+        if not 0 <= exposed <= time + slack:
+            fail(f"comm.exposed_ms.{dimension} = {exposed} is not within [0, comm.time_ms.{dimension} = {time}]",
+                 output)
+        for op, counter in comm[dimension].items():
+            if counter["blocked_ms"] > counter["time_ms"] + slack:
+                fail(f"comm.{dimension}.{op}: blocked {counter['blocked_ms']} ms > its time {counter['time_ms']} ms",
+                     output)
+        if comm["expected_matches"][dimension] is not True or comm["expected_matches_all_ranks"][dimension] is not True:
+            fail(f"the expected {dimension} traffic differs from the measured "
+                 f"(expected {comm['expected_calls'][dimension]} calls, {comm['expected_bytes'][dimension]} B; "
+                 f"measured {comm[dimension]}; every rank: {comm['expected_matches_all_ranks'][dimension]})", output)
+    total = sum(comm["exposed_ms"].values())
+    if result["exposed_comm_ms"] > total + slack:
+        fail(f"exposed_comm_ms {result['exposed_comm_ms']} exceeds the sum over dimensions {total}", output)
+    if result["exposed_comm_ms"] > result["step_time_ms"]["mean"] + slack:
+        fail(f"exposed_comm_ms {result['exposed_comm_ms']} exceeds the step time {result['step_time_ms']['mean']}",
+             output)
+    gpt = result["model"]["kind"] != "mlp"  # a sequence model counts tokens
+    unit = result["throughput"]["unit"]
+    if unit != ("tokens/s" if gpt else "samples/s") or gpt != ("tokens_per_s" in result):
+        fail(f"throughput of a {result['model']['kind']} model is named {unit!r}", output)
+
+
 def main():
     parser = argparse.ArgumentParser()
     parser.add_argument("--json", required=True)
     parser.add_argument("--expect-exit", type=int, default=0)
     parser.add_argument("--expect-no-report", action="store_true")
     parser.add_argument("--field", action="append", default=[])
+    parser.add_argument("--expect-straggler", type=int)
     parser.add_argument("command", nargs=argparse.REMAINDER)
     args = parser.parse_args()
     command = args.command[1:] if args.command and args.command[0] == "--" else args.command
@@ -98,6 +141,14 @@ def main():
         check = result.get("check")
         if not check or check.get("passed") is not True:
             fail(f"check did not pass: {check}", output)
+    check_comm(result, output)
+    if args.expect_straggler is not None:
+        straggler = result["stragglers"]
+        if straggler is None or straggler["rank"] != args.expect_straggler or straggler["consistent"] is not True:
+            fail(f"rank {args.expect_straggler} was slowed, but the report names {straggler}", output)
+        named = f"rank {args.expect_straggler} on host {straggler['host']}"
+        if not any(named in warning for warning in result["warnings"]) or named not in run.stderr:
+            fail(f"no warning names {named}", output)
     for field in args.field:
         path, expected = field.split("=", 1)
         actual = lookup(result, path)

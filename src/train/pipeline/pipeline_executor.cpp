@@ -1,5 +1,6 @@
 #include "train/pipeline/pipeline_executor.hpp"
 
+#include <algorithm>
 #include <stdexcept>
 
 #include "bench/nvtx.hpp"
@@ -35,10 +36,13 @@ const char* timeline_kind_category(TimelineKind kind) {
 }
 
 PipelineExecutor::PipelineExecutor(const Schedule& schedule, int pp_rank, P2pMode mode, Model& model,
-                                   TrainingScheme& scheme, Communicator& pp, Ops& ops, MemoryLedger& ledger)
+                                   TrainingScheme& scheme, Communicator& pp, Ops& ops, MemoryLedger& ledger,
+                                   Communicator& host, std::vector<int> host_rank_of_pp_rank)
     : schedule_(schedule), pp_rank_(pp_rank), mode_(mode),
       steps_(rank_steps(schedule.ranks.at(static_cast<std::size_t>(pp_rank)), mode)), model_(model), scheme_(scheme),
-      pp_(pp), ops_(ops), origin_(Clock::now()) {
+      pp_(pp), ops_(ops), host_(host), host_rank_of_pp_rank_(std::move(host_rank_of_pp_rank)), origin_(Clock::now()) {
+    if (static_cast<int>(host_rank_of_pp_rank_.size()) != pp.size())
+        throw std::logic_error("PipelineExecutor: one host rank per pipeline rank expected");
     const int shared = model.shared_unit();
     if (shared >= 0)
         shared_scratch_ = ledger.allocate(MemoryCategory::grads,
@@ -65,11 +69,72 @@ void PipelineExecutor::add_event(TimelineKind kind, Clock::time_point start, Clo
                                     microbatch, stage, step_});
 }
 
+int PipelineExecutor::note_send(int peer, double issued_us) {
+    std::vector<double>& issued = send_issued_us_[peer];
+    issued.push_back(issued_us);
+    return static_cast<int>(issued.size()) - 1;
+}
+
+int PipelineExecutor::note_recv(int peer, double posted_us) {
+    std::vector<double>& posted = recv_posted_us_[peer];
+    posted.push_back(posted_us);
+    return static_cast<int>(posted.size()) - 1;
+}
+
 void PipelineExecutor::wait_for_send(const void* buffer) {
     auto found = sends_in_flight_.find(buffer);
     if (found == sends_in_flight_.end()) return;
-    found->second.wait();
+    const double start = now_us();
+    found->second.request.wait();
+    blocked_.push_back(BlockedInterval{start, now_us(), found->second.peer, found->second.index, -1, -1});
     sends_in_flight_.erase(found);
+}
+
+double PipelineExecutor::settle_peer_waits() {
+    // What each peer needs from this rank: when it issued its sends to the peer, then when
+    // it posted its receives from it. The peer's counts mirror this rank's.
+    std::map<int, std::vector<double>> outgoing, incoming;
+    for (const auto* side : {&send_issued_us_, &recv_posted_us_})
+        for (const auto& [peer, times] : *side) {
+            outgoing[peer];
+            incoming[peer];
+        }
+    for (auto& [peer, values] : outgoing) {
+        const auto& sent = send_issued_us_[peer];
+        const auto& posted = recv_posted_us_[peer];
+        values.insert(values.end(), sent.begin(), sent.end());
+        values.insert(values.end(), posted.begin(), posted.end());
+        // The peer's sends to this rank (this rank's receives), then its receives from this rank.
+        incoming[peer].resize(posted.size() + sent.size());
+    }
+    {
+        std::vector<Request> requests;
+        for (auto& [peer, values] : incoming)
+            if (!values.empty())
+                requests.push_back(host_.irecv(values.data(), values.size(), DType::float64,
+                                               host_rank_of_pp_rank_.at(static_cast<std::size_t>(peer))));
+        for (auto& [peer, values] : outgoing)
+            if (!values.empty())
+                requests.push_back(host_.isend(values.data(), values.size(), DType::float64,
+                                               host_rank_of_pp_rank_.at(static_cast<std::size_t>(peer))));
+        for (Request& request : requests) request.wait();
+    }
+    double waiting_us = 0.0;
+    for (const BlockedInterval& interval : blocked_) {
+        double peer_ready_us = -1e300;
+        if (interval.recv_peer >= 0)  // the peer's send of the message this rank receives
+            peer_ready_us = std::max(peer_ready_us, incoming[interval.recv_peer].at(
+                                                        static_cast<std::size_t>(interval.recv_index)));
+        if (interval.send_peer >= 0)  // the peer's receive of the message this rank sends
+            peer_ready_us = std::max(
+                peer_ready_us, incoming[interval.send_peer].at(recv_posted_us_[interval.send_peer].size() +
+                                                               static_cast<std::size_t>(interval.send_index)));
+        waiting_us += std::clamp(peer_ready_us - interval.start_us, 0.0, interval.end_us - interval.start_us);
+    }
+    send_issued_us_.clear();
+    recv_posted_us_.clear();
+    blocked_.clear();
+    return waiting_us / 1000.0;
 }
 
 float* PipelineExecutor::transfer_buffer(const Action& action) {
@@ -121,36 +186,52 @@ void PipelineExecutor::transfer(const Step& step) {
         if (step.send) {
             float* buffer = transfer_buffer(*step.send);
             wait_for_send(buffer);
-            sends_in_flight_[buffer] = pp_.isend(buffer, count, DType::float32, step.send->peer);
+            const int peer = step.send->peer;
+            const double issued = now_us();
+            const int index = note_send(peer, issued);
+            sends_in_flight_[buffer] = InFlightSend{pp_.isend(buffer, count, DType::float32, peer), peer, index};
+            blocked_.push_back(BlockedInterval{issued, now_us(), peer, index, -1, -1});
             add_event(kind_of(*step.send), start, Clock::now(), step.send->microbatch, stage_of(step.send->chunk));
         }
         if (step.recv) {
             const auto recv_start = Clock::now();
             float* buffer = transfer_buffer(*step.recv);
             wait_for_send(buffer);
-            Request request = pp_.irecv(buffer, count, DType::float32, step.recv->peer);
+            const int peer = step.recv->peer;
+            const double posted = now_us();
+            const int index = note_recv(peer, posted);
+            Request request = pp_.irecv(buffer, count, DType::float32, peer);
             request.wait();
+            blocked_.push_back(BlockedInterval{posted, now_us(), -1, -1, peer, index});
             add_event(kind_of(*step.recv), recv_start, Clock::now(), step.recv->microbatch, stage_of(step.recv->chunk));
         }
         return;
     }
+    const double issued = now_us();
     if (step.send && step.recv) {
         // The send's buffer first: the receive may take the slot the send's micro-batch left.
         float* send_buffer = transfer_buffer(*step.send);
         float* recv_buffer = transfer_buffer(*step.recv);
         // Both at once and both completed before going on, as MPI_Sendrecv (or Megatron-LM's
         // batch_isend_irecv); built from isend/irecv so it matches the peers' plain send/recv.
+        const int send_index = note_send(step.send->peer, issued);
+        const int recv_index = note_recv(step.recv->peer, issued);
         Request sent = pp_.isend(send_buffer, count, DType::float32, step.send->peer);
         Request received = pp_.irecv(recv_buffer, count, DType::float32, step.recv->peer);
         received.wait();
         sent.wait();
+        blocked_.push_back(BlockedInterval{issued, now_us(), step.send->peer, send_index, step.recv->peer, recv_index});
         // Its time counts as the receive's wait (the send's part cannot be told apart).
         add_event(kind_of(*step.recv), start, Clock::now(), step.recv->microbatch, stage_of(step.recv->chunk));
     } else if (step.send) {
+        const int index = note_send(step.send->peer, issued);
         pp_.send(transfer_buffer(*step.send), count, DType::float32, step.send->peer);
+        blocked_.push_back(BlockedInterval{issued, now_us(), step.send->peer, index, -1, -1});
         add_event(kind_of(*step.send), start, Clock::now(), step.send->microbatch, stage_of(step.send->chunk));
     } else {
+        const int index = note_recv(step.recv->peer, issued);
         pp_.recv(transfer_buffer(*step.recv), count, DType::float32, step.recv->peer);
+        blocked_.push_back(BlockedInterval{issued, now_us(), -1, -1, step.recv->peer, index});
         add_event(kind_of(*step.recv), start, Clock::now(), step.recv->microbatch, stage_of(step.recv->chunk));
     }
 }
@@ -165,7 +246,11 @@ void PipelineExecutor::sum_shared_gradients() {
     const std::size_t count = model_.layout().units().at(static_cast<std::size_t>(unit)).numel;
     const int peer = pp_rank_ == 0 ? schedule_.shape.stages - 1 : 0;
     float* gradients = scheme_.gradients(unit);
+    const double issued = now_us();
+    const int send_index = note_send(peer, issued);
+    const int recv_index = note_recv(peer, issued);
     pp_.sendrecv(gradients, peer, shared_scratch_.as<float>(), peer, count, DType::float32);
+    blocked_.push_back(BlockedInterval{issued, now_us(), peer, send_index, peer, recv_index});
     ops_.add_inplace(gradients, shared_scratch_.as<float>(), count);
     add_event(TimelineKind::embedding_sync, start, Clock::now(), -1, -1);
 }
@@ -182,7 +267,11 @@ PipelineStepStats PipelineExecutor::run_step(int step, float loss_scale, Clock::
     }
     {
         const auto start = Clock::now();
-        for (auto& [buffer, request] : sends_in_flight_) request.wait();
+        for (auto& [buffer, send] : sends_in_flight_) {
+            const double wait_start = now_us();
+            send.request.wait();
+            blocked_.push_back(BlockedInterval{wait_start, now_us(), send.peer, send.index, -1, -1});
+        }
         sends_in_flight_.clear();
         stats_.send_ms += std::chrono::duration<double, std::milli>(Clock::now() - start).count();
     }

@@ -54,15 +54,29 @@ struct PipelineStepStats {
     double recv_wait_ms = 0.0;
     double send_ms = 0.0;
     std::size_t p2p_bytes = 0;  // sent by this rank
+    // The part of the time blocked in pipeline-group calls (transfers and the tied-embedding
+    // exchange) spent before the peer had issued its side: waiting for a peer that is still
+    // computing, which is bubble, not communication (settle_peer_waits).
+    double peer_wait_ms = 0.0;
 };
 
 class PipelineExecutor {
   public:
     // `origin` is where the timeline's clock starts; events are kept when `record` is set.
+    // `host` is a host-memory communicator over the world (MPI) and `host_rank_of_pp_rank`
+    // the pipeline group's ranks in it: settle_peer_waits exchanges timestamps over it.
     PipelineExecutor(const Schedule& schedule, int pp_rank, P2pMode mode, Model& model, TrainingScheme& scheme,
-                     Communicator& pp, Ops& ops, MemoryLedger& ledger);
+                     Communicator& pp, Ops& ops, MemoryLedger& ledger, Communicator& host,
+                     std::vector<int> host_rank_of_pp_rank);
     // Runs the step from begin_step to the optimizer; `step_start` is the step's clock start.
     PipelineStepStats run_step(int step, float loss_scale, std::chrono::steady_clock::time_point step_start);
+    // After run_step, outside the timed region; collective over the pipeline group. Splits
+    // each interval this rank was blocked on a transfer at the moment its peer issued the
+    // matching call (its send for a receive, its receive for a send; the later of the two
+    // for a paired send and receive), on the clock common to the ranks since set_origin:
+    // the part before is waiting for a peer still computing, returned in ms (bubble); the
+    // rest is communication. Call set_origin after a barrier before the steps it settles.
+    double settle_peer_waits();
     void set_origin(std::chrono::steady_clock::time_point origin) { origin_ = origin; }
     void set_recording(bool on) { recording_ = on; }
     const std::vector<TimelineEvent>& events() const { return events_; }
@@ -72,6 +86,9 @@ class PipelineExecutor {
     void compute(const Action& action, float loss_scale);
     void transfer(const Step& step);
     void wait_for_send(const void* buffer);
+    double now_us() const { return std::chrono::duration<double, std::micro>(Clock::now() - origin_).count(); }
+    int note_send(int peer, double issued_us);  // this step's index of the message to `peer`
+    int note_recv(int peer, double posted_us);  // this step's index of the message from `peer`
     void add_event(TimelineKind kind, Clock::time_point start, Clock::time_point end, int microbatch, int stage);
     int stage_of(int chunk) const { return chunk * schedule_.shape.stages + pp_rank_; }
     float* transfer_buffer(const Action& action);
@@ -86,7 +103,25 @@ class PipelineExecutor {
     Communicator& pp_;
     Ops& ops_;
     Buffer shared_scratch_;  // the other stage's share of the tied embedding gradient
-    std::map<const void*, Request> sends_in_flight_;
+    struct InFlightSend {
+        Request request;
+        int peer = -1;
+        int index = -1;
+    };
+    std::map<const void*, InFlightSend> sends_in_flight_;
+    // This step's transfers for settle_peer_waits, on the origin's clock: per peer, when this
+    // rank issued each send to it and posted each receive from it, in MPI's matching order;
+    // and each interval this rank was blocked on a transfer, with the messages it waited for.
+    struct BlockedInterval {
+        double start_us = 0.0, end_us = 0.0;
+        int send_peer = -1, send_index = -1;
+        int recv_peer = -1, recv_index = -1;
+    };
+    std::map<int, std::vector<double>> send_issued_us_;
+    std::map<int, std::vector<double>> recv_posted_us_;
+    std::vector<BlockedInterval> blocked_;
+    Communicator& host_;
+    std::vector<int> host_rank_of_pp_rank_;
     Clock::time_point origin_;
     bool recording_ = false;
     int step_ = 0;

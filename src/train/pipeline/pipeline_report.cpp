@@ -31,6 +31,7 @@ void add_pipeline_results(nlohmann::json& result, const TrainPlan& plan, const M
                          {"compute_ms", pm.compute_ms[r]},
                          {"recv_wait_ms", pm.recv_wait_ms[r]},
                          {"send_ms", pm.send_ms[r]},
+                         {"peer_wait_ms", pm.peer_wait_ms[r]},
                          {"p2p_bytes_sent", pm.p2p_bytes[r]}});
     }
     std::vector<double> per_stage;
@@ -47,7 +48,10 @@ void add_pipeline_results(nlohmann::json& result, const TrainPlan& plan, const M
                           "start to the last rank's last pipeline action), mean over timed steps; measured_per_stage "
                           "is the mean over a stage's ranks, measured the mean over all ranks. The formula is the "
                           "same ratio for balanced stages and free transfers (Megatron's t_pb/t_id = (p-1)/m is "
-                          "bubble over ideal time instead). Receive waits are idle time and include the transfer"},
+                          "bubble over ideal time instead). Receive waits are idle time and include the transfer. "
+                          "peer_wait_ms: the part of the rank's time blocked in pipeline-group calls spent before "
+                          "the peer had issued its side of the transfer (waiting for a peer still computing): "
+                          "bubble, and left out of comm.exposed_ms.pp; the rest of the wait is communication"},
         {"pipeline_ms", span},
         {"by_rank", ranks},
     };
