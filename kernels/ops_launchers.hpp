@@ -6,6 +6,7 @@
 
 #include <cstddef>
 
+#include "kernels/gqa_math.hpp"
 #include "kernels/half_types.hpp"
 
 struct CUstream_st;
@@ -36,6 +37,23 @@ void launch_attention_forward(float* out, float* preatt, float* att, const float
                               GpuStream stream);
 void launch_attention_backward(float* dqkv, float* dpreatt, float* datt, const float* dout, const float* qkv,
                                const float* att, int B, int T, int C, int NH, GpuStream stream);
+
+// rmsnorm.cu, swiglu.cu, rope.cu, gqa_attention.cu: Llama's ops
+void launch_rmsnorm_forward(float* out, float* rstd, const float* inp, const float* weight, int N, int C, float eps,
+                            GpuStream stream);
+void launch_rmsnorm_backward(float* dinp, float* dweight, const float* dout, const float* inp, const float* weight,
+                             const float* rstd, int N, int C, GpuStream stream);
+void launch_swiglu_forward(float* out, const float* gate, const float* up, std::size_t n, GpuStream stream);
+void launch_swiglu_backward(float* dgate, float* dup, const float* dout, const float* gate, const float* up,
+                            std::size_t n, GpuStream stream);
+void launch_rope_forward(float* x, const int* positions, int B, int T, int H, int hs, float theta, GpuStream stream);
+void launch_rope_backward(float* dx, const int* positions, int B, int T, int H, int hs, float theta,
+                          GpuStream stream);
+void launch_gqa_attention_forward(float* out, float* preatt, float* att, const float* q, const float* k,
+                                  const float* v, const GqaShape& shape, GpuStream stream);
+void launch_gqa_attention_backward(float* dq, float* dk, float* dv, float* dpreatt, float* datt, const float* dout,
+                                   const float* q, const float* k, const float* v, const float* att,
+                                   const GqaShape& shape, GpuStream stream);
 
 // encoder.cu; the shard is [vocab_start, vocab_start + vocab_size)
 void launch_encoder_forward(float* out, const int* tokens, const float* wte, const float* wpe, int B, int T, int C,

@@ -8,7 +8,7 @@ root=$(cd "$(dirname "$0")/.." && pwd)
 build_dir=${PARBENCH_BUILD_DIR:-$root/build}
 
 packages=(cmake g++ make pkg-config openmpi-bin libopenmpi-dev libcli11-dev nlohmann-json3-dev libopenblas-dev
-          libgtest-dev libbenchmark-dev python3 python3-jsonschema)
+          libgtest-dev libbenchmark-dev python3 python3-jsonschema python3-matplotlib)
 missing=()
 for package in "${packages[@]}"; do
   dpkg-query -W -f='${Status}' "$package" 2>/dev/null | grep -q "install ok installed" || missing+=("$package")

@@ -50,8 +50,7 @@ void CollectiveHarness::fill_inputs(const PointSpec& spec, const BufferShape& sh
     device_.fill_input(*pointers.input_buffer, pointers.input_offset, shape.send_count, spec.params.type, pattern);
 }
 
-std::vector<double> CollectiveHarness::time_samples(const PointSpec& spec, const Pointers& pointers,
-                                                    std::uint64_t bytes) {
+RankTimes CollectiveHarness::time_samples(const PointSpec& spec, const Pointers& pointers, std::uint64_t bytes) {
     const Collective& collective = *spec.collective;
     const std::string name(collective.name());
     const int ops_per_sample = options_.mode == TimingMode::batched ? options_.batch_size : 1;
@@ -75,31 +74,56 @@ std::vector<double> CollectiveHarness::time_samples(const PointSpec& spec, const
         if (!graph) throw UsageError("--graph needs a device that can capture work (CUDA); drop --graph on CPU");
     }
 
-    std::vector<double> local(static_cast<std::size_t>(options_.iters));
+    using Clock = std::chrono::steady_clock;
+    const auto since_us = [](Clock::time_point from) {
+        return std::chrono::duration<double, std::micro>(Clock::now() - from).count();
+    };
+    const std::size_t iters = static_cast<std::size_t>(options_.iters);
+    std::vector<double> own(iters), arrival(iters), finish(iters);
     auto timer = device_.make_timer();
     const char* range_name = options_.mode == TimingMode::batched ? "batch" : "iteration";
-    for (int i = 0; i < options_.iters; ++i) {
+    const bool straggle = options_.inject_straggler_rank == data_.rank();
+    const auto straggle_for = std::chrono::duration<double, std::micro>(options_.inject_straggler_us);
+    for (std::size_t i = 0; i < iters; ++i) {
         // The injected hang stops before entering the iteration, as a rank that never arrives.
         if (i == 0 && options_.inject_hang_rank == data_.rank()) {
             for (;;) std::this_thread::sleep_for(std::chrono::seconds(1));  // waits for the watchdog
         }
-        watchdog_.enter({"timed", name, bytes, i});
+        watchdog_.enter({"timed", name, bytes, static_cast<int>(i)});
         data_.barrier();
+        // Every rank leaves the barrier at about the same moment: the common time base of
+        // arrivals and finishes, without synchronising clocks across hosts.
+        const Clock::time_point released = Clock::now();
+        if (straggle) std::this_thread::sleep_for(straggle_for);
         NvtxRange range(range_name);
+        arrival[i] = since_us(released);
         timer->start();
         if (graph)
             graph->replay();
         else
             run_ops();
         timer->stop();
-        local[static_cast<std::size_t>(i)] = timer->elapsed_us() / ops_per_sample;
+        own[i] = timer->elapsed_us() / ops_per_sample;
+        finish[i] = since_us(released);
     }
     watchdog_.idle();
+    return gather_rank_times(own, arrival, finish);
+}
 
-    // The slowest rank defines each sample: a collective is done when its last rank is.
-    std::vector<double> slowest(local.size());
-    control_.allreduce(local.data(), slowest.data(), local.size(), DType::float64, ReduceOp::max);
-    return slowest;
+// Outside timing: every rank's series to every rank, on the control communicator.
+RankTimes CollectiveHarness::gather_rank_times(const std::vector<double>& own, const std::vector<double>& arrival,
+                                               const std::vector<double>& finish) {
+    RankTimes times;
+    times.ranks = control_.size();
+    times.iterations = static_cast<int>(own.size());
+    const std::size_t total = own.size() * static_cast<std::size_t>(times.ranks);
+    times.own_us.resize(total);
+    times.arrival_us.resize(total);
+    times.finish_us.resize(total);
+    control_.allgather(own.data(), times.own_us.data(), own.size(), DType::float64);
+    control_.allgather(arrival.data(), times.arrival_us.data(), arrival.size(), DType::float64);
+    control_.allgather(finish.data(), times.finish_us.data(), finish.size(), DType::float64);
+    return times;
 }
 
 // Fresh inputs, a receive buffer filled with other data, one run, then every element of
@@ -109,7 +133,11 @@ std::uint64_t CollectiveHarness::count_wrong(const PointSpec& spec, const Buffer
     NvtxRange range("check");
     const Collective& collective = *spec.collective;
     fill_inputs(spec, shape, pointers);
-    if (!spec.inplace) {
+    // Out of place on MPI, broadcast's root sends from its input and writes no output
+    // (collective.hpp): its input must still hold the data every rank received.
+    const bool result_in_input = !spec.inplace && collective.rooted() && data_.rank() == spec.params.root &&
+                                 !collective.root_output_written(data_);
+    if (!spec.inplace && !result_in_input) {
         InputPattern sentinel;
         sentinel.rank = data_.size() + 17;
         sentinel.modulus = 97;
@@ -122,9 +150,14 @@ std::uint64_t CollectiveHarness::count_wrong(const PointSpec& spec, const Buffer
 
     std::uint64_t wrong = 0;
     const InputPattern pattern = input_pattern(collective, spec.params, data_.size(), data_.rank());
-    if (auto layout = collective.expected(spec.count, data_.size(), data_.rank(), spec.params.root, pattern))
-        wrong = device_.count_wrong(*pointers.output_buffer, pointers.output_offset, shape.recv_count,
-                                    spec.params.type, *layout);
+    if (auto layout = collective.expected(spec.count, data_.size(), data_.rank(), spec.params.root, pattern)) {
+        if (result_in_input)
+            wrong = device_.count_wrong(*pointers.input_buffer, pointers.input_offset, shape.send_count,
+                                        spec.params.type, *layout);
+        else
+            wrong = device_.count_wrong(*pointers.output_buffer, pointers.output_offset, shape.recv_count,
+                                        spec.params.type, *layout);
+    }
     std::uint64_t total = 0;
     control_.allreduce(&wrong, &total, 1, DType::uint64, ReduceOp::sum);
     return total;
@@ -158,7 +191,7 @@ PointMeasurement CollectiveHarness::measure(const PointSpec& spec) {
     device_.synchronize();
 
     PointMeasurement measurement;
-    measurement.samples_us = time_samples(spec, pointers, bytes);
+    measurement.times = time_samples(spec, pointers, bytes);
     if (spec.check) measurement.wrong = count_wrong(spec, shape, pointers);
     return measurement;
 }

@@ -1,7 +1,8 @@
 // Times one collective at one size the way DESIGN.md's measurement contract says:
 // warm-up, then per-iteration (barrier, start, op, device sync, stop) or batched
-// (barrier, N ops, sync, time / N) samples, each the maximum over ranks; then, when asked,
-// one validated run on fresh inputs.
+// (barrier, N ops, sync, time / N) samples; every rank's own times, arrivals and finishes
+// come back to every rank (bench/rank_times.hpp aggregates them over ranks); then, when
+// asked, one validated run on fresh inputs.
 #pragma once
 
 #include <cstdint>
@@ -9,6 +10,7 @@
 #include <string>
 #include <vector>
 
+#include "bench/rank_times.hpp"
 #include "bench/watchdog.hpp"
 #include "collectives/collective.hpp"
 #include "comm/communicator.hpp"
@@ -26,6 +28,10 @@ struct TimingOptions {
     int batch_size = 10;    // ops per sample in batched mode
     bool graph = false;     // replay a captured CUDA graph of the op(s) instead of launching
     std::optional<int> inject_hang_rank;  // fault injection: this rank stops in its first timed iteration
+    // Fault injection: after each iteration's barrier this rank sleeps this long before it
+    // starts the op, so it arrives late (a straggler the others wait for).
+    std::optional<int> inject_straggler_rank;
+    double inject_straggler_us = 2000.0;
 };
 
 struct PointSpec {
@@ -37,7 +43,7 @@ struct PointSpec {
 };
 
 struct PointMeasurement {
-    std::vector<double> samples_us;    // per sample, the maximum over ranks
+    RankTimes times;                     // every rank's, identical on all ranks
     std::optional<std::uint64_t> wrong;  // elements wrong over all ranks, when checked
 };
 
@@ -48,6 +54,7 @@ class CollectiveHarness {
     CollectiveHarness(Communicator& data, Communicator& control, Device& device, TimingOptions options,
                       Watchdog& watchdog);
     PointMeasurement measure(const PointSpec& spec);
+    const Communicator& data() const { return data_; }
 
   private:
     struct Pointers {
@@ -60,7 +67,9 @@ class CollectiveHarness {
     };
     Pointers prepare_buffers(const PointSpec& spec, const BufferShape& shape);
     void fill_inputs(const PointSpec& spec, const BufferShape& shape, const Pointers& pointers);
-    std::vector<double> time_samples(const PointSpec& spec, const Pointers& pointers, std::uint64_t bytes);
+    RankTimes time_samples(const PointSpec& spec, const Pointers& pointers, std::uint64_t bytes);
+    RankTimes gather_rank_times(const std::vector<double>& own, const std::vector<double>& arrival,
+                                const std::vector<double>& finish);
     std::uint64_t count_wrong(const PointSpec& spec, const BufferShape& shape, const Pointers& pointers);
     Buffer& grow(Buffer& buffer, std::size_t bytes);
 

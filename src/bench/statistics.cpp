@@ -62,8 +62,8 @@ std::size_t count_outliers(std::span<const double> samples) {
     }));
 }
 
-std::vector<std::string> sample_warnings(std::span<const double> samples, const SampleFlags& flags) {
-    std::vector<std::string> warnings;
+std::vector<Warning> sample_warning_list(std::span<const double> samples, const SampleFlags& flags) {
+    std::vector<Warning> warnings;
     if (samples.size() < 3) return warnings;
     const Summary summary = summarize(samples);
     const double relative_spread = summary.mean > 0.0 ? summary.stddev.value_or(0.0) / summary.mean : 0.0;
@@ -74,7 +74,7 @@ std::vector<std::string> sample_warnings(std::span<const double> samples, const 
              << summary.p95 / summary.median
              << "x the median; other load or oversubscribed cores?): raise " << flags.samples
              << ", pin ranks, or compare medians of alternating runs";
-        warnings.push_back(text.str());
+        warnings.push_back({"wide-spread", text.str()});
     }
     const std::size_t outliers = count_outliers(samples);
     if (outliers * 10 > samples.size()) {
@@ -83,13 +83,20 @@ std::vector<std::string> sample_warnings(std::span<const double> samples, const 
              << " samples are outliers (modified z-score > 3.5); the distribution may be bimodal: "
                 "check for interference and raise "
              << flags.warmup;
-        warnings.push_back(text.str());
+        warnings.push_back({"outliers", text.str()});
     }
     if (summary.median > 0.0 && samples.front() > 5.0 * summary.median) {
-        warnings.push_back("the first timed sample is over 5x the median: warm-up was too short; raise " +
-                           std::string(flags.warmup));
+        warnings.push_back({"slow-first-sample",
+                            "the first timed sample is over 5x the median: warm-up was too short; raise " +
+                                std::string(flags.warmup)});
     }
     return warnings;
+}
+
+std::vector<std::string> sample_warnings(std::span<const double> samples, const SampleFlags& flags) {
+    std::vector<std::string> texts;
+    for (Warning& warning : sample_warning_list(samples, flags)) texts.push_back(std::move(warning.text));
+    return texts;
 }
 
 }  // namespace parbench

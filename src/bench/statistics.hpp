@@ -33,8 +33,16 @@ struct SampleFlags {
     std::string_view warmup = "--warmup";
 };
 
+// A warning with a short stable kind, so a run can tally how many points drew which.
+struct Warning {
+    std::string kind;  // "wide-spread", "outliers", "slow-first-sample", ...
+    std::string text;  // what was seen and what to change
+};
+
 // Warnings, each with what to change, when the samples look untrustworthy: a wide spread,
 // many outliers, a first sample far slower than the rest.
+std::vector<Warning> sample_warning_list(std::span<const double> samples, const SampleFlags& flags = {});
+// The same, text only.
 std::vector<std::string> sample_warnings(std::span<const double> samples, const SampleFlags& flags = {});
 
 }  // namespace parbench

@@ -10,7 +10,9 @@
 #include "bench/collective_harness.hpp"
 #include "bench/nvtx.hpp"
 #include "bench/watchdog.hpp"
+#include "cli/collective_groups.hpp"
 #include "cli/command.hpp"
+#include "cli/job_environment.hpp"
 #include "cli/job_watchdog.hpp"
 #include "cli/mpi_scope.hpp"
 #include "cli/rank_agreement.hpp"
@@ -23,7 +25,6 @@
 #include "report/collective_result.hpp"
 #include "report/console_table.hpp"
 #include "report/csv_report.hpp"
-#include "report/environment.hpp"
 #include "report/json_file.hpp"
 #include "report/kept_report.hpp"
 #include "report/report_document.hpp"
@@ -45,13 +46,21 @@ struct CollectiveOptions {
     std::string timing = "per-iter";
     int batch_size = 10;
     bool graph = false;
-    bool inplace = false;
-    bool check = false;
+    std::string placement = "both";
+    bool inplace = false;  // shorthand for --placement in
+    bool check = true;     // nccl-tests' -c 1: one checked run per size after timing
+    std::string aggregate = "max";
+    std::string mpi_threads = "single";
+    bool verbose = false;
+    bool quiet = false;
     std::string json_path;
     std::string csv_path;
     std::string backend = "auto";
     double timeout_s = 0.0;
     std::optional<int> inject_hang_rank;
+    std::string groups;  // --groups: host, cross-host or N
+    std::optional<int> inject_straggler_rank;
+    double inject_straggler_us = 2000.0;
 };
 
 // The options after parsing, in the types the harness takes.
@@ -62,7 +71,43 @@ struct ResolvedOptions {
     CollectiveParams params;
     TimingOptions timing;
     BackendChoice backend = BackendChoice::automatic;
+    Placements placements;
+    Aggregation aggregation = Aggregation::max;
+    MpiThreadLevel mpi_threads = MpiThreadLevel::single;
+    std::optional<GroupsSpec> groups;
 };
+
+// The flags of issue 10's collective habits: placement, aggregation, thread level, output.
+void resolve_reporting(const CollectiveOptions& options, ResolvedOptions& resolved) {
+    if (options.placement == "out")
+        resolved.placements = {true, false};
+    else if (options.placement == "in")
+        resolved.placements = {false, true};
+    else if (options.placement == "both")
+        resolved.placements = {true, true};
+    else
+        throw UsageError("--placement '" + options.placement + "': use out, in or both");
+    if (options.inplace) {
+        if (options.placement != "both" && options.placement != "in")
+            throw UsageError("--inplace is --placement in; drop one of --inplace and --placement " + options.placement);
+        resolved.placements = {false, true};
+    }
+    const auto aggregation = parse_aggregation(options.aggregate);
+    if (!aggregation) throw UsageError("--aggregate '" + options.aggregate + "': use max, mean, rank-mean, rank-max or rank0");
+    resolved.aggregation = *aggregation;
+    const auto threads = parse_thread_level(options.mpi_threads);
+    if (!threads || *threads == MpiThreadLevel::serialized)
+        throw UsageError("--mpi-threads '" + options.mpi_threads + "': use single, funneled or multiple");
+    resolved.mpi_threads = *threads;
+    if (options.verbose && options.quiet) throw UsageError("--verbose and --quiet contradict each other; give one");
+    if (options.inject_straggler_us < 0) throw UsageError("--inject-straggler-us must be 0 or more");
+    resolved.timing.inject_straggler_rank = options.inject_straggler_rank;
+    resolved.timing.inject_straggler_us = options.inject_straggler_us;
+}
+
+std::string placement_name(const Placements& placements) {
+    return placements.out_of_place && placements.in_place ? "both" : placements.in_place ? "in" : "out";
+}
 
 ResolvedOptions resolve(const CollectiveOptions& options) {
     ResolvedOptions resolved;
@@ -117,22 +162,28 @@ ResolvedOptions resolve(const CollectiveOptions& options) {
     resolved.timing.batch_size = options.batch_size;
     resolved.timing.graph = options.graph;
     resolved.timing.inject_hang_rank = options.inject_hang_rank;
+    resolved.groups = parse_groups(options.groups);
     resolved.backend = parse_backend(options.backend);
     if (resolved.backend == BackendChoice::mpi && options.graph)
         throw UsageError("--graph replays CUDA graphs; it needs --backend nccl (or auto on GPUs)");
+    resolve_reporting(options, resolved);
     return resolved;
 }
 
+// What every rank must agree on before MPI work starts, and the report's config (which adds
+// the thread level MPI provided, once it has started).
 nlohmann::json config_json(const CollectiveOptions& options, const ResolvedOptions& resolved) {
     nlohmann::json collectives = nlohmann::json::array();
     for (const Collective* c : resolved.collectives) collectives.push_back(c->name());
     return {
         {"collectives", collectives},
         {"sizes", resolved.sizes},
+        {"groups", options.groups.empty() ? nlohmann::json(nullptr) : nlohmann::json(options.groups)},
         {"dtype", dtype_name(resolved.params.type)},
         {"op", reduce_op_name(resolved.params.op)},
         {"root", resolved.params.root},
-        {"inplace", options.inplace},
+        {"placement", placement_name(resolved.placements)},
+        {"inplace", resolved.placements.in_place && !resolved.placements.out_of_place},
         {"check", options.check},
         {"warmup", resolved.timing.warmup},
         {"iters", resolved.timing.iters},
@@ -140,7 +191,9 @@ nlohmann::json config_json(const CollectiveOptions& options, const ResolvedOptio
         {"batch_size", resolved.timing.mode == TimingMode::batched ? nlohmann::json(resolved.timing.batch_size)
                                                                     : nlohmann::json(nullptr)},
         {"graph", resolved.timing.graph},
-        {"aggregation", "max over ranks per sample"},
+        {"aggregation", aggregation_name(resolved.aggregation)},
+        {"reported_statistic", reported_statistic(resolved.aggregation)},
+        {"mpi_threads", {{"requested", thread_level_name(resolved.mpi_threads)}}},
         {"timeout_s", options.timeout_s},
         {"backend_requested", options.backend},
     };
@@ -155,7 +208,19 @@ std::string method_line(const ResolvedOptions& resolved) {
         text << "batched timing (barrier, " << resolved.timing.batch_size << " ops, device sync; time / "
              << resolved.timing.batch_size << ")";
     if (resolved.timing.graph) text << " replaying a CUDA graph";
-    text << "; each sample is the max over ranks; algbw = bytes / median";
+    switch (resolved.aggregation) {
+        case Aggregation::max: text << "; each sample is the max over ranks; algbw = bytes / median"; break;
+        case Aggregation::mean: text << "; each sample is the mean over ranks; algbw = bytes / median"; break;
+        case Aggregation::rank_mean:
+            text << "; each rank's mean over samples, then the mean over ranks (IMB t_avg, OSU avg); algbw = "
+                    "bytes / that mean";
+            break;
+        case Aggregation::rank_max:
+            text << "; each rank's mean over samples, then the max over ranks (IMB t_max, OSU max); algbw = "
+                    "bytes / that max";
+            break;
+        case Aggregation::rank0: text << "; each sample is rank 0's own time; algbw = bytes / median"; break;
+    }
     return text.str();
 }
 
@@ -234,6 +299,46 @@ std::optional<std::string> collective_memory_refusal(const CollectiveOptions& op
                           *budget, "lower it, or run fewer ranks per host");
 }
 
+// --groups: every rank's figures for its group reach world rank 0, which records each group
+// (its ranks, hosts, time, bandwidths, wrong elements), the minimum bus bandwidth across the
+// groups, and counts every group's wrong elements as the point's. Collective over `control`.
+void combine_groups(CollectiveResult& result, const GroupLayout& layout, const MpiSession& session,
+                    Communicator& control, bool quiet) {
+    constexpr std::size_t fields = 4;
+    const double mine[fields] = {result.reported_time_us, result.algbw_gbps, result.busbw_gbps,
+                                 result.wrong ? static_cast<double>(*result.wrong) : -1.0};
+    std::vector<double> all(control.rank() == 0 ? fields * static_cast<std::size_t>(control.size()) : 0);
+    control.gather(mine, all.data(), fields, DType::float64, 0);
+    if (control.rank() != 0 || result.skipped) return;
+    nlohmann::json groups = nlohmann::json::array();
+    double min_busbw = 0.0;
+    std::uint64_t wrong = 0;
+    std::ostringstream line;
+    line << std::fixed;
+    line.precision(2);
+    line << "#   groups:";
+    for (std::size_t g = 0; g < layout.groups.size(); ++g) {
+        const std::vector<int>& ranks = layout.groups[g];
+        const double* figures = all.data() + fields * static_cast<std::size_t>(ranks.front());
+        std::vector<std::string> hosts;
+        for (int r : ranks) {
+            const std::string& host = session.hosts_by_rank()[static_cast<std::size_t>(r)];
+            if (std::find(hosts.begin(), hosts.end(), host) == hosts.end()) hosts.push_back(host);
+        }
+        groups.push_back({{"index", g}, {"ranks", ranks}, {"hosts", hosts}, {"time_us", figures[0]},
+                          {"algbw_gbps", figures[1]}, {"busbw_gbps", figures[2]},
+                          {"wrong", figures[3] < 0 ? nlohmann::json(nullptr) : nlohmann::json(figures[3])}});
+        min_busbw = g == 0 ? figures[2] : std::min(min_busbw, figures[2]);
+        if (figures[3] > 0) wrong += static_cast<std::uint64_t>(figures[3]);
+        line << " [" << g << "] " << (hosts.size() == 1 ? hosts.front() : std::to_string(hosts.size()) + " hosts")
+             << ' ' << figures[2];
+    }
+    line << " GB/s busbw; min " << min_busbw << '\n';
+    if (result.wrong) result.wrong = wrong;
+    result.groups = {{"count", layout.groups.size()}, {"busbw_min_gbps", min_busbw}, {"members", groups}};
+    if (!quiet) std::cout << line.str() << std::flush;
+}
+
 class CollectiveCommand : public Command {
   public:
     explicit CollectiveCommand(std::string name) { options_.command = std::move(name); }
@@ -244,9 +349,12 @@ class CollectiveCommand : public Command {
 
     int run(Invocation& invocation) override {
         const ResolvedOptions resolved = resolve(options_);
-        return run_with_mpi(invocation, config_json(options_, resolved), [&](const MpiSession& session, Communicator& control) {
-            return measure(invocation, resolved, session, control);
-        });
+        return run_with_mpi(
+            invocation, config_json(options_, resolved),
+            [&](const MpiSession& session, Communicator& control) {
+                return measure(invocation, resolved, session, control);
+            },
+            resolved.mpi_threads);
     }
 
   private:
@@ -258,9 +366,18 @@ class CollectiveCommand : public Command {
             throw UsageError("--root " + std::to_string(resolved.params.root) + ": only " + std::to_string(nranks) +
                              " ranks; use 0.." + std::to_string(nranks - 1));
         check_outputs_writable(control, {{options_.json_path, "--json"}, {options_.csv_path, "--csv"}});
+        const std::optional<GroupLayout> groups =
+            resolved.groups ? std::optional(layout_groups(*resolved.groups, session.hosts_by_rank(), rank)) : std::nullopt;
+        std::vector<std::string> hosts = session.hosts_by_rank();  // of the ranks one harness measures
+        if (groups) {
+            hosts.clear();
+            for (int member : groups->groups[static_cast<std::size_t>(groups->mine)])
+                hosts.push_back(session.hosts_by_rank()[static_cast<std::size_t>(member)]);
+        }
+        const int measured_ranks = static_cast<int>(hosts.size());
         // Refuse impossible exact sizes before any measuring.
         for (const Collective* collective : resolved.collectives)
-            element_count(*collective, resolved.sizes.front(), resolved.params, nranks, resolved.exact_size);
+            element_count(*collective, resolved.sizes.front(), resolved.params, measured_ranks, resolved.exact_size);
 
         throw_if_any_rank_failed(control,
                                  collective_memory_refusal(options_, resolved, nranks, rank, session.local_size()),
@@ -276,57 +393,95 @@ class CollectiveCommand : public Command {
             throw UsageError("--graph replays CUDA graphs; this run uses " + backend.device->kind() +
                              " memory (no GPU visible)");
         const Environment environment = collect_environment(session, *backend.device, *backend.comm, control);
-        nlohmann::json report = report_frame(options_.command, invocation.arguments, invocation.started_at, environment,
-                                             config_json(options_, resolved));
-        if (rank == 0) {
+        nlohmann::json config = config_json(options_, resolved);
+        config["mpi_threads"]["provided"] = thread_level_name(session.thread_level_provided());
+        nlohmann::json report =
+            report_frame(options_.command, invocation.arguments, invocation.started_at, environment, config);
+        if (rank == 0 && !options_.quiet) {
             print_console_header(std::cout, report, method_line(resolved));
             if (oversubscribed(environment))
                 std::cerr << "warning: more ranks than cores on a host: ranks share cores and busy-poll, so times "
                              "measure the scheduler too; quote figures from runs with at most one rank per core\n";
+            if (session.thread_level_provided() != session.thread_level_requested())
+                std::cerr << "warning: asked MPI for thread level " << thread_level_name(session.thread_level_requested())
+                          << ", it provides " << thread_level_name(session.thread_level_provided())
+                          << " (OMPI_MPI_THREAD_LEVEL set?); higher levels cost small messages latency\n";
         }
 
-        CollectiveHarness harness(*backend.comm, control, *backend.device, resolved.timing, *watchdog);
+        // With --groups every group is its own job: its harness splits off data and bookkeeping.
+        std::unique_ptr<Communicator> group_data = groups ? backend.comm->split(groups->mine, rank) : nullptr;
+        std::unique_ptr<Communicator> group_control = groups ? control.split(groups->mine, rank) : nullptr;
+        CollectiveHarness harness(group_data ? *group_data : *backend.comm, group_control ? *group_control : control,
+                                  *backend.device, resolved.timing, *watchdog);
         NvtxRange run_range("run " + options_.command);
         watchdog->idle();
 
         std::vector<CollectiveResult> results;
-        const std::size_t points = resolved.collectives.size() * resolved.sizes.size();
-        std::uint64_t total_wrong = 0;
+        const std::size_t points = resolved.collectives.size() * resolved.sizes.size() *
+                                   (resolved.placements.in_place && resolved.placements.out_of_place ? 2 : 1);
         for (const Collective* collective : resolved.collectives) {
-            if (rank == 0) print_console_columns(std::cout, std::string(collective->name()));
+            if (rank == 0 && !options_.quiet)
+                print_console_columns(std::cout, std::string(collective->name()), resolved.placements,
+                                      reported_statistic(resolved.aggregation));
             for (std::uint64_t requested : resolved.sizes) {
-                CollectiveResult result = measure_point(harness, *collective, requested, resolved, nranks);
-                if (result.wrong) total_wrong += *result.wrong;
-                results.push_back(result);
+                std::optional<CollectiveResult> halves[2];
+                for (bool inplace : {false, true}) {
+                    if (inplace ? !resolved.placements.in_place : !resolved.placements.out_of_place) continue;
+                    if (groups) control.barrier();  // the groups start each point together
+                    halves[inplace] = measure_point(harness, *collective, requested, inplace, resolved, measured_ranks, hosts);
+                    if (groups) combine_groups(*halves[inplace], *groups, session, control, options_.quiet);
+                    results.push_back(*halves[inplace]);
+                }
                 if (rank == 0)
-                    publish(results, report, result, kept,
+                    publish(results, report, resolved.placements, halves[0], halves[1], kept,
                             std::to_string(results.size()) + " of " + std::to_string(points) +
                                 " points measured (the run is going on, or it ended before the rest)");
             }
         }
+        const RunSummary summary = summarize_run(results, options_.check);
         if (rank == 0) {
             report["finished_at"] = utc_now_iso8601();
-            if (total_wrong > 0)
+            report["summary"] = to_json(summary);
+            if (summary.wrong_total > 0)
                 write_reports(results, report, kept, RunStatus::failed,
-                              std::to_string(total_wrong) + " elements were wrong (see wrong per point)");
+                              std::to_string(summary.wrong_total) + " elements were wrong (see wrong per point)");
             else
                 write_reports(results, report, kept, RunStatus::complete);
-            if (total_wrong > 0)
-                std::cerr << ("error: " + std::to_string(total_wrong) +
-                              " elements were wrong: the collective returned incorrect data (see #wrong)\n");
+            close_console(summary);
         }
-        return total_wrong > 0 ? 1 : 0;
+        return summary.wrong_total > 0 ? 1 : 0;
+    }
+
+    // The summary lines, the tally of warnings (each point's under --verbose) and the error.
+    void close_console(const RunSummary& summary) const {
+        if (!options_.quiet) {
+            print_console_summary(std::cout, summary);
+            std::cout << std::flush;
+            if (!summary.warning_points.empty()) {
+                std::string tally;
+                for (const auto& [kind, points] : summary.warning_points)
+                    tally += (tally.empty() ? "" : ", ") + kind + " at " + std::to_string(points);
+                std::cerr << "warning: of " << summary.measured_points << " measured points, " << tally
+                          << (options_.verbose ? "" : " (--verbose prints each; the JSON report has them all)") << '\n';
+            }
+            if (summary.straggler_warning) std::cerr << "warning: " << *summary.straggler_warning << '\n';
+        }
+        if (summary.wrong_total > 0)
+            std::cerr << ("error: " + std::to_string(summary.wrong_total) +
+                          " elements were wrong: the collective returned incorrect data (see #wrong)\n");
     }
 
     CollectiveResult measure_point(CollectiveHarness& harness, const Collective& collective, std::uint64_t requested,
-                                   const ResolvedOptions& resolved, int nranks) const {
+                                   bool inplace, const ResolvedOptions& resolved, int nranks,
+                                   const std::vector<std::string>& hosts) const {
         CollectiveResult result;
         result.collective = std::string(collective.name());
         result.requested_bytes = requested;
         result.dtype = resolved.params.type;
         if (collective.reducing()) result.op = resolved.params.op;
         if (collective.rooted()) result.root = resolved.params.root;
-        result.inplace = options_.inplace;
+        result.inplace = inplace;
+        result.aggregation = resolved.aggregation;
         result.bus_factor = collective.bus_factor(nranks);
         result.count = element_count(collective, requested, resolved.params, nranks, resolved.exact_size);
         result.bytes = result.count * dtype_size(resolved.params.type);
@@ -334,15 +489,17 @@ class CollectiveCommand : public Command {
             result.skipped = "smaller than one " + std::string(dtype_name(resolved.params.type)) + " per rank";
             return result;
         }
-        if (options_.inplace && !collective.supports_inplace()) {
+        if (inplace && !collective.supports_inplace()) {
             result.skipped = "no in-place form (sending and receiving one buffer at once would race)";
             return result;
         }
-        PointSpec spec{&collective, result.count, resolved.params, options_.inplace, options_.check};
+        if (collective.rooted() && !inplace && !collective.root_output_written(harness.data()))
+            result.placement_note = "out of place on MPI: the root sends from its input buffer (MPI_Bcast has one "
+                                    "buffer); its output buffer is not written";
+        PointSpec spec{&collective, result.count, resolved.params, inplace, options_.check};
         PointMeasurement measurement = measure_or_name_buffers(harness, spec, result.bytes);
-        result.samples_us = std::move(measurement.samples_us);
         result.wrong = measurement.wrong;
-        derive_statistics(result);
+        derive_statistics(result, measurement.times, hosts);
         return result;
     }
 
@@ -363,11 +520,20 @@ class CollectiveCommand : public Command {
         }
     }
 
-    void publish(const std::vector<CollectiveResult>& results, nlohmann::json& report, const CollectiveResult& result,
+    void publish(const std::vector<CollectiveResult>& results, nlohmann::json& report, Placements placements,
+                 const std::optional<CollectiveResult>& out_of_place, const std::optional<CollectiveResult>& in_place,
                  KeptReport& kept, const std::string& progress) const {
-        print_console_row(std::cout, result);
-        for (const std::string& warning : result.warnings)
-            std::cerr << "warning: " << result.collective << ' ' << result.bytes << " B: " << warning << '\n';
+        if (!options_.quiet) {
+            print_console_row(std::cout, placements, out_of_place ? &*out_of_place : nullptr,
+                              in_place ? &*in_place : nullptr);
+            std::cout << std::flush;
+        }
+        if (options_.verbose)
+            for (const auto* half : {&out_of_place, &in_place})
+                if (*half)
+                    for (const Warning& warning : (*half)->warnings)
+                        std::cerr << "warning: " << (*half)->collective << ' ' << (*half)->bytes << " B "
+                                  << ((*half)->inplace ? "in-place" : "out-of-place") << ": " << warning.text << '\n';
         write_reports(results, report, kept, RunStatus::partial, progress);
     }
 
@@ -383,6 +549,21 @@ class CollectiveCommand : public Command {
     CollectiveOptions options_;
     GivenFlags given_;
 };
+
+void add_reporting_flags(CLI::App& sub, CollectiveOptions& o) {
+    sub.add_option("--placement", o.placement, "out, in or both: out-of-place and in-place halves of each row")
+        ->capture_default_str();
+    sub.add_flag("--inplace", o.inplace, "Shorthand for --placement in (NCCL's in-place layout)");
+    sub.add_flag("-c,--check,!--no-check", o.check,
+                 "Validate every element after timing (the default); --no-check skips it");
+    sub.add_option("--aggregate", o.aggregate,
+                   "Over ranks: max (per-iteration slowest), mean, rank-mean (IMB t_avg, OSU avg), rank-max (IMB t_max) or rank0")
+        ->capture_default_str();
+    sub.add_option("--mpi-threads", o.mpi_threads, "MPI thread level: single (MPI_Init), funneled or multiple")
+        ->capture_default_str();
+    sub.add_flag("-v,--verbose", o.verbose, "Print every point's warnings as it finishes (else one tally)");
+    sub.add_flag("-q,--quiet", o.quiet, "Print errors only (no table, summary or warnings)");
+}
 
 std::string description(const std::string& name) {
     if (name == "all") return "Time every collective in turn";
@@ -412,16 +593,24 @@ std::unique_ptr<Command> add_collective_command(CLI::App& app, const std::string
         ->capture_default_str();
     command->given().batch_size = sub->add_option("--batch-size", o.batch_size, "Ops per sample in batched timing")->capture_default_str();
     sub->add_flag("--graph", o.graph, "Replay the op(s) of a sample from a CUDA graph (GPU only)");
-    sub->add_flag("--inplace", o.inplace, "Receive into the send buffer (NCCL's in-place layout)");
-    sub->add_flag("-c,--check", o.check, "Validate every element after timing; wrong data fails the run");
+    add_reporting_flags(*sub, o);
     command->given().json = sub->add_option("--json", o.json_path, "Write the report as JSON (schema parbench.report/v1)");
     command->given().csv = sub->add_option("--csv", o.csv_path, "Write the results as CSV");
     sub->add_option("--backend", o.backend, "auto (NCCL when every rank sees a GPU), mpi or nccl")
         ->capture_default_str();
+    sub->add_option("--groups", o.groups,
+                    "Run the collective in concurrent groups: host (one per host), cross-host (one per local rank) "
+                    "or N (consecutive ranks); busbw per group and the minimum");
     sub->add_option("--timeout", o.timeout_s, "Abort the job when one step hangs this many seconds (0: off)")
         ->capture_default_str();
     sub->add_option("--inject-hang", o.inject_hang_rank,
                     "Fault injection: this rank stops in its first timed iteration (tests --timeout)")
+        ->group("Testing");
+    sub->add_option("--inject-straggler", o.inject_straggler_rank,
+                    "Fault injection: this rank sleeps after each barrier before the op (tests straggler naming)")
+        ->group("Testing");
+    sub->add_option("--inject-straggler-us", o.inject_straggler_us, "How long --inject-straggler sleeps (us)")
+        ->capture_default_str()
         ->group("Testing");
     return command;
 }

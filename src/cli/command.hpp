@@ -30,6 +30,8 @@ class Command {
 std::unique_ptr<Command> add_collective_command(CLI::App& app, const std::string& name);
 std::unique_ptr<Command> add_compare_command(CLI::App& app);
 std::unique_ptr<Command> add_info_command(CLI::App& app);
+std::unique_ptr<Command> add_pairs_command(CLI::App& app);
 std::unique_ptr<Command> add_train_command(CLI::App& app);
+std::unique_ptr<Command> add_plan_command(CLI::App& app);
 
 }  // namespace parbench

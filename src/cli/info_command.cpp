@@ -10,6 +10,7 @@
 #include <thread>
 
 #include "cli/command.hpp"
+#include "cli/launcher.hpp"
 #include "cli/rank_agreement.hpp"
 #include "comm/mpi_communicator.hpp"
 #include "comm/mpi_session.hpp"
@@ -72,17 +73,21 @@ std::vector<nlohmann::json> gather_host_descriptions(const MpiSession& session, 
 }
 
 nlohmann::json info_document(const MpiSession& session, std::vector<nlohmann::json> hosts) {
+    nlohmann::json ranks_per_host = nlohmann::json::object();
     for (nlohmann::json& host : hosts) {
         std::vector<int> ranks;
         for (int rank = 0; rank < session.world_size(); ++rank)
             if (session.hosts_by_rank()[static_cast<std::size_t>(rank)] == host["name"].get<std::string>())
                 ranks.push_back(rank);
+        ranks_per_host[host["name"].get<std::string>()] = ranks.size();
         host["ranks"] = ranks;
     }
     return {{"schema", "parbench.info/v1"},
             {"parbench", {{"version", tool_version}, {"git", git_revision()}}},
             {"mpi_version", session.library_version()},
+            {"launcher", launcher_name()},
             {"world_size", session.world_size()},
+            {"ranks_per_host", ranks_per_host},
             {"hosts", hosts}};
 }
 
@@ -140,9 +145,15 @@ void print_info(std::ostream& out, const nlohmann::json& document) {
     out << "parbench " << document["parbench"]["version"].get<std::string>() << " ("
         << document["parbench"]["git"].get<std::string>() << ")\n";
     out << "MPI:    " << document["mpi_version"].get<std::string>() << '\n';
+    out << "launcher: " << document["launcher"].get<std::string>() << '\n';
     const auto& hosts = document["hosts"];
     out << "ranks:  " << document["world_size"].get<int>() << " on " << hosts.size()
-        << (hosts.size() == 1 ? " host" : " hosts") << '\n';
+        << (hosts.size() == 1 ? " host" : " hosts");
+    std::vector<int> per_host;
+    for (const auto& entry : document["ranks_per_host"]) per_host.push_back(entry.get<int>());
+    if (!per_host.empty() && std::all_of(per_host.begin(), per_host.end(), [&](int n) { return n == per_host[0]; }))
+        out << ", " << per_host[0] << (per_host[0] == 1 ? " rank" : " ranks") << " per host";
+    out << '\n';
     for (const auto& host : hosts) {
         const auto ranks = host["ranks"].get<std::vector<int>>();
         out << "\nhost " << host["name"].get<std::string>() << ": " << ranks.size()

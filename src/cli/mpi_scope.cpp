@@ -60,8 +60,8 @@ void abort_job(Communicator& comm, int exit_code) {
     std::_Exit(exit_code);
 }
 
-int run_with_mpi(Invocation& invocation, const nlohmann::json& options, const MpiBody& body) {
-    MpiSession session(invocation.argc, invocation.argv);
+int run_with_mpi(Invocation& invocation, const nlohmann::json& options, const MpiBody& body, MpiThreadLevel threads) {
+    MpiSession session(invocation.argc, invocation.argv, threads);
     auto control = MpiCommunicator::world();
     try {
         throw_if_any_rank_failed(*control, std::nullopt, session.hosts_by_rank());

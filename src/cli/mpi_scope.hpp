@@ -23,7 +23,9 @@ using MpiBody = std::function<int(const MpiSession& session, Communicator& contr
 
 // `control` is an MPI duplicate of the world on host memory, for bookkeeping. `options` is
 // what every rank must agree on (the command's resolved config and its input files' digests).
-int run_with_mpi(Invocation& invocation, const nlohmann::json& options, const MpiBody& body);
+// MPI starts at `threads` (SINGLE unless the command's user asks for more).
+int run_with_mpi(Invocation& invocation, const nlohmann::json& options, const MpiBody& body,
+                 MpiThreadLevel threads = MpiThreadLevel::single);
 
 // A rank whose flags failed to parse or validate, in a job of several ranks, starts MPI only
 // to tell the others (which wait in run_with_mpi's first agreement), so that the lowest

@@ -14,6 +14,7 @@
 #include <thread>
 
 #include "cli/command.hpp"
+#include "cli/job_environment.hpp"
 #include "cli/job_watchdog.hpp"
 #include "cli/mpi_scope.hpp"
 #include "cli/rank_agreement.hpp"
@@ -28,6 +29,7 @@
 #include "report/report_document.hpp"
 #include "train/matmuls.hpp"
 #include "train/mesh.hpp"
+#include "train/mesh_placement.hpp"
 #include "train/metrics.hpp"
 #include "train/model.hpp"
 #include "train/ops/ops.hpp"
@@ -275,6 +277,8 @@ class TrainCommand : public Command {
         }
         watchdog->enter({"setup", "peak FLOP/s", 0, 0});
         const PeakFlops peak = resolve_peak(options_, device, control);
+        const MeshPlacement placement = place_mesh(shape, environment.hosts_by_rank);
+        if (rank == 0 && placement.warning) std::cerr << "warning: " << *placement.warning << '\n';
 
         watchdog->enter({"setup", "model and scheme", 0, 0});
         Mesh mesh(*backend.comm, shape);
@@ -304,8 +308,10 @@ class TrainCommand : public Command {
         watchdog->idle();
 
         if (rank == 0) {
-            const nlohmann::json result = train_result_json(
+            nlohmann::json result = train_result_json(
                 TrainSummaryInputs{plan, shape, scheme_name(plan), measurements, peak, check});
+            result["layout"]["placement"] = {{"group_hosts", placement.group_hosts},
+                                             {"tp_crosses_hosts", placement.tp_crosses_hosts}};
             if (!run_options_.quiet) {
                 print_train_summary(std::cout, result);
                 print_pipeline_summary(std::cout, result);
@@ -402,10 +408,14 @@ std::unique_ptr<Command> add_train_command(CLI::App& app) {
         ->capture_default_str();
     sub->add_option("--microbatches", o.microbatches, "Micro-batches per rank per step (gradient accumulation)")
         ->capture_default_str();
-    sub->add_option("--bucket-mb", o.bucket_mb, "Gradient bucket size in MiB")->capture_default_str();
+    sub->add_option("--bucket-mb", o.bucket_mb,
+                    "Gradient bucket size in MiB (default 25; ZeRO-2: min(25, 1/4 of the model's gradients))");
     sub->add_flag("--overlap", o.overlap, "Start each bucket's gradient collective as soon as it is ready");
     sub->add_flag("--prefetch", o.prefetch, "ZeRO-3: gather the next layer while computing this one");
     sub->add_option("--precision", o.precision, "fp32, or bf16 (bf16 matmuls, fp32 master weights)")->capture_default_str();
+    sub->add_option("--recompute", o.recompute,
+                    "Activation recompute: none, selective (the attention core) or full (each layer's forward)")
+        ->capture_default_str();
     sub->add_option("--peak-tflops", o.peak_tflops, "Peak TFLOP/s per rank for MFU (default: table or measured)");
     sub->add_flag("-c,--check", o.check, "Compare loss and final parameters with a serial run; fail if they differ");
     sub->add_option("--timeout", command->run_options().timeout_s,

@@ -42,6 +42,14 @@ class Collective {
     virtual bool reducing() const { return false; }
     virtual bool rooted() const { return false; }
     virtual bool supports_inplace() const { return true; }
+    // Whether out of place the root's output buffer is part of the op on this backend.
+    // MPI_Bcast has one buffer: the root sends from it, so an out-of-place MPI broadcast
+    // sends from the root's input and writes no root output, rather than timing a copy
+    // MPI never makes. NCCL's broadcast is truly out of place (it writes the root's output).
+    virtual bool root_output_written(const Communicator& comm) const {
+        (void)comm;
+        return true;
+    }
     virtual std::size_t count_multiple(int nranks) const = 0;
     // busbw = algbw x bus_factor: what each rank's link carries relative to the payload,
     // derived in nccl-tests' doc/PERFORMANCE.md.

@@ -7,8 +7,9 @@ namespace parbench {
 
 // Declares a unit whose methods live in its own .cpp file. A declaration only: the nine
 // classes differ in their definitions, not their shape.
-#define PARBENCH_COLLECTIVE_UNIT(Class, unit_name, is_reducing, is_rooted, in_place)                      \
+#define PARBENCH_COLLECTIVE_UNIT(Class, unit_name, is_reducing, is_rooted, in_place, ...)                 \
     class Class final : public Collective {                                                                \
+        __VA_ARGS__                                                                                        \
       public:                                                                                              \
         std::string_view name() const override { return unit_name; }                                      \
         bool reducing() const override { return is_reducing; }                                            \
@@ -26,7 +27,8 @@ namespace parbench {
 PARBENCH_COLLECTIVE_UNIT(Allreduce, "allreduce", true, false, true);
 PARBENCH_COLLECTIVE_UNIT(Allgather, "allgather", false, false, true);
 PARBENCH_COLLECTIVE_UNIT(ReduceScatter, "reducescatter", true, false, true);
-PARBENCH_COLLECTIVE_UNIT(Broadcast, "broadcast", false, true, true);
+PARBENCH_COLLECTIVE_UNIT(Broadcast, "broadcast", false, true, true,
+                         public: bool root_output_written(const Communicator& comm) const override;);
 PARBENCH_COLLECTIVE_UNIT(Reduce, "reduce", true, true, true);
 PARBENCH_COLLECTIVE_UNIT(Alltoall, "alltoall", false, false, true);
 PARBENCH_COLLECTIVE_UNIT(Gather, "gather", false, true, true);

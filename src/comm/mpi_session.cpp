@@ -1,6 +1,8 @@
 #include "comm/mpi_session.hpp"
 
 #include <algorithm>
+#include <array>
+#include <utility>
 #include <string>
 
 #include "core/error.hpp"
@@ -20,10 +22,57 @@ void check_mpi(int code, const char* call) {
                          std::string(text, static_cast<std::size_t>(length)));
 }
 
-MpiSession::MpiSession(int& argc, char**& argv) {
-    int provided = 0;
-    // The watchdog thread only calls MPI_Abort; every other call comes from the main thread.
-    check_mpi(MPI_Init_thread(&argc, &argv, MPI_THREAD_FUNNELED, &provided), "MPI_Init_thread");
+namespace {
+
+constexpr std::array<std::pair<MpiThreadLevel, std::string_view>, 4> level_names{{
+    {MpiThreadLevel::single, "single"},
+    {MpiThreadLevel::funneled, "funneled"},
+    {MpiThreadLevel::serialized, "serialized"},
+    {MpiThreadLevel::multiple, "multiple"},
+}};
+
+int mpi_constant(MpiThreadLevel level) {
+    switch (level) {
+        case MpiThreadLevel::single: return MPI_THREAD_SINGLE;
+        case MpiThreadLevel::funneled: return MPI_THREAD_FUNNELED;
+        case MpiThreadLevel::serialized: return MPI_THREAD_SERIALIZED;
+        case MpiThreadLevel::multiple: return MPI_THREAD_MULTIPLE;
+    }
+    return MPI_THREAD_SINGLE;
+}
+
+MpiThreadLevel from_mpi_constant(int provided) {
+    if (provided == MPI_THREAD_MULTIPLE) return MpiThreadLevel::multiple;
+    if (provided == MPI_THREAD_SERIALIZED) return MpiThreadLevel::serialized;
+    if (provided == MPI_THREAD_FUNNELED) return MpiThreadLevel::funneled;
+    return MpiThreadLevel::single;
+}
+
+}  // namespace
+
+std::string_view thread_level_name(MpiThreadLevel level) {
+    for (const auto& [value, name] : level_names)
+        if (value == level) return name;
+    return "single";
+}
+
+std::optional<MpiThreadLevel> parse_thread_level(std::string_view name) {
+    for (const auto& [value, level_name] : level_names)
+        if (level_name == name) return value;
+    return std::nullopt;
+}
+
+MpiSession::MpiSession(int& argc, char**& argv, MpiThreadLevel requested) : requested_level_(requested) {
+    if (requested == MpiThreadLevel::single) {
+        check_mpi(MPI_Init(&argc, &argv), "MPI_Init");
+    } else {
+        int provided = 0;
+        check_mpi(MPI_Init_thread(&argc, &argv, mpi_constant(requested), &provided), "MPI_Init_thread");
+    }
+    // What the library actually gives (Open MPI's OMPI_MPI_THREAD_LEVEL can raise it).
+    int provided = MPI_THREAD_SINGLE;
+    check_mpi(MPI_Query_thread(&provided), "MPI_Query_thread");
+    provided_level_ = from_mpi_constant(provided);
     check_mpi(MPI_Comm_set_errhandler(MPI_COMM_WORLD, MPI_ERRORS_RETURN), "MPI_Comm_set_errhandler");
     check_mpi(MPI_Comm_rank(MPI_COMM_WORLD, &world_rank_), "MPI_Comm_rank");
     check_mpi(MPI_Comm_size(MPI_COMM_WORLD, &world_size_), "MPI_Comm_size");

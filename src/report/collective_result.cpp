@@ -1,5 +1,8 @@
 #include "report/collective_result.hpp"
 
+#include <set>
+#include <sstream>
+
 namespace parbench {
 namespace {
 
@@ -7,14 +10,45 @@ nlohmann::json optional_number(const std::optional<double>& value) {
     return value ? nlohmann::json(*value) : nlohmann::json(nullptr);
 }
 
+nlohmann::json straggler_json(const StragglerFinding& finding) {
+    return {{"rank", finding.rank},
+            {"host", finding.host},
+            {"fraction_last", finding.fraction},
+            {"wait_us", finding.wait_us},
+            {"consistent", finding.consistent},
+            {"waited_host", finding.waited_host},
+            {"host_fraction_last", finding.host_fraction},
+            {"host_consistent", finding.host_consistent}};
+}
+
 }  // namespace
 
-void derive_statistics(CollectiveResult& result) {
+void derive_statistics(CollectiveResult& result, const RankTimes& times, const std::vector<std::string>& hosts_by_rank) {
+    result.samples_us = aggregate_samples(times, result.aggregation);
     result.time_us = summarize(result.samples_us);
+    result.reported_time_us = reported_time(times, result.aggregation);
+    result.aggregates = every_aggregation(times);
+    result.per_rank.clear();
+    for (const RankSummary& rank : per_rank_summaries(times)) {
+        const auto index = static_cast<std::size_t>(rank.rank);
+        result.per_rank.push_back(
+            {rank.rank, index < hosts_by_rank.size() ? hosts_by_rank[index] : "", rank.median_us, rank.mean_us});
+    }
+    result.straggler = find_straggler(times, hosts_by_rank, result.reported_time_us);
     result.outliers = count_outliers(result.samples_us);
-    result.warnings = sample_warnings(result.samples_us);
+    result.warnings = sample_warning_list(result.samples_us);
+    if (result.straggler && result.straggler->consistent) {
+        std::ostringstream text;
+        text << std::fixed;
+        text.precision(1);
+        text << "rank " << result.straggler->rank << " (host " << result.straggler->host << ") arrived last in "
+             << 100.0 * result.straggler->fraction << "% of iterations; the others waited "
+             << result.straggler->wait_us << " us for it (median)";
+        result.warnings.push_back({"straggler", text.str()});
+    }
     // bytes per microsecond is MB/s; /1e3 gives decimal GB/s, as nccl-tests reports.
-    result.algbw_gbps = result.time_us.median > 0.0 ? static_cast<double>(result.bytes) / result.time_us.median / 1e3 : 0.0;
+    result.algbw_gbps =
+        result.reported_time_us > 0.0 ? static_cast<double>(result.bytes) / result.reported_time_us / 1e3 : 0.0;
     result.busbw_gbps = result.algbw_gbps * result.bus_factor;
 }
 
@@ -28,24 +62,88 @@ nlohmann::json to_json(const CollectiveResult& result) {
         {"op", result.op ? nlohmann::json(reduce_op_name(*result.op)) : nlohmann::json(nullptr)},
         {"root", result.root ? nlohmann::json(*result.root) : nlohmann::json(nullptr)},
         {"inplace", result.inplace},
+        {"placement", result.inplace ? "in" : "out"},
     };
+    if (result.placement_note) entry["placement_note"] = *result.placement_note;
     if (result.skipped) {
         entry["skipped"] = *result.skipped;
         return entry;
     }
+    entry["aggregation"] = aggregation_name(result.aggregation);
+    entry["reported_statistic"] = reported_statistic(result.aggregation);
+    entry["reported_time_us"] = result.reported_time_us;
     entry["time_us"] = {
         {"mean", result.time_us.mean},     {"median", result.time_us.median}, {"min", result.time_us.min},
         {"max", result.time_us.max},       {"p95", result.time_us.p95},
         {"stddev", optional_number(result.time_us.stddev)},
     };
     entry["samples_us"] = result.samples_us;
+    nlohmann::json aggregates = nlohmann::json::object();
+    for (const AggregateTime& a : result.aggregates) aggregates[std::string(aggregation_name(a.aggregation))] = a.time_us;
+    entry["aggregates_us"] = aggregates;
+    nlohmann::json per_rank = nlohmann::json::array();
+    for (const RankFigures& r : result.per_rank)
+        per_rank.push_back({{"rank", r.rank}, {"host", r.host}, {"median_us", r.median_us}, {"mean_us", r.mean_us}});
+    entry["per_rank"] = per_rank;
+    entry["straggler"] = result.straggler ? straggler_json(*result.straggler) : nlohmann::json(nullptr);
     entry["bus_factor"] = result.bus_factor;
     entry["algbw_gbps"] = result.algbw_gbps;
     entry["busbw_gbps"] = result.busbw_gbps;
     entry["wrong"] = result.wrong ? nlohmann::json(*result.wrong) : nlohmann::json(nullptr);
     entry["outliers"] = result.outliers;
-    entry["warnings"] = result.warnings;
+    nlohmann::json warnings = nlohmann::json::array();
+    nlohmann::json kinds = nlohmann::json::array();
+    for (const Warning& w : result.warnings) {
+        warnings.push_back(w.text);
+        kinds.push_back(w.kind);
+    }
+    entry["warnings"] = warnings;
+    if (!result.groups.is_null()) entry["groups"] = result.groups;
+    entry["warning_kinds"] = kinds;
     return entry;
+}
+
+RunSummary summarize_run(const std::vector<CollectiveResult>& results, bool checked) {
+    RunSummary summary;
+    summary.checked = checked;
+    double busbw_total = 0.0;
+    std::vector<StragglerFinding> findings;
+    for (const CollectiveResult& r : results) {
+        if (r.skipped) continue;
+        ++summary.measured_points;
+        busbw_total += r.busbw_gbps;
+        if (r.wrong) summary.wrong_total += *r.wrong;
+        if (!summary.peak || r.busbw_gbps > summary.peak->busbw_gbps)
+            summary.peak = RunSummary::Peak{r.busbw_gbps, r.collective, r.bytes, r.inplace};
+        std::set<std::string> kinds;
+        for (const Warning& w : r.warnings) kinds.insert(w.kind);
+        for (const std::string& kind : kinds) ++summary.warning_points[kind];
+        if (r.straggler) findings.push_back(*r.straggler);
+    }
+    if (summary.measured_points > 0) summary.average_busbw_gbps = busbw_total / static_cast<double>(summary.measured_points);
+    summary.straggler_warning = run_straggler_warning(findings);
+    return summary;
+}
+
+nlohmann::json to_json(const RunSummary& summary) {
+    nlohmann::json peak = nullptr;
+    if (summary.peak)
+        peak = {{"busbw_gbps", summary.peak->busbw_gbps},
+                {"collective", summary.peak->collective},
+                {"bytes", summary.peak->bytes},
+                {"placement", summary.peak->inplace ? "in" : "out"}};
+    return {
+        {"measured_points", summary.measured_points},
+        {"checked", summary.checked},
+        {"wrong_total", summary.checked ? nlohmann::json(summary.wrong_total) : nlohmann::json(nullptr)},
+        {"status", !summary.checked ? "not checked" : summary.wrong_total == 0 ? "OK" : "FAILED"},
+        {"average_busbw_gbps", optional_number(summary.average_busbw_gbps)},
+        {"average_over", "measured points (every size and placement), not a peak"},
+        {"peak", peak},
+        {"warning_points", summary.warning_points},
+        {"straggler_warning",
+         summary.straggler_warning ? nlohmann::json(*summary.straggler_warning) : nlohmann::json(nullptr)},
+    };
 }
 
 }  // namespace parbench

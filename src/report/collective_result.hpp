@@ -1,18 +1,29 @@
-// One measured (collective, size) point: the raw samples, their statistics and the
-// bandwidths derived from the median, in nccl-tests' conventions.
+// One measured (collective, size, placement) point: every rank's times, the samples they
+// aggregate to, their statistics and the bandwidths derived from the reported time, in
+// nccl-tests' conventions; and the closing summary of a run's points.
 #pragma once
 
 #include <nlohmann/json.hpp>
 
 #include <cstdint>
+#include <map>
 #include <optional>
 #include <string>
 #include <vector>
 
+#include "bench/rank_times.hpp"
 #include "bench/statistics.hpp"
+#include "bench/straggler.hpp"
 #include "core/dtype.hpp"
 
 namespace parbench {
+
+struct RankFigures {
+    int rank = 0;
+    std::string host;
+    double median_us = 0.0;
+    double mean_us = 0.0;
+};
 
 struct CollectiveResult {
     std::string collective;
@@ -23,19 +34,46 @@ struct CollectiveResult {
     std::optional<ReduceOp> op;         // reducing collectives only
     std::optional<int> root;            // rooted collectives only
     bool inplace = false;
-    std::vector<double> samples_us;
+    std::optional<std::string> placement_note;  // what out of place means here, when it differs
+    Aggregation aggregation = Aggregation::max;
+    std::vector<double> samples_us;     // per iteration, aggregated over ranks
     Summary time_us;
+    double reported_time_us = 0.0;      // median of the samples (mean for rank-mean)
+    std::vector<AggregateTime> aggregates;  // the reported time under every aggregation
+    std::vector<RankFigures> per_rank;
+    std::optional<StragglerFinding> straggler;
     double bus_factor = 1.0;
-    double algbw_gbps = 0.0;            // bytes / median time, decimal GB/s
+    double algbw_gbps = 0.0;            // bytes / reported time, decimal GB/s
     double busbw_gbps = 0.0;            // algbw x bus_factor
     std::optional<std::uint64_t> wrong; // when checked
     std::size_t outliers = 0;
-    std::vector<std::string> warnings;
+    std::vector<Warning> warnings;
     std::optional<std::string> skipped; // why the point was not measured
+    nlohmann::json groups;              // with --groups: every group's figures and the minimum (cli/collective_groups.hpp)
 };
 
-// Fills the statistics and bandwidths from samples_us, bytes and bus_factor.
-void derive_statistics(CollectiveResult& result);
+// Fills samples, statistics, per-rank figures, the straggler and bandwidths from every
+// rank's times (bytes, bus_factor and aggregation already set).
+void derive_statistics(CollectiveResult& result, const RankTimes& times, const std::vector<std::string>& hosts_by_rank);
 nlohmann::json to_json(const CollectiveResult& result);
+
+// The closing lines of a run, as nccl-tests prints them, with what they average over said.
+struct RunSummary {
+    std::size_t measured_points = 0;
+    bool checked = false;
+    std::uint64_t wrong_total = 0;
+    std::optional<double> average_busbw_gbps;  // mean over the measured points (sizes), not a peak
+    struct Peak {
+        double busbw_gbps = 0.0;
+        std::string collective;
+        std::uint64_t bytes = 0;
+        bool inplace = false;
+    };
+    std::optional<Peak> peak;
+    std::map<std::string, std::size_t> warning_points;  // kind -> points that drew it
+    std::optional<std::string> straggler_warning;
+};
+RunSummary summarize_run(const std::vector<CollectiveResult>& results, bool checked);
+nlohmann::json to_json(const RunSummary& summary);
 
 }  // namespace parbench

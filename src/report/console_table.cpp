@@ -3,6 +3,23 @@
 #include <iomanip>
 
 namespace parbench {
+namespace {
+
+constexpr int half_width = 36;  // time, algbw, busbw, #wrong
+
+void print_half(std::ostream& out, const CollectiveResult* result) {
+    if (result == nullptr || result->skipped) {
+        out << std::setw(half_width) << "skipped";
+        return;
+    }
+    const auto flags = out.flags();
+    out << std::fixed << std::setprecision(2) << std::setw(11) << result->reported_time_us << std::setw(9)
+        << result->algbw_gbps << std::setw(9) << result->busbw_gbps;
+    out.flags(flags);
+    out << std::setw(7) << (result->wrong ? std::to_string(*result->wrong) : "N/A");
+}
+
+}  // namespace
 
 void print_console_header(std::ostream& out, const nlohmann::json& frame, const std::string& method) {
     const nlohmann::json& environment = frame.at("environment");
@@ -15,33 +32,75 @@ void print_console_header(std::ostream& out, const nlohmann::json& frame, const 
         << environment["device_kind"].get<std::string>() << ": " << environment["device"].get<std::string>() << '\n';
     out << "# " << environment["mpi_version"].get<std::string>();
     for (const auto& [library, version] : environment["versions"].items()) out << ", " << library << ' ' << version.get<std::string>();
+    const nlohmann::json& config = frame.at("config");
+    if (config.contains("mpi_threads"))
+        out << "; MPI thread level " << config["mpi_threads"]["provided"].get<std::string>() << " (requested "
+            << config["mpi_threads"]["requested"].get<std::string>() << ")";
     out << '\n';
     out << "# method: " << method << '\n';
+    if (config.contains("check"))
+        out << "# validation: "
+            << (config["check"].get<bool>() ? "one checked run per size after timing (--no-check skips it)"
+                                            : "off (--no-check): #wrong is N/A")
+            << '\n';
 }
 
-void print_console_columns(std::ostream& out, const std::string& collective) {
+void print_console_columns(std::ostream& out, const std::string& collective, Placements placements,
+                           std::string_view time_statistic) {
+    const int halves = (placements.out_of_place ? 1 : 0) + (placements.in_place ? 1 : 0);
     out << "#\n# " << collective << '\n';
-    out << "# " << std::setw(12) << "size" << std::setw(12) << "count" << std::setw(10) << "type" << std::setw(6)
-        << "redop" << std::setw(5) << "root" << std::setw(5) << "inpl" << std::setw(12) << "time_med" << std::setw(12)
-        << "time_p95" << std::setw(10) << "algbw" << std::setw(10) << "busbw" << std::setw(8) << "#wrong" << '\n';
-    out << "# " << std::setw(12) << "(B)" << std::setw(12) << "(elements)" << std::setw(38) << "(us)"
-        << std::setw(12) << "(us)" << std::setw(10) << "(GB/s)" << std::setw(10) << "(GB/s)" << '\n';
+    out << "# " << std::setw(49) << "";
+    if (placements.out_of_place) out << std::setw(half_width) << "out-of-place";
+    if (placements.in_place) out << std::setw(half_width) << "in-place";
+    out << '\n';
+    out << "# " << std::setw(12) << "size" << std::setw(12) << "count" << std::setw(10) << "type" << std::setw(8)
+        << "redop" << std::setw(7) << "root";
+    // The time column names its statistic: IMB's labels for the rank means.
+    const char* time_label = time_statistic == "median"               ? "time_med"
+                             : time_statistic == "mean of rank means" ? "t_avg"
+                                                                      : "t_max";
+    for (int h = 0; h < halves; ++h)
+        out << std::setw(11) << time_label << std::setw(9) << "algbw"
+            << std::setw(9) << "busbw" << std::setw(7) << "#wrong";
+    out << '\n';
+    out << "# " << std::setw(12) << "(B)" << std::setw(12) << "(elements)" << std::setw(25) << "";
+    for (int h = 0; h < halves; ++h)
+        out << std::setw(11) << "(us)" << std::setw(9) << "(GB/s)" << std::setw(9) << "(GB/s)" << std::setw(7) << "";
+    out << '\n';
 }
 
-void print_console_row(std::ostream& out, const CollectiveResult& result) {
-    out << "  " << std::setw(12) << result.bytes << std::setw(12) << result.count << std::setw(10)
-        << dtype_name(result.dtype) << std::setw(6) << (result.op ? std::string(reduce_op_name(*result.op)) : "none")
-        << std::setw(5) << (result.root ? std::to_string(*result.root) : "-") << std::setw(5)
-        << (result.inplace ? "yes" : "no");
-    if (result.skipped) {
-        out << "  skipped: " << *result.skipped << '\n';
-        return;
-    }
+void print_console_row(std::ostream& out, Placements placements, const CollectiveResult* out_of_place,
+                       const CollectiveResult* in_place) {
+    const CollectiveResult& any = out_of_place != nullptr ? *out_of_place : *in_place;
+    // A skipped point has no measured size: show the one asked for.
+    const bool measured = any.count > 0;
+    out << "  " << std::setw(12) << (measured ? any.bytes : any.requested_bytes) << std::setw(12) << any.count
+        << std::setw(10) << dtype_name(any.dtype) << std::setw(8)
+        << (any.op ? std::string(reduce_op_name(*any.op)) : "none") << std::setw(7)
+        << (any.root ? std::to_string(*any.root) : "-");
+    if (placements.out_of_place) print_half(out, out_of_place);
+    if (placements.in_place) print_half(out, in_place);
+    for (const CollectiveResult* half : {out_of_place, in_place})
+        if (half != nullptr && half->skipped)
+            out << "  (" << (half->inplace ? "in-place" : "out-of-place") << " skipped: " << *half->skipped << ')';
+    out << '\n';
+}
+
+void print_console_summary(std::ostream& out, const RunSummary& summary) {
+    out << "#\n# wrong elements: ";
+    if (!summary.checked)
+        out << "not checked (--no-check)\n";
+    else
+        out << summary.wrong_total << (summary.wrong_total == 0 ? " OK" : " FAILED") << '\n';
     const auto flags = out.flags();
-    out << std::fixed << std::setprecision(2) << std::setw(12) << result.time_us.median << std::setw(12)
-        << result.time_us.p95 << std::setw(10) << result.algbw_gbps << std::setw(10) << result.busbw_gbps;
+    out << std::fixed << std::setprecision(2);
+    if (summary.average_busbw_gbps)
+        out << "# average busbw: " << *summary.average_busbw_gbps << " GB/s (mean over the " << summary.measured_points
+            << " measured sizes and placements; an average over sizes, not a peak)\n";
+    if (summary.peak)
+        out << "# peak busbw: " << summary.peak->busbw_gbps << " GB/s (" << summary.peak->collective << ' '
+            << summary.peak->bytes << " B " << (summary.peak->inplace ? "in-place" : "out-of-place") << ")\n";
     out.flags(flags);
-    out << std::setw(8) << (result.wrong ? std::to_string(*result.wrong) : "N/A") << '\n';
 }
 
 }  // namespace parbench

@@ -1,44 +1,17 @@
 #include "report/environment.hpp"
 
 #include <algorithm>
-#include <thread>
-
-#include "device/cpu_device.hpp"
 
 namespace parbench {
-namespace {
 
-constexpr std::size_t device_name_bytes = 128;
-
-std::vector<std::string> gather_device_names(const Device& device, Communicator& control) {
-    std::string name = device.name();
-    name.resize(device_name_bytes, '\0');
-    std::vector<char> all(device_name_bytes * static_cast<std::size_t>(control.size()));
-    control.allgather(name.data(), all.data(), device_name_bytes, DType::uint8);
-    std::vector<std::string> names;
-    for (int r = 0; r < control.size(); ++r) names.emplace_back(all.data() + device_name_bytes * static_cast<std::size_t>(r));
-    return names;
-}
-
-}  // namespace
-
-Environment collect_environment(const MpiSession& session, const Device& device, const Communicator& data,
-                                Communicator& control) {
-    Environment environment;
-    environment.world_size = session.world_size();
-    for (const std::string& host : session.hosts_by_rank()) {
+void count_ranks_per_host(Environment& environment) {
+    environment.hosts.clear();
+    environment.ranks_per_host.clear();
+    for (const std::string& host : environment.hosts_by_rank) {
         if (std::find(environment.hosts.begin(), environment.hosts.end(), host) == environment.hosts.end())
             environment.hosts.push_back(host);
         ++environment.ranks_per_host[host];
     }
-    environment.backend = data.backend();
-    environment.device_kind = device.kind();
-    environment.devices = gather_device_names(device, control);
-    environment.mpi_version = session.library_version();
-    environment.cpu = cpu_model_name();
-    environment.cpu_cores = std::thread::hardware_concurrency();
-    environment.versions = device.versions();
-    return environment;
 }
 
 nlohmann::json to_json(const Environment& environment) {
@@ -46,8 +19,10 @@ nlohmann::json to_json(const Environment& environment) {
     for (const auto& [host, ranks] : environment.ranks_per_host) ranks_per_host[host] = ranks;
     return {
         {"world_size", environment.world_size},
+        {"launcher", environment.launcher},
         {"hosts", environment.hosts},
         {"ranks_per_host", ranks_per_host},
+        {"hosts_by_rank", environment.hosts_by_rank},
         {"backend", environment.backend},
         {"device_kind", environment.device_kind},
         {"device", environment.devices.empty() ? std::string() : environment.devices.front()},

@@ -1,5 +1,6 @@
 // Where a run happened, as every report records it: enough to tell two clusters apart and
 // to judge whether a number can be trusted (oversubscribed hosts, library versions).
+// Plain data: the command gathers it over the job (cli/job_environment.hpp).
 #pragma once
 
 #include <nlohmann/json.hpp>
@@ -8,14 +9,12 @@
 #include <string>
 #include <vector>
 
-#include "comm/communicator.hpp"
-#include "comm/mpi_session.hpp"
-#include "device/device.hpp"
-
 namespace parbench {
 
 struct Environment {
     int world_size = 1;
+    std::string launcher;                     // what started the job: mpirun, srun, mpiexec (hydra), none
+    std::vector<std::string> hosts_by_rank;   // per rank
     std::vector<std::string> hosts;           // distinct, in order of first rank
     std::map<std::string, int> ranks_per_host;
     std::string backend;                      // "mpi" or "nccl"
@@ -27,9 +26,8 @@ struct Environment {
     std::map<std::string, std::string> versions;  // from the device: CUDA, NCCL
 };
 
-// Collective over `control`: gathers every rank's device name.
-Environment collect_environment(const MpiSession& session, const Device& device, const Communicator& data,
-                                Communicator& control);
+// Fills hosts and ranks_per_host from hosts_by_rank.
+void count_ranks_per_host(Environment& environment);
 nlohmann::json to_json(const Environment& environment);
 // True when some host runs more ranks than it has cores: timings then measure the
 // scheduler as much as the code.

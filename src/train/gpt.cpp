@@ -126,8 +126,9 @@ struct BlockActivations {
 class GptModel : public Model {
   public:
     GptModel(const ModelConfig& config, const MicrobatchShape& shape, std::uint64_t seed, Ops& ops,
-             MemoryLedger& ledger, const TensorParallelGroup& tp, const PipelinePart& part, Precision precision)
-        : config_(config), shape_(shape), seed_(seed), ops_(ops), device_(ledger.device()), ledger_(ledger),
+             MemoryLedger& ledger, const TensorParallelGroup& tp, const PipelinePart& part, Precision precision,
+             Recompute recompute)
+        : recompute_(recompute), config_(config), shape_(shape), seed_(seed), ops_(ops), device_(ledger.device()), ledger_(ledger),
           arena_(ledger), tp_(tp), B_(shape.batch), T_(shape.seq_len), C_(config.hidden), NH_(config.heads),
           V_(config.vocab), L_(config.layers), R_(tp.local_rows(shape.batch * shape.seq_len)),
           Cl_(config.hidden / tp.size()), NHl_(config.heads / tp.size()), Fl_(4 * config.hidden / tp.size()),
@@ -263,9 +264,15 @@ class GptModel : public Model {
     }
 
     void block_forward(int l, ParameterAccess& access) {
-        const int BT = B_ * T_;
         NvtxRange range("h" + std::to_string(l) + " forward");
-        const float* p = access.acquire(unit(l + 1));
+        block_forward_compute(l, access.acquire(unit(l + 1)));
+        access.release(unit(l + 1));
+    }
+
+    // The layer's forward with its parameters `p`: in forward, and again in backward under
+    // full recompute (into the shared buffers, from the kept layer input).
+    void block_forward_compute(int l, const float* p) {
+        const int BT = B_ * T_;
         const BlockTensors& w = tensors_.blocks[static_cast<std::size_t>(l)];
         const BlockActivations& a = blocks_[static_cast<std::size_t>(l)];
         const float* residual = l == first_layer_ ? encoded_ : blocks_[static_cast<std::size_t>(l - 1)].residual3;
@@ -285,7 +292,6 @@ class GptModel : public Model {
                          C_);
         const float* mlp = tp_.leave(projection_, projection_local_, BT, C_);
         ops_.residual_forward(a.residual3, a.residual2, mlp, residual_elements());
-        access.release(unit(l + 1));
     }
 
     void head_forward(int microbatch, ParameterAccess& access) {
@@ -351,6 +357,10 @@ class GptModel : public Model {
         const bool defer = pass == BackwardPass::input;
         const float* p = access.acquire(unit(l + 1));
         float* g = access.gradients(unit(l + 1));
+        if (recompute_ == Recompute::full) {
+            NvtxRange recompute_range("h" + std::to_string(l) + " recompute");
+            block_forward_compute(l, p);
+        }
         const BlockTensors& w = tensors_.blocks[static_cast<std::size_t>(l)];
         const BlockActivations& a = blocks_[static_cast<std::size_t>(l)];
         const WeightGradientStash* stash = defer ? &stash_[static_cast<std::size_t>(l)] : nullptr;
@@ -379,6 +389,12 @@ class GptModel : public Model {
         // dresidual_ now holds d(residual2).
         const float* dattention = tp_.leave_backward(dresidual_, dgathered_, BT, C_);
         if (defer) copy(stash->dattention, dattention, btc);
+        if (recompute_ == Recompute::selective) {
+            // The attention core again, from the kept QKV: its probabilities into the shared
+            // buffer (its output, already kept, lands in scratch that is zeroed next).
+            NvtxRange recompute_range("h" + std::to_string(l) + " recompute attention");
+            ops_.attention_forward(datty_, preatt_, a.att, a.qkv, B_, T_, Cl_, NHl_);
+        }
         ops_.fill(datty_, 0.0f, local_channels);
         matmuls_.backward(datty_, weight_grad(w.attprojw), weight_grad(w.attprojb), dattention, a.atty,
                           param(p, w.attprojw), BT, Cl_, C_);
@@ -505,20 +521,38 @@ class GptModel : public Model {
         return shapes;
     }
 
+    // One layer's activations. Under full recompute only its output (the next layer's input)
+    // is the layer's own, the rest is the shared set every layer's recompute overwrites; under
+    // selective recompute the attention probabilities are shared. Counted per layer: what is
+    // the layer's own.
     BlockActivations allocate_block() {
+        const std::size_t before = ledger_.usage().live_of(MemoryCategory::activations);
+        BlockActivations a{};
+        if (recompute_ == Recompute::full) {
+            a = recompute_work_;
+            a.residual3 = arena_.floats(residual_elements());
+        } else {
+            a = allocate_block_buffers(recompute_ != Recompute::selective);
+            if (recompute_ == Recompute::selective) a.att = recompute_work_.att;
+        }
+        layer_activation_bytes_ = ledger_.usage().live_of(MemoryCategory::activations) - before;
+        return a;
+    }
+
+    // Every buffer of a layer (the probabilities too when `with_probabilities`).
+    BlockActivations allocate_block_buffers(bool with_probabilities) {
         const std::size_t rc = residual_elements();
         const std::size_t r = static_cast<std::size_t>(R_);
         const std::size_t local_channels = rows() * static_cast<std::size_t>(Cl_);
         const std::size_t wide = rows() * static_cast<std::size_t>(Fl_);
         const std::size_t att = static_cast<std::size_t>(B_) * NHl_ * T_ * T_;
-        const std::size_t before = ledger_.usage().live_of(MemoryCategory::activations);
         BlockActivations a{};
         a.ln1 = arena_.floats(rc);
         a.ln1_mean = arena_.floats(r);
         a.ln1_rstd = arena_.floats(r);
         a.qkv = arena_.floats(3 * local_channels);
         a.atty = arena_.floats(local_channels);
-        a.att = arena_.floats(att);
+        if (with_probabilities) a.att = arena_.floats(att);
         a.residual2 = arena_.floats(rc);
         a.ln2 = arena_.floats(rc);
         a.ln2_mean = arena_.floats(r);
@@ -526,7 +560,6 @@ class GptModel : public Model {
         a.fch = arena_.floats(wide);
         a.fch_gelu = arena_.floats(wide);
         a.residual3 = arena_.floats(rc);
-        layer_activation_bytes_ = ledger_.usage().live_of(MemoryCategory::activations) - before;
         return a;
     }
 
@@ -613,6 +646,8 @@ class GptModel : public Model {
             targets_.push_back(arena_.buffer(rows() * sizeof(int)));
             loss_buffers_.push_back(arena_.buffer(rows() * sizeof(float)));
         }
+        if (recompute_ == Recompute::full) recompute_work_ = allocate_block_buffers(true);
+        if (recompute_ == Recompute::selective) recompute_work_.att = arena_.floats(att);
         if (part_.active()) {
             allocate_slots();
         } else {
@@ -650,6 +685,8 @@ class GptModel : public Model {
         }
     }
 
+    Recompute recompute_;
+    BlockActivations recompute_work_{};  // full: one layer's buffers; selective: .att only
     ModelConfig config_;
     MicrobatchShape shape_;
     std::uint64_t seed_;
@@ -698,8 +735,8 @@ ParameterLayout gpt_parameter_layout(const ModelConfig& config, int seq_len, con
 
 std::unique_ptr<Model> make_gpt_model(const ModelConfig& config, const MicrobatchShape& shape, std::uint64_t seed,
                                       Ops& ops, MemoryLedger& ledger, const TensorParallelGroup& tp,
-                                      const PipelinePart& part, Precision precision) {
-    return std::make_unique<GptModel>(config, shape, seed, ops, ledger, tp, part, precision);
+                                      const PipelinePart& part, Precision precision, Recompute recompute) {
+    return std::make_unique<GptModel>(config, shape, seed, ops, ledger, tp, part, precision, recompute);
 }
 
 }  // namespace parbench

@@ -17,6 +17,7 @@ namespace parbench {
 ParameterLayout gpt_parameter_layout(const ModelConfig& config, int seq_len, const TensorSplit& split);
 std::unique_ptr<Model> make_gpt_model(const ModelConfig& config, const MicrobatchShape& shape, std::uint64_t seed,
                                       Ops& ops, MemoryLedger& ledger, const TensorParallelGroup& tp,
-                                      const PipelinePart& part = {}, Precision precision = Precision::fp32);
+                                      const PipelinePart& part = {}, Precision precision = Precision::fp32,
+                                      Recompute recompute = Recompute::none);
 
 }  // namespace parbench

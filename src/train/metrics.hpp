@@ -7,6 +7,7 @@
 #include <optional>
 #include <string>
 
+#include "train/model.hpp"
 #include "train/model_config.hpp"
 
 namespace parbench {
@@ -23,6 +24,12 @@ double megatron_gpt_flops(double batch, double seq, double layers, double hidden
 double mlp_flops(double batch, double layers, double hidden);
 double model_flops_per_step(const ModelConfig& config, int global_batch, int seq_len);
 std::string flops_formula(const ModelConfig& config);
+// The FLOPs recompute adds to a step (hardware FLOPs = model FLOPs + these; HFU counts them,
+// MFU does not, arXiv 2204.02311 appendix B): selective repeats the attention core's
+// forward, QKᵀ and AV, 4·B·l·s²·h; full repeats each layer's forward: for GPT
+// 24·B·s·l·h² + 4·B·l·s²·h (Megatron's 96 instead of 72, arXiv 2104.04473 sec. 5.1), for
+// Llama plan/llama_formulas' layer forward. 0 for none.
+double recompute_flops_per_step(const ModelConfig& config, int global_batch, int seq_len, Recompute recompute);
 
 struct PeakFlops {
     std::optional<double> tflops;  // per rank; absent when unknown

@@ -4,24 +4,41 @@
 #include <stdexcept>
 #include <string>
 
+#include "core/error.hpp"
 #include "train/gpt.hpp"
 #include "train/mlp.hpp"
+#include "train/models/llama.hpp"
 
 namespace parbench {
 
 std::unique_ptr<Model> make_model(const ModelConfig& config, const MicrobatchShape& shape, std::uint64_t seed,
                                   Ops& ops, MemoryLedger& ledger, const TensorParallelGroup& tp,
-                                  const PipelinePart& part, Precision precision) {
-    if (config.kind == ModelKind::gpt) return make_gpt_model(config, shape, seed, ops, ledger, tp, part, precision);
-    if (part.active()) throw std::logic_error("make_model: pipeline stages are cut from GPT models only");
+                                  const PipelinePart& part, Precision precision, Recompute recompute) {
+    if (config.kind == ModelKind::gpt)
+        return make_gpt_model(config, shape, seed, ops, ledger, tp, part, precision, recompute);
+    if (config.kind == ModelKind::llama)
+        return make_llama_model(config, shape, seed, ops, ledger, tp, part, precision, recompute);
+    if (recompute != Recompute::none) throw std::logic_error("make_model: the MLP has nothing to recompute");
+    if (part.active()) throw std::logic_error("make_model: pipeline stages are cut from GPT and Llama models only");
     return make_mlp_model(config, shape, seed, ops, ledger, tp, precision);
 }
 
 std::vector<int> pipeline_part_units(const ModelConfig& config, const PipelinePart& part) {
-    if (config.kind != ModelKind::gpt) throw std::logic_error("pipeline_part_units: GPT models only");
+    if (!config.has_sequence()) throw std::logic_error("pipeline_part_units: GPT and Llama models only");
+    std::vector<int> units;
+    if (config.kind == ModelKind::llama) {
+        // Llama's unit 0 (the embedding) sits on the first stage, its head (unit L + 1) on
+        // the last; block l is unit l + 1.
+        for (const LayerRange& chunk : part.chunks) {
+            if (chunk.first == 0) units.push_back(0);
+            for (int l = chunk.first; l < chunk.end; ++l) units.push_back(l + 1);
+            if (chunk.end == config.layers) units.push_back(config.layers + 1);
+        }
+        std::sort(units.begin(), units.end());
+        return units;
+    }
     // GPT's unit 0 (embedding, final LayerNorm, tied output projection) sits on the first
     // stage and the last; block l is unit l + 1.
-    std::vector<int> units;
     bool embedding = false;
     for (const LayerRange& chunk : part.chunks)
         embedding = embedding || chunk.first == 0 || chunk.end == config.layers;
@@ -49,6 +66,7 @@ bool Model::computes_loss() const { return true; }
 
 ParameterLayout model_parameter_layout(const ModelConfig& config, int seq_len, const TensorSplit& split) {
     if (config.kind == ModelKind::gpt) return gpt_parameter_layout(config, seq_len, split);
+    if (config.kind == ModelKind::llama) return llama_parameter_layout(config, split);
     return mlp_parameter_layout(config, split);
 }
 

@@ -8,9 +8,11 @@
 
 #include <cstdint>
 #include <memory>
+#include <string>
 #include <vector>
 
 #include "device/device.hpp"
+#include "plan/activation_memory.hpp"
 #include "train/matmuls.hpp"
 #include "train/memory_ledger.hpp"
 #include "train/model_config.hpp"
@@ -55,6 +57,12 @@ struct PipelinePart {
 // Which part of a pipeline chunk's backward to run: all of it, the input gradient only (B),
 // or the weight gradients left over from B (W; zero-bubble, arXiv 2401.10241 sec. 2).
 enum class BackwardPass { full, input, weight };
+
+// Activation recompute (Korthikanti et al., arXiv 2205.05198 sec. 5; Recompute lives with its
+// memory formulas in plan/activation_memory.hpp): none keeps every activation backward needs;
+// selective drops the attention core's (the b·a·s² probabilities) and recomputes the scores and
+// softmax from the kept Q and K in backward; full keeps only each layer's input (its
+// predecessor's output) and reruns the layer's forward before its backward.
 
 class Model {
   public:
@@ -104,7 +112,8 @@ class Model {
 // `precision`: the matmuls' (train/matmuls.hpp); parameters and everything else stay fp32.
 std::unique_ptr<Model> make_model(const ModelConfig& config, const MicrobatchShape& shape, std::uint64_t seed,
                                   Ops& ops, MemoryLedger& ledger, const TensorParallelGroup& tp = {},
-                                  const PipelinePart& part = {}, Precision precision = Precision::fp32);
+                                  const PipelinePart& part = {}, Precision precision = Precision::fp32,
+                                  Recompute recompute = Recompute::none);
 // The global units (layout indices of the whole model) that a pipeline part holds, ascending.
 std::vector<int> pipeline_part_units(const ModelConfig& config, const PipelinePart& part);
 

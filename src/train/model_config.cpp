@@ -5,6 +5,7 @@
 #include <set>
 
 #include "core/error.hpp"
+#include "plan/llama_formulas.hpp"
 #include "report/json_file.hpp"
 
 namespace parbench {
@@ -18,6 +19,14 @@ int positive_int(const nlohmann::json& document, const char* key, const std::str
     if (!value.is_number_integer() || value.get<long long>() <= 0 || value.get<long long>() > (1LL << 30))
         throw UsageError(source + ": \"" + key + "\" must be a positive integer, got " + value.dump());
     return value.get<int>();
+}
+
+double positive_number(const nlohmann::json& document, const char* key, double fallback, const std::string& source) {
+    if (!document.contains(key)) return fallback;
+    const nlohmann::json& value = document.at(key);
+    if (!value.is_number() || !(value.get<double>() > 0.0))
+        throw UsageError(source + ": \"" + key + "\" must be a positive number, got " + value.dump());
+    return value.get<double>();
 }
 
 bool looks_like_path(const std::string& text) {
@@ -36,12 +45,19 @@ std::string available_names(const std::string& directory) {
 
 }  // namespace
 
-std::string model_kind_name(ModelKind kind) { return kind == ModelKind::gpt ? "gpt" : "mlp"; }
+std::string model_kind_name(ModelKind kind) {
+    switch (kind) {
+        case ModelKind::gpt: return "gpt";
+        case ModelKind::mlp: return "mlp";
+        case ModelKind::llama: return "llama";
+    }
+    return "unknown";
+}
 
 ModelConfig parse_model_config(const nlohmann::json& document, const std::string& name, const std::string& source) {
     if (!document.is_object()) throw UsageError(source + ": a model config is a JSON object");
     if (!document.contains("kind") || !document.at("kind").is_string())
-        throw UsageError(source + ": missing key \"kind\" (\"gpt\" or \"mlp\")");
+        throw UsageError(source + ": missing key \"kind\" (\"gpt\", \"llama\" or \"mlp\")");
     ModelConfig config;
     config.name = name;
     config.source = source;
@@ -50,10 +66,13 @@ ModelConfig parse_model_config(const nlohmann::json& document, const std::string
     if (kind == "gpt") {
         config.kind = ModelKind::gpt;
         allowed.insert({"heads", "seq_len", "vocab"});
+    } else if (kind == "llama") {
+        config.kind = ModelKind::llama;
+        allowed.insert({"heads", "kv_heads", "ffn_hidden", "seq_len", "vocab", "rope_theta", "norm_eps"});
     } else if (kind == "mlp") {
         config.kind = ModelKind::mlp;
     } else {
-        throw UsageError(source + ": \"kind\" is \"" + kind + "\"; use \"gpt\" or \"mlp\"");
+        throw UsageError(source + ": \"kind\" is \"" + kind + "\"; use \"gpt\", \"llama\" or \"mlp\"");
     }
     for (const auto& [key, value] : document.items()) {
         if (allowed.count(key) == 0)
@@ -67,13 +86,26 @@ ModelConfig parse_model_config(const nlohmann::json& document, const std::string
     }
     config.layers = positive_int(document, "layers", source);
     config.hidden = positive_int(document, "hidden", source);
-    if (config.kind == ModelKind::gpt) {
+    if (config.has_sequence()) {
         config.heads = positive_int(document, "heads", source);
         config.seq_len = positive_int(document, "seq_len", source);
         config.vocab = positive_int(document, "vocab", source);
         if (config.hidden % config.heads != 0)
             throw UsageError(source + ": \"hidden\" (" + std::to_string(config.hidden) + ") must divide by \"heads\" (" +
                              std::to_string(config.heads) + ")");
+    }
+    if (config.kind == ModelKind::llama) {
+        config.kv_heads = positive_int(document, "kv_heads", source);
+        config.ffn_hidden = positive_int(document, "ffn_hidden", source);
+        config.rope_theta = positive_number(document, "rope_theta", config.rope_theta, source);
+        config.norm_eps = positive_number(document, "norm_eps", config.norm_eps, source);
+        if (config.heads % config.kv_heads != 0)
+            throw UsageError(source + ": \"kv_heads\" (" + std::to_string(config.kv_heads) +
+                             ") must divide \"heads\" (" + std::to_string(config.heads) +
+                             "): each key/value head serves an equal group of query heads");
+        if ((config.hidden / config.heads) % 2 != 0)
+            throw UsageError(source + ": the head size hidden/heads (" + std::to_string(config.hidden / config.heads) +
+                             ") must be even: rotary embedding turns pairs of channels");
     }
     return config;
 }
@@ -86,8 +118,9 @@ std::string models_directory() {
         const fs::path beside_build = executable.parent_path().parent_path() / "configs" / "models";
         if (fs::is_directory(beside_build, error)) return beside_build.string();
     }
-    // src/train/model_config.cpp -> <source root>/configs/models
-    return (fs::path(__FILE__).parent_path().parent_path().parent_path() / "configs" / "models").string();
+    // The source tree the build came from (CMake defines it; __FILE__ is relative under
+    // ccache's base_dir, which broke this lookup for test binaries in build/tests/*).
+    return (fs::path(PARBENCH_SOURCE_ROOT) / "configs" / "models").string();
 }
 
 ModelConfig load_model_config(const std::string& name_or_path) {
@@ -107,12 +140,29 @@ ModelConfig load_model_config(const std::string& name_or_path) {
 
 nlohmann::json to_json(const ModelConfig& config) {
     nlohmann::json shape = {{"layers", config.layers}, {"hidden", config.hidden}};
-    if (config.kind == ModelKind::gpt) {
+    if (config.has_sequence()) {
         shape["heads"] = config.heads;
         shape["seq_len"] = config.seq_len;
         shape["vocab"] = config.vocab;
     }
+    if (config.kind == ModelKind::llama) {
+        shape["kv_heads"] = config.kv_heads;
+        shape["ffn_hidden"] = config.ffn_hidden;
+        shape["rope_theta"] = config.rope_theta;
+        shape["norm_eps"] = config.norm_eps;
+    }
     return {{"name", config.name}, {"kind", model_kind_name(config.kind)}, {"source", config.source}, {"shape", shape}};
+}
+
+LlamaShape llama_shape(const ModelConfig& config) {
+    LlamaShape shape;
+    shape.layers = config.layers;
+    shape.hidden = config.hidden;
+    shape.heads = config.heads;
+    shape.kv_heads = config.kv_heads;
+    shape.ffn_hidden = config.ffn_hidden;
+    shape.vocab = config.vocab;
+    return shape;
 }
 
 }  // namespace parbench

@@ -10,7 +10,7 @@
 
 namespace parbench {
 
-enum class ModelKind { gpt, mlp };
+enum class ModelKind { gpt, mlp, llama };
 
 struct ModelConfig {
     std::string name;  // the file's stem, or the NAME given to --model
@@ -18,9 +18,18 @@ struct ModelConfig {
     ModelKind kind = ModelKind::gpt;
     int layers = 0;
     int hidden = 0;
-    int heads = 0;    // gpt only
-    int seq_len = 1;  // gpt: maximum (and trained) sequence length; mlp: 1 (one row per sample)
-    int vocab = 0;    // gpt only
+    int heads = 0;    // gpt and llama
+    int seq_len = 1;  // gpt, llama: maximum (and trained) sequence length; mlp: 1 (one row per sample)
+    int vocab = 0;    // gpt and llama
+    // llama only: grouped-query attention's key/value heads (dividing heads), the SwiGLU
+    // width, the rotary base (RoPE, arXiv 2104.09864) and RMSNorm's epsilon. A Llama's
+    // output projection is its own matrix, never tied to the input embedding.
+    int kv_heads = 0;
+    int ffn_hidden = 0;
+    double rope_theta = 10000.0;
+    double norm_eps = 1e-5;
+    // Models whose tokens form sequences (gpt, llama), as opposed to one row per sample.
+    bool has_sequence() const { return kind != ModelKind::mlp; }
 };
 
 std::string model_kind_name(ModelKind kind);
@@ -37,5 +46,9 @@ ModelConfig load_model_config(const std::string& name_or_path);
 std::string models_directory();
 
 nlohmann::json to_json(const ModelConfig& config);
+
+struct LlamaShape;
+// The shape plan/llama_formulas.hpp's formulas take; config.kind must be llama.
+LlamaShape llama_shape(const ModelConfig& config);
 
 }  // namespace parbench

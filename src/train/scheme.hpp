@@ -31,7 +31,10 @@ struct AdamWSettings {
 
 struct SchemeSettings {
     int zero_stage = 0;                      // 0: plain data parallelism
-    std::size_t bucket_bytes = 25u << 20;    // gradient buckets (and ZeRO-1/2 segments)
+    // Gradient buckets (and ZeRO-1/2 segments); train's default is plan/memory.hpp's
+    // default_bucket_bytes (smaller for ZeRO-2, whose bucket slots would otherwise hold more
+    // than the shard saves).
+    std::size_t bucket_bytes = 25u << 20;
     bool overlap = false;                    // launch each bucket's collective as soon as it is ready
     bool prefetch = false;                   // ZeRO-3: gather the next unit while this one computes
     int microbatches = 1;

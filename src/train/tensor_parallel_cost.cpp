@@ -1,5 +1,7 @@
 #include "train/tensor_parallel_cost.hpp"
 
+#include "train/models/llama_cost.hpp"
+
 namespace parbench {
 namespace {
 
@@ -15,9 +17,23 @@ void add(std::map<std::string, CollectiveVolume>& traffic, const std::string& op
 
 std::map<std::string, CollectiveVolume> tensor_parallel_traffic_per_step(const ModelConfig& config, int seq_len,
                                                                          int microbatch_size, int microbatches,
-                                                                         const TensorSplit& split) {
+                                                                         const TensorSplit& split,
+                                                                         Recompute recompute) {
     std::map<std::string, CollectiveVolume> traffic;
     if (split.size == 1) return traffic;
+    if (config.kind == ModelKind::llama)
+        traffic = llama_tensor_parallel_traffic_per_step(config, seq_len, microbatch_size, microbatches, split);
+    if (config.has_sequence() && recompute == Recompute::full) {
+        const double n = static_cast<double>(microbatch_size) * seq_len * config.hidden;
+        const double calls = 2.0 * microbatches * config.layers;
+        if (split.sequence_parallel) {
+            add(traffic, "allgather", calls, n);
+            add(traffic, "reducescatter", calls, n);
+        } else {
+            add(traffic, "allreduce", calls, n);
+        }
+    }
+    if (config.kind == ModelKind::llama) return traffic;
     const double m = microbatches;
     const double L = config.layers;
     const double h = config.hidden;
@@ -79,6 +95,40 @@ ActivationFormula gpt_activation_bytes_per_layer(const ModelConfig& config, int 
         f.paper_bytes = split.size == 1 ? sbh * (34.0 + 5.0 * scores) : sbh * (10.0 + 24.0 / t + 5.0 * scores);
         f.paper_formula = split.size == 1 ? "sbh(34 + 5as/h)  (arXiv 2205.05198 table 2, no parallelism, 16-bit)"
                                           : "sbh(10 + 24/t + 5as/(ht))  (arXiv 2205.05198 table 2, TP, 16-bit)";
+    }
+    return f;
+}
+
+ActivationFormula transformer_activation_bytes_per_layer(const ModelConfig& config, int seq_len,
+                                                         int microbatch_size, const TensorSplit& split,
+                                                         Recompute recompute) {
+    const bool llama = config.kind == ModelKind::llama;
+    ActivationFormula f = llama ? llama_activation_bytes_per_layer(config, seq_len, microbatch_size, split)
+                                : gpt_activation_bytes_per_layer(config, seq_len, microbatch_size, split);
+    const double s = seq_len;
+    const double b = microbatch_size;
+    const double h = config.hidden;
+    const double t = split.size;
+    const double sbh = s * b * h;
+    const double region = split.sequence_parallel ? t : 1.0;
+    if (recompute == Recompute::selective) {
+        f.bytes -= float_bytes * config.heads * s * s * b / t;
+        f.formula += "; selective recompute: minus the probabilities, 4as^2b/t";
+        if (!llama) {
+            f.paper_bytes = split.sequence_parallel ? 34.0 * sbh / t : (t == 1.0 ? 34.0 * sbh : sbh * (10.0 + 24.0 / t));
+            f.paper_formula = split.sequence_parallel ? "34sbh/t  (arXiv 2205.05198 table 2, TP + SP + selective)"
+                              : t == 1.0 ? "34sbh  (arXiv 2205.05198 table 2, selective recompute)"
+                                         : "sbh(10 + 24/t)  (arXiv 2205.05198 table 2, TP + selective)";
+        }
+    } else if (recompute == Recompute::full) {
+        f.bytes = float_bytes * sbh / region;
+        f.formula = split.sequence_parallel ? "4sbh/t  (fp32; full recompute keeps only the layer's input)"
+                                            : "4sbh  (fp32; full recompute keeps only the layer's input)";
+        if (!llama) {
+            f.paper_bytes = 2.0 * sbh / region;
+            f.paper_formula = split.sequence_parallel ? "2sbh/t  (arXiv 2205.05198 sec. 5, full recompute, 16-bit)"
+                                                      : "2sbh  (arXiv 2205.05198 sec. 5, full recompute, 16-bit)";
+        }
     }
     return f;
 }

@@ -8,6 +8,7 @@
 #include <map>
 #include <string>
 
+#include "train/model.hpp"
 #include "train/model_config.hpp"
 #include "train/tensor_parallel.hpp"
 
@@ -34,9 +35,12 @@ struct CollectiveVolume {
 //   MLP megatron: all-reduce of n per row-parallel layer forward and per column-parallel
 //                layer but the first backward, + r when the last layer is column-parallel
 //   MLP allgather: all-gather and reduce-scatter of n per layer but the last, + r (the loss)
+// Full recompute reruns each layer's forward in backward, and its collectives with it:
+// 2L more all-reduces of n per micro-batch (TP), or 2L all-gathers and 2L reduce-scatters (SP).
 std::map<std::string, CollectiveVolume> tensor_parallel_traffic_per_step(const ModelConfig& config, int seq_len,
                                                                          int microbatch_size, int microbatches,
-                                                                         const TensorSplit& split);
+                                                                         const TensorSplit& split,
+                                                                         Recompute recompute = Recompute::none);
 
 // Activation memory of one GPT layer per micro-batch on one rank, after Korthikanti et al.
 // (arXiv 2205.05198 sec. 4, table 2), with s = seq_len, b = micro-batch, h = hidden,
@@ -49,5 +53,12 @@ struct ActivationFormula {
 };
 ActivationFormula gpt_activation_bytes_per_layer(const ModelConfig& config, int seq_len, int microbatch_size,
                                                  const TensorSplit& split);
+// GPT's or Llama's (models/llama_cost.hpp), by the config's kind, under `recompute`
+// (arXiv 2205.05198 sec. 5): selective keeps all but the attention probabilities (a s² b / t
+// floats), full only the layer's input (sbh, or sbh/t under SP); the paper's values for GPT
+// are table 2's selective rows and 2sbh (/t under SP) for full.
+ActivationFormula transformer_activation_bytes_per_layer(const ModelConfig& config, int seq_len,
+                                                         int microbatch_size, const TensorSplit& split,
+                                                         Recompute recompute = Recompute::none);
 
 }  // namespace parbench

@@ -4,7 +4,9 @@
 #include <string>
 
 #include "core/error.hpp"
+#include "plan/memory.hpp"
 #include "train/matmuls.hpp"
+#include "train/model.hpp"
 
 namespace parbench {
 namespace {
@@ -29,11 +31,16 @@ void check_tensor_parallel(const TrainPlan& plan) {
         return;
     }
     if (plan.tp_style == TensorParallelStyle::allgather)
-        throw UsageError("--tp-style allgather applies to MLP models; GPT blocks use Megatron's column/row pairing: "
-                         "drop --tp-style or use an mlp model");
+        throw UsageError("--tp-style allgather applies to MLP models; " + model_kind_name(m.kind) +
+                         " blocks use Megatron's column/row pairing: drop --tp-style or use an mlp model");
     divides(m.heads, "head count", "use a --tp that divides it (attention heads are split across the group)");
     divides(m.hidden, "hidden size", "use a --tp that divides it");
-    divides(4 * m.hidden, "FFN size", "use a --tp that divides it");
+    // Llama's key/value heads are split when --tp divides them and replicated otherwise
+    // (models/llama.cpp), so they need no check.
+    if (m.kind == ModelKind::llama)
+        divides(m.ffn_hidden, "SwiGLU width (ffn_hidden)", "use a --tp that divides it");
+    else
+        divides(4 * m.hidden, "FFN size", "use a --tp that divides it");
     divides(m.vocab, "vocabulary", "use a --tp that divides it (the embedding and logits are split by vocabulary)");
     if (o.sp && plan.seq_len % o.tp != 0)
         throw UsageError("--sp: sequence length " + text(plan.seq_len) + " does not split " + text(o.tp) +
@@ -52,9 +59,9 @@ void check_pipeline(TrainPlan& plan) {
         return;
     }
     const std::string pp = "--pp " + text(o.pp);
-    if (plan.model.kind != ModelKind::gpt)
-        throw UsageError(pp + ": pipeline stages are cut from GPT blocks, and model " + plan.model.name +
-                         " is an MLP; use a gpt model or --pp 1");
+    if (!plan.model.has_sequence())
+        throw UsageError(pp + ": pipeline stages are cut from transformer blocks, and model " + plan.model.name +
+                         " is an MLP; use a gpt or llama model or --pp 1");
     if (o.zero > 1)
         throw UsageError(pp + " with --zero " + text(o.zero) + ": ZeRO-2/3 reduce or gather per micro-batch, which a "
                          "pipeline interleaves; use --zero 0 or 1");
@@ -89,7 +96,7 @@ TrainPlan resolve_train_options(const TrainOptions& options) {
                          "or more");
     if (options.zero < 0 || options.zero > 3) throw UsageError("--zero " + text(options.zero) + ": use 0, 1, 2 or 3");
     if (options.microbatches < 1) throw UsageError("--microbatches must be at least 1");
-    if (!(options.bucket_mb > 0.0) || !std::isfinite(options.bucket_mb))
+    if (options.bucket_mb && (!(*options.bucket_mb > 0.0) || !std::isfinite(*options.bucket_mb)))
         throw UsageError("--bucket-mb must be a positive number of MiB (e.g. 25)");
     if (options.prefetch && options.zero != 3)
         throw UsageError("--prefetch gathers the next layer's parameters, which only ZeRO-3 shards; add --zero 3 or "
@@ -101,7 +108,7 @@ TrainPlan resolve_train_options(const TrainOptions& options) {
     plan.model = load_model_config(options.model);
     plan.seq_len = plan.model.seq_len;
     if (options.seq) {
-        if (plan.model.kind != ModelKind::gpt)
+        if (!plan.model.has_sequence())
             throw UsageError("--seq: model " + plan.model.name + " is an MLP, which has no sequence; drop --seq");
         if (*options.seq < 1) throw UsageError("--seq must be at least 1");
         plan.seq_len = *options.seq;
@@ -112,9 +119,26 @@ TrainPlan resolve_train_options(const TrainOptions& options) {
 
     check_pipeline(plan);
 
+    plan.recompute = parse_recompute(options.recompute);
+    if (plan.recompute != Recompute::none && !plan.model.has_sequence())
+        throw UsageError("--recompute " + options.recompute + ": model " + plan.model.name +
+                         " is an MLP, which has no attention core or transformer layer to recompute; use "
+                         "--recompute none or a gpt or llama model");
+    if (plan.recompute == Recompute::full && plan.schedule == ScheduleKind::zero_bubble_h1 && options.pp > 1)
+        throw UsageError("--recompute full with --schedule zb-h1: the deferred weight gradients need the layer's "
+                         "activations after the next layer's recompute overwrote them; use --recompute selective or "
+                         "another schedule");
+
     plan.scheme.zero_stage = options.zero;
-    plan.scheme.bucket_bytes = static_cast<std::size_t>(options.bucket_mb * 1024.0 * 1024.0);
-    if (plan.scheme.bucket_bytes < sizeof(float)) throw UsageError("--bucket-mb is smaller than one parameter");
+    if (options.bucket_mb) {
+        plan.scheme.bucket_bytes = static_cast<std::size_t>(*options.bucket_mb * 1024.0 * 1024.0);
+        if (plan.scheme.bucket_bytes < sizeof(float)) throw UsageError("--bucket-mb is smaller than one parameter");
+        plan.bucket_source = "--bucket-mb";
+    } else {
+        const std::size_t parameters = model_parameter_layout(plan.model, plan.seq_len, plan.tensor_split(0)).total_numel();
+        plan.scheme.bucket_bytes = default_bucket_bytes(options.zero, parameters);
+        plan.bucket_source = default_bucket_rule(options.zero);
+    }
     plan.scheme.overlap = options.overlap;
     plan.scheme.prefetch = options.prefetch;
     plan.scheme.microbatches = options.microbatches;
@@ -167,10 +191,11 @@ nlohmann::json to_json(const TrainOptions& o) {
         {"p2p", o.p2p},
         {"zero", o.zero},
         {"microbatches", o.microbatches},
-        {"bucket_mb", o.bucket_mb},
+        {"bucket_mb", optional(o.bucket_mb)},
         {"overlap", o.overlap},
         {"prefetch", o.prefetch},
         {"precision", o.precision},
+        {"recompute", o.recompute},
         {"peak_tflops", optional(o.peak_tflops)},
         {"check", o.check},
         {"backend_requested", o.backend},

@@ -11,6 +11,7 @@
 #include <vector>
 
 #include "train/mesh.hpp"
+#include "train/model.hpp"
 #include "train/model_config.hpp"
 #include "train/scheme.hpp"
 #include "train/pipeline/partition.hpp"
@@ -41,10 +42,11 @@ struct TrainOptions {
     std::string trace_path;           // Chrome trace of every rank's timeline
     int zero = 0;
     int microbatches = 1;
-    double bucket_mb = 25.0;
+    std::optional<double> bucket_mb;  // default: plan/memory.hpp default_bucket_bytes
     bool overlap = false;
     bool prefetch = false;
     std::string precision = "fp32";
+    std::string recompute = "none";  // none, selective or full (arXiv 2205.05198 sec. 5)
     std::optional<double> peak_tflops;
     bool check = false;
     std::string json_path;
@@ -57,6 +59,8 @@ struct TrainPlan {
     ModelConfig model;
     int seq_len = 1;
     SchemeSettings scheme;
+    Recompute recompute = Recompute::none;
+    std::string bucket_source;  // "--bucket-mb" or the default's rule (plan/memory.hpp)
     TensorParallelStyle tp_style = TensorParallelStyle::megatron;
     // Pipeline parallelism (options.pp > 1): the schedule, transfers and each virtual
     // stage's layers (train/pipeline/).

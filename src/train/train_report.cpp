@@ -6,6 +6,7 @@
 #include <sstream>
 
 #include "bench/statistics.hpp"
+#include "plan/memory.hpp"
 #include "train/pipeline/pipeline_report.hpp"
 #include "train/tensor_parallel_cost.hpp"
 
@@ -66,7 +67,7 @@ void add_expected_tp(const TrainSummaryInputs& in, nlohmann::json& comm) {
     const TrainOptions& o = in.plan.options;
     const int microbatch_size = o.global_batch / in.mesh.dp / o.microbatches;
     const auto expected = tensor_parallel_traffic_per_step(in.plan.model, in.plan.seq_len, microbatch_size,
-                                                           o.microbatches, in.plan.tensor_split(0));
+                                                           o.microbatches, in.plan.tensor_split(0), in.plan.recompute);
     nlohmann::json bytes = nlohmann::json::object();
     nlohmann::json calls = nlohmann::json::object();
     bool matches = measured.size() == expected.size();
@@ -81,19 +82,46 @@ void add_expected_tp(const TrainSummaryInputs& in, nlohmann::json& comm) {
     comm["expected_matches"] = {{"tp", matches}};
 }
 
+// The buffer-aware theory (plan/memory.hpp, the formula `parbench plan` uses): every buffer
+// the engine allocates, from the model, layout and flags alone, for the most loaded rank.
+nlohmann::json predicted_memory_json(const TrainSummaryInputs& in, const MemoryUsage& measured) {
+    const RankMemory predicted = engine_peak_memory(engine_layout(in.plan, in.mesh));
+    nlohmann::json items = nlohmann::json::array();
+    for (const MemoryItem& item : predicted.items)
+        items.push_back({{"category", memory_category_name(item.category)}, {"name", item.name},
+                         {"count", item.count}, {"bytes_each", item.bytes_each}, {"bytes", item.bytes()}});
+    const double total = predicted.total();
+    const double measured_total = static_cast<double>(measured.total_peak);
+    return {{"params", predicted.of(MemoryCategory::params)},
+            {"grads", predicted.of(MemoryCategory::grads)},
+            {"optimizer", predicted.of(MemoryCategory::optimizer)},
+            {"activations", predicted.of(MemoryCategory::activations)},
+            {"total", total},
+            {"pp_rank", predicted.pp_rank},
+            {"relative_error", total > 0 ? (measured_total - total) / total : 0.0},
+            {"items", items},
+            {"method", "every buffer the engine allocates (parameters, gradients, optimizer state, bucket and gather "
+                       "slots, staging shards, activation stores and slots, scratch), counted from the model, layout "
+                       "and flags alone by plan/memory.hpp, the formula parbench plan uses; the most loaded rank"}};
+}
+
 nlohmann::json activation_json(const TrainSummaryInputs& in) {
     const TrainOptions& o = in.plan.options;
     nlohmann::json activation = {{"measured_bytes_per_layer", in.measurements.activation_bytes_per_layer},
                                  {"method", "bytes one layer keeps from forward for backward for one micro-batch, "
                                             "allocated from the ledger (the MLP: the mean over its layers); "
                                             "the largest rank"}};
-    if (in.plan.model.kind != ModelKind::gpt) return activation;
-    const ActivationFormula formula = gpt_activation_bytes_per_layer(
-        in.plan.model, in.plan.seq_len, o.global_batch / in.mesh.dp / o.microbatches, in.plan.tensor_split(0));
+    if (!in.plan.model.has_sequence()) return activation;
+    const ActivationFormula formula = transformer_activation_bytes_per_layer(
+        in.plan.model, in.plan.seq_len, o.global_batch / in.mesh.dp / o.microbatches, in.plan.tensor_split(0),
+        in.plan.recompute);
+    activation["recompute"] = recompute_name(in.plan.recompute);
     activation["formula_bytes_per_layer"] = formula.bytes;
     activation["formula"] = formula.formula;
-    activation["paper_bytes_per_layer"] = formula.paper_bytes;
-    activation["paper_formula"] = formula.paper_formula;
+    if (!formula.paper_formula.empty()) {
+        activation["paper_bytes_per_layer"] = formula.paper_bytes;
+        activation["paper_formula"] = formula.paper_formula;
+    }
     return activation;
 }
 
@@ -110,10 +138,13 @@ nlohmann::json train_result_json(const TrainSummaryInputs& in) {
     const Summary step = summarize(m.step_ms);
     const Summary exposed = summarize(m.exposed_comm_ms);
     const double tokens_per_step =
-        static_cast<double>(o.global_batch) * (in.plan.model.kind == ModelKind::gpt ? in.plan.seq_len : 1);
+        static_cast<double>(o.global_batch) * (in.plan.model.has_sequence() ? in.plan.seq_len : 1);
     const double flops = model_flops_per_step(in.plan.model, o.global_batch, in.plan.seq_len);
     const double median_s = step.median / 1000.0;
     const double achieved_tflops = flops / median_s / static_cast<double>(in.mesh.world()) / 1e12;
+    const double hardware_flops =
+        flops + recompute_flops_per_step(in.plan.model, o.global_batch, in.plan.seq_len, in.plan.recompute);
+    const double hardware_tflops = hardware_flops / median_s / static_cast<double>(in.mesh.world()) / 1e12;
 
     nlohmann::json model = to_json(in.plan.model);
     model["parameters"] = m.parameters;
@@ -147,7 +178,9 @@ nlohmann::json train_result_json(const TrainSummaryInputs& in) {
           {"microbatch_size", o.global_batch / in.mesh.dp / o.microbatches},
           {"overlap", o.overlap},
           {"prefetch", o.prefetch},
-          {"bucket_mb", o.bucket_mb},
+          {"recompute", recompute_name(in.plan.recompute)},
+          {"bucket_mb", static_cast<double>(in.plan.scheme.bucket_bytes) / (1024.0 * 1024.0)},
+          {"bucket_source", in.plan.bucket_source},
           {"groups", groups_json(in.mesh)}}},
         {"precision", o.precision},
         {"global_batch", o.global_batch},
@@ -162,11 +195,16 @@ nlohmann::json train_result_json(const TrainSummaryInputs& in) {
         {"tokens_per_s", tokens_per_step / median_s},
         {"throughput_basis", "median step time"},
         {"flops",
-         {{"per_step", flops}, {"formula", flops_formula(in.plan.model)}, {"causal_discount", false}}},
+         {{"per_step", flops},
+          {"formula", flops_formula(in.plan.model)},
+          {"causal_discount", false},
+          {"recompute", recompute_name(in.plan.recompute)},
+          {"hardware_per_step", hardware_flops}}},
         {"achieved_tflops_per_rank", achieved_tflops},
         {"peak_tflops_per_rank", optional_number(in.peak.tflops)},
         {"peak_source", in.peak.source},
         {"mfu", in.peak.tflops ? nlohmann::json(achieved_tflops / *in.peak.tflops) : nlohmann::json(nullptr)},
+        {"hfu", in.peak.tflops ? nlohmann::json(hardware_tflops / *in.peak.tflops) : nlohmann::json(nullptr)},
         {"memory_bytes", memory_json(largest)},
         {"memory_bytes_by_rank", by_rank},
         {"memory_method", "device buffers allocated by the engine, tagged by category (peak per category; "
@@ -179,6 +217,7 @@ nlohmann::json train_result_json(const TrainSummaryInputs& in) {
           {"convention", "ZeRO (arXiv 1910.02054) model states for fp32 Adam: 4 + 4 + 8 = 16 B/param of this "
                          "rank's tensor-parallel shard, divided by dp per stage; activations and buffers not "
                          "included"}}},
+        {"memory_predicted_bytes", predicted_memory_json(in, largest)},
         {"activation_memory", activation_json(in)},
         {"comm", comm},
         {"comm_method", "rank 0's group of each parallel dimension, per timed step: calls, bytes (nccl-tests' size "
@@ -219,7 +258,8 @@ void print_train_header(std::ostream& out, const TrainPlan& plan, const MeshShap
     out << "# parbench train: " << c.name << " (" << model_kind_name(c.kind) << ", "
         << human_count(static_cast<double>(parameters)) << " parameters: " << c.layers << " layers, hidden "
         << c.hidden;
-    if (c.kind == ModelKind::gpt) out << ", " << c.heads << " heads, seq " << plan.seq_len << ", vocab " << c.vocab;
+    if (c.has_sequence()) out << ", " << c.heads << " heads, seq " << plan.seq_len << ", vocab " << c.vocab;
+    if (c.kind == ModelKind::llama) out << ", " << c.kv_heads << " kv heads, ffn " << c.ffn_hidden;
     out << ")\n";
     out << "# layout: dp " << mesh.dp << " x tp " << mesh.tp;
     if (mesh.tp > 1) out << " (" << o.tp_style << (o.sp ? ", sequence parallel" : "") << ")";
@@ -253,6 +293,13 @@ void print_train_summary(std::ostream& out, const nlohmann::json& r) {
     else {
         std::snprintf(line, sizeof line, "%-28s %.1f%% of %.4g TFLOP/s (%s)\n", "MFU", 100.0 * r["mfu"].get<double>(),
                       r["peak_tflops_per_rank"].get<double>(), r["peak_source"].get<std::string>().c_str());
+        if (r["flops"]["recompute"] != "none") {
+            out << line;
+            std::snprintf(line, sizeof line,
+                          "%-28s %.1f%% (hardware FLOPs/step %.4g: --recompute %s adds its forward)\n", "HFU",
+                          100.0 * r["hfu"].get<double>(), r["flops"]["hardware_per_step"].get<double>(),
+                          r["flops"]["recompute"].get<std::string>().c_str());
+        }
         out << line;
     }
     std::snprintf(line, sizeof line, "%-28s %.3f of %.3f per step\n", "exposed comm (ms)",
@@ -270,12 +317,27 @@ void print_train_summary(std::ostream& out, const nlohmann::json& r) {
     std::snprintf(line, sizeof line, "%-28s %10.2f %10.2f %10.2f %10s %10.2f\n", "  theory (ZeRO, 16 B/param)",
                   mib(theory["params"]), mib(theory["grads"]), mib(theory["optimizer"]), "-", mib(theory["total"]));
     out << line;
+    const auto& predicted = r["memory_predicted_bytes"];
+    std::snprintf(line, sizeof line, "%-28s %10.2f %10.2f %10.2f %10.2f %10.2f  (measured %+.2f%%)\n",
+                  "  theory (every buffer)", mib(predicted["params"]), mib(predicted["grads"]),
+                  mib(predicted["optimizer"]), mib(predicted["activations"]), mib(predicted["total"]),
+                  100.0 * predicted["relative_error"].get<double>());
+    out << line;
+    if (r["layout"]["scheme"] != "zero3") {
+        std::snprintf(line, sizeof line, "%-28s %.4g MiB (%s)\n", "gradient bucket", r["layout"]["bucket_mb"].get<double>(),
+                      r["layout"]["bucket_source"].get<std::string>().c_str());
+        out << line;
+    }
     const auto& activation = r["activation_memory"];
     if (activation.contains("formula_bytes_per_layer")) {
-        std::snprintf(line, sizeof line, "%-28s %.4g MiB measured, %.4g MiB formula, %.4g MiB paper (16-bit)\n",
-                      "activations per layer", mib(activation["measured_bytes_per_layer"]),
-                      mib(activation["formula_bytes_per_layer"]), mib(activation["paper_bytes_per_layer"]));
+        std::snprintf(line, sizeof line, "%-28s %.4g MiB measured, %.4g MiB formula", "activations per layer",
+                      mib(activation["measured_bytes_per_layer"]), mib(activation["formula_bytes_per_layer"]));
         out << line;
+        if (activation.contains("paper_bytes_per_layer")) {
+            std::snprintf(line, sizeof line, ", %.4g MiB paper (16-bit)", mib(activation["paper_bytes_per_layer"]));
+            out << line;
+        }
+        out << "\n";
     }
     for (const std::string dimension : {"dp", "tp"}) {
         for (const auto& [op, counter] : r["comm"][dimension].items()) {

@@ -166,7 +166,8 @@ TrainMeasurements run_training(const TrainPlan& plan, Mesh& mesh, Device& device
         schedule = make_schedule(plan.schedule, plan.schedule_shape());
         part = pipeline_part(*schedule, mesh.coordinates().pp, plan.stage_ranges, plan.p2p);
     }
-    std::unique_ptr<Model> model = make_model(plan.model, shape, o.seed, ops, ledger, tp, part, parse_precision(o.precision));
+    std::unique_ptr<Model> model = make_model(plan.model, shape, o.seed, ops, ledger, tp, part, parse_precision(o.precision),
+                                              plan.recompute);
     std::unique_ptr<TrainingScheme> scheme =
         make_scheme(SchemeContext{device, ops, mesh.dp(), ledger, *model}, plan.scheme);
     scheme->initialize_parameters(o.seed);
@@ -176,7 +177,7 @@ TrainMeasurements run_training(const TrainPlan& plan, Mesh& mesh, Device& device
     step_plan.dp_rank = mesh.coordinates().dp;
     step_plan.dp_size = dp;
     step_plan.microbatches = o.microbatches;
-    step_plan.rows_per_sample = plan.model.kind == ModelKind::gpt ? plan.seq_len : 1;
+    step_plan.rows_per_sample = plan.model.has_sequence() ? plan.seq_len : 1;
     step_plan.data_seed = o.seed;
     std::optional<PipelineExecutor> executor;
     if (pipelined)
@@ -284,6 +285,10 @@ TrainPlan serial_reference_plan(const TrainPlan& plan) {
     serial.scheme.microbatches = 1;
     serial.scheme.overlap = false;
     serial.scheme.prefetch = false;
+    // The reference keeps every activation, so --check with --recompute shows the recompute
+    // changes nothing.
+    serial.options.recompute = "none";
+    serial.recompute = Recompute::none;
     return serial;
 }
 

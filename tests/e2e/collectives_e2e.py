@@ -70,7 +70,22 @@ def check_consistent(report, ranks):
         median = samples[middle] if len(samples) % 2 else (samples[middle - 1] + samples[middle]) / 2
         check(math.isclose(entry["time_us"]["median"], median, rel_tol=1e-9), f"{name}: median")
         check(entry["time_us"]["min"] == samples[0] and entry["time_us"]["max"] == samples[-1], f"{name}: min/max")
-        algbw = entry["bytes"] / median / 1e3
+        check(len(entry["per_rank"]) == ranks, f"{name}: one per_rank entry per rank")
+        # The reported time follows the aggregation: the median of the samples, or their mean.
+        if entry["aggregation"] == "rank-mean":
+            reported = sum(samples) / len(samples)
+            per_rank_mean = sum(r["mean_us"] for r in entry["per_rank"]) / ranks
+            check(math.isclose(reported, per_rank_mean, rel_tol=1e-9), f"{name}: rank-mean = mean of rank means")
+        elif entry["aggregation"] == "rank-max":
+            reported = max(r["mean_us"] for r in entry["per_rank"])
+        else:
+            reported = median
+        check(math.isclose(entry["reported_time_us"], reported, rel_tol=1e-9), f"{name}: reported time")
+        check(math.isclose(entry["aggregates_us"][entry["aggregation"]], reported, rel_tol=1e-9), f"{name}: aggregates")
+        if entry["aggregation"] == "max":
+            # No rank's own median can exceed the median of per-iteration maxima.
+            check(all(r["median_us"] <= median * (1 + 1e-9) for r in entry["per_rank"]), f"{name}: max >= ranks")
+        algbw = entry["bytes"] / reported / 1e3
         check(math.isclose(entry["algbw_gbps"], algbw, rel_tol=1e-9), f"{name}: algbw {entry['algbw_gbps']} != {algbw}")
         factor = BUS_FACTORS[name](ranks)
         check(math.isclose(entry["bus_factor"], factor, rel_tol=1e-12), f"{name}: bus factor")
@@ -107,7 +122,8 @@ def case_single_size(ctx):
     result = ctx.run(2, "allreduce", "--size", "1M", "--check", "--iters", "4", "--json", json_path)
     check(result.returncode == 0, result.stderr)
     report = load_report(ctx, json_path)
-    check(len(report["results"]) == 1 and report["results"][0]["bytes"] == 1 << 20, "one point of 1 MiB")
+    check([(e["bytes"], e["placement"]) for e in report["results"]] == [(1 << 20, "out"), (1 << 20, "in")],
+          "one size of 1 MiB, out of place and in place")
     check(report["argv"][1:] == ["allreduce", "--size", "1M", "--check", "--iters", "4", "--json", json_path], "argv")
     check_consistent(report, 2)
 
@@ -146,11 +162,12 @@ def case_compare(ctx):
         check(result.returncode == 0, result.stderr)
     result = ctx.run(0, "compare", *paths)
     check(result.returncode == 0, result.stderr)
-    check("b.json busbw ratio" in result.stdout and result.stdout.count("allreduce") == 3, result.stdout)
+    # Three sizes, each out of place and in place (the default --placement both).
+    check("b.json busbw ratio" in result.stdout and result.stdout.count("allreduce") == 6, result.stdout)
     markdown = ctx.run(0, "compare", "--markdown", *paths).stdout
     check(markdown.startswith("| collective |") and "| --- |" in markdown, markdown)
     table = list(csv.reader(ctx.run(0, "compare", "--csv", *paths).stdout.splitlines()))
-    check(len(table) == 4 and table[1][0] == "allreduce", f"csv {table}")
+    check(len(table) == 7 and table[1][0] == "allreduce", f"csv {table}")
     ratio = float(table[1][-1].rstrip("x"))
     a, b = json.load(open(paths[0]))["results"][0], json.load(open(paths[1]))["results"][0]
     check(math.isclose(ratio, b["busbw_gbps"] / a["busbw_gbps"], rel_tol=0.01), "ratio of busbw")
@@ -185,6 +202,98 @@ def case_sweep(ctx):
         check(os.path.exists(os.path.join(folder, f"{name}.csv")), f"{name}.csv")
 
 
+def case_placement_summary(ctx):
+    """Validation is on by default, both placements share a row, the summary closes the run."""
+    json_path = ctx.path("both.json")
+    result = ctx.run(2, "all", "-b", "8", "-e", "4K", "-f", "16", "--iters", "3", "--json", json_path)
+    check(result.returncode == 0, result.stderr)
+    report = load_report(ctx, json_path)
+    check_consistent(report, 2)
+    check(report["config"]["check"] is True and report["config"]["placement"] == "both", "defaults in config")
+    check("# validation: one checked run per size" in result.stdout, "header names the validation")
+    check(report["config"]["mpi_threads"] == {"requested": "single", "provided": "single"}, "MPI_Init by default")
+    check("MPI thread level single" in result.stdout, "thread level in the header")
+    measured = [e for e in report["results"] if "skipped" not in e]
+    check(all(e["wrong"] == 0 for e in measured), "checked by default")
+    for name in BUS_FACTORS:
+        placements = sorted(e["placement"] for e in report["results"] if e["collective"] == name)
+        check(placements == ["in"] * 3 + ["out"] * 3, f"{name}: both placements per size, got {placements}")
+    # One console row per size with both halves: 3 sizes x 9 collectives.
+    rows = [line for line in result.stdout.splitlines() if line and not line.startswith("#")]
+    check(len(rows) == 27, f"{len(rows)} rows: {result.stdout}")
+    check(all(len(line.split()) >= 13 for line in rows), "each row has two halves")
+    skipped = [line for line in rows if "skipped" in line]
+    check(len(skipped) == 3 and all("in-place skipped" in line for line in skipped), "sendrecv in place skipped")
+    summary = report["summary"]
+    check(summary["status"] == "OK" and summary["wrong_total"] == 0 and summary["checked"], f"summary {summary}")
+    check(summary["measured_points"] == len(measured), "measured points")
+    average = sum(e["busbw_gbps"] for e in measured) / len(measured)
+    check(math.isclose(summary["average_busbw_gbps"], average, rel_tol=1e-9), "average busbw over points")
+    peak = max(measured, key=lambda e: e["busbw_gbps"])
+    check(math.isclose(summary["peak"]["busbw_gbps"], peak["busbw_gbps"]) and summary["peak"]["bytes"] == peak["bytes"],
+          "peak busbw and its size")
+    check("# wrong elements: 0 OK" in result.stdout and "an average over sizes, not a peak" in result.stdout
+          and "# peak busbw:" in result.stdout, "summary lines")
+    # Warnings are one tally line unless --verbose; the JSON keeps each one.
+    per_point = [line for line in result.stderr.splitlines() if line.startswith("warning: ") and " B " in line]
+    check(not per_point, f"per-point warnings without --verbose: {per_point}")
+    tally = sum(1 for line in result.stderr.splitlines() if line.startswith("warning: of "))
+    check(tally == (1 if summary["warning_points"] else 0), f"one tally line: {result.stderr}")
+    for kind, points in summary["warning_points"].items():
+        check(points == sum(1 for e in measured if kind in e["warning_kinds"]), f"tally of {kind}")
+
+    # --no-check: nothing validated, and the header and summary say so; --placement in, rank0.
+    result = ctx.run(2, "allreduce", "-b", "8", "-e", "1K", "-f", "8", "--iters", "3", "--no-check", "--placement",
+                     "in", "--aggregate", "rank0", "--json", json_path)
+    check(result.returncode == 0, result.stderr)
+    report = load_report(ctx, json_path)
+    check_consistent(report, 2)
+    check(all(e["wrong"] is None and e["placement"] == "in" for e in report["results"]), "unchecked, in place")
+    check(report["summary"]["status"] == "not checked", "summary says not checked")
+    check("off (--no-check)" in result.stdout and "not checked" in result.stdout, result.stdout)
+    for entry in report["results"]:
+        check(entry["aggregation"] == "rank0" and math.isclose(entry["reported_time_us"],
+              entry["per_rank"][0]["median_us"], rel_tol=1e-9), "rank0 is rank 0's median")
+    # -c/--check stays accepted; --quiet prints errors only; --verbose prints each warning.
+    result = ctx.run(2, "allreduce", "--size", "1K", "--iters", "3", "-c", "--quiet")
+    check(result.returncode == 0 and result.stdout == "" and not result.stderr.strip(), result.stdout + result.stderr)
+    result = ctx.run(2, "reduce", "--size", "1K", "--iters", "4", "--aggregate", "rank-max", "--json", json_path)
+    check(result.returncode == 0 and "t_max" in result.stdout, result.stdout + result.stderr)
+    check_consistent(load_report(ctx, json_path), 2)
+    result = ctx.run(2, "allreduce", "--size", "1K", "--iters", "6", "--aggregate", "rank-mean", "--verbose",
+                     "--mpi-threads", "funneled", "--json", json_path)
+    check(result.returncode == 0, result.stderr)
+    report = load_report(ctx, json_path)
+    check_consistent(report, 2)
+    check("t_avg" in result.stdout, "rank-mean's column is IMB's t_avg")
+    check(report["config"]["mpi_threads"]["requested"] == "funneled", "funneled requested")
+    for entry in report["results"]:
+        for warning in entry["warnings"]:
+            check(warning in result.stderr, f"--verbose prints {warning!r}")
+
+
+def case_straggler(ctx):
+    """A rank that sleeps after each barrier is named as the one the others waited for."""
+    json_path = ctx.path("straggler.json")
+    # 50 ms: far above what a loaded 2-core machine adds by rescheduling a waking rank, so
+    # the wait stays above the share of the op time a straggler must hold to be named.
+    result = ctx.run(2, "allreduce", "-b", "1K", "-e", "64K", "-f", "64", "--iters", "6", "--placement", "out",
+                     "--inject-straggler", "1", "--inject-straggler-us", "50000", "--json", json_path)
+    check(result.returncode == 0, result.stderr)
+    report = load_report(ctx, json_path)
+    check_consistent(report, 2)
+    for entry in report["results"]:
+        straggler = entry["straggler"]
+        check(straggler["rank"] == 1 and straggler["consistent"], f"{entry['bytes']} B: {straggler}")
+        check(straggler["wait_us"] > 40000, f"waited about 50 ms, got {straggler['wait_us']}")
+        # The straggler's own time is the shortest: it arrives last and waits for nobody.
+        ranks = entry["per_rank"]
+        check(ranks[1]["median_us"] < ranks[0]["median_us"], f"straggler's own time is shortest: {ranks}")
+    check(report["summary"]["straggler_warning"].startswith("rank 1 "), report["summary"])
+    warned = [line for line in result.stderr.splitlines() if line.startswith("warning: rank 1 ")]
+    check(len(warned) == 1 and "waited for" in warned[0], result.stderr)
+
+
 BAD_INPUT = [
     # (ranks, arguments, text the one error line must contain)
     (0, ["frobnicate"], "frobnicate"),
@@ -204,6 +313,11 @@ BAD_INPUT = [
     (2, ["allreduce", "--backend", "gloo"], "--backend"),
     (2, ["allreduce", "--iters", "0"], "--iters"),
     (0, ["compare", "one.json"], "at least two"),
+    (2, ["allreduce", "--placement", "sideways"], "--placement"),
+    (2, ["allreduce", "--placement", "out", "--inplace"], "--inplace"),
+    (2, ["allreduce", "--aggregate", "median"], "--aggregate"),
+    (2, ["allreduce", "--mpi-threads", "many"], "--mpi-threads"),
+    (2, ["allreduce", "--verbose", "--quiet"], "--quiet"),
 ]
 
 

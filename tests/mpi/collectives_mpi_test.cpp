@@ -32,7 +32,9 @@ std::uint64_t wrong_elements(const Collective& collective, std::size_t count, DT
     CollectiveHarness harness(*world->data, *world->control, world->device, timing, world->watchdog);
     PointSpec spec{&collective, count, CollectiveParams{type, op, root}, inplace, true};
     const PointMeasurement measurement = harness.measure(spec);
-    EXPECT_EQ(measurement.samples_us.size(), 2u);
+    EXPECT_EQ(measurement.times.iterations, 2);
+    EXPECT_EQ(measurement.times.ranks, world->data->size());
+    EXPECT_EQ(measurement.times.own_us.size(), 2u * static_cast<std::size_t>(world->data->size()));
     return measurement.wrong.value();
 }
 

@@ -195,6 +195,74 @@ TEST_F(CudaOpsTest, Attention) {
     EXPECT_TRUE(all_close(download(d_dqkv, dqkv.size()), dqkv, {1e-5, 1e-3}));
 }
 
+TEST_F(CudaOpsTest, RmsnormSwigluRope) {
+    const int N = 37, C = 100;  // C not a multiple of the warp
+    const auto inp = random_vector(N * C, 60, -2.0f, 3.0f), weight = random_vector(C, 61), dout = random_vector(N * C, 62);
+    std::vector<float> out(N * C), rstd(N);
+    auto dinp = random_vector(N * C, 63), dweight = random_vector(C, 64);
+    Buffer d_inp = upload(inp), d_weight = upload(weight), d_dout = upload(dout), d_out = upload(out),
+           d_rstd = upload(rstd), d_dinp = upload(dinp), d_dweight = upload(dweight);
+    cpu_.rmsnorm_forward(out.data(), rstd.data(), inp.data(), weight.data(), N, C, 1e-5f);
+    cpu_.rmsnorm_backward(dinp.data(), dweight.data(), dout.data(), inp.data(), weight.data(), rstd.data(), N, C);
+    gpu_->rmsnorm_forward(d_out.as<float>(), d_rstd.as<float>(), d_inp.as<float>(), d_weight.as<float>(), N, C, 1e-5f);
+    gpu_->rmsnorm_backward(d_dinp.as<float>(), d_dweight.as<float>(), d_dout.as<float>(), d_inp.as<float>(),
+                           d_weight.as<float>(), d_rstd.as<float>(), N, C);
+    EXPECT_TRUE(all_close(download(d_out, out.size()), out));
+    EXPECT_TRUE(all_close(download(d_rstd, rstd.size()), rstd));
+    EXPECT_TRUE(all_close(download(d_dinp, dinp.size()), dinp, {1e-5, 1e-3}));
+    EXPECT_TRUE(all_close(download(d_dweight, dweight.size()), dweight, {1e-4, 1e-3}));
+
+    const std::size_t n = static_cast<std::size_t>(N) * C;
+    std::vector<float> glu(n);
+    auto dgate = random_vector(n, 65), dup = random_vector(n, 66);
+    Buffer d_glu = upload(glu), d_dgate = upload(dgate), d_dup = upload(dup);
+    cpu_.swiglu_forward(glu.data(), inp.data(), dout.data(), n);
+    cpu_.swiglu_backward(dgate.data(), dup.data(), weight.data(), inp.data(), dout.data(), C);
+    gpu_->swiglu_forward(d_glu.as<float>(), d_inp.as<float>(), d_dout.as<float>(), n);
+    gpu_->swiglu_backward(d_dgate.as<float>(), d_dup.as<float>(), d_weight.as<float>(), d_inp.as<float>(),
+                          d_dout.as<float>(), C);
+    EXPECT_TRUE(all_close(download(d_glu, n), glu));
+    EXPECT_TRUE(all_close(download(d_dgate, n), dgate));
+    EXPECT_TRUE(all_close(download(d_dup, n), dup));
+
+    const int B = 2, T = 3, H = 4, hs = 8;
+    const std::vector<int> positions{4, 0, 9};
+    auto x = random_vector(static_cast<std::size_t>(B) * T * H * hs, 67);
+    Buffer d_x = upload(x), d_positions = upload(positions);
+    cpu_.rope_forward(x.data(), positions.data(), B, T, H, hs, 500000.0f);
+    gpu_->rope_forward(d_x.as<float>(), d_positions.as<int>(), B, T, H, hs, 500000.0f);
+    EXPECT_TRUE(all_close(download(d_x, x.size()), x));
+    cpu_.rope_backward(x.data(), positions.data(), B, T, H, hs, 500000.0f);
+    gpu_->rope_backward(d_x.as<float>(), d_positions.as<int>(), B, T, H, hs, 500000.0f);
+    EXPECT_TRUE(all_close(download(d_x, x.size()), x));
+}
+
+TEST_F(CudaOpsTest, GroupedQueryAttention) {
+    for (const GqaShape s : {GqaShape{2, 40, 4, 2, 16, 0, 2}, GqaShape{1, 33, 2, 2, 8, 2, 2}}) {
+        const auto q = random_vector(s.q_elements(), 70), k = random_vector(s.kv_elements(), 71),
+                   v = random_vector(s.kv_elements(), 72), dout = random_vector(s.q_elements(), 73);
+        std::vector<float> out(s.q_elements()), preatt(s.score_elements()), att(s.score_elements()),
+            dpreatt(s.score_elements()), datt(s.score_elements());
+        auto dq = random_vector(q.size(), 74), dk = random_vector(k.size(), 75), dv = random_vector(v.size(), 76);
+        Buffer d_q = upload(q), d_k = upload(k), d_v = upload(v), d_dout = upload(dout), d_out = upload(out),
+               d_preatt = upload(preatt), d_att = upload(att), d_dpreatt = upload(dpreatt), d_datt = upload(datt),
+               d_dq = upload(dq), d_dk = upload(dk), d_dv = upload(dv);
+        cpu_.gqa_attention_forward(out.data(), preatt.data(), att.data(), q.data(), k.data(), v.data(), s);
+        cpu_.gqa_attention_backward(dq.data(), dk.data(), dv.data(), dpreatt.data(), datt.data(), dout.data(),
+                                    q.data(), k.data(), v.data(), att.data(), s);
+        gpu_->gqa_attention_forward(d_out.as<float>(), d_preatt.as<float>(), d_att.as<float>(), d_q.as<float>(),
+                                    d_k.as<float>(), d_v.as<float>(), s);
+        gpu_->gqa_attention_backward(d_dq.as<float>(), d_dk.as<float>(), d_dv.as<float>(), d_dpreatt.as<float>(),
+                                     d_datt.as<float>(), d_dout.as<float>(), d_q.as<float>(), d_k.as<float>(),
+                                     d_v.as<float>(), d_att.as<float>(), s);
+        EXPECT_TRUE(all_close(download(d_att, att.size()), att));
+        EXPECT_TRUE(all_close(download(d_out, out.size()), out));
+        EXPECT_TRUE(all_close(download(d_dq, dq.size()), dq, {1e-5, 1e-3}));
+        EXPECT_TRUE(all_close(download(d_dk, dk.size()), dk, {1e-5, 1e-3}));
+        EXPECT_TRUE(all_close(download(d_dv, dv.size()), dv, {1e-5, 1e-3}));
+    }
+}
+
 TEST_F(CudaOpsTest, EncoderWholeAndShard) {
     const int B = 3, T = 16, C = 40, V = 50;
     const VocabShard shard{20, 15};

@@ -20,7 +20,7 @@ SCHEMA = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "s
 
 REQUIRED = ["model", "layout", "global_batch", "seq_len", "warmup", "steps", "step_time_ms",
             "step_time_samples_ms", "tokens_per_s", "flops", "achieved_tflops_per_rank", "mfu",
-            "memory_bytes", "memory_theoretical_bytes", "comm", "exposed_comm_ms", "loss"]
+            "memory_bytes", "memory_theoretical_bytes", "memory_predicted_bytes", "comm", "exposed_comm_ms", "loss"]
 
 
 def fail(message, output=""):
@@ -86,6 +86,14 @@ def main():
     for key in ["params", "grads", "optimizer", "activations_peak", "total_peak"]:
         if not result["memory_bytes"][key] > 0:
             fail(f"memory_bytes.{key} is not positive", output)
+    # The buffer-aware theory (plan/memory.hpp) predicts the ledger: within 2% per category.
+    predicted = result["memory_predicted_bytes"]
+    for measured_key, predicted_key in [("params", "params"), ("grads", "grads"), ("optimizer", "optimizer"),
+                                        ("activations_peak", "activations"), ("total_peak", "total")]:
+        measured, theory = result["memory_bytes"][measured_key], predicted[predicted_key]
+        if abs(measured - theory) > 0.02 * theory:
+            fail(f"memory {measured_key}: measured {measured} B, buffer-aware theory {theory} B: more than 2% apart",
+                 output)
     if "--check" in command or "-c" in command:
         check = result.get("check")
         if not check or check.get("passed") is not True:
@@ -96,7 +104,8 @@ def main():
         if actual != json.loads(expected):
             fail(f"{path} = {json.dumps(actual)}, expected {expected}", output)
     print(f"ok: {result['layout']['scheme']} dp={result['layout']['dp']} "
-          f"median {result['step_time_ms']['median']:.2f} ms, check {result.get('check', {}).get('passed')}")
+          f"median {result['step_time_ms']['median']:.2f} ms, "
+          f"memory {result['memory_bytes']['total_peak']} B = theory {predicted['total']:.0f} B, check {result.get('check', {}).get('passed')}")
 
 
 if __name__ == "__main__":

@@ -35,6 +35,21 @@ class CpuOps : public Ops {
     void attention_backward(float* dqkv, float* dpreatt, float* datt, const float* dout, const float* qkv,
                             const float* att, int B, int T, int C, int NH) override;
 
+    void rmsnorm_forward(float* out, float* rstd, const float* inp, const float* weight, int N, int C,
+                         float eps) override;
+    void rmsnorm_backward(float* dinp, float* dweight, const float* dout, const float* inp, const float* weight,
+                          const float* rstd, int N, int C) override;
+    void swiglu_forward(float* out, const float* gate, const float* up, std::size_t n) override;
+    void swiglu_backward(float* dgate, float* dup, const float* dout, const float* gate, const float* up,
+                         std::size_t n) override;
+    void rope_forward(float* x, const int* positions, int B, int T, int H, int hs, float theta) override;
+    void rope_backward(float* dx, const int* positions, int B, int T, int H, int hs, float theta) override;
+    void gqa_attention_forward(float* out, float* preatt, float* att, const float* q, const float* k, const float* v,
+                               const GqaShape& shape) override;
+    void gqa_attention_backward(float* dq, float* dk, float* dv, float* dpreatt, float* datt, const float* dout,
+                                const float* q, const float* k, const float* v, const float* att,
+                                const GqaShape& shape) override;
+
     void encoder_forward(float* out, const int* tokens, const float* wte, const float* wpe, int B, int T, int C,
                          VocabShard shard) override;
     void encoder_backward(float* dwte, float* dwpe, const float* dout, const int* tokens, int B, int T, int C,

@@ -151,6 +151,44 @@ void CudaOps::gelu_backward(float* dinp, const float* inp, const float* dout, st
     launch_gelu_backward(dinp, inp, dout, n, resources_->stream->get());
 }
 
+void CudaOps::rmsnorm_forward(float* out, float* rstd, const float* inp, const float* weight, int N, int C,
+                              float eps) {
+    launch_rmsnorm_forward(out, rstd, inp, weight, N, C, eps, resources_->stream->get());
+}
+
+void CudaOps::rmsnorm_backward(float* dinp, float* dweight, const float* dout, const float* inp, const float* weight,
+                               const float* rstd, int N, int C) {
+    launch_rmsnorm_backward(dinp, dweight, dout, inp, weight, rstd, N, C, resources_->stream->get());
+}
+
+void CudaOps::swiglu_forward(float* out, const float* gate, const float* up, std::size_t n) {
+    launch_swiglu_forward(out, gate, up, n, resources_->stream->get());
+}
+
+void CudaOps::swiglu_backward(float* dgate, float* dup, const float* dout, const float* gate, const float* up,
+                              std::size_t n) {
+    launch_swiglu_backward(dgate, dup, dout, gate, up, n, resources_->stream->get());
+}
+
+void CudaOps::rope_forward(float* x, const int* positions, int B, int T, int H, int hs, float theta) {
+    launch_rope_forward(x, positions, B, T, H, hs, theta, resources_->stream->get());
+}
+
+void CudaOps::rope_backward(float* dx, const int* positions, int B, int T, int H, int hs, float theta) {
+    launch_rope_backward(dx, positions, B, T, H, hs, theta, resources_->stream->get());
+}
+
+void CudaOps::gqa_attention_forward(float* out, float* preatt, float* att, const float* q, const float* k,
+                                    const float* v, const GqaShape& shape) {
+    launch_gqa_attention_forward(out, preatt, att, q, k, v, shape, resources_->stream->get());
+}
+
+void CudaOps::gqa_attention_backward(float* dq, float* dk, float* dv, float* dpreatt, float* datt, const float* dout,
+                                     const float* q, const float* k, const float* v, const float* att,
+                                     const GqaShape& shape) {
+    launch_gqa_attention_backward(dq, dk, dv, dpreatt, datt, dout, q, k, v, att, shape, resources_->stream->get());
+}
+
 void CudaOps::attention_forward(float* out, float* preatt, float* att, const float* qkv, int B, int T, int C,
                                 int NH) {
     launch_attention_forward(out, preatt, att, qkv, B, T, C, NH, resources_->stream->get());

@@ -21,6 +21,7 @@
 #include <memory>
 #include <string>
 
+#include "kernels/gqa_math.hpp"
 #include "kernels/half_types.hpp"
 
 namespace parbench {
@@ -72,6 +73,32 @@ class Ops {
     // dqkv (B,T,3C) +=; dpreatt, datt (B,NH,T,T) are scratch and overwritten.
     virtual void attention_backward(float* dqkv, float* dpreatt, float* datt, const float* dout, const float* qkv,
                                     const float* att, int B, int T, int C, int NH) = 0;
+
+    // ---- Llama's ops (kernels/{rmsnorm,swiglu,rope,gqa}_math.hpp give the formulas) -------
+    // RMSNorm over the last dimension: out (N,C), rstd (N) saved; inp (N,C), weight (C).
+    virtual void rmsnorm_forward(float* out, float* rstd, const float* inp, const float* weight, int N, int C,
+                                 float eps) = 0;
+    // dinp (N,C), dweight (C). +=
+    virtual void rmsnorm_backward(float* dinp, float* dweight, const float* dout, const float* inp,
+                                  const float* weight, const float* rstd, int N, int C) = 0;
+    // SwiGLU's product: out (n) = silu(gate) * up.
+    virtual void swiglu_forward(float* out, const float* gate, const float* up, std::size_t n) = 0;
+    // dgate, dup (n). +=
+    virtual void swiglu_backward(float* dgate, float* dup, const float* dout, const float* gate, const float* up,
+                                 std::size_t n) = 0;
+    // Rotary embedding IN PLACE on x (B,T,H*hs): token t's heads turn by positions[t]
+    // (positions: T ints in device memory). rope_backward turns a gradient back (in place
+    // too: d(input) of a rotation is the gradient turned by the negative angle).
+    virtual void rope_forward(float* x, const int* positions, int B, int T, int H, int hs, float theta) = 0;
+    virtual void rope_backward(float* dx, const int* positions, int B, int T, int H, int hs, float theta) = 0;
+    // Causal grouped-query attention (GqaShape gives the layouts and the head mapping), scale
+    // 1/sqrt(hs): out (B,T,NH*hs); preatt, att (B,NH,T,T) as attention_forward writes them.
+    virtual void gqa_attention_forward(float* out, float* preatt, float* att, const float* q, const float* k,
+                                       const float* v, const GqaShape& shape) = 0;
+    // dq (B,T,NH*hs), dk, dv (B,T,NKV*hs) +=; dpreatt, datt (B,NH,T,T) scratch, overwritten.
+    virtual void gqa_attention_backward(float* dq, float* dk, float* dv, float* dpreatt, float* datt,
+                                        const float* dout, const float* q, const float* k, const float* v,
+                                        const float* att, const GqaShape& shape) = 0;
 
     // ---- token + position embedding -----------------------------------------------------
     // out (B,T,C) = wte[token - shard.start] (zero when the token is outside the shard)

@@ -1,0 +1,124 @@
+#!/usr/bin/env bash
+# The advisor check of issue #12: calibrate `parbench plan` from a collective sweep and an ops
+# report measured on this machine, predict the step time of gpt-small layouts at 2 ranks (and
+# at 4, oversubscribed on 2 cores, marked as such), run each with `parbench train`, and print
+# predicted vs measured with the error, the median error, and Kendall's tau between the
+# predicted and the measured ranking. Measured step times are medians over ROUNDS alternating
+# rounds (each run's own median over its timed steps).
+#
+#   scripts/validate_plan.sh [OUT_DIR]      (env: BUILD=build ROUNDS=2 STEPS=6)
+set -euo pipefail
+here=$(cd "$(dirname "$0")/.." && pwd)
+build=${BUILD:-$here/build}
+out=${1:-$here/results/validate-plan-$(date -u +%Y%m%dT%H%M%SZ)}
+rounds=${ROUNDS:-2}
+steps=${STEPS:-6}
+mkdir -p "$out"
+export OPENBLAS_NUM_THREADS=1
+mpi=(mpirun --allow-run-as-root --oversubscribe)
+pb=$build/parbench
+for tool in "$pb" "$build/parbench-ops"; do
+  [[ -x $tool ]] || { echo "error: $tool is missing; build first (cmake --build $build)" >&2; exit 1; }
+done
+
+echo "# calibration: collective sweeps at 2 and 4 ranks, the gpt-small ops" >&2
+for np in 2 4; do
+  "${mpi[@]}" -np $np "$pb" all -b 8 -e 32M -f 4 -q --json "$out/coll-np$np.json" < /dev/null
+done
+"$build/parbench-ops" --benchmark_filter='cpu/(gpt-small|peak)/' --benchmark_min_time=0.05 \
+  --benchmark_format=json --benchmark_out="$out/ops.json" > /dev/null 2>&1
+peak=$(python3 - "$out/ops.json" <<'PY'
+import json, sys
+best = max(b.get("FLOP/s", 0) for b in json.load(open(sys.argv[1]))["benchmarks"] if "/peak/sgemm" in b["name"])
+print(best / 1e12)
+PY
+)
+for np in 2 4; do
+  cat > "$out/cluster-np$np.json" <<JSON
+{"device": {"name": "this VM's CPU cores (one per rank)", "peak_tflops_bf16": $peak, "peak_tflops_fp32": $peak,
+            "memory_gib": 4, "memory_bandwidth_gbps": 10,
+            "intra_host": {"latency_us": 5, "busbw_gbps": 5}, "cross_host": {"latency_us": 50, "busbw_gbps": 1}},
+ "gpus": $np, "gpus_per_host": $np}
+JSON
+done
+
+# name | ranks | flags shared by train and plan
+layouts=(
+  "ddp|2|--zero 0"
+  "ddp-overlap|2|--zero 0 --overlap"
+  "zero1|2|--zero 1"
+  "zero2|2|--zero 2"
+  "zero3|2|--zero 3"
+  "zero3-prefetch|2|--zero 3 --prefetch --overlap"
+  "tp2|2|--tp 2"
+  "tp2-sp|2|--tp 2 --sp"
+  "pp2-1f1b|2|--pp 2 --schedule 1f1b --microbatches 4"
+  "pp2-gpipe|2|--pp 2 --schedule gpipe --microbatches 4"
+  "pp2-zb-h1|2|--pp 2 --schedule zb-h1 --microbatches 4"
+  "pp2-interleaved|2|--pp 2 --schedule interleaved --virtual-stages 2 --microbatches 4"
+  "dp4|4|--zero 0"
+  "dp4-zero1|4|--zero 1"
+  "dp2-tp2|4|--tp 2"
+  "dp2-pp2|4|--pp 2 --microbatches 2"
+)
+common=(--model gpt-small --global-batch 8 --precision fp32)
+
+echo "# predictions" >&2
+for entry in "${layouts[@]}"; do
+  IFS='|' read -r name np flags <<< "$entry"
+  # shellcheck disable=SC2086
+  "$pb" plan "${common[@]}" $flags --gpus "$np" --states parbench --cluster "$out/cluster-np$np.json" \
+    --calibrate "$out/coll-np$np.json" --calibrate-compute "$out/ops.json" --json "$out/plan-$name.json" > /dev/null
+done
+
+echo "# measurements: $rounds alternating rounds of $steps timed steps" >&2
+for round in $(seq 1 "$rounds"); do
+  for entry in "${layouts[@]}"; do
+    IFS='|' read -r name np flags <<< "$entry"
+    # shellcheck disable=SC2086
+    "${mpi[@]}" -np "$np" "$pb" train "${common[@]}" $flags --warmup 2 --steps "$steps" --quiet \
+      --json "$out/train-$name-r$round.json" < /dev/null > /dev/null
+  done
+done
+
+python3 - "$out" "$rounds" "${layouts[@]}" <<'PY'
+import json, statistics, sys
+out, rounds, entries = sys.argv[1], int(sys.argv[2]), sys.argv[3:]
+rows = []
+for entry in entries:
+    name, np, _ = entry.split("|", 2)
+    predicted = json.load(open(f"{out}/plan-{name}.json"))["layouts"][0]
+    measured = [json.load(open(f"{out}/train-{name}-r{r}.json"))["results"][0]["step_time_ms"]["median"]
+                for r in range(1, rounds + 1)]
+    m = statistics.median(measured)
+    rows.append((name, int(np), predicted["time_ms"]["step"], m, predicted))
+
+def kendall_tau(a, b):
+    n, s = len(a), 0
+    for i in range(n):
+        for j in range(i + 1, n):
+            x, y = a[i] - a[j], b[i] - b[j]
+            s += (x > 0) - (x < 0) if y > 0 else -((x > 0) - (x < 0)) if y < 0 else 0
+    return s / (n * (n - 1) / 2) if n > 1 else float("nan")
+
+lines = ["| layout | ranks | predicted (ms) | measured (ms) | error | compute | exposed comm | bubble | optimizer |",
+         "|---|---:|---:|---:|---:|---:|---:|---:|---:|"]
+for np in (2, 4):
+    subset = [r for r in rows if r[1] == np]
+    for name, _, p, m, pred in subset:
+        t = pred["time_ms"]
+        exposed = t["exposed_tp"] + t["exposed_dp"] + t["exposed_pp"]
+        mark = " (oversubscribed)" if np > 2 else ""
+        lines.append(f"| {name}{mark} | {np} | {p:.1f} | {m:.1f} | {100 * (p - m) / m:+.1f}% | {t['compute']:.1f} | "
+                     f"{exposed:.1f} | {t['bubble']:.1f} | {t['optimizer']:.1f} |")
+print("\n".join(lines))
+for np in (2, 4):
+    subset = [r for r in rows if r[1] == np]
+    errors = [abs(p - m) / m for _, _, p, m, _ in subset]
+    tau = kendall_tau([r[2] for r in subset], [r[3] for r in subset])
+    best_measured = min(subset, key=lambda r: r[3])[0]
+    top2 = [r[0] for r in sorted(subset, key=lambda r: r[2])[:2]]
+    print(f"\n{np} ranks{' (oversubscribed on 2 cores)' if np > 2 else ''}: median |error| "
+          f"{100 * statistics.median(errors):.1f}%, Kendall tau {tau:.2f} over {len(subset)} layouts; best measured "
+          f"{best_measured}, predicted top 2 {top2}: {'in' if best_measured in top2 else 'NOT in'} the top 2")
+PY

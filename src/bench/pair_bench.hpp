@@ -1,0 +1,36 @@
+// Times every pair of participants with sendrecv, round by round (bench/pair_schedule.hpp):
+// in each round the pairs exchange at once, each rank with its one peer; a pair meets on
+// the control communicator before every sample so the two start together, and a barrier
+// of all ranks separates rounds. A sample is one bidirectional exchange of `bytes` timed on
+// the measuring rank; entry [i][j] is rank i's median with peer j.
+#pragma once
+
+#include <cstdint>
+#include <vector>
+
+#include "comm/communicator.hpp"
+#include "device/device.hpp"
+
+namespace parbench {
+
+struct PairBenchOptions {
+    std::uint64_t bandwidth_bytes = 64ull << 20;
+    std::uint64_t latency_bytes = 8;
+    int warmup = 2;
+    int iters = 5;           // samples per pair at bandwidth_bytes
+    int latency_iters = 20;  // samples per pair at latency_bytes
+};
+
+struct PairMeasurements {
+    int rounds = 0;
+    // [i][j] over participant indices; the diagonal is NaN. Filled on rank 0 only.
+    std::vector<std::vector<double>> bandwidth_gbps;  // bytes / median exchange time, decimal GB/s
+    std::vector<std::vector<double>> latency_us;      // median exchange time at latency_bytes
+};
+
+// Collective over `data` and `control` (same ranks). `participants`: world ranks measured,
+// identical on every rank; the others only join the round barriers.
+PairMeasurements measure_pairs(Communicator& data, Communicator& control, Device& device,
+                               const std::vector<int>& participants, const PairBenchOptions& options);
+
+}  // namespace parbench

@@ -1,0 +1,42 @@
+#include "cli/job_environment.hpp"
+
+#include <thread>
+
+#include "cli/launcher.hpp"
+#include "device/cpu_device.hpp"
+
+namespace parbench {
+namespace {
+
+constexpr std::size_t device_name_bytes = 128;
+
+std::vector<std::string> gather_device_names(const Device& device, Communicator& control) {
+    std::string name = device.name();
+    name.resize(device_name_bytes, '\0');
+    std::vector<char> all(device_name_bytes * static_cast<std::size_t>(control.size()));
+    control.allgather(name.data(), all.data(), device_name_bytes, DType::uint8);
+    std::vector<std::string> names;
+    for (int r = 0; r < control.size(); ++r) names.emplace_back(all.data() + device_name_bytes * static_cast<std::size_t>(r));
+    return names;
+}
+
+}  // namespace
+
+Environment collect_environment(const MpiSession& session, const Device& device, const Communicator& data,
+                                Communicator& control) {
+    Environment environment;
+    environment.world_size = session.world_size();
+    environment.launcher = launcher_name();
+    environment.hosts_by_rank = session.hosts_by_rank();
+    count_ranks_per_host(environment);
+    environment.backend = data.backend();
+    environment.device_kind = device.kind();
+    environment.devices = gather_device_names(device, control);
+    environment.mpi_version = session.library_version();
+    environment.cpu = cpu_model_name();
+    environment.cpu_cores = std::thread::hardware_concurrency();
+    environment.versions = device.versions();
+    return environment;
+}
+
+}  // namespace parbench

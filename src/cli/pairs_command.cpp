@@ -1,0 +1,161 @@
+// `parbench pairs`: the all-pairs link matrix, for finding the bad link or host of a cluster.
+// Every pair of ranks (or of hosts, one rank each, with --by host) exchanges data with
+// sendrecv in round-robin rounds (bench/pair_schedule.hpp); rank 0 prints the bandwidth and
+// latency matrices for small counts and, for any count, the pairs below --flag-below of the
+// median of their kind, naming both ranks and hosts (report/pair_matrix.hpp).
+#include <algorithm>
+#include <iostream>
+
+#include "bench/pair_bench.hpp"
+#include "cli/command.hpp"
+#include "cli/job_environment.hpp"
+#include "cli/mpi_scope.hpp"
+#include "cli/rank_agreement.hpp"
+#include "comm/backend.hpp"
+#include "core/error.hpp"
+#include "core/size_parse.hpp"
+#include "report/json_file.hpp"
+#include "report/pair_matrix.hpp"
+#include "report/report_document.hpp"
+
+namespace parbench {
+namespace {
+
+constexpr std::size_t largest_printed_matrix = 16;
+
+struct PairsOptions {
+    std::string size = "64M";
+    std::string latency_size = "8";
+    std::string by = "rank";
+    double flag_below = 0.8;
+    int warmup = 2;
+    int iters = 5;
+    int latency_iters = 20;
+    std::string json_path;
+    std::string backend = "auto";
+};
+
+PairBenchOptions resolve(const PairsOptions& options) {
+    PairBenchOptions resolved;
+    resolved.bandwidth_bytes = parse_size(options.size, "--size");
+    resolved.latency_bytes = parse_size(options.latency_size, "--latency-size");
+    if (options.by != "rank" && options.by != "host")
+        throw UsageError("--by '" + options.by + "': use rank (every pair of ranks) or host (one rank per host)");
+    if (!(options.flag_below > 0.0 && options.flag_below <= 1.0))
+        throw UsageError("--flag-below must be a fraction of the median in (0, 1], e.g. 0.8");
+    if (options.warmup < 0) throw UsageError("--warmup must be 0 or more");
+    if (options.iters < 1) throw UsageError("--iters must be at least 1");
+    if (options.latency_iters < 1) throw UsageError("--latency-iters must be at least 1");
+    resolved.warmup = options.warmup;
+    resolved.iters = options.iters;
+    resolved.latency_iters = options.latency_iters;
+    parse_backend(options.backend);
+    return resolved;
+}
+
+// --by rank: every rank; --by host: each host's first rank.
+std::vector<PairParticipant> choose_participants(const std::vector<std::string>& hosts_by_rank, bool by_host) {
+    std::vector<PairParticipant> participants;
+    for (std::size_t rank = 0; rank < hosts_by_rank.size(); ++rank) {
+        const bool host_seen = std::any_of(participants.begin(), participants.end(),
+                                           [&](const PairParticipant& p) { return p.host == hosts_by_rank[rank]; });
+        if (!by_host || !host_seen) participants.push_back({static_cast<int>(rank), hosts_by_rank[rank]});
+    }
+    return participants;
+}
+
+class PairsCommand : public Command {
+  public:
+    PairsOptions& options() { return options_; }
+    void validate() const override { resolve(options_); }
+
+    int run(Invocation& invocation) override {
+        const PairBenchOptions resolved = resolve(options_);
+        return run_with_mpi(invocation, config_json(resolved), [&](const MpiSession& session, Communicator& control) {
+            return measure(invocation, resolved, session, control);
+        });
+    }
+
+  private:
+    int measure(Invocation& invocation, const PairBenchOptions& resolved, const MpiSession& session,
+                Communicator& control) {
+        if (session.world_size() < 2)
+            throw UsageError("pairs needs 2 or more ranks (it measures pairs); run it under mpirun -np 2 or more");
+        const bool by_host = options_.by == "host";
+        const std::vector<PairParticipant> participants = choose_participants(session.hosts_by_rank(), by_host);
+        if (participants.size() < 2)
+            throw UsageError("--by host needs 2 or more hosts; this job runs on 1 (use --by rank)");
+        check_outputs_writable(control, {{options_.json_path, "--json"}});
+
+        Backend backend = make_backend(parse_backend(options_.backend), session, control);
+        const Environment environment = collect_environment(session, *backend.device, *backend.comm, control);
+        nlohmann::json report = report_frame("pairs", invocation.arguments, invocation.started_at, environment,
+                                             config_json(resolved));
+        if (session.world_rank() == 0) print_header(std::cout, participants, resolved);
+
+        std::vector<int> ranks;
+        for (const PairParticipant& p : participants) ranks.push_back(p.rank);
+        const PairMeasurements measured = measure_pairs(*backend.comm, control, *backend.device, ranks, resolved);
+        if (session.world_rank() != 0) return 0;
+
+        const PairAnalysis analysis = flag_slow_pairs(measured.bandwidth_gbps, participants, options_.flag_below);
+        if (participants.size() <= largest_printed_matrix) {
+            print_pair_matrix(std::cout, "bandwidth (GB/s) at " + std::to_string(resolved.bandwidth_bytes) + " B",
+                              measured.bandwidth_gbps, participants, 3);
+            print_pair_matrix(std::cout, "latency (us) at " + std::to_string(resolved.latency_bytes) + " B",
+                              measured.latency_us, participants, 1);
+        }
+        print_flagged_pairs(std::cout, analysis, participants, options_.flag_below);
+        report["results"] = nlohmann::json::array(
+            {pairs_result_json(options_.by, resolved.bandwidth_bytes, resolved.latency_bytes, measured.rounds,
+                               participants, measured.bandwidth_gbps, measured.latency_us, options_.flag_below,
+                               analysis)});
+        report["finished_at"] = utc_now_iso8601();
+        if (!options_.json_path.empty()) write_json_atomically(options_.json_path, report);
+        return 0;
+    }
+
+    nlohmann::json config_json(const PairBenchOptions& resolved) const {
+        return {{"bytes", resolved.bandwidth_bytes}, {"latency_bytes", resolved.latency_bytes},
+                {"by", options_.by},           {"flag_below", options_.flag_below},
+                {"warmup", resolved.warmup},   {"iters", resolved.iters},
+                {"latency_iters", resolved.latency_iters}, {"backend_requested", options_.backend}};
+    }
+
+    void print_header(std::ostream& out, const std::vector<PairParticipant>& participants,
+                      const PairBenchOptions& resolved) const {
+        const std::size_t n = participants.size();
+        out << "# parbench pairs: " << n << (options_.by == "host" ? " hosts (first rank of each)" : " ranks") << ", "
+            << (n % 2 == 0 ? n - 1 : n) << " rounds of concurrent pairs; sendrecv of " << resolved.bandwidth_bytes
+            << " B (" << resolved.iters << " samples) and " << resolved.latency_bytes << " B ("
+            << resolved.latency_iters << " samples), medians, after " << resolved.warmup << " warm-up exchanges\n";
+    }
+
+    PairsOptions options_;
+};
+
+}  // namespace
+
+std::unique_ptr<Command> add_pairs_command(CLI::App& app) {
+    auto command = std::make_unique<PairsCommand>();
+    PairsOptions& o = command->options();
+    CLI::App* sub = app.add_subcommand("pairs", "Measure every pair of ranks (or hosts) with sendrecv: bandwidth and "
+                                                "latency matrices, slow pairs flagged");
+    sub->add_option("--size", o.size, "Bytes exchanged per bandwidth sample (binary suffixes K M G)")
+        ->capture_default_str();
+    sub->add_option("--latency-size", o.latency_size, "Bytes exchanged per latency sample")->capture_default_str();
+    sub->add_option("--by", o.by, "rank (every pair of ranks) or host (the first rank of each host)")
+        ->capture_default_str();
+    sub->add_option("--flag-below", o.flag_below, "Flag pairs below this fraction of the median of their kind")
+        ->capture_default_str();
+    sub->add_option("-w,--warmup", o.warmup, "Untimed exchanges per pair and size")->capture_default_str();
+    sub->add_option("-n,--iters", o.iters, "Timed exchanges per pair at --size")->capture_default_str();
+    sub->add_option("--latency-iters", o.latency_iters, "Timed exchanges per pair at --latency-size")
+        ->capture_default_str();
+    sub->add_option("--json", o.json_path, "Write the report as JSON (schema parbench.report/v1)");
+    sub->add_option("--backend", o.backend, "auto (NCCL when every rank sees a GPU), mpi or nccl")
+        ->capture_default_str();
+    return command;
+}
+
+}  // namespace parbench

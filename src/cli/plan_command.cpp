@@ -1,0 +1,279 @@
+// `parbench plan`: memory, traffic, bubble and step time of a model and layout on a cluster,
+// from formulas and parbench's own measurements (no MPI; src/plan/). One layout from train's
+// layout flags, or --search over every layout that divides the GPUs and the model.
+#include <iostream>
+#include <optional>
+#include <sstream>
+
+#include "cli/command.hpp"
+#include "core/error.hpp"
+#include "plan/layout_search.hpp"
+#include "plan/model_shape.hpp"
+#include "plan/plan_output.hpp"
+#include "report/json_file.hpp"
+#include "train/model.hpp"
+#include "train/pipeline/partition.hpp"
+
+namespace parbench {
+namespace {
+
+std::vector<int> parse_int_list(const std::string& text, const std::string& flag) {
+    std::vector<int> values;
+    std::stringstream stream(text);
+    std::string item;
+    while (std::getline(stream, item, ',')) {
+        try {
+            std::size_t used = 0;
+            const int value = std::stoi(item, &used);
+            if (used != item.size() || value < 1) throw std::invalid_argument(item);
+            values.push_back(value);
+        } catch (const std::exception&) {
+            throw UsageError(flag + " '" + text + "': give positive integers separated by commas, e.g. 1,2,4,8");
+        }
+    }
+    if (values.empty()) throw UsageError(flag + ": give at least one value");
+    return values;
+}
+
+class PlanCommand : public Command {
+  public:
+    ModelFlags model;
+    std::optional<int> gpus;
+    int gpus_per_host = 8;
+    std::string device = "H100";
+    std::string cluster_path;
+    bool allow_cross_host_tp = false;
+    std::optional<int> dp;
+    int tp = 1, pp = 1, zero = 0, microbatches = 1, virtual_stages = 1, global_batch = 0;
+    bool sp = false, overlap = false, prefetch = false;
+    std::string schedule = "1f1b", precision = "bf16", recompute = "none", states = "parbench", p2p = "nonblocking";
+    std::optional<double> bucket_mb;
+    std::string pass_costs;
+    double efficiency = 0.5;
+    std::vector<std::string> calibrate;
+    std::string calibrate_compute;
+    bool search = false;
+    int top = 10;
+    std::string microbatch_list = "1,2,4,8,16,32,64,128,256,512";
+    std::string json_path;
+    bool markdown = false;
+
+    void validate() const override {
+        if (gpus && *gpus < 1) throw UsageError("--gpus must be at least 1");
+        if (gpus_per_host < 1) throw UsageError("--gpus-per-host must be at least 1");
+        if (!(efficiency > 0.0 && efficiency <= 1.0)) throw UsageError("--efficiency must be in (0, 1]");
+        if (top < 1) throw UsageError("--top must be at least 1");
+        if (!json_path.empty()) check_writable(json_path, "--json");
+    }
+
+    int run(Invocation& invocation) override {
+        const ResolvedModel resolved = resolve_plan_model(model);
+        ClusterSpec cluster;
+        if (!cluster_path.empty()) {
+            cluster = read_cluster_file(cluster_path);
+            if (gpus) cluster.gpus = *gpus;
+        } else {
+            cluster.device = device_preset(device);
+            cluster.gpus = gpus.value_or(tp * pp * dp.value_or(1));
+            cluster.gpus_per_host = gpus_per_host;
+            cluster.source = "--gpus " + std::to_string(cluster.gpus) + " --gpus-per-host " + std::to_string(gpus_per_host) +
+                             " --device " + device;
+        }
+        PlanContext context{cluster, CommModel(cluster), ComputeRate{}, PassCosts{}, false};
+        PlanInputs inputs;
+        inputs.model = to_json(resolved.config);
+        inputs.model["source"] = resolved.source;
+        inputs.model["parameters"] = static_cast<double>(
+            model_parameter_layout(resolved.config, resolved.config.seq_len).total_numel());
+        inputs.cluster = to_json(cluster);
+
+        const Precision run_precision = parse_precision(precision);
+        const double peak = run_precision == Precision::bf16 ? cluster.device.peak_tflops_bf16
+                                                             : cluster.device.peak_tflops_fp32;
+        if (calibrate_compute.empty()) {
+            context.rate.tflops_per_gpu = peak * efficiency;
+            context.rate.source = "uncalibrated: " + cluster.device.source + " peak " + std::to_string(peak) +
+                                  " TFLOP/s x --efficiency " + std::to_string(efficiency);
+            context.rate.optimizer_source = "uncalibrated: " + cluster.device.source + " memory bandwidth";
+        } else {
+            context.rate = parbench::calibrate_compute(calibrate_compute, resolved.config);
+        }
+        inputs.compute = to_json(context.rate);
+        nlohmann::json fits = nlohmann::json::array();
+        if (!calibrate.empty())
+            for (const CollectiveFit& fit : fit_collective_reports(calibrate)) {
+                context.comm.add_fit(fit);
+                fits.push_back(to_json(fit));
+            }
+        inputs.comm = {{"fits", fits},
+                       {"preset_links", inputs.cluster["device"]},
+                       {"summary", calibrate.empty() ? "uncalibrated: the " + cluster.device.source + " links"
+                                                     : "calibrated from " + std::to_string(fits.size()) +
+                                                           " collective fits (others fall back to the preset links)"}};
+        if (!pass_costs.empty()) {
+            std::vector<double> costs;
+            std::stringstream stream(pass_costs);
+            std::string item;
+            while (std::getline(stream, item, ',')) {
+                try {
+                    costs.push_back(std::stod(item));
+                } catch (const std::exception&) {
+                    costs.clear();
+                    break;
+                }
+            }
+            if (costs.size() != 3 || costs[0] <= 0 || costs[1] <= 0 || costs[2] < 0)
+                throw UsageError("--fbw '" + pass_costs + "': give the F, B and W times of one micro-batch, e.g. 1,2,1");
+            context.pass_costs = PassCosts{costs[0], costs[1], costs[2]};
+            context.pass_costs_given = true;
+        }
+        inputs.pass_costs = {{"forward", context.pass_costs.forward}, {"backward", context.pass_costs.backward},
+                             {"weight", context.pass_costs.weight},
+                             {"source", context.pass_costs_given ? "--fbw" : "the schedule's balanced costs"}};
+
+        PlanLayout base = base_layout(resolved.config, run_precision, cluster);
+        std::vector<PlanPrediction> layouts;
+        std::optional<SearchResult> searched;
+        if (search) {
+            SearchSpace space;
+            space.base = base;
+            space.microbatch_counts = parse_int_list(microbatch_list, "--microbatch-list");
+            space.allow_cross_host_tp = allow_cross_host_tp;
+            space.engine_only = base.states == StateConvention::parbench;
+            context.simulate_balanced = false;
+            searched = search_layouts(space, context);
+            for (std::size_t i = 0; i < searched->ranked.size() && static_cast<int>(i) < top; ++i)
+                layouts.push_back(searched->ranked[i]);
+        } else {
+            layouts.push_back(predict_layout(base, context));
+        }
+        const SearchResult* search_result = searched ? &*searched : nullptr;
+        if (markdown)
+            print_plan_markdown(std::cout, layouts, search_result);
+        else
+            print_plan_console(std::cout, inputs, layouts, search_result);
+        if (!json_path.empty())
+            write_json_atomically(json_path, plan_document(inputs, layouts, search_result, invocation.arguments));
+        return 0;
+    }
+
+  private:
+    // The one layout the flags give (checked as train checks them), or the search's base.
+    PlanLayout base_layout(const ModelConfig& config, Precision run_precision, const ClusterSpec& cluster) const {
+        PlanLayout p;
+        p.states = parse_states(states);
+        p.recompute = parse_recompute(recompute);
+        EngineLayout& l = p.engine;
+        l.model = config;
+        l.seq_len = config.seq_len;
+        l.precision = run_precision;
+        l.tp = tp;
+        l.pp = pp;
+        l.sp = sp;
+        l.zero = zero;
+        l.overlap = overlap;
+        l.prefetch = prefetch;
+        l.microbatches = microbatches;
+        l.virtual_stages = virtual_stages;
+        l.schedule = parse_schedule_kind(schedule);
+        l.p2p = parse_p2p_mode(p2p);
+        if (tp < 1 || pp < 1 || microbatches < 1 || virtual_stages < 1)
+            throw UsageError("--tp, --pp, --microbatches and --virtual-stages must be at least 1");
+        if (zero < 0 || zero > 3) throw UsageError("--zero " + std::to_string(zero) + ": use 0, 1, 2 or 3");
+        if (sp && tp < 2) throw UsageError("--sp splits the sequence across the tensor-parallel group; it needs --tp 2 or more");
+        if (prefetch && zero != 3) throw UsageError("--prefetch gathers ZeRO-3's parameters; add --zero 3 or drop it");
+        l.dp = search ? 1 : dp.value_or(cluster.gpus / (tp * pp));
+        if (!search) {
+            if (l.dp < 1 || l.dp * tp * pp != cluster.gpus)
+                throw UsageError("--dp " + std::to_string(l.dp) + " x --tp " + std::to_string(tp) + " x --pp " +
+                                 std::to_string(pp) + " = " + std::to_string(l.dp * tp * pp) + " GPUs, but --gpus is " +
+                                 std::to_string(cluster.gpus) + "; make the product equal --gpus");
+            if (tp > cluster.gpus_per_host && !allow_cross_host_tp)
+                throw UsageError("--tp " + std::to_string(tp) + " is above --gpus-per-host " +
+                                 std::to_string(cluster.gpus_per_host) +
+                                 ": tensor parallelism across hosts is slow; lower --tp or add --allow-cross-host-tp");
+            if (tp > 1) {
+                for (const auto& [extent, what] : {std::pair{config.heads, "head count"}, std::pair{config.hidden, "hidden size"},
+                                                   std::pair{config.vocab, "vocabulary"}})
+                    if (extent % tp != 0)
+                        throw UsageError("--tp " + std::to_string(tp) + ": " + what + " " + std::to_string(extent) +
+                                         " does not split " + std::to_string(tp) + " ways; use a --tp that divides it");
+                if (sp && config.seq_len % tp != 0)
+                    throw UsageError("--sp: sequence length " + std::to_string(config.seq_len) + " does not split " +
+                                     std::to_string(tp) + " ways; use a --tp that divides it");
+            }
+            if (pp > 1) {
+                if (config.kind == ModelKind::mlp) throw UsageError("--pp: pipeline stages are cut from transformer blocks; an MLP has none");
+                validate_schedule_shape(l.schedule, ScheduleShape{pp, microbatches, virtual_stages});
+                l.stage_ranges = virtual_stage_layers(config.layers, pp, virtual_stages, {});
+                if (p.states == StateConvention::parbench && zero > 1)
+                    throw UsageError("--pp with --zero " + std::to_string(zero) +
+                                     ": parbench's train runs ZeRO-2/3 without a pipeline; use --zero 0 or 1, or "
+                                     "--states zero|megatron");
+            }
+        }
+        p.global_batch = global_batch > 0 ? global_batch : std::max(1, l.dp * microbatches);
+        if (!search && p.global_batch % (l.dp * microbatches) != 0)
+            throw UsageError("--global-batch " + std::to_string(p.global_batch) + " does not divide into --dp " +
+                             std::to_string(l.dp) + " x --microbatches " + std::to_string(microbatches) +
+                             "; use a multiple of " + std::to_string(l.dp * microbatches));
+        l.microbatch_size = p.global_batch / l.dp / microbatches;
+        const std::size_t parameters = model_parameter_layout(config, config.seq_len, TensorSplit{0, tp, sp}).total_numel();
+        if (bucket_mb) {
+            if (!(*bucket_mb > 0)) throw UsageError("--bucket-mb must be a positive number of MiB");
+            l.bucket_bytes = static_cast<std::size_t>(*bucket_mb * 1024.0 * 1024.0);
+        } else {
+            l.bucket_bytes = default_bucket_bytes(zero, parameters);
+        }
+        return p;
+    }
+};
+
+}  // namespace
+
+std::unique_ptr<Command> add_plan_command(CLI::App& app) {
+    auto command = std::make_unique<PlanCommand>();
+    PlanCommand& c = *command;
+    CLI::App* sub = app.add_subcommand("plan", "Predict memory, traffic, bubble and step time of a layout (no MPI)");
+    sub->add_option("--model", c.model.model, "Model config NAME or PATH (as train), e.g. gpt3-175b");
+    sub->add_option("--params", c.model.params, "Parameter count (7.5B, 350M) for a GPT shape");
+    sub->add_option("--layers", c.model.layers, "Transformer layers");
+    sub->add_option("--hidden", c.model.hidden, "Hidden size");
+    sub->add_option("--heads", c.model.heads, "Attention heads (default hidden/128)");
+    sub->add_option("--seq", c.model.seq, "Sequence length (default 2048, or the config's)");
+    sub->add_option("--vocab", c.model.vocab, "Vocabulary (default 51200)");
+    sub->add_option("--gpus", c.gpus, "GPUs in all (default dp x tp x pp)");
+    sub->add_option("--gpus-per-host", c.gpus_per_host, "GPUs per host")->capture_default_str();
+    sub->add_option("--device", c.device, "Device preset: A100, H100, H200, B200")->capture_default_str();
+    sub->add_option("--cluster", c.cluster_path, "Cluster description JSON (device, gpus, gpus_per_host)");
+    sub->add_flag("--allow-cross-host-tp", c.allow_cross_host_tp, "Let tp exceed --gpus-per-host");
+    sub->add_option("--dp", c.dp, "Data-parallel degree (default: what the GPUs leave)");
+    sub->add_option("--tp", c.tp, "Tensor-parallel degree")->capture_default_str();
+    sub->add_option("--pp", c.pp, "Pipeline stages")->capture_default_str();
+    sub->add_flag("--sp", c.sp, "Sequence parallelism inside the tp group");
+    sub->add_option("--zero", c.zero, "ZeRO stage 0-3")->capture_default_str();
+    sub->add_option("--schedule", c.schedule, "Pipeline schedule: gpipe, 1f1b, interleaved, zb-h1")->capture_default_str();
+    sub->add_option("--microbatches", c.microbatches, "Micro-batches per step")->capture_default_str();
+    sub->add_option("--virtual-stages", c.virtual_stages, "Chunks per pipeline rank (interleaved)")->capture_default_str();
+    sub->add_option("--global-batch", c.global_batch, "Sequences per step (default dp x microbatches)");
+    sub->add_option("--precision", c.precision, "fp32 or bf16 (which peak MFU is against)")->capture_default_str();
+    sub->add_option("--recompute", c.recompute, "Activation recompute: none, selective, full")->capture_default_str();
+    sub->add_option("--states", c.states, "Byte convention: zero, megatron, parbench")->capture_default_str();
+    sub->add_flag("--overlap", c.overlap, "Overlap gradient collectives with backward");
+    sub->add_flag("--prefetch", c.prefetch, "ZeRO-3: prefetch the next layer's parameters");
+    sub->add_option("--bucket-mb", c.bucket_mb, "Gradient bucket in MiB (default as train)");
+    sub->add_option("--p2p", c.p2p, "Pipeline transfers: nonblocking or blocking")->capture_default_str();
+    sub->add_option("--fbw", c.pass_costs, "F,B,W times of one micro-batch for the schedule simulation");
+    sub->add_option("--efficiency", c.efficiency, "Fraction of peak reached without --calibrate-compute")
+        ->capture_default_str();
+    sub->add_option("--calibrate", c.calibrate, "Collective reports (size sweeps) to fit alpha/beta from");
+    sub->add_option("--calibrate-compute", c.calibrate_compute, "parbench-ops or train report for the compute rate");
+    sub->add_flag("--search", c.search, "Rank every layout that divides the GPUs and the model");
+    sub->add_option("--top", c.top, "Layouts to show with --search")->capture_default_str();
+    sub->add_option("--microbatch-list", c.microbatch_list, "Micro-batch counts --search tries")->capture_default_str();
+    sub->add_option("--json", c.json_path, "Write the parbench.plan/v1 document here");
+    sub->add_flag("--markdown", c.markdown, "Print a Markdown table");
+    return command;
+}
+
+}  // namespace parbench

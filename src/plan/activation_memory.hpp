@@ -1,0 +1,30 @@
+// Activation memory of a transformer layer after Korthikanti et al., "Reducing Activation
+// Recomputation in Large Transformer Models" (arXiv 2205.05198), sec. 4 and table 2: 16-bit
+// activations, 1-byte dropout masks, s sequence, b micro-batch, h hidden, a heads, t tensor
+// parallel ranks:
+//   no parallelism          sbh (34 + 5as/h)
+//   tensor parallel         sbh (10 + 24/t + 5as/(ht))
+//   tensor + sequence par.  sbh (34/t + 5as/(ht))
+//   selective recompute     drops the 5as/(ht) attention term (sec. 5)
+//   full recompute          2 sbh (the layer's input only, sec. 4.1)
+#pragma once
+
+#include <string>
+
+namespace parbench {
+
+enum class Recompute { none, selective, full };
+Recompute parse_recompute(const std::string& name);  // UsageError naming --recompute
+std::string recompute_name(Recompute recompute);
+
+struct LayerActivationShape {
+    double seq = 0, microbatch = 0, hidden = 0, heads = 0;
+    int tp = 1;
+    bool sp = false;
+};
+
+// Bytes one layer keeps for backward per micro-batch, and the formula used.
+double paper_layer_activation_bytes(const LayerActivationShape& shape, Recompute recompute);
+std::string paper_layer_activation_formula(bool tensor_parallel, bool sp, Recompute recompute);
+
+}  // namespace parbench

@@ -1,0 +1,66 @@
+// Communication time as latency plus bytes over bandwidth (the alpha-beta, or Hockney, model),
+// per collective and per placement of its group (inside one host, or across hosts). The
+// bandwidth term uses nccl-tests' bus bandwidth, t = alpha + S·factor(n)/busbw with S in
+// nccl-tests' size convention and factor(n) its bus factor (2(n-1)/n for all-reduce,
+// (n-1)/n for all-gather, reduce-scatter and all-to-all, 1 for point-to-point), so a fit at
+// one group size carries to another the way a ring algorithm's time does.
+//
+// Calibration (--calibrate): from parbench collective reports (size sweeps), alpha and
+// 1/busbw are fitted per collective and placement by least squares on relative error
+// (every size weighs alike, from 8 B to 1 GiB).
+#pragma once
+
+#include <nlohmann/json.hpp>
+
+#include <map>
+#include <string>
+#include <vector>
+
+#include "plan/cluster.hpp"
+
+namespace parbench {
+
+enum class Placement { intra_host, cross_host };
+std::string placement_name(Placement placement);
+
+struct CollectiveFit {
+    std::string collective;
+    Placement placement = Placement::intra_host;
+    double alpha_us = 0.0;
+    double busbw_gbps = 0.0;
+    int ranks = 0;              // of the measured group
+    int sizes = 0;              // points fitted
+    double median_abs_error = 0.0;  // relative, over the fitted points
+    std::string source;         // the report(s), or "preset ..."
+};
+
+// Bus factor of nccl-tests (doc/PERFORMANCE.md) for a group of n.
+double bus_factor(const std::string& collective, int n);
+
+class CommModel {
+  public:
+    // The cluster's preset links for every collective; calibrated fits override them.
+    explicit CommModel(const ClusterSpec& cluster);
+    void add_fit(const CollectiveFit& fit);
+    // Microseconds for one call moving `bytes` (nccl-tests' size) on a group of `ranks`; 0 for
+    // a group of one.
+    double time_us(const std::string& collective, double bytes, int ranks, Placement placement) const;
+    // Where the figure for this collective and placement comes from.
+    std::string source(const std::string& collective, Placement placement) const;
+    const std::vector<CollectiveFit>& fits() const { return fits_; }
+
+  private:
+    const CollectiveFit* find(const std::string& collective, Placement placement) const;
+    ClusterSpec cluster_;
+    std::vector<CollectiveFit> fits_;
+};
+
+// Fits from collective reports (parbench.report/v1, command a collective or `all`). Reads each
+// point's median time; tolerates per-rank data, and out-of-place / in-place halves either as
+// rows with "placement": "out"|"in" or nested in one row (the out-of-place half is taken). UsageError naming --calibrate for another schema, a
+// non-collective report, or a collective with fewer than 3 sizes.
+std::vector<CollectiveFit> fit_collective_reports(const std::vector<std::string>& paths);
+
+nlohmann::json to_json(const CollectiveFit& fit);
+
+}  // namespace parbench

@@ -1,0 +1,45 @@
+// The machine a plan is for: how many GPUs, how many share a host, and what one of them can
+// do. Device presets carry vendor data-sheet peaks and capacities; the link figures are
+// the bus bandwidths a well-tuned NCCL reaches (about 80% of the links' unidirectional
+// rate), stated as assumptions and replaced by --calibrate.
+#pragma once
+
+#include <nlohmann/json.hpp>
+
+#include <string>
+#include <vector>
+
+namespace parbench {
+
+struct LinkModel {
+    double latency_us = 0.0;   // alpha of one collective call
+    double busbw_gbps = 0.0;   // decimal GB/s of bus bandwidth (nccl-tests' convention)
+};
+
+struct DeviceSpec {
+    std::string name;
+    double peak_tflops_bf16 = 0.0;  // dense, per GPU
+    double peak_tflops_fp32 = 0.0;
+    double memory_gib = 0.0;
+    double memory_bandwidth_gbps = 0.0;  // HBM, decimal GB/s (the optimizer's bound)
+    LinkModel intra_host;  // NVLink inside a host
+    LinkModel cross_host;  // the network, per GPU
+    std::string source;
+};
+
+struct ClusterSpec {
+    DeviceSpec device;
+    int gpus = 1;
+    int gpus_per_host = 8;
+    std::string source;  // "preset H100" or the --cluster file
+};
+
+std::vector<std::string> device_preset_names();
+// UsageError naming --device for an unknown name.
+DeviceSpec device_preset(const std::string& name);
+// A JSON cluster description: {"device": "H100" | {...DeviceSpec fields}, "gpus", "gpus_per_host"}.
+// UsageError naming --cluster and the key for anything malformed.
+ClusterSpec read_cluster_file(const std::string& path);
+nlohmann::json to_json(const ClusterSpec& cluster);
+
+}  // namespace parbench

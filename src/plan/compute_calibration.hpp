@@ -1,0 +1,30 @@
+// The compute rate a plan divides model FLOPs by, and where it came from: the device's peak
+// at an assumed efficiency, or calibrated from a parbench-ops report (the training ops of a
+// GPT config, weighted by how often a step runs each) or a train report (its achieved
+// TFLOP/s per rank, which includes everything the step does but communication it exposes).
+#pragma once
+
+#include <nlohmann/json.hpp>
+
+#include <optional>
+#include <string>
+
+#include "train/model_config.hpp"
+
+namespace parbench {
+
+struct ComputeRate {
+    double tflops_per_gpu = 0.0;           // achieved on the model's FLOPs (the train formula)
+    std::string source;
+    std::optional<double> optimizer_gbps;  // AdamW's memory traffic rate, when measured
+    std::string optimizer_source;
+    bool includes_optimizer = false;       // a train-report rate already holds the optimizer's time
+};
+
+// UsageError naming --calibrate-compute for an unreadable or unrecognised report, or an ops
+// report without a GPT config's ops. `model` picks the ops config of the same name when present.
+ComputeRate calibrate_compute(const std::string& path, const ModelConfig& model);
+
+nlohmann::json to_json(const ComputeRate& rate);
+
+}  // namespace parbench

@@ -1,0 +1,108 @@
+// One layout of one model on one cluster, predicted: memory per GPU by category on the most
+// loaded rank (under a named byte convention), traffic per step per parallel dimension, the
+// pipeline bubble (formula and simulated schedule), and the step time built from them:
+//
+//   step = compute + bubble + optimizer + exposed communication (tp + dp + pp)
+//   compute   = model FLOPs per step (train's formula, train/metrics.hpp) / (GPUs x rate)
+//   bubble    = compute x b / (1 - b), b the simulated schedule's idle fraction
+//   optimizer = AdamW's 28 B per owned parameter / memory bandwidth (unless the rate is a
+//               train report's, which holds it already)
+//   exposed   = tp: every collective (train's are blocking); dp: all of it, or with --overlap
+//               what the backward (2/3 of compute) cannot hide, at least the last bucket; ZeRO-3
+//               gathers with --prefetch likewise behind the whole compute; pp: the fill and
+//               drain transfers (2(p-1)) with non-blocking p2p, every transfer with blocking
+//   MFU = model FLOPs / (step x GPUs x peak);  tokens/s = global batch x seq / step
+#pragma once
+
+#include <nlohmann/json.hpp>
+
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "plan/activation_memory.hpp"
+#include "plan/alpha_beta.hpp"
+#include "plan/cluster.hpp"
+#include "plan/compute_calibration.hpp"
+#include "plan/data_parallel_traffic.hpp"
+#include "plan/memory.hpp"
+
+namespace parbench {
+
+enum class StateConvention { zero, megatron, parbench };
+StateConvention parse_states(const std::string& name);  // UsageError naming --states
+std::string states_name(StateConvention states);
+
+// Model-state bytes per GPU for `parameters` on this rank under a convention (zero or
+// megatron), partitioned over dp by the ZeRO stage (1: optimizer, 2: + gradients,
+// 3: + parameters; Megatron's distributed optimizer is stage 1).
+struct ModelStateBytes {
+    double params = 0, grads = 0, optimizer = 0;
+    double total() const { return params + grads + optimizer; }
+    std::string rule;
+};
+ModelStateBytes model_state_bytes(StateConvention states, double parameters, int zero, int dp);
+
+struct PlanLayout {
+    EngineLayout engine;
+    int global_batch = 1;
+    Recompute recompute = Recompute::none;
+    StateConvention states = StateConvention::parbench;
+};
+
+struct PlanMemory {
+    int pp_rank = 0;
+    double params = 0, grads = 0, optimizer = 0, activations = 0;
+    double buffers = 0;  // included in the categories above (parbench) or beside them (zero, megatron)
+    double total = 0;
+    std::string convention;  // the byte rule per category
+    std::string activation_formula;
+    std::vector<MemoryItem> items;  // parbench: every buffer
+};
+
+struct CommLine {
+    std::string dimension;  // "tp", "dp", "pp"
+    std::string collective;
+    double calls = 0, bytes = 0;
+    int group = 1;
+    Placement placement = Placement::intra_host;
+    double time_ms = 0;
+    std::string source;
+};
+
+struct PlanPrediction {
+    PlanLayout layout;
+    PlanMemory memory;
+    std::vector<CommLine> comm;
+    double bubble_formula = 0, bubble_simulated = 0;
+    std::string bubble_formula_text;
+    double flops_per_step = 0;
+    double compute_ms = 0, bubble_ms = 0, optimizer_ms = 0;
+    double exposed_tp_ms = 0, exposed_dp_ms = 0, exposed_pp_ms = 0;
+    double step_ms = 0, tokens_per_s = 0, mfu = 0;
+    double memory_capacity = 0;
+    bool fits = true;
+    double exposed_ms() const { return exposed_tp_ms + exposed_dp_ms + exposed_pp_ms; }
+};
+
+struct PlanContext {
+    ClusterSpec cluster;
+    CommModel comm;
+    ComputeRate rate;
+    PassCosts pass_costs;          // F/B/W times for the schedule simulation
+    bool pass_costs_given = false; // else the schedule's balanced costs
+    // Simulate even with balanced costs (where the simulation equals the formula); --search
+    // turns it off to stay fast over thousands of layouts.
+    bool simulate_balanced = true;
+};
+
+// `pipeline`: the layout's engine_pipeline when the caller has it already (a search shares one
+// per schedule shape); built here otherwise.
+PlanMemory plan_memory(const PlanLayout& layout, const EnginePipeline* pipeline = nullptr);
+PlanPrediction predict_layout(const PlanLayout& layout, const PlanContext& context,
+                              const EnginePipeline* pipeline = nullptr);
+
+nlohmann::json to_json(const PlanPrediction& prediction);
+std::string layout_label(const PlanLayout& layout);
+
+}  // namespace parbench

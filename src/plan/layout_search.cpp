@@ -1,0 +1,114 @@
+#include "plan/layout_search.hpp"
+
+#include <algorithm>
+
+#include "core/error.hpp"
+#include "train/pipeline/partition.hpp"
+
+namespace parbench {
+namespace {
+
+std::vector<int> divisors(int n) {
+    std::vector<int> out;
+    for (int d = 1; d <= n; ++d)
+        if (n % d == 0) out.push_back(d);
+    return out;
+}
+
+}  // namespace
+
+SearchResult search_layouts(const SearchSpace& space, const PlanContext& context) {
+    SearchResult result;
+    const ModelConfig& model = space.base.engine.model;
+    const int gpus = context.cluster.gpus;
+    const int batch = space.base.global_batch;
+    auto drop = [&](const std::string& reason) { ++result.dropped[reason]; };
+    for (int tp : divisors(gpus)) {
+        if (tp > context.cluster.gpus_per_host && !space.allow_cross_host_tp) {
+            drop("tp above --gpus-per-host");
+            continue;
+        }
+        if (tp > 1 && (model.heads % tp != 0 || model.hidden % tp != 0 || model.vocab % tp != 0)) {
+            drop("tp does not divide heads, hidden or vocab");
+            continue;
+        }
+        for (int pp : divisors(gpus / tp)) {
+            if (pp > model.layers || (pp > 1 && model.kind == ModelKind::mlp)) {
+                drop("more stages than layers");
+                continue;
+            }
+            const int dp = gpus / tp / pp;
+            for (int m : space.microbatch_counts) {
+                if (batch % (dp * m) != 0) {
+                    drop("global batch does not split into dp x micro-batches");
+                    continue;
+                }
+                std::vector<std::pair<ScheduleKind, int>> schedules{{ScheduleKind::one_f_one_b, 1}};
+                if (pp > 1) {
+                    schedules.push_back({ScheduleKind::gpipe, 1});
+                    schedules.push_back({ScheduleKind::zero_bubble_h1, 1});
+                    if (model.layers % (2 * pp) == 0) schedules.push_back({ScheduleKind::interleaved, 2});
+                }
+                for (const auto& [schedule, v] : schedules) {
+                    try {
+                        if (pp > 1) validate_schedule_shape(schedule, ScheduleShape{pp, m, v});
+                    } catch (const UsageError&) {
+                        drop("schedule does not take this micro-batch count");
+                        continue;
+                    }
+                    // One schedule (and its peaks in flight) for every layout of this shape.
+                    std::optional<EnginePipeline> pipeline;
+                    if (pp > 1) {
+                        EngineLayout shape = space.base.engine;
+                        shape.pp = pp;
+                        shape.microbatches = m;
+                        shape.schedule = schedule;
+                        shape.virtual_stages = v;
+                        pipeline = engine_pipeline(shape);
+                    }
+                    for (int sp = 0; sp <= (tp > 1 ? 1 : 0); ++sp) {
+                        if (sp && model.seq_len % tp != 0) continue;
+                        if (sp && pp > 1 && schedule == ScheduleKind::zero_bubble_h1 && space.engine_only) continue;
+                        for (int zero = 0; zero <= 3; ++zero) {
+                            if (zero > 0 && dp == 1) continue;  // nothing to partition
+                            if (pp > 1 && zero > 1) {
+                                drop("ZeRO-2/3 with a pipeline");
+                                continue;
+                            }
+                            PlanLayout layout = space.base;
+                            EngineLayout& l = layout.engine;
+                            l.dp = dp;
+                            l.tp = tp;
+                            l.pp = pp;
+                            l.sp = sp == 1;
+                            l.zero = zero;
+                            l.microbatches = m;
+                            l.microbatch_size = batch / dp / m;
+                            l.schedule = schedule;
+                            l.virtual_stages = v;
+                            l.overlap = pp == 1 && dp > 1;
+                            l.prefetch = zero == 3;
+                            if (!l.overlap) l.prefetch = false;
+                            l.stage_ranges = pp > 1 ? virtual_stage_layers(model.layers, pp, v, {}) : std::vector<LayerRange>{};
+                            ++result.considered;
+                            PlanPrediction prediction = predict_layout(layout, context, pipeline ? &*pipeline : nullptr);
+                            if (!prediction.fits) {
+                                drop("does not fit in memory");
+                                if (!result.any_unfit || prediction.memory.total < result.smallest_unfit.memory.total)
+                                    result.smallest_unfit = prediction;
+                                result.any_unfit = true;
+                                continue;
+                            }
+                            result.ranked.push_back(std::move(prediction));
+                        }
+                    }
+                }
+            }
+        }
+    }
+    std::sort(result.ranked.begin(), result.ranked.end(),
+              [](const PlanPrediction& a, const PlanPrediction& b) { return a.step_ms < b.step_ms; });
+    return result;
+}
+
+}  // namespace parbench

@@ -1,0 +1,153 @@
+#include "plan/plan_output.hpp"
+
+#include <cstdio>
+
+#include "core/version.hpp"
+
+namespace parbench {
+namespace {
+
+double gib(double bytes) { return bytes / (1024.0 * 1024.0 * 1024.0); }
+
+// GiB for large plans, MiB below 1 GiB (the CPU models).
+std::string memory_text(double bytes) {
+    char text[32];
+    if (bytes >= 1024.0 * 1024.0 * 1024.0)
+        std::snprintf(text, sizeof text, "%.2f GiB", gib(bytes));
+    else
+        std::snprintf(text, sizeof text, "%.2f MiB", bytes / (1024.0 * 1024.0));
+    return text;
+}
+
+nlohmann::json search_json(const SearchResult& search) {
+    nlohmann::json dropped = nlohmann::json::object();
+    for (const auto& [reason, count] : search.dropped) dropped[reason] = count;
+    nlohmann::json result = {{"considered", search.considered}, {"fit", search.ranked.size()}, {"dropped", dropped}};
+    if (search.any_unfit)
+        result["smallest_unfit"] = {{"label", layout_label(search.smallest_unfit.layout)},
+                                    {"memory_bytes", search.smallest_unfit.memory.total}};
+    return result;
+}
+
+void row(std::ostream& out, const PlanPrediction& p, int rank) {
+    char line[512];
+    std::snprintf(line, sizeof line, "%3d  %-36s %10.2f %9.2f %9.2f %8.3f %8.2f %6.1f%% %12.4g %10s\n", rank,
+                  layout_label(p.layout).c_str(), p.step_ms, p.compute_ms, p.exposed_ms(), p.bubble_simulated,
+                  p.optimizer_ms, 100.0 * p.mfu, p.tokens_per_s, memory_text(p.memory.total).c_str());
+    out << line;
+}
+
+void header(std::ostream& out) {
+    char line[512];
+    std::snprintf(line, sizeof line, "%3s  %-36s %10s %9s %9s %8s %8s %7s %12s %10s\n", "#", "layout", "step ms",
+                  "compute", "exposed", "bubble", "optim.", "MFU", "tokens/s", "memory");
+    out << line;
+}
+
+}  // namespace
+
+nlohmann::json plan_document(const PlanInputs& inputs, const std::vector<PlanPrediction>& layouts,
+                             const SearchResult* search, const std::vector<std::string>& argv) {
+    nlohmann::json predictions = nlohmann::json::array();
+    for (const PlanPrediction& p : layouts) predictions.push_back(to_json(p));
+    nlohmann::json document = {
+        {"schema", "parbench.plan/v1"},
+        {"tool", {{"name", "parbench"}, {"version", tool_version}, {"git_revision", git_revision()}}},
+        {"argv", argv},
+        {"inputs",
+         {{"model", inputs.model}, {"cluster", inputs.cluster}, {"compute", inputs.compute}, {"comm", inputs.comm},
+          {"pass_costs", inputs.pass_costs}}},
+        {"method",
+         "step = compute + bubble + optimizer + exposed comm (src/plan/layout_plan.hpp); compute = model FLOPs per "
+         "step (train's formula) / (GPUs x rate); comm per collective t = alpha + S x busfactor(n) / busbw per "
+         "placement (src/plan/alpha_beta.hpp); memory on the most loaded rank under the named convention"},
+        {"layouts", predictions},
+    };
+    if (search) document["search"] = search_json(*search);
+    return document;
+}
+
+void print_plan_console(std::ostream& out, const PlanInputs& inputs, const std::vector<PlanPrediction>& layouts,
+                        const SearchResult* search) {
+    const nlohmann::json& m = inputs.model;
+    const nlohmann::json& shape = m["shape"];
+    char title[256];
+    std::snprintf(title, sizeof title, "%.4gB parameters: %d layers, hidden %d", m["parameters"].get<double>() / 1e9,
+                  shape["layers"].get<int>(), shape["hidden"].get<int>());
+    out << "# parbench plan: " << m["name"].get<std::string>() << " (" << title;
+    if (shape.contains("heads"))
+        out << ", " << shape["heads"] << " heads, seq " << shape["seq_len"] << ", vocab " << shape["vocab"];
+    out << "; " << m["source"].get<std::string>() << ")\n";
+    const nlohmann::json& c = inputs.cluster;
+    out << "# cluster: " << c["gpus"] << " x " << c["device"]["name"].get<std::string>() << ", " << c["gpus_per_host"]
+        << " per host (" << c["source"].get<std::string>() << ")\n";
+    out << "# compute: " << inputs.compute["tflops_per_gpu"].get<double>() << " TFLOP/s per GPU ("
+        << inputs.compute["source"].get<std::string>() << ")\n";
+    out << "# comm: " << inputs.comm["summary"].get<std::string>() << "\n";
+    if (search) {
+        out << "# search: " << search->considered << " layouts divide the GPUs and the model; " << search->ranked.size()
+            << " fit in memory";
+        for (const auto& [reason, count] : search->dropped) out << "; " << count << " " << reason;
+        out << "\n";
+        if (search->ranked.empty() && search->any_unfit)
+            out << "# nothing fits: the smallest, " << layout_label(search->smallest_unfit.layout) << ", needs "
+                << memory_text(search->smallest_unfit.memory.total) << " per GPU\n";
+        header(out);
+        int rank = 0;
+        for (const PlanPrediction& p : layouts) row(out, p, ++rank);
+        return;
+    }
+    for (const PlanPrediction& p : layouts) {
+        out << "layout: " << layout_label(p.layout) << " (global batch " << p.layout.global_batch << ", micro-batch "
+            << p.layout.engine.microbatch_size << ")\n";
+        char line[512];
+        std::snprintf(line, sizeof line, "memory per GPU (rank of stage %d, --states %s): params %s, grads %s, "
+                      "optimizer %s, activations %s, buffers %s; total %s of %s: %s\n",
+                      p.memory.pp_rank, states_name(p.layout.states).c_str(), memory_text(p.memory.params).c_str(),
+                      memory_text(p.memory.grads).c_str(), memory_text(p.memory.optimizer).c_str(),
+                      memory_text(p.memory.activations).c_str(), memory_text(p.memory.buffers).c_str(),
+                      memory_text(p.memory.total).c_str(), memory_text(p.memory_capacity).c_str(),
+                      p.fits ? "fits" : "DOES NOT FIT");
+        out << line;
+        out << "  states: " << p.memory.convention << "\n  activations: " << p.memory.activation_formula << "\n";
+        for (const CommLine& comm : p.comm) {
+            std::snprintf(line, sizeof line, "comm %-3s %-14s %8g calls %12.4g MB  group %d %-10s %9.3f ms\n",
+                          comm.dimension.c_str(), comm.collective.c_str(), comm.calls, comm.bytes / 1e6, comm.group,
+                          placement_name(comm.placement).c_str(), comm.time_ms);
+            out << line;
+        }
+        if (p.layout.engine.pp > 1) {
+            std::snprintf(line, sizeof line, "bubble: %.4f formula (%s), %.4f simulated\n", p.bubble_formula,
+                          p.bubble_formula_text.c_str(), p.bubble_simulated);
+            out << line;
+        }
+        std::snprintf(line, sizeof line, "step time: %.3f ms = compute %.3f + bubble %.3f + optimizer %.3f + exposed "
+                      "tp %.3f + dp %.3f + pp %.3f\n",
+                      p.step_ms, p.compute_ms, p.bubble_ms, p.optimizer_ms, p.exposed_tp_ms, p.exposed_dp_ms,
+                      p.exposed_pp_ms);
+        out << line;
+        std::snprintf(line, sizeof line, "MFU %.1f%%, %.4g tokens/s (model FLOPs per step %.4g)\n", 100.0 * p.mfu,
+                      p.tokens_per_s, p.flops_per_step);
+        out << line;
+    }
+}
+
+void print_plan_markdown(std::ostream& out, const std::vector<PlanPrediction>& layouts, const SearchResult* search) {
+    if (search) {
+        out << search->considered << " layouts considered, " << search->ranked.size() << " fit";
+        for (const auto& [reason, count] : search->dropped) out << "; " << count << " " << reason;
+        out << ".\n\n";
+    }
+    out << "| # | layout | step (ms) | compute | exposed comm | bubble | MFU | tokens/s | memory/GPU |\n"
+        << "|---|---|---:|---:|---:|---:|---:|---:|---:|\n";
+    int rank = 0;
+    for (const PlanPrediction& p : layouts) {
+        char line[512];
+        std::snprintf(line, sizeof line, "| %d | %s | %.2f | %.2f | %.2f | %.3f | %.1f%% | %.4g | %s |\n", ++rank,
+                      layout_label(p.layout).c_str(), p.step_ms, p.compute_ms, p.exposed_ms(), p.bubble_simulated,
+                      100.0 * p.mfu, p.tokens_per_s, memory_text(p.memory.total).c_str());
+        out << line;
+    }
+}
+
+}  // namespace parbench

@@ -1,0 +1,764 @@
+// The Llama model over the Ops interface, shaped like gpt.cpp (one class, activation slots
+// for pipeline chunks, the same tensor-parallel operators) with Llama's pieces:
+//
+//   h = x + Wo · GQA(RoPE(Wq · n1), RoPE(Wk · n1), Wv · n1),   n1 = RMSNorm(x)
+//   y = h + W_down · (silu(W_gate · n2) * (W_up · n2)),        n2 = RMSNorm(h)
+//
+// Tensor parallelism (Megatron-LM sec. 3) splits Wq by heads and W_gate, W_up by output
+// features (column-parallel), Wo and W_down by input features (row-parallel), the embedding
+// and the output projection by vocabulary. Wk and Wv are split by key/value heads when the
+// tp degree divides them; otherwise every rank holds them whole (replicated) and uses the
+// heads its query heads read. A replicated Wk/Wv sees only its rank's query heads'
+// gradients, so its gradient is a partial sum, all-reduced over the group; the input
+// gradient through it needs nothing more: the column-parallel backward's all-reduce of
+// d(n1) sums every rank's part. RMSNorm gains are held whole; under SP their gradients are
+// partial sums and are all-reduced (arXiv 2205.05198 sec. 4.2.2), as for GPT's LayerNorms.
+// There are no biases and no dropout.
+#include "train/models/llama.hpp"
+
+#include <algorithm>
+#include <cmath>
+#include <numeric>
+#include <stdexcept>
+#include <string>
+#include <vector>
+
+#include "bench/nvtx.hpp"
+#include "train/synthetic_data.hpp"
+#include "train/tensor_parallel.hpp"
+
+namespace parbench {
+namespace {
+
+// GPT-2's initialisation, which small Llama reproductions use too: N(0, 0.02), the residual
+// projections (Wo, W_down) scaled by 1/sqrt(2L); RMSNorm gains 1.
+constexpr float init_stddev = 0.02f;
+
+struct BlockTensors {
+    int norm1, wq, wk, wv, wo, norm2, wgate, wup, wdown;
+};
+
+struct LlamaTensors {
+    int wte = 0;
+    std::vector<BlockTensors> blocks;
+    int norm_final = 0, wout = 0;
+};
+
+LlamaTensors build_layout(const ModelConfig& config, const TensorSplit& split, ParameterLayout& layout) {
+    const int C = config.hidden;
+    const int V = config.vocab;
+    const int F = config.ffn_hidden;
+    const int KVC = config.kv_heads * (config.hidden / config.heads);
+    const bool kv_split = config.kv_heads % split.size == 0;
+    const float residual_stddev = init_stddev / std::sqrt(2.0f * static_cast<float>(config.layers));
+    LlamaTensors tensors;
+    layout.add_unit("embedding");
+    tensors.wte = layout.add_tensor("wte", {V, C}, column_parallel_rows(V, C, split), InitKind::normal, init_stddev);
+    for (int l = 0; l < config.layers; ++l) {
+        const std::string p = "h" + std::to_string(l) + ".";
+        layout.add_unit("h" + std::to_string(l));
+        BlockTensors b{};
+        b.norm1 = layout.add_tensor(p + "norm1", {C}, InitKind::ones);
+        b.wq = layout.add_tensor(p + "wq", {C, C}, column_parallel_rows(C, C, split), InitKind::normal, init_stddev);
+        if (kv_split) {
+            b.wk = layout.add_tensor(p + "wk", {KVC, C}, column_parallel_rows(KVC, C, split), InitKind::normal,
+                                     init_stddev);
+            b.wv = layout.add_tensor(p + "wv", {KVC, C}, column_parallel_rows(KVC, C, split), InitKind::normal,
+                                     init_stddev);
+        } else {
+            b.wk = layout.add_tensor(p + "wk", {KVC, C}, InitKind::normal, init_stddev);
+            b.wv = layout.add_tensor(p + "wv", {KVC, C}, InitKind::normal, init_stddev);
+        }
+        b.wo = layout.add_tensor(p + "wo", {C, C}, row_parallel_columns(C, C, split), InitKind::normal,
+                                 residual_stddev);
+        b.norm2 = layout.add_tensor(p + "norm2", {C}, InitKind::ones);
+        b.wgate = layout.add_tensor(p + "wgate", {F, C}, column_parallel_rows(F, C, split), InitKind::normal,
+                                    init_stddev);
+        b.wup = layout.add_tensor(p + "wup", {F, C}, column_parallel_rows(F, C, split), InitKind::normal, init_stddev);
+        b.wdown = layout.add_tensor(p + "wdown", {C, F}, row_parallel_columns(C, F, split), InitKind::normal,
+                                    residual_stddev);
+        tensors.blocks.push_back(b);
+    }
+    layout.add_unit("head");
+    tensors.norm_final = layout.add_tensor("norm_final", {C}, InitKind::ones);
+    tensors.wout = layout.add_tensor("wout", {V, C}, column_parallel_rows(V, C, split), InitKind::normal, init_stddev);
+    return tensors;
+}
+
+class ActivationArena {
+  public:
+    explicit ActivationArena(MemoryLedger& ledger) : ledger_(ledger) {}
+    Buffer buffer(std::size_t bytes) {
+        buffers_.push_back(ledger_.allocate(MemoryCategory::activations, bytes));
+        return buffers_.back();
+    }
+    float* floats(std::size_t count) { return buffer(count * sizeof(float)).as<float>(); }
+
+  private:
+    MemoryLedger& ledger_;
+    std::vector<Buffer> buffers_;
+};
+
+// What one block keeps from forward for backward. R = B·T rows, or B·T/t under SP; Cl, KVl,
+// Fl: this rank's query channels, key/value channels and SwiGLU width.
+struct BlockActivations {
+    float* norm1;      // (R,C)
+    float* rstd1;      // (R)
+    float* q;          // (B,T,Cl), rotated
+    float* k;          // (B,T,KVl), rotated
+    float* v;          // (B,T,KVl)
+    float* atty;       // (B,T,Cl)
+    float* att;        // (B,NHl,T,T)
+    float* residual2;  // (R,C)
+    float* norm2;      // (R,C)
+    float* rstd2;      // (R)
+    float* gate;       // (B,T,Fl)
+    float* up;         // (B,T,Fl)
+    float* glu;        // (B,T,Fl): silu(gate) * up
+    float* residual3;  // (R,C)
+};
+
+// A split backward's B keeps the output gradients of the seven matmuls whose weight
+// gradients W computes later (arXiv 2401.10241 sec. 2).
+struct WeightGradientStash {
+    float* dmlp;        // (B,T,C)
+    float* dgate;       // (B,T,Fl)
+    float* dup;         // (B,T,Fl)
+    float* dattention;  // (B,T,C)
+    float* dq;          // (B,T,Cl)
+    float* dk;          // (B,T,KVl)
+    float* dv;          // (B,T,KVl)
+};
+
+class LlamaModel : public Model {
+  public:
+    LlamaModel(const ModelConfig& config, const MicrobatchShape& shape, std::uint64_t seed, Ops& ops,
+               MemoryLedger& ledger, const TensorParallelGroup& tp, const PipelinePart& part, Precision precision,
+               Recompute recompute)
+        : recompute_(recompute), config_(config), shape_(shape), seed_(seed), ops_(ops), device_(ledger.device()), ledger_(ledger),
+          arena_(ledger), tp_(tp), B_(shape.batch), T_(shape.seq_len), C_(config.hidden), NH_(config.heads),
+          V_(config.vocab), L_(config.layers), hs_(config.hidden / config.heads),
+          R_(tp.local_rows(shape.batch * shape.seq_len)), Cl_(config.hidden / tp.size()),
+          NHl_(config.heads / tp.size()), Fl_(config.ffn_hidden / tp.size()),
+          kv_split_(llama_kv_heads_split(config, tp.size())),
+          NKVl_(kv_split_ ? config.kv_heads / tp.size() : config.kv_heads), KVl_(NKVl_ * hs_),
+          vocab_{tp.rank() * (config.vocab / tp.size()), config.vocab / tp.size()},
+          matmuls_(ops, precision, ledger, matmul_shapes(part)) {
+        part_ = part;
+        tensors_ = build_layout(config, tp.split(), full_layout_);
+        local_unit_.assign(full_layout_.units().size(), -1);
+        std::vector<int> units;
+        if (part.active()) {
+            units = pipeline_part_units(config, part);
+        } else {
+            for (int u = 0; u < static_cast<int>(full_layout_.units().size()); ++u) units.push_back(u);
+        }
+        for (std::size_t i = 0; i < units.size(); ++i)
+            local_unit_[static_cast<std::size_t>(units[i])] = static_cast<int>(i);
+        layout_ = part.active() ? full_layout_.select_units(units) : full_layout_;
+        // Query head h of this rank is global head rank·NHl + h; with split key/value heads
+        // the local numbering starts at 0 in both, with replicated ones the global is kept.
+        gqa_ = GqaShape{B_, T_, NHl_, NKVl_, hs_, kv_split_ ? 0 : tp.rank() * NHl_, config.heads / config.kv_heads};
+        allocate_activations();
+        std::vector<int> positions(static_cast<std::size_t>(T_));
+        std::iota(positions.begin(), positions.end(), 0);
+        positions_ = arena_.buffer(positions.size() * sizeof(int));
+        device_.copy_from_host(positions_, positions.data(), positions.size() * sizeof(int));
+    }
+
+    const ParameterLayout& layout() const override { return layout_; }
+
+    std::vector<int> parameter_use_order() const override {
+        std::vector<int> order{0};
+        for (int l = 1; l <= L_; ++l) order.push_back(l);
+        order.push_back(head_unit());                       // kept into backward
+        for (int l = L_; l >= 1; --l) order.push_back(l);  // (the embedding's backward needs no weights)
+        return order;
+    }
+
+    void stage_batch(int microbatch, std::uint64_t first_sample) override {
+        const std::size_t n = rows();
+        std::vector<int> tokens(n), targets(n);
+        synthetic_tokens(seed_, first_sample, B_, T_, V_, tokens, targets);
+        device_.copy_from_host(tokens_[static_cast<std::size_t>(microbatch)], tokens.data(), n * sizeof(int));
+        device_.copy_from_host(targets_[static_cast<std::size_t>(microbatch)], targets.data(), n * sizeof(int));
+    }
+
+    void forward(int microbatch, ParameterAccess& access) override {
+        embedding_forward(microbatch, access);
+        for (int l = 0; l < L_; ++l) block_forward(l, access);
+        head_forward(microbatch, access);
+    }
+
+    void backward(int microbatch, float loss_scale, ParameterAccess& access) override {
+        head_backward(microbatch, loss_scale, access);
+        for (int l = L_ - 1; l >= 0; --l) block_backward(l, BackwardPass::full, access);
+        embedding_backward(microbatch, access);
+    }
+
+    // ---- pipeline chunks (as gpt.cpp: a pool of activation slots per chunk) -------------
+    std::size_t boundary_numel() const override { return residual_elements(); }
+    float* boundary_input(int microbatch, int chunk) override { return slot(microbatch, chunk).input; }
+    const float* boundary_output(int microbatch, int chunk) override {
+        const LayerRange& range = part_.chunks.at(static_cast<std::size_t>(chunk));
+        return slot(microbatch, chunk).blocks[static_cast<std::size_t>(range.end - 1)].residual3;
+    }
+    float* boundary_gradient(int microbatch, int chunk) override {
+        return slot(microbatch, chunk, /*take=*/false).gradient;
+    }
+
+    void forward_chunk(int microbatch, int chunk, ParameterAccess& access) override {
+        const LayerRange& range = part_.chunks.at(static_cast<std::size_t>(chunk));
+        bind(slot(microbatch, chunk), range);
+        if (range.first == 0) embedding_forward(microbatch, access);
+        for (int l = range.first; l < range.end; ++l) block_forward(l, access);
+        if (range.end == L_) {
+            head_forward(microbatch, access);
+            access.release(unit(head_unit()));  // the backward acquires it again: other passes run between
+            head_params_ = nullptr;
+        }
+    }
+
+    void backward_chunk(int microbatch, int chunk, float loss_scale, BackwardPass pass,
+                        ParameterAccess& access) override {
+        const LayerRange& range = part_.chunks.at(static_cast<std::size_t>(chunk));
+        ActivationSlot& s = slot(microbatch, chunk, /*take=*/false);
+        bind(s, range);
+        if (pass == BackwardPass::weight) {
+            for (int l = range.end - 1; l >= range.first; --l) block_weights(l, access);
+        } else {
+            if (range.end == L_) head_backward(microbatch, loss_scale, access);
+            for (int l = range.end - 1; l >= range.first; --l) block_backward(l, pass, access);
+            if (range.first == 0) embedding_backward(microbatch, access);
+        }
+        if (pass != BackwardPass::input) {
+            s.previous = s.microbatch;
+            s.microbatch = -1;
+        }
+    }
+
+    // The embedding and the output projection are separate tensors: no stage shares a unit.
+    int shared_unit() const override { return -1; }
+    bool computes_loss() const override { return !part_.active() || holds_last_stage_; }
+    std::size_t activation_bytes_per_layer() const override { return layer_activation_bytes_; }
+
+    double mean_loss(int microbatch) const override {
+        std::vector<float> losses(rows());
+        device_.copy_to_host(losses.data(), loss_buffers_[static_cast<std::size_t>(microbatch)],
+                             losses.size() * sizeof(float));
+        double sum = 0.0;
+        for (float loss : losses) sum += loss;
+        return sum / static_cast<double>(losses.size());
+    }
+
+  private:
+    int head_unit() const { return L_ + 1; }
+
+    void embedding_forward(int microbatch, ParameterAccess& access) {
+        const int BT = B_ * T_;
+        NvtxRange range("embedding forward");
+        const float* p = access.acquire(unit(0));
+        // Vocab-parallel embedding: each rank looks up its shard's tokens (zero for the
+        // others), then the partial sums are reduced. Llama has no position embedding.
+        float* partial = tp_.sequence_parallel() ? gathered_ : encoded_;
+        ops_.encoder_forward(partial, tokens_[static_cast<std::size_t>(microbatch)].as<int>(), param(p, tensors_.wte),
+                             nullptr, B_, T_, C_, vocab_);
+        tp_.leave(partial, encoded_, BT, C_);
+        access.release(unit(0));
+    }
+
+    const float* block_input(int l) const {
+        return l == first_layer_ ? encoded_ : blocks_[static_cast<std::size_t>(l - 1)].residual3;
+    }
+
+    void block_forward(int l, ParameterAccess& access) {
+        NvtxRange range("h" + std::to_string(l) + " forward");
+        block_forward_compute(l, access.acquire(unit(l + 1)));
+        access.release(unit(l + 1));
+    }
+
+    // The layer's forward with its parameters `p`: in forward, and again in backward under
+    // full recompute (into the shared buffers, from the kept layer input).
+    void block_forward_compute(int l, const float* p) {
+        const int BT = B_ * T_;
+        const BlockTensors& w = tensors_.blocks[static_cast<std::size_t>(l)];
+        const BlockActivations& a = blocks_[static_cast<std::size_t>(l)];
+        const float* residual = block_input(l);
+        const float eps = static_cast<float>(config_.norm_eps);
+        const float theta = static_cast<float>(config_.rope_theta);
+        ops_.rmsnorm_forward(a.norm1, a.rstd1, residual, param(p, w.norm1), R_, C_, eps);
+        const float* n1 = tp_.enter(a.norm1, gathered_, BT, C_);
+        matmuls_.forward(a.q, n1, param(p, w.wq), nullptr, BT, C_, Cl_);
+        matmuls_.forward(a.k, n1, param(p, w.wk), nullptr, BT, C_, KVl_);
+        matmuls_.forward(a.v, n1, param(p, w.wv), nullptr, BT, C_, KVl_);
+        ops_.rope_forward(a.q, positions_.as<int>(), B_, T_, NHl_, hs_, theta);
+        ops_.rope_forward(a.k, positions_.as<int>(), B_, T_, NKVl_, hs_, theta);
+        ops_.gqa_attention_forward(a.atty, preatt_, a.att, a.q, a.k, a.v, gqa_);
+        matmuls_.forward(projection_, a.atty, param(p, w.wo), nullptr, BT, Cl_, C_);
+        const float* attention = tp_.leave(projection_, projection_local_, BT, C_);
+        ops_.residual_forward(a.residual2, residual, attention, residual_elements());
+        ops_.rmsnorm_forward(a.norm2, a.rstd2, a.residual2, param(p, w.norm2), R_, C_, eps);
+        const float* n2 = tp_.enter(a.norm2, gathered_, BT, C_);
+        matmuls_.forward(a.gate, n2, param(p, w.wgate), nullptr, BT, C_, Fl_);
+        matmuls_.forward(a.up, n2, param(p, w.wup), nullptr, BT, C_, Fl_);
+        ops_.swiglu_forward(a.glu, a.gate, a.up, rows() * Fl_);
+        matmuls_.forward(projection_, a.glu, param(p, w.wdown), nullptr, BT, Fl_, C_);
+        const float* mlp = tp_.leave(projection_, projection_local_, BT, C_);
+        ops_.residual_forward(a.residual3, a.residual2, mlp, residual_elements());
+    }
+
+    void head_forward(int microbatch, ParameterAccess& access) {
+        const int BT = B_ * T_;
+        NvtxRange range("head forward");
+        head_params_ = access.acquire(unit(head_unit()));
+        const float* p = head_params_;
+        ops_.rmsnorm_forward(norm_final_, rstd_final_, last_residual(), param(p, tensors_.norm_final), R_, C_,
+                             static_cast<float>(config_.norm_eps));
+        const float* nf = tp_.enter(norm_final_, gathered_, BT, C_);
+        matmuls_.forward(logits_, nf, param(p, tensors_.wout), nullptr, BT, C_, vocab_.size);
+        // Vocab-parallel cross-entropy (Megatron-LM sec. 3), as gpt.cpp.
+        const int* targets = targets_[static_cast<std::size_t>(microbatch)].as<int>();
+        ops_.row_max(maxes_, logits_, BT, vocab_.size);
+        tp_.allreduce_max(maxes_, rows());
+        ops_.row_sum_exp(sums_, logits_, maxes_, BT, vocab_.size);
+        tp_.allreduce_sum(sums_, rows());
+        ops_.target_logit(target_logits_, logits_, targets, BT, vocab_.size, vocab_);
+        tp_.allreduce_sum(target_logits_, rows());
+        ops_.crossentropy_losses_from_parts(loss_buffers_[static_cast<std::size_t>(microbatch)].as<float>(), maxes_,
+                                            sums_, target_logits_, BT);
+    }
+
+    void head_backward(int microbatch, float loss_scale, ParameterAccess& access) {
+        const int BT = B_ * T_;
+        const std::size_t btc = rows() * static_cast<std::size_t>(C_);
+        float* g = access.gradients(unit(head_unit()));
+        NvtxRange range("head backward");
+        const float* p = head_params_ != nullptr ? head_params_ : access.acquire(unit(head_unit()));
+        ops_.fill(dlosses_, loss_scale, rows());
+        ops_.fill(dlogits_, 0.0f, rows() * static_cast<std::size_t>(vocab_.size));
+        ops_.crossentropy_shard_backward(dlogits_, dlosses_, logits_, maxes_, sums_,
+                                         targets_[static_cast<std::size_t>(microbatch)].as<int>(), BT, vocab_.size,
+                                         vocab_);
+        const float* nf = tp_.enter(norm_final_, gathered_, BT, C_);
+        ops_.fill(dnormed_, 0.0f, btc);
+        matmuls_.backward(dnormed_, grad(g, tensors_.wout), nullptr, dlogits_, nf, param(p, tensors_.wout), BT, C_,
+                          vocab_.size);
+        const float* dnf = tp_.enter_backward(dnormed_, dnormed_local_, BT, C_);
+        ops_.fill(dresidual_, 0.0f, residual_elements());
+        begin_norm_gradients(1);
+        ops_.rmsnorm_backward(dresidual_, norm_gradient(g, tensors_.norm_final, 0), dnf, last_residual(),
+                              param(p, tensors_.norm_final), rstd_final_, R_, C_);
+        finish_norm_gradients(g, {tensors_.norm_final});
+        access.release(unit(head_unit()));
+        head_params_ = nullptr;
+        access.gradients_complete(unit(head_unit()));
+    }
+
+    // BackwardPass::input leaves the seven matmuls' weight gradients to block_weights (their
+    // output gradients go to the stash); the RMSNorm gains' gradients are taken at once.
+    void block_backward(int l, BackwardPass pass, ParameterAccess& access) {
+        const int BT = B_ * T_;
+        const std::size_t btc = rows() * static_cast<std::size_t>(C_);
+        NvtxRange range("h" + std::to_string(l) + (pass == BackwardPass::input ? " backward (B)" : " backward"));
+        const bool defer = pass == BackwardPass::input;
+        const float* p = access.acquire(unit(l + 1));
+        float* g = access.gradients(unit(l + 1));
+        if (recompute_ == Recompute::full) {
+            NvtxRange recompute_range("h" + std::to_string(l) + " recompute");
+            block_forward_compute(l, p);
+        }
+        const BlockTensors& w = tensors_.blocks[static_cast<std::size_t>(l)];
+        const BlockActivations& a = blocks_[static_cast<std::size_t>(l)];
+        const WeightGradientStash* stash = defer ? &stash_[static_cast<std::size_t>(l)] : nullptr;
+        auto weight_grad = [&](int tensor) { return defer ? nullptr : grad(g, tensor); };
+        const float theta = static_cast<float>(config_.rope_theta);
+        const std::size_t wide = rows() * static_cast<std::size_t>(Fl_);
+        const std::size_t q_elements = rows() * static_cast<std::size_t>(Cl_);
+        const std::size_t kv_elements = rows() * static_cast<std::size_t>(KVl_);
+        float* dgate = defer ? stash->dgate : dgate_;
+        float* dup = defer ? stash->dup : dup_;
+        float* dq = defer ? stash->dq : dq_;
+        float* dk = defer ? stash->dk : dk_;
+        float* dv = defer ? stash->dv : dv_;
+        begin_norm_gradients(2);
+        // dresidual_ holds d(residual3): it flows unchanged into both branches' sums.
+        const float* dmlp = tp_.leave_backward(dresidual_, dgathered_, BT, C_);
+        if (defer) copy(stash->dmlp, dmlp, btc);
+        ops_.fill(dwide_, 0.0f, wide);
+        matmuls_.backward(dwide_, weight_grad(w.wdown), nullptr, dmlp, a.glu, param(p, w.wdown), BT, Fl_, C_);
+        ops_.fill(dgate, 0.0f, wide);
+        ops_.fill(dup, 0.0f, wide);
+        ops_.swiglu_backward(dgate, dup, dwide_, a.gate, a.up, wide);
+        const float* n2 = tp_.enter(a.norm2, gathered_, BT, C_);
+        ops_.fill(dnormed_, 0.0f, btc);
+        matmuls_.backward(dnormed_, weight_grad(w.wgate), nullptr, dgate, n2, param(p, w.wgate), BT, C_, Fl_);
+        matmuls_.backward(dnormed_, weight_grad(w.wup), nullptr, dup, n2, param(p, w.wup), BT, C_, Fl_);
+        const float* dn2 = tp_.enter_backward(dnormed_, dnormed_local_, BT, C_);
+        ops_.rmsnorm_backward(dresidual_, norm_gradient(g, w.norm2, 1), dn2, a.residual2, param(p, w.norm2), a.rstd2,
+                              R_, C_);
+        // dresidual_ now holds d(residual2).
+        const float* dattention = tp_.leave_backward(dresidual_, dgathered_, BT, C_);
+        if (defer) copy(stash->dattention, dattention, btc);
+        if (recompute_ == Recompute::selective) {
+            // The attention core again from the kept (rotated) Q, K and V: its probabilities
+            // into the shared buffer, its output into scratch that is zeroed next.
+            NvtxRange recompute_range("h" + std::to_string(l) + " recompute attention");
+            ops_.gqa_attention_forward(datty_, preatt_, a.att, a.q, a.k, a.v, gqa_);
+        }
+        ops_.fill(datty_, 0.0f, q_elements);
+        matmuls_.backward(datty_, weight_grad(w.wo), nullptr, dattention, a.atty, param(p, w.wo), BT, Cl_, C_);
+        ops_.fill(dq, 0.0f, q_elements);
+        ops_.fill(dk, 0.0f, kv_elements);
+        ops_.fill(dv, 0.0f, kv_elements);
+        ops_.gqa_attention_backward(dq, dk, dv, dpreatt_, datt_, datty_, a.q, a.k, a.v, a.att, gqa_);
+        ops_.rope_backward(dq, positions_.as<int>(), B_, T_, NHl_, hs_, theta);
+        ops_.rope_backward(dk, positions_.as<int>(), B_, T_, NKVl_, hs_, theta);
+        const float* n1 = tp_.enter(a.norm1, gathered_, BT, C_);
+        ops_.fill(dnormed_, 0.0f, btc);
+        matmuls_.backward(dnormed_, weight_grad(w.wq), nullptr, dq, n1, param(p, w.wq), BT, C_, Cl_);
+        matmuls_.backward(dnormed_, nullptr, nullptr, dk, n1, param(p, w.wk), BT, C_, KVl_);
+        matmuls_.backward(dnormed_, nullptr, nullptr, dv, n1, param(p, w.wv), BT, C_, KVl_);
+        if (!defer) key_value_weight_gradients(g, w, n1, dk, dv);
+        const float* dn1 = tp_.enter_backward(dnormed_, dnormed_local_, BT, C_);
+        ops_.rmsnorm_backward(dresidual_, norm_gradient(g, w.norm1, 0), dn1, block_input(l), param(p, w.norm1),
+                              a.rstd1, R_, C_);
+        finish_norm_gradients(g, {w.norm1, w.norm2});
+        // dresidual_ now holds d(residual), the previous block's output.
+        access.release(unit(l + 1));
+        if (!defer) access.gradients_complete(unit(l + 1));
+    }
+
+    // Wk and Wv's gradients from their output gradients and the block's normed input (full
+    // rows). Split: this rank's heads, whole already. Replicated: a partial sum over this
+    // rank's query heads, summed over the group before it is added.
+    void key_value_weight_gradients(float* g, const BlockTensors& w, const float* n1, const float* dk,
+                                    const float* dv) {
+        const int BT = B_ * T_;
+        if (kv_split_ || tp_.size() == 1) {
+            matmuls_.backward(nullptr, grad(g, w.wk), nullptr, dk, n1, nullptr, BT, C_, KVl_);
+            matmuls_.backward(nullptr, grad(g, w.wv), nullptr, dv, n1, nullptr, BT, C_, KVl_);
+            return;
+        }
+        const std::size_t n = static_cast<std::size_t>(KVl_) * C_;
+        ops_.fill(kv_gradients_, 0.0f, 2 * n);
+        matmuls_.backward(nullptr, kv_gradients_, nullptr, dk, n1, nullptr, BT, C_, KVl_);
+        matmuls_.backward(nullptr, kv_gradients_ + n, nullptr, dv, n1, nullptr, BT, C_, KVl_);
+        tp_.allreduce_sum(kv_gradients_, 2 * n);
+        ops_.add_inplace(grad(g, w.wk), kv_gradients_, n);
+        ops_.add_inplace(grad(g, w.wv), kv_gradients_ + n, n);
+    }
+
+    // W of a split backward. Sequence parallelism is refused with zero-bubble schedules
+    // (train_options.cpp), so the kept normed inputs are whole rows here.
+    void block_weights(int l, ParameterAccess& access) {
+        const int BT = B_ * T_;
+        NvtxRange range("h" + std::to_string(l) + " weight gradients (W)");
+        access.acquire(unit(l + 1));
+        float* g = access.gradients(unit(l + 1));
+        const BlockTensors& w = tensors_.blocks[static_cast<std::size_t>(l)];
+        const BlockActivations& a = blocks_[static_cast<std::size_t>(l)];
+        const WeightGradientStash& st = stash_[static_cast<std::size_t>(l)];
+        matmuls_.backward(nullptr, grad(g, w.wdown), nullptr, st.dmlp, a.glu, nullptr, BT, Fl_, C_);
+        matmuls_.backward(nullptr, grad(g, w.wgate), nullptr, st.dgate, a.norm2, nullptr, BT, C_, Fl_);
+        matmuls_.backward(nullptr, grad(g, w.wup), nullptr, st.dup, a.norm2, nullptr, BT, C_, Fl_);
+        matmuls_.backward(nullptr, grad(g, w.wo), nullptr, st.dattention, a.atty, nullptr, BT, Cl_, C_);
+        matmuls_.backward(nullptr, grad(g, w.wq), nullptr, st.dq, a.norm1, nullptr, BT, C_, Cl_);
+        key_value_weight_gradients(g, w, a.norm1, st.dk, st.dv);
+        access.release(unit(l + 1));
+        access.gradients_complete(unit(l + 1));
+    }
+
+    void embedding_backward(int microbatch, ParameterAccess& access) {
+        const int BT = B_ * T_;
+        float* g = access.gradients(unit(0));
+        NvtxRange range("embedding backward");
+        const float* dencoded = tp_.leave_backward(dresidual_, dgathered_, BT, C_);
+        ops_.encoder_backward(grad(g, tensors_.wte), nullptr, dencoded,
+                              tokens_[static_cast<std::size_t>(microbatch)].as<int>(), B_, T_, C_, vocab_);
+        access.gradients_complete(unit(0));
+    }
+
+    void copy(float* out, const float* in, std::size_t n) {
+        ops_.fill(out, 0.0f, n);
+        ops_.add_inplace(out, in, n);
+    }
+
+    struct ActivationSlot {
+        int microbatch = -1;
+        int previous = -1;
+        float* input = nullptr;     // (R,C)
+        float* gradient = nullptr;  // (R,C)
+        std::vector<BlockActivations> blocks;
+        std::vector<WeightGradientStash> stash;
+        float *norm_final = nullptr, *rstd_final = nullptr, *logits = nullptr, *maxes = nullptr, *sums = nullptr,
+              *target_logits = nullptr;
+    };
+
+    int unit(int global_unit) const {
+        const int local = local_unit_.at(static_cast<std::size_t>(global_unit));
+        if (local < 0) throw std::logic_error("Llama: unit " + std::to_string(global_unit) + " is not on this stage");
+        return local;
+    }
+
+    ActivationSlot& slot(int microbatch, int chunk, bool take = true) {
+        auto& pool = slots_.at(static_cast<std::size_t>(chunk));
+        for (ActivationSlot& s : pool)
+            if (s.microbatch == microbatch) return s;
+        if (!take) {
+            for (ActivationSlot& s : pool)
+                if (s.microbatch < 0 && s.previous == microbatch) return s;
+            throw std::logic_error("Llama: micro-batch " + std::to_string(microbatch) + " holds no slot on chunk " +
+                                   std::to_string(chunk));
+        }
+        for (ActivationSlot& s : pool)
+            if (s.microbatch < 0) {
+                s.microbatch = microbatch;
+                return s;
+            }
+        throw std::logic_error("Llama: more micro-batches in flight on chunk " + std::to_string(chunk) +
+                               " than the schedule's peak of " + std::to_string(pool.size()));
+    }
+
+    void bind(const ActivationSlot& s, const LayerRange& range) {
+        first_layer_ = range.first;
+        encoded_ = s.input;
+        blocks_ = s.blocks;
+        stash_ = s.stash;
+        dresidual_ = s.gradient;
+        if (range.end == L_) {
+            norm_final_ = s.norm_final;
+            rstd_final_ = s.rstd_final;
+            logits_ = s.logits;
+            maxes_ = s.maxes;
+            sums_ = s.sums;
+            target_logits_ = s.target_logits;
+        }
+    }
+
+    std::vector<MatmulShape> matmul_shapes(const PipelinePart& part) const {
+        const int BT = B_ * T_;
+        std::vector<MatmulShape> shapes{{BT, C_, Cl_}, {BT, C_, KVl_}, {BT, Cl_, C_}, {BT, C_, Fl_}, {BT, Fl_, C_}};
+        const bool head = !part.active() || std::any_of(part.chunks.begin(), part.chunks.end(),
+                                                        [&](const LayerRange& r) { return r.end == L_; });
+        if (head) shapes.push_back({BT, C_, vocab_.size});
+        return shapes;
+    }
+
+    // One layer's activations. Under full recompute only its output (the next layer's input)
+    // is the layer's own, the rest is the shared set every layer's recompute overwrites; under
+    // selective recompute the attention probabilities are shared. Counted per layer: what is
+    // the layer's own.
+    BlockActivations allocate_block() {
+        const std::size_t before = ledger_.usage().live_of(MemoryCategory::activations);
+        BlockActivations a{};
+        if (recompute_ == Recompute::full) {
+            a = recompute_work_;
+            a.residual3 = arena_.floats(residual_elements());
+        } else {
+            a = allocate_block_buffers(recompute_ != Recompute::selective);
+            if (recompute_ == Recompute::selective) a.att = recompute_work_.att;
+        }
+        layer_activation_bytes_ = ledger_.usage().live_of(MemoryCategory::activations) - before;
+        return a;
+    }
+
+    // Every buffer of a layer (the probabilities too when `with_probabilities`).
+    BlockActivations allocate_block_buffers(bool with_probabilities) {
+        const std::size_t rc = residual_elements();
+        const std::size_t r = static_cast<std::size_t>(R_);
+        const std::size_t q_elements = rows() * static_cast<std::size_t>(Cl_);
+        const std::size_t kv_elements = rows() * static_cast<std::size_t>(KVl_);
+        const std::size_t wide = rows() * static_cast<std::size_t>(Fl_);
+        BlockActivations a{};
+        a.norm1 = arena_.floats(rc);
+        a.rstd1 = arena_.floats(r);
+        a.q = arena_.floats(q_elements);
+        a.k = arena_.floats(kv_elements);
+        a.v = arena_.floats(kv_elements);
+        a.atty = arena_.floats(q_elements);
+        if (with_probabilities) a.att = arena_.floats(gqa_.score_elements());
+        a.residual2 = arena_.floats(rc);
+        a.norm2 = arena_.floats(rc);
+        a.rstd2 = arena_.floats(r);
+        a.gate = arena_.floats(wide);
+        a.up = arena_.floats(wide);
+        a.glu = arena_.floats(wide);
+        a.residual3 = arena_.floats(rc);
+        return a;
+    }
+
+    WeightGradientStash allocate_stash() {
+        const std::size_t btc = rows() * static_cast<std::size_t>(C_);
+        const std::size_t wide = rows() * static_cast<std::size_t>(Fl_);
+        const std::size_t q_elements = rows() * static_cast<std::size_t>(Cl_);
+        const std::size_t kv_elements = rows() * static_cast<std::size_t>(KVl_);
+        return WeightGradientStash{arena_.floats(btc),        arena_.floats(wide),       arena_.floats(wide),
+                                   arena_.floats(btc),        arena_.floats(q_elements), arena_.floats(kv_elements),
+                                   arena_.floats(kv_elements)};
+    }
+
+    void allocate_head(float*& norm_final, float*& rstd_final, float*& logits, float*& maxes, float*& sums,
+                       float*& target_logits) {
+        norm_final = arena_.floats(residual_elements());
+        rstd_final = arena_.floats(static_cast<std::size_t>(R_));
+        logits = arena_.floats(rows() * static_cast<std::size_t>(vocab_.size));
+        maxes = arena_.floats(rows());
+        sums = arena_.floats(rows());
+        target_logits = arena_.floats(rows());
+    }
+
+    void allocate_slots() {
+        const std::size_t rc = residual_elements();
+        for (std::size_t c = 0; c < part_.chunks.size(); ++c) {
+            const LayerRange& range = part_.chunks[c];
+            holds_last_stage_ = holds_last_stage_ || range.end == L_;
+            std::vector<ActivationSlot> pool(static_cast<std::size_t>(part_.slots.at(c)));
+            for (ActivationSlot& s : pool) {
+                s.input = arena_.floats(rc);
+                s.gradient = arena_.floats(rc);
+                s.blocks.resize(static_cast<std::size_t>(L_));
+                if (part_.split_backward) s.stash.resize(static_cast<std::size_t>(L_));
+                for (int l = range.first; l < range.end; ++l) {
+                    s.blocks[static_cast<std::size_t>(l)] = allocate_block();
+                    if (part_.split_backward) s.stash[static_cast<std::size_t>(l)] = allocate_stash();
+                }
+                if (range.end == L_)
+                    allocate_head(s.norm_final, s.rstd_final, s.logits, s.maxes, s.sums, s.target_logits);
+            }
+            slots_.push_back(std::move(pool));
+        }
+    }
+
+    void allocate_activations() {
+        const std::size_t btc = rows() * static_cast<std::size_t>(C_);
+        const std::size_t rc = residual_elements();
+        const std::size_t q_elements = rows() * static_cast<std::size_t>(Cl_);
+        const std::size_t kv_elements = rows() * static_cast<std::size_t>(KVl_);
+        const std::size_t wide = rows() * static_cast<std::size_t>(Fl_);
+        const auto m = static_cast<std::size_t>(shape_.microbatches);
+        for (std::size_t k = 0; k < m; ++k) {
+            tokens_.push_back(arena_.buffer(rows() * sizeof(int)));
+            targets_.push_back(arena_.buffer(rows() * sizeof(int)));
+            loss_buffers_.push_back(arena_.buffer(rows() * sizeof(float)));
+        }
+        if (recompute_ == Recompute::full) recompute_work_ = allocate_block_buffers(true);
+        if (recompute_ == Recompute::selective) recompute_work_.att = arena_.floats(gqa_.score_elements());
+        if (part_.active()) {
+            allocate_slots();
+        } else {
+            encoded_ = arena_.floats(rc);
+            for (int l = 0; l < L_; ++l) blocks_.push_back(allocate_block());
+            allocate_head(norm_final_, rstd_final_, logits_, maxes_, sums_, target_logits_);
+            dresidual_ = arena_.floats(rc);
+        }
+        preatt_ = arena_.floats(gqa_.score_elements());
+        projection_ = arena_.floats(btc);
+        // Backward scratch, reused by every block.
+        dlosses_ = arena_.floats(rows());
+        dlogits_ = arena_.floats(rows() * static_cast<std::size_t>(vocab_.size));
+        dnormed_ = arena_.floats(btc);
+        dwide_ = arena_.floats(wide);
+        dgate_ = arena_.floats(wide);
+        dup_ = arena_.floats(wide);
+        datty_ = arena_.floats(q_elements);
+        dq_ = arena_.floats(q_elements);
+        dk_ = arena_.floats(kv_elements);
+        dv_ = arena_.floats(kv_elements);
+        dpreatt_ = arena_.floats(gqa_.score_elements());
+        datt_ = arena_.floats(gqa_.score_elements());
+        if (!kv_split_ && tp_.size() > 1) kv_gradients_ = arena_.floats(2 * static_cast<std::size_t>(KVl_) * C_);
+        if (tp_.sequence_parallel()) {
+            gathered_ = arena_.floats(btc);
+            dgathered_ = arena_.floats(btc);
+            projection_local_ = arena_.floats(rc);
+            dnormed_local_ = arena_.floats(rc);
+            norm_gradients_ = arena_.floats(2 * static_cast<std::size_t>(C_));
+        }
+    }
+
+    std::size_t rows() const { return static_cast<std::size_t>(B_) * static_cast<std::size_t>(T_); }
+    const float* param(const float* unit_base, int tensor) const {
+        return unit_base + full_layout_.tensor(tensor).offset_in_unit;
+    }
+    float* grad(float* unit_base, int tensor) const { return unit_base + full_layout_.tensor(tensor).offset_in_unit; }
+    const float* last_residual() const { return blocks_.back().residual3; }
+    std::size_t residual_elements() const { return static_cast<std::size_t>(R_) * static_cast<std::size_t>(C_); }
+
+    // Under SP each rank's RMSNorms see 1/t of the tokens: their gain gradients are partial
+    // sums, computed into a zeroed pack, all-reduced as one call and added (gpt.cpp's way).
+    void begin_norm_gradients(int tensors) {
+        if (tp_.sequence_parallel()) ops_.fill(norm_gradients_, 0.0f, static_cast<std::size_t>(tensors) * C_);
+    }
+    float* norm_gradient(float* unit_grads, int tensor, int slot) const {
+        if (!tp_.sequence_parallel()) return grad(unit_grads, tensor);
+        return norm_gradients_ + static_cast<std::size_t>(slot) * static_cast<std::size_t>(C_);
+    }
+    void finish_norm_gradients(float* unit_grads, std::initializer_list<int> tensors) {
+        if (!tp_.sequence_parallel()) return;
+        tp_.allreduce_sum(norm_gradients_, tensors.size() * static_cast<std::size_t>(C_));
+        std::size_t slot = 0;
+        for (int tensor : tensors)
+            ops_.add_inplace(grad(unit_grads, tensor), norm_gradients_ + slot++ * static_cast<std::size_t>(C_),
+                             static_cast<std::size_t>(C_));
+    }
+
+    Recompute recompute_;
+    BlockActivations recompute_work_{};  // full: one layer's buffers; selective: .att only
+    ModelConfig config_;
+    MicrobatchShape shape_;
+    std::uint64_t seed_;
+    Ops& ops_;
+    Device& device_;
+    MemoryLedger& ledger_;
+    ActivationArena arena_;
+    TensorParallelGroup tp_;
+    int B_, T_, C_, NH_, V_, L_, hs_;
+    int R_;              // rows of the norm / residual regions on this rank: B·T, or B·T/t under SP
+    int Cl_, NHl_, Fl_;  // this rank's query channels, query heads and SwiGLU width
+    bool kv_split_;      // key/value heads split over tp (else replicated)
+    int NKVl_, KVl_;     // key/value heads and channels this rank holds
+    VocabShard vocab_;
+    Matmuls matmuls_;
+    GqaShape gqa_;
+    std::size_t layer_activation_bytes_ = 0;
+    ParameterLayout full_layout_;
+    ParameterLayout layout_;
+    PipelinePart part_;
+    std::vector<int> local_unit_;
+    bool holds_last_stage_ = false;
+    int first_layer_ = 0;
+    std::vector<std::vector<ActivationSlot>> slots_;
+    std::vector<WeightGradientStash> stash_;
+    LlamaTensors tensors_;
+    Buffer positions_;  // (T) ints: each token's position, which RoPE turns it by
+
+    std::vector<Buffer> tokens_, targets_, loss_buffers_;
+    const float* head_params_ = nullptr;
+    float* encoded_ = nullptr;
+    std::vector<BlockActivations> blocks_;
+    float *preatt_ = nullptr, *projection_ = nullptr, *norm_final_ = nullptr, *rstd_final_ = nullptr;
+    float *logits_ = nullptr, *maxes_ = nullptr, *sums_ = nullptr, *target_logits_ = nullptr;
+    float *gathered_ = nullptr, *dgathered_ = nullptr, *projection_local_ = nullptr, *dnormed_local_ = nullptr,
+          *norm_gradients_ = nullptr, *kv_gradients_ = nullptr;
+    float *dlosses_ = nullptr, *dlogits_ = nullptr, *dnormed_ = nullptr, *dresidual_ = nullptr;
+    float *dwide_ = nullptr, *dgate_ = nullptr, *dup_ = nullptr, *datty_ = nullptr, *dq_ = nullptr, *dk_ = nullptr,
+          *dv_ = nullptr, *dpreatt_ = nullptr, *datt_ = nullptr;
+};
+
+}  // namespace
+
+bool llama_kv_heads_split(const ModelConfig& config, int tp) { return config.kv_heads % tp == 0; }
+
+ParameterLayout llama_parameter_layout(const ModelConfig& config, const TensorSplit& split) {
+    ParameterLayout layout;
+    build_layout(config, split, layout);
+    return layout;
+}
+
+std::unique_ptr<Model> make_llama_model(const ModelConfig& config, const MicrobatchShape& shape, std::uint64_t seed,
+                                        Ops& ops, MemoryLedger& ledger, const TensorParallelGroup& tp,
+                                        const PipelinePart& part, Precision precision, Recompute recompute) {
+    return std::make_unique<LlamaModel>(config, shape, seed, ops, ledger, tp, part, precision, recompute);
+}
+
+}  // namespace parbench

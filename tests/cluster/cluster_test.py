@@ -1,0 +1,218 @@
+#!/usr/bin/env python3
+"""Multi-host tests on the emulated cluster (scripts/cluster.sh): each case brings up its own
+hosts, runs parbench across them as a user would, reads the JSON back and always tears the
+cluster down, also when the case fails or ctest's timeout stops it. Needs root: without it
+every case skips (exit 77) saying so.
+
+Usage: cluster_test.py CASE --parbench BIN --cluster SCRIPT --schema SCHEMA
+"""
+import argparse
+import json
+import os
+import signal
+import subprocess
+import sys
+import tempfile
+
+import jsonschema
+
+SKIP = 77
+
+
+def check(condition, message):
+    if not condition:
+        raise AssertionError(message)
+
+
+class Cluster:
+    """One emulated cluster for the duration of a case."""
+
+    def __init__(self, args):
+        self.script = args.cluster
+        self.parbench = args.parbench
+        self.schema = json.load(open(args.schema))
+        self.tmp = tempfile.mkdtemp(prefix="parbench-cluster-")
+
+    def path(self, name):
+        return os.path.join(self.tmp, name)
+
+    def cluster(self, *arguments, timeout=120):
+        result = subprocess.run([self.script, *arguments], capture_output=True, text=True, timeout=timeout)
+        check(result.returncode == 0, f"cluster.sh {' '.join(arguments)}: exit {result.returncode}\n{result.stderr}")
+        return result
+
+    def up(self, hosts, *shaping):
+        self.cluster("down")
+        self.cluster("up", str(hosts), *shaping)
+
+    def down(self):
+        subprocess.run([self.script, "down"], capture_output=True, text=True, timeout=120)
+
+    def run(self, ranks, *arguments, per_host=None, map_by="slot", timeout=300, expect=0):
+        command = [self.script, "run", "-np", str(ranks), "--map-by", map_by]
+        if per_host:
+            command += ["--per-host", str(per_host)]
+        command += ["--", self.parbench, *arguments]
+        result = subprocess.run(command, capture_output=True, text=True, timeout=timeout,
+                                env=dict(os.environ, OPENBLAS_NUM_THREADS="1"))
+        if expect is not None:
+            check(result.returncode == expect,
+                  f"{' '.join(arguments)}: exit {result.returncode}, expected {expect}\n"
+                  f"stdout:\n{result.stdout}\nstderr:\n{result.stderr}")
+        return result
+
+    def report(self, name):
+        report = json.load(open(self.path(name)))
+        jsonschema.validate(report, self.schema)
+        return report
+
+
+def check_two_by_two(environment):
+    check(environment["world_size"] == 4, f"world_size {environment['world_size']}")
+    check(environment["hosts"] == ["pbhost0", "pbhost1"], f"hosts {environment['hosts']}")
+    check(environment["ranks_per_host"] == {"pbhost0": 2, "pbhost1": 2},
+          f"ranks_per_host {environment['ranks_per_host']}")
+
+
+def case_info(c):
+    c.up(2)
+    result = c.run(4, "info", "--json", c.path("info.json"))
+    info = json.load(open(c.path("info.json")))
+    check([h["name"] for h in info["hosts"]] == ["pbhost0", "pbhost1"], f"info hosts {info['hosts']}")
+    check([h["ranks"] for h in info["hosts"]] == [[0, 1], [2, 3]], "ranks 0-1 on pbhost0, 2-3 on pbhost1")
+    check(info["ranks_per_host"] == {"pbhost0": 2, "pbhost1": 2}, f"ranks_per_host {info['ranks_per_host']}")
+    check(info["launcher"] == "mpirun (Open MPI)", f"launcher {info['launcher']}")
+    check("ranks:  4 on 2 hosts, 2 ranks per host" in result.stdout, result.stdout)
+    check("launcher: mpirun (Open MPI)" in result.stdout, result.stdout)
+
+
+def case_collectives(c):
+    """Every collective validated across hosts (shared memory inside, TCP between)."""
+    c.up(2)
+    c.run(4, "all", "-b", "8", "-e", "1M", "-f", "64", "-w", "1", "-n", "2", "--check", "--json", c.path("all.json"))
+    report = c.report("all.json")
+    check_two_by_two(report["environment"])
+    check(report["environment"]["hosts_by_rank"] == ["pbhost0", "pbhost0", "pbhost1", "pbhost1"],
+          f"hosts_by_rank {report['environment']['hosts_by_rank']}")
+    measured = {r["collective"] for r in report["results"] if "skipped" not in r}
+    check(len(measured) == 9, f"collectives measured: {sorted(measured)}")
+    for r in report["results"]:
+        if "skipped" not in r:
+            check(r["wrong"] == 0, f"{r['collective']} {r['bytes']} B: {r['wrong']} wrong")
+
+
+def train(c, name, map_by):
+    result = c.run(4, "train", "--model", "gpt-tiny", "--dp", "2", "--tp", "2", "--steps", "2", "--warmup", "1",
+                   "--check", "--json", c.path(name), map_by=map_by, timeout=400)
+    report = c.report(name)
+    check_two_by_two(report["environment"])
+    train_result = report["results"][0]
+    check(train_result["check"]["passed"], f"--check failed: {train_result['check']}")
+    return result, train_result["layout"]["placement"]
+
+
+def case_train_tp_inside_hosts(c):
+    """Ranks packed by host: each tp group (consecutive ranks) on one host, dp across."""
+    c.up(2)
+    result, placement = train(c, "train.json", "slot")
+    check(placement["group_hosts"]["tp"] == [["pbhost0"], ["pbhost1"]], f"tp groups' hosts {placement}")
+    check(placement["group_hosts"]["dp"] == [["pbhost0", "pbhost1"], ["pbhost0", "pbhost1"]], f"dp {placement}")
+    check(not placement["tp_crosses_hosts"], "tp_crosses_hosts should be false")
+    check("spans hosts" not in result.stderr, result.stderr)
+
+
+def case_train_tp_across_hosts(c):
+    """Round-robin launch: the mesh's docs say tp then crosses hosts, is reported and warned
+    about with the fix, and still trains the same model (--check passes)."""
+    c.up(2)
+    result, placement = train(c, "train-rr.json", "node")
+    check(placement["tp_crosses_hosts"], f"tp_crosses_hosts should be true: {placement}")
+    check(placement["group_hosts"]["tp"] == [["pbhost0", "pbhost1"], ["pbhost0", "pbhost1"]], f"{placement}")
+    check("warning: tp group of ranks 0 1 spans hosts pbhost0 pbhost1" in result.stderr and "--map-by slot" in result.stderr,
+          result.stderr)
+
+
+def case_pairs_slow_host(c):
+    """Four hosts of one rank, pbhost3's link shaped to a tenth: exactly its six ordered pairs
+    are flagged, each naming both ranks and hosts, and pbhost3 is named the suspect."""
+    c.up(4, "--inter-bw", "1gbit")
+    c.cluster("shape", "pbhost3", "--bw", "100mbit")
+    result = c.run(4, "pairs", "--size", "4M", "-n", "3", "--json", c.path("pairs.json"), per_host=1)
+    pairs = c.report("pairs.json")["results"][0]
+    check(pairs["rounds"] == 3, f"4 ranks need 3 rounds, took {pairs['rounds']}")
+    check([p["host"] for p in pairs["participants"]] == ["pbhost0", "pbhost1", "pbhost2", "pbhost3"], str(pairs))
+    flagged = {(f["from_rank"], f["to_rank"]) for f in pairs["flagged"]}
+    expected = {(a, 3) for a in range(3)} | {(3, b) for b in range(3)}
+    check(flagged == expected, f"flagged {sorted(flagged)}, expected {sorted(expected)}\n{result.stdout}")
+    check(all("pbhost3" in (f["from_host"], f["to_host"]) for f in pairs["flagged"]), str(pairs["flagged"]))
+    check(pairs["suspect_hosts"] == ["pbhost3"], f"suspects {pairs['suspect_hosts']}")
+    check("slow pair: rank 0 (pbhost0) -> rank 3 (pbhost3)" in result.stdout, result.stdout)
+    check("every slow pair involves pbhost3" in result.stdout, result.stdout)
+    check(len(pairs["bandwidth_gbps"]) == 4 and pairs["bandwidth_gbps"][0][0] is None, "matrix shape, null diagonal")
+    # Bad input: one rank, --by host on one host, a fraction out of range: exit 2, one line.
+    for ranks, per_host, arguments, text in ((1, 1, [], "2 or more ranks"),
+                                             (2, 2, ["--by", "host"], "--by host needs 2 or more hosts"),
+                                             (2, 1, ["--flag-below", "1.5"], "--flag-below")):
+        bad = c.run(ranks, "pairs", *arguments, per_host=per_host, expect=2)
+        errors = [line for line in bad.stderr.splitlines() if line.startswith("error:")]
+        check(len(errors) == 1 and text in errors[0], f"pairs {arguments}: {bad.stderr}")
+
+
+def case_groups(c):
+    """--groups host and cross-host on 2 hosts x 2 ranks: the groups' ranks and hosts, every
+    group validated, the minimum across groups; with the link shaped to 100 Mbit/s (a ceiling
+    of 0.0125 GB/s per direction) the groups inside a host beat every group across hosts."""
+    c.up(2, "--inter-bw", "100mbit")
+    figures = {}
+    for placement, ranks, hosts in (("host", [[0, 1], [2, 3]], [["pbhost0"], ["pbhost1"]]),
+                                    ("cross-host", [[0, 2], [1, 3]], [["pbhost0", "pbhost1"]] * 2)):
+        name = f"groups-{placement}.json"
+        result = c.run(4, "allreduce", "--size", "1M", "-w", "1", "-n", "3", "--check", "--groups", placement,
+                       "--json", c.path(name))
+        report = c.report(name)
+        check(report["config"]["groups"] == placement, str(report["config"]))
+        for point in report["results"]:
+            groups = point["groups"]
+            check([g["ranks"] for g in groups["members"]] == ranks, f"{placement}: {groups}")
+            check([g["hosts"] for g in groups["members"]] == hosts, f"{placement}: {groups}")
+            check(all(g["wrong"] == 0 for g in groups["members"]) and point["wrong"] == 0, f"{placement}: wrong")
+            check(groups["busbw_min_gbps"] == min(g["busbw_gbps"] for g in groups["members"]), str(groups))
+            check(point["bus_factor"] == 1.0, "groups of 2: allreduce's factor 2(n-1)/n is 1")
+            figures.setdefault(placement, []).extend(g["busbw_gbps"] for g in groups["members"])
+        check("#   groups:" in result.stdout, result.stdout)
+    check(min(figures["host"]) > max(figures["cross-host"]),
+          f"inside a host {figures['host']} should beat across the 100 Mbit/s link {figures['cross-host']}")
+    for ranks, per_host, value, text in ((4, 2, "3", "does not divide the 4 ranks"),
+                                         (2, 1, "host", "groups of 1 rank"),
+                                         (4, 2, "rack", "--groups 'rack'")):
+        bad = c.run(ranks, "allreduce", "--size", "1K", "--groups", value, per_host=per_host, expect=2)
+        errors = [line for line in bad.stderr.splitlines() if line.startswith("error:")]
+        check(len(errors) == 1 and text in errors[0], f"--groups {value}: {bad.stderr}")
+
+
+CASES = {name[len("case_"):]: f for name, f in globals().items() if name.startswith("case_")}
+
+
+def main():
+    parser = argparse.ArgumentParser()
+    parser.add_argument("case", choices=sorted(CASES))
+    parser.add_argument("--parbench", required=True)
+    parser.add_argument("--cluster", required=True)
+    parser.add_argument("--schema", required=True)
+    args = parser.parse_args()
+    if os.geteuid() != 0:
+        print("SKIP: the emulated cluster needs root (network namespaces, bridge, tc)")
+        return SKIP
+    c = Cluster(args)
+    # ctest's timeout sends SIGTERM: turn it into an exception so the cluster comes down.
+    signal.signal(signal.SIGTERM, lambda *_: sys.exit("terminated"))
+    try:
+        CASES[args.case](c)
+    finally:
+        c.down()
+    print(f"ok: {args.case}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

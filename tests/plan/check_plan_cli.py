@@ -1,0 +1,107 @@
+#!/usr/bin/env python3
+"""`parbench plan` as a user runs it: bad input exits 2 with one line naming the flag; one
+layout, --search, --markdown and --json work, and the JSON follows schemas/plan.schema.json.
+
+    check_plan_cli.py PARBENCH OUT_DIR
+"""
+import json
+import os
+import subprocess
+import sys
+
+import jsonschema
+
+SCHEMA = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "schemas", "plan.schema.json")
+
+
+def run(binary, args):
+    return subprocess.run([binary, "plan"] + args, capture_output=True, text=True, timeout=120)
+
+
+def main():
+    binary, out = sys.argv[1], sys.argv[2]
+    os.makedirs(out, exist_ok=True)
+    failures = []
+    bad = [
+        (["--model", "gpt3-175b", "--gpus", "64", "--tp", "16"], "--tp 16"),
+        (["--model", "gpt3-175b", "--gpus", "64", "--tp", "5", "--allow-cross-host-tp"], "--tp 5"),
+        (["--model", "gpt3-175b", "--gpus", "64", "--dp", "3"], "--dp 3"),
+        (["--model", "gpt3-175b", "--gpus", "64", "--device", "V99"], "--device"),
+        (["--model", "gpt3-175b", "--gpus", "64", "--states", "bytes"], "--states"),
+        (["--model", "gpt3-175b", "--gpus", "64", "--recompute", "half"], "--recompute"),
+        (["--model", "gpt3-175b", "--gpus", "64", "--recompute", "full"], "--recompute full"),
+        (["--model", "no-such-model", "--gpus", "8"], "no-such-model"),
+        (["--params", "lots", "--gpus", "8"], "--params"),
+        (["--gpus", "8"], "--model"),
+        (["--model", "gpt3-175b", "--gpus", "64", "--calibrate", os.path.join(out, "missing.json")], "missing.json"),
+        (["--model", "gpt3-175b", "--gpus", "64", "--pp", "8", "--microbatches", "4", "--schedule", "interleaved",
+          "--virtual-stages", "2"], "--microbatches"),
+        (["--model", "gpt3-175b", "--gpus", "64", "--global-batch", "3"], "--global-batch"),
+    ]
+    not_collective = os.path.join(out, "not-collective.json")
+    with open(not_collective, "w") as handle:
+        json.dump({"schema": "parbench.report/v1", "command": "train", "results": []}, handle)
+    bad.append((["--model", "gpt3-175b", "--gpus", "64", "--calibrate", not_collective], "--calibrate"))
+    for args, needle in bad:
+        result = run(binary, args)
+        lines = [line for line in result.stderr.splitlines() if line.strip()]
+        if result.returncode != 2 or len(lines) != 1 or needle not in lines[0] or not lines[0].startswith("error:"):
+            failures.append(f"{args}: exit {result.returncode}, stderr {result.stderr!r} (wanted exit 2, one line "
+                            f"naming {needle!r})")
+
+    schema = json.load(open(SCHEMA))
+    good = [
+        ("one", ["--model", "gpt3-175b", "--gpus", "1024", "--tp", "8", "--pp", "8", "--sp", "--zero", "1",
+                 "--microbatches", "16", "--global-batch", "1536", "--states", "megatron", "--recompute", "selective"]),
+        ("interleaved", ["--model", "megatron-76.1b", "--gpus", "512", "--tp", "8", "--pp", "4", "--schedule",
+                         "interleaved", "--virtual-stages", "3", "--microbatches", "16", "--global-batch", "512",
+                         "--states", "zero", "--fbw", "1,2,0"]),
+        ("parbench", ["--model", "gpt-small", "--gpus", "2", "--zero", "3", "--prefetch", "--overlap",
+                      "--global-batch", "8", "--precision", "fp32"]),
+        ("search", ["--params", "7.5B", "--gpus", "64", "--search", "--global-batch", "512", "--states", "zero",
+                    "--top", "3"]),
+    ]
+    for name, args in good:
+        path = os.path.join(out, name + ".json")
+        result = run(binary, args + ["--json", path])
+        if result.returncode != 0:
+            failures.append(f"{args}: exit {result.returncode}: {result.stderr}")
+            continue
+        document = json.load(open(path))
+        try:
+            jsonschema.validate(document, schema)
+        except jsonschema.ValidationError as error:
+            failures.append(f"{name}: does not follow schemas/plan.schema.json: {error.message}")
+        layouts = document["layouts"]
+        if not layouts:
+            failures.append(f"{name}: no layouts")
+            continue
+        first = layouts[0]
+        time = first["time_ms"]
+        parts = time["compute"] + time["bubble"] + time["optimizer"] + time["exposed_tp"] + time["exposed_dp"] + \
+            time["exposed_pp"]
+        if abs(parts - time["step"]) > 1e-6 * time["step"]:
+            failures.append(f"{name}: step {time['step']} is not the sum of its parts {parts}")
+        if name == "search":
+            ranked = [layout["time_ms"]["step"] for layout in layouts]
+            if ranked != sorted(ranked) or len(layouts) > 3 or "search" not in document:
+                failures.append(f"search: not the top 3 by step time: {ranked}")
+            if document["search"]["considered"] < document["search"]["fit"]:
+                failures.append("search: more fit than were considered")
+        if name == "interleaved" and first["bubble"]["simulated"] <= 0:
+            failures.append("interleaved: no simulated bubble")
+        if "uncalibrated" not in document["inputs"]["compute"]["source"]:
+            failures.append(f"{name}: the compute rate does not say it is uncalibrated")
+    markdown = run(binary, ["--params", "7.5B", "--gpus", "64", "--search", "--global-batch", "512", "--top", "2",
+                            "--states", "zero", "--markdown"])
+    if markdown.returncode != 0 or "| # | layout |" not in markdown.stdout:
+        failures.append("--markdown: no table: " + markdown.stdout + markdown.stderr)
+    for failure in failures:
+        print("FAIL: " + failure)
+    if failures:
+        sys.exit(1)
+    print(f"ok: {len(bad)} refusals, {len(good)} plans, markdown")
+
+
+if __name__ == "__main__":
+    main()
