@@ -27,8 +27,9 @@ if ((${#missing[@]})); then
 fi
 build=$root/build-fuzz
 if [[ ! -f $build/CMakeCache.txt ]]; then
+  mkdir -p "$build"
   cmake -S "$root" -B "$build" -DCMAKE_BUILD_TYPE=RelWithDebInfo -DCMAKE_CXX_COMPILER=clang++ -DPARBENCH_CUDA=OFF \
-    -DPARBENCH_FUZZ=ON >"$build.configure.log" 2>&1 || { cat "$build.configure.log"; exit 1; }
+    -DPARBENCH_FUZZ=ON >"$build/fuzz-configure.log" 2>&1 || { cat "$build/fuzz-configure.log"; exit 1; }
 fi
 cmake --build "$build" --target "fuzz_$target" -j"$(nproc)" >"$build/fuzz-build.log" 2>&1 ||
   { tail -n 40 "$build/fuzz-build.log"; exit 1; }
