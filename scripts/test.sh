@@ -3,10 +3,32 @@
 # GPU tests skip, saying why, when no GPU is visible). Extra arguments go to ctest, e.g.
 #   scripts/test.sh -L unit
 #   PARBENCH_MPI=mpich scripts/test.sh -L mpi     # the same suite over MPICH, built in build-mpich/
+#   scripts/test.sh --sanitize    ASan + UBSan build in build-sanitize/ (CPU only), running the
+#                                 unit, mpi and e2e labels; Open MPI's own leaks are suppressed
+#                                 (tests/sanitize/lsan.supp says which and why)
 set -euo pipefail
 root=$(cd "$(dirname "$0")/.." && pwd)
-"$root/scripts/setup.sh"
 export OPENBLAS_NUM_THREADS=1
+if [[ ${1:-} == --sanitize ]]; then
+  shift
+  export PARBENCH_BUILD_DIR=${PARBENCH_SANITIZE_BUILD_DIR:-$root/build-sanitize}
+  mkdir -p "$PARBENCH_BUILD_DIR"
+  if [[ ! -f $PARBENCH_BUILD_DIR/CMakeCache.txt ]]; then
+    launcher=()
+    command -v ccache >/dev/null && launcher=(-DCMAKE_CXX_COMPILER_LAUNCHER=ccache)
+    cmake -S "$root" -B "$PARBENCH_BUILD_DIR" -DCMAKE_BUILD_TYPE=RelWithDebInfo -DPARBENCH_CUDA=OFF \
+      -DPARBENCH_SANITIZE=ON "${launcher[@]}" >"$PARBENCH_BUILD_DIR/setup-configure.log" 2>&1 ||
+      { cat "$PARBENCH_BUILD_DIR/setup-configure.log"; exit 1; }
+  fi
+  PARBENCH_CUDA=OFF "$root/scripts/setup.sh"
+  # Leaks are errors, except Open MPI's own; UBSan stops at the first report with a stack.
+  export ASAN_OPTIONS=detect_leaks=1:abort_on_error=0:detect_stack_use_after_return=0
+  export LSAN_OPTIONS=suppressions=$root/tests/sanitize/lsan.supp:print_suppressions=0
+  export UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1
+  cd "$PARBENCH_BUILD_DIR"
+  exec ctest --output-on-failure --timeout 900 -L 'unit|mpi|e2e' "$@"
+fi
+"$root/scripts/setup.sh"
 default_build=$root/build
 [[ ${PARBENCH_MPI:-openmpi} == mpich ]] && default_build=$root/build-mpich
 cd "${PARBENCH_BUILD_DIR:-$default_build}"

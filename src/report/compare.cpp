@@ -17,7 +17,8 @@ using PointKey = std::tuple<std::string, std::uint64_t, std::string, std::string
 
 PointKey key_of(const nlohmann::json& entry) {
     return {entry.at("collective").get<std::string>(), entry.at("bytes").get<std::uint64_t>(),
-            entry.at("dtype").get<std::string>(), entry["op"].is_string() ? entry["op"].get<std::string>() : "",
+            entry.at("dtype").get<std::string>(),
+            entry.contains("op") && entry["op"].is_string() ? entry["op"].get<std::string>() : "",
             entry.at("inplace").get<bool>()};
 }
 

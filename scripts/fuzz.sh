@@ -1,0 +1,42 @@
+#!/usr/bin/env bash
+# Runs one libFuzzer target for a given time: scripts/fuzz.sh TARGET SECONDS
+#   TARGET: size_parse, model_config or compare_report (tests/fuzz/fuzz_TARGET.cpp)
+# Installs Debian's clang if missing, builds the targets with -fsanitize=fuzzer,address,undefined
+# in build-fuzz/, starts from the seed corpus in tests/fuzz/corpus/TARGET (read only; new inputs
+# go to build-fuzz/corpus/TARGET) and prints libFuzzer's execution count. A crash leaves its
+# input in build-fuzz/crashes/: copy it into the seed corpus, so CTest replays it from then on.
+set -euo pipefail
+root=$(cd "$(dirname "$0")/.." && pwd)
+target=${1:?usage: scripts/fuzz.sh TARGET SECONDS (size_parse, model_config, compare_report)}
+seconds=${2:?usage: scripts/fuzz.sh TARGET SECONDS}
+[[ -f $root/tests/fuzz/fuzz_$target.cpp ]] || { echo "fuzz.sh: no target '$target'" >&2; exit 2; }
+# Configuring the project needs its packages (scripts/setup.sh's list) and clang for libFuzzer.
+packages=(clang cmake make openmpi-bin libopenmpi-dev libcli11-dev nlohmann-json3-dev libopenblas-dev libgtest-dev
+          libbenchmark-dev)
+missing=()
+for package in "${packages[@]}"; do
+  dpkg-query -W -f='${Status}' "$package" 2>/dev/null | grep -q "install ok installed" || missing+=("$package")
+done
+if ((${#missing[@]})); then
+  echo "fuzz.sh: installing ${missing[*]}"
+  sudo=""
+  [[ $(id -u) -eq 0 ]] || sudo="sudo"
+  export DEBIAN_FRONTEND=noninteractive
+  $sudo apt-get update -qq
+  $sudo apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null
+fi
+build=$root/build-fuzz
+if [[ ! -f $build/CMakeCache.txt ]]; then
+  mkdir -p "$build"
+  cmake -S "$root" -B "$build" -DCMAKE_BUILD_TYPE=RelWithDebInfo -DCMAKE_CXX_COMPILER=clang++ -DPARBENCH_CUDA=OFF \
+    -DPARBENCH_FUZZ=ON >"$build/fuzz-configure.log" 2>&1 || { cat "$build/fuzz-configure.log"; exit 1; }
+fi
+cmake --build "$build" --target "fuzz_$target" -j"$(nproc)" >"$build/fuzz-build.log" 2>&1 ||
+  { tail -n 40 "$build/fuzz-build.log"; exit 1; }
+mkdir -p "$build/corpus/$target" "$build/crashes"
+cd "$build"
+status=0
+"./tests/fuzz/fuzz_$target" -max_total_time="$seconds" -print_final_stats=1 -artifact_prefix="$build/crashes/$target-" \
+  "$build/corpus/$target" "$root/tests/fuzz/corpus/$target" >"$build/fuzz-$target.log" 2>&1 || status=$?
+grep -E "^(Done|stat::number_of_executed_units|==[0-9]+==ERROR|SUMMARY)" "$build/fuzz-$target.log" || true
+exit "$status"
