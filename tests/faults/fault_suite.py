@@ -157,7 +157,7 @@ MISMATCHES = [
     ("op", f"allreduce --size 1K --op sum {COLLECTIVE}", f"allreduce --size 1K --op max {COLLECTIVE}", "--op"),
     ("root", f"broadcast --size 1K --root 0 {COLLECTIVE}", f"broadcast --size 1K --root 1 {COLLECTIVE}", "--root"),
     ("iters", "allreduce --size 1K --iters 5", "allreduce --size 1K --iters 6", "--iters"),
-    ("check", f"allreduce --size 1K --check {COLLECTIVE}", f"allreduce --size 1K {COLLECTIVE}", "--check"),
+    ("check", f"allreduce --size 1K --check {COLLECTIVE}", f"allreduce --size 1K --no-check {COLLECTIVE}", "--check"),
     ("collective", f"allreduce --size 1K {COLLECTIVE}", f"allgather --size 1K {COLLECTIVE}", "the collective"),
     ("warmup", "allreduce --size 1K --warmup 1", "allreduce --size 1K --warmup 2", "--warmup"),
     ("timeout", f"allreduce --size 1K --timeout 30 {COLLECTIVE}", f"allreduce --size 1K {COLLECTIVE}", "--timeout"),
