@@ -1,5 +1,5 @@
 // AdamW on the GPU with the shared per-element step of adamw_math.hpp; fp32 state in place.
-#include "bench/nvtx.hpp"
+#include "core/nvtx.hpp"
 #include "device/cuda_check.hpp"
 #include "kernels/adamw_math.hpp"
 #include "kernels/ops_kernel_support.cuh"

@@ -4,7 +4,7 @@
 // fused kernel is the fast path, left for when attention shows up in the step profile.
 // qkv rows are [q (C) | k (C) | v (C)], NH heads of size hs = C/NH contiguous inside each.
 // Backward accumulates (+=) into dqkv; dpreatt and datt are scratch and overwritten.
-#include "bench/nvtx.hpp"
+#include "core/nvtx.hpp"
 #include "device/cuda_check.hpp"
 #include "kernels/ops_kernel_support.cuh"
 #include "kernels/ops_launchers.hpp"

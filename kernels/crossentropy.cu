@@ -1,7 +1,7 @@
 // Softmax cross-entropy on the GPU, whole vocabulary and vocab-shard parts, with the shared
 // formulas of softmax_math.hpp. A warp per row for reductions over the vocabulary, a thread
 // per logit for the gradients. Backward ops accumulate (+=) into dlogits.
-#include "bench/nvtx.hpp"
+#include "core/nvtx.hpp"
 #include "device/cuda_check.hpp"
 #include "kernels/ops_kernel_support.cuh"
 #include "kernels/ops_launchers.hpp"

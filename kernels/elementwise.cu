@@ -1,5 +1,5 @@
 // Elementwise training ops on the GPU: one thread per element, grid-stride loops.
-#include "bench/nvtx.hpp"
+#include "core/nvtx.hpp"
 #include "device/cuda_check.hpp"
 #include "kernels/ops_kernel_support.cuh"
 #include "kernels/ops_launchers.hpp"

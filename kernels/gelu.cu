@@ -1,5 +1,5 @@
 // GELU on the GPU with the shared formula of gelu_math.hpp. Backward accumulates (+=).
-#include "bench/nvtx.hpp"
+#include "core/nvtx.hpp"
 #include "device/cuda_check.hpp"
 #include "kernels/gelu_math.hpp"
 #include "kernels/ops_kernel_support.cuh"

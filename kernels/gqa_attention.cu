@@ -2,7 +2,7 @@
 // output element, a warp per softmax row, no tiling, no atomics: deterministic). Layouts and
 // the query-to-key/value head mapping are GqaShape's (gqa_math.hpp). Backward accumulates
 // (+=) into dq, dk, dv; dpreatt and datt are scratch and overwritten.
-#include "bench/nvtx.hpp"
+#include "core/nvtx.hpp"
 #include "device/cuda_check.hpp"
 #include "kernels/gqa_math.hpp"
 #include "kernels/ops_kernel_support.cuh"

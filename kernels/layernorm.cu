@@ -1,7 +1,7 @@
 // LayerNorm on the GPU with the shared formulas of layernorm_math.hpp. A warp per row for the
 // forward and for dinp; a thread per channel, walking the rows, for dweight and dbias (no
 // atomics, deterministic). Backward accumulates (+=).
-#include "bench/nvtx.hpp"
+#include "core/nvtx.hpp"
 #include "device/cuda_check.hpp"
 #include "kernels/layernorm_math.hpp"
 #include "kernels/ops_kernel_support.cuh"

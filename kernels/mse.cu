@@ -1,6 +1,6 @@
 // Mean squared error per row on the GPU: a warp per row forward, a thread per element
 // backward (+=).
-#include "bench/nvtx.hpp"
+#include "core/nvtx.hpp"
 #include "device/cuda_check.hpp"
 #include "kernels/mse_math.hpp"
 #include "kernels/ops_kernel_support.cuh"

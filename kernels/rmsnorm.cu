@@ -1,7 +1,7 @@
 // RMSNorm on the GPU with the shared formulas of rmsnorm_math.hpp: a warp per row for the
 // forward and for dinp; a thread per channel, walking the rows, for dweight (no atomics,
 // deterministic). Backward accumulates (+=).
-#include "bench/nvtx.hpp"
+#include "core/nvtx.hpp"
 #include "device/cuda_check.hpp"
 #include "kernels/ops_kernel_support.cuh"
 #include "kernels/ops_launchers.hpp"

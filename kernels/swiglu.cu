@@ -1,6 +1,6 @@
 // SwiGLU's elementwise product on the GPU with the shared formulas of swiglu_math.hpp.
 // Backward accumulates (+=).
-#include "bench/nvtx.hpp"
+#include "core/nvtx.hpp"
 #include "device/cuda_check.hpp"
 #include "kernels/ops_kernel_support.cuh"
 #include "kernels/ops_launchers.hpp"

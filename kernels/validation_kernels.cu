@@ -8,7 +8,7 @@
 
 #include <algorithm>
 
-#include "bench/nvtx.hpp"
+#include "core/nvtx.hpp"
 #include "device/cuda_check.hpp"
 
 namespace parbench {

@@ -3,7 +3,7 @@
 #include <chrono>
 #include <thread>
 
-#include "bench/nvtx.hpp"
+#include "core/nvtx.hpp"
 #include "core/error.hpp"
 
 namespace parbench {

@@ -8,7 +8,7 @@
 #include <sstream>
 
 #include "bench/collective_harness.hpp"
-#include "bench/nvtx.hpp"
+#include "core/nvtx.hpp"
 #include "bench/watchdog.hpp"
 #include "cli/collective_groups.hpp"
 #include "cli/command.hpp"

@@ -1,6 +1,6 @@
 #include "comm/communicator.hpp"
 
-#include "bench/nvtx.hpp"
+#include "core/nvtx.hpp"
 
 namespace parbench {
 namespace {

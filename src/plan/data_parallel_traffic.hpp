@@ -1,7 +1,7 @@
 // The data-parallel and pipeline traffic of one rank per training step, from the layout alone,
 // counted the way Communicator::stats() counts it (nccl-tests' size convention: all-gather
-// and reduce-scatter by their whole buffer): which collectives train/data_parallel.cpp and
-// train/zero.cpp issue per segment of the flat buffer, and which transfers a pipeline rank's
+// and reduce-scatter by their whole buffer): which collectives train/schemes/data_parallel.cpp and
+// train/schemes/zero.cpp issue per segment of the flat buffer, and which transfers a pipeline rank's
 // schedule makes.
 //   DDP     all-reduce of every bucket, once per step
 //   ZeRO-1  reduce-scatter of every bucket once per step; all-gather of every bucket after AdamW

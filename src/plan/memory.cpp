@@ -24,7 +24,7 @@ class ItemList {
     RankMemory& memory_;
 };
 
-// train/data_parallel.cpp and train/zero.cpp.
+// train/schemes/data_parallel.cpp and train/schemes/zero.cpp.
 void scheme_items(const EngineLayout& l, const ParameterLayout& layout, ItemList& items) {
     const bool zero3 = l.zero == 3;
     const FlatLayout flat(layout, zero3 ? one_unit_per_group(layout) : group_units_by_bytes(layout, l.bucket_bytes),
@@ -71,7 +71,7 @@ void matmul_items(const EngineLayout& l, const std::vector<MatmulShape>& shapes,
               2.0 * (inp + weight + dout));
 }
 
-// train/gpt.cpp's allocate_activations: per-micro-batch data, per-layer stores (in pipeline
+// train/models/gpt.cpp's allocate_activations: per-micro-batch data, per-layer stores (in pipeline
 // slots when pipelined), the head's, and the backward scratch shared by every layer.
 void gpt_items(const EngineLayout& l, const PipelinePart& part, ItemList& items) {
     const double t = l.tp;
@@ -209,7 +209,7 @@ void llama_items(const EngineLayout& l, const PipelinePart& part, ItemList& item
     matmul_items(l, shapes, items);
 }
 
-// train/mlp.cpp: layers alternate column- and row-parallel (megatron style) or are all
+// train/models/mlp.cpp: layers alternate column- and row-parallel (megatron style) or are all
 // column-parallel with gathered inputs (allgather style).
 void mlp_items(const EngineLayout& l, ItemList& items) {
     const double b = l.microbatch_size, H = l.model.hidden, Hl = H / l.tp;

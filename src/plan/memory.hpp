@@ -2,7 +2,7 @@
 // alone: every buffer the engine takes from its memory ledger (train/memory_ledger.hpp),
 // listed by what it is, so that the report's theory column and `parbench plan`'s prediction
 // are one formula and equal the measured ledger. The counts mirror the allocations of
-// train/data_parallel.cpp, train/zero.cpp, train/gpt.cpp, train/mlp.cpp, train/matmuls.cpp
+// train/schemes/data_parallel.cpp, train/schemes/zero.cpp, train/models/gpt.cpp, train/models/mlp.cpp, train/matmuls.cpp
 // and train/pipeline/pipeline_executor.cpp; the parameter layouts, buckets, shards and
 // pipeline activation slots come from the very functions the engine calls
 // (model_parameter_layout, group_units_by_bytes, FlatLayout, pipeline_part), so a change of
@@ -91,7 +91,7 @@ RankMemory engine_peak_memory(const EngineLayout& layout);
 // The gradient bucket for data parallelism when --bucket-mb is not given. DDP and ZeRO-1
 // keep whole gradients, so the bucket only groups their collectives: 25 MiB (PyTorch DDP's
 // bucket_cap_mb). ZeRO-2 holds a bucket's full gradient in 2-3 slots beside the 1/dp shard
-// (train/zero.cpp), so it saves gradient memory only when the bucket is small against the
+// (train/schemes/zero.cpp), so it saves gradient memory only when the bucket is small against the
 // model: min(25 MiB, 1/4 of the rank's fp32 gradient bytes). (A bucket never splits a unit, so
 // the slot is at least the largest layer.) ZeRO-3 buckets by layer and ignores it.
 std::size_t default_bucket_bytes(int zero_stage, std::size_t parameters_per_rank);

@@ -12,7 +12,7 @@
 #include "plan/activation_memory.hpp"
 #include "train/model_config.hpp"
 #include "train/parameter_layout.hpp"
-#include "train/scheme.hpp"
+#include "train/schemes/scheme.hpp"
 #include "train/tensor_parallel.hpp"
 
 namespace parbench {
@@ -71,7 +71,7 @@ TrafficByOp pipeline_traffic(const std::vector<int>& virtual_stages_held, int vi
                              double boundary_bytes, double tied_embedding_bytes);
 
 // The data-parallel group, per step, for a rank holding `layout` (its tensor-parallel shard of
-// its pipeline stages), by scheme (train/scheme.hpp, zero.cpp), with B the buckets
+// its pipeline stages), by scheme (train/schemes/scheme.hpp, zero.cpp), with B the buckets
 // (group_units_by_bytes at the bucket size) and m micro-batches:
 //   DDP:    one all-reduce per bucket (its elements)
 //   ZeRO-1: one reduce-scatter and one all-gather per bucket (padded to dp shards)

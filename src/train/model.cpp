@@ -5,8 +5,8 @@
 #include <string>
 
 #include "core/error.hpp"
-#include "train/gpt.hpp"
-#include "train/mlp.hpp"
+#include "train/models/gpt.hpp"
+#include "train/models/mlp.hpp"
 #include "train/models/llama.hpp"
 
 namespace parbench {

@@ -5,7 +5,7 @@
 #include <string>
 #include <thread>
 
-#include "bench/nvtx.hpp"
+#include "core/nvtx.hpp"
 
 namespace parbench {
 

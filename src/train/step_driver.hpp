@@ -14,7 +14,7 @@
 #include "device/device.hpp"
 #include "train/model.hpp"
 #include "train/pipeline/pipeline_executor.hpp"
-#include "train/scheme.hpp"
+#include "train/schemes/scheme.hpp"
 
 namespace parbench {
 

@@ -13,7 +13,7 @@
 #include "train/mesh.hpp"
 #include "train/model.hpp"
 #include "train/model_config.hpp"
-#include "train/scheme.hpp"
+#include "train/schemes/scheme.hpp"
 #include "train/pipeline/partition.hpp"
 #include "train/pipeline/schedule.hpp"
 #include "train/pipeline/schedule_simulation.hpp"

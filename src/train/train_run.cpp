@@ -8,10 +8,10 @@
 
 #include <unistd.h>
 
-#include "bench/nvtx.hpp"
+#include "core/nvtx.hpp"
 #include "train/expected_traffic.hpp"
 #include "train/model.hpp"
-#include "train/scheme.hpp"
+#include "train/schemes/scheme.hpp"
 #include "train/pipeline/partition.hpp"
 #include "train/step_driver.hpp"
 

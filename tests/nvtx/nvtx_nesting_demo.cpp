@@ -2,7 +2,7 @@
 // recorder and the checker can be tested before (and apart from) any parbench command.
 #include <thread>
 
-#include "bench/nvtx.hpp"
+#include "core/nvtx.hpp"
 
 int main() {
     using parbench::NvtxRange;

@@ -23,7 +23,7 @@
 #include <string>
 #include <vector>
 
-#include "bench/nvtx.hpp"
+#include "core/nvtx.hpp"
 #include "train/synthetic_data.hpp"
 #include "train/tensor_parallel.hpp"
 

@@ -6,7 +6,7 @@
 #include <source_location>
 #include <string>
 
-#include "bench/nvtx.hpp"
+#include "core/nvtx.hpp"
 #include "core/error.hpp"
 #include "device/cuda_device.hpp"
 #include "kernels/ops_launchers.hpp"

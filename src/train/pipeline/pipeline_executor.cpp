@@ -3,7 +3,7 @@
 #include <algorithm>
 #include <stdexcept>
 
-#include "bench/nvtx.hpp"
+#include "core/nvtx.hpp"
 
 namespace parbench {
 

@@ -15,7 +15,7 @@
 #include "train/ops/ops.hpp"
 #include "train/pipeline/schedule.hpp"
 #include "train/pipeline/schedule_simulation.hpp"
-#include "train/scheme.hpp"
+#include "train/schemes/scheme.hpp"
 
 namespace parbench {
 

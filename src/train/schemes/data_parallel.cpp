@@ -5,9 +5,9 @@
 // complete (DDP sec. 3.2.3), and the optimizer waits for all of them.
 #include <vector>
 
-#include "bench/nvtx.hpp"
+#include "core/nvtx.hpp"
 #include "train/buffer_view.hpp"
-#include "train/scheme.hpp"
+#include "train/schemes/scheme.hpp"
 
 namespace parbench {
 namespace {

@@ -11,7 +11,7 @@
 // gradients are partial sums and are all-reduced over the group (arXiv 2205.05198 sec.
 // 4.2.2); the row-parallel biases' gradients come from the all-gathered output gradient and
 // stay whole. There is no dropout: the model trains deterministically.
-#include "train/gpt.hpp"
+#include "train/models/gpt.hpp"
 
 #include <algorithm>
 #include <cmath>
@@ -19,7 +19,7 @@
 #include <string>
 #include <vector>
 
-#include "bench/nvtx.hpp"
+#include "core/nvtx.hpp"
 #include "train/synthetic_data.hpp"
 #include "train/tensor_parallel.hpp"
 

@@ -1,11 +1,11 @@
-#include "train/mlp.hpp"
+#include "train/models/mlp.hpp"
 
 #include <cmath>
 #include <stdexcept>
 #include <string>
 #include <vector>
 
-#include "bench/nvtx.hpp"
+#include "core/nvtx.hpp"
 #include "train/synthetic_data.hpp"
 
 // Tensor parallelism (tensor_parallel.hpp), two ways:

@@ -20,9 +20,9 @@
 #include <string>
 #include <vector>
 
-#include "bench/nvtx.hpp"
+#include "core/nvtx.hpp"
 #include "train/buffer_view.hpp"
-#include "train/scheme.hpp"
+#include "train/schemes/scheme.hpp"
 
 namespace parbench {
 namespace {
