@@ -71,6 +71,40 @@ void matmul_items(const EngineLayout& l, const std::vector<MatmulShape>& shapes,
               2.0 * (inp + weight + dout));
 }
 
+// What a transformer keeps per layer and at its ends (element counts; items.activation counts
+// fp32 bytes): without a pipeline every layer's stores and the embedding/head buffers; with one, the
+// schedule's peak of activation slots per chunk (train/pipeline/pipeline_executor.cpp), each
+// holding its layers' stores, the zero-bubble stash, the boundary tensors and, on the last
+// stage, the head's. Returns whether this rank holds the head. Shared by the GPT and Llama items.
+bool layer_store_items(const EngineLayout& l, const PipelinePart& part, const std::string& norm, double block,
+                       double stash, double rc, double head, ItemList& items) {
+    bool holds_head = true;
+    if (!part.active()) {
+        items.activation("layer stores (per layer)", l.model.layers, block);
+        items.activation("embedding output, backward running gradient", 2, rc);
+        items.activation("final " + norm + ", logits, softmax stats", 1, head);
+    } else {
+        holds_head = false;
+        for (std::size_t c = 0; c < part.chunks.size(); ++c) {
+            const LayerRange& range = part.chunks[c];
+            const double slots = part.slots.at(c);
+            const double layers = range.end - range.first;
+            const std::string chunk = part.chunks.size() > 1 ? " of chunk " + std::to_string(c) : "";
+            items.activation("activation slots" + chunk + " (schedule's peak in flight): layer stores", slots * layers,
+                             block);
+            if (part.split_backward)
+                items.activation("activation slots" + chunk + ": zero-bubble weight-gradient stash", slots * layers,
+                                 stash);
+            items.activation("activation slots" + chunk + ": boundary input and gradient", 2 * slots, rc);
+            if (range.end == l.model.layers) {
+                holds_head = true;
+                items.activation("activation slots" + chunk + ": final " + norm + ", logits, softmax stats", slots, head);
+            }
+        }
+    }
+    return holds_head;
+}
+
 // train/models/gpt.cpp's allocate_activations: per-micro-batch data, per-layer stores (in pipeline
 // slots when pipelined), the head's, and the backward scratch shared by every layer.
 void gpt_items(const EngineLayout& l, const PipelinePart& part, ItemList& items) {
@@ -94,31 +128,7 @@ void gpt_items(const EngineLayout& l, const PipelinePart& part, ItemList& items)
 
     items.add(MemoryCategory::activations, "tokens, targets, losses (per micro-batch)", 3.0 * l.microbatches,
               rows * f32);
-    bool holds_head = true;
-    if (!part.active()) {
-        items.activation("layer stores (per layer)", l.model.layers, block);
-        items.activation("embedding output, backward running gradient", 2, rc);
-        items.activation("final LayerNorm, logits, softmax stats", 1, rc + 2 * R + logits + 3 * rows);
-    } else {
-        holds_head = false;
-        for (std::size_t c = 0; c < part.chunks.size(); ++c) {
-            const LayerRange& range = part.chunks[c];
-            const double slots = part.slots.at(c);
-            const double layers = range.end - range.first;
-            const std::string chunk = part.chunks.size() > 1 ? " of chunk " + std::to_string(c) : "";
-            items.activation("activation slots" + chunk + " (schedule's peak in flight): layer stores", slots * layers,
-                             block);
-            if (part.split_backward)
-                items.activation("activation slots" + chunk + ": zero-bubble weight-gradient stash", slots * layers,
-                                 stash);
-            items.activation("activation slots" + chunk + ": boundary input and gradient", 2 * slots, rc);
-            if (range.end == l.model.layers) {
-                holds_head = true;
-                items.activation("activation slots" + chunk + ": final LayerNorm, logits, softmax stats", slots,
-                                 rc + 2 * R + logits + 3 * rows);
-            }
-        }
-    }
+    const bool holds_head = layer_store_items(l, part, "LayerNorm", block, stash, rc, rc + 2 * R + logits + 3 * rows, items);
     items.activation("attention scratch (pre-softmax, its gradient, probabilities' gradient)", 3, att);
     items.activation("projection output, normalised-input gradient", 2, btc);
     items.activation("backward scratch (loss gradients, logits gradient)", 1, rows + logits);
@@ -163,30 +173,7 @@ void llama_items(const EngineLayout& l, const PipelinePart& part, ItemList& item
               rows * f32);
     if (l.recompute == Recompute::full) items.activation("full recompute: one layer's buffers, shared", 1, full_block);
     if (l.recompute == Recompute::selective) items.activation("selective recompute: probabilities, shared", 1, att);
-    bool holds_head = true;
-    if (!part.active()) {
-        items.activation("layer stores (per layer)", l.model.layers, block);
-        items.activation("embedding output, backward running gradient", 2, rc);
-        items.activation("final RMSNorm, logits, softmax stats", 1, head);
-    } else {
-        holds_head = false;
-        for (std::size_t c = 0; c < part.chunks.size(); ++c) {
-            const LayerRange& range = part.chunks[c];
-            const double slots = part.slots.at(c);
-            const double layers = range.end - range.first;
-            const std::string chunk = part.chunks.size() > 1 ? " of chunk " + std::to_string(c) : "";
-            items.activation("activation slots" + chunk + " (schedule's peak in flight): layer stores", slots * layers,
-                             block);
-            if (part.split_backward)
-                items.activation("activation slots" + chunk + ": zero-bubble weight-gradient stash", slots * layers,
-                                 stash);
-            items.activation("activation slots" + chunk + ": boundary input and gradient", 2 * slots, rc);
-            if (range.end == l.model.layers) {
-                holds_head = true;
-                items.activation("activation slots" + chunk + ": final RMSNorm, logits, softmax stats", slots, head);
-            }
-        }
-    }
+    const bool holds_head = layer_store_items(l, part, "RMSNorm", block, stash, rc, head, items);
     items.activation("attention scratch (scores, their gradient, probabilities' gradient)", 3, att);
     items.activation("projection output, normalised-input gradient", 2, btc);
     items.activation("backward scratch (loss gradients, logits gradient)", 1, rows + logits);
