@@ -106,8 +106,12 @@ RankTimes CollectiveHarness::time_samples(const PointSpec& spec, const Pointers&
         own[i] = timer->elapsed_us() / ops_per_sample;
         finish[i] = since_us(released);
     }
+    // Every wait on the other ranks is watched, bookkeeping included: a rank stopped while
+    // the others gather would otherwise leave them waiting in an "idle" that never times out.
+    watchdog_.enter({"results", "gathering rank times", bytes, 0});
+    RankTimes times = gather_rank_times(own, arrival, finish);
     watchdog_.idle();
-    return gather_rank_times(own, arrival, finish);
+    return times;
 }
 
 // Outside timing: every rank's series to every rank, on the control communicator.
@@ -159,7 +163,9 @@ std::uint64_t CollectiveHarness::count_wrong(const PointSpec& spec, const Buffer
                                         spec.params.type, *layout);
     }
     std::uint64_t total = 0;
+    watchdog_.enter({"check", "summing wrong elements", spec.count * dtype_size(spec.params.type), 0});
     control_.allreduce(&wrong, &total, 1, DType::uint64, ReduceOp::sum);
+    watchdog_.idle();
     return total;
 }
 

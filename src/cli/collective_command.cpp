@@ -427,9 +427,17 @@ class CollectiveCommand : public Command {
                 std::optional<CollectiveResult> halves[2];
                 for (bool inplace : {false, true}) {
                     if (inplace ? !resolved.placements.in_place : !resolved.placements.out_of_place) continue;
-                    if (groups) control.barrier();  // the groups start each point together
+                    if (groups) {  // the groups start each point together
+                        watchdog->enter({"setup", "groups starting a point", requested, 0});
+                        control.barrier();
+                        watchdog->idle();
+                    }
                     halves[inplace] = measure_point(harness, *collective, requested, inplace, resolved, measured_ranks, hosts);
-                    if (groups) combine_groups(*halves[inplace], *groups, session, control, options_.quiet);
+                    if (groups) {
+                        watchdog->enter({"results", "gathering group figures", requested, 0});
+                        combine_groups(*halves[inplace], *groups, session, control, options_.quiet);
+                        watchdog->idle();
+                    }
                     results.push_back(*halves[inplace]);
                 }
                 if (rank == 0)

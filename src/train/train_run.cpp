@@ -217,6 +217,8 @@ TrainMeasurements run_training(const TrainPlan& plan, Mesh& mesh, Device& device
     std::map<std::string, std::vector<double>> comm_ms_by_dimension, exposed_ms_by_dimension;
     double peer_wait_ms = 0.0;
     for (int step = 0; step < o.warmup + o.steps; ++step) {
+        // Before the barrier below: the observer's watchdog then watches that wait too.
+        if (observer) observer->step_starting(step, step >= o.warmup);
         if (step == o.warmup) {  // count the timed steps only
             for (const CommGroup& group : groups) group.comm->stats().reset();
             for (const CommGroup& group : groups_of_one) group.comm->stats().reset();
@@ -226,7 +228,6 @@ TrainMeasurements run_training(const TrainPlan& plan, Mesh& mesh, Device& device
                 executor->set_recording(!o.trace_path.empty());
             }
         }
-        if (observer) observer->step_starting(step, step >= o.warmup);
         const StepRecord record = driver.run_step(step);
         const StepProgress progress = share_step(record, step, plan, control);
         if (!std::isfinite(progress.loss)) {
