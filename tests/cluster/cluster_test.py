@@ -9,6 +9,7 @@ Usage: cluster_test.py CASE --parbench BIN --cluster SCRIPT --schema SCHEMA
 import argparse
 import json
 import os
+import shutil
 import signal
 import subprocess
 import sys
@@ -47,6 +48,7 @@ class Cluster:
 
     def down(self):
         subprocess.run([self.script, "down"], capture_output=True, text=True, timeout=120)
+        shutil.rmtree(self.tmp, ignore_errors=True)
 
     def run(self, ranks, *arguments, per_host=None, map_by="slot", timeout=300, expect=0):
         command = [self.script, "run", "-np", str(ranks), "--map-by", map_by]

@@ -27,6 +27,7 @@ Usage: run_doc_commands.py DOC.md --parbench BIN [--mpiexec "MPIEXEC"] [--python
 import argparse
 import json
 import os
+import shutil
 import re
 import shlex
 import subprocess
@@ -311,15 +312,18 @@ def main():
     workdir = tempfile.mkdtemp(prefix="parbench-docs-")
     runner = Runner(os.path.abspath(args.parbench), args.mpiexec.split(), workdir, args.python)
     failures = 0
-    for number, command, comment in lines:
-        started = time.monotonic()
-        try:
-            outcome = runner.execute(command, comment)
-            print(f"{os.path.basename(args.document)}:{number}: {outcome} in {time.monotonic() - started:.1f} s: "
-                  f"{command}", flush=True)
-        except (AssertionError, subprocess.TimeoutExpired, ValueError, IndexError) as error:
-            failures += 1
-            print(f"FAILED {os.path.basename(args.document)}:{number}: {command}\n{error}", file=sys.stderr)
+    try:
+        for number, command, comment in lines:
+            started = time.monotonic()
+            try:
+                outcome = runner.execute(command, comment)
+                print(f"{os.path.basename(args.document)}:{number}: {outcome} in {time.monotonic() - started:.1f} s: "
+                      f"{command}", flush=True)
+            except (AssertionError, subprocess.TimeoutExpired, ValueError, IndexError) as error:
+                failures += 1
+                print(f"FAILED {os.path.basename(args.document)}:{number}: {command}\n{error}", file=sys.stderr)
+    finally:
+        shutil.rmtree(workdir, ignore_errors=True)
     print(f"{len(lines)} command lines, {failures} failed")
     return 1 if failures else 0
 

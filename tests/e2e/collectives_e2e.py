@@ -10,6 +10,7 @@ import csv
 import json
 import math
 import os
+import shutil
 import subprocess
 import sys
 import tempfile
@@ -352,11 +353,14 @@ def main():
     parser.add_argument("--mpiexec", required=True)
     parser.add_argument("--schema", required=True)
     args = parser.parse_args()
+    ctx = Context(args)
     try:
-        CASES[args.case](Context(args))
+        CASES[args.case](ctx)
     except AssertionError as error:
         print(f"FAILED {args.case}: {error}", file=sys.stderr)
         return 1
+    finally:
+        shutil.rmtree(ctx.tmp, ignore_errors=True)
     print(f"passed {args.case}")
     return 0
 

@@ -21,7 +21,11 @@ def main():
     for name in ("--plot-python", "--plot", "--parbench", "--mpiexec", "--model"):
         parser.add_argument(name, required=True)
     args = parser.parse_args()
-    tmp = tempfile.mkdtemp(prefix="parbench-plot-")
+    with tempfile.TemporaryDirectory(prefix="parbench-plot-") as tmp:
+        check_every_kind(args, tmp)
+
+
+def check_every_kind(args, tmp):
     mpiexec = args.mpiexec.split()
     env = dict(os.environ, OPENBLAS_NUM_THREADS="1")
     a, b, train = (os.path.join(tmp, name) for name in ("clusterA.json", "clusterB.json", "train.json"))
