@@ -14,6 +14,7 @@ import signal
 import subprocess
 import sys
 import tempfile
+import time
 
 import jsonschema
 
@@ -190,6 +191,97 @@ def case_groups(c):
         bad = c.run(ranks, "allreduce", "--size", "1K", "--groups", value, per_host=per_host, expect=2)
         errors = [line for line in bad.stderr.splitlines() if line.startswith("error:")]
         check(len(errors) == 1 and text in errors[0], f"--groups {value}: {bad.stderr}")
+
+
+def ranks_in_host(host):
+    """World rank -> pid of the parbench ranks running in an emulated host's namespace."""
+    listed = subprocess.run(["ip", "netns", "pids", host], capture_output=True, text=True, timeout=30).stdout.split()
+    ranks = {}
+    for pid in listed:
+        try:
+            with open(f"/proc/{pid}/comm") as comm:
+                if comm.read().strip() != "parbench":
+                    continue
+            with open(f"/proc/{pid}/environ", "rb") as environ:
+                for item in environ.read().split(b"\0"):
+                    if item.startswith(b"OMPI_COMM_WORLD_RANK="):
+                        ranks[int(item.split(b"=")[1])] = int(pid)
+        except (OSError, ValueError):
+            continue
+    return ranks
+
+
+def alive(pid):
+    try:
+        with open(f"/proc/{pid}/stat") as stat:
+            return stat.read().rsplit(")", 1)[1].split()[0] not in ("Z", "X")
+    except OSError:
+        return False
+
+
+def case_watchdog_across_hosts(c):
+    """2 hosts x 2 ranks, an allreduce sweep under --timeout; rank 3 (on pbhost1) is stopped. The
+    watchdog's side channel reaches rank 0 from pbhost1 over the bridge (each namespace has its
+    own loopback, so nothing else could carry it): the message names rank 3 and its host, the
+    job ends with 124, every rank ends, and the report is kept as partial."""
+    timeout_s, grace_s = 4, 10
+    c.up(2)
+    report_path = c.path("watch.json")
+    output = open(c.path("watch.out"), "w+")
+    command = [c.script, "run", "-np", "4", "--per-host", "2", "--", c.parbench, "allreduce", "-b", "8", "-e", "64M",
+               "--iters", "30", "--timeout", str(timeout_s), "--json", report_path]
+    job = subprocess.Popen(command, stdout=output, stderr=subprocess.STDOUT, start_new_session=True,
+                           env=dict(os.environ, OPENBLAS_NUM_THREADS="1"))
+
+    def text():
+        output.flush()
+        output.seek(0)
+        return output.read()
+
+    ranks = {}
+    try:
+        deadline = time.monotonic() + 120
+        while time.monotonic() < deadline and not (os.path.exists(report_path) and len(ranks) == 4):
+            check(job.poll() is None, f"the job ended early:\n{text()}")
+            ranks = {**ranks_in_host("pbhost0"), **ranks_in_host("pbhost1")}
+            time.sleep(0.1)
+        check(os.path.exists(report_path) and sorted(ranks) == [0, 1, 2, 3], f"ranks {ranks}, report? {text()}")
+        check(3 in ranks_in_host("pbhost1"), f"rank 3 is not on pbhost1: {ranks}")
+        os.kill(ranks[3], signal.SIGSTOP)
+        stopped = time.monotonic()
+        named = None
+        while time.monotonic() < stopped + timeout_s + 30 and job.poll() is None:
+            if "error: watchdog" in text():
+                named = time.monotonic()
+                break
+            time.sleep(0.05)
+        status = job.wait(timeout=timeout_s + 40)
+        log = text()
+        check(named is not None or "error: watchdog" in log, f"no watchdog message:\n{log}")
+        line = [l for l in log.splitlines() if l.startswith("error: watchdog")][0]
+        check("rank 3 (pbhost1) stopped answering" in line.split(". Last reports")[0], line)
+        check(status == 124, f"exit {status}, want 124:\n{log}")
+        deadline = time.monotonic() + grace_s
+        while time.monotonic() < deadline and any(alive(pid) for pid in ranks.values()):
+            time.sleep(0.05)
+        survivors = [rank for rank, pid in ranks.items() if alive(pid)]
+        check(not survivors, f"ranks {survivors} still ran {grace_s} s after mpirun ended")
+        report = c.report("watch.json")
+        check(report["status"] == "partial" and "watchdog" in report["status_reason"], f"status {report['status']}")
+        took = (named or time.monotonic()) - stopped
+        print(f"SIGSTOP rank 3 on pbhost1: message after {took:.2f} s (--timeout {timeout_s}), every rank gone, report "
+              f"partial with {len(report['results'])} points: {line}")
+    finally:
+        for pid in ranks.values():
+            for sig in (signal.SIGCONT, signal.SIGKILL):
+                try:
+                    os.kill(pid, sig)
+                except OSError:
+                    pass
+        if job.poll() is None:
+            os.killpg(job.pid, signal.SIGKILL)
+            job.wait()
+        output.close()
 
 
 CASES = {name[len("case_"):]: f for name, f in globals().items() if name.startswith("case_")}
