@@ -14,7 +14,8 @@ default_build=$root/build
 build_dir=${PARBENCH_BUILD_DIR:-$default_build}
 
 packages=(cmake g++ make pkg-config openmpi-bin libopenmpi-dev libcli11-dev nlohmann-json3-dev libopenblas-dev
-          libgtest-dev libbenchmark-dev python3 python3-jsonschema python3-matplotlib)
+          libgtest-dev libbenchmark-dev python3 python3-jsonschema python3-matplotlib
+          time)  # GNU time: the fault suite measures a refused run's peak RSS with it
 [[ $mpi == mpich ]] && packages+=(mpich libmpich-dev)
 missing=()
 for package in "${packages[@]}"; do
