@@ -171,7 +171,8 @@ PlanPrediction predict_layout(const PlanLayout& p, const PlanContext& context, c
     // Every pipeline rank's traffic, by the formula train checks its counters against
     // (plan/rank_traffic.hpp); the tp and dp lines are the most loaded rank's, the pp lines the
     // busiest sender's (a middle stage sends most; a receive is its peer's send).
-    for (int r = 0; r < l.pp; ++r) out.traffic_by_pp_rank.push_back(engine_rank_traffic(l, r));
+    const ParameterLayout whole = model_parameter_layout(l.model, l.seq_len, TensorSplit{0, l.tp, l.sp, l.tp_style});
+    for (int r = 0; r < l.pp; ++r) out.traffic_by_pp_rank.push_back(engine_rank_traffic(l, r, 0, &whole));
     int busiest = 0;
     double busiest_bytes = -1;
     for (int r = 0; r < l.pp; ++r) {

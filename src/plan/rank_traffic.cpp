@@ -27,9 +27,10 @@ std::vector<int> model_parameter_use_order(const ModelConfig& config, const Pipe
     return order;
 }
 
-std::map<std::string, TrafficByOp> engine_rank_traffic(const EngineLayout& l, int pp_rank, int tp_rank) {
+std::map<std::string, TrafficByOp> engine_rank_traffic(const EngineLayout& l, int pp_rank, int tp_rank,
+                                                       const ParameterLayout* whole) {
     const TensorSplit split{tp_rank, l.tp, l.sp, l.tp_style};
-    ParameterLayout layout = model_parameter_layout(l.model, l.seq_len, split);
+    ParameterLayout layout = whole ? *whole : model_parameter_layout(l.model, l.seq_len, split);
     ModelShare share = whole_model_share(l.model);
     PipelinePart part;
     std::vector<int> stages;  // the virtual stages this rank holds

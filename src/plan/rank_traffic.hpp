@@ -30,6 +30,9 @@ std::vector<int> model_parameter_use_order(const ModelConfig& config, const Pipe
 // The rank's share of the model is its pipeline chunks (virtual stages c·p + pp_rank); its
 // pipeline transfers are b·s·h floats each (b·s/t rows under SP), and GPT's tied embedding,
 // when its copies sit on two ranks, adds one exchange of that unit's gradient.
-std::map<std::string, TrafficByOp> engine_rank_traffic(const EngineLayout& layout, int pp_rank, int tp_rank = 0);
+// `whole`: the model's parameter layout under the rank's tensor split, when the caller has it
+// (a plan asks for every pipeline rank); built here otherwise.
+std::map<std::string, TrafficByOp> engine_rank_traffic(const EngineLayout& layout, int pp_rank, int tp_rank = 0,
+                                                       const ParameterLayout* whole = nullptr);
 
 }  // namespace parbench
