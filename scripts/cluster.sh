@@ -18,8 +18,9 @@
 # netem (as on the machine this was written on) the script says so and shapes bandwidth only.
 #
 # throttle emulates a slower or loaded host: a cgroup (v2 cpu.max, or v1's CFS quota) caps the
-# CPU time of every process that `run` starts on that host, together, at F cores per 10 ms
-# period (F >= 0.1, the kernel's 1 ms minimum quota); runs started afterwards are capped.
+# CPU time of every process that `run` starts on that host, together, at F cores (F from 0.01):
+# F x 10 ms per 10 ms period, or for F under 0.1 the kernel's 1 ms minimum quota per 1/F ms
+# period; runs started afterwards are capped.
 #
 # Everything lives on 198.18.11.0/24 (RFC 2544's benchmarking range, never routed): the bridge
 # has .1 in the root namespace (mpirun listens there), host i has .(10+i). Nothing outside the
@@ -34,7 +35,6 @@ readonly host_prefix=pbhost
 readonly veth_prefix=pbveth
 readonly max_hosts=64
 readonly cgroup_name=parbench-cluster
-readonly cpu_period_us=10000
 state=${PARBENCH_CLUSTER_STATE:-/run/parbench-cluster}
 root=$(cd "$(dirname "$0")/.." && pwd)
 
@@ -259,11 +259,14 @@ cmd_throttle() {
   done
   grep -qx "$host" "$state/hosts" ||
     usage_error "throttle: '$host' is not an emulated host; use one of: $(tr '\n' ' ' <"$state/hosts")"
-  local quota_us=""
+  local quota_us="" period_us=""
   if [[ $cpu != off ]]; then
-    quota_us=$(awk -v c="$cpu" -v p="$cpu_period_us" \
-      'BEGIN { if (c ~ /^[0-9]+(\.[0-9]+)?$/ && c >= 0.1 && c <= 1024) printf "%d\n", c * p }')
-    [[ -n $quota_us ]] || usage_error "throttle: --cpu '$cpu': give cores as a number from 0.1 up (e.g. 0.2), or off"
+    # A 10 ms period keeps the cap smooth next to millisecond steps; below 0.1 cores the quota
+    # would fall under the kernel's 1 ms minimum, so the period grows instead (100 ms at 0.01).
+    read -r quota_us period_us <<<"$(awk -v c="$cpu" 'BEGIN {
+      if (c ~ /^[0-9]+(\.[0-9]+)?$/ && c >= 0.01 && c <= 1024) {
+        p = 10000; if (c * p < 1000) p = int(1000 / c + 0.5); printf "%d %d\n", c * p, p } }')"
+    [[ -n $quota_us ]] || usage_error "throttle: --cpu '$cpu': give cores as a number from 0.01 up (e.g. 0.2), or off"
   fi
   local kind parent
   read -r kind parent <<<"$(cgroup_parent)"
@@ -282,14 +285,14 @@ cmd_throttle() {
     # The cpu controller must be enabled on the way down to the host's cgroup.
     { grep -qw cpu /sys/fs/cgroup/cgroup.subtree_control || echo +cpu >/sys/fs/cgroup/cgroup.subtree_control; } &&
       mkdir -p "$group" && { grep -qw cpu "$parent/cgroup.subtree_control" || echo +cpu >"$parent/cgroup.subtree_control"; } &&
-      echo "$quota_us $cpu_period_us" >"$group/cpu.max" ||
+      echo "$quota_us $period_us" >"$group/cpu.max" ||
       failure "throttle: could not make the CPU cap $group (cgroup v2)"
   else
-    mkdir -p "$group" && echo "$cpu_period_us" >"$group/cpu.cfs_period_us" && echo "$quota_us" >"$group/cpu.cfs_quota_us" ||
+    mkdir -p "$group" && echo "$period_us" >"$group/cpu.cfs_period_us" && echo "$quota_us" >"$group/cpu.cfs_quota_us" ||
       failure "throttle: could not make the CPU cap $group (cgroup v1)"
   fi
   echo "$group" >"$state/cpu-cap/$host" || failure "throttle: cannot write $state/cpu-cap/$host"
-  echo "cluster.sh: $host's ranks capped at $cpu cores together (cgroup $kind, ${quota_us} us per ${cpu_period_us} us)"
+  echo "cluster.sh: $host's ranks capped at $cpu cores together (cgroup $kind, ${quota_us} us per ${period_us} us)"
 }
 
 cmd_shape() {
