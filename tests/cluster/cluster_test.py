@@ -224,6 +224,8 @@ def case_host_straggler(c):
     check(named in output and "against" in output and "parbench pairs --by host" in output, output)
     check(any(w.startswith(named) for w in train_result["warnings"]), str(train_result["warnings"]))
     check("straggler host (compute)" in result.stdout, result.stdout)
+    print(f"pbhost1 {host['compute_ms']:.1f} ms against {host['others_median_ms']:.1f} ms on pbhost0, slowest in "
+          f"{host['steps_slowest']} of {host['steps']} steps")
     # Lifted, the cap is gone for the next run.
     c.cluster("throttle", "pbhost1", "--cpu", "off")
     for bad, text in ((["pbhost1", "--cpu", "0.001"], "--cpu '0.001'"), (["pbhost9", "--cpu", "0.5"], "'pbhost9'"),
