@@ -7,7 +7,9 @@
 # rounds (each run's own median over its timed steps).
 #
 #   scripts/validate_plan.sh [OUT_DIR]      (env: BUILD=build ROUNDS=2 STEPS=6; REUSE_CALIBRATION=1
-#                                            keeps OUT_DIR's sweeps and ops report)
+#                                            keeps OUT_DIR's sweeps and ops report; REUSE_MEASUREMENTS=1
+#                                            also keeps its train runs, to rerun only the predictions
+#                                            after a change to the plan's model)
 set -euo pipefail
 here=$(cd "$(dirname "$0")/.." && pwd)
 build=${BUILD:-$here/build}
@@ -78,8 +80,14 @@ for entry in "${layouts[@]}"; do
     --calibrate "$out/coll-np$np.json" --calibrate-compute "$out/ops.json" --json "$out/plan-$name.json" > /dev/null
 done
 
-echo "# measurements: $rounds alternating rounds of $steps timed steps" >&2
-for round in $(seq 1 "$rounds"); do
+if [[ -n ${REUSE_MEASUREMENTS:-} ]]; then
+  echo "# measurements: reusing $out/train-*-r*.json" >&2
+  rounds_to_run=0
+else
+  echo "# measurements: $rounds alternating rounds of $steps timed steps" >&2
+  rounds_to_run=$rounds
+fi
+for round in $(seq 1 "$rounds_to_run"); do
   for entry in "${layouts[@]}"; do
     IFS='|' read -r name np flags <<< "$entry"
     # shellcheck disable=SC2086
