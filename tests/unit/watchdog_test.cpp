@@ -5,6 +5,7 @@
 
 #include <chrono>
 #include <condition_variable>
+#include <functional>
 #include <mutex>
 
 #include "bench/watchdog.hpp"
@@ -106,17 +107,33 @@ TEST(WatchdogCalls, DescribesTheCallByDimensionSizeAndWorldRank) {
               "waiting in world barrier (call 9 on world in it)");
 }
 
+// What a watchdog of one rank (no MPI) says when it times out, waited for up to 30 s.
+class TimeoutMessage {
+  public:
+    std::function<void(const std::string&)> sink() {
+        return [this](const std::string& text) {
+            std::lock_guard lock(mutex_);
+            message_ = text;
+            done_.notify_all();
+        };
+    }
+    std::string wait() {
+        std::unique_lock lock(mutex_);
+        done_.wait_for(lock, std::chrono::seconds(30), [&] { return !message_.empty(); });
+        return message_;
+    }
+
+  private:
+    std::mutex mutex_;
+    std::condition_variable done_;
+    std::string message_;
+};
+
 // The whole path without MPI: a watchdog of one rank hears of a call and names it when the
 // activity outlasts the timeout.
 std::string message_after_call(bool still_inside) {
-    std::mutex mutex;
-    std::condition_variable done;
-    std::string message;
-    Watchdog watchdog(0.2, 0, [&](const std::string& text) {
-        std::lock_guard lock(mutex);
-        message = text;
-        done.notify_all();
-    });
+    TimeoutMessage timeout;
+    Watchdog watchdog(0.2, 0, timeout.sink());
     const int pp = watchdog.add_channel("pp", {0, 5});
     const int dp = watchdog.add_channel("dp", {0, 2});
     watchdog.enter({"timed", "train step", 0, 2});
@@ -126,9 +143,7 @@ std::string message_after_call(bool still_inside) {
     watchdog.call_ended(pp);
     watchdog.call_started(pp, {"recv", 4096, -1, 1, true});
     if (!still_inside) watchdog.call_ended(pp);
-    std::unique_lock lock(mutex);
-    done.wait_for(lock, std::chrono::seconds(30), [&] { return !message.empty(); });
-    return message;
+    return timeout.wait();
 }
 
 TEST(WatchdogCalls, ReportsTheCallTheRankIsIn) {
@@ -146,21 +161,14 @@ TEST(WatchdogCalls, ReportsTheLastCallOnceItReturned) {
 }
 
 TEST(WatchdogCalls, ANewActivityForgetsTheCallsOfTheLast) {
-    std::mutex mutex;
-    std::condition_variable done;
-    std::string message;
-    Watchdog watchdog(0.2, 0, [&](const std::string& text) {
-        std::lock_guard lock(mutex);
-        message = text;
-        done.notify_all();
-    });
+    TimeoutMessage timeout;
+    Watchdog watchdog(0.2, 0, timeout.sink());
     const int tp = watchdog.add_channel("tp", {0, 1});
     watchdog.enter({"timed", "train step", 0, 1});
     watchdog.call_started(tp, {"allreduce", 64, -1, -1, false});
     watchdog.call_ended(tp);
     watchdog.enter({"timed", "train step", 0, 2});
-    std::unique_lock lock(mutex);
-    done.wait_for(lock, std::chrono::seconds(30), [&] { return !message.empty(); });
+    const std::string message = timeout.wait();
     EXPECT_NE(message.find("train step (timed iteration 2): a rank is stuck"), std::string::npos) << message;
     EXPECT_EQ(message.find("allreduce"), std::string::npos) << message;
 }
