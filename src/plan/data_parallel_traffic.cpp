@@ -13,11 +13,12 @@ void add(Traffic& traffic, const std::string& op, double calls, double bytes_eac
 
 Traffic data_parallel_traffic_per_step(const EngineLayout& l, const EngineRank& rank) {
     Traffic traffic;
-    if (l.dp <= 1) return traffic;
+    // The gradient group: dp x cp ranks under context parallelism (train/mesh.hpp).
+    if (l.gradient_ranks() <= 1) return traffic;
     const ParameterLayout& layout = rank.layout;
     const bool zero3 = l.zero == 3;
     const FlatLayout flat(layout, zero3 ? one_unit_per_group(layout) : group_units_by_bytes(layout, l.bucket_bytes),
-                          l.zero == 0 ? 1 : l.dp);
+                          l.zero == 0 ? 1 : l.gradient_ranks());
     const double m = l.microbatches;
     for (const Segment& s : flat.segments()) {
         const double padded = static_cast<double>(s.padded_numel) * 4.0;
@@ -52,7 +53,7 @@ Traffic pipeline_traffic_per_step(const EngineLayout& l, int pp_rank, const Engi
     std::optional<EnginePipeline> built;
     if (pipeline == nullptr) pipeline = &built.emplace(*engine_pipeline(l));
     const Schedule& schedule = pipeline->schedule;
-    const double rows = static_cast<double>(l.microbatch_size) * l.seq_len / (l.sp ? l.tp : 1);
+    const double rows = static_cast<double>(l.microbatch_size) * l.local_seq_len() / (l.sp ? l.tp : 1);
     const double boundary_bytes = rows * l.model.hidden * 4.0;
     for (const Action& action : schedule.ranks.at(static_cast<std::size_t>(pp_rank)))
         if (action.is_send()) add(traffic, "send", 1, boundary_bytes);

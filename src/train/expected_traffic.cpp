@@ -1,5 +1,7 @@
 #include "train/expected_traffic.hpp"
 
+#include "plan/context_parallel.hpp"
+
 namespace parbench {
 
 std::map<std::string, TrafficByOp> expected_rank_traffic(const TrainPlan& plan, const MeshShape& shape,
@@ -18,16 +20,26 @@ std::map<std::string, TrafficByOp> expected_rank_traffic(const TrainPlan& plan, 
         }
     }
     std::map<std::string, TrafficByOp> traffic;
-    if (shape.dp > 1)
-        traffic["dp"] = data_parallel_traffic(model.layout(), shape.dp, plan.scheme, model.parameter_use_order());
+    // Under context parallelism the gradients are averaged over dp x cp ranks (one group), and
+    // every per-token figure counts this rank's seq / cp tokens.
+    const int gradient_ranks = shape.dp * shape.cp;
+    const std::string gradient_dimension = shape.cp > 1 ? "dp_cp" : "dp";
+    const int local_seq = plan.local_seq_len();
+    if (gradient_ranks > 1)
+        traffic[gradient_dimension] =
+            data_parallel_traffic(model.layout(), gradient_ranks, plan.scheme, model.parameter_use_order());
     if (shape.tp > 1)
-        traffic["tp"] = tensor_parallel_traffic(plan.model, plan.seq_len, microbatch_size, o.microbatches, split, share,
+        traffic["tp"] = tensor_parallel_traffic(plan.model, local_seq, microbatch_size, o.microbatches, split, share,
                                                 plan.recompute);
+    if (shape.cp > 1)
+        traffic["cp"] = context_parallel_traffic(context_local_gqa_shape(plan.model, microbatch_size, local_seq, split),
+                                                 plan.context_split(at.cp), share.layers, o.microbatches,
+                                                 plan.recompute);
     if (shape.pp > 1) {
         std::vector<int> held;
         for (int chunk = 0; chunk < o.virtual_stages; ++chunk) held.push_back(chunk * shape.pp + at.pp);
         // The residual stream of one micro-batch: 1/t of its tokens under SP.
-        const double rows = static_cast<double>(microbatch_size) * plan.seq_len / (split.sequence_parallel ? split.size : 1);
+        const double rows = static_cast<double>(microbatch_size) * local_seq / (split.sequence_parallel ? split.size : 1);
         const double boundary_bytes = rows * plan.model.hidden * sizeof(float);
         // A tied embedding whose copies live on two stages (Model::shared_unit).
         const int shared = model.shared_unit();

@@ -14,7 +14,8 @@
 
 namespace parbench {
 
-// By dimension ("dp", "tp", "pp"), per step, for groups of more than one rank. `part` is the
+// By dimension ("dp", "tp", "pp"; with --cp "dp_cp" in place of "dp", the dp x cp gradient
+// group, and "cp", plan/context_traffic.hpp), per step, for groups of more than one rank. `part` is the
 // rank's pipeline part (inactive without pipelining), `model` the rank's model.
 std::map<std::string, TrafficByOp> expected_rank_traffic(const TrainPlan& plan, const MeshShape& shape,
                                                          const MeshCoordinates& at, const PipelinePart& part,

@@ -37,6 +37,9 @@ def main():
         (["--model", "gpt3-175b", "--gpus", "64", "--pp", "8", "--microbatches", "4", "--schedule", "interleaved",
           "--virtual-stages", "2"], "--microbatches"),
         (["--model", "gpt3-175b", "--gpus", "64", "--global-batch", "3"], "--global-batch"),
+        (["--model", "llama3-8b", "--gpus", "64", "--cp-style", "alltoall"], "--cp-style"),
+        (["--model", "llama3-8b", "--gpus", "64", "--cp", "3"], "--cp 3"),
+        (["--model", "llama3-8b", "--gpus", "64", "--cp", "4", "--cp-balance", "sideways"], "--cp-balance"),
     ]
     not_collective = os.path.join(out, "not-collective.json")
     with open(not_collective, "w") as handle:
@@ -58,6 +61,8 @@ def main():
                          "--states", "zero", "--fbw", "1,2,0"]),
         ("parbench", ["--model", "gpt-small", "--gpus", "2", "--zero", "3", "--prefetch", "--overlap",
                       "--global-batch", "8", "--precision", "fp32"]),
+        ("context", ["--model", "llama3-8b", "--gpus", "64", "--tp", "8", "--cp", "4", "--pp", "2",
+                     "--microbatches", "8", "--global-batch", "16", "--states", "megatron"]),
         ("search", ["--params", "7.5B", "--gpus", "64", "--search", "--global-batch", "512", "--states", "zero",
                     "--top", "3"]),
     ]

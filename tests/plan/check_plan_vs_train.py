@@ -49,6 +49,9 @@ def main():
     for flag in ["sp", "overlap", "prefetch"]:
         if layout[flag]:
             plan.append("--" + flag)
+    cp = layout.get("cp", 1)
+    if cp > 1:
+        plan += ["--cp", str(cp), "--cp-style", layout["cp_style"], "--cp-balance", layout["cp_balance"]]
     if layout["pp"] > 1:
         pipeline = result["pipeline"]
         plan += ["--schedule", pipeline["schedule"], "--virtual-stages", str(pipeline["virtual_stages"]),
@@ -67,11 +70,15 @@ def main():
             fail(f"{measured_key}: train measured {m} B, plan predicted {p} B\n$ " + " ".join(plan))
     checked = ["memory"]
     if layout["pp"] == 1:
-        for dimension in ["dp", "tp"]:
-            if layout[dimension] == 1:
+        # Under context parallelism train's gradient group is dp x cp ("dp_cp"), plan's "dp"
+        # line the same group; plan leaves out a ring's receives (the other end of its sends).
+        for dimension, extent in [("dp", layout["dp"] * cp), ("tp", layout["tp"]), ("cp", cp)]:
+            if extent == 1:
                 continue  # a group of one: train still counts a call (issue #10), plan counts none
             expected = {line["collective"]: line for line in predicted["comm"] if line["dimension"] == dimension}
-            actual = result["comm"][dimension]
+            actual = dict(result["comm"]["dp_cp" if dimension == "dp" and cp > 1 else dimension])
+            if dimension == "cp":
+                actual.pop("recv", None)
             if set(expected) != set(actual):
                 fail(f"{dimension} collectives: plan {sorted(expected)}, train {sorted(actual)}")
             for op, line in expected.items():
