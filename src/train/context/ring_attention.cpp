@@ -111,7 +111,7 @@ class RingAttention final : public ContextAttentionStyle {
         }
         const float* held_k = k;
         const float* held_v = v;
-        std::array<Request, 2> accumulated_out, accumulated_in;  // dK/dV to rank r+1, from rank r-1
+        std::array<Request, 4> accumulated;  // dK/dV on to rank r+1 and in from rank r-1
         for (int step = 0; step < size(); ++step) {
             std::array<Request, 4> transfers;
             if (step + 1 < size()) start_kv_transfer(transfers, held_k, held_v, step);
@@ -130,25 +130,22 @@ class RingAttention final : public ContextAttentionStyle {
             }
             float* dk_acc = dk_accumulated_[step % 2];
             float* dv_acc = dv_accumulated_[step % 2];
+            // The accumulator of the held block has arrived, and the previous send, whose
+            // buffers the next receive reuses, has left.
+            wait_all(accumulated, counters.wait_ms);
             if (step > 0) {
-                wait_all(accumulated_in, counters.wait_ms);
                 ComputeTimer timer(ops_, counters.compute_ms);
                 ops_.add_inplace(dk_acc, dk_part_, kv);
                 ops_.add_inplace(dv_acc, dv_part_, kv);
             }
-            // The next receive reuses the buffers the previous send read from.
-            wait_all(accumulated_out, counters.wait_ms);
-            accumulated_out[0] = send(dk_acc, next_rank());
-            accumulated_out[1] = send(dv_acc, next_rank());
             // After the last step this receives this rank's own block's finished dK/dV.
-            accumulated_in[0] = cp_.irecv(dk_accumulated_[(step + 1) % 2], kv, DType::float32, previous_rank());
-            accumulated_in[1] = cp_.irecv(dv_accumulated_[(step + 1) % 2], kv, DType::float32, previous_rank());
+            start_ring_shift(accumulated, dk_acc, dv_acc, dk_accumulated_[(step + 1) % 2],
+                             dv_accumulated_[(step + 1) % 2]);
             wait_all(transfers, counters.wait_ms);
             held_k = received_k_[step % 2];
             held_v = received_v_[step % 2];
         }
-        wait_all(accumulated_in, counters.wait_ms);
-        wait_all(accumulated_out, counters.wait_ms);
+        wait_all(accumulated, counters.wait_ms);
         ComputeTimer timer(ops_, counters.compute_ms);
         ops_.add_inplace(dk, dk_accumulated_[size() % 2], kv);
         ops_.add_inplace(dv, dv_accumulated_[size() % 2], kv);
@@ -167,15 +164,36 @@ class RingAttention final : public ContextAttentionStyle {
         return cp_.isend(block, kv, DType::float32, peer);
     }
 
-    // Receives of step+1's K/V block from rank r-1 into the buffers of this step's parity,
-    // and the sends of the held block to rank r+1. Receives first, in the order the previous
-    // rank sends.
-    void start_kv_transfer(std::array<Request, 4>& transfers, const float* held_k, const float* held_v, int step) {
+    // Starts sending two blocks to rank r+1 and receiving two from rank r-1 (into `requests`,
+    // which must hold no pending request). On NCCL the calls run in issue order on one stream
+    // and a send completes only against its receive, so a ring in which every rank sent first
+    // (or received first) would wait on itself: even ranks send first and odd ranks receive
+    // first, which breaks the cycle for any c. MPI matches messages per sender in the order
+    // they were sent, which this keeps the same on both sides.
+    void start_ring_shift(std::array<Request, 4>& requests, const float* send_first, const float* send_second,
+                          float* receive_first, float* receive_second) {
         const std::size_t kv = local_.kv_elements();
-        transfers[0] = cp_.irecv(received_k_[step % 2], kv, DType::float32, previous_rank());
-        transfers[1] = cp_.irecv(received_v_[step % 2], kv, DType::float32, previous_rank());
-        transfers[2] = send(held_k, next_rank());
-        transfers[3] = send(held_v, next_rank());
+        const auto sends = [&] {
+            requests[0] = send(send_first, next_rank());
+            requests[1] = send(send_second, next_rank());
+        };
+        const auto receives = [&] {
+            requests[2] = cp_.irecv(receive_first, kv, DType::float32, previous_rank());
+            requests[3] = cp_.irecv(receive_second, kv, DType::float32, previous_rank());
+        };
+        if (split_.rank % 2 == 0) {
+            sends();
+            receives();
+        } else {
+            receives();
+            sends();
+        }
+    }
+
+    // The held K/V block on to rank r+1, step+1's from rank r-1 into the buffers of this step's
+    // parity (the other pair is the one held, or the caller's k and v at step 0).
+    void start_kv_transfer(std::array<Request, 4>& transfers, const float* held_k, const float* held_v, int step) {
+        start_ring_shift(transfers, held_k, held_v, received_k_[step % 2], received_v_[step % 2]);
     }
 
     // Every (local query chunk, held key chunk) pair that is not wholly in the future, as the
