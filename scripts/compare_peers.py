@@ -70,39 +70,58 @@ def run_parbench(parbench, np, sizes, workdir):
 
 
 def run_imb(imb, np, sizes, workdir):
-    lengths = os.path.join(workdir, "imb-lengths.txt")
-    with open(lengths, "w") as out:
-        out.write("".join(f"{s}\n" for s in sizes))
-    names = [imb_name for imb_name, _, _ in COLLECTIVES.values()]
-    text = mpirun([imb, *names, "-msglen", lengths, "-npmin", str(np)], np)
+    """One IMB-MPI1 process per collective and size, as parbench runs, with OSU's iteration
+    counts (IMB's own policy would pick fewer repetitions for large sizes)."""
+    figures = {}
     by_imb = {imb_name: name for name, (imb_name, _, _) in COLLECTIVES.items()}
-    figures, current = {}, None
-    for line in text.splitlines():
-        if line.startswith("# Benchmarking "):
-            current = by_imb.get(line.split()[2])
-            continue
-        fields = line.split()
-        if current and len(fields) == 5 and fields[0].isdigit():
-            size = int(fields[0])
-            if size in sizes:
-                figures[(current, size)] = {"t_avg": float(fields[4]), "t_max": float(fields[3])}
+    lengths = os.path.join(workdir, "imb-lengths.txt")
+    for imb_name, name in by_imb.items():
+        for size in sizes:
+            iters = "1000" if size <= SMALL else "100"
+            with open(lengths, "w") as out:
+                out.write(f"{size}\n")
+            text = mpirun([imb, imb_name, "-msglen", lengths, "-npmin", str(np), "-iter", iters, "-iter_policy", "off"],
+                          np)
+            for line in text.splitlines():
+                fields = line.split()
+                if len(fields) == 5 and fields[0].isdigit() and int(fields[0]) == size:
+                    figures[(name, size)] = {"t_avg": float(fields[4]), "t_max": float(fields[3])}
     return figures
 
 
 def run_osu(osu_dir, np, sizes):
+    """One OSU process per collective and size (-m SIZE:SIZE), as parbench runs."""
     figures = {}
     for name, (_, binary, _) in COLLECTIVES.items():
-        text = mpirun([os.path.join(osu_dir, binary), "-f", "-m", str(max(sizes))], np)
-        for line in text.splitlines():
-            fields = line.split()
-            if len(fields) >= 4 and fields[0].isdigit() and int(fields[0]) in sizes:
-                figures[(name, int(fields[0]))] = {"avg": float(fields[1]), "max": float(fields[3])}
+        for size in sizes:
+            text = mpirun([os.path.join(osu_dir, binary), "-f", "-m", f"{size}:{size}"], np)
+            for line in text.splitlines():
+                fields = line.split()
+                if len(fields) >= 4 and fields[0].isdigit() and int(fields[0]) == size:
+                    figures[(name, size)] = {"avg": float(fields[1]), "max": float(fields[3])}
     return figures
 
 
 def median_over(rounds, key, field):
     values = [r[key][field] for r in rounds if key in r]
     return statistics.median(values) if values else None
+
+
+def measure_rounds(args, sizes, workdir):
+    rounds = {"parbench": [], "imb": [], "osu": []}
+    for r in range(args.rounds):
+        # Alternate the order, so slow drifts of the machine touch every tool alike.
+        order = ["parbench", "imb", "osu"]
+        order = order[r % 3:] + order[:r % 3]
+        for tool in order:
+            if tool == "parbench":
+                rounds[tool].append(run_parbench(args.parbench, args.np, sizes, workdir))
+            elif tool == "imb":
+                rounds[tool].append(run_imb(args.imb, args.np, sizes, workdir))
+            else:
+                rounds[tool].append(run_osu(args.osu, args.np, sizes))
+        print(f"round {r + 1}/{args.rounds} done", file=sys.stderr)
+    return rounds
 
 
 def main():
@@ -121,21 +140,8 @@ def main():
         if not os.access(path, os.X_OK):
             sys.exit(f"error: {path} is not an executable; build it first (see the script's help)")
 
-    workdir = tempfile.mkdtemp(prefix="parbench-peers-")
-    rounds = {"parbench": [], "imb": [], "osu": []}
-    for r in range(args.rounds):
-        # Alternate the order, so slow drifts of the machine touch every tool alike.
-        order = ["parbench", "imb", "osu"]
-        order = order[r % 3:] + order[:r % 3]
-        for tool in order:
-            if tool == "parbench":
-                rounds[tool].append(run_parbench(args.parbench, args.np, sizes, workdir))
-            elif tool == "imb":
-                rounds[tool].append(run_imb(args.imb, args.np, sizes, workdir))
-            else:
-                rounds[tool].append(run_osu(args.osu, args.np, sizes))
-        print(f"round {r + 1}/{args.rounds} done", file=sys.stderr)
-
+    with tempfile.TemporaryDirectory(prefix="parbench-peers-") as workdir:
+        rounds = measure_rounds(args, sizes, workdir)
     rows = []
     for name in COLLECTIVES:
         for size in sizes:

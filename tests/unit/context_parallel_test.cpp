@@ -1,170 +1,141 @@
-// Context parallelism outside its attention: the mesh's cp dimension (order tp-cp-dp-pp, the
-// dp x cp gradient group), train's refusals of --cp layouts that cannot run, and the formulas
-// train and plan share (activation memory per rank, the cp traffic per step).
+// Context parallelism's pure parts: the positions each rank holds (and the refusals of
+// sequences that do not divide), the style and balance names, and the expected cp traffic
+// formula (plan/context_traffic.hpp) on literal shapes.
 #include <gtest/gtest.h>
 
 #include <algorithm>
-#include <vector>
+#include <numeric>
 
-#include "core/error.hpp"
-#include "plan/activation_memory.hpp"
-#include "plan/context_parallel.hpp"
-#include "train/mesh.hpp"
-#include "train/train_options.hpp"
+#include "plan/context_traffic.hpp"
+#include "tests/support/usage_error_text.hpp"
+#include "train/context/context_attention.hpp"
 
 namespace parbench {
 namespace {
 
-TEST(ContextMesh, TensorThenContextThenDataThenPipeline) {
-    MeshShape shape;
-    shape.dp = 2;
-    shape.tp = 2;
-    shape.pp = 2;
-    shape.cp = 2;
-    EXPECT_EQ(shape.world(), 16);
-    const MeshCoordinates at = mesh_coordinates(shape, 11);  // 11 = ((0·2 + 1)·2 + 1)·2 + 1
-    EXPECT_EQ(at.tp, 1);
-    EXPECT_EQ(at.cp, 1);
-    EXPECT_EQ(at.dp, 0);
-    EXPECT_EQ(at.pp, 1);
-    EXPECT_EQ(mesh_rank(shape, at), 11);
-    EXPECT_EQ(mesh_group_ranks(shape, MeshDimension::tp, 11), (std::vector<int>{10, 11}));
-    EXPECT_EQ(mesh_group_ranks(shape, MeshDimension::cp, 11), (std::vector<int>{9, 11}));
-    EXPECT_EQ(mesh_group_ranks(shape, MeshDimension::dp, 11), (std::vector<int>{11, 15}));
-    EXPECT_EQ(mesh_group_ranks(shape, MeshDimension::pp, 11), (std::vector<int>{3, 11}));
-    // The gradient group: every rank with this tp and pp coordinate, dp-major, cp-minor.
-    EXPECT_EQ(mesh_group_ranks(shape, MeshDimension::dp_cp, 11), (std::vector<int>{9, 11, 13, 15}));
+using testing::usage_error_text;
+
+ContextSplit split(int rank, int size, ContextBalance balance) {
+    return ContextSplit{rank, size, ContextStyle::ring, balance};
 }
 
-TEST(ContextMesh, EveryDimensionPartitionsTheWorld) {
-    MeshShape shape;
-    shape.dp = 3;
-    shape.tp = 2;
-    shape.cp = 3;
-    for (MeshDimension d :
-         {MeshDimension::dp, MeshDimension::tp, MeshDimension::pp, MeshDimension::cp, MeshDimension::dp_cp}) {
-        std::vector<int> seen(static_cast<std::size_t>(shape.world()), 0);
-        for (const auto& group : mesh_all_groups(shape, d))
-            for (int rank : group) ++seen[static_cast<std::size_t>(rank)];
-        EXPECT_EQ(std::count(seen.begin(), seen.end(), 1), shape.world());
+TEST(ContextPositions, NoneKeepsContiguousChunks) {
+    EXPECT_EQ(context_positions(6, split(0, 3, ContextBalance::none)), (std::vector<int>{0, 1}));
+    EXPECT_EQ(context_positions(6, split(2, 3, ContextBalance::none)), (std::vector<int>{4, 5}));
+}
+
+TEST(ContextPositions, ZigzagTakesOneChunkFromEachEnd) {
+    // c = 2, T = 8: chunks of 2, rank 0 holds chunks 0 and 3, rank 1 chunks 1 and 2
+    EXPECT_EQ(context_positions(8, split(0, 2, ContextBalance::zigzag)), (std::vector<int>{0, 1, 6, 7}));
+    EXPECT_EQ(context_positions(8, split(1, 2, ContextBalance::zigzag)), (std::vector<int>{2, 3, 4, 5}));
+    // c = 3, T = 6: rank 1 holds chunks 1 and 4
+    EXPECT_EQ(context_positions(6, split(1, 3, ContextBalance::zigzag)), (std::vector<int>{1, 4}));
+}
+
+TEST(ContextPositions, EveryBalanceCoversTheSequenceOnce) {
+    for (ContextBalance balance : {ContextBalance::none, ContextBalance::zigzag})
+        for (int c : {1, 2, 3, 4}) {
+            std::vector<int> seen;
+            for (int r = 0; r < c; ++r) {
+                const auto positions = context_positions(24, split(r, c, balance));
+                EXPECT_EQ(positions.size(), 24u / c);
+                seen.insert(seen.end(), positions.begin(), positions.end());
+            }
+            std::sort(seen.begin(), seen.end());
+            std::vector<int> all(24);
+            std::iota(all.begin(), all.end(), 0);
+            EXPECT_EQ(seen, all) << context_balance_name(balance) << " cp " << c;
+        }
+}
+
+TEST(ContextPositions, OneRankHoldsTheWholeSequenceInOrder) {
+    EXPECT_EQ(context_positions(5, split(0, 1, ContextBalance::zigzag)), (std::vector<int>{0, 1, 2, 3, 4}));
+}
+
+TEST(ContextPositions, RefusesSequencesThatDoNotDivide) {
+    const std::string none = usage_error_text([] { context_positions(10, split(0, 3, ContextBalance::none)); });
+    EXPECT_NE(none.find("--cp 3"), std::string::npos) << none;
+    EXPECT_NE(none.find("sequence length 10"), std::string::npos) << none;
+    // 3 divides 15 but 2 x 3 does not: zigzag refuses what none accepts
+    const std::string zigzag = usage_error_text([] { context_positions(15, split(1, 3, ContextBalance::zigzag)); });
+    EXPECT_NE(zigzag.find("--cp-balance zigzag"), std::string::npos) << zigzag;
+    EXPECT_NE(zigzag.find("2 x cp = 6"), std::string::npos) << zigzag;
+    EXPECT_NE(zigzag.find("--cp-balance none"), std::string::npos) << zigzag;
+    EXPECT_EQ(usage_error_text([] { context_positions(15, split(1, 3, ContextBalance::none)); }), "");
+    EXPECT_NE(usage_error_text([] { context_positions(8, split(0, 0, ContextBalance::none)); }), "");
+}
+
+TEST(ContextNames, StyleAndBalance) {
+    EXPECT_EQ(context_style_name(ContextStyle::ring), "ring");
+    EXPECT_EQ(context_style_name(ContextStyle::alltoall), "alltoall");
+    EXPECT_EQ(context_balance_name(ContextBalance::zigzag), "zigzag");
+    EXPECT_EQ(context_balance_name(ContextBalance::none), "none");
+}
+
+ContextAttentionShape shape(ContextStyle style, int cp, int heads, int kv_heads, int first_query_head = 0) {
+    ContextAttentionShape s;
+    s.batch = 2;
+    s.seq_len = 24;
+    s.heads = heads;
+    s.kv_heads = kv_heads;
+    s.head_size = 8;
+    s.first_query_head = first_query_head;
+    s.queries_per_kv = heads / kv_heads;
+    s.cp = cp;
+    s.style = style;
+    return s;
+}
+
+TEST(ContextTraffic, RingSendsKvBlocksAroundAndGradientsHome) {
+    // c = 4: a K or V block is 2 x 6 tokens x 2 kv heads x 8 x 4 bytes = 768 bytes
+    const ContextLayerTraffic t = context_attention_traffic(shape(ContextStyle::ring, 4, 4, 2));
+    EXPECT_EQ(t.forward.by_op.at("send").calls, 6.0);
+    EXPECT_EQ(t.forward.by_op.at("send").bytes, 6.0 * 768);
+    EXPECT_EQ(t.forward.by_op.at("recv").bytes, 6.0 * 768);
+    EXPECT_EQ(t.forward.messages, 6.0);
+    EXPECT_EQ(t.forward.bytes_sent, 6.0 * 768);
+    EXPECT_EQ(t.backward.by_op.at("send").calls, 14.0);  // 2(c-1) K/V + 2c dK/dV
+    EXPECT_EQ(t.backward.bytes_sent, 14.0 * 768);
+    EXPECT_EQ(t.forward.by_op.size(), 2u);
+}
+
+TEST(ContextTraffic, AlltoallReshardsFourTensorsEachWay) {
+    // c = 2, 4 query heads, 2 kv heads: q buffer 2 x 12 x 4 x 8 x 4 = 3072 bytes, k buffer
+    // 2 x 12 x (2 ranks x 1 kv head) x 8 x 4 = 1536
+    const ContextLayerTraffic t = context_attention_traffic(shape(ContextStyle::alltoall, 2, 4, 2));
+    EXPECT_EQ(t.forward.by_op.at("alltoall").calls, 4.0);
+    EXPECT_EQ(t.forward.by_op.at("alltoall").bytes, 2 * 3072.0 + 2 * 1536.0);
+    EXPECT_EQ(t.forward.bytes_sent, (2 * 3072.0 + 2 * 1536.0) / 2);
+    EXPECT_EQ(t.backward.messages, 4.0);
+    EXPECT_EQ(t.forward.by_op.size(), 1u);
+}
+
+TEST(ContextTraffic, OneRankCarriesNothing) {
+    for (ContextStyle style : {ContextStyle::ring, ContextStyle::alltoall}) {
+        const ContextLayerTraffic t = context_attention_traffic(shape(style, 1, 4, 2));
+        EXPECT_TRUE(t.forward.by_op.empty());
+        EXPECT_EQ(t.backward.messages, 0.0);
     }
-    EXPECT_EQ(mesh_all_groups(shape, MeshDimension::cp).size(), 6u);
-    EXPECT_EQ(mesh_all_groups(shape, MeshDimension::dp_cp).size(), 2u);
-    EXPECT_EQ(mesh_all_groups(shape, MeshDimension::dp_cp)[0].size(), 9u);
 }
 
-TEST(ContextMesh, WithoutContextParallelismTheOrderIsTensorDataPipeline) {
-    const MeshShape shape{2, 2, 2};  // dp, tp, pp; cp 1
-    EXPECT_EQ(mesh_group_ranks(shape, MeshDimension::dp, 5), (std::vector<int>{5, 7}));
-    EXPECT_EQ(mesh_group_ranks(shape, MeshDimension::cp, 5), (std::vector<int>{5}));
-    EXPECT_EQ(mesh_group_ranks(shape, MeshDimension::dp_cp, 5), (std::vector<int>{5, 7}));
-}
-
-TrainOptions llama_tiny() {
-    TrainOptions options;
-    options.model = "llama-tiny";  // seq 32, 4 heads
-    return options;
-}
-
-TEST(ContextOptions, LayoutsThatCannotRunAreRefused) {
-    TrainOptions o = llama_tiny();
-    o.cp = 3;  // 32 tokens do not split into 6 zigzag chunks
-    EXPECT_THROW(resolve_train_options(o), UsageError);
-    o.cp_balance = "none";  // ... nor into 3
-    EXPECT_THROW(resolve_train_options(o), UsageError);
-    o.seq = 24;
-    EXPECT_NO_THROW(resolve_train_options(o));
-    o = llama_tiny();
-    o.cp_style = "alltoall";  // without --cp > 1
-    EXPECT_THROW(resolve_train_options(o), UsageError);
-    o.cp = 2;
-    EXPECT_NO_THROW(resolve_train_options(o));
-    o.cp_style = "ulysses";
-    EXPECT_THROW(resolve_train_options(o), UsageError);
-    o = llama_tiny();
-    o.cp = 2;
-    o.model = "mlp-tiny";
-    EXPECT_THROW(resolve_train_options(o), UsageError);
-    o = llama_tiny();
-    o.cp = 4;
-    o.tp = 2;
-    o.sp = true;
-    o.seq = 16;  // 4 tokens per cp rank split over tp 2: fine
-    EXPECT_NO_THROW(resolve_train_options(o));
-}
-
-TEST(ContextOptions, TheWorldIsDataTimesTensorTimesPipelineTimesContext) {
-    TrainOptions o = llama_tiny();
-    o.cp = 2;
-    o.tp = 2;
-    const TrainPlan plan = resolve_train_options(o);
-    const MeshShape shape = resolve_layout(plan, 8);
-    EXPECT_EQ(shape.dp, 2);
-    EXPECT_EQ(shape.cp, 2);
-    EXPECT_THROW(resolve_layout(plan, 6), UsageError);
-    o.dp = 1;
-    EXPECT_THROW(resolve_layout(resolve_train_options(o), 8), UsageError);
-}
-
-TEST(ContextFormulas, PaperActivationsTakeThePerTokenTermsAtSOverC) {
-    // Megatron-scale layer: s 8192, b 1, h 8192, a 64, t 8 with SP, c 4.
-    const LayerActivationShape whole{8192, 1, 8192, 64, 8, true, 1};
-    LayerActivationShape split = whole;
-    split.cp = 4;
-    const double sbh = 8192.0 * 8192.0;
-    EXPECT_DOUBLE_EQ(paper_layer_activation_bytes(whole, Recompute::none), sbh * (34.0 / 8 + 5.0 * 64 * 8192 / (8192.0 * 8)));
-    // s' = s/4 per token; the attention term's s stays whole (1/4 of the score matrix per rank).
-    EXPECT_DOUBLE_EQ(paper_layer_activation_bytes(split, Recompute::none),
-                     sbh / 4 * (34.0 / 8 + 5.0 * 64 * 8192 / (8192.0 * 8)));
-    EXPECT_DOUBLE_EQ(paper_layer_activation_bytes(split, Recompute::full), 2.0 * sbh / 4);
-    EXPECT_EQ(paper_layer_activation_formula(true, true, Recompute::none, 1),
-              paper_layer_activation_formula(true, true, Recompute::none));
-    EXPECT_NE(paper_layer_activation_formula(true, true, Recompute::none, 4).find("s'bh(34/t + 5as/(ht))"),
-              std::string::npos);
-}
-
-TEST(ContextFormulas, StepTrafficCountsEveryLayerAndMicroBatchAndTheRecomputedForward) {
-    const GqaShape local{2, 16, 4, 2, 8, 0, 2};  // B 2, 16 of 32 tokens, 4 query and 2 key/value heads
-    const ContextSplit ring{0, 2, ContextStyle::ring, ContextBalance::zigzag};
-    const TrafficByOp one = context_parallel_traffic(local, ring, 1, 1, Recompute::none);
-    ASSERT_EQ(one.count("send"), 1u);
-    EXPECT_EQ(one.at("send").calls, one.at("recv").calls);
-    EXPECT_EQ(one.at("send").bytes, one.at("recv").bytes);
-    const TrafficByOp step = context_parallel_traffic(local, ring, 3, 2, Recompute::none);
-    EXPECT_DOUBLE_EQ(step.at("send").bytes, 6 * one.at("send").bytes);
-    // Full recompute reruns each forward, transfers and all; selective keeps them as they are.
-    const TrafficByOp full = context_parallel_traffic(local, ring, 1, 1, Recompute::full);
-    EXPECT_GT(full.at("send").calls, one.at("send").calls);
-    EXPECT_EQ(context_parallel_traffic(local, ring, 1, 1, Recompute::selective).at("send").calls,
-              one.at("send").calls);
-    // A group of one carries nothing.
-    EXPECT_TRUE(context_parallel_traffic(local, ContextSplit{}, 2, 2, Recompute::none).empty());
-    const ContextCounterVolume counted = context_parallel_counters(local, ring, 1, 1, Recompute::none);
-    EXPECT_DOUBLE_EQ(counted.bytes_sent, one.at("send").bytes);
-    EXPECT_DOUBLE_EQ(counted.messages, one.at("send").calls);
-}
-
-TEST(ContextFormulas, LocalAttentionShapeFollowsTheModelsHeads) {
-    ModelConfig llama;
-    llama.kind = ModelKind::llama;
-    llama.hidden = 64;
-    llama.heads = 4;
-    llama.kv_heads = 2;
-    // tp 2 splits the key/value heads; tp 4 replicates them, rank 3 reading global head 3's.
-    const GqaShape split = context_local_gqa_shape(llama, 2, 8, TensorSplit{1, 2});
-    EXPECT_EQ(split.NH, 2);
-    EXPECT_EQ(split.NKV, 1);
-    EXPECT_EQ(split.first_query_head, 0);
-    const GqaShape replicated = context_local_gqa_shape(llama, 2, 8, TensorSplit{3, 4});
-    EXPECT_EQ(replicated.NKV, 2);
-    EXPECT_EQ(replicated.first_query_head, 3);
-    EXPECT_EQ(replicated.kv_head(0), 1);
-    ModelConfig gpt = llama;
-    gpt.kind = ModelKind::gpt;
-    const GqaShape mha = context_local_gqa_shape(gpt, 2, 8, TensorSplit{});
-    EXPECT_EQ(mha.NH, 4);
-    EXPECT_EQ(mha.NKV, 4);
-    EXPECT_EQ(mha.T, 8);
+TEST(ContextTraffic, AlltoallKeyValueWindows) {
+    // c divides NKV: the windows split the kv heads
+    const ContextAttentionShape split_heads = shape(ContextStyle::alltoall, 2, 8, 4);
+    EXPECT_EQ(alltoall_kv_window(split_heads, 0).first, 0);
+    EXPECT_EQ(alltoall_kv_window(split_heads, 1).first, 2);
+    EXPECT_EQ(alltoall_kv_window(split_heads, 1).count, 2);
+    // 6 query heads over 2 kv heads on 3 ranks: rank 1's heads 2, 3 read kv heads 0 and 1, so
+    // every rank receives a window of 2 (the last one shifted down to fit)
+    const ContextAttentionShape spanning = shape(ContextStyle::alltoall, 3, 6, 2);
+    for (int r = 0; r < 3; ++r) {
+        EXPECT_EQ(alltoall_kv_window(spanning, r).count, 2);
+        EXPECT_EQ(alltoall_kv_window(spanning, r).first, 0);
+    }
+    // fewer kv heads than ranks: 8 query heads over 2 kv heads on 4 ranks, one kv head each
+    const ContextAttentionShape fewer = shape(ContextStyle::alltoall, 4, 8, 2);
+    EXPECT_EQ(alltoall_kv_window(fewer, 1).first, 0);
+    EXPECT_EQ(alltoall_kv_window(fewer, 2).first, 1);
+    EXPECT_EQ(alltoall_kv_window(fewer, 3).count, 1);
 }
 
 }  // namespace
