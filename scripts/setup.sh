@@ -13,8 +13,9 @@ default_build=$root/build
 [[ $mpi == mpich ]] && default_build=$root/build-mpich
 build_dir=${PARBENCH_BUILD_DIR:-$default_build}
 
-packages=(cmake g++ make pkg-config openmpi-bin libopenmpi-dev libcli11-dev nlohmann-json3-dev libopenblas-dev
-          libgtest-dev libbenchmark-dev python3 python3-jsonschema python3-matplotlib)
+packages=(cmake g++ make pkg-config ccache openmpi-bin libopenmpi-dev libcli11-dev nlohmann-json3-dev libopenblas-dev
+          libgtest-dev libbenchmark-dev python3 python3-jsonschema python3-matplotlib
+          time)  # GNU time: the fault suite measures a refused run's peak RSS with it
 [[ $mpi == mpich ]] && packages+=(mpich libmpich-dev)
 missing=()
 for package in "${packages[@]}"; do
@@ -33,7 +34,10 @@ cuda=${PARBENCH_CUDA:-AUTO}
 mkdir -p "$build_dir"
 if [[ ! -f $build_dir/CMakeCache.txt ]] || ! grep -q "^PARBENCH_CUDA:STRING=$cuda$" "$build_dir/CMakeCache.txt" ||
    ! grep -q "^PARBENCH_MPI:STRING=$mpi$" "$build_dir/CMakeCache.txt"; then
-  cmake -S "$root" -B "$build_dir" -DCMAKE_BUILD_TYPE=Release -DPARBENCH_CUDA="$cuda" -DPARBENCH_MPI="$mpi" >"$build_dir/setup-configure.log" 2>&1 ||
+  # ccache: a second build folder (MPICH beside Open MPI) then compiles only the files whose
+  # preprocessed source differs, those that include mpi.h; the rest are the first build's.
+  cmake -S "$root" -B "$build_dir" -DCMAKE_BUILD_TYPE=Release -DPARBENCH_CUDA="$cuda" -DPARBENCH_MPI="$mpi" \
+    -DCMAKE_CXX_COMPILER_LAUNCHER=ccache >"$build_dir/setup-configure.log" 2>&1 ||
     { cat "$build_dir/setup-configure.log"; exit 1; }
 fi
 targets=()

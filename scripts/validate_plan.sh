@@ -7,7 +7,9 @@
 # rounds (each run's own median over its timed steps).
 #
 #   scripts/validate_plan.sh [OUT_DIR]      (env: BUILD=build ROUNDS=2 STEPS=6; REUSE_CALIBRATION=1
-#                                            keeps OUT_DIR's sweeps and ops report)
+#                                            keeps OUT_DIR's sweeps and ops report; REUSE_MEASUREMENTS=1
+#                                            also keeps its train runs, to rerun only the predictions
+#                                            after a change to the plan's model)
 set -euo pipefail
 here=$(cd "$(dirname "$0")/.." && pwd)
 build=${BUILD:-$here/build}
@@ -38,12 +40,14 @@ best = max(b.get("FLOP/s", 0) for b in json.load(open(sys.argv[1]))["benchmarks"
 print(best / 1e12)
 PY
 )
+# 4 ranks on 2 cores share them: plan computes each rank at cores/ranks of the calibrated rate.
+cores=$(nproc)
 for np in 2 4; do
   cat > "$out/cluster-np$np.json" <<JSON
-{"device": {"name": "this VM's CPU cores (one per rank)", "peak_tflops_bf16": $peak, "peak_tflops_fp32": $peak,
+{"device": {"name": "this VM's CPU cores (a core per rank, shared when oversubscribed)", "peak_tflops_bf16": $peak, "peak_tflops_fp32": $peak,
             "memory_gib": 4, "memory_bandwidth_gbps": 10,
             "intra_host": {"latency_us": 5, "busbw_gbps": 5}, "cross_host": {"latency_us": 50, "busbw_gbps": 1}},
- "gpus": $np, "gpus_per_host": $np}
+ "gpus": $np, "gpus_per_host": $np, "cores_per_host": $cores}
 JSON
 done
 
@@ -76,8 +80,14 @@ for entry in "${layouts[@]}"; do
     --calibrate "$out/coll-np$np.json" --calibrate-compute "$out/ops.json" --json "$out/plan-$name.json" > /dev/null
 done
 
-echo "# measurements: $rounds alternating rounds of $steps timed steps" >&2
-for round in $(seq 1 "$rounds"); do
+if [[ -n ${REUSE_MEASUREMENTS:-} ]]; then
+  echo "# measurements: reusing $out/train-*-r*.json" >&2
+  rounds_to_run=0
+else
+  echo "# measurements: $rounds alternating rounds of $steps timed steps" >&2
+  rounds_to_run=$rounds
+fi
+for round in $(seq 1 "$rounds_to_run"); do
   for entry in "${layouts[@]}"; do
     IFS='|' read -r name np flags <<< "$entry"
     # shellcheck disable=SC2086

@@ -30,6 +30,7 @@ struct HeartbeatRecord {
     double age_s = 0.0;  // how long the activity had lasted when sent
     char phase[24] = {};
     char operation[40] = {};
+    char call[96] = {};  // the communicator call it waits in, as the watchdog describes it
 };
 
 // A file descriptor closed on destruction.

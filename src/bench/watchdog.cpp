@@ -5,6 +5,9 @@
 #include <cstring>
 #include <iomanip>
 #include <sstream>
+#include <stdexcept>
+
+#include "core/memory_budget.hpp"
 
 namespace parbench {
 namespace {
@@ -30,15 +33,21 @@ std::string rank_name(const RankView& view) {
     return "rank " + std::to_string(view.rank) + (view.host.empty() ? "" : " (" + view.host + ")");
 }
 
+// The activity and, when known, the call in it: "train step (timed iteration 3), waiting in ...".
+std::string activity_text(const Activity& activity, const std::string& call) {
+    return describe(activity) + (call.empty() ? "" : ", " + call);
+}
+
 // The state of one rank as the others read it: "in allreduce (size 8 B, timed iteration 3) for 5.2 s".
 std::string last_report(const RankView& view) {
-    std::string text = view.idle ? "idle" : "in " + describe(view.activity);
+    std::string text = view.idle ? "idle" : "in " + activity_text(view.activity, view.call);
     if (view.ended) return text + ", then its process ended";
     if (view.silent) return text + ", then silent for " + seconds_text(view.silent_s);
     return text + " for " + seconds_text(view.age_s);
 }
 
-HeartbeatRecord to_record(int rank, const Activity& activity, std::uint64_t progress, double age_s) {
+HeartbeatRecord to_record(int rank, const Activity& activity, std::uint64_t progress, double age_s,
+                          const std::string& call) {
     HeartbeatRecord record;
     record.rank = rank;
     record.idle = std::string_view(activity.phase) == "idle" ? 1 : 0;
@@ -48,6 +57,7 @@ HeartbeatRecord to_record(int rank, const Activity& activity, std::uint64_t prog
     record.age_s = age_s;
     std::strncpy(record.phase, activity.phase, sizeof record.phase - 1);
     std::strncpy(record.operation, activity.operation.c_str(), sizeof record.operation - 1);
+    std::strncpy(record.call, call.c_str(), sizeof record.call - 1);
     return record;
 }
 
@@ -69,6 +79,27 @@ std::string describe(const Activity& activity) {
 }
 
 namespace detail {
+
+std::string describe_call(const std::string& channel, const std::vector<int>& world_ranks,
+                          const CallObserver::Call& call, std::uint32_t index, bool inside) {
+    auto world = [&](int rank) {
+        return rank >= 0 && static_cast<std::size_t>(rank) < world_ranks.size() ? world_ranks[static_cast<std::size_t>(rank)]
+                                                                                : rank;
+    };
+    std::ostringstream text;
+    text << (inside ? (call.wait ? "waiting on a non-blocking " : "waiting in ") : "last call: ") << channel << ' '
+         << call.op;
+    if (call.to >= 0) text << " to rank " << world(call.to);
+    if (call.from >= 0) text << (call.to >= 0 ? ", from rank " : " from rank ") << world(call.from);
+    text << " (";
+    if (call.bytes >= 1024)
+        text << memory_text(static_cast<double>(call.bytes)) << ", ";
+    else if (call.bytes > 0)
+        text << call.bytes << " B, ";
+    text << "call " << index << " on " << channel << " in it)";
+    if (!inside) text << ", returned";
+    return text.str();
+}
 
 std::optional<std::string> diagnose_hang(const std::vector<RankView>& ranks, double timeout_s) {
     // A rank whose process just ended is mpirun's to report: it ends the job within moments.
@@ -97,7 +128,8 @@ std::optional<std::string> diagnose_hang(const std::vector<RankView>& ranks, dou
                 culprits.push_back(rank_name(view) + " did not reach it (still " + last_report(view) + ")");
 
     std::ostringstream text;
-    text << "watchdog: timed out after " << timeout_s << " s (--timeout) in " << describe(ahead->activity) << ": ";
+    text << "watchdog: timed out after " << timeout_s << " s (--timeout) in " << activity_text(ahead->activity, ahead->call)
+         << ": ";
     if (culprits.empty()) {
         text << "no rank is behind: every rank is inside it (a stall inside the operation, or it is only slow)";
     } else {
@@ -137,13 +169,83 @@ void Watchdog::enter(Activity activity) {
     activity_ = std::move(activity);
     ++generation_;
     since_ = Clock::now();
+    // Calls are counted and shown per activity (when any communicator is observed).
+    if (channels_.empty()) return;
+    for (auto& count : calls_in_activity_) count.store(0, std::memory_order_relaxed);
+    write_call(-1, Call{}, 0, false);
 }
 
 void Watchdog::idle() { enter(Activity{}); }
 
+int Watchdog::add_channel(const std::string& name, const std::vector<int>& world_ranks) {
+    std::lock_guard lock(mutex_);
+    if (channels_.size() >= static_cast<std::size_t>(max_channels))
+        throw std::logic_error("Watchdog::add_channel: more than " + std::to_string(max_channels) + " communicators");
+    channels_.push_back(Channel{name, world_ranks});
+    return static_cast<int>(channels_.size()) - 1;
+}
+
+// Writer side of the sequence lock: only the thread that makes the calls writes.
+void Watchdog::write_call(int channel, const Call& call, std::uint32_t index, bool inside) noexcept {
+    const std::uint32_t sequence = call_.sequence.load(std::memory_order_relaxed);
+    call_.sequence.store(sequence + 1, std::memory_order_relaxed);
+    std::atomic_thread_fence(std::memory_order_release);
+    call_.channel.store(channel, std::memory_order_relaxed);
+    call_.op.store(call.op, std::memory_order_relaxed);
+    call_.bytes.store(call.bytes, std::memory_order_relaxed);
+    call_.to.store(call.to, std::memory_order_relaxed);
+    call_.from.store(call.from, std::memory_order_relaxed);
+    call_.wait.store(call.wait, std::memory_order_relaxed);
+    call_.inside.store(inside, std::memory_order_relaxed);
+    call_.index.store(index, std::memory_order_relaxed);
+    call_.sequence.store(sequence + 2, std::memory_order_release);
+}
+
+void Watchdog::call_started(int channel, const Call& call) noexcept {
+    if (timeout_s_ <= 0 || channel < 0 || channel >= max_channels) return;
+    auto& count = calls_in_activity_[static_cast<std::size_t>(channel)];
+    const std::uint32_t index = count.load(std::memory_order_relaxed) + 1;
+    count.store(index, std::memory_order_relaxed);
+    write_call(channel, call, index, true);
+}
+
+void Watchdog::call_ended(int channel) noexcept {
+    if (timeout_s_ <= 0 || channel < 0 || channel >= max_channels) return;
+    // Only `inside` changes: the rest describes the call just made.
+    const std::uint32_t sequence = call_.sequence.load(std::memory_order_relaxed);
+    call_.sequence.store(sequence + 1, std::memory_order_relaxed);
+    std::atomic_thread_fence(std::memory_order_release);
+    call_.inside.store(false, std::memory_order_relaxed);
+    call_.sequence.store(sequence + 2, std::memory_order_release);
+}
+
+// Reader side: retries while a write is under way; the writer never stops inside one for
+// long (a stopped process stops this thread too), so a few tries suffice.
+std::string Watchdog::read_call() {
+    for (int attempt = 0; attempt < 1000; ++attempt) {
+        const std::uint32_t before = call_.sequence.load(std::memory_order_acquire);
+        if (before % 2 == 1) continue;
+        const int channel = call_.channel.load(std::memory_order_relaxed);
+        Call call;
+        call.op = call_.op.load(std::memory_order_relaxed);
+        call.bytes = call_.bytes.load(std::memory_order_relaxed);
+        call.to = call_.to.load(std::memory_order_relaxed);
+        call.from = call_.from.load(std::memory_order_relaxed);
+        call.wait = call_.wait.load(std::memory_order_relaxed);
+        const bool inside = call_.inside.load(std::memory_order_relaxed);
+        const std::uint32_t index = call_.index.load(std::memory_order_relaxed);
+        std::atomic_thread_fence(std::memory_order_acquire);
+        if (call_.sequence.load(std::memory_order_relaxed) != before) continue;
+        if (channel < 0 || static_cast<std::size_t>(channel) >= channels_.size()) return {};
+        const Channel& named = channels_[static_cast<std::size_t>(channel)];
+        return detail::describe_call(named.name, named.world_ranks, call, index, inside);
+    }
+    return {};
+}
+
 Watchdog::Local Watchdog::snapshot() {
     std::lock_guard lock(mutex_);
-    return {activity_, progress_, seconds_since(since_)};
+    return {activity_, progress_, seconds_since(since_), read_call()};
 }
 
 bool Watchdog::wait_tick() {
@@ -173,7 +275,7 @@ void Watchdog::watch_alone() {
         if (std::string_view(local.activity.phase) == "idle" || local.age_s < timeout_s_) continue;
         std::ostringstream message;
         message << "watchdog: rank " << rank_ << " timed out after " << timeout_s_ << " s in "
-                << describe(local.activity)
+                << activity_text(local.activity, local.call)
                 << ": a rank is stuck or dead (which one is unknown: this run has no watchdog side channel); raise "
                    "--timeout if the operation is only slow";
         on_timeout_(message.str());
@@ -217,6 +319,7 @@ void Watchdog::watch_as_hub() {
                 view.progress = local.progress;
                 view.age_s = local.age_s;
                 view.activity = local.activity;
+                view.call = local.call;
             } else {
                 const HeartbeatRecord& record = last[static_cast<std::size_t>(r)];
                 view.silent_s = seconds_since(heard[static_cast<std::size_t>(r)]);
@@ -227,6 +330,7 @@ void Watchdog::watch_as_hub() {
                 view.age_s = record.age_s + view.silent_s;
                 view.activity = Activity{interned_phase(record.phase), record.operation, record.bytes,
                                          static_cast<int>(record.iteration)};
+                view.call = std::string(record.call, strnlen(record.call, sizeof record.call));
             }
             views.push_back(std::move(view));
         }
@@ -250,7 +354,7 @@ void Watchdog::watch_as_peer() {
     while (wait_tick()) {
         const Local local = snapshot();
         if (seconds_since(last_sent) >= beat_interval_s) {
-            const HeartbeatRecord record = to_record(rank_, local.activity, local.progress, local.age_s);
+            const HeartbeatRecord record = to_record(rank_, local.activity, local.progress, local.age_s, local.call);
             send_nowait(fd, &record, sizeof record);
             last_sent = Clock::now();
         }
@@ -271,7 +375,8 @@ void Watchdog::watch_as_peer() {
         hub.rank = 0;
         hub.host = host_of(0);
         std::ostringstream message;
-        message << "watchdog: timed out after " << timeout_s_ << " s (--timeout) in " << describe(local.activity)
+        message << "watchdog: timed out after " << timeout_s_ << " s (--timeout) in "
+                << activity_text(local.activity, local.call)
                 << ": " << rank_name(hub)
                 << silence_text(false, hub_silent_s) << ". Reported by rank " << rank_;
         if (!host_of(rank_).empty()) message << " (" << host_of(rank_) << ")";

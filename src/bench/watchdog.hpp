@@ -5,8 +5,16 @@
 // did not arrive (silent: stopped or dead; or behind: still in an earlier activity) and what
 // each rank last reported. Should rank 0 itself fall silent, the lowest other rank reports it.
 // The threads never call MPI: they end the process with _exit(124), and mpirun ends the rest.
+//
+// Inside an activity (a training step) the watchdog can also be told of each communicator
+// call (it is a CallObserver): then each rank's report names the call it waits in, by
+// dimension, operation, size and peer ("waiting in pp recv from rank 2 (1.5 MiB, call 4 on
+// pp in it)"). The calls are noted lock-free and without allocating (a sequence lock over
+// atomics); the watchdog's thread turns them into text.
 #pragma once
 
+#include <array>
+#include <atomic>
 #include <condition_variable>
 #include <cstdint>
 #include <functional>
@@ -43,6 +51,7 @@ struct RankView {
     std::uint64_t progress = 0;
     double age_s = 0.0;  // how long its current activity has lasted, now
     Activity activity;
+    std::string call;  // the communicator call it waits in (or made last) in the activity; may be empty
 };
 
 namespace detail {
@@ -52,7 +61,15 @@ namespace detail {
 std::optional<std::string> diagnose_hang(const std::vector<RankView>& ranks, double timeout_s);
 }  // namespace detail
 
-class Watchdog {
+namespace detail {
+// A communicator call as the watchdog describes it: `channel` names the communicator ("pp")
+// and maps its ranks to world ranks. "waiting in pp recv from rank 2 (1.5 MiB, call 4 on pp
+// in it)"; once returned, "last call: ...". Pure, for tests.
+std::string describe_call(const std::string& channel, const std::vector<int>& world_ranks,
+                          const CallObserver::Call& call, std::uint32_t index, bool inside);
+}  // namespace detail
+
+class Watchdog : public CallObserver {
   public:
     // timeout_s <= 0 disables it. Without a channel (one rank, or it could not be set up)
     // each rank watches only itself. on_timeout must not return (it ends the process).
@@ -66,12 +83,40 @@ class Watchdog {
     void idle();
     bool enabled() const { return timeout_s_ > 0; }
 
+    // CallObserver: up to max_channels communicators; the calls come on the thread that
+    // calls enter() (they are counted per activity).
+    static constexpr int max_channels = 8;
+    int add_channel(const std::string& name, const std::vector<int>& world_ranks) override;
+    void call_started(int channel, const Call& call) noexcept override;
+    void call_ended(int channel) noexcept override;
+
   private:
     struct Local {
         Activity activity;
         std::uint64_t progress = 0;
         double age_s = 0.0;
+        std::string call;
     };
+    // The call the main thread is in (or made last), written by it and read by the watchdog's
+    // thread under a sequence lock: odd while a write is under way. Every field is atomic, so a
+    // torn read is retried, never undefined.
+    struct CallSlot {
+        std::atomic<std::uint32_t> sequence{0};
+        std::atomic<int> channel{-1};  // -1: no call yet in this activity
+        std::atomic<const char*> op{""};
+        std::atomic<std::uint64_t> bytes{0};
+        std::atomic<int> to{-1};
+        std::atomic<int> from{-1};
+        std::atomic<bool> wait{false};
+        std::atomic<bool> inside{false};
+        std::atomic<std::uint32_t> index{0};
+    };
+    struct Channel {
+        std::string name;
+        std::vector<int> world_ranks;
+    };
+    void write_call(int channel, const Call& call, std::uint32_t index, bool inside) noexcept;
+    std::string read_call();  // under mutex_ (the channels' names)
     Local snapshot();
     void watch();
     void watch_alone();
@@ -91,6 +136,10 @@ class Watchdog {
     std::uint64_t progress_ = 0;
     std::uint64_t generation_ = 0;
     std::chrono::steady_clock::time_point since_ = std::chrono::steady_clock::now();
+    std::vector<Channel> channels_;  // guarded by mutex_
+    CallSlot call_;
+    // Calls per channel in the current activity: written by the calling thread only.
+    std::array<std::atomic<std::uint32_t>, max_channels> calls_in_activity_{};
     bool stopping_ = false;
     std::thread thread_;
 };

@@ -14,6 +14,7 @@
 #include "cli/command.hpp"
 #include "cli/job_environment.hpp"
 #include "cli/job_watchdog.hpp"
+#include "cli/memory_check.hpp"
 #include "cli/mpi_scope.hpp"
 #include "cli/rank_agreement.hpp"
 #include "collectives/collective.hpp"
@@ -274,13 +275,11 @@ void check_flags_apply(const CollectiveOptions& options, const ResolvedOptions& 
         throw UsageError("--json and --csv name the same file '" + options.json_path + "'; give two paths");
 }
 
-// Before any allocation: the buffers of the largest point (buffers only grow during a sweep)
-// and the timing samples (each point's are kept in the results and the report) against this
-// rank's share of the host's available memory.
+// Before any allocation: the buffers of the largest point (buffers only grow during a sweep;
+// in the device's memory) and the timing samples (each point's are kept in the results and
+// the report; in host memory) against this rank's share of the memory they come from.
 std::optional<std::string> collective_memory_refusal(const CollectiveOptions& options, const ResolvedOptions& resolved,
-                                                     int nranks, int rank, int ranks_on_host) {
-    const auto budget = host_memory_budget(ranks_on_host);
-    if (!budget) return std::nullopt;
+                                                     int nranks, int rank, const RunMemoryBudgets& budgets) {
     const std::uint64_t largest = *std::max_element(resolved.sizes.begin(), resolved.sizes.end());
     const double element = static_cast<double>(dtype_size(resolved.params.type));
     double send = 0.0, recv = 0.0;
@@ -294,9 +293,9 @@ std::optional<std::string> collective_memory_refusal(const CollectiveOptions& op
     constexpr double bytes_per_kept_sample = 8.0 + 16.0 + 24.0;  // the double, its JSON value, its text
     const double samples = static_cast<double>(resolved.timing.iters) * (2 * 8.0 + points * bytes_per_kept_sample);
     const std::string size_flag = options.size ? "--size " + *options.size : "-e/--max-bytes " + options.max_bytes;
-    return memory_refusal({{"send and receive buffers at the largest size", send + recv, size_flag},
-                           {"timing samples", samples, "--iters " + std::to_string(resolved.timing.iters)}},
-                          *budget, "lower it, or run fewer ranks per host");
+    return placed_memory_refusal({{"send and receive buffers at the largest size", send + recv, size_flag}},
+                                 {{"timing samples", samples, "--iters " + std::to_string(resolved.timing.iters)}},
+                                 budgets.device, budgets.host, "lower it, or run fewer ranks per host");
 }
 
 // --groups: every rank's figures for its group reach world rank 0, which records each group
@@ -379,9 +378,6 @@ class CollectiveCommand : public Command {
         for (const Collective* collective : resolved.collectives)
             element_count(*collective, resolved.sizes.front(), resolved.params, measured_ranks, resolved.exact_size);
 
-        throw_if_any_rank_failed(control,
-                                 collective_memory_refusal(options_, resolved, nranks, rank, session.local_size()),
-                                 session.hosts_by_rank());
         // Before the backend: a hang while it starts is watched too; the report kept so far is
         // rewritten as partial by the watchdog's thread as it ends the job.
         KeptReport kept(rank == 0 ? options_.json_path : std::string());
@@ -389,6 +385,13 @@ class CollectiveCommand : public Command {
                                              [&kept](const std::string& message) { kept.abandon(message); });
         watchdog->enter({"setup", "start-up", 0, 0});
         Backend backend = make_backend(resolved.backend, session, control);
+        // Once the device is known (a GPU's free memory is checked too), before any buffer.
+        throw_if_any_rank_failed(
+            control,
+            collective_memory_refusal(options_, resolved, nranks, rank,
+                                      run_memory_budgets(*backend.device, control, session.hosts_by_rank(),
+                                                         session.local_size())),
+            session.hosts_by_rank());
         if (resolved.timing.graph && !backend.device->is_gpu())
             throw UsageError("--graph replays CUDA graphs; this run uses " + backend.device->kind() +
                              " memory (no GPU visible)");

@@ -16,6 +16,7 @@
 #include "cli/command.hpp"
 #include "cli/job_environment.hpp"
 #include "cli/job_watchdog.hpp"
+#include "cli/memory_check.hpp"
 #include "cli/mpi_scope.hpp"
 #include "cli/rank_agreement.hpp"
 #include "comm/backend.hpp"
@@ -34,6 +35,7 @@
 #include "train/model.hpp"
 #include "train/ops/ops.hpp"
 #include "train/train_options.hpp"
+#include "train/pipeline/kept_trace.hpp"
 #include "train/pipeline/pipeline_report.hpp"
 #include "train/train_report.hpp"
 #include "train/train_run.hpp"
@@ -91,11 +93,10 @@ std::string progress_line(const TrainPlan& plan, int world, const StepProgress& 
 // Before any allocation: the ledger's model states (ZeRO's 16 B/param, arXiv 1910.02054, for
 // this rank's tensor and pipeline share) and the activations one micro-batch keeps (GPT:
 // Korthikanti et al.'s per-layer formula plus the logits; MLP: its layer outputs) against
-// this rank's share of the host's memory. An estimate, on the low side: it refuses only
-// runs that cannot fit.
-std::optional<std::string> train_memory_refusal(const TrainPlan& plan, const MeshShape& shape, int ranks_on_host) {
-    const auto budget = host_memory_budget(ranks_on_host);
-    if (!budget) return std::nullopt;
+// this rank's share of the device's memory (the host's on CPU; a GPU's free memory shared by
+// the ranks on it). An estimate, on the low side: it refuses only runs that cannot fit.
+std::optional<std::string> train_memory_refusal(const TrainPlan& plan, const MeshShape& shape,
+                                                const RunMemoryBudgets& budgets) {
     const TrainOptions& o = plan.options;
     const ModelConfig& m = plan.model;
     const double parameters = static_cast<double>(model_parameter_layout(m, plan.seq_len).total_numel());
@@ -118,10 +119,11 @@ std::optional<std::string> train_memory_refusal(const TrainPlan& plan, const Mes
     const double unit = parameters >= 1e12 ? 1e12 : parameters >= 1e9 ? 1e9 : parameters >= 1e6 ? 1e6 : 1e3;
     model_flag << "--model " << o.model << " (" << std::setprecision(3) << parameters / unit << scale << " parameters)";
     batch_flag << "--global-batch " << o.global_batch;
-    return memory_refusal({{"parameters, gradients and optimizer state", states.total(), model_flag.str()},
-                           {"activations of one micro-batch", activations, batch_flag.str()}},
-                          *budget,
-                          "use a smaller model or batch, shard with --zero, --tp or --pp, or run fewer ranks per host");
+    return placed_memory_refusal(
+        {{"parameters, gradients and optimizer state", states.total(), model_flag.str()},
+         {"activations of one micro-batch", activations, batch_flag.str()}},
+        {}, budgets.device, budgets.host,
+        "use a smaller model or batch, shard with --zero, --tp or --pp, or run fewer ranks per host");
 }
 
 // Flags of the run itself (not of what is trained), kept beside TrainOptions.
@@ -135,10 +137,10 @@ struct TrainRunOptions {
 // report after every timed step, so a run that dies keeps every step it finished.
 class TrainProgress : public StepObserver {
   public:
-    TrainProgress(const TrainPlan& plan, const MeshShape& shape, Watchdog& watchdog, KeptReport& kept,
+    TrainProgress(const TrainPlan& plan, const MeshShape& shape, Watchdog& watchdog, KeptReport& kept, KeptTrace& trace,
                   nlohmann::json report, bool speaks, int log_interval)
-        : plan_(plan), world_(shape.world()), watchdog_(watchdog), kept_(kept), report_(std::move(report)),
-          speaks_(speaks), log_interval_(log_interval) {
+        : plan_(plan), world_(shape.world()), watchdog_(watchdog), kept_(kept), trace_(trace),
+          report_(std::move(report)), speaks_(speaks), log_interval_(log_interval) {
         report_["progress"] = {{"steps", nlohmann::json::array()}};
     }
 
@@ -161,6 +163,13 @@ class TrainProgress : public StepObserver {
 
     void gathering_results() override { watchdog_.enter({"results", "gathering results", 0, 0}); }
 
+    // The watchdog, when on, names the call each rank waits in.
+    CallObserver* call_observer() override { return watchdog_.enabled() ? &watchdog_ : nullptr; }
+
+    void timeline_gathered(const std::vector<std::vector<TimelineEvent>>& step_events_by_rank) override {
+        trace_.append(step_events_by_rank);
+    }
+
     const nlohmann::json& report() const { return report_; }
 
   private:
@@ -168,6 +177,7 @@ class TrainProgress : public StepObserver {
     int world_;
     Watchdog& watchdog_;
     KeptReport& kept_;
+    KeptTrace& trace_;
     nlohmann::json report_;
     bool speaks_;
     int log_interval_;
@@ -253,13 +263,41 @@ class TrainCommand : public Command {
         const MeshShape shape = resolve_layout(plan, session.world_size());
         check_outputs_writable(control, {{options_.json_path, "--json"}, {options_.trace_path, "--trace"}});
 
-        throw_if_any_rank_failed(control, train_memory_refusal(plan, shape, session.local_size()),
-                                 session.hosts_by_rank());
         KeptReport kept(rank == 0 ? options_.json_path : std::string());
+        // The trace is kept like the report: a run the watchdog ends leaves the steps it traced.
+        KeptTrace trace(rank == 0 ? options_.trace_path : std::string(), plan, shape);
         const auto watchdog = start_watchdog(run_options_.timeout_s, session, control,
-                                             [&kept](const std::string& message) { kept.abandon(message); });
+                                             [&kept, &trace](const std::string& message) {
+                                                 kept.abandon(message);
+                                                 trace.abandon(message);
+                                             });
         watchdog->enter({"setup", "start-up", 0, 0});
         Backend backend = make_backend(backend_choice, session, control);
+        Device& device = *backend.device;
+        // Once the device is known (a GPU's free memory is checked too), before the model is built.
+        throw_if_any_rank_failed(
+            control,
+            train_memory_refusal(plan, shape,
+                                 run_memory_budgets(device, control, session.hosts_by_rank(), session.local_size())),
+            session.hosts_by_rank());
+        try {
+            return train_watched(invocation, plan, shape, backend, session, control, *watchdog, kept, trace);
+        } catch (const UsageError&) {
+            throw;  // raised alike on every rank, before any step: nothing was measured
+        } catch (const std::exception& error) {
+            // A failure on this rank ends the job (cli/mpi_scope.hpp): on rank 0, keep what it has
+            // first, as partial (the run ended early; "failed" is for results that are wrong).
+            const std::string reason = "rank " + std::to_string(rank) + " failed: " + error.what();
+            kept.abandon(reason);
+            trace.abandon(reason);
+            throw;
+        }
+    }
+
+    int train_watched(Invocation& invocation, const TrainPlan& plan, const MeshShape& shape, Backend& backend,
+                      const MpiSession& session, Communicator& control, Watchdog& watchdog, KeptReport& kept,
+                      KeptTrace& trace) {
+        const int rank = session.world_rank();
         Device& device = *backend.device;
         std::unique_ptr<Ops> ops = make_ops(device);
         const Environment environment = collect_environment(session, device, *backend.comm, control);
@@ -277,17 +315,17 @@ class TrainCommand : public Command {
                 std::cerr << "warning: more ranks than cores on a host: ranks share cores and busy-poll, so step "
                              "times measure the scheduler too; quote figures from runs with at most one rank per core\n";
         }
-        watchdog->enter({"setup", "peak FLOP/s", 0, 0});
+        watchdog.enter({"setup", "peak FLOP/s", 0, 0});
         const PeakFlops peak = resolve_peak(options_, device, control);
         const MeshPlacement placement = place_mesh(shape, environment.hosts_by_rank);
         if (rank == 0 && placement.warning) std::cerr << "warning: " << *placement.warning << '\n';
 
-        watchdog->enter({"setup", "model and scheme", 0, 0});
+        watchdog.enter({"setup", "model and scheme", 0, 0});
         Mesh mesh(*backend.comm, shape);
-        TrainProgress progress(plan, shape, *watchdog, kept, report, speaks, run_options_.log_interval);
+        TrainProgress progress(plan, shape, watchdog, kept, trace, report, speaks, run_options_.log_interval);
         const TrainMeasurements measurements = train_or_name_buffers(plan, mesh, device, *ops, control, progress);
         report = progress.report();
-        if (measurements.diverged) return stop_diverged(plan, shape, measurements, report, kept, rank);
+        if (measurements.diverged) return stop_diverged(measurements, report, kept, trace, rank);
 
         std::optional<CheckResult> check;
         int exit_status = 0;
@@ -295,7 +333,7 @@ class TrainCommand : public Command {
             auto self = backend.comm->split(rank, 0);  // a world of one for the serial reference
             if (rank == 0) {
                 Mesh serial_mesh(*self, MeshShape{});
-                ReferenceProgress reference_progress(*watchdog);
+                ReferenceProgress reference_progress(watchdog);
                 const TrainMeasurements reference = run_training(serial_reference_plan(plan), serial_mesh, device, *ops,
                                                                  *self, true, &reference_progress);
                 check = compare_with_reference(measurements.loss, measurements.final_parameters, reference.loss,
@@ -303,11 +341,11 @@ class TrainCommand : public Command {
                                                model_parameter_layout(plan.model, plan.seq_len),
                                                parse_precision(options_.precision));
             } else {
-                watchdog->enter({"check", "waiting for rank 0's serial reference", 0, 0});
+                watchdog.enter({"check", "waiting for rank 0's serial reference", 0, 0});
             }
             exit_status = share_check_outcome(control, check && check->passed) == 1 ? 0 : 1;
         }
-        watchdog->idle();
+        watchdog.idle();
 
         if (rank == 0) {
             nlohmann::json result = train_result_json(
@@ -318,8 +356,7 @@ class TrainCommand : public Command {
                 print_train_summary(std::cout, result);
                 print_pipeline_summary(std::cout, result);
             }
-            if (measurements.pipeline && !options_.trace_path.empty())
-                write_json_atomically(options_.trace_path, pipeline_trace_json(plan, shape, *measurements.pipeline));
+            if (measurements.pipeline) trace.write(RunStatus::complete);
             if (!run_options_.quiet)
                 for (const auto& warning : result["warnings"]) std::cerr << "warning: " << warning.get<std::string>() << '\n';
             report["results"].push_back(result);
@@ -350,8 +387,8 @@ class TrainCommand : public Command {
 
     // A NaN or infinite loss stopped every rank at the same step: keep what was measured
     // (the report as failed, the pipeline trace) and say which step, and what usually causes it.
-    int stop_diverged(const TrainPlan& plan, const MeshShape& shape, const TrainMeasurements& measurements,
-                      nlohmann::json& report, KeptReport& kept, int rank) const {
+    int stop_diverged(const TrainMeasurements& measurements, nlohmann::json& report, KeptReport& kept, KeptTrace& trace,
+                      int rank) const {
         if (rank != 0) return 1;
         const StepProgress& at = *measurements.diverged;
         std::ostringstream reason;
@@ -361,8 +398,7 @@ class TrainCommand : public Command {
         if (options_.check) reason << "; --check did not compare with the serial run, since a diverged run differs from any";
         report["finished_at"] = utc_now_iso8601();
         kept.write(report, RunStatus::failed, reason.str());
-        if (measurements.pipeline && !options_.trace_path.empty())
-            write_json_atomically(options_.trace_path, pipeline_trace_json(plan, shape, *measurements.pipeline));
+        if (measurements.pipeline) trace.write(RunStatus::failed, reason.str());
         std::cerr << ("error: " + reason.str() + "\n") << std::flush;
         return 1;
     }

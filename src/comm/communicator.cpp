@@ -55,13 +55,63 @@ Request counted_request(CommStats& stats, const char* op, std::size_t bytes, Iss
 
 }  // namespace
 
+// Tells a communicator's observer, if it has one, that a blocking call runs for the scope.
+// Declared before the CountedCall of the same call, so the observer's work stays outside
+// the call's timing.
+class ObservedCall {
+  public:
+    ObservedCall(const Communicator& comm, const char* op, std::size_t bytes, int to = -1, int from = -1)
+        : observer_(comm.observer_), channel_(comm.observer_channel_) {
+        if (observer_) observer_->call_started(channel_, CallObserver::Call{op, bytes, to, from, false});
+    }
+    ~ObservedCall() {
+        if (observer_) observer_->call_ended(channel_);
+    }
+    ObservedCall(const ObservedCall&) = delete;
+    ObservedCall& operator=(const ObservedCall&) = delete;
+
+  private:
+    CallObserver* observer_;
+    int channel_;
+};
+
+CallObservation& CallObservation::operator=(CallObservation&& other) noexcept {
+    if (this != &other) {
+        stop();
+        comm_ = std::exchange(other.comm_, nullptr);
+    }
+    return *this;
+}
+
+CallObservation::~CallObservation() { stop(); }
+
+void CallObservation::stop() noexcept {
+    if (comm_ == nullptr) return;
+    comm_->observer_ = nullptr;
+    comm_ = nullptr;
+}
+
+CallObservation Communicator::observe_calls(CallObserver& observer, const std::string& name,
+                                            const std::vector<int>& world_ranks) {
+    observer_channel_ = observer.add_channel(name, world_ranks);
+    observer_ = &observer;
+    return CallObservation(this);
+}
+
+Request Communicator::observed_request(Request request, const CallObserver::Call& call) {
+    if (observer_ && request.pending()) request.observe_in(observer_, observer_channel_, call);
+    return request;
+}
+
 Request::~Request() { wait(); }
 
 void Request::wait() {
     if (!impl_) return;
+    if (observer_) observer_->call_started(channel_, call_);
     const auto start = Clock::now();
     impl_->wait();
     const auto now = Clock::now();
+    if (observer_) observer_->call_ended(channel_);
     accounting_.blocked_ms += std::chrono::duration<double, std::milli>(now - start).count();
     complete(now);
 }
@@ -124,75 +174,92 @@ double CommStats::total_blocked_ms() const {
 
 // Byte counts follow nccl-tests: the larger of the two buffers of the call.
 void Communicator::allreduce(const void* send, void* recv, std::size_t count, DType type, ReduceOp op) {
+    ObservedCall observed(*this, "allreduce", bytes_of(count, type));
     CountedCall call(stats_, "allreduce", bytes_of(count, type));
     do_allreduce(send, recv, count, type, op);
 }
 void Communicator::allgather(const void* send, void* recv, std::size_t send_count, DType type) {
+    ObservedCall observed(*this, "allgather", bytes_of(send_count * size(), type));
     CountedCall call(stats_, "allgather", bytes_of(send_count * size(), type));
     do_allgather(send, recv, send_count, type);
 }
 void Communicator::reduce_scatter(const void* send, void* recv, std::size_t recv_count, DType type, ReduceOp op) {
+    ObservedCall observed(*this, "reducescatter", bytes_of(recv_count * size(), type));
     CountedCall call(stats_, "reducescatter", bytes_of(recv_count * size(), type));
     do_reduce_scatter(send, recv, recv_count, type, op);
 }
 void Communicator::broadcast(const void* send, void* recv, std::size_t count, DType type, int root) {
+    ObservedCall observed(*this, "broadcast", bytes_of(count, type), -1, root);
     CountedCall call(stats_, "broadcast", bytes_of(count, type));
     do_broadcast(send, recv, count, type, root);
 }
 void Communicator::reduce(const void* send, void* recv, std::size_t count, DType type, ReduceOp op, int root) {
+    ObservedCall observed(*this, "reduce", bytes_of(count, type), root);
     CountedCall call(stats_, "reduce", bytes_of(count, type));
     do_reduce(send, recv, count, type, op, root);
 }
 void Communicator::alltoall(const void* send, void* recv, std::size_t count_per_peer, DType type) {
+    ObservedCall observed(*this, "alltoall", bytes_of(count_per_peer * size(), type));
     CountedCall call(stats_, "alltoall", bytes_of(count_per_peer * size(), type));
     do_alltoall(send, recv, count_per_peer, type);
 }
 void Communicator::gather(const void* send, void* recv, std::size_t send_count, DType type, int root) {
+    ObservedCall observed(*this, "gather", bytes_of(send_count * size(), type), root);
     CountedCall call(stats_, "gather", bytes_of(send_count * size(), type));
     do_gather(send, recv, send_count, type, root);
 }
 void Communicator::scatter(const void* send, void* recv, std::size_t recv_count, DType type, int root) {
+    ObservedCall observed(*this, "scatter", bytes_of(recv_count * size(), type), -1, root);
     CountedCall call(stats_, "scatter", bytes_of(recv_count * size(), type));
     do_scatter(send, recv, recv_count, type, root);
 }
 void Communicator::send(const void* buffer, std::size_t count, DType type, int peer) {
+    ObservedCall observed(*this, "send", bytes_of(count, type), peer);
     CountedCall call(stats_, "send", bytes_of(count, type));
     do_send(buffer, count, type, peer);
 }
 void Communicator::recv(void* buffer, std::size_t count, DType type, int peer) {
+    ObservedCall observed(*this, "recv", bytes_of(count, type), -1, peer);
     CountedCall call(stats_, "recv", bytes_of(count, type));
     do_recv(buffer, count, type, peer);
 }
 void Communicator::sendrecv(const void* send, int send_peer, void* recv, int recv_peer, std::size_t count,
                             DType type) {
+    ObservedCall observed(*this, "sendrecv", bytes_of(count, type), send_peer, recv_peer);
     CountedCall call(stats_, "sendrecv", bytes_of(count, type));
     do_sendrecv(send, send_peer, recv, recv_peer, count, type);
 }
 void Communicator::barrier() {
+    ObservedCall observed(*this, "barrier", 0);
     NvtxRange range("barrier");
     do_barrier();
 }
 
 Request Communicator::iallreduce(const void* send, void* recv, std::size_t count, DType type, ReduceOp op) {
-    return counted_request(stats_, "allreduce", bytes_of(count, type), 
-                           [&] { return do_iallreduce(send, recv, count, type, op); });
+    return observed_request(counted_request(stats_, "allreduce", bytes_of(count, type),
+                                            [&] { return do_iallreduce(send, recv, count, type, op); }),
+                            {"allreduce", bytes_of(count, type)});
 }
 Request Communicator::iallgather(const void* send, void* recv, std::size_t send_count, DType type) {
-    return counted_request(stats_, "allgather", bytes_of(send_count * size(), type), 
-                           [&] { return do_iallgather(send, recv, send_count, type); });
+    return observed_request(counted_request(stats_, "allgather", bytes_of(send_count * size(), type),
+                                            [&] { return do_iallgather(send, recv, send_count, type); }),
+                            {"allgather", bytes_of(send_count * size(), type)});
 }
 Request Communicator::ireduce_scatter(const void* send, void* recv, std::size_t recv_count, DType type,
                                       ReduceOp op) {
-    return counted_request(stats_, "reducescatter", bytes_of(recv_count * size(), type), 
-                           [&] { return do_ireduce_scatter(send, recv, recv_count, type, op); });
+    return observed_request(counted_request(stats_, "reducescatter", bytes_of(recv_count * size(), type),
+                                            [&] { return do_ireduce_scatter(send, recv, recv_count, type, op); }),
+                            {"reducescatter", bytes_of(recv_count * size(), type)});
 }
 Request Communicator::isend(const void* buffer, std::size_t count, DType type, int peer) {
-    return counted_request(stats_, "send", bytes_of(count, type), 
-                           [&] { return do_isend(buffer, count, type, peer); });
+    return observed_request(counted_request(stats_, "send", bytes_of(count, type),
+                                            [&] { return do_isend(buffer, count, type, peer); }),
+                            {"send", bytes_of(count, type), peer});
 }
 Request Communicator::irecv(void* buffer, std::size_t count, DType type, int peer) {
-    return counted_request(stats_, "recv", bytes_of(count, type), 
-                           [&] { return do_irecv(buffer, count, type, peer); });
+    return observed_request(counted_request(stats_, "recv", bytes_of(count, type),
+                                            [&] { return do_irecv(buffer, count, type, peer); }),
+                            {"recv", bytes_of(count, type), -1, peer});
 }
 
 }  // namespace parbench

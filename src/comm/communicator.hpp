@@ -13,9 +13,11 @@
 
 #include <chrono>
 #include <cstddef>
+#include <cstdint>
 #include <map>
 #include <memory>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "core/dtype.hpp"
@@ -23,6 +25,48 @@
 namespace parbench {
 
 struct CommStats;
+class Communicator;
+
+// Told on the calling thread when a blocking call of a Communicator, or a wait() on one of its
+// Requests, starts and ends: how the --timeout watchdog says which dimension's call each rank
+// of a training step waits in. The calls come outside what CommStats times, around every call,
+// small messages included, so an observer must be cheap: no allocation, no lock, no throw, no
+// call back into the communicator.
+class CallObserver {
+  public:
+    struct Call {
+        const char* op = "";  // as CommStats names it: "allreduce", "send", "recv", ..., "barrier"
+        std::uint64_t bytes = 0;
+        int to = -1;          // send, sendrecv: the destination, a rank of the communicator
+        int from = -1;        // recv, sendrecv: the source
+        bool wait = false;    // a wait() on a request issued earlier
+    };
+    // Once per communicator, before its calls come (Communicator::observe_calls): what it is
+    // called ("tp") and the world rank of each of its ranks. Returns the channel its calls
+    // arrive on.
+    virtual int add_channel(const std::string& name, const std::vector<int>& world_ranks) = 0;
+    virtual void call_started(int channel, const Call& call) noexcept = 0;
+    virtual void call_ended(int channel) noexcept = 0;
+
+  protected:
+    ~CallObserver() = default;
+};
+
+// While it lives, a communicator's calls go to an observer (Communicator::observe_calls).
+class CallObservation {
+  public:
+    CallObservation() = default;
+    explicit CallObservation(Communicator* comm) : comm_(comm) {}
+    CallObservation(CallObservation&& other) noexcept : comm_(std::exchange(other.comm_, nullptr)) {}
+    CallObservation& operator=(CallObservation&& other) noexcept;
+    ~CallObservation();
+    CallObservation(const CallObservation&) = delete;
+    CallObservation& operator=(const CallObservation&) = delete;
+
+  private:
+    void stop() noexcept;
+    Communicator* comm_ = nullptr;
+};
 
 // A non-blocking operation in flight. wait() completes it; test() polls. A request issued by
 // a Communicator's public method is counted when it completes (in wait(), a test() that
@@ -48,6 +92,14 @@ class Request {
     // issue took. Called by the Communicator that issued it.
     void count_in(CommStats& stats, const char* op, std::size_t bytes, std::chrono::steady_clock::time_point issued,
                   double issue_ms);
+    // Tells `observer` when wait() blocks on this request (its destructor's wait included).
+    // Called by the Communicator that issued it, when its calls are observed.
+    void observe_in(CallObserver* observer, int channel, CallObserver::Call call) {
+        observer_ = observer;
+        channel_ = channel;
+        call_ = call;
+        call_.wait = true;
+    }
 
   private:
     void complete(std::chrono::steady_clock::time_point now);
@@ -61,6 +113,9 @@ class Request {
     };
     std::unique_ptr<Impl> impl_;
     Accounting accounting_;
+    CallObserver* observer_ = nullptr;  // null: waits are not observed
+    int channel_ = 0;
+    CallObserver::Call call_;
 };
 
 struct CommCounter {
@@ -149,6 +204,13 @@ class Communicator {
     CommStats& stats() { return stats_; }
     const CommStats& stats() const { return stats_; }
 
+    // Tells `observer` about every blocking call and every wait on a request issued here,
+    // under the name `name` (world_ranks: this communicator's ranks' world ranks), until the
+    // returned observation ends. One observer at a time; requests issued while observed tell
+    // it of their waits, so they must complete before the observer goes.
+    [[nodiscard]] CallObservation observe_calls(CallObserver& observer, const std::string& name,
+                                                const std::vector<int>& world_ranks);
+
   protected:
     Communicator() = default;
 
@@ -174,7 +236,14 @@ class Communicator {
     virtual Request do_irecv(void* buffer, std::size_t count, DType type, int peer) = 0;
 
   private:
+    friend class CallObservation;
+    friend class ObservedCall;
+    // `request` tells the observer of its waits, when there is one.
+    Request observed_request(Request request, const CallObserver::Call& call);
+
     CommStats stats_;
+    CallObserver* observer_ = nullptr;
+    int observer_channel_ = 0;
 };
 
 }  // namespace parbench

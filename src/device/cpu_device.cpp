@@ -7,6 +7,7 @@
 #include <new>
 
 #include "core/error.hpp"
+#include "core/memory_budget.hpp"
 
 namespace parbench {
 namespace {
@@ -64,6 +65,12 @@ void CpuDevice::copy(Buffer& target, std::size_t target_offset, const Buffer& so
 void CpuDevice::fill_zero(Buffer& target) const { std::memset(target.data(), 0, target.bytes()); }
 
 std::unique_ptr<Timer> CpuDevice::make_timer() const { return std::make_unique<SteadyClockTimer>(); }
+
+std::optional<DeviceMemory> CpuDevice::free_memory() const {
+    const auto available = host_memory_available();
+    if (!available) return std::nullopt;
+    return DeviceMemory{*available, "MemAvailable", "host", true};
+}
 
 void CpuDevice::fill_input(Buffer& target, std::size_t offset_elements, std::size_t count, DType type,
                            const InputPattern& pattern) const {

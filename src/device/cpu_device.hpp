@@ -18,6 +18,8 @@ class CpuDevice : public Device {
     void fill_zero(Buffer& target) const override;
     void synchronize() const override {}
     std::unique_ptr<Timer> make_timer() const override;
+    // The host's MemAvailable (/proc/meminfo).
+    std::optional<DeviceMemory> free_memory() const override;
     void fill_input(Buffer& target, std::size_t offset_elements, std::size_t count, DType type,
                     const InputPattern& pattern) const override;
     std::size_t count_wrong(const Buffer& result, std::size_t offset_elements, std::size_t count, DType type,

@@ -73,6 +73,8 @@ class CudaDevice : public Device {
     void fill_zero(Buffer& target) const override;
     void synchronize() const override;
     std::unique_ptr<Timer> make_timer() const override;
+    // cudaMemGetInfo's free memory of this GPU, identified by its UUID.
+    std::optional<DeviceMemory> free_memory() const override;
     std::unique_ptr<CapturedWork> capture(const std::function<void()>& work) const override;
     void fill_input(Buffer& target, std::size_t offset_elements, std::size_t count, DType type,
                     const InputPattern& pattern) const override;
@@ -92,6 +94,7 @@ class CudaDevice : public Device {
     // every CUDA call without its own scope go to it); the previous choice comes back after.
     CurrentDeviceScope selection_;
     std::string name_;
+    std::string uuid_;  // "GPU-" and 32 hex digits, as nvidia-smi shows it
     std::shared_ptr<CudaStream> stream_;
     Buffer wrong_counter_;  // one unsigned long long on the GPU, for count_wrong
     std::function<void()> wait_check_;

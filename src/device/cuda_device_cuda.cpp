@@ -71,6 +71,18 @@ void check_range(const Buffer& buffer, std::size_t offset_elements, std::size_t 
                                 " exceed the buffer of " + std::to_string(buffer.bytes()) + " bytes");
 }
 
+// nvidia-smi's form: GPU-xxxxxxxx-xxxx-xxxx-xxxx-xxxxxxxxxxxx.
+std::string uuid_text(const cudaUUID_t& uuid) {
+    std::string text = "GPU-";
+    char digits[3];
+    for (int i = 0; i < 16; ++i) {
+        if (i == 4 || i == 6 || i == 8 || i == 10) text += '-';
+        std::snprintf(digits, sizeof digits, "%02x", static_cast<unsigned char>(uuid.bytes[i]));
+        text += digits;
+    }
+    return text;
+}
+
 std::string gib(std::size_t bytes) {
     char text[32];
     std::snprintf(text, sizeof text, "%.1f GiB", static_cast<double>(bytes) / (1024.0 * 1024.0 * 1024.0));
@@ -108,6 +120,7 @@ CudaDevice::CudaDevice(int ordinal) : ordinal_(ordinal), selection_(ordinal) {
     cudaDeviceProp properties{};
     check_cuda(cudaGetDeviceProperties(&properties, ordinal), "cudaGetDeviceProperties");
     name_ = properties.name;
+    uuid_ = uuid_text(properties.uuid);
     stream_ = std::make_shared<CudaStream>(ordinal);
     wrong_counter_ = allocate(sizeof(unsigned long long));
 }
@@ -183,6 +196,17 @@ void CudaDevice::synchronize() const { wait_for_stream(stream(), wait_check_); }
 std::unique_ptr<Timer> CudaDevice::make_timer() const {
     CurrentDeviceScope scope(ordinal_);
     return std::make_unique<CudaEventTimer>(stream_);
+}
+
+std::optional<DeviceMemory> CudaDevice::free_memory() const {
+    CurrentDeviceScope scope(ordinal_);
+    std::size_t free_bytes = 0;
+    std::size_t total_bytes = 0;
+    check_cuda(cudaMemGetInfo(&free_bytes, &total_bytes), "cudaMemGetInfo");
+    return DeviceMemory{static_cast<std::uint64_t>(free_bytes),
+                        "free memory of GPU " + std::to_string(ordinal_) + " (" + name_ + ", " + gib(total_bytes) +
+                            " in all)",
+                        uuid_, false};
 }
 
 std::unique_ptr<CapturedWork> CudaDevice::capture(const std::function<void()>& work) const {

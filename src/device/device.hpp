@@ -4,9 +4,11 @@
 #pragma once
 
 #include <cstddef>
+#include <cstdint>
 #include <functional>
 #include <map>
 #include <memory>
+#include <optional>
 #include <string>
 
 #include "core/dtype.hpp"
@@ -51,6 +53,17 @@ class CapturedWork {
     virtual void replay() = 0;
 };
 
+// The memory a device's buffers come from, as free now; what the resource check divides
+// among the ranks that share it.
+struct DeviceMemory {
+    std::uint64_t free_bytes = 0;
+    std::string what;  // "MemAvailable", "free memory of GPU 0 (NVIDIA H200)"
+    // Ranks on one host with the same id share this memory: "host" for the host's memory, the
+    // GPU's UUID for a GPU's (two ranks may see one GPU under different ordinals).
+    std::string id;
+    bool is_host_memory = false;  // the host's own: host-side needs come out of it too
+};
+
 class Device {
   public:
     virtual ~Device() = default;
@@ -70,6 +83,8 @@ class Device {
     virtual void fill_zero(Buffer& target) const = 0;
     virtual void synchronize() const = 0;
     virtual std::unique_ptr<Timer> make_timer() const = 0;
+    // nullopt where it cannot be read (then nothing is refused for want of it).
+    virtual std::optional<DeviceMemory> free_memory() const = 0;
 
     // Records what `work` enqueues on the device's stream without running it; empty
     // when the device cannot capture (the CPU), and the caller says why to the user.

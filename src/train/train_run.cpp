@@ -43,9 +43,11 @@ std::vector<MemoryUsage> gather_memory(const MemoryUsage& mine, Communicator& co
     return usages;
 }
 
-// Rank 0 receives every rank's timeline events (7 numbers each) over `control`.
-std::vector<std::vector<TimelineEvent>> gather_events(const std::vector<TimelineEvent>& mine, Communicator& control) {
+// Rank 0 receives every rank's timeline events from `first` on (7 numbers each) over `control`.
+std::vector<std::vector<TimelineEvent>> gather_events(const std::vector<TimelineEvent>& events, std::size_t first,
+                                                      Communicator& control) {
     constexpr std::size_t fields = 7;
+    const std::vector<TimelineEvent> mine(events.begin() + static_cast<std::ptrdiff_t>(first), events.end());
     std::vector<double> packed;
     for (const TimelineEvent& e : mine)
         packed.insert(packed.end(), {static_cast<double>(e.kind), e.start_us, e.duration_us,
@@ -226,6 +228,23 @@ TrainMeasurements run_training(const TrainPlan& plan, Mesh& mesh, Device& device
     std::vector<double> step_ms, exposed_ms, compute_ms, losses;
     std::map<std::string, std::vector<double>> comm_ms_by_dimension, exposed_ms_by_dimension;
     double peer_wait_ms = 0.0;
+    // The watchdog hears of every call of the steps, by dimension (world ranks name the peers).
+    std::vector<CallObservation> observed;
+    if (CallObserver* calls = observer ? observer->call_observer() : nullptr) {
+        const std::pair<const char*, MeshDimension> dimensions[] = {
+            {"dp", MeshDimension::dp}, {"tp", MeshDimension::tp}, {"pp", MeshDimension::pp}};
+        for (const CommGroup& group : groups)
+            for (const auto& [name, dimension] : dimensions)
+                if (group.dimension == name)
+                    observed.push_back(group.comm->observe_calls(
+                        *calls, name, mesh_group_ranks(mesh.shape(), dimension, control.rank())));
+        std::vector<int> world_ranks(static_cast<std::size_t>(control.size()));
+        for (int r = 0; r < control.size(); ++r) world_ranks[static_cast<std::size_t>(r)] = r;
+        observed.push_back(control.observe_calls(*calls, "world", world_ranks));
+    }
+    // --trace: every rank's events reach rank 0 after each step, so a run that stops later keeps them.
+    std::vector<std::vector<TimelineEvent>> traced_events;
+    std::size_t events_gathered = 0;
     for (int step = 0; step < o.warmup + o.steps; ++step) {
         // Before the barrier below: the observer's watchdog then watches that wait too.
         if (observer) observer->step_starting(step, step >= o.warmup);
@@ -241,6 +260,16 @@ TrainMeasurements run_training(const TrainPlan& plan, Mesh& mesh, Device& device
         }
         const StepRecord record = driver.run_step(step);
         const StepProgress progress = share_step(record, step, plan, control);
+        if (executor && !o.trace_path.empty() && step >= o.warmup) {
+            auto step_events = gather_events(executor->events(), events_gathered, control);
+            events_gathered = executor->events().size();
+            if (control.rank() == 0) {
+                if (observer) observer->timeline_gathered(step_events);
+                traced_events.resize(step_events.size());
+                for (std::size_t r = 0; r < step_events.size(); ++r)
+                    traced_events[r].insert(traced_events[r].end(), step_events[r].begin(), step_events[r].end());
+            }
+        }
         if (!std::isfinite(progress.loss)) {
             result.diverged = progress;
             break;
@@ -274,7 +303,7 @@ TrainMeasurements run_training(const TrainPlan& plan, Mesh& mesh, Device& device
         pm.p2p_bytes = allgather_values(static_cast<double>(pipeline_totals.p2p_bytes) / steps, control);
         pm.peer_wait_ms = allgather_values(peer_wait_ms / steps, control);
         pm.in_flight = peak_in_flight(*schedule, plan.p2p);
-        if (!o.trace_path.empty()) pm.events = gather_events(executor->events(), control);
+        pm.events = std::move(traced_events);
         result.pipeline = std::move(pm);
     }
     for (const CommGroup& group : groups) {
@@ -286,7 +315,7 @@ TrainMeasurements run_training(const TrainPlan& plan, Mesh& mesh, Device& device
         for (const auto& [op, counter] : group.comm->stats().by_op) result.calls_on_groups_of_one += counter.calls;
     control.allreduce(&result.calls_on_groups_of_one, &result.calls_on_groups_of_one, 1, DType::uint64,
                       ReduceOp::sum);
-    result.expected_traffic = expected_rank_traffic(plan, mesh.shape(), mesh.coordinates(), part, *model);
+    result.expected_traffic = expected_rank_traffic(plan, mesh.shape(), mesh.coordinates());
     for (const CommGroup& group : groups) {
         int matches = traffic_matches(result.expected_traffic[group.dimension],
                                       measured_traffic(group.comm->stats(), o.steps)) ? 1 : 0;

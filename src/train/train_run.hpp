@@ -32,7 +32,7 @@ struct PipelineMeasurements {
     std::vector<double> p2p_bytes;          // per rank, per step, sent
     std::vector<double> peer_wait_ms;       // per rank, per step: PipelineStepStats::peer_wait_ms
     std::vector<std::vector<int>> in_flight;  // per pipeline rank, per chunk: the schedule's peak
-    std::vector<std::vector<TimelineEvent>> events;  // rank 0, per world rank, when traced
+    std::vector<std::vector<TimelineEvent>> events;  // rank 0, per world rank, when traced (gathered after each step)
 };
 
 // Context-parallel runs: per world rank, means per timed step of its ContextAttention's
@@ -67,6 +67,15 @@ class StepObserver {
     virtual void step_starting(int /*step*/, bool /*timed*/) {}
     virtual void step_finished(const StepProgress& /*progress*/) {}
     virtual void gathering_results() {}  // after the last step: the collectives that gather results
+    // What to tell of every call on the step's communicators (each dimension's group of more
+    // than one rank, as "dp", "tp", "pp", and the world's bookkeeping as "world"), or null.
+    // Called from the step's thread, around each call: the --timeout watchdog names from it
+    // the call each rank waits in.
+    virtual CallObserver* call_observer() { return nullptr; }
+    // With --trace, on world rank 0 after each timed step (outside its timing, before
+    // step_finished): every rank's timeline events of that step, by world rank. What a run that
+    // fails or hangs later has of its trace.
+    virtual void timeline_gathered(const std::vector<std::vector<TimelineEvent>>& /*step_events_by_rank*/) {}
 };
 
 struct TrainMeasurements {

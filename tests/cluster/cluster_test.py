@@ -14,10 +14,15 @@ import signal
 import subprocess
 import sys
 import tempfile
+import time
 
 import jsonschema
 
 SKIP = 77
+
+
+class Skip(Exception):
+    """This machine cannot run the case; the message says why."""
 
 
 def check(condition, message):
@@ -192,6 +197,160 @@ def case_groups(c):
         check(len(errors) == 1 and text in errors[0], f"--groups {value}: {bad.stderr}")
 
 
+def ranks_in_host(host):
+    """World rank -> pid of the parbench ranks running in an emulated host's namespace."""
+    listed = subprocess.run(["ip", "netns", "pids", host], capture_output=True, text=True, timeout=30).stdout.split()
+    ranks = {}
+    for pid in listed:
+        try:
+            with open(f"/proc/{pid}/comm") as comm:
+                if comm.read().strip() != "parbench":
+                    continue
+            with open(f"/proc/{pid}/environ", "rb") as environ:
+                for item in environ.read().split(b"\0"):
+                    if item.startswith(b"OMPI_COMM_WORLD_RANK="):
+                        ranks[int(item.split(b"=")[1])] = int(pid)
+        except (OSError, ValueError):
+            continue
+    return ranks
+
+
+def alive(pid):
+    try:
+        with open(f"/proc/{pid}/stat") as stat:
+            return stat.read().rsplit(")", 1)[1].split()[0] not in ("Z", "X")
+    except OSError:
+        return False
+
+
+def case_watchdog_across_hosts(c):
+    """2 hosts x 2 ranks, an allreduce sweep under --timeout; rank 3 (on pbhost1) is stopped. The
+    watchdog's side channel reaches rank 0 from pbhost1 over the bridge (each namespace has its
+    own loopback, so nothing else could carry it): the message names rank 3 and its host, the
+    job ends with 124, every rank ends, and the report is kept as partial."""
+    timeout_s, grace_s = 4, 10
+    c.up(2)
+    report_path = c.path("watch.json")
+    output = open(c.path("watch.out"), "w+")
+    command = [c.script, "run", "-np", "4", "--per-host", "2", "--", c.parbench, "allreduce", "-b", "8", "-e", "64M",
+               "--iters", "30", "--timeout", str(timeout_s), "--json", report_path]
+    job = subprocess.Popen(command, stdout=output, stderr=subprocess.STDOUT, start_new_session=True,
+                           env=dict(os.environ, OPENBLAS_NUM_THREADS="1"))
+
+    def text():
+        output.flush()
+        output.seek(0)
+        return output.read()
+
+    ranks = {}
+    try:
+        deadline = time.monotonic() + 120
+        while time.monotonic() < deadline and not (os.path.exists(report_path) and len(ranks) == 4):
+            check(job.poll() is None, f"the job ended early:\n{text()}")
+            ranks = {**ranks_in_host("pbhost0"), **ranks_in_host("pbhost1")}
+            time.sleep(0.1)
+        check(os.path.exists(report_path) and sorted(ranks) == [0, 1, 2, 3], f"ranks {ranks}, report? {text()}")
+        check(3 in ranks_in_host("pbhost1"), f"rank 3 is not on pbhost1: {ranks}")
+        os.kill(ranks[3], signal.SIGSTOP)
+        stopped = time.monotonic()
+        named = None
+        while time.monotonic() < stopped + timeout_s + 30 and job.poll() is None:
+            if "error: watchdog" in text():
+                named = time.monotonic()
+                break
+            time.sleep(0.05)
+        status = job.wait(timeout=timeout_s + 40)
+        log = text()
+        check(named is not None or "error: watchdog" in log, f"no watchdog message:\n{log}")
+        line = [l for l in log.splitlines() if l.startswith("error: watchdog")][0]
+        check("rank 3 (pbhost1) stopped answering" in line.split(". Last reports")[0], line)
+        check(status == 124, f"exit {status}, want 124:\n{log}")
+        deadline = time.monotonic() + grace_s
+        while time.monotonic() < deadline and any(alive(pid) for pid in ranks.values()):
+            time.sleep(0.05)
+        survivors = [rank for rank, pid in ranks.items() if alive(pid)]
+        check(not survivors, f"ranks {survivors} still ran {grace_s} s after mpirun ended")
+        report = c.report("watch.json")
+        check(report["status"] == "partial" and "watchdog" in report["status_reason"], f"status {report['status']}")
+        took = (named or time.monotonic()) - stopped
+        print(f"SIGSTOP rank 3 on pbhost1: message after {took:.2f} s (--timeout {timeout_s}), every rank gone, report "
+              f"partial with {len(report['results'])} points: {line}")
+    finally:
+        for pid in ranks.values():
+            for sig in (signal.SIGCONT, signal.SIGKILL):
+                try:
+                    os.kill(pid, sig)
+                except OSError:
+                    pass
+        if job.poll() is None:
+            os.killpg(job.pid, signal.SIGKILL)
+            job.wait()
+        output.close()
+
+
+def case_host_straggler(c):
+    """pbhost1 made a slow host by a real cap, not an injected sleep: its two ranks share 0.05 of
+    a core (a cgroup's CPU quota, 1 ms per 20 ms period), and each step's compute (8 samples
+    per rank) needs many quotas, so it stretches on pbhost1 while pbhost0's ranks compete only
+    with the machine's other load: 2 cores shared by 12 runnable tasks still give each of them
+    about three times pbhost1's share. Training names pbhost1 as the slowest host (by the mean
+    over its ranks, though the two take turns at being the slowest rank), says how much slower
+    it is than the median other host, and suggests pairs."""
+    c.up(2)
+    throttle = subprocess.run([c.script, "throttle", "pbhost1", "--cpu", "0.05"], capture_output=True, text=True,
+                              timeout=60)
+    if throttle.returncode == 2 and "no cgroup CPU controller" in throttle.stderr:
+        raise Skip(throttle.stderr.strip())
+    check(throttle.returncode == 0, f"throttle: exit {throttle.returncode}\n{throttle.stderr}")
+    result = c.run(4, "train", "--model", "gpt-tiny", "--dp", "4", "--global-batch", "32", "--steps", "6", "--warmup", "1",
+                   "--json", c.path("slow-host.json"), timeout=400)
+    train_result = c.report("slow-host.json")["results"][0]
+    host = train_result["stragglers"]["slowest_host"]
+    check(host is not None and host["host"] == "pbhost1" and host["consistent"],
+          f"pbhost1 was capped, but the report names {host}\n{result.stdout}")
+    check(host["ranks"] == 2 and host["steps"] == 6 and host["steps_slowest"] >= 5, str(host))
+    check(host["compute_ms"] >= 1.25 * host["others_median_ms"], str(host))
+    check(set(host["compute_ms_by_host"]) == {"pbhost0", "pbhost1"}, str(host))
+    output = result.stdout + result.stderr
+    named = "stragglers: host pbhost1 (2 ranks) is the slowest host in"
+    check(named in output and "against" in output and "parbench pairs --by host" in output, output)
+    check(any(w.startswith(named) for w in train_result["warnings"]), str(train_result["warnings"]))
+    check("straggler host (compute)" in result.stdout, result.stdout)
+    print(f"pbhost1 {host['compute_ms']:.1f} ms against {host['others_median_ms']:.1f} ms on pbhost0, slowest in "
+          f"{host['steps_slowest']} of {host['steps']} steps")
+    # Lifted, the cap is gone for the next run.
+    c.cluster("throttle", "pbhost1", "--cpu", "off")
+    for bad, text in ((["pbhost1", "--cpu", "0.001"], "--cpu '0.001'"), (["pbhost9", "--cpu", "0.5"], "'pbhost9'"),
+                      (["pbhost1", "--cpu", "lots"], "--cpu 'lots'")):
+        refused = subprocess.run([c.script, "throttle", *bad], capture_output=True, text=True, timeout=60)
+        check(refused.returncode == 2 and len(refused.stderr.splitlines()) == 1 and text in refused.stderr,
+              f"throttle {bad}: exit {refused.returncode}: {refused.stderr}")
+
+
+def case_intra_bw(c):
+    """--intra-bw: ranks of one host talk TCP over the host's loopback, shaped, instead of shared
+    memory. With 100 Mbit/s inside hosts and 10 Gbit/s between, the groups inside a host run
+    through each host's shaped lo (its tc counters carry the traffic) and stay under the rate."""
+    c.up(2, "--inter-bw", "10gbit", "--intra-bw", "100mbit")
+    size = 1 << 20
+    c.run(4, "allreduce", "--size", "1M", "-w", "1", "-n", "3", "--check", "--groups", "host",
+          "--json", c.path("intra.json"))
+    point = c.report("intra.json")["results"][0]
+    check(point["wrong"] == 0, f"wrong {point['wrong']}")
+    ceiling_gbps = 100e6 / 8 / 1e9  # the shaped rate in GB/s: no group can beat it
+    for group in point["groups"]["members"]:
+        check(group["busbw_gbps"] < ceiling_gbps, f"group {group['ranks']}: {group['busbw_gbps']} GB/s is above "
+                                                  f"the {ceiling_gbps} GB/s of the shaped loopback")
+    for host in ("pbhost0", "pbhost1"):
+        stats = subprocess.run(["ip", "netns", "exec", host, "tc", "-s", "qdisc", "show", "dev", "lo"],
+                               capture_output=True, text=True, timeout=30).stdout
+        check("tbf" in stats, f"{host}'s lo is not shaped:\n{stats}")
+        sent = [int(word) for line in stats.splitlines() if line.strip().startswith("Sent")
+                for word in [line.split()[1]]]
+        # 4 timed and warmup allreduces of 1 MiB between 2 ranks each send 1 MiB per rank.
+        check(sent and sent[0] >= 4 * size, f"{host}'s shaped lo carried {sent} bytes:\n{stats}")
+
+
 CASES = {name[len("case_"):]: f for name, f in globals().items() if name.startswith("case_")}
 
 
@@ -210,6 +369,9 @@ def main():
     signal.signal(signal.SIGTERM, lambda *_: sys.exit("terminated"))
     try:
         CASES[args.case](c)
+    except Skip as reason:
+        print(f"SKIP: {reason}")
+        return SKIP
     finally:
         c.down()
     print(f"ok: {args.case}")

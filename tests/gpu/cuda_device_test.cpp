@@ -1,4 +1,4 @@
-// CudaDevice on a real GPU: zeroed allocations, copies, event timing and graph capture.
+// CudaDevice on a real GPU: zeroed allocations, free memory, copies, event timing and graph capture.
 #include <gtest/gtest.h>
 
 #include <cstdint>
@@ -28,6 +28,23 @@ TEST_F(CudaDeviceTest, AllocationsAreZeroed) {
     ASSERT_EQ(buffer.bytes(), 3u << 20);
     const auto host = read_back(device(), buffer);
     EXPECT_TRUE(std::all_of(host.begin(), host.end(), [](std::uint8_t byte) { return byte == 0; }));
+}
+
+// The resource check's view of the GPU: its free memory, which an allocation lowers, and an
+// identity ranks sharing it have in common.
+TEST_F(CudaDeviceTest, FreeMemoryIsTheGpusAndFallsWithAnAllocation) {
+    const auto before = device().free_memory();
+    ASSERT_TRUE(before);
+    EXPECT_FALSE(before->is_host_memory);
+    EXPECT_EQ(before->id.rfind("GPU-", 0), 0u) << before->id;
+    EXPECT_EQ(before->id.size(), 4u + 32 + 4) << before->id;
+    EXPECT_NE(before->what.find(device().name()), std::string::npos) << before->what;
+    EXPECT_GT(before->free_bytes, 0u);
+    Buffer held = device().allocate(std::size_t{512} << 20);
+    const auto after = device().free_memory();
+    ASSERT_TRUE(after);
+    EXPECT_LE(after->free_bytes + (std::uint64_t{256} << 20), before->free_bytes);
+    EXPECT_EQ(after->id, before->id);
 }
 
 TEST_F(CudaDeviceTest, CopiesRoundTripWithOffsets) {

@@ -121,6 +121,74 @@ TEST(CollectivesOverMpi, SendRecvMatchesSendAndRecv) {
     EXPECT_EQ(in, 100 + peer);
 }
 
+// Records what a communicator tells its observer: every blocking call and every wait, with
+// its size and peers, and nothing once the observation ends.
+class RecordingObserver : public CallObserver {
+  public:
+    int add_channel(const std::string& name, const std::vector<int>& world_ranks) override {
+        names.push_back(name);
+        ranks = world_ranks;
+        return 7;
+    }
+    void call_started(int channel, const Call& call) noexcept override {
+        EXPECT_EQ(channel, 7);
+        EXPECT_FALSE(inside) << call.op << " started inside another call";
+        inside = true;
+        calls.push_back(call);
+    }
+    void call_ended(int channel) noexcept override {
+        EXPECT_EQ(channel, 7);
+        EXPECT_TRUE(inside);
+        inside = false;
+    }
+    std::vector<std::string> names;
+    std::vector<int> ranks;
+    std::vector<Call> calls;
+    bool inside = false;
+};
+
+TEST(CollectivesOverMpi, ObserverHearsEveryBlockingCallAndWait) {
+    Communicator& comm = *world->data;
+    const int n = comm.size();
+    RecordingObserver observer;
+    std::vector<double> values(4, 1.0), sums(4);
+    {
+        const CallObservation observed = comm.observe_calls(observer, "tp", {0});
+        comm.allreduce(values.data(), sums.data(), values.size(), DType::float64, ReduceOp::sum);
+        comm.barrier();
+        if (n > 1) {
+            const int next = (comm.rank() + 1) % n, previous = (comm.rank() + n - 1) % n;
+            float out = 1.0f, in = 0.0f;
+            Request receive = comm.irecv(&in, 1, DType::float32, previous);
+            Request sent = comm.isend(&out, 1, DType::float32, next);
+            receive.wait();
+            sent.wait();
+            comm.sendrecv(&out, next, &in, previous, 1, DType::float32);
+        }
+        EXPECT_FALSE(observer.inside);
+    }
+    comm.allreduce(values.data(), sums.data(), values.size(), DType::float64, ReduceOp::sum);  // not observed
+    EXPECT_EQ(observer.names, std::vector<std::string>{"tp"});
+    ASSERT_EQ(observer.calls.size(), n > 1 ? 5u : 2u);
+    EXPECT_STREQ(observer.calls[0].op, "allreduce");
+    EXPECT_EQ(observer.calls[0].bytes, 32u);
+    EXPECT_FALSE(observer.calls[0].wait);
+    EXPECT_STREQ(observer.calls[1].op, "barrier");
+    if (n > 1) {
+        const int next = (comm.rank() + 1) % n, previous = (comm.rank() + n - 1) % n;
+        EXPECT_STREQ(observer.calls[2].op, "recv");
+        EXPECT_TRUE(observer.calls[2].wait);
+        EXPECT_EQ(observer.calls[2].from, previous);
+        EXPECT_STREQ(observer.calls[3].op, "send");
+        EXPECT_EQ(observer.calls[3].to, next);
+        EXPECT_EQ(observer.calls[3].bytes, 4u);
+        EXPECT_STREQ(observer.calls[4].op, "sendrecv");
+        EXPECT_EQ(observer.calls[4].to, next);
+        EXPECT_EQ(observer.calls[4].from, previous);
+        EXPECT_FALSE(observer.calls[4].wait);
+    }
+}
+
 TEST(CollectivesOverMpi, SplitFormsGroups) {
     Communicator& comm = *world->data;
     auto half = comm.split(comm.rank() % 2, comm.rank());

@@ -3,6 +3,10 @@
 // microseconds and for cases a real run cannot stage reliably.
 #include <gtest/gtest.h>
 
+#include <chrono>
+#include <condition_variable>
+#include <mutex>
+
 #include "bench/watchdog.hpp"
 #include "cli/rank_agreement.hpp"
 
@@ -69,6 +73,96 @@ TEST(WatchdogVerdict, IdleRanksAloneNeverTimeOut) {
     idle0.age_s = idle1.age_s = 100.0;
     idle1.rank = 1;
     EXPECT_FALSE(detail::diagnose_hang({idle0, idle1}, 5.0));
+}
+
+TEST(WatchdogVerdict, NamesTheCallEachRankWaitsIn) {
+    RankView waiting = busy(0, 5, 9.0);
+    waiting.activity = Activity{"timed", "train step", 0, 3};
+    waiting.call = "waiting in pp recv from rank 1 (1.5 MiB, call 4 on pp in it)";
+    RankView stopped = busy(1, 5, 9.0);
+    stopped.activity = waiting.activity;
+    stopped.call = "last call: tp allreduce (3.0 MiB, call 2 on tp in it), returned";
+    stopped.silent = true;
+    stopped.silent_s = 6.0;
+    const auto message = detail::diagnose_hang({waiting, stopped}, 5.0);
+    ASSERT_TRUE(message);
+    EXPECT_NE(message->find("in train step (timed iteration 3), waiting in pp recv from rank 1 (1.5 MiB"),
+              std::string::npos)
+        << *message;
+    EXPECT_NE(message->find("rank 1 (h1) stopped answering"), std::string::npos) << *message;
+    EXPECT_NE(message->find("rank 1 (h1) in train step (timed iteration 3), last call: tp allreduce"), std::string::npos)
+        << *message;
+}
+
+TEST(WatchdogCalls, DescribesTheCallByDimensionSizeAndWorldRank) {
+    const std::vector<int> pp_world_ranks{1, 3};
+    EXPECT_EQ(detail::describe_call("pp", pp_world_ranks, {"recv", 1572864, -1, 1, true}, 4, true),
+              "waiting on a non-blocking pp recv from rank 3 (1.5 MiB, call 4 on pp in it)");
+    EXPECT_EQ(detail::describe_call("tp", {0, 1}, {"allreduce", 3145728, -1, -1, false}, 2, false),
+              "last call: tp allreduce (3.0 MiB, call 2 on tp in it), returned");
+    EXPECT_EQ(detail::describe_call("world", {0, 1, 2}, {"sendrecv", 8, 2, 0, false}, 1, true),
+              "waiting in world sendrecv to rank 2, from rank 0 (8 B, call 1 on world in it)");
+    EXPECT_EQ(detail::describe_call("world", {0, 1}, {"barrier", 0, -1, -1, false}, 9, true),
+              "waiting in world barrier (call 9 on world in it)");
+}
+
+// The whole path without MPI: a watchdog of one rank hears of a call and names it when the
+// activity outlasts the timeout.
+std::string message_after_call(bool still_inside) {
+    std::mutex mutex;
+    std::condition_variable done;
+    std::string message;
+    Watchdog watchdog(0.2, 0, [&](const std::string& text) {
+        std::lock_guard lock(mutex);
+        message = text;
+        done.notify_all();
+    });
+    const int pp = watchdog.add_channel("pp", {0, 5});
+    const int dp = watchdog.add_channel("dp", {0, 2});
+    watchdog.enter({"timed", "train step", 0, 2});
+    watchdog.call_started(dp, {"reducescatter", 2048, -1, -1, false});
+    watchdog.call_ended(dp);
+    watchdog.call_started(pp, {"send", 4096, 1, -1, false});
+    watchdog.call_ended(pp);
+    watchdog.call_started(pp, {"recv", 4096, -1, 1, true});
+    if (!still_inside) watchdog.call_ended(pp);
+    std::unique_lock lock(mutex);
+    done.wait_for(lock, std::chrono::seconds(30), [&] { return !message.empty(); });
+    return message;
+}
+
+TEST(WatchdogCalls, ReportsTheCallTheRankIsIn) {
+    const std::string message = message_after_call(true);
+    EXPECT_NE(message.find("train step (timed iteration 2), waiting on a non-blocking pp recv from rank 5 (4.0 KiB, "
+                           "call 2 on pp in it)"),
+              std::string::npos)
+        << message;
+}
+
+TEST(WatchdogCalls, ReportsTheLastCallOnceItReturned) {
+    const std::string message = message_after_call(false);
+    EXPECT_NE(message.find("last call: pp recv from rank 5 (4.0 KiB, call 2 on pp in it), returned"), std::string::npos)
+        << message;
+}
+
+TEST(WatchdogCalls, ANewActivityForgetsTheCallsOfTheLast) {
+    std::mutex mutex;
+    std::condition_variable done;
+    std::string message;
+    Watchdog watchdog(0.2, 0, [&](const std::string& text) {
+        std::lock_guard lock(mutex);
+        message = text;
+        done.notify_all();
+    });
+    const int tp = watchdog.add_channel("tp", {0, 1});
+    watchdog.enter({"timed", "train step", 0, 1});
+    watchdog.call_started(tp, {"allreduce", 64, -1, -1, false});
+    watchdog.call_ended(tp);
+    watchdog.enter({"timed", "train step", 0, 2});
+    std::unique_lock lock(mutex);
+    done.wait_for(lock, std::chrono::seconds(30), [&] { return !message.empty(); });
+    EXPECT_NE(message.find("train step (timed iteration 2): a rank is stuck"), std::string::npos) << message;
+    EXPECT_EQ(message.find("allreduce"), std::string::npos) << message;
 }
 
 using Options = std::vector<std::pair<std::string, std::string>>;
