@@ -6,6 +6,7 @@
 #
 #   scripts/cluster.sh up N [--inter-bw 10gbit] [--intra-bw RATE] [--inter-latency 50us]
 #   scripts/cluster.sh shape HOST --bw RATE          # re-shape one host's link (e.g. make it slow)
+#   scripts/cluster.sh throttle HOST --cpu F         # cap the host's ranks at F cores (e.g. 0.2); --cpu off lifts it
 #   scripts/cluster.sh run -np R [--per-host K] [--map-by slot|node] -- parbench ARGS...
 #   scripts/cluster.sh hosts                          # the emulated hosts, one per line
 #   scripts/cluster.sh down
@@ -15,6 +16,11 @@
 # on one host talk TCP over the host's own loopback shaped to that rate instead of shared
 # memory (which tc cannot shape). --inter-latency needs tc's netem; where the kernel has no
 # netem (as on the machine this was written on) the script says so and shapes bandwidth only.
+#
+# throttle emulates a slower or loaded host: a cgroup (v2 cpu.max, or v1's CFS quota) caps the
+# CPU time of every process that `run` starts on that host, together, at F cores (F from 0.01):
+# F x 10 ms per 10 ms period, or for F under 0.1 the kernel's 1 ms minimum quota per 1/F ms
+# period; runs started afterwards are capped.
 #
 # Everything lives on 198.18.11.0/24 (RFC 2544's benchmarking range, never routed): the bridge
 # has .1 in the root namespace (mpirun listens there), host i has .(10+i). Nothing outside the
@@ -28,6 +34,7 @@ readonly bridge=pbbr0
 readonly host_prefix=pbhost
 readonly veth_prefix=pbveth
 readonly max_hosts=64
+readonly cgroup_name=parbench-cluster
 state=${PARBENCH_CLUSTER_STATE:-/run/parbench-cluster}
 root=$(cd "$(dirname "$0")/.." && pwd)
 
@@ -93,6 +100,34 @@ netem_available() {
   return $ok
 }
 
+# The cgroup folder under which throttle makes one cgroup per host, and its kind (v2 or v1);
+# nothing when this machine has no CPU controller to cap with.
+cgroup_parent() {
+  if [[ -f /sys/fs/cgroup/cgroup.controllers ]] && grep -qw cpu /sys/fs/cgroup/cgroup.controllers; then
+    echo "v2 /sys/fs/cgroup/$cgroup_name"
+  elif [[ -f /sys/fs/cgroup/cpu/cpu.cfs_quota_us ]]; then
+    echo "v1 /sys/fs/cgroup/cpu/$cgroup_name"
+  fi
+}
+
+# Removes the hosts' CPU caps: ends what runs in them (only processes run put there), then
+# the cgroups, whichever cgroup version made them.
+remove_cgroups() {
+  local parent group pid tries
+  for parent in /sys/fs/cgroup/$cgroup_name /sys/fs/cgroup/cpu/$cgroup_name; do
+    [[ -d $parent ]] || continue
+    for group in "$parent"/*/; do
+      [[ -f $group/cgroup.procs ]] || continue
+      for tries in $(seq 50); do
+        for pid in $(cat "$group/cgroup.procs" 2>/dev/null); do kill -9 "$pid" 2>/dev/null; done
+        rmdir "$group" 2>/dev/null && break
+        sleep 0.1
+      done
+    done
+    rmdir "$parent" 2>/dev/null
+  done
+}
+
 # Removes everything this script can have made, whether or not `up` finished.
 teardown() {
   local name
@@ -101,6 +136,7 @@ teardown() {
     for pid in $(ip netns pids "$name" 2>/dev/null); do kill -9 "$pid" 2>/dev/null; done
     ip netns del "$name" 2>/dev/null
   done
+  remove_cgroups
   for name in $(ip -o link show 2>/dev/null | awk -F': ' '{print $2}' | sed 's/@.*//' | grep -E "^$veth_prefix[0-9]+$"); do
     ip link del "$name" 2>/dev/null
   done
@@ -118,7 +154,8 @@ teardown() {
 
 half_made() {
   [[ -d $state ]] || ip link show "$bridge" >/dev/null 2>&1 ||
-    ip netns list 2>/dev/null | grep -qE "^$host_prefix[0-9]+( |$)"
+    ip netns list 2>/dev/null | grep -qE "^$host_prefix[0-9]+( |$)" ||
+    [[ -d /sys/fs/cgroup/$cgroup_name || -d /sys/fs/cgroup/cpu/$cgroup_name ]]
 }
 
 cmd_up() {
@@ -192,6 +229,10 @@ build_cluster() {
 # mpirun's rsh agent: runs the orted command inside the emulated host's namespaces.
 host=\$1; shift
 [ -e /run/netns/\$host ] && [ -e $state/uts/\$host ] || { echo "rsh-agent: no emulated host '\$host'" >&2; exit 1; }
+# A throttled host: the daemon, and so every rank it starts, runs inside the host's CPU cap.
+if [ -f $state/cpu-cap/\$host ]; then
+  echo \$\$ >"\$(cat $state/cpu-cap/\$host)/cgroup.procs" || { echo "rsh-agent: could not enter \$host's CPU cap" >&2; exit 1; }
+fi
 exec nsenter --net=/run/netns/\$host --uts=$state/uts/\$host -- /bin/sh -c "\$*"
 EOF
   chmod +x "$state/rsh-agent" || return 1
@@ -204,6 +245,55 @@ EOF
 }
 
 need_up() { [[ -f $state/up ]] || usage_error "no cluster is up; run 'scripts/cluster.sh up N' first"; }
+
+cmd_throttle() {
+  need_root
+  need_up
+  local host=${1:-} cpu=""
+  shift || true
+  while (($#)); do
+    case $1 in
+      --cpu) [[ $# -ge 2 ]] || usage_error "throttle: --cpu needs a number of cores, e.g. --cpu 0.2, or off"; cpu=$2; shift 2 ;;
+      *) usage_error "throttle: unknown option '$1'; use: throttle HOST --cpu CORES|off" ;;
+    esac
+  done
+  grep -qx "$host" "$state/hosts" ||
+    usage_error "throttle: '$host' is not an emulated host; use one of: $(tr '\n' ' ' <"$state/hosts")"
+  local quota_us="" period_us=""
+  if [[ $cpu != off ]]; then
+    # A 10 ms period keeps the cap smooth next to millisecond steps; below 0.1 cores the quota
+    # would fall under the kernel's 1 ms minimum, so the period grows instead (100 ms at 0.01).
+    read -r quota_us period_us <<<"$(awk -v c="$cpu" 'BEGIN {
+      if (c ~ /^[0-9]+(\.[0-9]+)?$/ && c >= 0.01 && c <= 1024) {
+        p = 10000; if (c * p < 1000) p = int(1000 / c + 0.5); printf "%d %d\n", c * p, p } }')"
+    [[ -n $quota_us ]] || usage_error "throttle: --cpu '$cpu': give cores as a number from 0.01 up (e.g. 0.2), or off"
+  fi
+  local kind parent
+  read -r kind parent <<<"$(cgroup_parent)"
+  [[ -n $kind ]] ||
+    usage_error "throttle: this machine has no cgroup CPU controller (cgroup v2 cpu.max or v1 cpu.cfs_quota_us) to cap a host with"
+  local group=$parent/$host
+  if [[ $cpu == off ]]; then
+    rm -f "$state/cpu-cap/$host"
+    [[ ! -d $group ]] || rmdir "$group" 2>/dev/null ||
+      failure "throttle: $host's cgroup still has processes; stop its run first"
+    echo "cluster.sh: $host's CPU cap lifted"
+    return 0
+  fi
+  mkdir -p "$state/cpu-cap" || failure "throttle: cannot write $state/cpu-cap"
+  if [[ $kind == v2 ]]; then
+    # The cpu controller must be enabled on the way down to the host's cgroup.
+    { grep -qw cpu /sys/fs/cgroup/cgroup.subtree_control || echo +cpu >/sys/fs/cgroup/cgroup.subtree_control; } &&
+      mkdir -p "$group" && { grep -qw cpu "$parent/cgroup.subtree_control" || echo +cpu >"$parent/cgroup.subtree_control"; } &&
+      echo "$quota_us $period_us" >"$group/cpu.max" ||
+      failure "throttle: could not make the CPU cap $group (cgroup v2)"
+  else
+    mkdir -p "$group" && echo "$period_us" >"$group/cpu.cfs_period_us" && echo "$quota_us" >"$group/cpu.cfs_quota_us" ||
+      failure "throttle: could not make the CPU cap $group (cgroup v1)"
+  fi
+  echo "$group" >"$state/cpu-cap/$host" || failure "throttle: cannot write $state/cpu-cap/$host"
+  echo "cluster.sh: $host's ranks capped at $cpu cores together (cgroup $kind, ${quota_us} us per ${period_us} us)"
+}
 
 cmd_shape() {
   need_root
@@ -277,9 +367,10 @@ cmd_down() {
 case ${1:-} in
   up) shift; cmd_up "$@" ;;
   shape) shift; cmd_shape "$@" ;;
+  throttle) shift; cmd_throttle "$@" ;;
   run) shift; cmd_run "$@"; exit $? ;;
   hosts) need_up; cat "$state/hosts" ;;
   down) cmd_down ;;
   -h | --help | help) sed -n '2,/^set -uo/p' "$0" | sed '$d; s/^# \{0,1\}//' ;;
-  *) usage_error "use: up N [--inter-bw RATE] [--intra-bw RATE] [--inter-latency DELAY] | shape HOST --bw RATE | run -np R [--per-host K] -- COMMAND... | hosts | down" ;;
+  *) usage_error "use: up N [--inter-bw RATE] [--intra-bw RATE] [--inter-latency DELAY] | shape HOST --bw RATE | throttle HOST --cpu CORES|off | run -np R [--per-host K] -- COMMAND... | hosts | down" ;;
 esac

@@ -38,12 +38,14 @@ best = max(b.get("FLOP/s", 0) for b in json.load(open(sys.argv[1]))["benchmarks"
 print(best / 1e12)
 PY
 )
+# 4 ranks on 2 cores share them: plan computes each rank at cores/ranks of the calibrated rate.
+cores=$(nproc)
 for np in 2 4; do
   cat > "$out/cluster-np$np.json" <<JSON
-{"device": {"name": "this VM's CPU cores (one per rank)", "peak_tflops_bf16": $peak, "peak_tflops_fp32": $peak,
+{"device": {"name": "this VM's CPU cores (a core per rank, shared when oversubscribed)", "peak_tflops_bf16": $peak, "peak_tflops_fp32": $peak,
             "memory_gib": 4, "memory_bandwidth_gbps": 10,
             "intra_host": {"latency_us": 5, "busbw_gbps": 5}, "cross_host": {"latency_us": 50, "busbw_gbps": 1}},
- "gpus": $np, "gpus_per_host": $np}
+ "gpus": $np, "gpus_per_host": $np, "cores_per_host": $cores}
 JSON
 done
 

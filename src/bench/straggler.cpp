@@ -2,9 +2,9 @@
 
 #include <algorithm>
 #include <map>
-#include <set>
 #include <sstream>
 
+#include "bench/host_straggler.hpp"
 #include "bench/statistics.hpp"
 
 namespace parbench {
@@ -46,7 +46,6 @@ std::optional<StragglerFinding> find_straggler(const RankTimes& times, const std
     if (times.ranks < 2 || times.iterations < 1) return std::nullopt;
     std::vector<int> last(static_cast<std::size_t>(times.iterations));
     std::map<int, int> rank_counts;
-    std::map<std::string, int> host_counts;
     auto host_of = [&](int rank) {
         return static_cast<std::size_t>(rank) < hosts_by_rank.size() ? hosts_by_rank[static_cast<std::size_t>(rank)]
                                                                      : std::string();
@@ -54,40 +53,48 @@ std::optional<StragglerFinding> find_straggler(const RankTimes& times, const std
     for (int i = 0; i < times.iterations; ++i) {
         last[static_cast<std::size_t>(i)] = last_arrival(times, i);
         ++rank_counts[last[static_cast<std::size_t>(i)]];
-        ++host_counts[host_of(last[static_cast<std::size_t>(i)])];
     }
     StragglerFinding finding;
     const auto [rank, rank_count] = most_frequent(rank_counts);
-    const auto [host, host_count] = most_frequent(host_counts);
     finding.rank = rank;
     finding.host = host_of(rank);
     finding.fraction = static_cast<double>(rank_count) / times.iterations;
-    finding.waited_host = host;
-    finding.host_fraction = static_cast<double>(host_count) / times.iterations;
 
     std::vector<double> rank_waits;
-    std::vector<double> host_waits;
     for (int i = 0; i < times.iterations; ++i) {
         const int who = last[static_cast<std::size_t>(i)];
-        const double wait = wait_for_last(times, i, who);
-        if (who == rank) rank_waits.push_back(wait);
-        if (host_of(who) == host) host_waits.push_back(wait);
+        if (who == rank) rank_waits.push_back(wait_for_last(times, i, who));
     }
     finding.wait_us = summarize(rank_waits).median;
     finding.consistent = meaningful(finding.fraction, finding.wait_us, reported_time_us);
-    const std::size_t distinct_hosts = std::set<std::string>(hosts_by_rank.begin(), hosts_by_rank.end()).size();
-    finding.host_consistent =
-        distinct_hosts > 1 && meaningful(finding.host_fraction, summarize(host_waits).median, reported_time_us);
+
+    // The host: its ranks' mean arrival against the other hosts', judged by the rank's bar.
+    std::vector<std::vector<double>> arrival_by_rank;
+    for (int r = 0; r < times.ranks; ++r) {
+        arrival_by_rank.emplace_back();
+        for (int i = 0; i < times.iterations; ++i) arrival_by_rank.back().push_back(times.arrival(r, i));
+    }
+    std::vector<std::string> hosts(static_cast<std::size_t>(times.ranks));
+    for (int r = 0; r < times.ranks; ++r) hosts[static_cast<std::size_t>(r)] = host_of(r);
+    HostStragglerRule host_rule;
+    host_rule.min_share_of_samples = straggler_min_fraction;
+    host_rule.min_excess = std::max(straggler_min_wait_us, straggler_min_share_of_time * reported_time_us);
+    if (const auto slow_host = find_host_straggler(arrival_by_rank, hosts, host_rule)) {
+        finding.waited_host = slow_host->host;
+        finding.host_fraction = static_cast<double>(slow_host->samples_slowest) / slow_host->samples;
+        finding.host_lateness_us = slow_host->excess;
+        finding.host_consistent = slow_host->consistent;
+    }
     return finding;
 }
 
 std::optional<std::string> run_straggler_warning(const std::vector<StragglerFinding>& findings) {
     if (findings.empty()) return std::nullopt;
     std::map<int, std::vector<double>> by_rank;
-    std::map<std::string, int> by_host;
+    std::map<std::string, std::vector<double>> by_host;
     for (const StragglerFinding& f : findings) {
         if (f.consistent) by_rank[f.rank].push_back(f.wait_us);
-        if (f.host_consistent) ++by_host[f.waited_host];
+        if (f.host_consistent) by_host[f.waited_host].push_back(f.host_lateness_us);
     }
     const std::size_t needed = (findings.size() + 1) / 2;
     std::ostringstream text;
@@ -104,10 +111,13 @@ std::optional<std::string> run_straggler_warning(const std::vector<StragglerFind
                 "that rank, or pin ranks (--bind-to core)";
         return text.str();
     }
-    for (const auto& [host, count] : by_host) {
-        if (static_cast<std::size_t>(count) < needed) continue;
-        text << "host " << host << " held the ranks the others waited for at " << count << " of " << findings.size()
-             << " points: its ranks arrive late at the collective; check that host for other load or slower cores";
+    for (const auto& [host, lateness] : by_host) {
+        if (lateness.size() < needed) continue;
+        text << "host " << host << " held the ranks the others waited for at " << lateness.size() << " of "
+             << findings.size() << " points: its ranks started the collective a median "
+             << summarize(lateness).median
+             << " us later than those of the median other host; check that host for other load or slower cores, "
+                "and run `parbench pairs --by host` to see whether its links are slow too";
         return text.str();
     }
     return std::nullopt;

@@ -21,10 +21,14 @@ struct StragglerFinding {
     double fraction = 0.0;        // of iterations in which it arrived last
     double wait_us = 0.0;         // median over those iterations of how long the others waited
                                   // for it (mean over the other ranks of its lateness to them)
-    std::string waited_host;      // the host of the last arrival most often (ranks on it may vary)
-    double host_fraction = 0.0;   // of iterations in which a rank of waited_host arrived last
+    // The host whose ranks arrived last (bench/host_straggler.hpp: per iteration the mean
+    // arrival of each host's ranks; several hosts only, else empty).
+    std::string waited_host;      // the latest host most often
+    double host_fraction = 0.0;   // of iterations in which it was the latest host
+    double host_lateness_us = 0.0;  // median over iterations of how much later its ranks started
+                                    // than those of the median other host
     bool consistent = false;      // rank: arrived last often enough, kept the others long enough
-    bool host_consistent = false; // the same for waited_host (several hosts only)
+    bool host_consistent = false; // the same for waited_host, its lateness against the same bar
 };
 
 // A rank counts as the point's straggler when it arrived last in at least this share of
@@ -41,7 +45,8 @@ std::optional<StragglerFinding> find_straggler(const RankTimes& times, const std
 
 // Over a run's points: the rank (or, when ranks differ, the host) that was the consistent
 // straggler at at least half of the points that have a finding, named in a warning with
-// a fix; nothing when no single rank or host stands out.
+// a fix (for a host: how much later its ranks started, and `pairs` to check its links);
+// nothing when no single rank or host stands out.
 std::optional<std::string> run_straggler_warning(const std::vector<StragglerFinding>& findings);
 
 }  // namespace parbench

@@ -42,6 +42,7 @@ class PlanCommand : public Command {
     int gpus_per_host = 8;
     std::string device = "H100";
     std::string cluster_path;
+    std::optional<int> cores_per_host;
     bool allow_cross_host_tp = false;
     std::optional<int> dp;
     int tp = 1, pp = 1, zero = 0, microbatches = 1, virtual_stages = 1, global_batch = 0;
@@ -61,6 +62,8 @@ class PlanCommand : public Command {
     void validate() const override {
         if (gpus && *gpus < 1) throw UsageError("--gpus must be at least 1");
         if (gpus_per_host < 1) throw UsageError("--gpus-per-host must be at least 1");
+        if (cores_per_host && *cores_per_host < 1)
+            throw UsageError("--cores-per-host must be at least 1 (the CPU cores a host's ranks share)");
         if (!(efficiency > 0.0 && efficiency <= 1.0)) throw UsageError("--efficiency must be in (0, 1]");
         if (top < 1) throw UsageError("--top must be at least 1");
         if (!json_path.empty()) check_writable(json_path, "--json");
@@ -79,25 +82,34 @@ class PlanCommand : public Command {
             cluster.source = "--gpus " + std::to_string(cluster.gpus) + " --gpus-per-host " + std::to_string(gpus_per_host) +
                              " --device " + device;
         }
-        PlanContext context{cluster, CommModel(cluster), ComputeRate{}, PassCosts{}, false};
+        if (cores_per_host) {
+            cluster.cores_per_host = *cores_per_host;
+            cluster.cores_source = "--cores-per-host";
+        }
+        const Precision run_precision = parse_precision(precision);
+        const double peak = run_precision == Precision::bf16 ? cluster.device.peak_tflops_bf16
+                                                             : cluster.device.peak_tflops_fp32;
+        ComputeRate rate;
+        if (calibrate_compute.empty()) {
+            rate.tflops_per_gpu = peak * efficiency;
+            rate.source = "uncalibrated: " + cluster.device.source + " peak " + std::to_string(peak) +
+                          " TFLOP/s x --efficiency " + std::to_string(efficiency);
+            rate.optimizer_source = "uncalibrated: " + cluster.device.source + " memory bandwidth";
+        } else {
+            rate = parbench::calibrate_compute(calibrate_compute, resolved.config);
+            // A CPU calibration tells how many cores its host had: the plan's hosts, unless told.
+            if (cluster.cores_per_host == 0 && rate.measured_cores > 0) {
+                cluster.cores_per_host = rate.measured_cores;
+                cluster.cores_source = "the host of --calibrate-compute " + calibrate_compute;
+            }
+        }
+        PlanContext context{cluster, CommModel(cluster), rate, PassCosts{}, false};
         PlanInputs inputs;
         inputs.model = to_json(resolved.config);
         inputs.model["source"] = resolved.source;
         inputs.model["parameters"] = static_cast<double>(
             model_parameter_layout(resolved.config, resolved.config.seq_len).total_numel());
         inputs.cluster = to_json(cluster);
-
-        const Precision run_precision = parse_precision(precision);
-        const double peak = run_precision == Precision::bf16 ? cluster.device.peak_tflops_bf16
-                                                             : cluster.device.peak_tflops_fp32;
-        if (calibrate_compute.empty()) {
-            context.rate.tflops_per_gpu = peak * efficiency;
-            context.rate.source = "uncalibrated: " + cluster.device.source + " peak " + std::to_string(peak) +
-                                  " TFLOP/s x --efficiency " + std::to_string(efficiency);
-            context.rate.optimizer_source = "uncalibrated: " + cluster.device.source + " memory bandwidth";
-        } else {
-            context.rate = parbench::calibrate_compute(calibrate_compute, resolved.config);
-        }
         inputs.compute = to_json(context.rate);
         nlohmann::json fits = nlohmann::json::array();
         if (!calibrate.empty())
@@ -162,11 +174,11 @@ class PlanCommand : public Command {
     PlanLayout base_layout(const ModelConfig& config, Precision run_precision, const ClusterSpec& cluster) const {
         PlanLayout p;
         p.states = parse_states(states);
-        p.recompute = parse_recompute(recompute);
         EngineLayout& l = p.engine;
         l.model = config;
         l.seq_len = config.seq_len;
         l.precision = run_precision;
+        l.recompute = parse_recompute(recompute);
         l.tp = tp;
         l.pp = pp;
         l.sp = sp;
@@ -206,6 +218,11 @@ class PlanCommand : public Command {
                 if (config.kind == ModelKind::mlp) throw UsageError("--pp: pipeline stages are cut from transformer blocks; an MLP has none");
                 validate_schedule_shape(l.schedule, ScheduleShape{pp, microbatches, virtual_stages});
                 l.stage_ranges = virtual_stage_layers(config.layers, pp, virtual_stages, {});
+                if (p.states == StateConvention::parbench && l.recompute == Recompute::full &&
+                    l.schedule == ScheduleKind::zero_bubble_h1)
+                    throw UsageError("--recompute full with --schedule zb-h1: parbench's train cannot defer the weight "
+                                     "gradients of a recomputed layer; use --recompute selective, another schedule, "
+                                     "or --states zero|megatron");
                 if (p.states == StateConvention::parbench && zero > 1)
                     throw UsageError("--pp with --zero " + std::to_string(zero) +
                                      ": parbench's train runs ZeRO-2/3 without a pipeline; use --zero 0 or 1, or "
@@ -246,6 +263,8 @@ std::unique_ptr<Command> add_plan_command(CLI::App& app) {
     sub->add_option("--gpus-per-host", c.gpus_per_host, "GPUs per host")->capture_default_str();
     sub->add_option("--device", c.device, "Device preset: A100, H100, H200, B200")->capture_default_str();
     sub->add_option("--cluster", c.cluster_path, "Cluster description JSON (device, gpus, gpus_per_host)");
+    sub->add_option("--cores-per-host", c.cores_per_host,
+                    "CPU cores a host's ranks share (more ranks than cores: each computes at cores/ranks)");
     sub->add_flag("--allow-cross-host-tp", c.allow_cross_host_tp, "Let tp exceed --gpus-per-host");
     sub->add_option("--dp", c.dp, "Data-parallel degree (default: what the GPUs leave)");
     sub->add_option("--tp", c.tp, "Tensor-parallel degree")->capture_default_str();

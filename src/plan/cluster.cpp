@@ -1,5 +1,7 @@
 #include "plan/cluster.hpp"
 
+#include <algorithm>
+
 #include "core/error.hpp"
 #include "report/json_file.hpp"
 
@@ -32,6 +34,15 @@ double number(const nlohmann::json& object, const std::string& key, const std::s
 }
 
 }  // namespace
+
+ComputeShare compute_share(const ClusterSpec& cluster, int world) {
+    ComputeShare share;
+    share.ranks_per_host = std::max(1, std::min(cluster.gpus_per_host, world));
+    share.cores_per_host = cluster.cores_per_host;
+    if (cluster.cores_per_host > 0 && share.ranks_per_host > cluster.cores_per_host)
+        share.share = static_cast<double>(cluster.cores_per_host) / share.ranks_per_host;
+    return share;
+}
 
 std::vector<std::string> device_preset_names() { return {"A100", "H100", "H200", "B200"}; }
 
@@ -69,6 +80,8 @@ ClusterSpec read_cluster_file(const std::string& path) {
     }
     cluster.gpus = static_cast<int>(number(document, "gpus", path, 1, true));
     cluster.gpus_per_host = static_cast<int>(number(document, "gpus_per_host", path, 8, false));
+    cluster.cores_per_host = static_cast<int>(number(document, "cores_per_host", path, 0, false));
+    if (cluster.cores_per_host > 0) cluster.cores_source = "--cluster " + path;
     return cluster;
 }
 
@@ -77,6 +90,8 @@ nlohmann::json to_json(const ClusterSpec& c) {
     auto link = [](const LinkModel& l) { return nlohmann::json{{"latency_us", l.latency_us}, {"busbw_gbps", l.busbw_gbps}}; };
     return {{"gpus", c.gpus},
             {"gpus_per_host", c.gpus_per_host},
+            {"cores_per_host", c.cores_per_host > 0 ? nlohmann::json(c.cores_per_host) : nlohmann::json(nullptr)},
+            {"cores_source", c.cores_source},
             {"source", c.source},
             {"device",
              {{"name", d.name},

@@ -30,9 +30,25 @@ struct DeviceSpec {
 struct ClusterSpec {
     DeviceSpec device;
     int gpus = 1;
-    int gpus_per_host = 8;
+    int gpus_per_host = 8;  // ranks per host
+    // CPU cores that serve a host's ranks (--cores-per-host, "cores_per_host", or the compute
+    // calibration report's host); 0: unknown, every rank has a core (or a GPU) of its own.
+    int cores_per_host = 0;
+    std::string cores_source;
     std::string source;  // "preset H100" or the --cluster file
 };
+
+// The share of one core (or device) that each rank of a host computes with: 1, or
+// cores / ranks when the ranks on a host outnumber its cores (an oversubscribed CPU run, where
+// the scheduler time-slices the cores among the ranks). `world` ranks in all, at most
+// gpus_per_host of them on one host.
+struct ComputeShare {
+    int ranks_per_host = 1;
+    int cores_per_host = 0;
+    double share = 1.0;
+    bool oversubscribed() const { return share < 1.0; }
+};
+ComputeShare compute_share(const ClusterSpec& cluster, int world);
 
 std::vector<std::string> device_preset_names();
 // UsageError naming --device for an unknown name.

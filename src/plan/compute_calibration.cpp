@@ -1,5 +1,7 @@
 #include "plan/compute_calibration.hpp"
 
+#include <algorithm>
+#include <cstdio>
 #include <map>
 
 #include "core/error.hpp"
@@ -85,6 +87,12 @@ ComputeRate from_ops_report(const nlohmann::json& report, const std::string& pat
     rate.source = "--calibrate-compute " + path + ": the " + chosen +
                   " ops (forward + backward, each weighted by its uses per pass), the model FLOPs of that shape "
                   "over their summed time";
+    // The ops bench times one thread on the host it ran on.
+    const nlohmann::json context = report.value("context", nlohmann::json::object());
+    if (chosen.rfind("cpu/", 0) == 0 && context.contains("num_cpus") && context["num_cpus"].is_number_integer()) {
+        rate.measured_cores = context["num_cpus"].get<int>();
+        rate.measured_ranks_per_host = 1;
+    }
     for (const auto& [prefix, ops_of] : configs)
         if (ops_of.count("adamw_update")) {
             rate.optimizer_gbps = ops_of.at("adamw_update").bytes_per_s / 1e9;
@@ -106,6 +114,21 @@ ComputeRate from_train_report(const nlohmann::json& report, const std::string& p
                   result["model"].value("name", std::string("?")) + ", dp " + std::to_string(layout.value("dp", 1)) +
                   " x tp " + std::to_string(layout.value("tp", 1)) + " x pp " + std::to_string(layout.value("pp", 1)) +
                   "; optimizer and exposed communication included)";
+    const nlohmann::json environment = report.value("environment", nlohmann::json::object());
+    if (environment.value("device_kind", std::string()) == "cpu" && environment.value("cpu_cores", 0) > 0) {
+        rate.measured_cores = environment["cpu_cores"].get<int>();
+        const nlohmann::json ranks_per_host = environment.value("ranks_per_host", nlohmann::json::object());
+        for (const auto& [host, ranks] : ranks_per_host.items())
+            rate.measured_ranks_per_host = std::max(rate.measured_ranks_per_host, ranks.get<int>());
+        if (rate.measured_ranks_per_host > rate.measured_cores) {
+            const double ranks_per_core = static_cast<double>(rate.measured_ranks_per_host) / rate.measured_cores;
+            rate.tflops_per_gpu *= ranks_per_core;
+            char note[160];
+            std::snprintf(note, sizeof note, "; measured with %d ranks on %d cores, so x %.3g to one rank with a core "
+                          "of its own", rate.measured_ranks_per_host, rate.measured_cores, ranks_per_core);
+            rate.source += note;
+        }
+    }
     return rate;
 }
 
@@ -128,7 +151,10 @@ nlohmann::json to_json(const ComputeRate& rate) {
             {"source", rate.source},
             {"optimizer_gbps", rate.optimizer_gbps ? nlohmann::json(*rate.optimizer_gbps) : nlohmann::json(nullptr)},
             {"optimizer_source", rate.optimizer_source},
-            {"includes_optimizer", rate.includes_optimizer}};
+            {"includes_optimizer", rate.includes_optimizer},
+            {"measured_cores", rate.measured_cores > 0 ? nlohmann::json(rate.measured_cores) : nlohmann::json(nullptr)},
+            {"measured_ranks_per_host",
+             rate.measured_ranks_per_host > 0 ? nlohmann::json(rate.measured_ranks_per_host) : nlohmann::json(nullptr)}};
 }
 
 }  // namespace parbench

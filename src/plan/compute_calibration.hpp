@@ -19,6 +19,13 @@ struct ComputeRate {
     std::optional<double> optimizer_gbps;  // AdamW's memory traffic rate, when measured
     std::string optimizer_source;
     bool includes_optimizer = false;       // a train-report rate already holds the optimizer's time
+    // The CPU host the rate was measured on, when the report says (a train report's
+    // environment on the cpu backend, an ops report's CPU context): its cores, and the most
+    // ranks that ran on one host. A train run with more ranks than cores shared each core, so
+    // its achieved rate per rank is scaled by ranks / cores to one rank with a core of its own:
+    // tflops_per_gpu is always that unshared rate (plan/cluster.hpp's compute_share shares it).
+    int measured_cores = 0;
+    int measured_ranks_per_host = 0;
 };
 
 // UsageError naming --calibrate-compute for an unreadable or unrecognised report, or an ops

@@ -5,6 +5,7 @@
 #include <stdexcept>
 
 #include "core/error.hpp"
+#include "plan/llama_activation_memory.hpp"
 #include "train/metrics.hpp"
 
 namespace parbench {
@@ -29,13 +30,6 @@ Placement placement_of(int span, const ClusterSpec& cluster) {
     return span <= cluster.gpus_per_host ? Placement::intra_host : Placement::cross_host;
 }
 
-int layers_of(const PipelinePart& part, int all_layers) {
-    if (!part.active()) return all_layers;
-    int layers = 0;
-    for (const LayerRange& chunk : part.chunks) layers += chunk.end - chunk.first;
-    return layers;
-}
-
 PlanMemory convention_memory(const PlanLayout& p, int pp_rank, const EnginePipeline* pipeline) {
     const EngineLayout& l = p.engine;
     const EngineRank rank = engine_rank(l, pp_rank, pipeline);
@@ -58,11 +52,20 @@ PlanMemory convention_memory(const PlanLayout& p, int pp_rank, const EnginePipel
         for (std::size_t c = 0; c < rank.part.chunks.size(); ++c)
             layer_micro += (rank.part.chunks[c].end - rank.part.chunks[c].first) * rank.part.slots[c];
     }
-    m.activations = layer_micro * paper_layer_activation_bytes(shape, p.recompute);
+    // GPT's per-layer formula is the paper's table 2; Llama's is derived the same way from its
+    // own items (plan/llama_activation_memory.hpp).
+    auto per_layer = [&](Recompute recompute) {
+        if (l.model.kind == ModelKind::llama)
+            return llama_paper_layer_activation_bytes(l.model, l.seq_len, l.microbatch_size, l.tp, l.sp, recompute);
+        return LayerActivationBytes{paper_layer_activation_bytes(shape, recompute),
+                                    paper_layer_activation_formula(l.tp > 1, l.sp, recompute)};
+    };
+    const LayerActivationBytes layer = per_layer(l.recompute);
+    m.activation_bytes_per_layer = layer.bytes;
+    m.activations = layer_micro * layer.bytes;
     // Full recompute rebuilds one layer's activations at a time during backward.
-    if (p.recompute == Recompute::full) m.activations += paper_layer_activation_bytes(shape, Recompute::none);
-    m.activation_formula = paper_layer_activation_formula(l.tp > 1, l.sp, p.recompute) +
-                           " x layers x micro-batches in flight";
+    if (l.recompute == Recompute::full) m.activations += per_layer(Recompute::none).bytes;
+    m.activation_formula = layer.formula + " x layers x micro-batches in flight";
     // parbench's schemes' working buffers in the convention's bytes: gradient bucket slots
     // (ZeRO-2/3) and parameter gather slots (ZeRO-3).
     if (l.zero >= 2 && l.dp > 1) {
@@ -78,9 +81,6 @@ PlanMemory convention_memory(const PlanLayout& p, int pp_rank, const EnginePipel
 }
 
 PlanMemory engine_memory(const PlanLayout& p, const EnginePipeline* pipeline) {
-    if (p.recompute != Recompute::none)
-        throw UsageError("--recompute " + recompute_name(p.recompute) + " with --states parbench: parbench's train "
-                         "does not recompute; use --states zero or megatron for recomputation");
     RankMemory rank = engine_rank_memory(p.engine, 0, pipeline);
     for (int r = 1; r < p.engine.pp; ++r) {
         RankMemory other = engine_rank_memory(p.engine, r, pipeline);
@@ -168,45 +168,54 @@ PlanPrediction predict_layout(const PlanLayout& p, const PlanContext& context, c
     const int world = l.dp * l.tp * l.pp;
     // Activations cross the wire in fp32 in parbench's engine, in 16 bits under the others.
     const double wire = p.states == StateConvention::parbench ? 1.0 : 0.5;
-    // The most loaded pipeline rank's traffic (the busiest: a middle stage sends most).
+    // Every pipeline rank's traffic, by the formula train checks its counters against
+    // (plan/rank_traffic.hpp); the tp and dp lines are the most loaded rank's, the pp lines the
+    // busiest sender's (a middle stage sends most; a receive is its peer's send).
+    const ParameterLayout whole = model_parameter_layout(l.model, l.seq_len, TensorSplit{0, l.tp, l.sp, l.tp_style});
+    for (int r = 0; r < l.pp; ++r) out.traffic_by_pp_rank.push_back(engine_rank_traffic(l, r, 0, &whole));
     int busiest = 0;
     double busiest_bytes = -1;
     for (int r = 0; r < l.pp; ++r) {
         double bytes = 0;
-        for (const auto& [op, v] : pipeline_traffic_per_step(l, r, shared)) bytes += v.bytes;
+        const auto pp = out.traffic_by_pp_rank[static_cast<std::size_t>(r)].find("pp");
+        if (pp != out.traffic_by_pp_rank[static_cast<std::size_t>(r)].end())
+            for (const auto& [op, v] : pp->second)
+                if (op != "recv") bytes += v.bytes;
         if (bytes > busiest_bytes) {
             busiest_bytes = bytes;
             busiest = r;
         }
     }
     const EngineRank rank = engine_rank(l, out.memory.pp_rank, shared);
-    auto add_lines = [&](const std::string& dimension, const Traffic& traffic, int group, Placement placement,
-                         double scale) {
-        for (const auto& [op, volume] : traffic) {
+    auto add_lines = [&](const std::string& dimension, int pp_rank, int group, Placement placement, double scale) {
+        const auto& by_dimension = out.traffic_by_pp_rank.at(static_cast<std::size_t>(pp_rank));
+        const auto found = by_dimension.find(dimension);
+        if (found == by_dimension.end()) return;
+        for (const auto& [op, volume] : found->second) {
             if (volume.calls <= 0) continue;
             CommLine line{dimension, op, volume.calls, volume.bytes * scale, group, placement, 0, ""};
-            const std::string model_op = op == "send" ? "sendrecv" : op;
-            line.time_ms = volume.calls * context.comm.time_us(model_op, line.bytes / volume.calls,
-                                                               op == "send" ? 2 : group, placement) / 1e3;
-            line.source = context.comm.source(model_op, placement);
+            if (op == "recv") {
+                line.source = "its time is the matching send's (one transfer)";
+            } else {
+                const std::string model_op = op == "send" ? "sendrecv" : op;
+                line.time_ms = volume.calls * context.comm.time_us(model_op, line.bytes / volume.calls,
+                                                                   op == "send" ? 2 : group, placement) / 1e3;
+                line.source = context.comm.source(model_op, placement);
+            }
             out.comm.push_back(line);
         }
     };
-    if (l.tp > 1) {
-        ModelConfig stage = l.model;
-        stage.layers = layers_of(rank.part, l.model.layers);
-        add_lines("tp",
-                  tensor_parallel_traffic_per_step(stage, l.seq_len, l.microbatch_size, l.microbatches,
-                                                   TensorSplit{0, l.tp, l.sp, l.tp_style}),
-                  l.tp, placement_of(l.tp, cluster), wire);
-    }
-    add_lines("dp", data_parallel_traffic_per_step(l, rank), l.dp, placement_of(l.dp * l.tp, cluster),
+    add_lines("tp", out.memory.pp_rank, l.tp, placement_of(l.tp, cluster), wire);
+    add_lines("dp", out.memory.pp_rank, l.dp, placement_of(l.dp * l.tp, cluster),
               p.states == StateConvention::zero ? 0.5 : 1.0);
-    add_lines("pp", pipeline_traffic_per_step(l, busiest, shared), 2, placement_of(world, cluster), wire);
+    add_lines("pp", busiest, 2, placement_of(world, cluster), wire);
 
     // Compute, bubble, optimizer.
     out.flops_per_step = model_flops_per_step(l.model, p.global_batch, l.seq_len);
-    out.compute_ms = out.flops_per_step / (world * context.rate.tflops_per_gpu * 1e12) * 1e3;
+    // Ranks that outnumber their host's cores compute at cores / ranks of the unshared rate.
+    out.compute_share = compute_share(cluster, world);
+    const double rank_tflops = context.rate.tflops_per_gpu * out.compute_share.share;
+    out.compute_ms = out.flops_per_step / (world * rank_tflops * 1e12) * 1e3;
     if (l.pp > 1) {
         const ScheduleShape shape{l.pp, l.microbatches, l.virtual_stages};
         const Schedule& schedule = pipeline->schedule;
@@ -223,7 +232,7 @@ PlanPrediction predict_layout(const PlanLayout& p, const PlanContext& context, c
     if (!context.rate.includes_optimizer) {
         const double owned = static_cast<double>(rank.layout.total_numel()) / (l.zero >= 1 ? l.dp : 1);
         const double gbps = context.rate.optimizer_gbps ? *context.rate.optimizer_gbps : cluster.device.memory_bandwidth_gbps;
-        out.optimizer_ms = owned * 28.0 / (gbps * 1e9) * 1e3;
+        out.optimizer_ms = owned * 28.0 / (gbps * 1e9 * out.compute_share.share) * 1e3;
     }
 
     // Exposed communication.
@@ -285,6 +294,15 @@ nlohmann::json to_json(const PlanPrediction& p) {
         comm.push_back({{"dimension", line.dimension}, {"collective", line.collective}, {"calls", line.calls},
                         {"bytes", line.bytes}, {"group", line.group}, {"placement", placement_name(line.placement)},
                         {"time_ms", line.time_ms}, {"source", line.source}});
+    nlohmann::json by_rank = nlohmann::json::array();
+    for (std::size_t r = 0; r < p.traffic_by_pp_rank.size(); ++r) {
+        nlohmann::json entry = {{"pp_rank", r}};
+        for (const auto& [dimension, traffic] : p.traffic_by_pp_rank[r]) {
+            entry[dimension] = nlohmann::json::object();
+            for (const auto& [op, volume] : traffic) entry[dimension][op] = {{"calls", volume.calls}, {"bytes", volume.bytes}};
+        }
+        by_rank.push_back(entry);
+    }
     return {{"label", layout_label(p.layout)},
             {"layout",
              {{"dp", l.dp}, {"tp", l.tp}, {"pp", l.pp}, {"sp", l.sp}, {"zero", l.zero},
@@ -293,14 +311,16 @@ nlohmann::json to_json(const PlanPrediction& p) {
               {"global_batch", p.layout.global_batch}, {"overlap", l.overlap}, {"prefetch", l.prefetch},
               {"bucket_mb", static_cast<double>(l.bucket_bytes) / (1024.0 * 1024.0)},
               {"precision", l.precision == Precision::bf16 ? "bf16" : "fp32"},
-              {"recompute", recompute_name(p.layout.recompute)}, {"p2p", p2p_mode_name(l.p2p)}}},
+              {"recompute", recompute_name(l.recompute)}, {"p2p", p2p_mode_name(l.p2p)}}},
             {"memory_bytes",
              {{"states", states_name(p.layout.states)}, {"pp_rank", p.memory.pp_rank}, {"params", p.memory.params},
               {"grads", p.memory.grads}, {"optimizer", p.memory.optimizer}, {"activations", p.memory.activations},
               {"buffers", p.memory.buffers}, {"total", p.memory.total}, {"capacity", p.memory_capacity},
               {"fits", p.fits}, {"convention", p.memory.convention},
-              {"activation_formula", p.memory.activation_formula}, {"items", items}}},
+              {"activation_formula", p.memory.activation_formula},
+              {"activation_bytes_per_layer", p.memory.activation_bytes_per_layer}, {"items", items}}},
             {"comm", comm},
+            {"traffic_by_pp_rank", by_rank},
             {"bubble",
              {{"formula", p.bubble_formula}, {"formula_text", p.bubble_formula_text},
               {"simulated", p.bubble_simulated}}},
@@ -308,6 +328,14 @@ nlohmann::json to_json(const PlanPrediction& p) {
              {{"compute", p.compute_ms}, {"bubble", p.bubble_ms}, {"optimizer", p.optimizer_ms},
               {"exposed_tp", p.exposed_tp_ms}, {"exposed_dp", p.exposed_dp_ms}, {"exposed_pp", p.exposed_pp_ms},
               {"step", p.step_ms}}},
+            {"compute_sharing",
+             {{"ranks_per_host", p.compute_share.ranks_per_host},
+              {"cores_per_host",
+               p.compute_share.cores_per_host > 0 ? nlohmann::json(p.compute_share.cores_per_host) : nlohmann::json(nullptr)},
+              {"share", p.compute_share.share},
+              {"oversubscribed", p.compute_share.oversubscribed()},
+              {"rule", "each rank computes (model FLOPs and optimizer) at cores/ranks of the unshared rate when a "
+                       "host's ranks outnumber its cores (the scheduler time-slices them), else at the whole rate"}}},
             {"flops_per_step", p.flops_per_step},
             {"tokens_per_s", p.tokens_per_s},
             {"mfu", p.mfu}};

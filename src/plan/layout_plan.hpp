@@ -3,14 +3,16 @@
 // pipeline bubble (formula and simulated schedule), and the step time built from them:
 //
 //   step = compute + bubble + optimizer + exposed communication (tp + dp + pp)
-//   compute   = model FLOPs per step (train's formula, train/metrics.hpp) / (GPUs x rate)
+//   compute   = model FLOPs per step (train's formula, train/metrics.hpp) / (GPUs x rate x share),
+//               share = cores / ranks on a host whose ranks outnumber its cores, else 1
 //   bubble    = compute x b / (1 - b), b the simulated schedule's idle fraction
-//   optimizer = AdamW's 28 B per owned parameter / memory bandwidth (unless the rate is a
-//               train report's, which holds it already)
+//   optimizer = AdamW's 28 B per owned parameter / (memory bandwidth x share) (unless the rate
+//               is a train report's, which holds it already)
 //   exposed   = tp: every collective (train's are blocking); dp: all of it, or with --overlap
 //               what the backward (2/3 of compute) cannot hide, at least the last bucket; ZeRO-3
 //               gathers with --prefetch likewise behind the whole compute; pp: the fill and
-//               drain transfers (2(p-1)) with non-blocking p2p, every transfer with blocking
+//               drain transfers (2(p-1)) with non-blocking p2p, every transfer with blocking (a
+//               receive is the other end of its peer's send and takes no time of its own)
 //   MFU = model FLOPs / (step x GPUs x peak);  tokens/s = global batch x seq / step
 #pragma once
 
@@ -24,8 +26,8 @@
 #include "plan/alpha_beta.hpp"
 #include "plan/cluster.hpp"
 #include "plan/compute_calibration.hpp"
-#include "plan/data_parallel_traffic.hpp"
 #include "plan/memory.hpp"
+#include "plan/rank_traffic.hpp"
 
 namespace parbench {
 
@@ -45,8 +47,7 @@ ModelStateBytes model_state_bytes(StateConvention states, double parameters, int
 
 struct PlanLayout {
     EngineLayout engine;
-    int global_batch = 1;
-    Recompute recompute = Recompute::none;
+    int global_batch = 1;  // recompute: engine.recompute, for every convention
     StateConvention states = StateConvention::parbench;
 };
 
@@ -57,6 +58,9 @@ struct PlanMemory {
     double total = 0;
     std::string convention;  // the byte rule per category
     std::string activation_formula;
+    // zero, megatron: one layer's activations per micro-batch under the convention's formula
+    // (0 for parbench, whose activations are counted per buffer)
+    double activation_bytes_per_layer = 0;
     std::vector<MemoryItem> items;  // parbench: every buffer
 };
 
@@ -74,9 +78,14 @@ struct PlanPrediction {
     PlanLayout layout;
     PlanMemory memory;
     std::vector<CommLine> comm;
+    // Per pipeline rank (one entry without a pipeline), by dimension, in train's byte
+    // convention (fp32, as its counters count): plan/rank_traffic.hpp, exactly what train
+    // expects and measures on that rank; `comm` scales these to the convention's wire bytes.
+    std::vector<std::map<std::string, TrafficByOp>> traffic_by_pp_rank;
     double bubble_formula = 0, bubble_simulated = 0;
     std::string bubble_formula_text;
     double flops_per_step = 0;
+    ComputeShare compute_share;  // oversubscribed hosts: compute and optimizer at share x the rate
     double compute_ms = 0, bubble_ms = 0, optimizer_ms = 0;
     double exposed_tp_ms = 0, exposed_dp_ms = 0, exposed_pp_ms = 0;
     double step_ms = 0, tokens_per_s = 0, mfu = 0;

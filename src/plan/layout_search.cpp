@@ -56,6 +56,11 @@ SearchResult search_layouts(const SearchSpace& space, const PlanContext& context
                         drop("schedule does not take this micro-batch count");
                         continue;
                     }
+                    if (pp > 1 && schedule == ScheduleKind::zero_bubble_h1 && space.engine_only &&
+                        space.base.engine.recompute == Recompute::full) {
+                        drop("zb-h1 with full recompute, which train does not run");
+                        continue;
+                    }
                     // One schedule (and its peaks in flight) for every layout of this shape.
                     std::optional<EnginePipeline> pipeline;
                     if (pp > 1) {

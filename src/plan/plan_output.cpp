@@ -9,6 +9,15 @@ namespace {
 
 double gib(double bytes) { return bytes / (1024.0 * 1024.0 * 1024.0); }
 
+// "" or the note that marks a prediction for ranks sharing their host's cores.
+std::string oversubscribed_note(const ComputeShare& share) {
+    if (!share.oversubscribed()) return "";
+    char text[200];
+    std::snprintf(text, sizeof text, "OVERSUBSCRIBED: %d ranks per host on %d cores, each computes at %.3g of the "
+                  "calibrated rate", share.ranks_per_host, share.cores_per_host, share.share);
+    return text;
+}
+
 // GiB for large plans, MiB below 1 GiB (the CPU models).
 std::string memory_text(double bytes) {
     char text[32];
@@ -84,6 +93,10 @@ void print_plan_console(std::ostream& out, const PlanInputs& inputs, const std::
     out << "# compute: " << inputs.compute["tflops_per_gpu"].get<double>() << " TFLOP/s per GPU ("
         << inputs.compute["source"].get<std::string>() << ")\n";
     out << "# comm: " << inputs.comm["summary"].get<std::string>() << "\n";
+    // Every layout of a plan has the same GPUs and hosts, so the same share.
+    if (!layouts.empty() && layouts.front().compute_share.oversubscribed())
+        out << "# " << oversubscribed_note(layouts.front().compute_share) << " ("
+            << c["cores_source"].get<std::string>() << ")\n";
     if (search) {
         out << "# search: " << search->considered << " layouts divide the GPUs and the model; " << search->ranked.size()
             << " fit in memory";
@@ -129,6 +142,7 @@ void print_plan_console(std::ostream& out, const PlanInputs& inputs, const std::
         std::snprintf(line, sizeof line, "MFU %.1f%%, %.4g tokens/s (model FLOPs per step %.4g)\n", 100.0 * p.mfu,
                       p.tokens_per_s, p.flops_per_step);
         out << line;
+        if (p.compute_share.oversubscribed()) out << "  " << oversubscribed_note(p.compute_share) << "\n";
     }
 }
 
@@ -138,6 +152,8 @@ void print_plan_markdown(std::ostream& out, const std::vector<PlanPrediction>& l
         for (const auto& [reason, count] : search->dropped) out << "; " << count << " " << reason;
         out << ".\n\n";
     }
+    if (!layouts.empty() && layouts.front().compute_share.oversubscribed())
+        out << oversubscribed_note(layouts.front().compute_share) << ".\n\n";
     out << "| # | layout | step (ms) | compute | exposed comm | bubble | MFU | tokens/s | memory/GPU |\n"
         << "|---|---|---:|---:|---:|---:|---:|---:|---:|\n";
     int rank = 0;

@@ -18,6 +18,7 @@ nlohmann::json straggler_json(const StragglerFinding& finding) {
             {"consistent", finding.consistent},
             {"waited_host", finding.waited_host},
             {"host_fraction_last", finding.host_fraction},
+            {"host_lateness_us", finding.host_lateness_us},
             {"host_consistent", finding.host_consistent}};
 }
 

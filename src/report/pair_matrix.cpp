@@ -68,6 +68,14 @@ std::vector<std::string> hosts_common_to_flagged(const PairAnalysis& analysis,
         ++appearances[a];
         if (b != a) ++appearances[b];
     }
+    std::map<std::string, int> all_hosts;
+    for (const auto& p : participants) ++all_hosts[p.host];
+    // A host in every slow pair is the culprit on its own: one more host that is merely the
+    // far end of half of them (as a slow host's partner in the pairs it is in) is not.
+    std::vector<std::string> in_every;
+    for (const auto& [host, count] : appearances)
+        if (count == analysis.flagged.size()) in_every.push_back(host);
+    if (!in_every.empty() && in_every.size() < all_hosts.size()) return in_every;
     std::vector<std::string> hosts;
     for (const auto& [host, count] : appearances)
         if (2 * count >= analysis.flagged.size()) hosts.push_back(host);
@@ -78,8 +86,6 @@ std::vector<std::string> hosts_common_to_flagged(const PairAnalysis& analysis,
         });
     });
     // Every host of a slow pair among few hosts explains nothing: only name a strict subset.
-    std::map<std::string, int> all_hosts;
-    for (const auto& p : participants) ++all_hosts[p.host];
     if (!explains_all || hosts.size() >= all_hosts.size()) return {};
     return hosts;
 }

@@ -36,7 +36,8 @@ struct PairAnalysis {
 PairAnalysis flag_slow_pairs(const std::vector<std::vector<double>>& bandwidth,
                              const std::vector<PairParticipant>& participants, double flag_below);
 
-// The likely culprits: the hosts in at least half of the flagged pairs, when together they
+// The likely culprits: the hosts in every flagged pair when there are such (and they are not
+// all the hosts); else the hosts in at least half of the flagged pairs, when together they
 // are in every flagged pair and are not all the hosts; empty otherwise.
 std::vector<std::string> hosts_common_to_flagged(const PairAnalysis& analysis,
                                                  const std::vector<PairParticipant>& participants);

@@ -4,6 +4,7 @@
 #include <cstdio>
 #include <numeric>
 
+#include "bench/host_straggler.hpp"
 #include "bench/statistics.hpp"
 #include "train/expected_traffic.hpp"
 
@@ -100,6 +101,29 @@ nlohmann::json straggler_json(const TrainMeasurements& m, const MeshShape& mesh)
     nlohmann::json by_rank = nlohmann::json::array();
     for (const auto& values : compute) by_rank.push_back(mean_of(values));
     const MeshCoordinates at = mesh_coordinates(mesh, static_cast<int>(rank));
+    // The host whose ranks compute the longest, by the same bar as the rank.
+    HostStragglerRule host_rule;
+    host_rule.min_share_of_samples = consistent_share_of_steps;
+    host_rule.min_samples = consistent_min_steps;
+    host_rule.min_excess_share = consistent_min_margin;
+    nlohmann::json slowest_host = nullptr;
+    if (const auto host = find_host_straggler(compute, m.host_of_rank, host_rule)) {
+        nlohmann::json by_host = nlohmann::json::object();
+        for (const auto& [name, figure] : host->median_by_host) by_host[name] = figure;
+        slowest_host = {{"host", host->host},
+                        {"ranks", host->ranks},
+                        {"steps_slowest", host->samples_slowest},
+                        {"steps", host->samples},
+                        {"compute_ms", host->figure},
+                        {"others_median_ms", host->others_median},
+                        {"excess_ms", host->excess},
+                        {"consistent", host->consistent},
+                        {"compute_ms_by_host", by_host},
+                        {"method", "per timed step, each host's figure is the mean over its ranks of their compute time "
+                                   "outside communication; named is the host with the largest figure most often, "
+                                   "compute_ms its median, others_median_ms the median of the other hosts' median "
+                                   "figure, excess_ms the median excess; consistent by the rank's bar"}};
+    }
     return {{"rank", rank},
             {"host", rank < m.host_of_rank.size() ? m.host_of_rank[rank] : std::string("?")},
             {"coordinates", {{"dp", at.dp}, {"tp", at.tp}, {"pp", at.pp}}},
@@ -109,6 +133,7 @@ nlohmann::json straggler_json(const TrainMeasurements& m, const MeshShape& mesh)
             {"median_compute_ms", median},
             {"consistent", consistent},
             {"compute_ms_by_rank", by_rank},
+            {"slowest_host", slowest_host},
             {"method", "per timed step, each rank's compute time outside communication (its step time less the "
                        "time it was blocked in any group's calls); the rank the others wait for is the one with "
                        "the most; named here is the rank that was it most often, margin_ms its mean excess over "
@@ -117,7 +142,27 @@ nlohmann::json straggler_json(const TrainMeasurements& m, const MeshShape& mesh)
 }
 
 std::vector<std::string> straggler_warnings(const nlohmann::json& s, const MeshShape& mesh) {
-    if (s.is_null() || !s["consistent"].get<bool>()) return {};
+    if (s.is_null()) return {};
+    std::vector<std::string> warnings;
+    const auto& host = s["slowest_host"];
+    if (!host.is_null() && host["consistent"].get<bool>()) {
+        char text[640];
+        const double others = host["others_median_ms"].get<double>();
+        std::snprintf(text, sizeof text,
+                      "stragglers: host %s (%d ranks) is the slowest host in %d of %d steps: its ranks' compute "
+                      "outside communication is %.3g ms per step against %.3g ms on the median other host (%.2gx, "
+                      "%.3g ms more)",
+                      host["host"].get<std::string>().c_str(), host["ranks"].get<int>(), host["steps_slowest"].get<int>(),
+                      host["steps"].get<int>(), host["compute_ms"].get<double>(), others,
+                      others > 0.0 ? host["compute_ms"].get<double>() / others : 0.0, host["excess_ms"].get<double>());
+        std::string warning = text;
+        warning += mesh.pp > 1 ? "; pipeline stages differ in work (the last runs the head): balance them with "
+                                 "--stage-layers, or look for load on that host"
+                               : "; check that host for other load (top), CPU throttling or slower cores";
+        warning += ", and run `parbench pairs --by host` to see whether its links are slow too";
+        warnings.push_back(warning);
+    }
+    if (!s["consistent"].get<bool>()) return warnings;
     char text[512];
     std::snprintf(text, sizeof text,
                   "stragglers: rank %d on host %s is the one the others wait for in %d of %d steps: its compute "
@@ -128,7 +173,8 @@ std::vector<std::string> straggler_warnings(const nlohmann::json& s, const MeshS
     warning += mesh.pp > 1 ? "; pipeline stages differ in work (the last runs the head): balance them with "
                              "--stage-layers, or look for load on that host"
                            : "; look for other load on that host or core (top, taskset) or a slower device";
-    return {warning};
+    warnings.push_back(warning);
+    return warnings;
 }
 
 void print_comm_summary(std::ostream& out, const nlohmann::json& r) {
@@ -187,6 +233,14 @@ void print_comm_summary(std::ostream& out, const nlohmann::json& r) {
                       "straggler (compute)", s["rank"].get<int>(), s["host"].get<std::string>().c_str(),
                       s["steps_slowest"].get<int>(), s["steps"].get<int>(), s["margin_ms"].get<double>());
         out << line;
+        const auto& host = s["slowest_host"];
+        if (!host.is_null()) {
+            std::snprintf(line, sizeof line, "%-28s %s slowest in %d of %d steps, %.3g ms against the median other "
+                          "host's %.3g ms\n", "straggler host (compute)", host["host"].get<std::string>().c_str(),
+                          host["steps_slowest"].get<int>(), host["steps"].get<int>(), host["compute_ms"].get<double>(),
+                          host["others_median_ms"].get<double>());
+            out << line;
+        }
     }
 }
 

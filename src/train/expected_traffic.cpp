@@ -3,41 +3,8 @@
 namespace parbench {
 
 std::map<std::string, TrafficByOp> expected_rank_traffic(const TrainPlan& plan, const MeshShape& shape,
-                                                         const MeshCoordinates& at, const PipelinePart& part,
-                                                         const Model& model) {
-    const TrainOptions& o = plan.options;
-    const int microbatch_size = o.global_batch / shape.dp / o.microbatches;
-    const TensorSplit split = plan.tensor_split(at.tp);
-    ModelShare share = whole_model_share(plan.model);
-    if (part.active()) {
-        share = ModelShare{0, false, false};
-        for (const LayerRange& chunk : part.chunks) {
-            share.layers += chunk.end - chunk.first;
-            share.first_stage = share.first_stage || chunk.first == 0;
-            share.last_stage = share.last_stage || chunk.end == plan.model.layers;
-        }
-    }
-    std::map<std::string, TrafficByOp> traffic;
-    if (shape.dp > 1)
-        traffic["dp"] = data_parallel_traffic(model.layout(), shape.dp, plan.scheme, model.parameter_use_order());
-    if (shape.tp > 1)
-        traffic["tp"] = tensor_parallel_traffic(plan.model, plan.seq_len, microbatch_size, o.microbatches, split, share,
-                                                plan.recompute);
-    if (shape.pp > 1) {
-        std::vector<int> held;
-        for (int chunk = 0; chunk < o.virtual_stages; ++chunk) held.push_back(chunk * shape.pp + at.pp);
-        // The residual stream of one micro-batch: 1/t of its tokens under SP.
-        const double rows = static_cast<double>(microbatch_size) * plan.seq_len / (split.sequence_parallel ? split.size : 1);
-        const double boundary_bytes = rows * plan.model.hidden * sizeof(float);
-        // A tied embedding whose copies live on two stages (Model::shared_unit).
-        const int shared = model.shared_unit();
-        const double tied_bytes =
-            shared >= 0 ? static_cast<double>(model.layout().units().at(static_cast<std::size_t>(shared)).numel) *
-                              sizeof(float)
-                        : 0.0;
-        traffic["pp"] = pipeline_traffic(held, shape.pp * o.virtual_stages, o.microbatches, boundary_bytes, tied_bytes);
-    }
-    return traffic;
+                                                         const MeshCoordinates& at) {
+    return engine_rank_traffic(engine_layout(plan, shape), at.pp, at.tp);
 }
 
 TrafficByOp measured_traffic(const CommStats& stats, int steps) {

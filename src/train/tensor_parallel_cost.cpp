@@ -1,7 +1,7 @@
 #include "train/tensor_parallel_cost.hpp"
 
+#include "plan/llama_activation_memory.hpp"
 #include "train/models/llama_cost.hpp"
-
 
 namespace parbench {
 namespace {
@@ -79,6 +79,12 @@ ActivationFormula transformer_activation_bytes_per_layer(const ModelConfig& conf
             f.paper_formula = split.sequence_parallel ? "2sbh/t  (arXiv 2205.05198 sec. 5, full recompute, 16-bit)"
                                                       : "2sbh  (arXiv 2205.05198 sec. 5, full recompute, 16-bit)";
         }
+    }
+    if (llama) {
+        const LayerActivationBytes paper = llama_paper_layer_activation_bytes(
+            config, seq_len, microbatch_size, split.size, split.sequence_parallel, recompute);
+        f.paper_bytes = paper.bytes;
+        f.paper_formula = paper.formula;
     }
     return f;
 }

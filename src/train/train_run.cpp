@@ -275,7 +275,7 @@ TrainMeasurements run_training(const TrainPlan& plan, Mesh& mesh, Device& device
         for (const auto& [op, counter] : group.comm->stats().by_op) result.calls_on_groups_of_one += counter.calls;
     control.allreduce(&result.calls_on_groups_of_one, &result.calls_on_groups_of_one, 1, DType::uint64,
                       ReduceOp::sum);
-    result.expected_traffic = expected_rank_traffic(plan, mesh.shape(), mesh.coordinates(), part, *model);
+    result.expected_traffic = expected_rank_traffic(plan, mesh.shape(), mesh.coordinates());
     for (const CommGroup& group : groups) {
         int matches = traffic_matches(result.expected_traffic[group.dimension],
                                       measured_traffic(group.comm->stats(), o.steps)) ? 1 : 0;

@@ -32,6 +32,8 @@ expect_usage_error "N = 0" "$script" up 0
 expect_usage_error "N not a number" "$script" up two
 expect_usage_error "bad --inter-bw" "$script" up 2 --inter-bw 10gigs
 expect_usage_error "bad --intra-bw" "$script" up 2 --intra-bw fast
+expect_usage_error "--intra-bw without a rate" "$script" up 2 --intra-bw
+expect_usage_error "--intra-bw below 1 kbit" "$script" up 2 --intra-bw 10bit
 expect_usage_error "bad --inter-latency" "$script" up 2 --inter-latency soon
 expect_usage_error "not root" setpriv --reuid 65534 --regid 65534 --clear-groups "$script" up 2
 # No ip/tc on PATH (and no apt-get to install them): bash and the basics only.
@@ -40,6 +42,7 @@ for tool in bash id awk dirname sed grep wc tr cat; do ln -s "$(command -v "$too
 expect_usage_error "no ip" env PATH="$bare" "$script" up 2
 rm -rf "$bare"
 expect_usage_error "run with no cluster" "$script" run -np 2 -- true
+expect_usage_error "throttle with no cluster" "$script" throttle pbhost0 --cpu 0.5
 nothing_left || { echo "FAIL: bad input left something behind"; failures=$((failures + 1)); }
 
 # A half-made cluster (a bridge and a namespace with the script's names) is cleaned by up.

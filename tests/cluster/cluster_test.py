@@ -20,6 +20,10 @@ import jsonschema
 SKIP = 77
 
 
+class Skip(Exception):
+    """This machine cannot run the case; the message says why."""
+
+
 def check(condition, message):
     if not condition:
         raise AssertionError(message)
@@ -192,6 +196,69 @@ def case_groups(c):
         check(len(errors) == 1 and text in errors[0], f"--groups {value}: {bad.stderr}")
 
 
+def case_host_straggler(c):
+    """pbhost1 made a slow host by a real cap, not an injected sleep: its two ranks share 0.05 of
+    a core (a cgroup's CPU quota, 1 ms per 20 ms period), and each step's compute (8 samples
+    per rank) needs many quotas, so it stretches on pbhost1 while pbhost0's ranks compete only
+    with the machine's other load: 2 cores shared by 12 runnable tasks still give each of them
+    about three times pbhost1's share. Training names pbhost1 as the slowest host (by the mean
+    over its ranks, though the two take turns at being the slowest rank), says how much slower
+    it is than the median other host, and suggests pairs."""
+    c.up(2)
+    throttle = subprocess.run([c.script, "throttle", "pbhost1", "--cpu", "0.05"], capture_output=True, text=True,
+                              timeout=60)
+    if throttle.returncode == 2 and "no cgroup CPU controller" in throttle.stderr:
+        raise Skip(throttle.stderr.strip())
+    check(throttle.returncode == 0, f"throttle: exit {throttle.returncode}\n{throttle.stderr}")
+    result = c.run(4, "train", "--model", "gpt-tiny", "--dp", "4", "--global-batch", "32", "--steps", "6", "--warmup", "1",
+                   "--json", c.path("slow-host.json"), timeout=400)
+    train_result = c.report("slow-host.json")["results"][0]
+    host = train_result["stragglers"]["slowest_host"]
+    check(host is not None and host["host"] == "pbhost1" and host["consistent"],
+          f"pbhost1 was capped, but the report names {host}\n{result.stdout}")
+    check(host["ranks"] == 2 and host["steps"] == 6 and host["steps_slowest"] >= 5, str(host))
+    check(host["compute_ms"] >= 1.25 * host["others_median_ms"], str(host))
+    check(set(host["compute_ms_by_host"]) == {"pbhost0", "pbhost1"}, str(host))
+    output = result.stdout + result.stderr
+    named = "stragglers: host pbhost1 (2 ranks) is the slowest host in"
+    check(named in output and "against" in output and "parbench pairs --by host" in output, output)
+    check(any(w.startswith(named) for w in train_result["warnings"]), str(train_result["warnings"]))
+    check("straggler host (compute)" in result.stdout, result.stdout)
+    print(f"pbhost1 {host['compute_ms']:.1f} ms against {host['others_median_ms']:.1f} ms on pbhost0, slowest in "
+          f"{host['steps_slowest']} of {host['steps']} steps")
+    # Lifted, the cap is gone for the next run.
+    c.cluster("throttle", "pbhost1", "--cpu", "off")
+    for bad, text in ((["pbhost1", "--cpu", "0.001"], "--cpu '0.001'"), (["pbhost9", "--cpu", "0.5"], "'pbhost9'"),
+                      (["pbhost1", "--cpu", "lots"], "--cpu 'lots'")):
+        refused = subprocess.run([c.script, "throttle", *bad], capture_output=True, text=True, timeout=60)
+        check(refused.returncode == 2 and len(refused.stderr.splitlines()) == 1 and text in refused.stderr,
+              f"throttle {bad}: exit {refused.returncode}: {refused.stderr}")
+
+
+def case_intra_bw(c):
+    """--intra-bw: ranks of one host talk TCP over the host's loopback, shaped, instead of shared
+    memory. With 100 Mbit/s inside hosts and 10 Gbit/s between, the groups inside a host run
+    through each host's shaped lo (its tc counters carry the traffic) and stay under the rate."""
+    c.up(2, "--inter-bw", "10gbit", "--intra-bw", "100mbit")
+    size = 1 << 20
+    c.run(4, "allreduce", "--size", "1M", "-w", "1", "-n", "3", "--check", "--groups", "host",
+          "--json", c.path("intra.json"))
+    point = c.report("intra.json")["results"][0]
+    check(point["wrong"] == 0, f"wrong {point['wrong']}")
+    ceiling_gbps = 100e6 / 8 / 1e9  # the shaped rate in GB/s: no group can beat it
+    for group in point["groups"]["members"]:
+        check(group["busbw_gbps"] < ceiling_gbps, f"group {group['ranks']}: {group['busbw_gbps']} GB/s is above "
+                                                  f"the {ceiling_gbps} GB/s of the shaped loopback")
+    for host in ("pbhost0", "pbhost1"):
+        stats = subprocess.run(["ip", "netns", "exec", host, "tc", "-s", "qdisc", "show", "dev", "lo"],
+                               capture_output=True, text=True, timeout=30).stdout
+        check("tbf" in stats, f"{host}'s lo is not shaped:\n{stats}")
+        sent = [int(word) for line in stats.splitlines() if line.strip().startswith("Sent")
+                for word in [line.split()[1]]]
+        # 4 timed and warmup allreduces of 1 MiB between 2 ranks each send 1 MiB per rank.
+        check(sent and sent[0] >= 4 * size, f"{host}'s shaped lo carried {sent} bytes:\n{stats}")
+
+
 CASES = {name[len("case_"):]: f for name, f in globals().items() if name.startswith("case_")}
 
 
@@ -210,6 +277,9 @@ def main():
     signal.signal(signal.SIGTERM, lambda *_: sys.exit("terminated"))
     try:
         CASES[args.case](c)
+    except Skip as reason:
+        print(f"SKIP: {reason}")
+        return SKIP
     finally:
         c.down()
     print(f"ok: {args.case}")

@@ -29,7 +29,9 @@ def main():
         (["--model", "gpt3-175b", "--gpus", "64", "--device", "V99"], "--device"),
         (["--model", "gpt3-175b", "--gpus", "64", "--states", "bytes"], "--states"),
         (["--model", "gpt3-175b", "--gpus", "64", "--recompute", "half"], "--recompute"),
-        (["--model", "gpt3-175b", "--gpus", "64", "--recompute", "full"], "--recompute full"),
+        (["--model", "gpt3-175b", "--gpus", "64", "--pp", "2", "--schedule", "zb-h1", "--microbatches", "4",
+          "--recompute", "full"], "--recompute full"),
+        (["--model", "gpt3-175b", "--gpus", "64", "--cores-per-host", "0"], "--cores-per-host"),
         (["--model", "no-such-model", "--gpus", "8"], "no-such-model"),
         (["--params", "lots", "--gpus", "8"], "--params"),
         (["--gpus", "8"], "--model"),
@@ -58,6 +60,9 @@ def main():
                          "--states", "zero", "--fbw", "1,2,0"]),
         ("parbench", ["--model", "gpt-small", "--gpus", "2", "--zero", "3", "--prefetch", "--overlap",
                       "--global-batch", "8", "--precision", "fp32"]),
+        # 4 ranks on one host of 2 cores: each computes at half the rate, and the plan says so.
+        ("oversubscribed", ["--model", "gpt-small", "--gpus", "4", "--gpus-per-host", "4", "--cores-per-host", "2",
+                            "--global-batch", "8", "--precision", "fp32", "--recompute", "selective"]),
         ("search", ["--params", "7.5B", "--gpus", "64", "--search", "--global-batch", "512", "--states", "zero",
                     "--top", "3"]),
     ]
@@ -90,6 +95,11 @@ def main():
                 failures.append("search: more fit than were considered")
         if name == "interleaved" and first["bubble"]["simulated"] <= 0:
             failures.append("interleaved: no simulated bubble")
+        sharing = first["compute_sharing"]
+        if (sharing["oversubscribed"], sharing["share"]) != ((True, 0.5) if name == "oversubscribed" else (False, 1)):
+            failures.append(f"{name}: compute sharing {sharing}")
+        if name == "oversubscribed" and "OVERSUBSCRIBED: 4 ranks per host on 2 cores" not in result.stdout:
+            failures.append("oversubscribed: the console does not mark the prediction: " + result.stdout)
         if "uncalibrated" not in document["inputs"]["compute"]["source"]:
             failures.append(f"{name}: the compute rate does not say it is uncalibrated")
     markdown = run(binary, ["--params", "7.5B", "--gpus", "64", "--search", "--global-batch", "512", "--top", "2",

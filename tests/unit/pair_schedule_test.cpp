@@ -58,6 +58,17 @@ TEST(PairMatrix, JudgesPairsInsideAHostAgainstTheirOwnKind) {
     EXPECT_TRUE(hosts_common_to_flagged(analysis, who).empty());
 }
 
+TEST(PairMatrix, AHostInEverySlowPairIsNamedAlone) {
+    // d is in all four slow pairs (0->3, 2->3, 3->0, 3->1), a in half of them only as d's
+    // partner: d is named alone, not "a d" (as on the emulated cluster with a throttled d).
+    const std::vector<PairParticipant> who = {{0, "a"}, {1, "b"}, {2, "c"}, {3, "d"}};
+    const std::vector<std::vector<double>> bw = {
+        {nan, 1.0, 1.0, 0.1}, {1.0, nan, 1.0, 1.0}, {1.0, 1.0, nan, 0.1}, {0.1, 0.1, 1.0, nan}};
+    const PairAnalysis analysis = flag_slow_pairs(bw, who, 0.8);
+    ASSERT_EQ(analysis.flagged.size(), 4u);
+    EXPECT_EQ(hosts_common_to_flagged(analysis, who), std::vector<std::string>{"d"});
+}
+
 TEST(PairMatrix, NamesNoHostWhenTheSlowPairsShareNone) {
     const std::vector<PairParticipant> who = {{0, "a"}, {1, "b"}, {2, "c"}, {3, "d"}};
     const std::vector<std::vector<double>> bw = {

@@ -106,7 +106,10 @@ TEST(Straggler, TheLastArrivalMostOftenIsNamedWithItsWait) {
     EXPECT_NEAR(finding->wait_us, 99.0, 1e-9);
     EXPECT_TRUE(finding->consistent);
     EXPECT_EQ(finding->waited_host, "b");
-    EXPECT_DOUBLE_EQ(finding->host_fraction, 1.0);  // iteration 3's last (rank 2) is on b too
+    // Per iteration the mean arrival of b's ranks (2, 3) against a's (0, 1): 50.5 - 1,
+    // 1.5 - 0.5, 51 - 1.5, 25 - 0: b is later in all four, median lateness (25 + 49.5) / 2.
+    EXPECT_DOUBLE_EQ(finding->host_fraction, 1.0);
+    EXPECT_DOUBLE_EQ(finding->host_lateness_us, 37.25);
     EXPECT_TRUE(finding->host_consistent);
 }
 
@@ -146,10 +149,15 @@ TEST(Straggler, RunWarningNamesTheRankConsistentAtHalfThePoints) {
     // Different ranks of one host, each consistent at the host level only: the host is named.
     StragglerFinding host_only;
     host_only.waited_host = "b";
+    host_only.host_lateness_us = 40.0;
     host_only.host_consistent = true;
     const auto host_warning = run_straggler_warning({host_only, host_only, quiet});
     ASSERT_TRUE(host_warning);
     EXPECT_EQ(host_warning->rfind("host b", 0), 0u) << *host_warning;
+    EXPECT_NE(host_warning->find("2 of 3 points"), std::string::npos) << *host_warning;
+    EXPECT_NE(host_warning->find("a median 40.0 us later than those of the median other host"), std::string::npos)
+        << *host_warning;
+    EXPECT_NE(host_warning->find("parbench pairs --by host"), std::string::npos) << *host_warning;
 }
 
 }  // namespace
