@@ -6,6 +6,7 @@
 
 #include <cstddef>
 
+#include "kernels/block_attention_math.hpp"
 #include "kernels/gqa_math.hpp"
 #include "kernels/half_types.hpp"
 
@@ -54,6 +55,26 @@ void launch_gqa_attention_forward(float* out, float* preatt, float* att, const f
 void launch_gqa_attention_backward(float* dq, float* dk, float* dv, float* dpreatt, float* datt, const float* dout,
                                    const float* q, const float* k, const float* v, const float* att,
                                    const GqaShape& shape, GpuStream stream);
+
+// block_attention.cu: ring attention's blockwise pieces
+void launch_block_attention_forward(float* part_out, float* part_max, float* part_sum, float* scores, const float* q,
+                                    const float* k, const float* v, const AttentionBlock& block, GpuStream stream);
+void launch_block_attention_merge(float* out, float* row_max, float* row_sum, const float* part_out,
+                                  const float* part_max, const float* part_sum, const AttentionBlock& block,
+                                  GpuStream stream);
+void launch_block_attention_finish(float* out, float* lse, const float* row_max, const float* row_sum,
+                                   std::size_t rows, int hs, GpuStream stream);
+void launch_block_attention_delta(float* delta, const float* dout, const float* out, std::size_t rows, int hs,
+                                  GpuStream stream);
+void launch_block_attention_backward(float* dq, float* dk, float* dv, float* scratch, const float* dout,
+                                     const float* q, const float* k, const float* v, const float* lse,
+                                     const float* delta, const AttentionBlock& block, GpuStream stream);
+
+// strided_rows.cu; pitches and width in floats
+void launch_copy_rows(float* dst, std::size_t dst_pitch, const float* src, std::size_t src_pitch, std::size_t width,
+                      std::size_t rows, GpuStream stream);
+void launch_add_rows(float* dst, std::size_t dst_pitch, const float* src, std::size_t src_pitch, std::size_t width,
+                     std::size_t rows, GpuStream stream);
 
 // encoder.cu; the shard is [vocab_start, vocab_start + vocab_size)
 void launch_encoder_forward(float* out, const int* tokens, const float* wte, const float* wpe, int B, int T, int C,

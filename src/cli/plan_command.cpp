@@ -13,6 +13,7 @@
 #include "report/json_file.hpp"
 #include "train/model.hpp"
 #include "train/pipeline/partition.hpp"
+#include "train/train_options.hpp"
 
 namespace parbench {
 namespace {
@@ -45,7 +46,8 @@ class PlanCommand : public Command {
     std::optional<int> cores_per_host;
     bool allow_cross_host_tp = false;
     std::optional<int> dp;
-    int tp = 1, pp = 1, zero = 0, microbatches = 1, virtual_stages = 1, global_batch = 0;
+    int tp = 1, pp = 1, zero = 0, microbatches = 1, virtual_stages = 1, global_batch = 0, cp = 1;
+    std::optional<std::string> cp_style, cp_balance;
     bool sp = false, overlap = false, prefetch = false;
     std::string schedule = "1f1b", precision = "bf16", recompute = "none", states = "parbench", p2p = "nonblocking";
     std::optional<double> bucket_mb;
@@ -77,7 +79,7 @@ class PlanCommand : public Command {
             if (gpus) cluster.gpus = *gpus;
         } else {
             cluster.device = device_preset(device);
-            cluster.gpus = gpus.value_or(tp * pp * dp.value_or(1));
+            cluster.gpus = gpus.value_or(tp * pp * cp * dp.value_or(1));
             cluster.gpus_per_host = gpus_per_host;
             cluster.source = "--gpus " + std::to_string(cluster.gpus) + " --gpus-per-host " + std::to_string(gpus_per_host) +
                              " --device " + device;
@@ -170,6 +172,25 @@ class PlanCommand : public Command {
     }
 
   private:
+    // Context parallelism as train takes it (train_options.hpp): the same flags and checks.
+    void resolve_context(PlanLayout& p, const ModelConfig& config) const {
+        EngineLayout& l = p.engine;
+        if (cp < 1) throw UsageError("--cp must be at least 1 (the ranks that split each sequence)");
+        if (cp == 1) {
+            if (cp_style || cp_balance)
+                throw UsageError(std::string(cp_style ? "--cp-style" : "--cp-balance") +
+                                 " chooses how context parallelism splits attention; add --cp 2 or more, or drop it");
+            return;
+        }
+        if (search) throw UsageError("--cp with --search: the search does not range over cp; give the layout, or drop --cp");
+        if (config.kind == ModelKind::mlp)
+            throw UsageError("--cp: an MLP has no sequence to split; use a transformer model or --cp 1");
+        l.cp = cp;
+        if (cp_style) l.cp_style = parse_context_style(*cp_style);
+        if (cp_balance) l.cp_balance = parse_context_balance(*cp_balance);
+        check_context_sequence(config.seq_len, cp, l.cp_balance);
+    }
+
     // The one layout the flags give (checked as train checks them), or the search's base.
     PlanLayout base_layout(const ModelConfig& config, Precision run_precision, const ClusterSpec& cluster) const {
         PlanLayout p;
@@ -194,12 +215,14 @@ class PlanCommand : public Command {
         if (zero < 0 || zero > 3) throw UsageError("--zero " + std::to_string(zero) + ": use 0, 1, 2 or 3");
         if (sp && tp < 2) throw UsageError("--sp splits the sequence across the tensor-parallel group; it needs --tp 2 or more");
         if (prefetch && zero != 3) throw UsageError("--prefetch gathers ZeRO-3's parameters; add --zero 3 or drop it");
-        l.dp = search ? 1 : dp.value_or(cluster.gpus / (tp * pp));
+        resolve_context(p, config);
+        l.dp = search ? 1 : dp.value_or(cluster.gpus / (tp * pp * cp));
         if (!search) {
-            if (l.dp < 1 || l.dp * tp * pp != cluster.gpus)
+            const std::string cp_factor = cp > 1 ? " x --cp " + std::to_string(cp) : "";
+            if (l.dp < 1 || l.dp * tp * pp * cp != cluster.gpus)
                 throw UsageError("--dp " + std::to_string(l.dp) + " x --tp " + std::to_string(tp) + " x --pp " +
-                                 std::to_string(pp) + " = " + std::to_string(l.dp * tp * pp) + " GPUs, but --gpus is " +
-                                 std::to_string(cluster.gpus) + "; make the product equal --gpus");
+                                 std::to_string(pp) + cp_factor + " = " + std::to_string(l.dp * tp * pp * cp) +
+                                 " GPUs, but --gpus is " + std::to_string(cluster.gpus) + "; make the product equal --gpus");
             if (tp > cluster.gpus_per_host && !allow_cross_host_tp)
                 throw UsageError("--tp " + std::to_string(tp) + " is above --gpus-per-host " +
                                  std::to_string(cluster.gpus_per_host) +
@@ -210,9 +233,10 @@ class PlanCommand : public Command {
                     if (extent % tp != 0)
                         throw UsageError("--tp " + std::to_string(tp) + ": " + what + " " + std::to_string(extent) +
                                          " does not split " + std::to_string(tp) + " ways; use a --tp that divides it");
-                if (sp && config.seq_len % tp != 0)
-                    throw UsageError("--sp: sequence length " + std::to_string(config.seq_len) + " does not split " +
-                                     std::to_string(tp) + " ways; use a --tp that divides it");
+                if (sp && l.local_seq_len() % tp != 0)
+                    throw UsageError("--sp: sequence length " + std::to_string(l.local_seq_len()) +
+                                     (cp > 1 ? " per --cp rank" : "") + " does not split " + std::to_string(tp) +
+                                     " ways; use a --tp that divides it");
             }
             if (pp > 1) {
                 if (config.kind == ModelKind::mlp) throw UsageError("--pp: pipeline stages are cut from transformer blocks; an MLP has none");
@@ -259,7 +283,7 @@ std::unique_ptr<Command> add_plan_command(CLI::App& app) {
     sub->add_option("--heads", c.model.heads, "Attention heads (default hidden/128)");
     sub->add_option("--seq", c.model.seq, "Sequence length (default 2048, or the config's)");
     sub->add_option("--vocab", c.model.vocab, "Vocabulary (default 51200)");
-    sub->add_option("--gpus", c.gpus, "GPUs in all (default dp x tp x pp)");
+    sub->add_option("--gpus", c.gpus, "GPUs in all (default dp x tp x pp x cp)");
     sub->add_option("--gpus-per-host", c.gpus_per_host, "GPUs per host")->capture_default_str();
     sub->add_option("--device", c.device, "Device preset: A100, H100, H200, B200")->capture_default_str();
     sub->add_option("--cluster", c.cluster_path, "Cluster description JSON (device, gpus, gpus_per_host)");
@@ -270,6 +294,9 @@ std::unique_ptr<Command> add_plan_command(CLI::App& app) {
     sub->add_option("--tp", c.tp, "Tensor-parallel degree")->capture_default_str();
     sub->add_option("--pp", c.pp, "Pipeline stages")->capture_default_str();
     sub->add_flag("--sp", c.sp, "Sequence parallelism inside the tp group");
+    sub->add_option("--cp", c.cp, "Context-parallel degree (ranks that split every sequence)")->capture_default_str();
+    sub->add_option("--cp-style", c.cp_style, "Context-parallel attention: ring (default) or alltoall");
+    sub->add_option("--cp-balance", c.cp_balance, "Context-parallel causal balance: zigzag (default) or none");
     sub->add_option("--zero", c.zero, "ZeRO stage 0-3")->capture_default_str();
     sub->add_option("--schedule", c.schedule, "Pipeline schedule: gpipe, 1f1b, interleaved, zb-h1")->capture_default_str();
     sub->add_option("--microbatches", c.microbatches, "Micro-batches per step")->capture_default_str();

@@ -102,13 +102,15 @@ std::optional<std::string> train_memory_refusal(const TrainPlan& plan, const Mes
     const double parameters = static_cast<double>(model_parameter_layout(m, plan.seq_len).total_numel());
     const double share = parameters / static_cast<double>(shape.tp * shape.pp);
     const TheoreticalMemory states =
-        zero_theoretical_memory(static_cast<std::size_t>(share), shape.dp, o.zero);
+        zero_theoretical_memory(static_cast<std::size_t>(share), shape.dp * shape.cp, o.zero);
     const int micro = std::max(o.global_batch / shape.dp / std::max(o.microbatches, 1), 1);
     const double layers_here = static_cast<double>(m.layers) / shape.pp;
     double activations = 0.0;
     if (m.kind == ModelKind::gpt) {
-        activations = gpt_activation_bytes_per_layer(m, plan.seq_len, micro, plan.tensor_split(0)).bytes * layers_here +
-                      2.0 * micro * plan.seq_len * (static_cast<double>(m.vocab) / shape.tp) * 4.0;
+        // A context-parallel rank holds seq / cp tokens of each sequence.
+        activations =
+            gpt_activation_bytes_per_layer(m, plan.local_seq_len(), micro, plan.tensor_split(0)).bytes * layers_here +
+            2.0 * micro * plan.local_seq_len() * (static_cast<double>(m.vocab) / shape.tp) * 4.0;
     } else {
         activations = 3.0 * micro * static_cast<double>(m.hidden) * layers_here * 4.0;
     }
@@ -300,7 +302,7 @@ class TrainCommand : public Command {
         std::unique_ptr<Ops> ops = make_ops(device);
         const Environment environment = collect_environment(session, device, *backend.comm, control);
         nlohmann::json config = to_json(options_);
-        config["resolved"] = {{"dp", shape.dp}, {"tp", shape.tp}, {"pp", shape.pp}, {"seq_len", plan.seq_len},
+        config["resolved"] = {{"dp", shape.dp}, {"tp", shape.tp}, {"pp", shape.pp}, {"cp", shape.cp}, {"seq_len", plan.seq_len},
                               {"model_source", plan.model.source}};
         config["timeout_s"] = run_options_.timeout_s;
         config["log_interval"] = run_options_.log_interval;
@@ -452,6 +454,14 @@ std::unique_ptr<Command> add_train_command(CLI::App& app) {
     sub->add_option("--recompute", o.recompute,
                     "Activation recompute: none, selective (the attention core) or full (each layer's forward)")
         ->capture_default_str();
+    sub->add_option("--cp", o.cp, "Context-parallel degree: ranks that split every sequence (gpt and llama models)")
+        ->capture_default_str();
+    sub->add_option("--cp-style", o.cp_style,
+                    "Context-parallel attention: ring (K/V passed around the group, default) or alltoall (sequence "
+                    "to heads and back)");
+    sub->add_option("--cp-balance", o.cp_balance,
+                    "Context-parallel causal balance: zigzag (two chunks per rank, one from each end, default) or "
+                    "none (contiguous chunks)");
     sub->add_option("--peak-tflops", o.peak_tflops, "Peak TFLOP/s per rank for MFU (default: table or measured)");
     sub->add_flag("-c,--check", o.check, "Compare loss and final parameters with a serial run; fail if they differ");
     sub->add_option("--timeout", command->run_options().timeout_s,

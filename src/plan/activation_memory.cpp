@@ -21,7 +21,8 @@ std::string recompute_name(Recompute recompute) {
 }
 
 double paper_layer_activation_bytes(const LayerActivationShape& x, Recompute recompute) {
-    const double sbh = x.seq * x.microbatch * x.hidden;
+    // Per token: this rank's s/c tokens; the attention term's s stays whole (see the header).
+    const double sbh = x.seq / x.cp * x.microbatch * x.hidden;
     const double t = x.tp;
     if (recompute == Recompute::full) return 2.0 * sbh;
     const double attention = recompute == Recompute::selective ? 0.0 : 5.0 * x.heads * x.seq / (x.hidden * t);
@@ -30,14 +31,17 @@ double paper_layer_activation_bytes(const LayerActivationShape& x, Recompute rec
     return sbh * (10.0 + 24.0 / t + attention);
 }
 
-std::string paper_layer_activation_formula(bool tensor_parallel, bool sp, Recompute recompute) {
-    const std::string cite = " (arXiv 2205.05198 table 2)";
-    if (recompute == Recompute::full) return "2sbh, full recompute" + cite;
+std::string paper_layer_activation_formula(bool tensor_parallel, bool sp, Recompute recompute, int cp) {
+    const std::string cite = cp > 1 ? " (arXiv 2205.05198 table 2; context parallel: s' = s/" + std::to_string(cp) +
+                                          " tokens per rank, the attention term's s whole)"
+                                    : " (arXiv 2205.05198 table 2)";
+    const std::string sbh = cp > 1 ? "s'bh" : "sbh";
+    if (recompute == Recompute::full) return "2" + sbh + ", full recompute" + cite;
     const std::string attention = recompute == Recompute::selective ? "" : tensor_parallel ? " + 5as/(ht)" : " + 5as/h";
     const std::string suffix = recompute == Recompute::selective ? ", selective recompute" : "";
-    if (!tensor_parallel) return "sbh(34" + attention + ")" + suffix + cite;
-    if (sp) return "sbh(34/t" + attention + "), tensor + sequence parallel" + suffix + cite;
-    return "sbh(10 + 24/t" + attention + "), tensor parallel" + suffix + cite;
+    if (!tensor_parallel) return sbh + "(34" + attention + ")" + suffix + cite;
+    if (sp) return sbh + "(34/t" + attention + "), tensor + sequence parallel" + suffix + cite;
+    return sbh + "(10 + 24/t" + attention + "), tensor parallel" + suffix + cite;
 }
 
 }  // namespace parbench

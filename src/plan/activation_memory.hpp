@@ -7,6 +7,12 @@
 //   tensor + sequence par.  sbh (34/t + 5as/(ht))
 //   selective recompute     drops the 5as/(ht) attention term (sec. 5)
 //   full recompute          2 sbh (the layer's input only, sec. 4.1)
+// Context parallelism over c ranks (Megatron-core's CP; ring attention, arXiv 2310.01889;
+// DeepSpeed-Ulysses, arXiv 2309.14509) gives each rank s/c tokens of every sequence: with
+// s' = s/c every per-token term above takes s', and the attention term 5as/(ht) keeps the
+// whole s, since a rank's share of the score matrix is 1/c of it (s/c queries against all s
+// keys under ring, a/c heads over the whole sequence under all-to-all): s'bh(34 + 5as/(ht)),
+// and so on per row. An online-softmax (flash-style) attention keeps none of it.
 #pragma once
 
 #include <string>
@@ -21,10 +27,11 @@ struct LayerActivationShape {
     double seq = 0, microbatch = 0, hidden = 0, heads = 0;
     int tp = 1;
     bool sp = false;
+    int cp = 1;  // context-parallel ranks: each holds seq / cp tokens
 };
 
 // Bytes one layer keeps for backward per micro-batch, and the formula used.
 double paper_layer_activation_bytes(const LayerActivationShape& shape, Recompute recompute);
-std::string paper_layer_activation_formula(bool tensor_parallel, bool sp, Recompute recompute);
+std::string paper_layer_activation_formula(bool tensor_parallel, bool sp, Recompute recompute, int cp = 1);
 
 }  // namespace parbench

@@ -5,6 +5,7 @@
 #include <stdexcept>
 
 #include "core/error.hpp"
+#include "plan/context_parallel.hpp"
 #include "plan/llama_activation_memory.hpp"
 #include "train/metrics.hpp"
 
@@ -34,7 +35,8 @@ PlanMemory convention_memory(const PlanLayout& p, int pp_rank, const EnginePipel
     const EngineLayout& l = p.engine;
     const EngineRank rank = engine_rank(l, pp_rank, pipeline);
     const StateBytes bytes = state_bytes(p.states, l.zero);
-    const ModelStateBytes states = model_state_bytes(p.states, static_cast<double>(rank.layout.total_numel()), l.zero, l.dp);
+    const ModelStateBytes states =
+        model_state_bytes(p.states, static_cast<double>(rank.layout.total_numel()), l.zero, l.gradient_ranks());
     PlanMemory m;
     m.pp_rank = pp_rank;
     m.convention = states.rule;
@@ -45,7 +47,7 @@ PlanMemory convention_memory(const PlanLayout& p, int pp_rank, const EnginePipel
     // it holds at the schedule's peak (one at a time without a pipeline).
     const LayerActivationShape shape{static_cast<double>(l.seq_len), static_cast<double>(l.microbatch_size),
                                      static_cast<double>(l.model.hidden), static_cast<double>(l.model.heads), l.tp,
-                                     l.sp};
+                                     l.sp, l.cp};
     double layer_micro = l.model.layers;
     if (rank.part.active()) {
         layer_micro = 0;
@@ -54,11 +56,13 @@ PlanMemory convention_memory(const PlanLayout& p, int pp_rank, const EnginePipel
     }
     // GPT's per-layer formula is the paper's table 2; Llama's is derived the same way from its
     // own items (plan/llama_activation_memory.hpp).
+    // Under context parallelism (Llama) the paper's form with s' = s / cp
+    // (plan/activation_memory.hpp).
     auto per_layer = [&](Recompute recompute) {
-        if (l.model.kind == ModelKind::llama)
+        if (l.model.kind == ModelKind::llama && l.cp == 1)
             return llama_paper_layer_activation_bytes(l.model, l.seq_len, l.microbatch_size, l.tp, l.sp, recompute);
         return LayerActivationBytes{paper_layer_activation_bytes(shape, recompute),
-                                    paper_layer_activation_formula(l.tp > 1, l.sp, recompute)};
+                                    paper_layer_activation_formula(l.tp > 1, l.sp, recompute, l.cp)};
     };
     const LayerActivationBytes layer = per_layer(l.recompute);
     m.activation_bytes_per_layer = layer.bytes;
@@ -68,10 +72,10 @@ PlanMemory convention_memory(const PlanLayout& p, int pp_rank, const EnginePipel
     m.activation_formula = layer.formula + " x layers x micro-batches in flight";
     // parbench's schemes' working buffers in the convention's bytes: gradient bucket slots
     // (ZeRO-2/3) and parameter gather slots (ZeRO-3).
-    if (l.zero >= 2 && l.dp > 1) {
+    if (l.zero >= 2 && l.gradient_ranks() > 1) {
         const FlatLayout flat(rank.layout,
                               l.zero == 3 ? one_unit_per_group(rank.layout) : group_units_by_bytes(rank.layout, l.bucket_bytes),
-                              l.dp);
+                              l.gradient_ranks());
         const double slot = static_cast<double>(flat.largest_segment_numel());
         m.buffers += (2 + (l.overlap ? 1 : 0)) * slot * bytes.grads;
         if (l.zero == 3) m.buffers += (1 + (l.prefetch ? 1 : 0)) * slot * bytes.params;
@@ -165,7 +169,7 @@ PlanPrediction predict_layout(const PlanLayout& p, const PlanContext& context, c
     out.memory_capacity = cluster.device.memory_gib * 1024.0 * 1024.0 * 1024.0;
     out.fits = out.memory.total <= out.memory_capacity;
 
-    const int world = l.dp * l.tp * l.pp;
+    const int world = l.dp * l.tp * l.pp * l.cp;
     // Activations cross the wire in fp32 in parbench's engine, in 16 bits under the others.
     const double wire = p.states == StateConvention::parbench ? 1.0 : 0.5;
     // Every pipeline rank's traffic, by the formula train checks its counters against
@@ -206,9 +210,13 @@ PlanPrediction predict_layout(const PlanLayout& p, const PlanContext& context, c
         }
     };
     add_lines("tp", out.memory.pp_rank, l.tp, placement_of(l.tp, cluster), wire);
-    add_lines("dp", out.memory.pp_rank, l.dp, placement_of(l.dp * l.tp, cluster),
+    // Under context parallelism the gradients are averaged over dp x cp ranks (one group).
+    add_lines("dp", out.memory.pp_rank, l.gradient_ranks(), placement_of(l.gradient_ranks() * l.tp, cluster),
               p.states == StateConvention::zero ? 0.5 : 1.0);
     add_lines("pp", busiest, 2, placement_of(world, cluster), wire);
+    // The cp group's attention transfers (plan/context_parallel.hpp); a ring's receives are the
+    // other end of its sends, so the sends alone carry the time.
+    add_lines("cp", out.memory.pp_rank, l.cp, placement_of(l.cp * l.tp, cluster), wire);
 
     // Compute, bubble, optimizer.
     out.flops_per_step = model_flops_per_step(l.model, p.global_batch, l.seq_len);
@@ -230,13 +238,14 @@ PlanPrediction predict_layout(const PlanLayout& p, const PlanContext& context, c
         out.bubble_ms = out.compute_ms * out.bubble_simulated / (1.0 - out.bubble_simulated);
     }
     if (!context.rate.includes_optimizer) {
-        const double owned = static_cast<double>(rank.layout.total_numel()) / (l.zero >= 1 ? l.dp : 1);
+        const double owned = static_cast<double>(rank.layout.total_numel()) / (l.zero >= 1 ? l.gradient_ranks() : 1);
         const double gbps = context.rate.optimizer_gbps ? *context.rate.optimizer_gbps : cluster.device.memory_bandwidth_gbps;
         out.optimizer_ms = owned * 28.0 / (gbps * 1e9 * out.compute_share.share) * 1e3;
     }
 
     // Exposed communication.
     out.exposed_tp_ms = sum_time_ms(out.comm, "tp");
+    out.exposed_cp_ms = sum_time_ms(out.comm, "cp");
     const double backward_ms = out.compute_ms * 2.0 / 3.0;
     double reduce_ms = 0, gather_ms = 0, largest_reduce_ms = 0, largest_gather_ms = 0;
     for (const CommLine& line : out.comm) {
@@ -250,8 +259,8 @@ PlanPrediction predict_layout(const PlanLayout& p, const PlanContext& context, c
             largest_reduce_ms = std::max(largest_reduce_ms, each);
         }
     }
-    if (l.overlap && l.dp > 1) reduce_ms = std::max(largest_reduce_ms, reduce_ms - backward_ms);
-    if (l.zero == 3 && l.prefetch && l.dp > 1) gather_ms = std::max(largest_gather_ms, gather_ms - out.compute_ms);
+    if (l.overlap && l.gradient_ranks() > 1) reduce_ms = std::max(largest_reduce_ms, reduce_ms - backward_ms);
+    if (l.zero == 3 && l.prefetch && l.gradient_ranks() > 1) gather_ms = std::max(largest_gather_ms, gather_ms - out.compute_ms);
     out.exposed_dp_ms = reduce_ms + gather_ms;
     for (const CommLine& line : out.comm) {
         if (line.dimension != "pp") continue;
@@ -272,6 +281,7 @@ std::string layout_label(const PlanLayout& p) {
     const EngineLayout& l = p.engine;
     std::ostringstream label;
     label << "dp" << l.dp << " tp" << l.tp << (l.sp ? "+sp" : "") << " pp" << l.pp;
+    if (l.cp > 1) label << " cp" << l.cp << " " << context_style_name(l.cp_style) << (l.cp_balance == ContextBalance::none ? " unbalanced" : "");
     if (l.pp > 1) {
         label << " " << schedule_kind_name(l.schedule);
         if (l.virtual_stages > 1) label << " v" << l.virtual_stages;
@@ -305,7 +315,10 @@ nlohmann::json to_json(const PlanPrediction& p) {
     }
     return {{"label", layout_label(p.layout)},
             {"layout",
-             {{"dp", l.dp}, {"tp", l.tp}, {"pp", l.pp}, {"sp", l.sp}, {"zero", l.zero},
+             {{"dp", l.dp}, {"tp", l.tp}, {"pp", l.pp}, {"sp", l.sp}, {"cp", l.cp},
+              {"cp_style", l.cp > 1 ? nlohmann::json(context_style_name(l.cp_style)) : nlohmann::json(nullptr)},
+              {"cp_balance", l.cp > 1 ? nlohmann::json(context_balance_name(l.cp_balance)) : nlohmann::json(nullptr)},
+              {"zero", l.zero},
               {"schedule", l.pp > 1 ? schedule_kind_name(l.schedule) : "none"}, {"virtual_stages", l.virtual_stages},
               {"microbatches", l.microbatches}, {"microbatch_size", l.microbatch_size},
               {"global_batch", p.layout.global_batch}, {"overlap", l.overlap}, {"prefetch", l.prefetch},
@@ -327,6 +340,7 @@ nlohmann::json to_json(const PlanPrediction& p) {
             {"time_ms",
              {{"compute", p.compute_ms}, {"bubble", p.bubble_ms}, {"optimizer", p.optimizer_ms},
               {"exposed_tp", p.exposed_tp_ms}, {"exposed_dp", p.exposed_dp_ms}, {"exposed_pp", p.exposed_pp_ms},
+              {"exposed_cp", p.exposed_cp_ms},
               {"step", p.step_ms}}},
             {"compute_sharing",
              {{"ranks_per_host", p.compute_share.ranks_per_host},

@@ -8,7 +8,9 @@
 //   bubble    = compute x b / (1 - b), b the simulated schedule's idle fraction
 //   optimizer = AdamW's 28 B per owned parameter / (memory bandwidth x share) (unless the rate
 //               is a train report's, which holds it already)
-//   exposed   = tp: every collective (train's are blocking); dp: all of it, or with --overlap
+//   exposed   = tp: every collective (train's are blocking); cp: every transfer of the
+//               context-parallel attention (alltoall's are blocking; ring overlaps its sends
+//               with block compute, so for ring this is an upper bound); dp: all of it, or with --overlap
 //               what the backward (2/3 of compute) cannot hide, at least the last bucket; ZeRO-3
 //               gathers with --prefetch likewise behind the whole compute; pp: the fill and
 //               drain transfers (2(p-1)) with non-blocking p2p, every transfer with blocking (a
@@ -65,7 +67,7 @@ struct PlanMemory {
 };
 
 struct CommLine {
-    std::string dimension;  // "tp", "dp", "pp"
+    std::string dimension;  // "tp", "dp" (dp x cp ranks under context parallelism), "pp", "cp"
     std::string collective;
     double calls = 0, bytes = 0;
     int group = 1;
@@ -87,11 +89,11 @@ struct PlanPrediction {
     double flops_per_step = 0;
     ComputeShare compute_share;  // oversubscribed hosts: compute and optimizer at share x the rate
     double compute_ms = 0, bubble_ms = 0, optimizer_ms = 0;
-    double exposed_tp_ms = 0, exposed_dp_ms = 0, exposed_pp_ms = 0;
+    double exposed_tp_ms = 0, exposed_dp_ms = 0, exposed_pp_ms = 0, exposed_cp_ms = 0;
     double step_ms = 0, tokens_per_s = 0, mfu = 0;
     double memory_capacity = 0;
     bool fits = true;
-    double exposed_ms() const { return exposed_tp_ms + exposed_dp_ms + exposed_pp_ms; }
+    double exposed_ms() const { return exposed_tp_ms + exposed_dp_ms + exposed_pp_ms + exposed_cp_ms; }
 };
 
 struct PlanContext {

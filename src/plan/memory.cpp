@@ -3,6 +3,7 @@
 #include <algorithm>
 
 #include "core/error.hpp"
+#include "plan/context_parallel.hpp"
 #include "train/models/llama.hpp"
 
 namespace parbench {
@@ -28,7 +29,7 @@ class ItemList {
 void scheme_items(const EngineLayout& l, const ParameterLayout& layout, ItemList& items) {
     const bool zero3 = l.zero == 3;
     const FlatLayout flat(layout, zero3 ? one_unit_per_group(layout) : group_units_by_bytes(layout, l.bucket_bytes),
-                          l.zero == 0 ? 1 : l.dp);
+                          l.zero == 0 ? 1 : l.gradient_ranks());
     const double full = static_cast<double>(flat.padded_numel()) * f32;
     const double shard = static_cast<double>(flat.shard_numel()) * f32;
     const double slot = static_cast<double>(flat.largest_segment_numel()) * f32;
@@ -106,30 +107,42 @@ bool layer_store_items(const EngineLayout& l, const PipelinePart& part, const st
 }
 
 // train/models/gpt.cpp's allocate_activations: per-micro-batch data, per-layer stores (in pipeline
-// slots when pipelined), the head's, and the backward scratch shared by every layer.
+// slots when pipelined), the head's, and the backward scratch shared by every layer. Under
+// context parallelism as llama_items says, and the gathered position rows and their gradient.
 void gpt_items(const EngineLayout& l, const PipelinePart& part, ItemList& items) {
     const double t = l.tp;
-    const double B = l.microbatch_size, T = l.seq_len, C = l.model.hidden, V = l.model.vocab;
+    const bool context = l.cp > 1;
+    const double B = l.microbatch_size, T = l.local_seq_len(), C = l.model.hidden, V = l.model.vocab;
     const double rows = B * T;
     const double R = l.sp ? rows / t : rows;  // LayerNorm / residual regions
     const double rc = R * C, btc = rows * C;
     const double local = rows * C / t, wide = rows * 4.0 * C / t, vocab_local = V / t;
-    const double att = B * (l.model.heads / t) * T * T;
+    const ContextAttentionFloats cp_floats =
+        context ? context_attention_floats(context_local_gqa_shape(l.model, l.microbatch_size, l.local_seq_len(),
+                                                                   TensorSplit{0, l.tp, l.sp, l.tp_style}),
+                                           l.context_split(), l.seq_len)
+                : ContextAttentionFloats{};
+    const double att = context ? static_cast<double>(cp_floats.saved) : B * (l.model.heads / t) * T * T;
     const double logits = rows * vocab_local;
     const double full_block = 4 * rc + 4 * R + 3 * local + local + att + 2 * wide;
     // What a layer keeps as its own under --recompute (gpt.cpp's allocate_block), and the one
     // set all layers share.
-    const double block = l.recompute == Recompute::full        ? rc
-                         : l.recompute == Recompute::selective ? full_block - att
-                                                               : full_block;
+    const bool shares_probabilities = l.recompute == Recompute::selective && !context;
+    const double block = l.recompute == Recompute::full ? rc : shares_probabilities ? full_block - att : full_block;
     if (l.recompute == Recompute::full) items.activation("full recompute: one layer's buffers, shared", 1, full_block);
-    if (l.recompute == Recompute::selective) items.activation("selective recompute: probabilities, shared", 1, att);
+    if (shares_probabilities) items.activation("selective recompute: probabilities, shared", 1, att);
     const double stash = rows * C + wide + rows * C + 3 * local;
 
     items.add(MemoryCategory::activations, "tokens, targets, losses (per micro-batch)", 3.0 * l.microbatches,
               rows * f32);
     const bool holds_head = layer_store_items(l, part, "LayerNorm", block, stash, rc, rc + 2 * R + logits + 3 * rows, items);
-    items.activation("attention scratch (pre-softmax, its gradient, probabilities' gradient)", 3, att);
+    if (context) {
+        items.activation("context-parallel attention workspace (train/context/)", 1,
+                         static_cast<double>(cp_floats.workspace));
+        items.activation("position rows held and their gradient (context parallelism)", 2, T * C);
+    } else {
+        items.activation("attention scratch (pre-softmax, its gradient, probabilities' gradient)", 3, att);
+    }
     items.activation("projection output, normalised-input gradient", 2, btc);
     items.activation("backward scratch (loss gradients, logits gradient)", 1, rows + logits);
     items.activation("backward scratch (FFN x2, attention output, QKV)", 1, 2 * wide + local + 3 * local);
@@ -138,7 +151,8 @@ void gpt_items(const EngineLayout& l, const PipelinePart& part, ItemList& items)
         items.activation("sequence-parallel local chunks", 2, rc);
         items.activation("sequence-parallel LayerNorm gradient pack", 1, 4 * C);
     }
-    std::vector<MatmulShape> shapes{{static_cast<int>(rows), static_cast<int>(C), static_cast<int>(3 * C / t)},
+    // Under context parallelism Q, K and V are three matmuls of C/t outputs each.
+    std::vector<MatmulShape> shapes{{static_cast<int>(rows), static_cast<int>(C), static_cast<int>((context ? 1 : 3) * C / t)},
                                     {static_cast<int>(rows), static_cast<int>(C / t), static_cast<int>(C)},
                                     {static_cast<int>(rows), static_cast<int>(C), static_cast<int>(4 * C / t)},
                                     {static_cast<int>(rows), static_cast<int>(4 * C / t), static_cast<int>(C)}};
@@ -149,10 +163,15 @@ void gpt_items(const EngineLayout& l, const PipelinePart& part, ItemList& items)
 
 // train/models/llama.cpp: the GPT's structure with RMSNorm (no mean), separate q/k/v with
 // key/value heads split when tp divides them (else replicated, with a gradient pack for their
-// partial weight gradients), a three-matrix SwiGLU, and an untied head.
+// partial weight gradients), a three-matrix SwiGLU, and an untied head. Under context
+// parallelism every per-token buffer holds seq / cp tokens, each layer keeps ContextAttention's
+// saved state instead of the probabilities (also under selective recompute, which then shares
+// nothing), there is no attention scratch of the model's own, and ContextAttention's workspace
+// is counted once.
 void llama_items(const EngineLayout& l, const PipelinePart& part, ItemList& items) {
     const double t = l.tp;
-    const double B = l.microbatch_size, T = l.seq_len, C = l.model.hidden, V = l.model.vocab;
+    const bool context = l.cp > 1;
+    const double B = l.microbatch_size, T = l.local_seq_len(), C = l.model.hidden, V = l.model.vocab;
     const bool kv_split = llama_kv_heads_split(l.model, l.tp);
     const double head_size = C / l.model.heads;
     const double kv_local = (kv_split ? l.model.kv_heads / t : l.model.kv_heads) * head_size;
@@ -160,21 +179,30 @@ void llama_items(const EngineLayout& l, const PipelinePart& part, ItemList& item
     const double R = l.sp ? rows / t : rows;
     const double rc = R * C, btc = rows * C;
     const double q = rows * C / t, kv = rows * kv_local, wide = rows * l.model.ffn_hidden / t;
-    const double att = B * (l.model.heads / t) * T * T;
+    const double probabilities = B * (l.model.heads / t) * T * T;
+    const ContextAttentionFloats cp_floats =
+        context ? context_attention_floats(context_local_gqa_shape(l.model, l.microbatch_size, l.local_seq_len(),
+                                                         TensorSplit{0, l.tp, l.sp, l.tp_style}),
+                                   l.context_split(), l.seq_len)
+                : ContextAttentionFloats{};
+    const double att = context ? static_cast<double>(cp_floats.saved) : probabilities;
     const double logits = rows * V / t;
     const double full_block = 4 * rc + 2 * R + 2 * q + 2 * kv + att + 3 * wide;
-    const double block = l.recompute == Recompute::full        ? rc
-                         : l.recompute == Recompute::selective ? full_block - att
-                                                               : full_block;
+    const bool shares_probabilities = l.recompute == Recompute::selective && !context;
+    const double block = l.recompute == Recompute::full ? rc : shares_probabilities ? full_block - att : full_block;
     const double stash = 2 * btc + 2 * wide + q + 2 * kv;
     const double head = rc + R + logits + 3 * rows;
 
     items.add(MemoryCategory::activations, "tokens, targets, losses (per micro-batch)", 3.0 * l.microbatches,
               rows * f32);
     if (l.recompute == Recompute::full) items.activation("full recompute: one layer's buffers, shared", 1, full_block);
-    if (l.recompute == Recompute::selective) items.activation("selective recompute: probabilities, shared", 1, att);
+    if (shares_probabilities) items.activation("selective recompute: probabilities, shared", 1, att);
     const bool holds_head = layer_store_items(l, part, "RMSNorm", block, stash, rc, head, items);
-    items.activation("attention scratch (scores, their gradient, probabilities' gradient)", 3, att);
+    if (context)
+        items.activation("context-parallel attention workspace (train/context/)", 1,
+                         static_cast<double>(cp_floats.workspace));
+    else
+        items.activation("attention scratch (scores, their gradient, probabilities' gradient)", 3, att);
     items.activation("projection output, normalised-input gradient", 2, btc);
     items.activation("backward scratch (loss gradients, logits gradient)", 1, rows + logits);
     items.activation("backward scratch (SwiGLU x3, attention output, q, k, v)", 1, 3 * wide + 2 * q + 2 * kv);
@@ -228,6 +256,9 @@ EngineLayout engine_layout(const TrainPlan& plan, const MeshShape& mesh) {
     l.microbatches = o.microbatches;
     l.microbatch_size = o.global_batch / mesh.dp / o.microbatches;
     l.dp = mesh.dp;
+    l.cp = mesh.cp;
+    l.cp_style = plan.cp_style;
+    l.cp_balance = plan.cp_balance;
     l.tp = mesh.tp;
     l.pp = mesh.pp;
     l.sp = o.sp;

@@ -46,6 +46,14 @@ struct EngineLayout {
     P2pMode p2p = P2pMode::nonblocking;
     Precision precision = Precision::fp32;
     Recompute recompute = Recompute::none;  // what each layer keeps (train/model.hpp)
+    // Context parallelism: cp ranks split every sequence (seq_len / cp tokens each); the
+    // gradients are averaged over dp x cp.
+    int cp = 1;
+    ContextStyle cp_style = ContextStyle::ring;
+    ContextBalance cp_balance = ContextBalance::zigzag;
+    int gradient_ranks() const { return dp * cp; }
+    int local_seq_len() const { return seq_len / cp; }
+    ContextSplit context_split() const { return ContextSplit{0, cp, cp_style, cp_balance}; }
 };
 
 // The layout `train` runs for these resolved options on this mesh.

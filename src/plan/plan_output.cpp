@@ -134,10 +134,12 @@ void print_plan_console(std::ostream& out, const PlanInputs& inputs, const std::
                           p.bubble_formula_text.c_str(), p.bubble_simulated);
             out << line;
         }
+        char cp_part[64] = "";
+        if (p.layout.engine.cp > 1) std::snprintf(cp_part, sizeof cp_part, " + cp %.3f", p.exposed_cp_ms);
         std::snprintf(line, sizeof line, "step time: %.3f ms = compute %.3f + bubble %.3f + optimizer %.3f + exposed "
-                      "tp %.3f + dp %.3f + pp %.3f\n",
+                      "tp %.3f + dp %.3f + pp %.3f%s\n",
                       p.step_ms, p.compute_ms, p.bubble_ms, p.optimizer_ms, p.exposed_tp_ms, p.exposed_dp_ms,
-                      p.exposed_pp_ms);
+                      p.exposed_pp_ms, cp_part);
         out << line;
         std::snprintf(line, sizeof line, "MFU %.1f%%, %.4g tokens/s (model FLOPs per step %.4g)\n", 100.0 * p.mfu,
                       p.tokens_per_s, p.flops_per_step);

@@ -2,6 +2,8 @@
 
 #include <algorithm>
 
+#include "plan/context_parallel.hpp"
+
 namespace parbench {
 
 std::vector<int> model_parameter_use_order(const ModelConfig& config, const PipelinePart& part) {
@@ -28,7 +30,7 @@ std::vector<int> model_parameter_use_order(const ModelConfig& config, const Pipe
 }
 
 std::map<std::string, TrafficByOp> engine_rank_traffic(const EngineLayout& l, int pp_rank, int tp_rank,
-                                                       const ParameterLayout* whole) {
+                                                       const ParameterLayout* whole, int cp_rank) {
     const TensorSplit split{tp_rank, l.tp, l.sp, l.tp_style};
     ParameterLayout layout = whole ? *whole : model_parameter_layout(l.model, l.seq_len, split);
     ModelShare share = whole_model_share(l.model);
@@ -48,18 +50,24 @@ std::map<std::string, TrafficByOp> engine_rank_traffic(const EngineLayout& l, in
         layout = layout.select_units(pipeline_part_units(l.model, part));
     }
     std::map<std::string, TrafficByOp> traffic;
-    if (l.dp > 1) {
+    // Under context parallelism the gradients are averaged over one group of dp x cp ranks
+    // (train/mesh.hpp), and every per-token figure counts the rank's seq / cp tokens.
+    if (l.gradient_ranks() > 1) {
         SchemeSettings scheme;
         scheme.zero_stage = l.zero;
         scheme.bucket_bytes = l.bucket_bytes;
         scheme.microbatches = l.microbatches;
-        traffic["dp"] = data_parallel_traffic(layout, l.dp, scheme, model_parameter_use_order(l.model, part));
+        traffic["dp"] = data_parallel_traffic(layout, l.gradient_ranks(), scheme, model_parameter_use_order(l.model, part));
     }
     if (l.tp > 1)
-        traffic["tp"] = tensor_parallel_traffic(l.model, l.seq_len, l.microbatch_size, l.microbatches, split, share,
+        traffic["tp"] = tensor_parallel_traffic(l.model, l.local_seq_len(), l.microbatch_size, l.microbatches, split, share,
                                                 l.recompute);
+    if (l.cp > 1)
+        traffic["cp"] = context_parallel_traffic(
+            context_local_gqa_shape(l.model, l.microbatch_size, l.local_seq_len(), split),
+            ContextSplit{cp_rank, l.cp, l.cp_style, l.cp_balance}, share.layers, l.microbatches, l.recompute);
     if (l.pp > 1) {
-        const double rows = static_cast<double>(l.microbatch_size) * l.seq_len / (l.sp ? l.tp : 1);
+        const double rows = static_cast<double>(l.microbatch_size) * l.local_seq_len() / (l.sp ? l.tp : 1);
         const double boundary_bytes = rows * l.model.hidden * sizeof(float);
         // GPT's unit 0 (embedding and tied head) is held by the first and the last stage; a rank
         // holding exactly one of them exchanges its gradient with the other (Model::shared_unit).

@@ -25,14 +25,17 @@ namespace parbench {
 // A pipelined part's units are numbered as in its own layout (the held units, ascending).
 std::vector<int> model_parameter_use_order(const ModelConfig& config, const PipelinePart& part = {});
 
-// By dimension ("dp", "tp", "pp"), per step, for the rank at pipeline coordinate `pp_rank`
-// and tensor-parallel coordinate `tp_rank` of the layout; groups of one rank are left out.
+// By dimension ("dp", "tp", "pp", and "cp" under context parallelism), per step, for the rank
+// at pipeline coordinate `pp_rank`, tensor-parallel coordinate `tp_rank` and context-parallel
+// coordinate `cp_rank` of the layout; groups of one rank are left out. Under context
+// parallelism "dp" is the dp x cp gradient group, tp and pp count the rank's seq / cp tokens,
+// and "cp" is the context-parallel attention's transfers (plan/context_parallel.hpp).
 // The rank's share of the model is its pipeline chunks (virtual stages c·p + pp_rank); its
 // pipeline transfers are b·s·h floats each (b·s/t rows under SP), and GPT's tied embedding,
 // when its copies sit on two ranks, adds one exchange of that unit's gradient.
 // `whole`: the model's parameter layout under the rank's tensor split, when the caller has it
 // (a plan asks for every pipeline rank); built here otherwise.
 std::map<std::string, TrafficByOp> engine_rank_traffic(const EngineLayout& layout, int pp_rank, int tp_rank = 0,
-                                                       const ParameterLayout* whole = nullptr);
+                                                       const ParameterLayout* whole = nullptr, int cp_rank = 0);
 
 }  // namespace parbench

@@ -62,7 +62,7 @@ nlohmann::json comm_result_json(const TrainSummaryInputs& in) {
     comm["time_ms"] = time;
     comm["exposed_ms"] = exposed;
     comm["calls_on_groups_of_one"] = m.calls_on_groups_of_one;
-    comm["reported_rank"] = {{"rank", 0}, {"dp", at.dp}, {"tp", at.tp}, {"pp", at.pp}};
+    comm["reported_rank"] = {{"rank", 0}, {"dp", at.dp}, {"tp", at.tp}, {"pp", at.pp}, {"cp", at.cp}};
     comm["expected_bytes"] = bytes;
     comm["expected_calls"] = calls;
     comm["expected_matches"] = matches;
@@ -126,7 +126,7 @@ nlohmann::json straggler_json(const TrainMeasurements& m, const MeshShape& mesh)
     }
     return {{"rank", rank},
             {"host", rank < m.host_of_rank.size() ? m.host_of_rank[rank] : std::string("?")},
-            {"coordinates", {{"dp", at.dp}, {"tp", at.tp}, {"pp", at.pp}}},
+            {"coordinates", {{"dp", at.dp}, {"tp", at.tp}, {"pp", at.pp}, {"cp", at.cp}}},
             {"steps_slowest", slowest_count[rank]},
             {"steps", steps},
             {"margin_ms", margin},
@@ -196,8 +196,9 @@ void print_comm_summary(std::ostream& out, const nlohmann::json& r) {
     out << line;
     const auto& at = comm["reported_rank"];
     if (!comm["dimensions"].empty()) {
-        std::snprintf(line, sizeof line, "comm per step of rank %d (dp %d, tp %d, pp %d): measured | expected\n",
-                      at["rank"].get<int>(), at["dp"].get<int>(), at["tp"].get<int>(), at["pp"].get<int>());
+        std::snprintf(line, sizeof line, "comm per step of rank %d (dp %d, tp %d, pp %d, cp %d): measured | expected\n",
+                      at["rank"].get<int>(), at["dp"].get<int>(), at["tp"].get<int>(), at["pp"].get<int>(),
+                      at["cp"].get<int>());
         out << line;
     }
     for (const auto& dimension : comm["dimensions"]) {

@@ -13,7 +13,8 @@
 
 namespace parbench {
 
-// By dimension ("dp", "tp", "pp"), per step, for groups of more than one rank.
+// By dimension ("dp", "tp", "pp"; with --cp "dp_cp" in place of "dp", the dp x cp gradient
+// group, and "cp", plan/context_traffic.hpp), per step, for groups of more than one rank.
 std::map<std::string, TrafficByOp> expected_rank_traffic(const TrainPlan& plan, const MeshShape& shape,
                                                          const MeshCoordinates& at);
 

@@ -6,37 +6,54 @@
 namespace parbench {
 namespace {
 
-// The group along a dimension is identified by the other two coordinates.
-int group_color(const MeshShape& shape, MeshDimension dimension, const MeshCoordinates& at) {
+// The coordinates that move along a dimension (two for the combined dp_cp group).
+std::vector<int MeshCoordinates::*> moving(MeshDimension dimension) {
     switch (dimension) {
-        case MeshDimension::dp: return at.pp * shape.tp + at.tp;
-        case MeshDimension::tp: return at.pp * shape.dp + at.dp;
-        case MeshDimension::pp: return at.dp * shape.tp + at.tp;
+        case MeshDimension::dp: return {&MeshCoordinates::dp};
+        case MeshDimension::tp: return {&MeshCoordinates::tp};
+        case MeshDimension::pp: return {&MeshCoordinates::pp};
+        case MeshDimension::cp: return {&MeshCoordinates::cp};
+        case MeshDimension::dp_cp: return {&MeshCoordinates::dp, &MeshCoordinates::cp};
     }
-    return 0;
+    return {};
 }
 
-int& coordinate(MeshCoordinates& at, MeshDimension dimension) {
-    switch (dimension) {
-        case MeshDimension::tp: return at.tp;
-        case MeshDimension::pp: return at.pp;
-        case MeshDimension::dp: break;
-    }
-    return at.dp;
+int extent(const MeshShape& shape, int MeshCoordinates::*coordinate) {
+    if (coordinate == &MeshCoordinates::dp) return shape.dp;
+    if (coordinate == &MeshCoordinates::tp) return shape.tp;
+    if (coordinate == &MeshCoordinates::pp) return shape.pp;
+    return shape.cp;
 }
 
-int coordinate(const MeshCoordinates& at, MeshDimension dimension) {
-    MeshCoordinates copy = at;
-    return coordinate(copy, dimension);
+// A group is identified by the coordinates that do not move along it: the world rank of its
+// member whose moving coordinates are 0. The key is the group rank (the moving coordinates,
+// the first one major).
+int group_color(const MeshShape& shape, MeshDimension dimension, MeshCoordinates at) {
+    for (int MeshCoordinates::*coordinate : moving(dimension)) at.*coordinate = 0;
+    return mesh_rank(shape, at);
 }
 
-int extent(const MeshShape& shape, MeshDimension dimension) {
-    switch (dimension) {
-        case MeshDimension::dp: return shape.dp;
-        case MeshDimension::tp: return shape.tp;
-        case MeshDimension::pp: return shape.pp;
+int group_rank(const MeshShape& shape, MeshDimension dimension, const MeshCoordinates& at) {
+    int rank = 0;
+    for (int MeshCoordinates::*coordinate : moving(dimension)) rank = rank * extent(shape, coordinate) + at.*coordinate;
+    return rank;
+}
+
+int group_size(const MeshShape& shape, MeshDimension dimension) {
+    int size = 1;
+    for (int MeshCoordinates::*coordinate : moving(dimension)) size *= extent(shape, coordinate);
+    return size;
+}
+
+// The coordinates of group rank `index` in the group of `origin` along `dimension`.
+MeshCoordinates group_member(const MeshShape& shape, MeshDimension dimension, MeshCoordinates origin, int index) {
+    const auto coordinates = moving(dimension);
+    for (auto c = coordinates.rbegin(); c != coordinates.rend(); ++c) {
+        const int size = extent(shape, *c);
+        origin.**c = index % size;
+        index /= size;
     }
-    return 1;
+    return origin;
 }
 
 }  // namespace
@@ -44,29 +61,30 @@ int extent(const MeshShape& shape, MeshDimension dimension) {
 MeshCoordinates mesh_coordinates(const MeshShape& shape, int world_rank) {
     if (world_rank < 0 || world_rank >= shape.world())
         throw std::out_of_range("mesh_coordinates: rank " + std::to_string(world_rank) + " outside the mesh");
-    return MeshCoordinates{(world_rank / shape.tp) % shape.dp, world_rank % shape.tp,
-                           world_rank / (shape.tp * shape.dp)};
+    MeshCoordinates at;
+    at.tp = world_rank % shape.tp;
+    at.cp = (world_rank / shape.tp) % shape.cp;
+    at.dp = (world_rank / (shape.tp * shape.cp)) % shape.dp;
+    at.pp = world_rank / (shape.tp * shape.cp * shape.dp);
+    return at;
 }
 
 int mesh_rank(const MeshShape& shape, const MeshCoordinates& at) {
-    return (at.pp * shape.dp + at.dp) * shape.tp + at.tp;
+    return ((at.pp * shape.dp + at.dp) * shape.cp + at.cp) * shape.tp + at.tp;
 }
 
 std::vector<int> mesh_group_ranks(const MeshShape& shape, MeshDimension dimension, int world_rank) {
     const MeshCoordinates origin = mesh_coordinates(shape, world_rank);
     std::vector<int> ranks;
-    for (int index = 0; index < extent(shape, dimension); ++index) {
-        MeshCoordinates at = origin;
-        coordinate(at, dimension) = index;
-        ranks.push_back(mesh_rank(shape, at));
-    }
+    for (int index = 0; index < group_size(shape, dimension); ++index)
+        ranks.push_back(mesh_rank(shape, group_member(shape, dimension, origin, index)));
     return ranks;
 }
 
 std::vector<std::vector<int>> mesh_all_groups(const MeshShape& shape, MeshDimension dimension) {
     std::vector<std::vector<int>> groups;
     for (int rank = 0; rank < shape.world(); ++rank)
-        if (coordinate(mesh_coordinates(shape, rank), dimension) == 0)
+        if (group_rank(shape, dimension, mesh_coordinates(shape, rank)) == 0)
             groups.push_back(mesh_group_ranks(shape, dimension, rank));
     return groups;
 }
@@ -76,10 +94,15 @@ Mesh::Mesh(Communicator& world, const MeshShape& shape)
     if (world.size() != shape.world())
         throw std::logic_error("Mesh: world of " + std::to_string(world.size()) + " ranks for a mesh of " +
                                std::to_string(shape.world()));
-    // Key = the coordinate along the dimension, so group rank i is mesh index i.
-    dp_ = world.split(group_color(shape, MeshDimension::dp, coordinates_), coordinates_.dp);
-    tp_ = world.split(group_color(shape, MeshDimension::tp, coordinates_), coordinates_.tp);
-    pp_ = world.split(group_color(shape, MeshDimension::pp, coordinates_), coordinates_.pp);
+    // Key = the group rank, so group rank i is mesh index i along the dimension.
+    auto split = [&](MeshDimension dimension) {
+        return world.split(group_color(shape, dimension, coordinates_), group_rank(shape, dimension, coordinates_));
+    };
+    dp_ = split(MeshDimension::dp);
+    tp_ = split(MeshDimension::tp);
+    pp_ = split(MeshDimension::pp);
+    cp_ = split(MeshDimension::cp);
+    if (shape.cp > 1) dp_cp_ = split(MeshDimension::dp_cp);
 }
 
 }  // namespace parbench

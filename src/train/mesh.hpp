@@ -1,7 +1,13 @@
-// The process mesh: world = pp x dp x tp, tensor parallelism innermost (consecutive ranks,
-// which share a node and its fast links), pipeline outermost (Megatron-LM's order,
-// arXiv 2104.04473 sec. 3.3). Each dimension's groups come from splitting the world
-// communicator, so every scheme talks only to its own group.
+// The process mesh: world = pp x dp x cp x tp, tensor parallelism innermost (consecutive
+// ranks, which share a node and its fast links), then context parallelism, then data
+// parallelism, pipeline outermost (Megatron-core's order tp-cp-dp-pp; Megatron-LM,
+// arXiv 2104.04473 sec. 3.3, for tp-dp-pp). Each dimension's groups come from splitting the
+// world communicator, so every scheme talks only to its own group.
+//
+// With context parallelism the ranks of a cp group hold different tokens of the same samples
+// and train the same parameters, so gradients are averaged over dp x cp (Megatron-core's
+// data-parallel-with-context group): Mesh::gradient_group() is that combined group, or the dp
+// group itself when cp is 1.
 #pragma once
 
 #include <memory>
@@ -15,20 +21,24 @@ struct MeshShape {
     int dp = 1;
     int tp = 1;
     int pp = 1;
-    int world() const { return dp * tp * pp; }
+    int cp = 1;
+    int world() const { return dp * tp * pp * cp; }
 };
 
 struct MeshCoordinates {
     int dp = 0;
     int tp = 0;
     int pp = 0;
+    int cp = 0;
 };
 
-enum class MeshDimension { dp, tp, pp };
+// dp_cp: the gradient group, every rank with the same tp and pp coordinates (dp x cp ranks).
+enum class MeshDimension { dp, tp, pp, cp, dp_cp };
 
 MeshCoordinates mesh_coordinates(const MeshShape& shape, int world_rank);
 int mesh_rank(const MeshShape& shape, const MeshCoordinates& at);
-// World ranks of the group along `dimension` that contains `world_rank`, in group-rank order.
+// World ranks of the group along `dimension` that contains `world_rank`, in group-rank order
+// (dp_cp: dp-major, cp-minor, so group rank dp·cp_size + cp).
 std::vector<int> mesh_group_ranks(const MeshShape& shape, MeshDimension dimension, int world_rank);
 // Every group along `dimension`, each in group-rank order (for the report).
 std::vector<std::vector<int>> mesh_all_groups(const MeshShape& shape, MeshDimension dimension);
@@ -43,6 +53,9 @@ class Mesh {
     Communicator& dp() { return *dp_; }
     Communicator& tp() { return *tp_; }
     Communicator& pp() { return *pp_; }
+    Communicator& cp() { return *cp_; }
+    // The group gradients are averaged over: dp x cp ranks (the dp group when cp is 1).
+    Communicator& gradient_group() { return dp_cp_ ? *dp_cp_ : *dp_; }
 
   private:
     MeshShape shape_;
@@ -50,6 +63,8 @@ class Mesh {
     std::unique_ptr<Communicator> dp_;
     std::unique_ptr<Communicator> tp_;
     std::unique_ptr<Communicator> pp_;
+    std::unique_ptr<Communicator> cp_;
+    std::unique_ptr<Communicator> dp_cp_;  // only when cp > 1
 };
 
 }  // namespace parbench

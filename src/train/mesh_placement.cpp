@@ -20,7 +20,7 @@ std::vector<std::string> distinct_hosts(const std::vector<int>& ranks, const std
 MeshPlacement place_mesh(const MeshShape& shape, const std::vector<std::string>& hosts_by_rank) {
     MeshPlacement placement;
     const std::pair<const char*, MeshDimension> dimensions[] = {
-        {"dp", MeshDimension::dp}, {"tp", MeshDimension::tp}, {"pp", MeshDimension::pp}};
+        {"dp", MeshDimension::dp}, {"tp", MeshDimension::tp}, {"pp", MeshDimension::pp}, {"cp", MeshDimension::cp}};
     for (const auto& [name, dimension] : dimensions)
         for (const std::vector<int>& group : mesh_all_groups(shape, dimension))
             placement.group_hosts[name].push_back(distinct_hosts(group, hosts_by_rank));

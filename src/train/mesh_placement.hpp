@@ -17,7 +17,7 @@
 namespace parbench {
 
 struct MeshPlacement {
-    // Per dimension ("dp", "tp", "pp"): each group's distinct hosts, in group-rank order.
+    // Per dimension ("dp", "tp", "pp", "cp"): each group's distinct hosts, in group-rank order.
     std::map<std::string, std::vector<std::vector<std::string>>> group_hosts;
     bool tp_crosses_hosts = false;
     std::optional<std::string> warning;  // with the fix, when tp crosses hosts

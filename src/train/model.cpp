@@ -13,11 +13,14 @@ namespace parbench {
 
 std::unique_ptr<Model> make_model(const ModelConfig& config, const MicrobatchShape& shape, std::uint64_t seed,
                                   Ops& ops, MemoryLedger& ledger, const TensorParallelGroup& tp,
-                                  const PipelinePart& part, Precision precision, Recompute recompute) {
+                                  const PipelinePart& part, Precision precision, Recompute recompute,
+                                  const ContextGroup& cp) {
+    if (cp.active() && !config.has_sequence())
+        throw std::logic_error("make_model: the MLP has no sequence to split over a context-parallel group");
     if (config.kind == ModelKind::gpt)
-        return make_gpt_model(config, shape, seed, ops, ledger, tp, part, precision, recompute);
+        return make_gpt_model(config, shape, seed, ops, ledger, tp, part, precision, recompute, cp);
     if (config.kind == ModelKind::llama)
-        return make_llama_model(config, shape, seed, ops, ledger, tp, part, precision, recompute);
+        return make_llama_model(config, shape, seed, ops, ledger, tp, part, precision, recompute, cp);
     if (recompute != Recompute::none) throw std::logic_error("make_model: the MLP has nothing to recompute");
     if (part.active()) throw std::logic_error("make_model: pipeline stages are cut from GPT and Llama models only");
     return make_mlp_model(config, shape, seed, ops, ledger, tp, precision);
@@ -63,6 +66,8 @@ void Model::forward_chunk(int, int, ParameterAccess&) { no_pipeline("forward_chu
 void Model::backward_chunk(int, int, float, BackwardPass, ParameterAccess&) { no_pipeline("backward_chunk"); }
 int Model::shared_unit() const { return -1; }
 bool Model::computes_loss() const { return true; }
+ContextAttention* Model::context_attention() { return nullptr; }
+std::size_t Model::context_workspace_bytes() const { return 0; }
 
 ParameterLayout model_parameter_layout(const ModelConfig& config, int seq_len, const TensorSplit& split) {
     if (config.kind == ModelKind::gpt) return gpt_parameter_layout(config, seq_len, split);

@@ -13,6 +13,7 @@
 
 #include "device/device.hpp"
 #include "plan/activation_memory.hpp"
+#include "train/context/context_attention.hpp"
 #include "train/matmuls.hpp"
 #include "train/memory_ledger.hpp"
 #include "train/model_config.hpp"
@@ -36,7 +37,7 @@ class ParameterAccess {
 
 struct MicrobatchShape {
     int batch = 1;        // samples per micro-batch on this rank
-    int seq_len = 1;      // tokens per sample (1 for the MLP)
+    int seq_len = 1;      // tokens per sample (1 for the MLP): the whole sequence, even under --cp
     int microbatches = 1; // per step on this rank
 };
 
@@ -52,6 +53,16 @@ struct PipelinePart {
     std::vector<int> slots;          // per chunk
     bool split_backward = false;     // the schedule runs B (input gradient) and W (weights) apart
     bool active() const { return !chunks.empty(); }
+};
+
+// Context parallelism (train/context/context_attention.hpp): this rank's cp group and its place
+// in it. Of size 1 (the default) it is off and the model runs its own attention. Otherwise the
+// model holds the context_positions() of every sequence (seq_len / cp tokens), and its
+// attention goes through one ContextAttention shared by its layers.
+struct ContextGroup {
+    Communicator* comm = nullptr;
+    ContextSplit split;
+    bool active() const { return split.size > 1; }
 };
 
 // Which part of a pipeline chunk's backward to run: all of it, the input gradient only (B),
@@ -105,6 +116,12 @@ class Model {
     virtual int shared_unit() const;
     // Whether this rank computes the loss (its part ends with the model's head).
     virtual bool computes_loss() const;
+    // The context-parallel attention (its counters: attention compute, exposed waits, bytes);
+    // null without context parallelism.
+    virtual ContextAttention* context_attention();
+    // Bytes the context-parallel attention took from the ledger at construction (its
+    // workspace, shared by the layers); 0 without context parallelism.
+    virtual std::size_t context_workspace_bytes() const;
 };
 
 // Builds the model of the config's kind; every buffer it holds is counted in `ledger`. With
@@ -113,7 +130,7 @@ class Model {
 std::unique_ptr<Model> make_model(const ModelConfig& config, const MicrobatchShape& shape, std::uint64_t seed,
                                   Ops& ops, MemoryLedger& ledger, const TensorParallelGroup& tp = {},
                                   const PipelinePart& part = {}, Precision precision = Precision::fp32,
-                                  Recompute recompute = Recompute::none);
+                                  Recompute recompute = Recompute::none, const ContextGroup& cp = {});
 // The global units (layout indices of the whole model) that a pipeline part holds, ascending.
 std::vector<int> pipeline_part_units(const ModelConfig& config, const PipelinePart& part);
 

@@ -23,8 +23,9 @@ StepRecord StepDriver::run_step(int step) {
         model_.stage_batch(k, first + static_cast<std::uint64_t>(k) * static_cast<std::uint64_t>(micro));
     // The step loss is the mean over every row of the global batch: each row's share.
     const float loss_scale = 1.0f / (static_cast<float>(plan_.global_batch) * static_cast<float>(plan_.rows_per_sample));
-    // Data parallel ranks average their gradients, so a rank scales by its share times dp.
-    const float rank_loss_scale = loss_scale * static_cast<float>(plan_.dp_size);
+    // The gradient group averages its ranks' gradients, so a rank scales by its share times the
+    // group's size (dp, or dp x cp).
+    const float rank_loss_scale = loss_scale * static_cast<float>(plan_.gradient_group_size);
 
     device_.synchronize();
     control_.barrier();

@@ -22,6 +22,9 @@ struct StepPlan {
     int global_batch = 1;   // samples per step, over all data-parallel ranks
     int dp_rank = 0;
     int dp_size = 1;
+    // Ranks the gradients are averaged over: dp, or dp x cp under context parallelism (whose
+    // ranks hold different tokens of the same samples).
+    int gradient_group_size = 1;
     int microbatches = 1;
     int rows_per_sample = 1;  // tokens per sequence (GPT), 1 (MLP)
     std::uint64_t data_seed = 0;
@@ -31,8 +34,9 @@ struct StepPlan {
 };
 
 // One parallel dimension's process group, whose Communicator counts the step's calls.
-// "dp", "tp" (which carries sequence parallelism's collectives too), "pp"; a new dimension
-// (cp) is one more entry. Groups of one rank are left out: they issue nothing.
+// "dp", "tp" (which carries sequence parallelism's collectives too), "pp"; under context
+// parallelism "cp" (the attention's transfers) and "dp_cp" (the gradient group, in place of
+// "dp"). Groups of one rank are left out: they issue nothing.
 struct CommGroup {
     std::string dimension;
     Communicator* comm = nullptr;
@@ -43,7 +47,9 @@ struct StepRecord {
     // Per dimension, this rank: host time with at least one of the group's calls in flight
     // (CommStats::busy_ms), and the exposed part, blocked in the calls (CommCounter), less
     // for pp the waits for a peer that was still computing (settle_peer_waits). Blocked time
-    // lies inside its call's flight, so exposed <= comm <= step time per entry.
+    // lies inside its call's flight, so exposed <= comm <= step time per entry. For cp that is
+    // the attention's transfers' issue and waits, on the communicator's clock (the attention's
+    // own ContextAttentionCounters::wait_ms, timed around the calls, goes in the report beside it).
     std::map<std::string, double> comm_ms;
     std::map<std::string, double> exposed_ms;
     double exposed_comm_ms = 0.0;    // the sum over dimensions

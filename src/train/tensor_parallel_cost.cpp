@@ -1,5 +1,6 @@
 #include "train/tensor_parallel_cost.hpp"
 
+#include "plan/context_parallel.hpp"
 #include "plan/llama_activation_memory.hpp"
 #include "train/models/llama_cost.hpp"
 
@@ -49,9 +50,54 @@ ActivationFormula gpt_activation_bytes_per_layer(const ModelConfig& config, int 
     return f;
 }
 
+namespace {
+
+// Under context parallelism: s = seq_len / c tokens per rank, ContextAttention's saved state in
+// place of the probabilities (none, selective), or the layer input alone (full). The paper's
+// value (GPT) is plan/activation_memory.hpp's s' = s/c form of table 2.
+ActivationFormula context_parallel_activation_bytes_per_layer(const ModelConfig& config, int seq_len,
+                                                              int microbatch_size, const TensorSplit& split,
+                                                              Recompute recompute, const ContextSplit& context) {
+    const int local_seq = seq_len / context.size;
+    const double s = local_seq;
+    const double b = microbatch_size;
+    const double t = split.size;
+    const double region = split.sequence_parallel ? t : 1.0;
+    const std::string per_rank = "s = seq/c = " + std::to_string(local_seq) + " tokens per cp rank";
+    const bool llama = config.kind == ModelKind::llama;
+    const LayerActivationShape paper{static_cast<double>(seq_len), b, static_cast<double>(config.hidden),
+                                     static_cast<double>(config.heads), split.size, split.sequence_parallel,
+                                     context.size};
+    ActivationFormula f = llama ? llama_activation_bytes_per_layer(config, local_seq, microbatch_size, split)
+                                : gpt_activation_bytes_per_layer(config, local_seq, microbatch_size, split);
+    if (!llama) {
+        f.paper_bytes = paper_layer_activation_bytes(paper, recompute);
+        f.paper_formula = paper_layer_activation_formula(split.size > 1, split.sequence_parallel, recompute, context.size);
+    }
+    if (recompute == Recompute::full) {
+        f.bytes = float_bytes * s * b * config.hidden / region;
+        f.formula = std::string(split.sequence_parallel ? "4sbh/t" : "4sbh") +
+                    "  (fp32; full recompute keeps only the layer's input; " + per_rank + ")";
+        return f;
+    }
+    const double saved = static_cast<double>(
+        context_attention_floats(context_local_gqa_shape(config, microbatch_size, local_seq, split), context, seq_len)
+            .saved);
+    f.bytes += float_bytes * (saved - config.heads * s * s * b / t);
+    f.formula += "; context parallel (" + context_style_name(context.style) + "): " + per_rank +
+                 ", and ContextAttention's saved state (" + std::to_string(static_cast<long long>(saved)) +
+                 " floats) in place of the probabilities as^2b/t" +
+                 (recompute == Recompute::selective ? ", which selective recompute leaves as they are" : "");
+    return f;
+}
+
+}  // namespace
+
 ActivationFormula transformer_activation_bytes_per_layer(const ModelConfig& config, int seq_len,
                                                          int microbatch_size, const TensorSplit& split,
-                                                         Recompute recompute) {
+                                                         Recompute recompute, const ContextSplit& context) {
+    if (context.size > 1)
+        return context_parallel_activation_bytes_per_layer(config, seq_len, microbatch_size, split, recompute, context);
     const bool llama = config.kind == ModelKind::llama;
     ActivationFormula f = llama ? llama_activation_bytes_per_layer(config, seq_len, microbatch_size, split)
                                 : gpt_activation_bytes_per_layer(config, seq_len, microbatch_size, split);

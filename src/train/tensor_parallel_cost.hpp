@@ -39,8 +39,13 @@ ActivationFormula gpt_activation_bytes_per_layer(const ModelConfig& config, int 
 // floats), full only the layer's input (sbh, or sbh/t under SP); the paper's values for GPT
 // are table 2's selective rows and 2sbh (/t under SP) for full, for Llama the same derivation
 // from its own items (plan/llama_activation_memory.hpp, what `plan --states zero|megatron` uses).
+// Under context parallelism (`context.size` = c > 1, Llama) s is the rank's seq_len / c tokens
+// and the layer keeps ContextAttention's saved state (plan/context_parallel.hpp) instead of the
+// probabilities, whatever the recompute but full; the paper value is plan/activation_memory.hpp's
+// s' = s/c form.
 ActivationFormula transformer_activation_bytes_per_layer(const ModelConfig& config, int seq_len,
                                                          int microbatch_size, const TensorSplit& split,
-                                                         Recompute recompute = Recompute::none);
+                                                         Recompute recompute = Recompute::none,
+                                                         const ContextSplit& context = {});
 
 }  // namespace parbench

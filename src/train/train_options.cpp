@@ -42,9 +42,35 @@ void check_tensor_parallel(const TrainPlan& plan) {
     else
         divides(4 * m.hidden, "FFN size", "use a --tp that divides it");
     divides(m.vocab, "vocabulary", "use a --tp that divides it (the embedding and logits are split by vocabulary)");
-    if (o.sp && plan.seq_len % o.tp != 0)
-        throw UsageError("--sp: sequence length " + text(plan.seq_len) + " does not split " + text(o.tp) +
-                         " ways across --tp " + text(o.tp) + "; use a --seq that is a multiple of " + text(o.tp));
+    // Under context parallelism a rank holds seq / cp tokens of each sequence, and SP splits those.
+    const int local_seq = plan.local_seq_len();
+    if (o.sp && local_seq % o.tp != 0)
+        throw UsageError("--sp: sequence length " + text(local_seq) + (o.cp > 1 ? " per --cp rank" : "") +
+                         " does not split " + text(o.tp) + " ways across --tp " + text(o.tp) +
+                         "; use a --seq that is a multiple of " + text(o.tp * o.cp));
+}
+
+// Context parallelism (train/context/context_attention.hpp) splits every sequence over the
+// cp group: c contiguous chunks (balance none), or 2c chunks of which each rank holds one
+// from each end (zigzag). The heads' divisibility for --cp-style alltoall is ContextAttention's
+// to check (its constructor refuses, alike on every rank).
+void check_context_parallel(TrainPlan& plan) {
+    const TrainOptions& o = plan.options;
+    if (o.cp < 1) throw UsageError("--cp must be at least 1 (the ranks that split each sequence)");
+    if (o.cp == 1) {
+        if (o.cp_style || o.cp_balance)
+            throw UsageError(std::string(o.cp_style ? "--cp-style" : "--cp-balance") +
+                             " chooses how context parallelism splits attention, and this run has none; add --cp 2 "
+                             "or more, or drop it");
+        return;
+    }
+    const std::string cp = "--cp " + text(o.cp);
+    if (o.cp_style) plan.cp_style = parse_context_style(*o.cp_style);
+    if (o.cp_balance) plan.cp_balance = parse_context_balance(*o.cp_balance);
+    if (!plan.model.has_sequence())
+        throw UsageError(cp + ": model " + plan.model.name + " is an MLP, which has no sequence to split; use a gpt "
+                         "or llama model, or --cp 1");
+    check_context_sequence(plan.seq_len, o.cp, plan.cp_balance);
 }
 
 // Pipeline stages are cut from GPT blocks; the data-parallel schemes that keep whole
@@ -77,6 +103,29 @@ void check_pipeline(TrainPlan& plan) {
 }
 
 }  // namespace
+
+ContextStyle parse_context_style(const std::string& name) {
+    if (name == "ring") return ContextStyle::ring;
+    if (name == "alltoall") return ContextStyle::alltoall;
+    throw UsageError("--cp-style '" + name + "': use ring (K/V blocks passed around the group) or alltoall (sequence "
+                     "to heads and back)");
+}
+
+ContextBalance parse_context_balance(const std::string& name) {
+    if (name == "zigzag") return ContextBalance::zigzag;
+    if (name == "none") return ContextBalance::none;
+    throw UsageError("--cp-balance '" + name + "': use zigzag (two chunks per rank, one from each end) or none "
+                     "(contiguous chunks)");
+}
+
+void check_context_sequence(int seq_len, int cp, ContextBalance balance) {
+    const bool zigzag = balance == ContextBalance::zigzag;
+    const int chunks = zigzag ? 2 * cp : cp;
+    if (seq_len % chunks != 0)
+        throw UsageError("--cp " + text(cp) + ": sequence length " + text(seq_len) + " does not split into " +
+                         text(chunks) + (zigzag ? " chunks (the zigzag balance gives each rank two of 2 x cp)" : " chunks") +
+                         "; use a --seq that is a multiple of " + text(chunks) + (zigzag ? ", or --cp-balance none" : ""));
+}
 
 TrainPlan resolve_train_options(const TrainOptions& options) {
     TrainPlan plan;
@@ -117,6 +166,7 @@ TrainPlan resolve_train_options(const TrainOptions& options) {
     }
 
     plan.tp_style = options.tp_style == "allgather" ? TensorParallelStyle::allgather : TensorParallelStyle::megatron;
+    check_context_parallel(plan);
     check_tensor_parallel(plan);
 
     check_pipeline(plan);
@@ -153,17 +203,19 @@ MeshShape resolve_layout(const TrainPlan& plan, int world_size) {
     MeshShape shape;
     shape.tp = o.tp;
     shape.pp = o.pp;
+    shape.cp = o.cp;
+    const std::string cp_factor = o.cp > 1 ? " x --cp " + text(o.cp) : "";
     if (o.dp) {
         shape.dp = *o.dp;
     } else {
-        if (world_size % (o.tp * o.pp) != 0)
-            throw UsageError("--tp " + text(o.tp) + " x --pp " + text(o.pp) + " does not divide the " +
+        if (world_size % (o.tp * o.pp * o.cp) != 0)
+            throw UsageError("--tp " + text(o.tp) + " x --pp " + text(o.pp) + cp_factor + " does not divide the " +
                              text(world_size) + " ranks; change the degrees or the rank count (mpirun -np)");
-        shape.dp = world_size / (o.tp * o.pp);
+        shape.dp = world_size / (o.tp * o.pp * o.cp);
     }
     if (shape.world() != world_size)
-        throw UsageError("--dp " + text(shape.dp) + " x --tp " + text(shape.tp) + " x --pp " + text(shape.pp) + " = " +
-                         text(shape.world()) + " ranks, but the job has " + text(world_size) +
+        throw UsageError("--dp " + text(shape.dp) + " x --tp " + text(shape.tp) + " x --pp " + text(shape.pp) +
+                         cp_factor + " = " + text(shape.world()) + " ranks, but the job has " + text(world_size) +
                          "; make the product equal mpirun -np (or leave --dp out to fill the world)");
     if (o.testing_slow_rank >= world_size)
         throw UsageError("--testing-slow-rank " + text(o.testing_slow_rank) + ": the job has ranks 0 to " +
@@ -201,6 +253,9 @@ nlohmann::json to_json(const TrainOptions& o) {
         {"prefetch", o.prefetch},
         {"precision", o.precision},
         {"recompute", o.recompute},
+        {"cp", o.cp},
+        {"cp_style", optional(o.cp_style)},
+        {"cp_balance", optional(o.cp_balance)},
         {"peak_tflops", optional(o.peak_tflops)},
         {"check", o.check},
         {"backend_requested", o.backend},

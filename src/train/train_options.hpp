@@ -10,6 +10,7 @@
 #include <string>
 #include <vector>
 
+#include "train/context/context_attention.hpp"
 #include "train/mesh.hpp"
 #include "train/model.hpp"
 #include "train/model_config.hpp"
@@ -47,6 +48,11 @@ struct TrainOptions {
     bool prefetch = false;
     std::string precision = "fp32";
     std::string recompute = "none";  // none, selective or full (arXiv 2205.05198 sec. 5)
+    // Context parallelism (train/context/context_attention.hpp): cp ranks split every sequence.
+    // The style and balance are optional so that giving them without --cp > 1 can be refused.
+    int cp = 1;
+    std::optional<std::string> cp_style;    // ring (default) or alltoall
+    std::optional<std::string> cp_balance;  // zigzag (default) or none
     std::optional<double> peak_tflops;
     bool check = false;
     std::string json_path;
@@ -71,6 +77,12 @@ struct TrainPlan {
     ScheduleKind schedule = ScheduleKind::one_f_one_b;
     P2pMode p2p = P2pMode::nonblocking;
     std::vector<LayerRange> stage_ranges;
+    // Context parallelism (options.cp > 1).
+    ContextStyle cp_style = ContextStyle::ring;
+    ContextBalance cp_balance = ContextBalance::zigzag;
+    // Tokens of one sequence on each rank of a context-parallel group: seq_len / cp.
+    int local_seq_len() const { return seq_len / options.cp; }
+    ContextSplit context_split(int cp_rank) const { return ContextSplit{cp_rank, options.cp, cp_style, cp_balance}; }
     ScheduleShape schedule_shape() const { return ScheduleShape{options.pp, options.microbatches, options.virtual_stages}; }
     // This rank's split for its coordinate in a tensor-parallel group of options.tp.
     TensorSplit tensor_split(int tp_rank) const {
@@ -85,5 +97,11 @@ TrainPlan resolve_train_options(const TrainOptions& options);
 MeshShape resolve_layout(const TrainPlan& plan, int world_size);
 
 nlohmann::json to_json(const TrainOptions& options);
+
+// --cp-style and --cp-balance by name, and the sequence split they need (c chunks, or 2c under
+// zigzag, must divide seq_len): UsageError naming the flag otherwise. Shared with `plan`.
+ContextStyle parse_context_style(const std::string& name);
+ContextBalance parse_context_balance(const std::string& name);
+void check_context_sequence(int seq_len, int cp, ContextBalance balance);
 
 }  // namespace parbench

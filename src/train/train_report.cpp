@@ -6,6 +6,7 @@
 #include <sstream>
 
 #include "bench/statistics.hpp"
+#include "plan/context_parallel.hpp"
 #include "plan/memory.hpp"
 #include "train/pipeline/pipeline_report.hpp"
 #include "train/comm_report.hpp"
@@ -24,9 +25,14 @@ nlohmann::json summary_json(const Summary& s) {
 }
 
 nlohmann::json groups_json(const MeshShape& mesh) {
-    return {{"dp", mesh_all_groups(mesh, MeshDimension::dp)},
-            {"tp", mesh_all_groups(mesh, MeshDimension::tp)},
-            {"pp", mesh_all_groups(mesh, MeshDimension::pp)}};
+    nlohmann::json groups = {{"dp", mesh_all_groups(mesh, MeshDimension::dp)},
+                             {"tp", mesh_all_groups(mesh, MeshDimension::tp)},
+                             {"pp", mesh_all_groups(mesh, MeshDimension::pp)}};
+    if (mesh.cp > 1) {
+        groups["cp"] = mesh_all_groups(mesh, MeshDimension::cp);
+        groups["dp_cp"] = mesh_all_groups(mesh, MeshDimension::dp_cp);
+    }
+    return groups;
 }
 
 nlohmann::json memory_json(const MemoryUsage& usage) {
@@ -83,7 +89,7 @@ nlohmann::json activation_json(const TrainSummaryInputs& in) {
     if (!in.plan.model.has_sequence()) return activation;
     const ActivationFormula formula = transformer_activation_bytes_per_layer(
         in.plan.model, in.plan.seq_len, o.global_batch / in.mesh.dp / o.microbatches, in.plan.tensor_split(0),
-        in.plan.recompute);
+        in.plan.recompute, in.plan.context_split(0));
     activation["recompute"] = recompute_name(in.plan.recompute);
     activation["formula_bytes_per_layer"] = formula.bytes;
     activation["formula"] = formula.formula;
@@ -92,6 +98,92 @@ nlohmann::json activation_json(const TrainSummaryInputs& in) {
         activation["paper_formula"] = formula.paper_formula;
     }
     return activation;
+}
+
+double mean_of(const std::vector<double>& values) {
+    double sum = 0.0;
+    for (double value : values) sum += value;
+    return values.empty() ? 0.0 : sum / static_cast<double>(values.size());
+}
+
+// "context" of a context-parallel run: the cp groups, every rank's attention compute, waits
+// and traffic (ContextAttention's counters), and the cp comm beside its expected volume.
+nlohmann::json context_json(const TrainSummaryInputs& in, const nlohmann::json& comm) {
+    const ContextMeasurements& c = *in.measurements.context;
+    // max over mean: 1 when every rank does the same work.
+    auto imbalance = [](const std::vector<double>& values) {
+        const double mean = mean_of(values);
+        return mean > 0 ? *std::max_element(values.begin(), values.end()) / mean : 1.0;
+    };
+    nlohmann::json context = {
+        {"cp", in.mesh.cp},
+        {"style", context_style_name(in.plan.cp_style)},
+        {"balance", context_balance_name(in.plan.cp_balance)},
+        {"local_seq_len", in.plan.local_seq_len()},
+        {"groups", mesh_all_groups(in.mesh, MeshDimension::cp)},
+        {"gradient_groups", mesh_all_groups(in.mesh, MeshDimension::dp_cp)},
+        {"gradient_reduction", "averaged over dp x cp = " + std::to_string(in.mesh.dp * in.mesh.cp) +
+                                   " ranks in one group (comm.dp_cp), as Megatron-core's data-parallel group with "
+                                   "context parallelism"},
+        {"cp_rank_of_rank", c.cp_rank},
+        {"attention_compute_ms_by_rank", c.compute_ms},
+        {"attention_compute_imbalance", imbalance(c.compute_ms)},
+        {"attention_scores_by_rank", c.score_elements},
+        {"attention_scores_imbalance", imbalance(c.score_elements)},
+        {"wait_ms_by_rank", c.wait_ms},
+        {"bytes_sent_by_rank", c.bytes_sent},
+        {"messages_by_rank", c.messages},
+        {"counters_match_expected_all_ranks", c.counters_match_all_ranks},
+        {"method", "per timed step, each rank's ContextAttention counters summed over its layers and micro-batches: "
+                   "attention_compute_ms the attention math forward and backward, attention_scores the query-key "
+                   "pairs it evaluated (masked ones not counted; the work whatever the machine's speed); their "
+                   "imbalance, max over mean, shows what --cp-balance none costs under causal masking; wait_ms the time blocked on the cp "
+                   "group's transfers as the attention times it, around its calls (comm.exposed_ms.cp is the same "
+                   "on the communicator's clock, inside the calls: issue and waits, max over ranks), bytes_sent and messages what the "
+                   "rank sent (ring: point-to-point sends; alltoall: all-to-all calls); comm.cp and "
+                   "comm.expected_*.cp put the measured cp traffic beside plan/context_traffic.hpp's volume"}};
+    // What ContextAttention allocated beside plan/context_parallel.hpp's counts.
+    const TrainOptions& o = in.plan.options;
+    const ContextAttentionFloats formula = context_attention_floats(
+        context_local_gqa_shape(in.plan.model, o.global_batch / in.mesh.dp / o.microbatches, in.plan.local_seq_len(),
+                                in.plan.tensor_split(0)),
+        in.plan.context_split(0), in.plan.seq_len);
+    context["saved_floats_per_layer"] = {{"measured", c.saved_floats}, {"formula", formula.saved}};
+    context["workspace_bytes"] = {{"measured", c.workspace_bytes}, {"formula", formula.workspace * sizeof(float)}};
+    if (comm["time_ms"].contains("cp")) {
+        context["comm_ms"] = comm["time_ms"]["cp"];
+        context["exposed_ms"] = comm["exposed_ms"]["cp"];
+        context["expected_matches"] = comm["expected_matches"]["cp"];
+        context["expected_matches_all_ranks"] = comm["expected_matches_all_ranks"]["cp"];
+    }
+    return context;
+}
+
+// Every rank's attention compute and waits, and the imbalance between them.
+void print_context_summary(std::ostream& out, const nlohmann::json& c) {
+    char line[256];
+    std::snprintf(line, sizeof line, "%-28s cp %d, %s, %s balance, %d tokens per sequence per rank\n",
+                  "context parallelism", c["cp"].get<int>(), c["style"].get<std::string>().c_str(),
+                  c["balance"].get<std::string>().c_str(), c["local_seq_len"].get<int>());
+    out << line;
+    auto by_rank = [&](const char* label, const nlohmann::json& values, double scale) {
+        std::string text;
+        for (const auto& value : values) {
+            char number[32];
+            std::snprintf(number, sizeof number, " %.3f", value.get<double>() * scale);
+            text += number;
+        }
+        std::snprintf(line, sizeof line, "  %-26s%s\n", label, text.c_str());
+        out << line;
+    };
+    by_rank("attention compute (ms)", c["attention_compute_ms_by_rank"], 1.0);
+    by_rank("attention scores (M)", c["attention_scores_by_rank"], 1e-6);
+    std::snprintf(line, sizeof line, "  %-26s %.3f in scores, %.3f in time (max over mean of the ranks')\n",
+                  "attention imbalance", c["attention_scores_imbalance"].get<double>(),
+                  c["attention_compute_imbalance"].get<double>());
+    out << line;
+    by_rank("waits, exposed (ms)", c["wait_ms_by_rank"], 1.0);
+    by_rank("sent (MB)", c["bytes_sent_by_rank"], 1e-6);
 }
 
 }  // namespace
@@ -128,7 +220,7 @@ nlohmann::json train_result_json(const TrainSummaryInputs& in) {
     nlohmann::json by_rank = nlohmann::json::array();
     for (const MemoryUsage& usage : m.memory_by_rank) by_rank.push_back(memory_json(usage));
     const TheoreticalMemory theory =
-        zero_theoretical_memory(m.parameters_per_rank, in.mesh.dp, in.plan.scheme.zero_stage);
+        zero_theoretical_memory(m.parameters_per_rank, in.mesh.dp * in.mesh.cp, in.plan.scheme.zero_stage);
 
     const nlohmann::json comm = comm_result_json(in);
     const nlohmann::json stragglers = straggler_json(m, in.mesh);
@@ -149,6 +241,10 @@ nlohmann::json train_result_json(const TrainSummaryInputs& in) {
           {"overlap", o.overlap},
           {"prefetch", o.prefetch},
           {"recompute", recompute_name(in.plan.recompute)},
+          {"cp", in.mesh.cp},
+          {"cp_style", in.mesh.cp > 1 ? nlohmann::json(context_style_name(in.plan.cp_style)) : nlohmann::json(nullptr)},
+          {"cp_balance",
+           in.mesh.cp > 1 ? nlohmann::json(context_balance_name(in.plan.cp_balance)) : nlohmann::json(nullptr)},
           {"bucket_mb", static_cast<double>(in.plan.scheme.bucket_bytes) / (1024.0 * 1024.0)},
           {"bucket_source", in.plan.bucket_source},
           {"groups", groups_json(in.mesh)}}},
@@ -187,13 +283,15 @@ nlohmann::json train_result_json(const TrainSummaryInputs& in) {
           {"optimizer", theory.optimizer},
           {"total", theory.total()},
           {"convention", "ZeRO (arXiv 1910.02054) model states for fp32 Adam: 4 + 4 + 8 = 16 B/param of this "
-                         "rank's tensor-parallel shard, divided by dp per stage; activations and buffers not "
-                         "included"}}},
+                         "rank's tensor-parallel shard, divided by dp (dp x cp under context parallelism) per stage; "
+                         "activations and buffers not included"}}},
         {"memory_predicted_bytes", predicted_memory_json(in, largest)},
         {"activation_memory", activation_json(in)},
         {"comm", comm},
         {"comm_method", "by parallel dimension (dp, tp, pp; groups of one rank issue nothing and are left out; "
-                        "under --sp the tp group carries sequence parallelism's collectives too). "
+                        "under --sp the tp group carries sequence parallelism's collectives too; under --cp, cp is the "
+                        "context-parallel attention's transfers (context.wait_ms_by_rank: its own count of its waits) "
+                        "and dp_cp the dp x cp group the gradients are averaged over, in place of dp). "
                         "comm.<dim>: the reported rank's group, per timed step: calls, bytes (nccl-tests' size "
                         "convention), time_ms (host time from each call's start to its completion: a blocking "
                         "call's duration, a non-blocking one's issue to the wait or test that saw it complete) and "
@@ -226,6 +324,7 @@ nlohmann::json train_result_json(const TrainSummaryInputs& in) {
         result["tokens_per_s"] = tokens_per_step / median_s;
     }
     if (m.pipeline) add_pipeline_results(result, in.plan, in.mesh, *m.pipeline, m.memory_by_rank);
+    if (m.context) result["context"] = context_json(in, comm);
     result["warnings"] = train_warnings(m);
     for (const std::string& warning : straggler_warnings(stragglers, in.mesh)) result["warnings"].push_back(warning);
     return result;
@@ -250,7 +349,12 @@ void print_train_header(std::ostream& out, const TrainPlan& plan, const MeshShap
     out << ")\n";
     out << "# layout: dp " << mesh.dp << " x tp " << mesh.tp;
     if (mesh.tp > 1) out << " (" << o.tp_style << (o.sp ? ", sequence parallel" : "") << ")";
-    out << " x pp " << mesh.pp << ", "
+    out << " x pp " << mesh.pp;
+    if (mesh.cp > 1)
+        out << " x cp " << mesh.cp << " (" << context_style_name(plan.cp_style) << ", "
+            << context_balance_name(plan.cp_balance) << " balance, " << plan.local_seq_len()
+            << " tokens of each sequence per rank; gradients over dp x cp)";
+    out << ", "
         << (plan.scheme.zero_stage == 0 ? std::string("DDP") : "ZeRO-" + std::to_string(plan.scheme.zero_stage));
     if (o.overlap) out << ", overlapped gradient collectives";
     if (o.prefetch) out << ", prefetch";
@@ -291,6 +395,7 @@ void print_train_summary(std::ostream& out, const nlohmann::json& r) {
         out << line;
     }
     print_comm_summary(out, r);
+    if (r.contains("context")) print_context_summary(out, r["context"]);
     const auto& mem = r["memory_bytes"];
     const auto& theory = r["memory_theoretical_bytes"];
     std::snprintf(line, sizeof line, "%-28s %10s %10s %10s %10s %10s\n", "memory per rank (MiB)", "params", "grads",

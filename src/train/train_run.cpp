@@ -9,6 +9,7 @@
 #include <unistd.h>
 
 #include "core/nvtx.hpp"
+#include "plan/context_parallel.hpp"
 #include "train/expected_traffic.hpp"
 #include "train/model.hpp"
 #include "train/schemes/scheme.hpp"
@@ -183,16 +184,19 @@ TrainMeasurements run_training(const TrainPlan& plan, Mesh& mesh, Device& device
         schedule = make_schedule(plan.schedule, plan.schedule_shape());
         part = pipeline_part(*schedule, mesh.coordinates().pp, plan.stage_ranges, plan.p2p);
     }
+    const ContextGroup cp{&mesh.cp(), plan.context_split(mesh.coordinates().cp)};
     std::unique_ptr<Model> model = make_model(plan.model, shape, o.seed, ops, ledger, tp, part, parse_precision(o.precision),
-                                              plan.recompute);
+                                              plan.recompute, cp);
+    // Gradients are averaged over dp x cp (Mesh::gradient_group), so DDP and ZeRO run on it.
     std::unique_ptr<TrainingScheme> scheme =
-        make_scheme(SchemeContext{device, ops, mesh.dp(), ledger, *model}, plan.scheme);
+        make_scheme(SchemeContext{device, ops, mesh.gradient_group(), ledger, *model}, plan.scheme);
     scheme->initialize_parameters(o.seed);
 
     StepPlan step_plan;
     step_plan.global_batch = o.global_batch;
     step_plan.dp_rank = mesh.coordinates().dp;
     step_plan.dp_size = dp;
+    step_plan.gradient_group_size = mesh.gradient_group().size();
     step_plan.microbatches = o.microbatches;
     step_plan.rows_per_sample = plan.model.has_sequence() ? plan.seq_len : 1;
     step_plan.data_seed = o.seed;
@@ -203,9 +207,15 @@ TrainMeasurements run_training(const TrainPlan& plan, Mesh& mesh, Device& device
                          mesh_group_ranks(mesh.shape(), MeshDimension::pp, control.rank()));
     // Every parallel dimension's group that has more than one rank (a group of one issues
     // nothing and is not reported).
+    // Under context parallelism the gradient group is dp x cp ("dp_cp"; the dp group alone
+    // then carries nothing) and "cp" the attention's transfers.
     std::vector<CommGroup> groups, groups_of_one;
-    for (const CommGroup& group : {CommGroup{"dp", &mesh.dp()}, CommGroup{"tp", &mesh.tp()}, CommGroup{"pp", &mesh.pp()}})
-        (group.comm->size() > 1 ? groups : groups_of_one).push_back(group);
+    const std::vector<CommGroup> dimensions =
+        cp.active() ? std::vector<CommGroup>{{"dp_cp", &mesh.gradient_group()}, {"tp", &mesh.tp()}, {"pp", &mesh.pp()},
+                                             {"cp", &mesh.cp()}}
+                    : std::vector<CommGroup>{{"dp", &mesh.dp()}, {"tp", &mesh.tp()}, {"pp", &mesh.pp()}};
+    for (const CommGroup& group : dimensions) (group.comm->size() > 1 ? groups : groups_of_one).push_back(group);
+    ContextAttention* context = model->context_attention();
     StepDriver driver(*model, *scheme, device, control, step_plan, groups, executor ? &*executor : nullptr);
     PipelineStepStats pipeline_totals;
     std::vector<double> pipeline_span_ms;
@@ -241,6 +251,7 @@ TrainMeasurements run_training(const TrainPlan& plan, Mesh& mesh, Device& device
         if (step == o.warmup) {  // count the timed steps only
             for (const CommGroup& group : groups) group.comm->stats().reset();
             for (const CommGroup& group : groups_of_one) group.comm->stats().reset();
+            if (context) context->reset_counters();
             if (executor) {  // the trace's clock starts at a barrier, alike on every rank
                 control.barrier();
                 executor->set_origin(std::chrono::steady_clock::now());
@@ -317,6 +328,39 @@ TrainMeasurements run_training(const TrainPlan& plan, Mesh& mesh, Device& device
     for (std::size_t i = 0; i < all_compute.size(); ++i)
         result.compute_ms_by_rank[i / step_ms.size()][i % step_ms.size()] = all_compute[i];
     result.host_of_rank = gather_host_names(control);
+    if (context) {
+        // Every rank's context-parallel attention per timed step (the imbalance shows here).
+        const double steps = static_cast<double>(std::max<std::size_t>(step_ms.size(), 1));
+        const ContextAttentionCounters& counters = context->counters();
+        ContextMeasurements cm;
+        cm.compute_ms = allgather_values(counters.compute_ms / steps, control);
+        cm.wait_ms = allgather_values(counters.wait_ms / steps, control);
+        cm.bytes_sent = allgather_values(static_cast<double>(counters.bytes_sent) / steps, control);
+        cm.messages = allgather_values(static_cast<double>(counters.messages) / steps, control);
+        cm.score_elements = allgather_values(static_cast<double>(counters.score_elements) / steps, control);
+        for (double rank : allgather_values(mesh.coordinates().cp, control)) cm.cp_rank.push_back(static_cast<int>(rank));
+        std::uint64_t sizes[2] = {context->saved_floats(), model->context_workspace_bytes()};
+        control.allreduce(sizes, sizes, 2, DType::uint64, ReduceOp::max);
+        cm.saved_floats = sizes[0];
+        cm.workspace_bytes = sizes[1];
+        // This rank's layers (its pipeline chunks') and attention shape give what it should send.
+        int layers = plan.model.layers;
+        if (part.active()) {
+            layers = 0;
+            for (const LayerRange& chunk : part.chunks) layers += chunk.end - chunk.first;
+        }
+        const ContextCounterVolume expected = context_parallel_counters(
+            context_local_gqa_shape(plan.model, shape.batch, plan.local_seq_len(), tp.split()), cp.split, layers,
+            o.microbatches, plan.recompute);
+        const double timed = static_cast<double>(step_ms.size());
+        int matches = static_cast<double>(counters.bytes_sent) == expected.bytes_sent * timed &&
+                              static_cast<double>(counters.messages) == expected.messages * timed
+                          ? 1
+                          : 0;
+        control.allreduce(&matches, &matches, 1, DType::int32, ReduceOp::min);
+        cm.counters_match_all_ranks = matches == 1;
+        result.context = std::move(cm);
+    }
     std::uint64_t activation_bytes = model->activation_bytes_per_layer();
     control.allreduce(&activation_bytes, &activation_bytes, 1, DType::uint64, ReduceOp::max);
     result.activation_bytes_per_layer = activation_bytes;
@@ -343,7 +387,7 @@ TrainMeasurements run_training(const TrainPlan& plan, Mesh& mesh, Device& device
                                                   stage_part(model_parameter_layout(plan.model, plan.seq_len)), shards);
         }
         // The stages of world rank 0's pipeline group put the whole model together.
-        if (pipelined && mesh.coordinates().dp == 0 && mesh.coordinates().tp == 0)
+        if (pipelined && mesh.coordinates().dp == 0 && mesh.coordinates().tp == 0 && mesh.coordinates().cp == 0)
             parameters = assemble_pipeline_parameters(plan, mesh.pp(), parameters);
         if (control.rank() == 0) result.final_parameters = std::move(parameters);
     }
@@ -371,6 +415,10 @@ TrainPlan serial_reference_plan(const TrainPlan& plan) {
     // changes nothing.
     serial.options.recompute = "none";
     serial.recompute = Recompute::none;
+    // ... and computes attention over whole sequences on one rank.
+    serial.options.cp = 1;
+    serial.options.cp_style.reset();
+    serial.options.cp_balance.reset();
     return serial;
 }
 

@@ -35,6 +35,21 @@ struct PipelineMeasurements {
     std::vector<std::vector<TimelineEvent>> events;  // rank 0, per world rank, when traced (gathered after each step)
 };
 
+// Context-parallel runs: per world rank, means per timed step of its ContextAttention's
+// counters (train/context/context_attention.hpp), summed over its layers and micro-batches.
+struct ContextMeasurements {
+    std::vector<int> cp_rank;        // each world rank's coordinate in its cp group
+    std::vector<double> compute_ms;  // attention math, forward and backward
+    std::vector<double> wait_ms;     // blocked on the group's transfers (exposed cp communication)
+    std::vector<double> bytes_sent;
+    std::vector<double> messages;    // point-to-point sends (ring) or all-to-all calls
+    std::vector<double> score_elements;  // attention scores computed: the work, whatever the speed
+    std::size_t saved_floats = 0;        // per layer and micro-batch (ContextAttention::saved_floats), max over ranks
+    std::size_t workspace_bytes = 0;     // taken from the ledger at construction, max over ranks
+    // Whether every rank's bytes sent and messages equal plan/context_parallel.hpp's counts.
+    bool counters_match_all_ranks = false;
+};
+
 // One finished step as every rank sees it (after a small all-reduce outside the timed region).
 struct StepProgress {
     int step = 0;         // counts from 0 over warm-up and timed steps
@@ -70,9 +85,9 @@ struct TrainMeasurements {
     std::vector<double> exposed_comm_ms; // timed steps, max over ranks of the sum over dimensions
     std::vector<double> loss;            // every step (warm-up first), mean over data-parallel ranks
     std::vector<MemoryUsage> memory_by_rank;
-    // By dimension ("dp", "tp", "pp"; groups of more than one rank only): this rank's group's
-    // calls over the timed steps, and per timed step the max over ranks of each rank's comm
-    // and exposed time in that dimension (StepRecord).
+    // By dimension ("dp", "tp", "pp"; with --cp "dp_cp" in place of "dp", and "cp"; groups of
+    // more than one rank only): this rank's group's calls over the timed steps, and per timed
+    // step the max over ranks of each rank's comm and exposed time in that dimension (StepRecord).
     std::map<std::string, CommStats> comm;
     std::map<std::string, std::vector<double>> comm_ms;
     std::map<std::string, std::vector<double>> exposed_ms;
@@ -86,6 +101,7 @@ struct TrainMeasurements {
     std::size_t activation_bytes_per_layer = 0;  // Model::activation_bytes_per_layer, max over ranks
     std::vector<float> final_parameters; // canonical order; filled on rank 0 when asked
     std::optional<PipelineMeasurements> pipeline;  // --pp > 1
+    std::optional<ContextMeasurements> context;    // --cp > 1
     // The step whose loss was NaN or infinite: training stopped after it, alike on every rank,
     // and the per-step figures above cover only the steps before it.
     std::optional<StepProgress> diverged;

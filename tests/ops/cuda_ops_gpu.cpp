@@ -263,6 +263,71 @@ TEST_F(CudaOpsTest, GroupedQueryAttention) {
     }
 }
 
+// Ring attention's pieces: causal attention over two halves of the sequence as three blocks
+// (both diagonals causal, the second half's queries against the first half's keys full),
+// merged, finished, and every block's backward, on the GPU against the CPU.
+TEST_F(CudaOpsTest, BlockAttention) {
+    const GqaShape s{2, 48, 4, 2, 16, 0, 2};
+    const int L = 24;
+    const AttentionBlock full = attention_block(s, L, L, 0, L, BlockMask::full);
+    const AttentionBlock blocks[] = {attention_block(s, 0, L, 0, L, BlockMask::causal),
+                                     attention_block(s, L, L, L, L, BlockMask::causal), full};
+    const std::size_t rows = static_cast<std::size_t>(s.B) * s.T * s.NH;
+    const auto q = random_vector(s.q_elements(), 110), k = random_vector(s.kv_elements(), 111),
+               v = random_vector(s.kv_elements(), 112), dout = random_vector(s.q_elements(), 113);
+    std::vector<float> out(s.q_elements(), 0.0f), part_out(s.q_elements(), 0.0f), part_max(rows, 0.0f),
+        part_sum(rows, 0.0f), row_max(rows, -INFINITY), row_sum(rows, 0.0f), lse(rows, 0.0f), delta(rows, 0.0f),
+        scratch(2 * full.tile_elements(), 0.0f);
+    auto dq = random_vector(q.size(), 114), dk = random_vector(k.size(), 115), dv = random_vector(v.size(), 116);
+    Buffer d_q = upload(q), d_k = upload(k), d_v = upload(v), d_dout = upload(dout), d_out = upload(out),
+           d_part_out = upload(part_out), d_part_max = upload(part_max), d_part_sum = upload(part_sum),
+           d_row_max = upload(row_max), d_row_sum = upload(row_sum), d_lse = upload(lse), d_delta = upload(delta),
+           d_scratch = upload(scratch), d_dq = upload(dq), d_dk = upload(dk), d_dv = upload(dv);
+    for (const AttentionBlock& block : blocks) {
+        cpu_.block_attention_forward(part_out.data(), part_max.data(), part_sum.data(), scratch.data(), q.data(),
+                                     k.data(), v.data(), block);
+        cpu_.block_attention_merge(out.data(), row_max.data(), row_sum.data(), part_out.data(), part_max.data(),
+                                   part_sum.data(), block);
+        gpu_->block_attention_forward(d_part_out.as<float>(), d_part_max.as<float>(), d_part_sum.as<float>(),
+                                      d_scratch.as<float>(), d_q.as<float>(), d_k.as<float>(), d_v.as<float>(),
+                                      block);
+        gpu_->block_attention_merge(d_out.as<float>(), d_row_max.as<float>(), d_row_sum.as<float>(),
+                                    d_part_out.as<float>(), d_part_max.as<float>(), d_part_sum.as<float>(), block);
+    }
+    EXPECT_TRUE(all_close(download(d_row_max, rows), row_max));
+    EXPECT_TRUE(all_close(download(d_row_sum, rows), row_sum));
+    cpu_.block_attention_finish(out.data(), lse.data(), row_max.data(), row_sum.data(), rows, s.hs);
+    gpu_->block_attention_finish(d_out.as<float>(), d_lse.as<float>(), d_row_max.as<float>(), d_row_sum.as<float>(),
+                                 rows, s.hs);
+    EXPECT_TRUE(all_close(download(d_out, out.size()), out));
+    EXPECT_TRUE(all_close(download(d_lse, rows), lse));
+    cpu_.block_attention_delta(delta.data(), dout.data(), out.data(), rows, s.hs);
+    gpu_->block_attention_delta(d_delta.as<float>(), d_dout.as<float>(), d_out.as<float>(), rows, s.hs);
+    EXPECT_TRUE(all_close(download(d_delta, rows), delta));
+    for (const AttentionBlock& block : blocks) {
+        cpu_.block_attention_backward(dq.data(), dk.data(), dv.data(), scratch.data(), dout.data(), q.data(), k.data(),
+                                      v.data(), lse.data(), delta.data(), block);
+        gpu_->block_attention_backward(d_dq.as<float>(), d_dk.as<float>(), d_dv.as<float>(), d_scratch.as<float>(),
+                                       d_dout.as<float>(), d_q.as<float>(), d_k.as<float>(), d_v.as<float>(),
+                                       d_lse.as<float>(), d_delta.as<float>(), block);
+    }
+    EXPECT_TRUE(all_close(download(d_dq, dq.size()), dq, {1e-5, 1e-3}));
+    EXPECT_TRUE(all_close(download(d_dk, dk.size()), dk, {1e-5, 1e-3}));
+    EXPECT_TRUE(all_close(download(d_dv, dv.size()), dv, {1e-5, 1e-3}));
+}
+
+TEST_F(CudaOpsTest, CopyAndAddRows) {
+    const auto src = random_vector(7 * 9, 117);
+    auto dst = random_vector(5 * 11, 118);
+    Buffer d_src = upload(src), d_dst = upload(dst);
+    cpu_.copy_rows(dst.data() + 2, 11, src.data() + 1, 9, 6, 5);
+    gpu_->copy_rows(d_dst.as<float>() + 2, 11, d_src.as<float>() + 1, 9, 6, 5);
+    EXPECT_TRUE(all_close(download(d_dst, dst.size()), dst));
+    cpu_.add_rows(dst.data(), 11, src.data() + 3, 9, 4, 5);
+    gpu_->add_rows(d_dst.as<float>(), 11, d_src.as<float>() + 3, 9, 4, 5);
+    EXPECT_TRUE(all_close(download(d_dst, dst.size()), dst));
+}
+
 TEST_F(CudaOpsTest, EncoderWholeAndShard) {
     const int B = 3, T = 16, C = 40, V = 50;
     const VocabShard shard{20, 15};

@@ -39,6 +39,9 @@ def main():
         (["--model", "gpt3-175b", "--gpus", "64", "--pp", "8", "--microbatches", "4", "--schedule", "interleaved",
           "--virtual-stages", "2"], "--microbatches"),
         (["--model", "gpt3-175b", "--gpus", "64", "--global-batch", "3"], "--global-batch"),
+        (["--model", "llama3-8b", "--gpus", "64", "--cp-style", "alltoall"], "--cp-style"),
+        (["--model", "llama3-8b", "--gpus", "64", "--cp", "3"], "--cp 3"),
+        (["--model", "llama3-8b", "--gpus", "64", "--cp", "4", "--cp-balance", "sideways"], "--cp-balance"),
     ]
     not_collective = os.path.join(out, "not-collective.json")
     with open(not_collective, "w") as handle:
@@ -60,6 +63,8 @@ def main():
                          "--states", "zero", "--fbw", "1,2,0"]),
         ("parbench", ["--model", "gpt-small", "--gpus", "2", "--zero", "3", "--prefetch", "--overlap",
                       "--global-batch", "8", "--precision", "fp32"]),
+        ("context", ["--model", "llama3-8b", "--gpus", "64", "--tp", "8", "--cp", "4", "--pp", "2",
+                     "--microbatches", "8", "--global-batch", "16", "--states", "megatron"]),
         # 4 ranks on one host of 2 cores: each computes at half the rate, and the plan says so.
         ("oversubscribed", ["--model", "gpt-small", "--gpus", "4", "--gpus-per-host", "4", "--cores-per-host", "2",
                             "--global-batch", "8", "--precision", "fp32", "--recompute", "selective"]),
@@ -84,7 +89,7 @@ def main():
         first = layouts[0]
         time = first["time_ms"]
         parts = time["compute"] + time["bubble"] + time["optimizer"] + time["exposed_tp"] + time["exposed_dp"] + \
-            time["exposed_pp"]
+            time["exposed_pp"] + time.get("exposed_cp", 0.0)
         if abs(parts - time["step"]) > 1e-6 * time["step"]:
             failures.append(f"{name}: step {time['step']} is not the sum of its parts {parts}")
         if name == "search":

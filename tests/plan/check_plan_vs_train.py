@@ -56,6 +56,9 @@ def main():
     for flag in ["sp", "overlap", "prefetch"]:
         if layout[flag]:
             plan.append("--" + flag)
+    cp = layout.get("cp", 1)
+    if cp > 1:
+        plan += ["--cp", str(cp), "--cp-style", layout["cp_style"], "--cp-balance", layout["cp_balance"]]
     if layout["pp"] > 1:
         pipeline = result["pipeline"]
         plan += ["--schedule", pipeline["schedule"], "--virtual-stages", str(pipeline["virtual_stages"]),
@@ -74,21 +77,25 @@ def main():
     if len(by_rank) != layout["pp"]:
         fail(f"plan gives the traffic of {len(by_rank)} pipeline ranks for pp {layout['pp']}")
     ours = by_rank[at["pp"]]
-    for dimension in ["dp", "tp", "pp"]:
-        if layout[dimension] == 1:
+    # Under context parallelism train's gradient group is dp x cp ("dp_cp"), plan's "dp" the
+    # same group.
+    extents = {"dp": layout["dp"] * cp, "tp": layout["tp"], "pp": layout["pp"], "cp": cp}
+    for dimension, extent in extents.items():
+        if extent == 1:
             continue  # a group of one: train still counts a call (issue #10), plan counts none
+        trained = "dp_cp" if dimension == "dp" and cp > 1 else dimension
         expected = ours.get(dimension, {})
-        actual = comm[dimension]
+        actual = comm[trained]
         if set(expected) != set(actual):
             fail(f"{dimension} collectives: plan {sorted(expected)}, train {sorted(actual)}")
         for op, volume in expected.items():
             for source, calls, nbytes in [("measured", actual[op]["calls"], actual[op]["bytes"]),
-                                          ("expected", comm["expected_calls"][dimension].get(op),
-                                           comm["expected_bytes"][dimension].get(op))]:
+                                          ("expected", comm["expected_calls"][trained].get(op),
+                                           comm["expected_bytes"][trained].get(op))]:
                 if volume["calls"] != calls or volume["bytes"] != nbytes:
                     fail(f"{dimension} {op} on pipeline rank {at['pp']}: plan {volume['calls']} calls "
                          f"{volume['bytes']} B, train {source} {calls} calls {nbytes} B")
-        if comm["expected_matches_all_ranks"][dimension] is not True:
+        if comm["expected_matches_all_ranks"][trained] is not True:
             fail(f"{dimension}: train's expected traffic differs from what some rank measured")
         checked.append(dimension + " traffic")
     if layout["pp"] > 1:

@@ -49,9 +49,15 @@ def check_comm(result, output):
     # Measured per step as sums of per-call times: allow for the rounding of the JSON numbers.
     slack = 1e-6
     layout = result["layout"]
-    for dimension in ("dp", "tp", "pp"):
-        if layout[dimension] == 1 and (dimension in comm["dimensions"] or dimension in comm):
+    cp = layout.get("cp", 1)
+    # Under context parallelism the gradient group is dp x cp ("dp_cp") and dp carries nothing.
+    extents = {"dp": layout["dp"] if cp == 1 else 1, "tp": layout["tp"], "pp": layout["pp"], "cp": cp,
+               "dp_cp": layout["dp"] * cp if cp > 1 else 1}
+    for dimension, extent in extents.items():
+        if extent == 1 and (dimension in comm["dimensions"] or dimension in comm):
             fail(f"the {dimension} group has one rank, yet comm reports it", output)
+    if cp > 1 and "cp" not in comm["dimensions"]:
+        fail(f"a run with cp {cp} reports no cp traffic", output)
     if comm["calls_on_groups_of_one"] != 0:
         fail(f"{comm['calls_on_groups_of_one']} calls were issued on groups of one rank", output)
     for dimension in comm["dimensions"]:
@@ -77,6 +83,53 @@ def check_comm(result, output):
     unit = result["throughput"]["unit"]
     if unit != ("tokens/s" if gpt else "samples/s") or gpt != ("tokens_per_s" in result):
         fail(f"throughput of a {result['model']['kind']} model is named {unit!r}", output)
+
+
+def check_context(result, output):
+    """What context parallelism adds (docs/context.md): its groups, every rank's attention
+    counters, and the activation memory one layer keeps equal to its formula."""
+    layout = result["layout"]
+    cp = layout["cp"]
+    context = result.get("context")
+    if context is None:
+        fail("a context-parallel run has no 'context' section", output)
+    world = layout["dp"] * layout["tp"] * layout["pp"] * cp
+    for key in ("attention_compute_ms_by_rank", "wait_ms_by_rank", "bytes_sent_by_rank", "messages_by_rank",
+                "attention_scores_by_rank"):
+        if len(context[key]) != world or any(value < 0 for value in context[key]):
+            fail(f"context.{key} does not hold one non-negative value per rank: {context[key]}", output)
+    if any(value <= 0 for value in context["bytes_sent_by_rank"]) or any(v <= 0 for v in context["messages_by_rank"]):
+        fail(f"a cp rank sent nothing: {context['bytes_sent_by_rank']}", output)
+    groups = layout["groups"]["cp"]
+    if len(groups) != world // cp or any(len(group) != cp for group in groups) or \
+            sorted(rank for group in groups for rank in group) != list(range(world)):
+        fail(f"layout.groups.cp {groups} does not cover the {world} ranks in groups of {cp}", output)
+    if context["local_seq_len"] * cp != result["seq_len"]:
+        fail(f"context.local_seq_len {context['local_seq_len']} x cp {cp} != seq_len {result['seq_len']}", output)
+    if context["wait_ms_by_rank"] and max(context["wait_ms_by_rank"]) > result["step_time_ms"]["max"] + 1e-6:
+        fail("a rank's cp waits exceed the slowest step", output)
+    # Causal work per cp group: zigzag gives every rank the same number of scores; contiguous
+    # chunks (none) give the last rank of a group the most, the first the fewest (ring; the
+    # all-to-all form computes whole sequences for a share of the heads, balanced either way).
+    scores, ranks_of = context["attention_scores_by_rank"], context["cp_rank_of_rank"]
+    for group in groups:
+        work = [scores[rank] for rank in group]
+        balanced = context["balance"] == "zigzag" or context["style"] == "alltoall"
+        if balanced and max(work) != min(work):
+            fail(f"{context['style']}/{context['balance']}: cp group {group} computed unequal scores {work}", output)
+        if not balanced and not all(a < b for a, b in zip(work, work[1:])):
+            fail(f"ring without balance: cp group {group}'s scores {work} do not grow along the causal mask", output)
+        if [ranks_of[rank] for rank in group] != list(range(cp)):
+            fail(f"cp group {group} has cp coordinates {[ranks_of[rank] for rank in group]}", output)
+    if context["counters_match_expected_all_ranks"] is not True:
+        fail("a rank's cp bytes sent or messages differ from plan/context_parallel.hpp's counts", output)
+    for key in ("saved_floats_per_layer", "workspace_bytes"):
+        if context[key]["measured"] != context[key]["formula"]:
+            fail(f"context.{key}: measured {context[key]['measured']}, formula {context[key]['formula']}", output)
+    activation = result["activation_memory"]
+    if activation["measured_bytes_per_layer"] != activation["formula_bytes_per_layer"]:
+        fail(f"activation bytes per layer {activation['measured_bytes_per_layer']}, "
+             f"formula {activation['formula_bytes_per_layer']}", output)
 
 
 def main():
@@ -142,6 +195,8 @@ def main():
         if not check or check.get("passed") is not True:
             fail(f"check did not pass: {check}", output)
     check_comm(result, output)
+    if result["layout"].get("cp", 1) > 1:
+        check_context(result, output)
     if args.expect_straggler is not None:
         straggler = result["stragglers"]
         if straggler is None or straggler["rank"] != args.expect_straggler or straggler["consistent"] is not True:

@@ -57,6 +57,10 @@ struct ContextAttentionCounters {
     double wait_ms = 0.0;           // blocked on the group's transfers (exposed cp communication)
     std::uint64_t bytes_sent = 0;   // by this rank over the cp group
     std::uint64_t messages = 0;     // point-to-point sends (ring) or all-to-all calls (alltoall)
+    // Attention scores this rank computed (query-key pairs it evaluated, forward and backward,
+    // masked ones not counted): the work per rank, independent of the machine's speed, which
+    // is how tests show `--cp-balance none`'s imbalance and zigzag's balance.
+    std::uint64_t score_elements = 0;
 };
 
 // One layer's context-parallel causal attention (GQA; multi-head attention is NKV = NH).

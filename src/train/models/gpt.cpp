@@ -11,6 +11,15 @@
 // gradients are partial sums and are all-reduced over the group (arXiv 2205.05198 sec.
 // 4.2.2); the row-parallel biases' gradients come from the all-gathered output gradient and
 // stay whole. There is no dropout: the model trains deterministically.
+//
+// Context parallelism (--cp, train/context/context_attention.hpp): the model holds T/c tokens
+// of every sequence, those of context_positions(), in that order. The position embedding adds
+// each token's own row of wpe (gathered into a (T/c, C) copy in at most two contiguous runs,
+// the zigzag's two chunks, whose gradient is scattered back the same way). The fused QKV
+// becomes three matmuls on the row slices [q | k | v] of the local weight, so Q, K and V lie
+// apart in the qkv buffer (B,T,Cl each), as ContextAttention takes them; attention is
+// ContextAttention's, which keeps only its `saved` state per layer (no probabilities: selective
+// recompute has nothing more to drop). Everything else acts per token, unchanged.
 #include "train/models/gpt.hpp"
 
 #include <algorithm>
@@ -111,9 +120,9 @@ struct BlockActivations {
     float* ln1;       // (R,C)
     float* ln1_mean;  // (R)
     float* ln1_rstd;  // (R)
-    float* qkv;       // (B,T,3Cl)
+    float* qkv;       // (B,T,3Cl); under context parallelism q, k, v apart: 3 x (B,T,Cl)
     float* atty;      // (B,T,Cl)
-    float* att;       // (B,NHl,T,T)
+    float* att;       // (B,NHl,T,T); under context parallelism ContextAttention's saved state
     float* residual2; // (R,C)
     float* ln2;
     float* ln2_mean;
@@ -127,10 +136,11 @@ class GptModel : public Model {
   public:
     GptModel(const ModelConfig& config, const MicrobatchShape& shape, std::uint64_t seed, Ops& ops,
              MemoryLedger& ledger, const TensorParallelGroup& tp, const PipelinePart& part, Precision precision,
-             Recompute recompute)
+             Recompute recompute, const ContextGroup& cp)
         : recompute_(recompute), config_(config), shape_(shape), seed_(seed), ops_(ops), device_(ledger.device()), ledger_(ledger),
-          arena_(ledger), tp_(tp), B_(shape.batch), T_(shape.seq_len), C_(config.hidden), NH_(config.heads),
-          V_(config.vocab), L_(config.layers), R_(tp.local_rows(shape.batch * shape.seq_len)),
+          arena_(ledger), tp_(tp), context_split_(cp.split), B_(shape.batch), T_(shape.seq_len / cp.split.size),
+          C_(config.hidden), NH_(config.heads), V_(config.vocab), L_(config.layers),
+          R_(tp.local_rows(shape.batch * (shape.seq_len / cp.split.size))),
           Cl_(config.hidden / tp.size()), NHl_(config.heads / tp.size()), Fl_(4 * config.hidden / tp.size()),
           vocab_{tp.rank() * (config.vocab / tp.size()), config.vocab / tp.size()},
           matmuls_(ops, precision, ledger, matmul_shapes(part)) {
@@ -145,6 +155,21 @@ class GptModel : public Model {
         }
         for (std::size_t i = 0; i < units.size(); ++i) local_unit_[static_cast<std::size_t>(units[i])] = static_cast<int>(i);
         layout_ = part.active() ? full_layout_.select_units(units) : full_layout_;
+        if (cp.active()) {
+            const int hs = C_ / NH_;
+            const std::size_t before = ledger.usage().live_of(MemoryCategory::activations);
+            context_ = std::make_unique<ContextAttention>(*cp.comm, ops, ledger, cp.split,
+                                                          GqaShape{B_, T_, NHl_, NHl_, hs, 0, 1}, shape.seq_len);
+            context_workspace_bytes_ = ledger.usage().live_of(MemoryCategory::activations) - before;
+            positions_host_ = context_positions(shape.seq_len, cp.split);
+            // Contiguous runs of positions (one per chunk): wpe rows are gathered by run.
+            for (int i = 0; i < T_; ++i) {
+                const int position = positions_host_[static_cast<std::size_t>(i)];
+                if (position_runs_.empty() || position_runs_.back().first + position_runs_.back().length != position)
+                    position_runs_.push_back(PositionRun{position, 0, i});
+                ++position_runs_.back().length;
+            }
+        }
         allocate_activations();
     }
 
@@ -161,7 +186,21 @@ class GptModel : public Model {
     void stage_batch(int microbatch, std::uint64_t first_sample) override {
         const std::size_t n = rows();
         std::vector<int> tokens(n), targets(n);
-        synthetic_tokens(seed_, first_sample, B_, T_, V_, tokens, targets);
+        if (!context_) {
+            synthetic_tokens(seed_, first_sample, B_, T_, V_, tokens, targets);
+        } else {
+            // Every rank of the cp group draws the micro-batch's whole sequences and keeps the
+            // tokens (and their targets) at its positions.
+            const std::size_t full_T = static_cast<std::size_t>(shape_.seq_len);
+            std::vector<int> all_tokens(static_cast<std::size_t>(B_) * full_T), all_targets(all_tokens.size());
+            synthetic_tokens(seed_, first_sample, B_, shape_.seq_len, V_, all_tokens, all_targets);
+            for (std::size_t b = 0; b < static_cast<std::size_t>(B_); ++b)
+                for (std::size_t i = 0; i < positions_host_.size(); ++i) {
+                    const std::size_t from = b * full_T + static_cast<std::size_t>(positions_host_[i]);
+                    tokens[b * positions_host_.size() + i] = all_tokens[from];
+                    targets[b * positions_host_.size() + i] = all_targets[from];
+                }
+        }
         Buffer& slot_tokens = tokens_[static_cast<std::size_t>(microbatch)];
         Buffer& slot_targets = targets_[static_cast<std::size_t>(microbatch)];
         device_.copy_from_host(slot_tokens, tokens.data(), n * sizeof(int));
@@ -238,6 +277,8 @@ class GptModel : public Model {
     bool computes_loss() const override { return !part_.active() || holds_last_stage_; }
 
     std::size_t activation_bytes_per_layer() const override { return layer_activation_bytes_; }
+    ContextAttention* context_attention() override { return context_.get(); }
+    std::size_t context_workspace_bytes() const override { return context_workspace_bytes_; }
 
     double mean_loss(int microbatch) const override {
         std::vector<float> losses(rows());
@@ -257,7 +298,7 @@ class GptModel : public Model {
         // Vocab-parallel embedding: each rank looks up the tokens of its vocabulary shard
         // (zero for the others), then the partial sums are reduced.
         float* partial = tp_.sequence_parallel() ? gathered_ : encoded_;
-        const float* wpe = tp_.adds_replicated_terms() ? param(p, tensors_.embedding.wpe) : nullptr;
+        const float* wpe = tp_.adds_replicated_terms() ? position_rows(param(p, tensors_.embedding.wpe)) : nullptr;
         ops_.encoder_forward(partial, tokens, param(p, tensors_.embedding.wte), wpe, B_, T_, C_, vocab_);
         tp_.leave(partial, encoded_, BT, C_);
         access.release(unit(0));
@@ -278,8 +319,15 @@ class GptModel : public Model {
         const float* residual = l == first_layer_ ? encoded_ : blocks_[static_cast<std::size_t>(l - 1)].residual3;
         ops_.layernorm_forward(a.ln1, a.ln1_mean, a.ln1_rstd, residual, param(p, w.ln1w), param(p, w.ln1b), R_, C_);
         const float* ln1 = tp_.enter(a.ln1, gathered_, BT, C_);
-        matmuls_.forward(a.qkv, ln1, param(p, w.qkvw), param(p, w.qkvb), BT, C_, 3 * Cl_);
-        ops_.attention_forward(a.atty, preatt_, a.att, a.qkv, B_, T_, Cl_, NHl_);
+        if (context_) {
+            for (int part = 0; part < 3; ++part)  // q, k, v from their row slices of the fused weight
+                matmuls_.forward(qkv_part(a.qkv, part), ln1, param(p, w.qkvw) + qkv_weight_offset(part),
+                                 param(p, w.qkvb) + qkv_bias_offset(part), BT, C_, Cl_);
+            context_->forward(a.atty, a.att, qkv_part(a.qkv, 0), qkv_part(a.qkv, 1), qkv_part(a.qkv, 2));
+        } else {
+            matmuls_.forward(a.qkv, ln1, param(p, w.qkvw), param(p, w.qkvb), BT, C_, 3 * Cl_);
+            ops_.attention_forward(a.atty, preatt_, a.att, a.qkv, B_, T_, Cl_, NHl_);
+        }
         matmuls_.forward(projection_, a.atty, param(p, w.attprojw), replicated_term(p, w.attprojb), BT, Cl_, C_);
         const float* attention = tp_.leave(projection_, projection_local_, BT, C_);
         ops_.residual_forward(a.residual2, residual, attention, residual_elements());
@@ -389,7 +437,7 @@ class GptModel : public Model {
         // dresidual_ now holds d(residual2).
         const float* dattention = tp_.leave_backward(dresidual_, dgathered_, BT, C_);
         if (defer) copy(stash->dattention, dattention, btc);
-        if (recompute_ == Recompute::selective) {
+        if (recompute_ == Recompute::selective && !context_) {
             // The attention core again, from the kept QKV: its probabilities into the shared
             // buffer (its output, already kept, lands in scratch that is zeroed next).
             NvtxRange recompute_range("h" + std::to_string(l) + " recompute attention");
@@ -399,11 +447,15 @@ class GptModel : public Model {
         matmuls_.backward(datty_, weight_grad(w.attprojw), weight_grad(w.attprojb), dattention, a.atty,
                           param(p, w.attprojw), BT, Cl_, C_);
         ops_.fill(dqkv, 0.0f, 3 * local_channels);
-        ops_.attention_backward(dqkv, dpreatt_, datt_, datty_, a.qkv, a.att, B_, T_, Cl_, NHl_);
+        if (context_)
+            context_->backward(qkv_part(dqkv, 0), qkv_part(dqkv, 1), qkv_part(dqkv, 2), datty_, a.atty, a.att,
+                               qkv_part(a.qkv, 0), qkv_part(a.qkv, 1), qkv_part(a.qkv, 2));
+        else
+            ops_.attention_backward(dqkv, dpreatt_, datt_, datty_, a.qkv, a.att, B_, T_, Cl_, NHl_);
         const float* ln1 = tp_.enter(a.ln1, gathered_, BT, C_);
         ops_.fill(dnormed_, 0.0f, btc);
-        matmuls_.backward(dnormed_, weight_grad(w.qkvw), weight_grad(w.qkvb), dqkv, ln1, param(p, w.qkvw), BT, C_,
-                          3 * Cl_);
+        qkv_backward(dnormed_, defer ? nullptr : grad(g, w.qkvw), defer ? nullptr : grad(g, w.qkvb), dqkv, ln1,
+                     param(p, w.qkvw));
         const float* dln1 = tp_.enter_backward(dnormed_, dnormed_local_, BT, C_);
         ops_.layernorm_backward(dresidual_, layernorm_gradient(g, w.ln1w, 0), layernorm_gradient(g, w.ln1b, 1), dln1,
                                 residual, param(p, w.ln1w), a.ln1_mean, a.ln1_rstd, R_, C_);
@@ -429,8 +481,7 @@ class GptModel : public Model {
         matmuls_.backward(nullptr, grad(g, w.fcw), grad(g, w.fcb), st.dfc, a.ln2, param(p, w.fcw), BT, C_, Fl_);
         matmuls_.backward(nullptr, grad(g, w.attprojw), grad(g, w.attprojb), st.dattention, a.atty,
                           param(p, w.attprojw), BT, Cl_, C_);
-        matmuls_.backward(nullptr, grad(g, w.qkvw), grad(g, w.qkvb), st.dqkv, a.ln1, param(p, w.qkvw), BT, C_,
-                          3 * Cl_);
+        qkv_backward(nullptr, grad(g, w.qkvw), grad(g, w.qkvb), st.dqkv, a.ln1, param(p, w.qkvw));
         access.release(unit(l + 1));
         access.gradients_complete(unit(l + 1));
     }
@@ -443,9 +494,49 @@ class GptModel : public Model {
         // Every rank computes the position embedding's gradient from the same whole output
         // gradient, so the replicas of wpe stay identical.
         const float* dencoded = tp_.leave_backward(dresidual_, dgathered_, BT, C_);
-        ops_.encoder_backward(grad(embedding_grads, e.wte), grad(embedding_grads, e.wpe), dencoded,
+        float* dwpe = grad(embedding_grads, e.wpe);
+        if (context_) ops_.fill(dwpe_local_, 0.0f, static_cast<std::size_t>(T_) * C_);
+        ops_.encoder_backward(grad(embedding_grads, e.wte), context_ ? dwpe_local_ : dwpe, dencoded,
                               tokens_[static_cast<std::size_t>(microbatch)].as<int>(), B_, T_, C_, vocab_);
+        if (context_)  // each held position's gradient back to its row of wpe
+            for (const PositionRun& run : position_runs_)
+                ops_.add_inplace(dwpe + static_cast<std::size_t>(run.first) * C_,
+                                 dwpe_local_ + static_cast<std::size_t>(run.local) * C_,
+                                 static_cast<std::size_t>(run.length) * C_);
         access.gradients_complete(unit(0));
+    }
+
+    // wpe's rows of this rank's positions: wpe itself without context parallelism, else
+    // gathered run by run into wpe_local_ (T,C).
+    const float* position_rows(const float* wpe) {
+        if (!context_) return wpe;
+        for (const PositionRun& run : position_runs_)
+            copy(wpe_local_ + static_cast<std::size_t>(run.local) * C_, wpe + static_cast<std::size_t>(run.first) * C_,
+                 static_cast<std::size_t>(run.length) * C_);
+        return wpe_local_;
+    }
+
+    // Under context parallelism q, k and v lie apart in a qkv buffer (B,T,Cl each), and each
+    // is the matmul with its row slice of the fused (3Cl, C) weight and its bias slice.
+    float* qkv_part(float* qkv, int part) const { return qkv + static_cast<std::size_t>(part) * rows() * Cl_; }
+    const float* qkv_part(const float* qkv, int part) const {
+        return qkv + static_cast<std::size_t>(part) * rows() * Cl_;
+    }
+    std::size_t qkv_weight_offset(int part) const { return static_cast<std::size_t>(part) * Cl_ * C_; }
+    std::size_t qkv_bias_offset(int part) const { return static_cast<std::size_t>(part) * Cl_; }
+
+    // The QKV matmul's backward: dinp += (if given), dweight and dbias += (if given).
+    void qkv_backward(float* dinp, float* dweight, float* dbias, const float* dqkv, const float* inp,
+                      const float* weight) {
+        const int BT = B_ * T_;
+        if (!context_) {
+            matmuls_.backward(dinp, dweight, dbias, dqkv, inp, weight, BT, C_, 3 * Cl_);
+            return;
+        }
+        for (int part = 0; part < 3; ++part)
+            matmuls_.backward(dinp, dweight ? dweight + qkv_weight_offset(part) : nullptr,
+                              dbias ? dbias + qkv_bias_offset(part) : nullptr, qkv_part(dqkv, part), inp,
+                              weight ? weight + qkv_weight_offset(part) : nullptr, BT, C_, Cl_);
     }
 
     void copy(float* out, const float* in, std::size_t n) {
@@ -515,6 +606,7 @@ class GptModel : public Model {
     std::vector<MatmulShape> matmul_shapes(const PipelinePart& part) const {
         const int BT = B_ * T_;
         std::vector<MatmulShape> shapes{{BT, C_, 3 * Cl_}, {BT, Cl_, C_}, {BT, C_, Fl_}, {BT, Fl_, C_}};
+        if (context_split_.size > 1) shapes.front() = {BT, C_, Cl_};  // q, k, v apart
         const bool head = !part.active() || std::any_of(part.chunks.begin(), part.chunks.end(),
                                                         [&](const LayerRange& r) { return r.end == L_; });
         if (head) shapes.push_back({BT, C_, vocab_.size});
@@ -532,8 +624,11 @@ class GptModel : public Model {
             a = recompute_work_;
             a.residual3 = arena_.floats(residual_elements());
         } else {
-            a = allocate_block_buffers(recompute_ != Recompute::selective);
-            if (recompute_ == Recompute::selective) a.att = recompute_work_.att;
+            // Context-parallel attention keeps only its small saved state, which backward needs
+            // whatever the recompute: selective shares nothing then.
+            const bool shared_probabilities = recompute_ == Recompute::selective && !context_;
+            a = allocate_block_buffers(!shared_probabilities);
+            if (shared_probabilities) a.att = recompute_work_.att;
         }
         layer_activation_bytes_ = ledger_.usage().live_of(MemoryCategory::activations) - before;
         return a;
@@ -545,7 +640,7 @@ class GptModel : public Model {
         const std::size_t r = static_cast<std::size_t>(R_);
         const std::size_t local_channels = rows() * static_cast<std::size_t>(Cl_);
         const std::size_t wide = rows() * static_cast<std::size_t>(Fl_);
-        const std::size_t att = static_cast<std::size_t>(B_) * NHl_ * T_ * T_;
+        const std::size_t att = context_ ? context_->saved_floats() : static_cast<std::size_t>(B_) * NHl_ * T_ * T_;
         BlockActivations a{};
         a.ln1 = arena_.floats(rc);
         a.ln1_mean = arena_.floats(r);
@@ -647,7 +742,7 @@ class GptModel : public Model {
             loss_buffers_.push_back(arena_.buffer(rows() * sizeof(float)));
         }
         if (recompute_ == Recompute::full) recompute_work_ = allocate_block_buffers(true);
-        if (recompute_ == Recompute::selective) recompute_work_.att = arena_.floats(att);
+        if (recompute_ == Recompute::selective && !context_) recompute_work_.att = arena_.floats(att);
         if (part_.active()) {
             allocate_slots();
         } else {
@@ -663,7 +758,7 @@ class GptModel : public Model {
             // Backward's running gradient; a pipeline chunk's lives in its slot.
             dresidual_ = arena_.floats(rc);
         }
-        preatt_ = arena_.floats(att);
+        if (!context_) preatt_ = arena_.floats(att);
         projection_ = arena_.floats(btc);
         // Backward scratch, reused by every block (llm.c's CUDA trainer does the same).
         dlosses_ = arena_.floats(rows());
@@ -673,8 +768,13 @@ class GptModel : public Model {
         dwide2_ = arena_.floats(wide);
         datty_ = arena_.floats(local_channels);
         dqkv_ = arena_.floats(3 * local_channels);
-        dpreatt_ = arena_.floats(att);
-        datt_ = arena_.floats(att);
+        if (context_) {
+            wpe_local_ = arena_.floats(static_cast<std::size_t>(T_) * C_);
+            dwpe_local_ = arena_.floats(static_cast<std::size_t>(T_) * C_);
+        } else {
+            dpreatt_ = arena_.floats(att);
+            datt_ = arena_.floats(att);
+        }
         if (sp) {
             // Whole (B,T,C) scratch for the gathers and the chunks the reduce-scatters leave.
             gathered_ = arena_.floats(btc);
@@ -695,6 +795,7 @@ class GptModel : public Model {
     MemoryLedger& ledger_;
     ActivationArena arena_;
     TensorParallelGroup tp_;
+    ContextSplit context_split_;
     int B_, T_, C_, NH_, V_, L_;
     int R_;             // rows of the LayerNorm / residual regions on this rank: B·T, or B·T/t under SP
     int Cl_, NHl_, Fl_; // this rank's attention channels, heads and MLP width (C/t, NH/t, 4C/t)
@@ -710,6 +811,16 @@ class GptModel : public Model {
     std::vector<std::vector<ActivationSlot>> slots_;  // per chunk (pipeline only)
     std::vector<WeightGradientStash> stash_;          // bound from a slot (split backward only)
     GptTensors tensors_;
+    // Context parallelism only: the attention, each held token's position, and the runs of
+    // consecutive positions (`length` tokens from position `first`, local index `local`).
+    struct PositionRun {
+        int first = 0, length = 0, local = 0;
+    };
+    std::unique_ptr<ContextAttention> context_;
+    std::size_t context_workspace_bytes_ = 0;
+    std::vector<int> positions_host_;
+    std::vector<PositionRun> position_runs_;
+    float *wpe_local_ = nullptr, *dwpe_local_ = nullptr;  // (T,C)
 
     std::vector<Buffer> tokens_, targets_, loss_buffers_;  // one slot per micro-batch
     const float* head_params_ = nullptr;  // unit 0, acquired by forward's head, released by backward's
@@ -735,8 +846,9 @@ ParameterLayout gpt_parameter_layout(const ModelConfig& config, int seq_len, con
 
 std::unique_ptr<Model> make_gpt_model(const ModelConfig& config, const MicrobatchShape& shape, std::uint64_t seed,
                                       Ops& ops, MemoryLedger& ledger, const TensorParallelGroup& tp,
-                                      const PipelinePart& part, Precision precision, Recompute recompute) {
-    return std::make_unique<GptModel>(config, shape, seed, ops, ledger, tp, part, precision, recompute);
+                                      const PipelinePart& part, Precision precision, Recompute recompute,
+                                      const ContextGroup& cp) {
+    return std::make_unique<GptModel>(config, shape, seed, ops, ledger, tp, part, precision, recompute, cp);
 }
 
 }  // namespace parbench

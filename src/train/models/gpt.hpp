@@ -18,6 +18,6 @@ ParameterLayout gpt_parameter_layout(const ModelConfig& config, int seq_len, con
 std::unique_ptr<Model> make_gpt_model(const ModelConfig& config, const MicrobatchShape& shape, std::uint64_t seed,
                                       Ops& ops, MemoryLedger& ledger, const TensorParallelGroup& tp,
                                       const PipelinePart& part = {}, Precision precision = Precision::fp32,
-                                      Recompute recompute = Recompute::none);
+                                      Recompute recompute = Recompute::none, const ContextGroup& cp = {});
 
 }  // namespace parbench

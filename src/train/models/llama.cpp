@@ -14,6 +14,12 @@
 // d(n1) sums every rank's part. RMSNorm gains are held whole; under SP their gradients are
 // partial sums and are all-reduced (arXiv 2205.05198 sec. 4.2.2), as for GPT's LayerNorms.
 // There are no biases and no dropout.
+//
+// Context parallelism (--cp, train/context/context_attention.hpp): the model holds T/c tokens
+// of every sequence, those of context_positions(), in that order; RoPE turns each by its own
+// position, and attention is ContextAttention's, which keeps for backward only its `saved`
+// state per layer (no probabilities: it recomputes them block by block, so selective recompute
+// has nothing more to drop). Everything else acts per token, unchanged.
 #include "train/models/llama.hpp"
 
 #include <algorithm>
@@ -108,7 +114,7 @@ struct BlockActivations {
     float* k;          // (B,T,KVl), rotated
     float* v;          // (B,T,KVl)
     float* atty;       // (B,T,Cl)
-    float* att;        // (B,NHl,T,T)
+    float* att;        // (B,NHl,T,T); under context parallelism ContextAttention's saved state
     float* residual2;  // (R,C)
     float* norm2;      // (R,C)
     float* rstd2;      // (R)
@@ -134,11 +140,11 @@ class LlamaModel : public Model {
   public:
     LlamaModel(const ModelConfig& config, const MicrobatchShape& shape, std::uint64_t seed, Ops& ops,
                MemoryLedger& ledger, const TensorParallelGroup& tp, const PipelinePart& part, Precision precision,
-               Recompute recompute)
+               Recompute recompute, const ContextGroup& cp)
         : recompute_(recompute), config_(config), shape_(shape), seed_(seed), ops_(ops), device_(ledger.device()), ledger_(ledger),
-          arena_(ledger), tp_(tp), B_(shape.batch), T_(shape.seq_len), C_(config.hidden), NH_(config.heads),
+          arena_(ledger), tp_(tp), B_(shape.batch), T_(shape.seq_len / cp.split.size), C_(config.hidden), NH_(config.heads),
           V_(config.vocab), L_(config.layers), hs_(config.hidden / config.heads),
-          R_(tp.local_rows(shape.batch * shape.seq_len)), Cl_(config.hidden / tp.size()),
+          R_(tp.local_rows(shape.batch * (shape.seq_len / cp.split.size))), Cl_(config.hidden / tp.size()),
           NHl_(config.heads / tp.size()), Fl_(config.ffn_hidden / tp.size()),
           kv_split_(llama_kv_heads_split(config, tp.size())),
           NKVl_(kv_split_ ? config.kv_heads / tp.size() : config.kv_heads), KVl_(NKVl_ * hs_),
@@ -159,11 +165,20 @@ class LlamaModel : public Model {
         // Query head h of this rank is global head rank·NHl + h; with split key/value heads
         // the local numbering starts at 0 in both, with replicated ones the global is kept.
         gqa_ = GqaShape{B_, T_, NHl_, NKVl_, hs_, kv_split_ ? 0 : tp.rank() * NHl_, config.heads / config.kv_heads};
+        if (cp.active()) {
+            const std::size_t before = ledger.usage().live_of(MemoryCategory::activations);
+            context_ = std::make_unique<ContextAttention>(*cp.comm, ops, ledger, cp.split, gqa_, shape.seq_len);
+            context_workspace_bytes_ = ledger.usage().live_of(MemoryCategory::activations) - before;
+        }
         allocate_activations();
-        std::vector<int> positions(static_cast<std::size_t>(T_));
-        std::iota(positions.begin(), positions.end(), 0);
-        positions_ = arena_.buffer(positions.size() * sizeof(int));
-        device_.copy_from_host(positions_, positions.data(), positions.size() * sizeof(int));
+        if (context_) {
+            positions_host_ = context_positions(shape.seq_len, cp.split);
+        } else {
+            positions_host_.resize(static_cast<std::size_t>(T_));
+            std::iota(positions_host_.begin(), positions_host_.end(), 0);
+        }
+        positions_ = arena_.buffer(positions_host_.size() * sizeof(int));
+        device_.copy_from_host(positions_, positions_host_.data(), positions_host_.size() * sizeof(int));
     }
 
     const ParameterLayout& layout() const override { return layout_; }
@@ -179,7 +194,21 @@ class LlamaModel : public Model {
     void stage_batch(int microbatch, std::uint64_t first_sample) override {
         const std::size_t n = rows();
         std::vector<int> tokens(n), targets(n);
-        synthetic_tokens(seed_, first_sample, B_, T_, V_, tokens, targets);
+        if (!context_) {
+            synthetic_tokens(seed_, first_sample, B_, T_, V_, tokens, targets);
+        } else {
+            // Every rank of the cp group draws the micro-batch's whole sequences and keeps the
+            // tokens (and their targets) at its positions.
+            const std::size_t full_T = static_cast<std::size_t>(shape_.seq_len);
+            std::vector<int> all_tokens(static_cast<std::size_t>(B_) * full_T), all_targets(all_tokens.size());
+            synthetic_tokens(seed_, first_sample, B_, shape_.seq_len, V_, all_tokens, all_targets);
+            for (std::size_t b = 0; b < static_cast<std::size_t>(B_); ++b)
+                for (std::size_t i = 0; i < positions_host_.size(); ++i) {
+                    const std::size_t from = b * full_T + static_cast<std::size_t>(positions_host_[i]);
+                    tokens[b * positions_host_.size() + i] = all_tokens[from];
+                    targets[b * positions_host_.size() + i] = all_targets[from];
+                }
+        }
         device_.copy_from_host(tokens_[static_cast<std::size_t>(microbatch)], tokens.data(), n * sizeof(int));
         device_.copy_from_host(targets_[static_cast<std::size_t>(microbatch)], targets.data(), n * sizeof(int));
     }
@@ -241,6 +270,8 @@ class LlamaModel : public Model {
     int shared_unit() const override { return -1; }
     bool computes_loss() const override { return !part_.active() || holds_last_stage_; }
     std::size_t activation_bytes_per_layer() const override { return layer_activation_bytes_; }
+    ContextAttention* context_attention() override { return context_.get(); }
+    std::size_t context_workspace_bytes() const override { return context_workspace_bytes_; }
 
     double mean_loss(int microbatch) const override {
         std::vector<float> losses(rows());
@@ -293,7 +324,10 @@ class LlamaModel : public Model {
         matmuls_.forward(a.v, n1, param(p, w.wv), nullptr, BT, C_, KVl_);
         ops_.rope_forward(a.q, positions_.as<int>(), B_, T_, NHl_, hs_, theta);
         ops_.rope_forward(a.k, positions_.as<int>(), B_, T_, NKVl_, hs_, theta);
-        ops_.gqa_attention_forward(a.atty, preatt_, a.att, a.q, a.k, a.v, gqa_);
+        if (context_)
+            context_->forward(a.atty, a.att, a.q, a.k, a.v);
+        else
+            ops_.gqa_attention_forward(a.atty, preatt_, a.att, a.q, a.k, a.v, gqa_);
         matmuls_.forward(projection_, a.atty, param(p, w.wo), nullptr, BT, Cl_, C_);
         const float* attention = tp_.leave(projection_, projection_local_, BT, C_);
         ops_.residual_forward(a.residual2, residual, attention, residual_elements());
@@ -399,7 +433,7 @@ class LlamaModel : public Model {
         // dresidual_ now holds d(residual2).
         const float* dattention = tp_.leave_backward(dresidual_, dgathered_, BT, C_);
         if (defer) copy(stash->dattention, dattention, btc);
-        if (recompute_ == Recompute::selective) {
+        if (recompute_ == Recompute::selective && !context_) {
             // The attention core again from the kept (rotated) Q, K and V: its probabilities
             // into the shared buffer, its output into scratch that is zeroed next.
             NvtxRange recompute_range("h" + std::to_string(l) + " recompute attention");
@@ -410,7 +444,10 @@ class LlamaModel : public Model {
         ops_.fill(dq, 0.0f, q_elements);
         ops_.fill(dk, 0.0f, kv_elements);
         ops_.fill(dv, 0.0f, kv_elements);
-        ops_.gqa_attention_backward(dq, dk, dv, dpreatt_, datt_, datty_, a.q, a.k, a.v, a.att, gqa_);
+        if (context_)
+            context_->backward(dq, dk, dv, datty_, a.atty, a.att, a.q, a.k, a.v);
+        else
+            ops_.gqa_attention_backward(dq, dk, dv, dpreatt_, datt_, datty_, a.q, a.k, a.v, a.att, gqa_);
         ops_.rope_backward(dq, positions_.as<int>(), B_, T_, NHl_, hs_, theta);
         ops_.rope_backward(dk, positions_.as<int>(), B_, T_, NKVl_, hs_, theta);
         const float* n1 = tp_.enter(a.norm1, gathered_, BT, C_);
@@ -555,8 +592,11 @@ class LlamaModel : public Model {
             a = recompute_work_;
             a.residual3 = arena_.floats(residual_elements());
         } else {
-            a = allocate_block_buffers(recompute_ != Recompute::selective);
-            if (recompute_ == Recompute::selective) a.att = recompute_work_.att;
+            // Context-parallel attention keeps only its small saved state, which backward needs
+            // whatever the recompute: selective shares nothing then.
+            const bool shared_probabilities = recompute_ == Recompute::selective && !context_;
+            a = allocate_block_buffers(!shared_probabilities);
+            if (shared_probabilities) a.att = recompute_work_.att;
         }
         layer_activation_bytes_ = ledger_.usage().live_of(MemoryCategory::activations) - before;
         return a;
@@ -576,7 +616,7 @@ class LlamaModel : public Model {
         a.k = arena_.floats(kv_elements);
         a.v = arena_.floats(kv_elements);
         a.atty = arena_.floats(q_elements);
-        if (with_probabilities) a.att = arena_.floats(gqa_.score_elements());
+        if (with_probabilities) a.att = arena_.floats(attention_store_elements());
         a.residual2 = arena_.floats(rc);
         a.norm2 = arena_.floats(rc);
         a.rstd2 = arena_.floats(r);
@@ -642,7 +682,7 @@ class LlamaModel : public Model {
             loss_buffers_.push_back(arena_.buffer(rows() * sizeof(float)));
         }
         if (recompute_ == Recompute::full) recompute_work_ = allocate_block_buffers(true);
-        if (recompute_ == Recompute::selective) recompute_work_.att = arena_.floats(gqa_.score_elements());
+        if (recompute_ == Recompute::selective && !context_) recompute_work_.att = arena_.floats(gqa_.score_elements());
         if (part_.active()) {
             allocate_slots();
         } else {
@@ -651,7 +691,7 @@ class LlamaModel : public Model {
             allocate_head(norm_final_, rstd_final_, logits_, maxes_, sums_, target_logits_);
             dresidual_ = arena_.floats(rc);
         }
-        preatt_ = arena_.floats(gqa_.score_elements());
+        if (!context_) preatt_ = arena_.floats(gqa_.score_elements());
         projection_ = arena_.floats(btc);
         // Backward scratch, reused by every block.
         dlosses_ = arena_.floats(rows());
@@ -664,8 +704,10 @@ class LlamaModel : public Model {
         dq_ = arena_.floats(q_elements);
         dk_ = arena_.floats(kv_elements);
         dv_ = arena_.floats(kv_elements);
-        dpreatt_ = arena_.floats(gqa_.score_elements());
-        datt_ = arena_.floats(gqa_.score_elements());
+        if (!context_) {
+            dpreatt_ = arena_.floats(gqa_.score_elements());
+            datt_ = arena_.floats(gqa_.score_elements());
+        }
         if (!kv_split_ && tp_.size() > 1) kv_gradients_ = arena_.floats(2 * static_cast<std::size_t>(KVl_) * C_);
         if (tp_.sequence_parallel()) {
             gathered_ = arena_.floats(btc);
@@ -677,6 +719,8 @@ class LlamaModel : public Model {
     }
 
     std::size_t rows() const { return static_cast<std::size_t>(B_) * static_cast<std::size_t>(T_); }
+    // What a layer keeps of its attention core: the probabilities, or ContextAttention's state.
+    std::size_t attention_store_elements() const { return context_ ? context_->saved_floats() : gqa_.score_elements(); }
     const float* param(const float* unit_base, int tensor) const {
         return unit_base + full_layout_.tensor(tensor).offset_in_unit;
     }
@@ -730,6 +774,9 @@ class LlamaModel : public Model {
     std::vector<std::vector<ActivationSlot>> slots_;
     std::vector<WeightGradientStash> stash_;
     LlamaTensors tensors_;
+    std::unique_ptr<ContextAttention> context_;
+    std::size_t context_workspace_bytes_ = 0;
+    std::vector<int> positions_host_;  // (T) each held token's position in its sequence
     Buffer positions_;  // (T) ints: each token's position, which RoPE turns it by
 
     std::vector<Buffer> tokens_, targets_, loss_buffers_;
@@ -757,8 +804,9 @@ ParameterLayout llama_parameter_layout(const ModelConfig& config, const TensorSp
 
 std::unique_ptr<Model> make_llama_model(const ModelConfig& config, const MicrobatchShape& shape, std::uint64_t seed,
                                         Ops& ops, MemoryLedger& ledger, const TensorParallelGroup& tp,
-                                        const PipelinePart& part, Precision precision, Recompute recompute) {
-    return std::make_unique<LlamaModel>(config, shape, seed, ops, ledger, tp, part, precision, recompute);
+                                        const PipelinePart& part, Precision precision, Recompute recompute,
+                                        const ContextGroup& cp) {
+    return std::make_unique<LlamaModel>(config, shape, seed, ops, ledger, tp, part, precision, recompute, cp);
 }
 
 }  // namespace parbench

@@ -13,7 +13,8 @@ namespace parbench {
 ParameterLayout llama_parameter_layout(const ModelConfig& config, const TensorSplit& split = {});
 std::unique_ptr<Model> make_llama_model(const ModelConfig& config, const MicrobatchShape& shape, std::uint64_t seed,
                                         Ops& ops, MemoryLedger& ledger, const TensorParallelGroup& tp,
-                                        const PipelinePart& part, Precision precision, Recompute recompute);
+                                        const PipelinePart& part, Precision precision, Recompute recompute,
+                                        const ContextGroup& cp = {});
 // Whether tensor parallelism of `tp` ranks splits the key/value heads (they divide) or every
 // rank holds them all (replicated), docs/training.md's rule.
 bool llama_kv_heads_split(const ModelConfig& config, int tp);

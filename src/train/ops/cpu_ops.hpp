@@ -50,6 +50,22 @@ class CpuOps : public Ops {
                                 const float* q, const float* k, const float* v, const float* att,
                                 const GqaShape& shape) override;
 
+    void block_attention_forward(float* part_out, float* part_max, float* part_sum, float* scores, const float* q,
+                                 const float* k, const float* v, const AttentionBlock& block) override;
+    void block_attention_merge(float* out, float* row_max, float* row_sum, const float* part_out,
+                               const float* part_max, const float* part_sum, const AttentionBlock& block) override;
+    void block_attention_finish(float* out, float* lse, const float* row_max, const float* row_sum, std::size_t rows,
+                                int hs) override;
+    void block_attention_delta(float* delta, const float* dout, const float* out, std::size_t rows,
+                               int hs) override;
+    void block_attention_backward(float* dq, float* dk, float* dv, float* scratch, const float* dout, const float* q,
+                                  const float* k, const float* v, const float* lse, const float* delta,
+                                  const AttentionBlock& block) override;
+    void copy_rows(float* dst, std::size_t dst_pitch, const float* src, std::size_t src_pitch, std::size_t width,
+                   std::size_t rows) override;
+    void add_rows(float* dst, std::size_t dst_pitch, const float* src, std::size_t src_pitch, std::size_t width,
+                  std::size_t rows) override;
+
     void encoder_forward(float* out, const int* tokens, const float* wte, const float* wpe, int B, int T, int C,
                          VocabShard shard) override;
     void encoder_backward(float* dwte, float* dwpe, const float* dout, const int* tokens, int B, int T, int C,

@@ -189,6 +189,43 @@ void CudaOps::gqa_attention_backward(float* dq, float* dk, float* dv, float* dpr
     launch_gqa_attention_backward(dq, dk, dv, dpreatt, datt, dout, q, k, v, att, shape, resources_->stream->get());
 }
 
+void CudaOps::block_attention_forward(float* part_out, float* part_max, float* part_sum, float* scores,
+                                      const float* q, const float* k, const float* v, const AttentionBlock& block) {
+    launch_block_attention_forward(part_out, part_max, part_sum, scores, q, k, v, block, resources_->stream->get());
+}
+
+void CudaOps::block_attention_merge(float* out, float* row_max, float* row_sum, const float* part_out,
+                                    const float* part_max, const float* part_sum, const AttentionBlock& block) {
+    launch_block_attention_merge(out, row_max, row_sum, part_out, part_max, part_sum, block,
+                                 resources_->stream->get());
+}
+
+void CudaOps::block_attention_finish(float* out, float* lse, const float* row_max, const float* row_sum,
+                                     std::size_t rows, int hs) {
+    launch_block_attention_finish(out, lse, row_max, row_sum, rows, hs, resources_->stream->get());
+}
+
+void CudaOps::block_attention_delta(float* delta, const float* dout, const float* out, std::size_t rows, int hs) {
+    launch_block_attention_delta(delta, dout, out, rows, hs, resources_->stream->get());
+}
+
+void CudaOps::block_attention_backward(float* dq, float* dk, float* dv, float* scratch, const float* dout,
+                                       const float* q, const float* k, const float* v, const float* lse,
+                                       const float* delta, const AttentionBlock& block) {
+    launch_block_attention_backward(dq, dk, dv, scratch, dout, q, k, v, lse, delta, block,
+                                    resources_->stream->get());
+}
+
+void CudaOps::copy_rows(float* dst, std::size_t dst_pitch, const float* src, std::size_t src_pitch,
+                        std::size_t width, std::size_t rows) {
+    launch_copy_rows(dst, dst_pitch, src, src_pitch, width, rows, resources_->stream->get());
+}
+
+void CudaOps::add_rows(float* dst, std::size_t dst_pitch, const float* src, std::size_t src_pitch, std::size_t width,
+                       std::size_t rows) {
+    launch_add_rows(dst, dst_pitch, src, src_pitch, width, rows, resources_->stream->get());
+}
+
 void CudaOps::attention_forward(float* out, float* preatt, float* att, const float* qkv, int B, int T, int C,
                                 int NH) {
     launch_attention_forward(out, preatt, att, qkv, B, T, C, NH, resources_->stream->get());

@@ -21,6 +21,7 @@
 #include <memory>
 #include <string>
 
+#include "kernels/block_attention_math.hpp"
 #include "kernels/gqa_math.hpp"
 #include "kernels/half_types.hpp"
 
@@ -99,6 +100,41 @@ class Ops {
     virtual void gqa_attention_backward(float* dq, float* dk, float* dv, float* dpreatt, float* datt,
                                         const float* dout, const float* q, const float* k, const float* v,
                                         const float* att, const GqaShape& shape) = 0;
+
+    // ---- blockwise attention, ring attention's pieces (kernels/block_attention_math.hpp) -----
+    // The block's queries against its keys/values (AttentionBlock: token windows of q and k/v,
+    // mask full or causal-diagonal; a fully masked block is not called). Writes, at the block's
+    // query rows, part_out (out's layout) = sum_j exp(s_j - m) v_j UNNORMALISED, part_max = m
+    // and part_sum = sum_j exp(s_j - m) (row statistics (B, q_tokens, NH)). scores
+    // (block.tile_elements()) is scratch.
+    virtual void block_attention_forward(float* part_out, float* part_max, float* part_sum, float* scores,
+                                         const float* q, const float* k, const float* v,
+                                         const AttentionBlock& block) = 0;
+    // Merges a partial into the running (out, row_max, row_sum) at the block's query rows with
+    // the online-softmax rescaling. Start the running state at out = 0, max = -inf, sum = 0.
+    virtual void block_attention_merge(float* out, float* row_max, float* row_sum, const float* part_out,
+                                       const float* part_max, const float* part_sum,
+                                       const AttentionBlock& block) = 0;
+    // After the last merge, over `rows` rows of hs floats (B*T*NH): out /= row_sum and
+    // lse = row_max + log(row_sum), what backward needs.
+    virtual void block_attention_finish(float* out, float* lse, const float* row_max, const float* row_sum,
+                                        std::size_t rows, int hs) = 0;
+    // delta (rows) = sum over each row of hs floats of dout * out (FlashAttention-2's D).
+    virtual void block_attention_delta(float* delta, const float* dout, const float* out, std::size_t rows,
+                                       int hs) = 0;
+    // The block's dq (q's layout), dk, dv (k's layout) +=, P recomputed from q, k and lse, with
+    // delta from block_attention_delta on the finished output. scratch (2 x block.tile_elements()).
+    virtual void block_attention_backward(float* dq, float* dk, float* dv, float* scratch, const float* dout,
+                                          const float* q, const float* k, const float* v, const float* lse,
+                                          const float* delta, const AttentionBlock& block) = 0;
+
+    // ---- strided copies (resharding for context parallelism) -------------------------------
+    // `rows` rows of `width` floats, row r at src + r*src_pitch, to dst + r*dst_pitch:
+    // copy_rows overwrites, add_rows adds (+=). Pitches in floats; regions must not overlap.
+    virtual void copy_rows(float* dst, std::size_t dst_pitch, const float* src, std::size_t src_pitch,
+                           std::size_t width, std::size_t rows) = 0;
+    virtual void add_rows(float* dst, std::size_t dst_pitch, const float* src, std::size_t src_pitch,
+                          std::size_t width, std::size_t rows) = 0;
 
     // ---- token + position embedding -----------------------------------------------------
     // out (B,T,C) = wte[token - shard.start] (zero when the token is outside the shard)

@@ -1,0 +1,65 @@
+// The two styles behind ContextAttention, one file each (ring_attention.cpp,
+// alltoall_attention.cpp), and what both need: the chunk layout of context_positions(), a
+// compute timer and a timed wait.
+#pragma once
+
+#include <chrono>
+#include <cstddef>
+#include <memory>
+#include <span>
+#include <vector>
+
+#include "train/context/context_attention.hpp"
+
+namespace parbench::detail {
+
+// The chunks of the sequence a rank holds: chunk i of the rank's local order covers
+// positions [index[i] * length, (index[i] + 1) * length). context_positions() expands it.
+struct ContextChunks {
+    std::vector<int> index;
+    int length = 0;
+};
+// Throws UsageError as context_positions() documents. One rank (c = 1) holds the whole
+// sequence as one chunk, whatever the balance: there is nothing to balance.
+ContextChunks context_chunks(int T, const ContextSplit& split);
+
+class ContextAttentionStyle {
+  public:
+    virtual ~ContextAttentionStyle() = default;
+    virtual std::size_t saved_floats() const = 0;
+    virtual void forward(float* out, float* saved, const float* q, const float* k, const float* v) = 0;
+    virtual void backward(float* dq, float* dk, float* dv, const float* dout, const float* out, const float* saved,
+                          const float* q, const float* k, const float* v) = 0;
+    ContextAttentionCounters counters;
+};
+
+std::unique_ptr<ContextAttentionStyle> make_ring_attention(Communicator& cp, Ops& ops, MemoryLedger& ledger,
+                                                           const ContextSplit& split, const GqaShape& local,
+                                                           int full_seq_len);
+std::unique_ptr<ContextAttentionStyle> make_alltoall_attention(Communicator& cp, Ops& ops, MemoryLedger& ledger,
+                                                               const ContextSplit& split, const GqaShape& local,
+                                                               int full_seq_len);
+
+// Adds the time from construction to destruction to `total_ms`. The ops' queue is drained
+// first at the end (calls are asynchronous on a GPU), so the time is the math's, not its issue.
+class ComputeTimer {
+  public:
+    ComputeTimer(Ops& ops, double& total_ms) : ops_(ops), total_ms_(total_ms), start_(Clock::now()) {}
+    ~ComputeTimer() {
+        ops_.synchronize();
+        total_ms_ += std::chrono::duration<double, std::milli>(Clock::now() - start_).count();
+    }
+    ComputeTimer(const ComputeTimer&) = delete;
+    ComputeTimer& operator=(const ComputeTimer&) = delete;
+
+  private:
+    using Clock = std::chrono::steady_clock;
+    Ops& ops_;
+    double& total_ms_;
+    Clock::time_point start_;
+};
+
+// Completes every pending request, adding the time blocked to `wait_ms`.
+void wait_all(std::span<Request> requests, double& wait_ms);
+
+}  // namespace parbench::detail
