@@ -9,8 +9,8 @@
 #include "bench/watchdog.hpp"
 #include "collectives/collective.hpp"
 #include "comm/mpi_communicator.hpp"
-#include "comm/mpi_session.hpp"
 #include "device/cpu_device.hpp"
+#include "tests/support/mpi_gtest_main.hpp"
 
 namespace parbench {
 namespace {
@@ -201,22 +201,4 @@ TEST(CollectivesOverMpi, SplitFormsGroups) {
 }  // namespace
 }  // namespace parbench
 
-int main(int argc, char** argv) {
-    ::testing::InitGoogleTest(&argc, argv);
-    parbench::MpiSession session(argc, argv);
-    // Only the first rank prints gtest's report; every rank's failures still fail the exit code.
-    if (session.world_rank() != 0) {
-        auto& listeners = ::testing::UnitTest::GetInstance()->listeners();
-        delete listeners.Release(listeners.default_result_printer());
-    }
-    int status = 0;
-    {
-        parbench::World world;
-        parbench::world = &world;
-        status = RUN_ALL_TESTS();
-        parbench::world = nullptr;
-    }
-    int worst = 0;
-    MPI_Allreduce(&status, &worst, 1, MPI_INT, MPI_MAX, MPI_COMM_WORLD);
-    return worst;
-}
+int main(int argc, char** argv) { return parbench::run_all_tests_on_every_rank(argc, argv, parbench::world); }
