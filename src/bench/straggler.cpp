@@ -97,6 +97,9 @@ std::optional<std::string> run_straggler_warning(const std::vector<StragglerFind
         if (f.host_consistent) by_host[f.waited_host].push_back(f.host_lateness_us);
     }
     const std::size_t needed = (findings.size() + 1) / 2;
+    // Both can hold: a whole slow host usually also has one rank that is last most often; the
+    // rank line says where to look first, the host line how much the host costs and what next.
+    std::vector<std::string> lines;
     std::ostringstream text;
     text << std::fixed;
     text.precision(1);
@@ -109,7 +112,9 @@ std::optional<std::string> run_straggler_warning(const std::vector<StragglerFind
              << " of " << findings.size() << " points (median wait " << summarize(waits).median
              << " us): it arrives late at the collective; look for other load, a slower core or NUMA placement of "
                 "that rank, or pin ranks (--bind-to core)";
-        return text.str();
+        lines.push_back(text.str());
+        text.str("");
+        break;
     }
     for (const auto& [host, lateness] : by_host) {
         if (lateness.size() < needed) continue;
@@ -118,9 +123,11 @@ std::optional<std::string> run_straggler_warning(const std::vector<StragglerFind
              << summarize(lateness).median
              << " us later than those of the median other host; check that host for other load or slower cores, "
                 "and run `parbench pairs --by host` to see whether its links are slow too";
-        return text.str();
+        lines.push_back(text.str());
+        break;
     }
-    return std::nullopt;
+    if (lines.empty()) return std::nullopt;
+    return lines.size() == 1 ? lines[0] : lines[0] + "; " + lines[1];
 }
 
 }  // namespace parbench

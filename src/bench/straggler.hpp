@@ -43,10 +43,10 @@ inline constexpr double straggler_min_wait_us = 5.0;
 std::optional<StragglerFinding> find_straggler(const RankTimes& times, const std::vector<std::string>& hosts_by_rank,
                                                double reported_time_us);
 
-// Over a run's points: the rank (or, when ranks differ, the host) that was the consistent
-// straggler at at least half of the points that have a finding, named in a warning with
-// a fix (for a host: how much later its ranks started, and `pairs` to check its links);
-// nothing when no single rank or host stands out.
+// Over a run's points: the rank and the host that were the consistent straggler at at least
+// half of the points that have a finding, named in one warning with a fix each (for the host:
+// how much later its ranks started, and `pairs` to check its links); either alone when only
+// one stands out, nothing when neither does.
 std::optional<std::string> run_straggler_warning(const std::vector<StragglerFinding>& findings);
 
 }  // namespace parbench

@@ -158,6 +158,16 @@ TEST(Straggler, RunWarningNamesTheRankConsistentAtHalfThePoints) {
     EXPECT_NE(host_warning->find("a median 40.0 us later than those of the median other host"), std::string::npos)
         << *host_warning;
     EXPECT_NE(host_warning->find("parbench pairs --by host"), std::string::npos) << *host_warning;
+    // A rank and its host both consistent: one warning names both, the rank first.
+    StragglerFinding late_on_late_host = late;
+    late_on_late_host.waited_host = "b";
+    late_on_late_host.host_lateness_us = 30.0;
+    late_on_late_host.host_consistent = true;
+    const auto both = run_straggler_warning({late_on_late_host, late_on_late_host, quiet});
+    ASSERT_TRUE(both);
+    EXPECT_EQ(both->rfind("rank 3 (host b)", 0), 0u) << *both;
+    EXPECT_NE(both->find("; host b held the ranks the others waited for at 2 of 3 points"), std::string::npos)
+        << *both;
 }
 
 }  // namespace
