@@ -4,18 +4,11 @@
 # median step time, activation bytes one layer keeps (the ledger) beside the formula, the
 # ledger's activation peak, MFU and HFU. Runs alternate between the modes (ROUNDS rounds) and
 # each figure is the median over rounds, since run-to-run noise on these VMs is large.
-# (Context parallelism, issue #13's --cp, is not implemented yet: no cp figures here.)
+# (Context parallelism, --cp: scripts/bench_cp.sh.)
 # Usage: scripts/bench_context.sh [build-dir]   (default: build/; ROUNDS=3 by default)
 set -euo pipefail
-root=$(cd "$(dirname "$0")/.." && pwd)
-build=${1:-$root/build}
-parbench=$build/parbench
-[[ -x "$parbench" ]] || { echo "error: $parbench is not built; run scripts/setup.sh or pass the build folder" >&2; exit 2; }
+source "$(dirname "$0")/bench_common.sh" "${1:-}"
 rounds=${ROUNDS:-3}
-out=$(mktemp -d)
-trap 'rm -rf "$out"' EXIT
-export OPENBLAS_NUM_THREADS=1
-mpi=(mpirun --allow-run-as-root --oversubscribe -x OPENBLAS_NUM_THREADS=1)
 args=(train --model llama-small --global-batch 4 --warmup 1 --steps 4)
 
 echo "machine: $(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2 | sed 's/^ //'), $(nproc) cores"

@@ -9,15 +9,8 @@
 # these VMs is large.
 # Usage: scripts/bench_cp.sh [build-dir]   (default: build/; ROUNDS=3 by default)
 set -euo pipefail
-root=$(cd "$(dirname "$0")/.." && pwd)
-build=${1:-$root/build}
-parbench=$build/parbench
-[[ -x "$parbench" ]] || { echo "error: $parbench is not built; run scripts/setup.sh or pass the build folder" >&2; exit 2; }
+source "$(dirname "$0")/bench_common.sh" "${1:-}"
 rounds=${ROUNDS:-3}
-out=$(mktemp -d)
-trap 'rm -rf "$out"' EXIT
-export OPENBLAS_NUM_THREADS=1
-mpi=(mpirun --allow-run-as-root --oversubscribe -x OPENBLAS_NUM_THREADS=1)
 args=(train --model llama-long --global-batch 2 --warmup 1 --steps 3)
 layouts=("cp1:1:" "ring-zigzag:2:--cp 2 --cp-style ring --cp-balance zigzag"
          "ring-none:2:--cp 2 --cp-style ring --cp-balance none"

@@ -8,15 +8,8 @@
 # much as the code, and the script says so.
 # Usage: scripts/bench_exposed_comm.sh [build-dir] [rounds]   (defaults: build/, 3)
 set -euo pipefail
-root=$(cd "$(dirname "$0")/.." && pwd)
-build=${1:-$root/build}
+source "$(dirname "$0")/bench_common.sh" "${1:-}"
 rounds=${2:-3}
-parbench=$build/parbench
-[[ -x "$parbench" ]] || { echo "error: $parbench is not built; run scripts/setup.sh or pass the build folder" >&2; exit 2; }
-out=$(mktemp -d)
-trap 'rm -rf "$out"' EXIT
-export OPENBLAS_NUM_THREADS=1
-mpi=(mpirun --allow-run-as-root --oversubscribe -x OPENBLAS_NUM_THREADS=1)
 common=(train --model gpt-small --global-batch 4 --warmup 2 --steps 5)
 layouts=(tp2 tp2_sp pp2 dp2_tp2_pp2)
 declare -A ranks=([tp2]=2 [tp2_sp]=2 [pp2]=2 [dp2_tp2_pp2]=8)

@@ -10,15 +10,8 @@
 # Runs alternate and figures are medians over rounds: run-to-run noise here is large.
 # Usage: scripts/bench_tensor.sh [build-dir] [rounds]   (default: build/; 3)
 set -euo pipefail
-root=$(cd "$(dirname "$0")/.." && pwd)
-build=${1:-$root/build}
+source "$(dirname "$0")/bench_common.sh" "${1:-}"
 rounds=${2:-3}
-parbench=$build/parbench
-[[ -x "$parbench" ]] || { echo "error: $parbench is not built; run scripts/setup.sh or pass the build folder" >&2; exit 2; }
-out=$(mktemp -d)
-trap 'rm -rf "$out"' EXIT
-export OPENBLAS_NUM_THREADS=1
-mpi=(mpirun --allow-run-as-root --oversubscribe -x OPENBLAS_NUM_THREADS=1)
 cores=$(nproc)
 
 run() {  # run NAME RANKS ARGS...: one report per round in $out/NAME_<round>.json

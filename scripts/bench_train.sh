@@ -8,14 +8,7 @@
 #      16 B/param ledger (small buckets, so ZeRO-2's gradient slots stay small).
 # Usage: scripts/bench_train.sh [build-dir]   (default: build/)
 set -euo pipefail
-root=$(cd "$(dirname "$0")/.." && pwd)
-build=${1:-$root/build}
-parbench=$build/parbench
-[[ -x "$parbench" ]] || { echo "error: $parbench is not built; run scripts/setup.sh or pass the build folder" >&2; exit 2; }
-out=$(mktemp -d)
-trap 'rm -rf "$out"' EXIT
-export OPENBLAS_NUM_THREADS=1
-mpi=(mpirun --allow-run-as-root --oversubscribe -x OPENBLAS_NUM_THREADS=1)
+source "$(dirname "$0")/bench_common.sh" "${1:-}"
 field() { python3 -c "import json,sys; r=json.load(open(sys.argv[1]))['results'][0]; print(eval(sys.argv[2], {}, {'r': r}))" "$@"; }
 
 echo "machine: $(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2 | sed 's/^ //'), $(nproc) cores"
