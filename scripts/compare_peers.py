@@ -1,14 +1,16 @@
 #!/usr/bin/env python3
 """parbench side by side with the Intel MPI Benchmarks and the OSU micro-benchmarks.
 
-Runs, in alternating rounds, parbench with the flags that reproduce each peer's method
-(README "Reproducing other tools' numbers"), IMB-MPI1 and the OSU collective latency
-tests, on the same ranks and sizes, and prints the median over rounds of every figure
-with parbench's ratio to the peer. The peers are not part of parbench: build them
-yourself from their public sources and point this script at the binaries.
+Runs, in rounds, parbench with the flags that reproduce each peer's method (README
+"Reproducing other tools' numbers"), IMB-MPI1 and the OSU collective latency tests, on the
+same ranks and sizes, the three back to back at each point, and prints the median over
+rounds of every figure and of parbench's ratio to the peer within a round. The peers are
+not part of parbench: build them yourself from their public sources and point this script
+at the binaries.
 
     scripts/compare_peers.py --imb /path/IMB-MPI1 --osu /path/osu/mpi/collective \\
-        [--parbench build/parbench] [--np 2] [--rounds 5] [--json out.json] [--markdown]
+        [--parbench build/parbench] [--np 2] [--rounds 5] [--json out.json] [--markdown] \\
+        [--parbench-flags "..."] [--no-imb-placement]
 
 Sizes follow the peers' convention (IMB's #bytes, OSU's Size): the whole buffer for
 allreduce, reduce and broadcast, each rank's contribution for allgather and each
@@ -40,88 +42,126 @@ SMALL = 8192  # OSU's iteration switch: 1000 iterations + 200 warm-up below, 100
 PARBENCH_METHOD = ["--timing", "per-iter", "--aggregate", "rank-mean", "--placement", "out", "--mpi-threads", "single"]
 
 
-def mpirun(args, np):
-    base = ["mpirun", "--allow-run-as-root", "-np", str(np)]
+def mpirun(args, np, preload=None):
+    base = ["mpirun", "--allow-run-as-root", "-np", str(np)] + (["-x", f"LD_PRELOAD={preload}"] if preload else [])
     env = dict(os.environ, OPENBLAS_NUM_THREADS="1")
     result = subprocess.run(base + args, capture_output=True, text=True, env=env, timeout=900)
     if result.returncode != 0:
         sys.exit(f"error: {' '.join(args[:2])} failed ({result.returncode}): {result.stderr[-2000:]}")
-    return result.stdout
+    return result.stdout if not preload else result.stdout + result.stderr
 
 
-def run_parbench(parbench, np, sizes, workdir):
-    """{(collective, peer size): {"rank-mean": us, "rank-max": us}} from one run per collective and size class."""
-    figures = {}
-    for name, (_, _, per_rank) in COLLECTIVES.items():
-        scale = np if per_rank else 1
-        for small in (True, False):
-            chosen = [s for s in sizes if (s <= SMALL) == small]
-            if not chosen:
-                continue
-            iters, warmup = ("1000", "200") if small else ("100", "10")
-            report = os.path.join(workdir, f"{name}.json")
-            for size in chosen:
-                mpirun([parbench, name, "--size", str(size * scale), "--iters", iters, "--warmup", warmup,
-                        *PARBENCH_METHOD, "--quiet", "--json", report], np)
-                entry = json.load(open(report))["results"][0]
-                figures[(name, size)] = {"rank-mean": entry["reported_time_us"],
-                                         "rank-max": entry["aggregates_us"]["rank-max"]}
-    return figures
+def run_parbench(parbench, np, name, size, workdir, extra_flags):
+    """{"rank-mean": us, "rank-max": us} of one parbench process at one collective and size."""
+    scale = np if COLLECTIVES[name][2] else 1
+    iters, warmup = ("1000", "200") if size <= SMALL else ("100", "10")
+    report = os.path.join(workdir, f"{name}.json")
+    mpirun([parbench, name, "--size", str(size * scale), "--iters", iters, "--warmup", warmup, *PARBENCH_METHOD,
+            *extra_flags, "--quiet", "--json", report], np)
+    entry = json.load(open(report))["results"][0]
+    return {"rank-mean": entry["reported_time_us"], "rank-max": entry["aggregates_us"]["rank-max"]}
 
 
-def run_imb(imb, np, sizes, workdir):
-    """One IMB-MPI1 process per collective and size, as parbench runs, with OSU's iteration
-    counts (IMB's own policy would pick fewer repetitions for large sizes)."""
-    figures = {}
-    by_imb = {imb_name: name for name, (imb_name, _, _) in COLLECTIVES.items()}
+def run_imb(imb, np, name, size, workdir):
+    """{"t_avg": us, "t_max": us} of one IMB-MPI1 process at one collective and size, with OSU's
+    iteration counts (IMB's own policy would pick fewer repetitions for large sizes)."""
+    iters = "1000" if size <= SMALL else "100"
     lengths = os.path.join(workdir, "imb-lengths.txt")
-    for imb_name, name in by_imb.items():
-        for size in sizes:
-            iters = "1000" if size <= SMALL else "100"
-            with open(lengths, "w") as out:
-                out.write(f"{size}\n")
-            text = mpirun([imb, imb_name, "-msglen", lengths, "-npmin", str(np), "-iter", iters, "-iter_policy", "off"],
-                          np)
-            for line in text.splitlines():
-                fields = line.split()
-                if len(fields) == 5 and fields[0].isdigit() and int(fields[0]) == size:
-                    figures[(name, size)] = {"t_avg": float(fields[4]), "t_max": float(fields[3])}
-    return figures
+    with open(lengths, "w") as out:
+        out.write(f"{size}\n")
+    text = mpirun([imb, COLLECTIVES[name][0], "-msglen", lengths, "-npmin", str(np), "-iter", iters, "-iter_policy",
+                   "off"], np)
+    for line in text.splitlines():
+        fields = line.split()
+        if len(fields) == 5 and fields[0].isdigit() and int(fields[0]) == size:
+            return {"t_avg": float(fields[4]), "t_max": float(fields[3])}
+    sys.exit(f"error: no {size} B row in IMB-MPI1's {name} output:\n{text}")
 
 
-def run_osu(osu_dir, np, sizes):
-    """One OSU process per collective and size (-m SIZE:SIZE), as parbench runs."""
-    figures = {}
-    for name, (_, binary, _) in COLLECTIVES.items():
-        for size in sizes:
-            text = mpirun([os.path.join(osu_dir, binary), "-f", "-m", f"{size}:{size}"], np)
-            for line in text.splitlines():
-                fields = line.split()
-                if len(fields) >= 4 and fields[0].isdigit() and int(fields[0]) == size:
-                    figures[(name, size)] = {"avg": float(fields[1]), "max": float(fields[3])}
-    return figures
+def imb_buffer_bytes(name, size, np):
+    """IMB-MPI1's send and receive buffer lengths at one point (its #bytes convention)."""
+    if name == "allgather":
+        return size, np * size
+    if name == "alltoall":
+        return np * size, np * size
+    return size, size
 
 
-def median_over(rounds, key, field):
-    values = [r[key][field] for r in rounds if key in r]
-    return statistics.median(values) if values else None
+def build_alloc_spy(workdir):
+    """scripts/peers/mpi_alloc_spy.c as a shared object, with the mpicc that built the peers."""
+    source = os.path.join(os.path.dirname(os.path.abspath(__file__)), "peers", "mpi_alloc_spy.c")
+    target = os.path.join(workdir, "mpi_alloc_spy.so")
+    built = subprocess.run(["mpicc", "-shared", "-fPIC", "-O2", source, "-o", target, "-ldl"], capture_output=True,
+                           text=True)
+    if built.returncode != 0:
+        sys.exit(f"error: building {source} failed (needs mpicc; or pass --no-imb-placement):\n{built.stderr}")
+    return target
+
+
+def imb_placement(imb, spy, np, name, size, workdir):
+    """Bytes from IMB-MPI1's send buffer to its receive buffer modulo a page, on rank 0, from one
+    short IMB run under the MPI_Alloc_mem spy: IMB allocates the send buffer, then the receive
+    buffer, and glibc puts small ones one after the other on the heap (64 KiB ones 16 bytes
+    apart modulo 4096, which is what makes IMB slow there: README)."""
+    send_bytes, recv_bytes = imb_buffer_bytes(name, size, np)
+    lengths = os.path.join(workdir, "imb-lengths.txt")
+    with open(lengths, "w") as out:
+        out.write(f"{size}\n")
+    text = mpirun([imb, COLLECTIVES[name][0], "-msglen", lengths, "-npmin", str(np), "-iter", "1", "-iter_policy",
+                   "off"], np, preload=spy)
+    allocations = [(int(f[4]), int(f[6])) for f in (line.split() for line in text.splitlines())
+                   if len(f) == 7 and f[0] == "alloc-spy" and f[2] == "0"]
+    for (first_size, first_offset), (second_size, second_offset) in reversed(list(zip(allocations, allocations[1:]))):
+        if first_size == send_bytes and second_size == recv_bytes:
+            return (second_offset - first_offset) % 4096
+    sys.exit(f"error: the spy saw no {send_bytes} B then {recv_bytes} B MPI_Alloc_mem on rank 0 for IMB's {name}: "
+             f"{allocations}")
+
+
+def run_osu(osu_dir, np, name, size):
+    """{"avg": us} of one OSU process at one collective and size (-m SIZE:SIZE)."""
+    text = mpirun([os.path.join(osu_dir, COLLECTIVES[name][1]), "-f", "-m", f"{size}:{size}"], np)
+    for line in text.splitlines():
+        fields = line.split()
+        if len(fields) >= 4 and fields[0].isdigit() and int(fields[0]) == size:
+            return {"avg": float(fields[1]), "max": float(fields[3])}
+    sys.exit(f"error: no {size} B row in {COLLECTIVES[name][1]}'s output:\n{text}")
 
 
 def measure_rounds(args, sizes, workdir):
-    rounds = {"parbench": [], "imb": [], "osu": []}
+    """Per round, per point, the three tools back to back in an order that rotates with the
+    round and the point: the machine's slow drifts then touch every tool alike, and each
+    round's three figures of a point are seconds apart (the paired ratios compare those)."""
+    rounds = []
+    points = [(name, size) for name in COLLECTIVES for size in sizes]
+    tools = ["parbench", "imb", "osu"]
+    # parbench's figure for IMB puts its receive buffer where IMB's lands, relative to the send buffer.
+    placement = {}
+    if not args.no_imb_placement:
+        spy = build_alloc_spy(workdir)
+        placement = {point: imb_placement(args.imb, spy, args.np, *point, workdir) for point in points}
     for r in range(args.rounds):
-        # Alternate the order, so slow drifts of the machine touch every tool alike.
-        order = ["parbench", "imb", "osu"]
-        order = order[r % 3:] + order[:r % 3]
-        for tool in order:
-            if tool == "parbench":
-                rounds[tool].append(run_parbench(args.parbench, args.np, sizes, workdir))
-            elif tool == "imb":
-                rounds[tool].append(run_imb(args.imb, args.np, sizes, workdir))
-            else:
-                rounds[tool].append(run_osu(args.osu, args.np, sizes))
+        figures = {}
+        for index, (name, size) in enumerate(points):
+            shift = (r + index) % 3
+            for tool in tools[shift:] + tools[:shift]:
+                if tool == "parbench":
+                    value = run_parbench(args.parbench, args.np, name, size, workdir, args.parbench_flags.split())
+                    figures.setdefault((name, size), {}).update({"parbench_" + k: v for k, v in value.items()})
+                    if placement.get((name, size)):  # else IMB's placement is parbench's default
+                        value = run_parbench(args.parbench, args.np, name, size, workdir,
+                                             args.parbench_flags.split() +
+                                             ["--buffer-offsets", f"0,{placement[(name, size)]}"])
+                    figures[(name, size)].update({"parbench_imb_" + k: v for k, v in value.items()})
+                elif tool == "imb":
+                    value = run_imb(args.imb, args.np, name, size, workdir)
+                    figures.setdefault((name, size), {}).update({"imb_" + k: v for k, v in value.items()})
+                else:
+                    value = run_osu(args.osu, args.np, name, size)
+                    figures.setdefault((name, size), {}).update({"osu_" + k: v for k, v in value.items()})
+        rounds.append(figures)
         print(f"round {r + 1}/{args.rounds} done", file=sys.stderr)
-    return rounds
+    return rounds, placement
 
 
 def main():
@@ -132,6 +172,9 @@ def main():
     parser.add_argument("--np", type=int, default=2)
     parser.add_argument("--rounds", type=int, default=5)
     parser.add_argument("--sizes", default=",".join(map(str, DEFAULT_SIZES)), help="bytes, peers' convention")
+    parser.add_argument("--parbench-flags", default="", help="more flags for every parbench run")
+    parser.add_argument("--no-imb-placement", action="store_true",
+                        help="compare IMB with parbench's default buffers, not with IMB's placement of them")
     parser.add_argument("--json", help="write every round's figures and the medians here")
     parser.add_argument("--markdown", action="store_true", help="print a Markdown table")
     args = parser.parse_args()
@@ -141,38 +184,30 @@ def main():
             sys.exit(f"error: {path} is not an executable; build it first (see the script's help)")
 
     with tempfile.TemporaryDirectory(prefix="parbench-peers-") as workdir:
-        rounds = measure_rounds(args, sizes, workdir)
+        rounds, placement = measure_rounds(args, sizes, workdir)
+    # (peer figure, parbench figure compared with it)
+    pairs = [("imb_t_avg", "parbench_imb_rank-mean"), ("imb_t_max", "parbench_imb_rank-max"),
+             ("osu_avg", "parbench_rank-mean")]
     rows = []
     for name in COLLECTIVES:
         for size in sizes:
             key = (name, size)
-            row = {
-                "collective": name, "bytes": size,
-                "parbench_rank_mean_us": median_over(rounds["parbench"], key, "rank-mean"),
-                "parbench_rank_max_us": median_over(rounds["parbench"], key, "rank-max"),
-                "imb_t_avg_us": median_over(rounds["imb"], key, "t_avg"),
-                "imb_t_max_us": median_over(rounds["imb"], key, "t_max"),
-                "osu_avg_us": median_over(rounds["osu"], key, "avg"),
-            }
+            per_round = [r[key] for r in rounds]
+            row = {"collective": name, "bytes": size}
+            for field in sorted({f for figures in per_round for f in figures}):
+                row[field + "_us"] = statistics.median(f[field] for f in per_round)
+            for peer, mine in pairs:
+                # The median over rounds of each round's ratio: a round's figures are seconds apart.
+                row[f"ratio_{mine}_to_{peer}"] = statistics.median(f[mine] / f[peer] for f in per_round)
             rows.append(row)
 
-    def ratio(a, b):
-        return a / b if a is not None and b else None
-
     header = ["collective", "size (B)", "IMB t_avg", "parbench rank-mean", "ratio", "IMB t_max", "parbench rank-max",
-              "ratio", "OSU avg", "ratio"]
+              "ratio", "OSU avg", "parbench rank-mean", "ratio"]
     lines = []
     for row in rows:
         cells = [row["collective"], str(row["bytes"])]
-        for peer, mine in (("imb_t_avg_us", "parbench_rank_mean_us"), ("imb_t_max_us", "parbench_rank_max_us"),
-                           ("osu_avg_us", "parbench_rank_mean_us")):
-            if peer != "osu_avg_us":
-                cells += [fmt(row[peer]), fmt(row[mine])]
-            else:
-                cells += [fmt(row[peer])]
-            value = ratio(row[mine], row[peer])
-            row[f"ratio_{peer}"] = value
-            cells.append(f"{value:.2f}" if value is not None else "-")
+        for peer, mine in pairs:
+            cells += [fmt(row[peer + "_us"]), fmt(row[mine + "_us"]), f"{row[f'ratio_{mine}_to_{peer}']:.2f}"]
         lines.append(cells)
     if args.markdown:
         print("| " + " | ".join(header) + " |")
@@ -184,15 +219,18 @@ def main():
         print("  ".join(h.rjust(w) for h, w in zip(header, widths)))
         for cells in lines:
             print("  ".join(c.rjust(w) for c, w in zip(cells, widths)))
-    worst = max(abs(v - 1) for row in rows for k, v in row.items() if k.startswith("ratio_") and v is not None)
-    print(f"# times in us, medians over {args.rounds} alternating rounds at {args.np} ranks; "
-          f"largest deviation from the peer {100 * worst:.0f}%", file=sys.stderr)
+    ratios = [v for row in rows for k, v in row.items() if k.startswith("ratio_")]
+    within = sum(1 for v in ratios if abs(v - 1) <= 0.15)
+    print(f"# times in us, medians over {args.rounds} rounds at {args.np} ranks, ratios the median of each round's "
+          f"ratio; {within} of {len(ratios)} within 15 %, largest deviation {100 * max(abs(v - 1) for v in ratios):.0f}%",
+          file=sys.stderr)
     if args.json:
         with open(args.json, "w") as out:
-            json.dump({"np": args.np, "rounds": args.rounds, "sizes": sizes, "parbench_flags": PARBENCH_METHOD,
+            json.dump({"np": args.np, "rounds": args.rounds, "sizes": sizes,
+                       "parbench_flags": PARBENCH_METHOD + args.parbench_flags.split(),
+                       "imb_receive_buffer_offset": {f"{k[0]} {k[1]}": v for k, v in placement.items()},
                        "rows": rows,
-                       "raw": {tool: [{f"{k[0]} {k[1]}": v for k, v in r.items()} for r in rs]
-                               for tool, rs in rounds.items()}}, out, indent=1)
+                       "raw": [{f"{k[0]} {k[1]}": v for k, v in r.items()} for r in rounds]}, out, indent=1)
 
 
 def fmt(value):

@@ -34,15 +34,19 @@ Buffer& CollectiveHarness::grow(Buffer& buffer, std::size_t bytes) {
 
 CollectiveHarness::Pointers CollectiveHarness::prepare_buffers(const PointSpec& spec, const BufferShape& shape) {
     const std::size_t element = dtype_size(spec.params.type);
+    const std::size_t send_shift = options_.send_offset_bytes / element;
+    const std::size_t recv_shift = options_.recv_offset_bytes / element;
     if (spec.inplace) {
-        Buffer& shared = grow(recv_, shape.inplace_count * element);
+        Buffer& shared = grow(recv_, (recv_shift + shape.inplace_count) * element);
+        const std::size_t send_at = recv_shift + shape.inplace_send_offset;
+        const std::size_t recv_at = recv_shift + shape.inplace_recv_offset;
         char* base = shared.as<char>();
-        return {base + shape.inplace_send_offset * element, base + shape.inplace_recv_offset * element,
-                &shared, shape.inplace_send_offset, &shared, shape.inplace_recv_offset};
+        return {base + send_at * element, base + recv_at * element, &shared, send_at, &shared, recv_at};
     }
-    Buffer& send = grow(send_, shape.send_count * element);
-    Buffer& recv = grow(recv_, shape.recv_count * element);
-    return {send.data(), recv.data(), &send, 0, &recv, 0};
+    Buffer& send = grow(send_, (send_shift + shape.send_count) * element);
+    Buffer& recv = grow(recv_, (recv_shift + shape.recv_count) * element);
+    return {send.as<char>() + send_shift * element, recv.as<char>() + recv_shift * element, &send, send_shift, &recv,
+            recv_shift};
 }
 
 void CollectiveHarness::fill_inputs(const PointSpec& spec, const BufferShape& shape, const Pointers& pointers) {
@@ -145,7 +149,8 @@ std::uint64_t CollectiveHarness::count_wrong(const PointSpec& spec, const Buffer
         InputPattern sentinel;
         sentinel.rank = data_.size() + 17;
         sentinel.modulus = 97;
-        device_.fill_input(*pointers.output_buffer, 0, shape.recv_count, spec.params.type, sentinel);
+        device_.fill_input(*pointers.output_buffer, pointers.output_offset, shape.recv_count, spec.params.type,
+                           sentinel);
     }
     watchdog_.enter({"check", std::string(collective.name()), spec.count * dtype_size(spec.params.type), 0});
     collective.run(data_, pointers.send, pointers.recv, spec.count, spec.params);

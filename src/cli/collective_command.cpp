@@ -62,6 +62,7 @@ struct CollectiveOptions {
     std::string groups;  // --groups: host, cross-host or N
     std::optional<int> inject_straggler_rank;
     double inject_straggler_us = 2000.0;
+    std::string buffer_offsets;  // --buffer-offsets SEND[,RECV]
 };
 
 // The options after parsing, in the types the harness takes.
@@ -104,6 +105,31 @@ void resolve_reporting(const CollectiveOptions& options, ResolvedOptions& resolv
     if (options.inject_straggler_us < 0) throw UsageError("--inject-straggler-us must be 0 or more");
     resolved.timing.inject_straggler_rank = options.inject_straggler_rank;
     resolved.timing.inject_straggler_us = options.inject_straggler_us;
+}
+
+// --buffer-offsets SEND[,RECV]: bytes past the allocation's start, below a page, in whole
+// elements (RECV defaults to SEND).
+void resolve_buffer_offsets(const std::string& text, DType type, TimingOptions& timing) {
+    if (text.empty()) return;
+    const auto comma = text.find(',');
+    const std::string parts[2] = {text.substr(0, comma), comma == std::string::npos ? text.substr(0, comma)
+                                                                                      : text.substr(comma + 1)};
+    std::size_t values[2] = {0, 0};
+    for (int i = 0; i < 2; ++i) {
+        const std::string& part = parts[i];
+        const bool digits = !part.empty() && part.size() <= 4 &&
+                            std::all_of(part.begin(), part.end(), [](char c) { return c >= '0' && c <= '9'; });
+        if (!digits || std::stoul(part) >= 4096)
+            throw UsageError("--buffer-offsets '" + text +
+                             "': give SEND or SEND,RECV, each a byte count from 0 to 4095 (e.g. 0,16)");
+        values[i] = std::stoul(part);
+        if (values[i] % dtype_size(type) != 0)
+            throw UsageError("--buffer-offsets '" + text + "': " + part + " is not a whole number of " +
+                             std::string(dtype_name(type)) + " elements (" + std::to_string(dtype_size(type)) +
+                             " bytes each); use a multiple of " + std::to_string(dtype_size(type)));
+    }
+    timing.send_offset_bytes = values[0];
+    timing.recv_offset_bytes = values[1];
 }
 
 std::string placement_name(const Placements& placements) {
@@ -168,6 +194,7 @@ ResolvedOptions resolve(const CollectiveOptions& options) {
     if (resolved.backend == BackendChoice::mpi && options.graph)
         throw UsageError("--graph replays CUDA graphs; it needs --backend nccl (or auto on GPUs)");
     resolve_reporting(options, resolved);
+    resolve_buffer_offsets(options.buffer_offsets, resolved.params.type, resolved.timing);
     return resolved;
 }
 
@@ -192,6 +219,7 @@ nlohmann::json config_json(const CollectiveOptions& options, const ResolvedOptio
         {"batch_size", resolved.timing.mode == TimingMode::batched ? nlohmann::json(resolved.timing.batch_size)
                                                                     : nlohmann::json(nullptr)},
         {"graph", resolved.timing.graph},
+        {"buffer_offsets", {{"send", resolved.timing.send_offset_bytes}, {"recv", resolved.timing.recv_offset_bytes}}},
         {"aggregation", aggregation_name(resolved.aggregation)},
         {"reported_statistic", reported_statistic(resolved.aggregation)},
         {"mpi_threads", {{"requested", thread_level_name(resolved.mpi_threads)}}},
@@ -209,6 +237,9 @@ std::string method_line(const ResolvedOptions& resolved) {
         text << "batched timing (barrier, " << resolved.timing.batch_size << " ops, device sync; time / "
              << resolved.timing.batch_size << ")";
     if (resolved.timing.graph) text << " replaying a CUDA graph";
+    if (resolved.timing.send_offset_bytes != 0 || resolved.timing.recv_offset_bytes != 0)
+        text << "; send buffer " << resolved.timing.send_offset_bytes << " B, receive buffer "
+             << resolved.timing.recv_offset_bytes << " B past a page";
     switch (resolved.aggregation) {
         case Aggregation::max: text << "; each sample is the max over ranks; algbw = bytes / median"; break;
         case Aggregation::mean: text << "; each sample is the mean over ranks; algbw = bytes / median"; break;
@@ -286,8 +317,11 @@ std::optional<std::string> collective_memory_refusal(const CollectiveOptions& op
     for (const Collective* collective : resolved.collectives) {
         const std::size_t count = element_count(*collective, largest, resolved.params, nranks, false);
         const BufferShape shape = collective->shape(count, nranks, rank, resolved.params.root);
-        send = std::max(send, options.inplace ? 0.0 : static_cast<double>(shape.send_count) * element);
-        recv = std::max(recv, static_cast<double>(options.inplace ? shape.inplace_count : shape.recv_count) * element);
+        send = std::max(send, options.inplace ? 0.0
+                                              : static_cast<double>(shape.send_count) * element +
+                                                    static_cast<double>(resolved.timing.send_offset_bytes));
+        recv = std::max(recv, static_cast<double>(options.inplace ? shape.inplace_count : shape.recv_count) * element +
+                                  static_cast<double>(resolved.timing.recv_offset_bytes));
     }
     const double points = static_cast<double>(resolved.collectives.size() * resolved.sizes.size());
     constexpr double bytes_per_kept_sample = 8.0 + 16.0 + 24.0;  // the double, its JSON value, its text
@@ -604,6 +638,9 @@ std::unique_ptr<Command> add_collective_command(CLI::App& app, const std::string
         ->capture_default_str();
     command->given().batch_size = sub->add_option("--batch-size", o.batch_size, "Ops per sample in batched timing")->capture_default_str();
     sub->add_flag("--graph", o.graph, "Replay the op(s) of a sample from a CUDA graph (GPU only)");
+    sub->add_option("--buffer-offsets", o.buffer_offsets,
+                    "SEND[,RECV]: start the send and receive buffers this many bytes past a page (default 0,0; "
+                    "IMB-MPI1's heap placement below 128 KiB is 0,16: README)");
     add_reporting_flags(*sub, o);
     command->given().json = sub->add_option("--json", o.json_path, "Write the report as JSON (schema parbench.report/v1)");
     command->given().csv = sub->add_option("--csv", o.csv_path, "Write the results as CSV");
