@@ -23,10 +23,7 @@ if [[ ${1:-} == --sanitize ]]; then
     { cat "$PARBENCH_BUILD_DIR/setup-configure.log"; exit 1; }
   "$root/scripts/setup.sh"
   # Leaks are errors, except Open MPI's own; UBSan stops at the first report with a stack.
-  # Full (slow) unwinding of every allocation's stack: Open MPI's libraries have no frame
-  # pointers, so the fast unwinder stops inside them and, once MPI_Finalize has unloaded
-  # the component that allocated, nothing names the library the suppressions look for.
-  export ASAN_OPTIONS=detect_leaks=1:abort_on_error=0:detect_stack_use_after_return=0:fast_unwind_on_malloc=0
+  export ASAN_OPTIONS=detect_leaks=1:abort_on_error=0:detect_stack_use_after_return=0
   export LSAN_OPTIONS=suppressions=$root/tests/sanitize/lsan.supp:print_suppressions=0
   export UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1
   cd "$PARBENCH_BUILD_DIR"

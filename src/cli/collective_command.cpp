@@ -112,8 +112,8 @@ void resolve_reporting(const CollectiveOptions& options, ResolvedOptions& resolv
 void resolve_buffer_offsets(const std::string& text, DType type, TimingOptions& timing) {
     if (text.empty()) return;
     const auto comma = text.find(',');
-    const std::string parts[2] = {text.substr(0, comma), comma == std::string::npos ? text.substr(0, comma)
-                                                                                      : text.substr(comma + 1)};
+    const std::string send = text.substr(0, comma);
+    const std::string parts[2] = {send, comma == std::string::npos ? send : text.substr(comma + 1)};
     std::size_t values[2] = {0, 0};
     for (int i = 0; i < 2; ++i) {
         const std::string& part = parts[i];
@@ -640,7 +640,7 @@ std::unique_ptr<Command> add_collective_command(CLI::App& app, const std::string
     sub->add_flag("--graph", o.graph, "Replay the op(s) of a sample from a CUDA graph (GPU only)");
     sub->add_option("--buffer-offsets", o.buffer_offsets,
                     "SEND[,RECV]: start the send and receive buffers this many bytes past a page (default 0,0; "
-                    "IMB-MPI1's heap placement below 128 KiB is 0,16: README)");
+                    "IMB-MPI1's 64 KiB buffers lie as 0,16 would: README)");
     add_reporting_flags(*sub, o);
     command->given().json = sub->add_option("--json", o.json_path, "Write the report as JSON (schema parbench.report/v1)");
     command->given().csv = sub->add_option("--csv", o.csv_path, "Write the results as CSV");
