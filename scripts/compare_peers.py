@@ -166,8 +166,8 @@ def measure_rounds(args, sizes, workdir):
 
 def main():
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--imb", required=True, help="the IMB-MPI1 binary you built")
-    parser.add_argument("--osu", required=True, help="the folder holding osu_allreduce, osu_bcast, ...")
+    parser.add_argument("--imb", help="the IMB-MPI1 binary you built")
+    parser.add_argument("--osu", default="", help="the folder holding osu_allreduce, osu_bcast, ...")
     parser.add_argument("--parbench", default="build/parbench")
     parser.add_argument("--np", type=int, default=2)
     parser.add_argument("--rounds", type=int, default=5)
@@ -175,39 +175,55 @@ def main():
     parser.add_argument("--parbench-flags", default="", help="more flags for every parbench run")
     parser.add_argument("--no-imb-placement", action="store_true",
                         help="compare IMB with parbench's default buffers, not with IMB's placement of them")
-    parser.add_argument("--json", help="write every round's figures and the medians here")
+    parser.add_argument("--statistic", choices=["best", "median"], default="best",
+                        help="over rounds: the best process (default: this VM's processes fall into modes up to 2x "
+                             "apart, which makes a median of a few a coin toss) or the median")
+    parser.add_argument("--json", help="write every round's figures, the best and the medians here")
+    parser.add_argument("--from-json", help="tabulate the figures of an earlier --json instead of measuring")
     parser.add_argument("--markdown", action="store_true", help="print a Markdown table")
     args = parser.parse_args()
     sizes = [int(s) for s in args.sizes.split(",")]
-    for path in (args.imb, args.parbench, os.path.join(args.osu, "osu_allreduce")):
-        if not os.access(path, os.X_OK):
-            sys.exit(f"error: {path} is not an executable; build it first (see the script's help)")
-
-    with tempfile.TemporaryDirectory(prefix="parbench-peers-") as workdir:
-        rounds, placement = measure_rounds(args, sizes, workdir)
-    # (peer figure, parbench figure compared with it)
-    pairs = [("imb_t_avg", "parbench_imb_rank-mean"), ("imb_t_max", "parbench_imb_rank-max"),
-             ("osu_avg", "parbench_rank-mean")]
+    if args.from_json:  # tabulate a previous run's figures again
+        earlier = json.load(open(args.from_json))
+        sizes, args.rounds, args.np = earlier["sizes"], earlier["rounds"], earlier["np"]
+        split = lambda key: (key.split()[0], int(key.split()[1]))
+        rounds = [{split(k): v for k, v in r.items()} for r in earlier["raw"]]
+        placement = {split(k): v for k, v in earlier["imb_receive_buffer_offset"].items()}
+    else:
+        for path in (args.imb, args.parbench, os.path.join(args.osu, "osu_allreduce")):
+            if not path or not os.access(path, os.X_OK):
+                sys.exit(f"error: {path} is not an executable; build it first (see the script's help)")
+        with tempfile.TemporaryDirectory(prefix="parbench-peers-") as workdir:
+            rounds, placement = measure_rounds(args, sizes, workdir)
+    # (peer figure, parbench figure compared with it, column headers): IMB beside parbench with
+    # its own buffers and with IMB's placement of them; IMB's t_max is in the JSON only.
+    pairs = [("imb_t_avg", "parbench_rank-mean", "IMB t_avg", "parbench"),
+             ("imb_t_avg", "parbench_imb_rank-mean", None, "parbench, IMB's buffers"),
+             ("osu_avg", "parbench_rank-mean", "OSU avg", "parbench")]
+    json_pairs = pairs + [("imb_t_max", "parbench_imb_rank-max", None, None)]
+    pick = min if args.statistic == "best" else statistics.median
     rows = []
     for name in COLLECTIVES:
         for size in sizes:
-            key = (name, size)
-            per_round = [r[key] for r in rounds]
+            per_round = [r[(name, size)] for r in rounds]
             row = {"collective": name, "bytes": size}
             for field in sorted({f for figures in per_round for f in figures}):
-                row[field + "_us"] = statistics.median(f[field] for f in per_round)
-            for peer, mine in pairs:
-                # The median over rounds of each round's ratio: a round's figures are seconds apart.
-                row[f"ratio_{mine}_to_{peer}"] = statistics.median(f[mine] / f[peer] for f in per_round)
+                row[field + "_best_us"] = min(f[field] for f in per_round)
+                row[field + "_median_us"] = statistics.median(f[field] for f in per_round)
+            for peer, mine, _, _ in json_pairs:
+                row[f"ratio_{mine}_to_{peer}"] = pick(f[mine] for f in per_round) / pick(f[peer] for f in per_round)
             rows.append(row)
 
-    header = ["collective", "size (B)", "IMB t_avg", "parbench rank-mean", "ratio", "IMB t_max", "parbench rank-max",
-              "ratio", "OSU avg", "parbench rank-mean", "ratio"]
+    header = ["collective", "size (B)"]
+    for _, _, peer_header, mine_header in pairs:
+        header += ([peer_header] if peer_header else []) + [mine_header, "ratio"]
     lines = []
     for row in rows:
         cells = [row["collective"], str(row["bytes"])]
-        for peer, mine in pairs:
-            cells += [fmt(row[peer + "_us"]), fmt(row[mine + "_us"]), f"{row[f'ratio_{mine}_to_{peer}']:.2f}"]
+        for peer, mine, peer_header, _ in pairs:
+            suffix = "_best_us" if args.statistic == "best" else "_median_us"
+            cells += ([fmt(row[peer + suffix])] if peer_header else []) + [fmt(row[mine + suffix])]
+            cells.append(f"{row[f'ratio_{mine}_to_{peer}']:.2f}")
         lines.append(cells)
     if args.markdown:
         print("| " + " | ".join(header) + " |")
@@ -219,11 +235,12 @@ def main():
         print("  ".join(h.rjust(w) for h, w in zip(header, widths)))
         for cells in lines:
             print("  ".join(c.rjust(w) for c, w in zip(cells, widths)))
-    ratios = [v for row in rows for k, v in row.items() if k.startswith("ratio_")]
-    within = sum(1 for v in ratios if abs(v - 1) <= 0.15)
-    print(f"# times in us, medians over {args.rounds} rounds at {args.np} ranks, ratios the median of each round's "
-          f"ratio; {within} of {len(ratios)} within 15 %, largest deviation {100 * max(abs(v - 1) for v in ratios):.0f}%",
-          file=sys.stderr)
+    for peer, mine, _, mine_header in pairs:
+        ratios = [row[f"ratio_{mine}_to_{peer}"] for row in rows]
+        within = sum(1 for v in ratios if abs(v - 1) <= 0.15)
+        print(f"# {mine_header} against {peer}: {within} of {len(ratios)} within 15 %", file=sys.stderr)
+    print(f"# times in us, the {'best' if args.statistic == 'best' else 'median'} of {args.rounds} processes per tool "
+          f"and point at {args.np} ranks", file=sys.stderr)
     if args.json:
         with open(args.json, "w") as out:
             json.dump({"np": args.np, "rounds": args.rounds, "sizes": sizes,
