@@ -2,7 +2,10 @@
 """`parbench plan` as a user runs it: bad input exits 2 with one line naming the flag; one
 layout, --search, --markdown and --json work, and the JSON follows schemas/plan.schema.json.
 
-    check_plan_cli.py PARBENCH OUT_DIR
+    check_plan_cli.py PARBENCH OUT_DIR [SECONDS]
+
+SECONDS bounds each plan run (120 by default; sanitizer builds, whose allocation stack traces
+make the search many times slower, give more).
 """
 import json
 import os
@@ -15,7 +18,8 @@ SCHEMA = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "s
 
 
 def run(binary, args):
-    return subprocess.run([binary, "plan"] + args, capture_output=True, text=True, timeout=120)
+    seconds = float(sys.argv[3]) if len(sys.argv) > 3 else 120
+    return subprocess.run([binary, "plan"] + args, capture_output=True, text=True, timeout=seconds)
 
 
 def main():
