@@ -23,7 +23,7 @@ if [[ ${1:-} == --sanitize ]]; then
     { cat "$PARBENCH_BUILD_DIR/setup-configure.log"; exit 1; }
   "$root/scripts/setup.sh"
   # Leaks are errors, except Open MPI's own; UBSan stops at the first report with a stack.
-  # Allocation stacks are unwound fully (8 frames): Open MPI's libraries have no frame
+  # Allocation stacks are unwound fully (slowly): Open MPI's libraries have no frame
   # pointers, so the fast unwinder stops inside them and, once MPI_Finalize has unloaded the
   # component that allocated, no frame names a library the suppressions know. (Three Llama
   # cp x tp runs check no leaks: tests/context_train/CMakeLists.txt says why.)
