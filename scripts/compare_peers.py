@@ -99,23 +99,28 @@ def build_alloc_spy(workdir):
 
 
 def imb_placement(imb, spy, np, name, size, workdir):
-    """Bytes from IMB-MPI1's send buffer to its receive buffer modulo a page, on rank 0, from one
-    short IMB run under the MPI_Alloc_mem spy: IMB allocates the send buffer, then the receive
-    buffer, and glibc puts small ones one after the other on the heap (64 KiB ones 16 bytes
-    apart modulo 4096, which is what makes IMB slow there: README)."""
+    """Where IMB-MPI1's send and receive buffers start past a page on every rank, as parbench's
+    --buffer-offsets value (S0,R0:S1,R1:...), from one short IMB run under the MPI_Alloc_mem
+    spy: IMB allocates the send buffer, then the receive buffer, from glibc's heap, so on a
+    rank the two are neighbours (64 KiB ones 16 bytes apart modulo 4096, which makes IMB slow
+    there: README) while each rank's heap puts them elsewhere."""
     send_bytes, recv_bytes = imb_buffer_bytes(name, size, np)
     lengths = os.path.join(workdir, "imb-lengths.txt")
     with open(lengths, "w") as out:
         out.write(f"{size}\n")
     text = mpirun([imb, COLLECTIVES[name][0], "-msglen", lengths, "-npmin", str(np), "-iter", "1", "-iter_policy",
                    "off"], np, preload=spy)
-    allocations = [(int(f[4]), int(f[6])) for f in (line.split() for line in text.splitlines())
-                   if len(f) == 7 and f[0] == "alloc-spy" and f[2] == "0"]
-    for (first_size, first_offset), (second_size, second_offset) in reversed(list(zip(allocations, allocations[1:]))):
-        if first_size == send_bytes and second_size == recv_bytes:
-            return (second_offset - first_offset) % 4096
-    sys.exit(f"error: the spy saw no {send_bytes} B then {recv_bytes} B MPI_Alloc_mem on rank 0 for IMB's {name}: "
-             f"{allocations}")
+    pairs = []
+    for rank in range(np):
+        allocations = [(int(f[4]), int(f[6])) for f in (line.split() for line in text.splitlines())
+                       if len(f) == 7 and f[0] == "alloc-spy" and f[2] == str(rank)]
+        found = [(first[1], second[1]) for first, second in zip(allocations, allocations[1:])
+                 if first[0] == send_bytes and second[0] == recv_bytes]
+        if not found:
+            sys.exit(f"error: the spy saw no {send_bytes} B then {recv_bytes} B MPI_Alloc_mem on rank {rank} for "
+                     f"IMB's {name}: {allocations}")
+        pairs.append(found[-1])
+    return ":".join(f"{send},{recv}" for send, recv in pairs)
 
 
 def run_osu(osu_dir, np, name, size):
@@ -135,7 +140,7 @@ def measure_rounds(args, sizes, workdir):
     rounds = []
     points = [(name, size) for name in COLLECTIVES for size in sizes]
     tools = ["parbench", "imb", "osu"]
-    # parbench's figure for IMB puts its receive buffer where IMB's lands, relative to the send buffer.
+    # parbench's figure for IMB puts every rank's buffers where IMB's land on that rank.
     placement = {}
     if not args.no_imb_placement:
         spy = build_alloc_spy(workdir)
@@ -148,10 +153,10 @@ def measure_rounds(args, sizes, workdir):
                 if tool == "parbench":
                     value = run_parbench(args.parbench, args.np, name, size, workdir, args.parbench_flags.split())
                     figures.setdefault((name, size), {}).update({"parbench_" + k: v for k, v in value.items()})
-                    if placement.get((name, size)):  # else IMB's placement is parbench's default
+                    if (name, size) in placement:
                         value = run_parbench(args.parbench, args.np, name, size, workdir,
                                              args.parbench_flags.split() +
-                                             ["--buffer-offsets", f"0,{placement[(name, size)]}"])
+                                             ["--buffer-offsets", placement[(name, size)]])
                     figures[(name, size)].update({"parbench_imb_" + k: v for k, v in value.items()})
                 elif tool == "imb":
                     value = run_imb(args.imb, args.np, name, size, workdir)
@@ -188,7 +193,7 @@ def main():
         sizes, args.rounds, args.np = earlier["sizes"], earlier["rounds"], earlier["np"]
         split = lambda key: (key.split()[0], int(key.split()[1]))
         rounds = [{split(k): v for k, v in r.items()} for r in earlier["raw"]]
-        placement = {split(k): v for k, v in earlier["imb_receive_buffer_offset"].items()}
+        placement = {split(k): v for k, v in earlier["imb_buffer_offsets"].items()}
     else:
         for path in (args.imb, args.parbench, os.path.join(args.osu, "osu_allreduce")):
             if not path or not os.access(path, os.X_OK):
@@ -245,7 +250,7 @@ def main():
         with open(args.json, "w") as out:
             json.dump({"np": args.np, "rounds": args.rounds, "sizes": sizes,
                        "parbench_flags": PARBENCH_METHOD + args.parbench_flags.split(),
-                       "imb_receive_buffer_offset": {f"{k[0]} {k[1]}": v for k, v in placement.items()},
+                       "imb_buffer_offsets": {f"{k[0]} {k[1]}": v for k, v in placement.items()},
                        "rows": rows,
                        "raw": [{f"{k[0]} {k[1]}": v for k, v in r.items()} for r in rounds]}, out, indent=1)
 

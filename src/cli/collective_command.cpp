@@ -62,7 +62,13 @@ struct CollectiveOptions {
     std::string groups;  // --groups: host, cross-host or N
     std::optional<int> inject_straggler_rank;
     double inject_straggler_us = 2000.0;
-    std::string buffer_offsets;  // --buffer-offsets SEND[,RECV]
+    std::string buffer_offsets;  // --buffer-offsets SEND[,RECV][:SEND,RECV...]
+};
+
+// Where a rank's send and receive buffers start past a page (--buffer-offsets).
+struct BufferOffsets {
+    std::size_t send = 0;
+    std::size_t recv = 0;
 };
 
 // The options after parsing, in the types the harness takes.
@@ -77,7 +83,13 @@ struct ResolvedOptions {
     Aggregation aggregation = Aggregation::max;
     MpiThreadLevel mpi_threads = MpiThreadLevel::single;
     std::optional<GroupsSpec> groups;
+    std::vector<BufferOffsets> buffer_offsets{BufferOffsets{}};  // one for every rank, or one per rank
 };
+
+BufferOffsets offsets_of_rank(const ResolvedOptions& resolved, int rank) {
+    return resolved.buffer_offsets.size() == 1 ? resolved.buffer_offsets.front()
+                                               : resolved.buffer_offsets.at(static_cast<std::size_t>(rank));
+}
 
 // The flags of issue 10's collective habits: placement, aggregation, thread level, output.
 void resolve_reporting(const CollectiveOptions& options, ResolvedOptions& resolved) {
@@ -107,29 +119,36 @@ void resolve_reporting(const CollectiveOptions& options, ResolvedOptions& resolv
     resolved.timing.inject_straggler_us = options.inject_straggler_us;
 }
 
-// --buffer-offsets SEND[,RECV]: bytes past the allocation's start, below a page, in whole
-// elements (RECV defaults to SEND).
-void resolve_buffer_offsets(const std::string& text, DType type, TimingOptions& timing) {
-    if (text.empty()) return;
-    const auto comma = text.find(',');
-    const std::string send = text.substr(0, comma);
-    const std::string parts[2] = {send, comma == std::string::npos ? send : text.substr(comma + 1)};
-    std::size_t values[2] = {0, 0};
-    for (int i = 0; i < 2; ++i) {
-        const std::string& part = parts[i];
+// --buffer-offsets SEND[,RECV][:SEND,RECV...]: bytes past the allocation's start, below a
+// page, in whole elements (RECV defaults to SEND); one pair for every rank, or one per rank
+// (rank 0's first), which is how two processes' heaps differ (README, IMB-MPI1).
+std::vector<BufferOffsets> parse_buffer_offsets(const std::string& text, DType type) {
+    if (text.empty()) return {BufferOffsets{}};
+    const auto offset = [&](const std::string& part) {
         const bool digits = !part.empty() && part.size() <= 4 &&
                             std::all_of(part.begin(), part.end(), [](char c) { return c >= '0' && c <= '9'; });
         if (!digits || std::stoul(part) >= 4096)
             throw UsageError("--buffer-offsets '" + text +
-                             "': give SEND or SEND,RECV, each a byte count from 0 to 4095 (e.g. 0,16)");
-        values[i] = std::stoul(part);
-        if (values[i] % dtype_size(type) != 0)
+                             "': give SEND[,RECV] for every rank or SEND,RECV:SEND,RECV... one pair per rank, each a "
+                             "byte count from 0 to 4095 (e.g. 0,16)");
+        const std::size_t value = std::stoul(part);
+        if (value % dtype_size(type) != 0)
             throw UsageError("--buffer-offsets '" + text + "': " + part + " is not a whole number of " +
                              std::string(dtype_name(type)) + " elements (" + std::to_string(dtype_size(type)) +
                              " bytes each); use a multiple of " + std::to_string(dtype_size(type)));
+        return value;
+    };
+    std::vector<BufferOffsets> offsets;
+    std::size_t begin = 0;
+    for (;;) {
+        const std::size_t end = text.find(':', begin);
+        const std::string pair = text.substr(begin, end == std::string::npos ? std::string::npos : end - begin);
+        const std::size_t comma = pair.find(',');
+        const std::size_t send = offset(pair.substr(0, comma));
+        offsets.push_back({send, comma == std::string::npos ? send : offset(pair.substr(comma + 1))});
+        if (end == std::string::npos) return offsets;
+        begin = end + 1;
     }
-    timing.send_offset_bytes = values[0];
-    timing.recv_offset_bytes = values[1];
 }
 
 std::string placement_name(const Placements& placements) {
@@ -194,8 +213,14 @@ ResolvedOptions resolve(const CollectiveOptions& options) {
     if (resolved.backend == BackendChoice::mpi && options.graph)
         throw UsageError("--graph replays CUDA graphs; it needs --backend nccl (or auto on GPUs)");
     resolve_reporting(options, resolved);
-    resolve_buffer_offsets(options.buffer_offsets, resolved.params.type, resolved.timing);
+    resolved.buffer_offsets = parse_buffer_offsets(options.buffer_offsets, resolved.params.type);
     return resolved;
+}
+
+nlohmann::json buffer_offsets_json(const std::vector<BufferOffsets>& offsets) {
+    nlohmann::json pairs = nlohmann::json::array();
+    for (const BufferOffsets& o : offsets) pairs.push_back({{"send", o.send}, {"recv", o.recv}});
+    return pairs;
 }
 
 // What every rank must agree on before MPI work starts, and the report's config (which adds
@@ -219,7 +244,7 @@ nlohmann::json config_json(const CollectiveOptions& options, const ResolvedOptio
         {"batch_size", resolved.timing.mode == TimingMode::batched ? nlohmann::json(resolved.timing.batch_size)
                                                                     : nlohmann::json(nullptr)},
         {"graph", resolved.timing.graph},
-        {"buffer_offsets", {{"send", resolved.timing.send_offset_bytes}, {"recv", resolved.timing.recv_offset_bytes}}},
+        {"buffer_offsets", buffer_offsets_json(resolved.buffer_offsets)},
         {"aggregation", aggregation_name(resolved.aggregation)},
         {"reported_statistic", reported_statistic(resolved.aggregation)},
         {"mpi_threads", {{"requested", thread_level_name(resolved.mpi_threads)}}},
@@ -237,9 +262,11 @@ std::string method_line(const ResolvedOptions& resolved) {
         text << "batched timing (barrier, " << resolved.timing.batch_size << " ops, device sync; time / "
              << resolved.timing.batch_size << ")";
     if (resolved.timing.graph) text << " replaying a CUDA graph";
-    if (resolved.timing.send_offset_bytes != 0 || resolved.timing.recv_offset_bytes != 0)
-        text << "; send buffer " << resolved.timing.send_offset_bytes << " B, receive buffer "
-             << resolved.timing.recv_offset_bytes << " B past a page";
+    if (resolved.buffer_offsets.size() > 1)
+        text << "; buffers past a page per rank (the report's config.buffer_offsets)";
+    else if (resolved.buffer_offsets.front().send != 0 || resolved.buffer_offsets.front().recv != 0)
+        text << "; send buffer " << resolved.buffer_offsets.front().send << " B, receive buffer "
+             << resolved.buffer_offsets.front().recv << " B past a page";
     switch (resolved.aggregation) {
         case Aggregation::max: text << "; each sample is the max over ranks; algbw = bytes / median"; break;
         case Aggregation::mean: text << "; each sample is the mean over ranks; algbw = bytes / median"; break;
@@ -317,11 +344,12 @@ std::optional<std::string> collective_memory_refusal(const CollectiveOptions& op
     for (const Collective* collective : resolved.collectives) {
         const std::size_t count = element_count(*collective, largest, resolved.params, nranks, false);
         const BufferShape shape = collective->shape(count, nranks, rank, resolved.params.root);
+        const BufferOffsets offsets = offsets_of_rank(resolved, rank);
         send = std::max(send, options.inplace ? 0.0
                                               : static_cast<double>(shape.send_count) * element +
-                                                    static_cast<double>(resolved.timing.send_offset_bytes));
+                                                    static_cast<double>(offsets.send));
         recv = std::max(recv, static_cast<double>(options.inplace ? shape.inplace_count : shape.recv_count) * element +
-                                  static_cast<double>(resolved.timing.recv_offset_bytes));
+                                  static_cast<double>(offsets.recv));
     }
     const double points = static_cast<double>(resolved.collectives.size() * resolved.sizes.size());
     constexpr double bytes_per_kept_sample = 8.0 + 16.0 + 24.0;  // the double, its JSON value, its text
@@ -398,6 +426,10 @@ class CollectiveCommand : public Command {
         if (resolved.params.root >= nranks)
             throw UsageError("--root " + std::to_string(resolved.params.root) + ": only " + std::to_string(nranks) +
                              " ranks; use 0.." + std::to_string(nranks - 1));
+        if (resolved.buffer_offsets.size() > 1 && resolved.buffer_offsets.size() != static_cast<std::size_t>(nranks))
+            throw UsageError("--buffer-offsets gives " + std::to_string(resolved.buffer_offsets.size()) +
+                             " pairs for " + std::to_string(nranks) +
+                             " ranks; give one SEND,RECV for every rank or one pair per rank");
         check_outputs_writable(control, {{options_.json_path, "--json"}, {options_.csv_path, "--csv"}});
         const std::optional<GroupLayout> groups =
             resolved.groups ? std::optional(layout_groups(*resolved.groups, session.hosts_by_rank(), rank)) : std::nullopt;
@@ -448,8 +480,11 @@ class CollectiveCommand : public Command {
         // With --groups every group is its own job: its harness splits off data and bookkeeping.
         std::unique_ptr<Communicator> group_data = groups ? backend.comm->split(groups->mine, rank) : nullptr;
         std::unique_ptr<Communicator> group_control = groups ? control.split(groups->mine, rank) : nullptr;
+        TimingOptions timing = resolved.timing;
+        timing.send_offset_bytes = offsets_of_rank(resolved, rank).send;
+        timing.recv_offset_bytes = offsets_of_rank(resolved, rank).recv;
         CollectiveHarness harness(group_data ? *group_data : *backend.comm, group_control ? *group_control : control,
-                                  *backend.device, resolved.timing, *watchdog);
+                                  *backend.device, timing, *watchdog);
         NvtxRange run_range("run " + options_.command);
         watchdog->idle();
 
@@ -639,8 +674,8 @@ std::unique_ptr<Command> add_collective_command(CLI::App& app, const std::string
     command->given().batch_size = sub->add_option("--batch-size", o.batch_size, "Ops per sample in batched timing")->capture_default_str();
     sub->add_flag("--graph", o.graph, "Replay the op(s) of a sample from a CUDA graph (GPU only)");
     sub->add_option("--buffer-offsets", o.buffer_offsets,
-                    "SEND[,RECV]: start the send and receive buffers this many bytes past a page (default 0,0; "
-                    "IMB-MPI1's 64 KiB buffers lie as 0,16 would: README)");
+                    "SEND[,RECV]: start the send and receive buffers this many bytes past a page (default 0,0); "
+                    "SEND,RECV:SEND,RECV...: one pair per rank (README: IMB-MPI1's placement)");
     add_reporting_flags(*sub, o);
     command->given().json = sub->add_option("--json", o.json_path, "Write the report as JSON (schema parbench.report/v1)");
     command->given().csv = sub->add_option("--csv", o.csv_path, "Write the results as CSV");

@@ -142,7 +142,8 @@ def case_rounding(ctx):
 def case_modes(ctx):
     for extra in (["--timing", "batched", "--batch-size", "4"], ["--inplace"], ["--dtype", "bfloat16", "--op", "avg"],
                   ["--dtype", "int8", "--op", "prod"], ["--dtype", "float16", "--op", "min", "--root", "2"],
-                  ["--buffer-offsets", "8,20"], ["--buffer-offsets", "16", "--dtype", "float64"]):
+                  ["--buffer-offsets", "8,20"], ["--buffer-offsets", "16", "--dtype", "float64"],
+                  ["--buffer-offsets", "0,16:1024,1040:2048,2064"]):
         json_path = ctx.path("mode.json")
         result = ctx.run(3, "all", "-b", "96", "-e", "6K", "-f", "8", "--check", "--iters", "3", "--json",
                          json_path, *extra)
@@ -155,8 +156,8 @@ def case_modes(ctx):
         if "batched" in extra:
             check(report["config"]["timing"] == "batched" and report["config"]["batch_size"] == 4, "batched config")
         if "--buffer-offsets" in extra:  # the buffers moved, and every element is still checked right
-            send, _, recv = extra[1].partition(",")
-            check(report["config"]["buffer_offsets"] == {"send": int(send), "recv": int(recv or send)},
+            pairs = [pair.partition(",") for pair in extra[1].split(":")]
+            check(report["config"]["buffer_offsets"] == [{"send": int(s), "recv": int(r or s)} for s, _, r in pairs],
                   str(report["config"]["buffer_offsets"]))
             check("past a page" in result.stdout, result.stdout)
 
@@ -317,6 +318,8 @@ BAD_INPUT = [
     (2, ["allreduce", "--buffer-offsets", "0,x"], "each a byte count from 0 to 4095"),
     (2, ["allreduce", "--buffer-offsets", "0,6"], "not a whole number of float32 elements"),
     (2, ["allreduce", "--dtype", "float64", "--buffer-offsets", "4"], "float64 elements (8 bytes each)"),
+    (2, ["allreduce", "--buffer-offsets", "0,16:0,16:0,16"], "gives 3 pairs for 2 ranks"),
+    (2, ["allreduce", "--buffer-offsets", "0,16:"], "one pair per rank"),
     (3, ["allgather", "--size", "100"], "nearest valid sizes are 96 and 108"),
     (2, ["allreduce", "--json", "/nonexistent-folder/r.json"], "--json"),
     (2, ["allreduce", "--csv", "/nonexistent-folder/r.csv"], "--csv"),
