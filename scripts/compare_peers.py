@@ -193,7 +193,7 @@ def main():
         sizes, args.rounds, args.np = earlier["sizes"], earlier["rounds"], earlier["np"]
         split = lambda key: (key.split()[0], int(key.split()[1]))
         rounds = [{split(k): v for k, v in r.items()} for r in earlier["raw"]]
-        placement = {split(k): v for k, v in earlier["imb_buffer_offsets"].items()}
+        placement = {} if args.no_imb_placement else {split(k): v for k, v in earlier["imb_buffer_offsets"].items()}
     else:
         for path in (args.imb, args.parbench, os.path.join(args.osu, "osu_allreduce")):
             if not path or not os.access(path, os.X_OK):
@@ -205,7 +205,9 @@ def main():
     pairs = [("imb_t_avg", "parbench_rank-mean", "IMB t_avg", "parbench"),
              ("imb_t_avg", "parbench_imb_rank-mean", None, "parbench, IMB's buffers"),
              ("osu_avg", "parbench_rank-mean", "OSU avg", "parbench")]
-    json_pairs = pairs + [("imb_t_max", "parbench_imb_rank-max", None, None)]
+    if not placement:  # parbench's figure for IMB is the default one
+        pairs = [pair for pair in pairs if pair[1] != "parbench_imb_rank-mean"]
+    json_pairs = pairs + [("imb_t_max", "parbench_imb_rank-max" if placement else "parbench_rank-max", None, None)]
     pick = min if args.statistic == "best" else statistics.median
     rows = []
     for name in COLLECTIVES:
