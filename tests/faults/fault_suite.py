@@ -29,7 +29,9 @@ def check(condition, message):
 
 
 class Job:
-    """One mpirun in the background, its ranks found by their OMPI_COMM_WORLD_RANK."""
+    """One mpirun in the background, its ranks found among its descendants by their rank
+    variable (Open MPI's OMPI_COMM_WORLD_RANK, Hydra's PMI_RANK: MPICH's ranks are the
+    children of a proxy, not of mpiexec)."""
 
     def __init__(self, ctx, ranks, arguments, env=None):
         self.output = open(ctx.path("job.out"), "w+")
@@ -41,19 +43,30 @@ class Job:
         ctx.jobs.append(self)
 
     def rank_pids(self):
-        pids = {}
+        parents = {}
         for entry in os.listdir("/proc"):
             if not entry.isdigit():
                 continue
             try:
                 with open(f"/proc/{entry}/stat") as stat:
-                    parent = int(stat.read().rsplit(")", 1)[1].split()[1])
-                if parent != self.process.pid:
-                    continue
-                with open(f"/proc/{entry}/environ", "rb") as environ:
+                    parents[int(entry)] = int(stat.read().rsplit(")", 1)[1].split()[1])
+            except (OSError, ValueError, IndexError):
+                continue
+
+        def descends(pid):
+            while pid in parents and pid > 1:
+                pid = parents[pid]
+                if pid == self.process.pid:
+                    return True
+            return False
+
+        pids = {}
+        for pid in filter(descends, parents):
+            try:
+                with open(f"/proc/{pid}/environ", "rb") as environ:
                     for item in environ.read().split(b"\0"):
-                        if item.startswith(b"OMPI_COMM_WORLD_RANK="):
-                            pids[int(item.split(b"=")[1])] = int(entry)
+                        if item.startswith((b"OMPI_COMM_WORLD_RANK=", b"PMI_RANK=")):
+                            pids[int(item.split(b"=")[1])] = pid
             except (OSError, ValueError, IndexError):
                 continue
         return pids
@@ -263,6 +276,13 @@ RANK_EXIT_GRACE = 10
 TIMEOUT = 4
 
 
+def watchdog_exit(status, text):
+    """The launcher's exit status once the watchdog ended the job: 124, the watchdog's, as Open
+    MPI's mpirun passes it on; MPICH's Hydra reports instead the SIGKILL it sends the stopped
+    rank when that one ends last, and says so ("Killed (signal 9)")."""
+    return status == 124 or (status == 9 and "Killed (signal 9)" in text)
+
+
 def stop_collectives(ctx, victim, ranks=3):
     report_path = ctx.path(f"stop{victim}.json")
     job = Job(ctx, ranks, SWEEP + ["--timeout", str(TIMEOUT), "--json", report_path])
@@ -274,7 +294,7 @@ def stop_collectives(ctx, victim, ranks=3):
     status = job.wait(TIMEOUT + 40)
     text = job.text()
     check(named is not None, f"no watchdog message:\n{text}")
-    check(status == 124, f"exit {status}, want 124:\n{text}")
+    check(watchdog_exit(status, text), f"exit {status}, want 124:\n{text}")
     line = [l for l in error_lines(text) if "watchdog" in l][0]
     check(f"rank {victim} (" in line.split(". Last reports")[0] and "stopped answering" in line, line)
     survivors = ranks_still_running(pids.values(), grace=RANK_EXIT_GRACE)
@@ -360,7 +380,7 @@ def train_fault(ctx, sig, victim, name, layout=("--pp", "2", "--microbatches", "
     check(all(s["time_ms"] > 0 for s in steps), "every kept step has its time")
     what = " ".join(layout[:2])
     if sig == signal.SIGSTOP:
-        check(named is not None and status == 124, f"exit {status}:\n{text}")
+        check(named is not None and watchdog_exit(status, text), f"exit {status}:\n{text}")
         line = [l for l in error_lines(text) if "watchdog" in l][0]
         verdict = line.split(". Last reports")[0]
         check(f"rank {victim} (" in verdict and "stopped answering" in verdict, line)
