@@ -278,9 +278,10 @@ TIMEOUT = 4
 
 def watchdog_exit(status, text):
     """The launcher's exit status once the watchdog ended the job: 124, the watchdog's, as Open
-    MPI's mpirun passes it on; MPICH's Hydra reports instead the SIGKILL it sends the stopped
-    rank when that one ends last, and says so ("Killed (signal 9)")."""
-    return status == 124 or (status == 9 and "Killed (signal 9)" in text)
+    MPI's mpirun passes it on; MPICH's Hydra reports instead the signal with which it ended the
+    stopped rank (SIGKILL or SIGHUP, whichever reached it), and says so ("... (signal 9)")."""
+    return status == 124 or re.search(rf"TERMINATED WITH THE EXIT STRING: [A-Za-z ]+ \(signal {status}\)",
+                                      text) is not None
 
 
 def stop_collectives(ctx, victim, ranks=3):
