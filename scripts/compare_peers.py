@@ -193,7 +193,7 @@ def main():
         sizes, args.rounds, args.np = earlier["sizes"], earlier["rounds"], earlier["np"]
         split = lambda key: (key.split()[0], int(key.split()[1]))
         rounds = [{split(k): v for k, v in r.items()} for r in earlier["raw"]]
-        placement = {} if args.no_imb_placement else {split(k): v for k, v in earlier["imb_buffer_offsets"].items()}
+        placement = {} if args.no_imb_placement else {split(k): v for k, v in earlier.get("imb_buffer_offsets", {}).items()}
     else:
         for path in (args.imb, args.parbench, os.path.join(args.osu, "osu_allreduce")):
             if not path or not os.access(path, os.X_OK):

@@ -67,6 +67,7 @@ RankTimes CollectiveHarness::time_samples(const PointSpec& spec, const Pointers&
         NvtxRange range("warmup");
         for (int i = 0; i < options_.warmup; ++i) {
             watchdog_.enter({"warm-up", name, bytes, i});
+            const NvtxRange call(name);
             collective.run(data_, pointers.send, pointers.recv, spec.count, spec.params);
         }
         data_.synchronize();
@@ -101,12 +102,18 @@ RankTimes CollectiveHarness::time_samples(const PointSpec& spec, const Pointers&
         if (straggle) std::this_thread::sleep_for(straggle_for);
         NvtxRange range(range_name);
         arrival[i] = since_us(released);
-        timer->start();
-        if (graph)
-            graph->replay();
-        else
-            run_ops();
-        timer->stop();
+        {
+            // The communicator names no call while the harness times (CountedCall): the op's
+            // range opens before the timer starts and closes after it stops, one per
+            // iteration or around a batch, so that its push and pop stay out of the window.
+            const NvtxRange call(name);
+            timer->start();
+            if (graph)
+                graph->replay();
+            else
+                run_ops();
+            timer->stop();
+        }
         own[i] = timer->elapsed_us() / ops_per_sample;
         finish[i] = since_us(released);
     }
@@ -153,7 +160,10 @@ std::uint64_t CollectiveHarness::count_wrong(const PointSpec& spec, const Buffer
                            sentinel);
     }
     watchdog_.enter({"check", std::string(collective.name()), spec.count * dtype_size(spec.params.type), 0});
-    collective.run(data_, pointers.send, pointers.recv, spec.count, spec.params);
+    {
+        const NvtxRange call(std::string(collective.name()));
+        collective.run(data_, pointers.send, pointers.recv, spec.count, spec.params);
+    }
     data_.synchronize();
     watchdog_.idle();
 

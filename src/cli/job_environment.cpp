@@ -29,7 +29,7 @@ Environment collect_environment(const MpiSession& session, const Device& device,
     environment.launcher = launcher_name();
     environment.hosts_by_rank = session.hosts_by_rank();
     count_ranks_per_host(environment);
-    environment.backend = data.backend();
+    environment.backend = std::string(data.backend());
     environment.device_kind = device.kind();
     environment.devices = gather_device_names(device, control);
     environment.mpi_version = session.library_version();

@@ -17,6 +17,7 @@
 #include <map>
 #include <memory>
 #include <string>
+#include <string_view>
 #include <utility>
 #include <vector>
 
@@ -164,7 +165,7 @@ class Communicator {
 
     virtual int rank() const = 0;
     virtual int size() const = 0;
-    virtual std::string backend() const = 0;  // "mpi" or "nccl"
+    virtual std::string_view backend() const = 0;  // "mpi" or "nccl"
 
     void allreduce(const void* send, void* recv, std::size_t count, DType type, ReduceOp op);
     // send: count elements; recv: count * size() elements, rank r's block at r * count.

@@ -38,7 +38,7 @@ class MpiCommunicator : public Communicator {
 
     int rank() const override { return rank_; }
     int size() const override { return size_; }
-    std::string backend() const override { return "mpi"; }
+    std::string_view backend() const override { return "mpi"; }
     MPI_Comm handle() const { return comm_; }
     std::unique_ptr<Communicator> split(int color, int key) override;
     [[noreturn]] void abort(int exit_code) override;

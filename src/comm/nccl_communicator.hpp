@@ -59,7 +59,7 @@ class NcclCommunicator : public Communicator {
 
     int rank() const override { return rank_; }
     int size() const override { return size_; }
-    std::string backend() const override { return "nccl"; }
+    std::string_view backend() const override { return "nccl"; }
     // A negative color leaves this rank out (NCCL_SPLIT_NOCOLOR): it gets nullptr.
     std::unique_ptr<Communicator> split(int color, int key) override;
     // ncclCommAbort first, so no kernel waiting for a lost peer keeps the GPU, then MPI_Abort.
