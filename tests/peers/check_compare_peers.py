@@ -1,0 +1,169 @@
+#!/usr/bin/env python3
+"""scripts/compare_peers.py, checked without the peers' real binaries.
+
+1. Tabulation: every committed side-by-side (results/issue10/peers-*.json, old and new
+   formats) is tabulated again under each statistic; every ratio must be the statistic of
+   parbench's processes over the statistic of the peer's, computed here from the raw rounds.
+2. A measuring run with stand-ins for IMB-MPI1 and the OSU tests (scripts that print each
+   tool's table rows with figures this test chose and logged) beside the real parbench:
+   the script must read the stand-ins' figures back exactly, get a figure from parbench at
+   every point, and compute its ratios from those.
+
+    check_compare_peers.py --script scripts/compare_peers.py --parbench build/parbench \\
+        --results results/issue10
+"""
+import argparse
+import glob
+import json
+import os
+import stat
+import statistics
+import subprocess
+import sys
+import tempfile
+
+COLLECTIVES = ["allreduce", "allgather", "alltoall", "broadcast", "reduce"]
+OSU_BINARIES = ["osu_allreduce", "osu_allgather", "osu_alltoall", "osu_bcast", "osu_reduce"]
+STATISTICS = {
+    "quartile": lambda v: statistics.quantiles(v, n=4, method="inclusive")[0],
+    "best": min,
+    "median": statistics.median,
+}
+
+
+def fail(message):
+    sys.exit(f"FAIL: {message}")
+
+
+def check_ratios(report, statistic, source):
+    """Every ratio of a --json output against the raw rounds it carries."""
+    pick = STATISTICS[statistic]
+    raw = report["raw"]
+    if len(raw) != report["rounds"]:
+        fail(f"{source}: {len(raw)} rounds of figures, the report says {report['rounds']}")
+    checked = 0
+    for row in report["rows"]:
+        key = f"{row['collective']} {row['bytes']}"
+        for field, value in row.items():
+            if not field.startswith("ratio_"):
+                continue
+            mine, peer = field[len("ratio_"):].split("_to_")
+            expected = pick([r[key][mine] for r in raw]) / pick([r[key][peer] for r in raw])
+            if abs(value - expected) > 1e-9 * expected:
+                fail(f"{source} --statistic {statistic}: {key} {field} = {value}, the raw rounds give {expected}")
+            checked += 1
+        for statistic_name in STATISTICS:
+            for field in ("imb_t_avg", "osu_avg", "parbench_rank-mean"):
+                expected = STATISTICS[statistic_name]([r[key][field] for r in raw])
+                if abs(row[f"{field}_{statistic_name}_us"] - expected) > 1e-9 * expected:
+                    fail(f"{source}: {key} {field}_{statistic_name}_us is not the {statistic_name} of the rounds")
+    if checked == 0:
+        fail(f"{source}: no ratio in the output")
+    return checked
+
+
+def run(command, what):
+    result = subprocess.run(command, capture_output=True, text=True, timeout=600)
+    if result.returncode != 0:
+        fail(f"{what} exited with {result.returncode}:\n{result.stdout}\n{result.stderr}")
+    return result
+
+
+def check_tabulation(script, results):
+    files = sorted(glob.glob(os.path.join(results, "peers-*.json")))
+    if not files:
+        fail(f"no peers-*.json under {results}")
+    with tempfile.TemporaryDirectory(prefix="peers-tab-") as work:
+        for path in files:
+            for statistic in STATISTICS:
+                out = os.path.join(work, "again.json")
+                result = run([sys.executable, script, "--from-json", path, "--statistic", statistic, "--json", out,
+                              "--markdown"], f"--from-json {path}")
+                report = json.load(open(out))
+                checked = check_ratios(report, statistic, os.path.basename(path))
+                table_rows = [line for line in result.stdout.splitlines() if line.startswith("| ") and
+                              line.split("|")[1].strip() in COLLECTIVES]
+                if len(table_rows) != len(report["rows"]):
+                    fail(f"{path}: {len(table_rows)} table rows printed for {len(report['rows'])} points")
+            print(f"tabulated {os.path.basename(path)} under {len(STATISTICS)} statistics: {checked} ratios each")
+
+
+STAND_IN = """#!{python}
+# A stand-in for {tool}: rank 0 prints the row the tool would, with the next figure of
+# this test's list, and logs what it printed.
+import os, sys
+if os.environ.get("OMPI_COMM_WORLD_RANK", os.environ.get("PMI_RANK", "0")) != "0":
+    sys.exit(0)
+state = os.path.join({folder!r}, "printed.log")
+count = sum(1 for _ in open(state)) if os.path.exists(state) else 0
+figure = 0.40 + 0.01 * (count % 7)
+{body}
+with open(state, "a") as log:
+    log.write(f"{{name}} {{size}} {{figure:.2f}}\\n")
+"""
+
+IMB_BODY = """name = sys.argv[1].lower()
+size = int(open(sys.argv[sys.argv.index("-msglen") + 1]).read().split()[0])
+print("#bytes #repetitions  t_min[usec]  t_max[usec]  t_avg[usec]")
+print(f"{size} 1000 {figure - 0.1:.2f} {figure + 0.1:.2f} {figure:.2f}")"""
+
+OSU_BODY = """name = os.path.basename(sys.argv[0])
+size = int(sys.argv[sys.argv.index("-m") + 1].split(":")[0])
+print("# Size       Avg Latency(us)   Min Latency(us)   Max Latency(us)  Iterations")
+print(f"{size} {figure:.2f} {figure - 0.1:.2f} {figure + 0.1:.2f} 1000")"""
+
+
+def write_stand_in(path, tool, folder, body):
+    with open(path, "w") as out:
+        out.write(STAND_IN.format(python=sys.executable, tool=tool, folder=folder, body=body))
+    os.chmod(path, os.stat(path).st_mode | stat.S_IXUSR)
+
+
+def check_measuring_run(script, parbench):
+    with tempfile.TemporaryDirectory(prefix="peers-run-") as work:
+        imb_dir, osu_dir = os.path.join(work, "imb"), os.path.join(work, "osu")
+        os.makedirs(imb_dir)
+        os.makedirs(osu_dir)
+        imb = os.path.join(imb_dir, "IMB-MPI1")
+        write_stand_in(imb, "IMB-MPI1", imb_dir, IMB_BODY)
+        for binary in OSU_BINARIES:
+            write_stand_in(os.path.join(osu_dir, binary), binary, osu_dir, OSU_BODY)
+        out = os.path.join(work, "peers.json")
+        rounds = 3
+        run([sys.executable, script, "--imb", imb, "--osu", osu_dir, "--parbench", parbench, "--sizes", "8",
+             "--rounds", str(rounds), "--no-imb-placement", "--json", out], "compare_peers.py with stand-ins")
+        report = json.load(open(out))
+        # The name each stand-in logs: IMB's benchmark in lower case, OSU's binary.
+        imb_name = lambda collective: "bcast" if collective == "broadcast" else collective
+        osu_name = lambda collective: "osu_" + imb_name(collective)
+        for folder, field, name_of in ((imb_dir, "imb_t_avg", imb_name), (osu_dir, "osu_avg", osu_name)):
+            printed = [line.split() for line in open(os.path.join(folder, "printed.log"))]
+            if len(printed) != rounds * len(COLLECTIVES):
+                fail(f"{folder}: the stand-in ran {len(printed)} times, expected {rounds * len(COLLECTIVES)}")
+            for collective in COLLECTIVES:
+                read = [r[f"{collective} 8"][field] for r in report["raw"]]
+                logged = [float(f[2]) for f in printed if f[0] == name_of(collective) and f[1] == "8"]
+                if read != logged:
+                    fail(f"{collective} {field}: the script read {read}, the stand-in printed {logged}")
+        for r in report["raw"]:
+            for collective in COLLECTIVES:
+                value = r[f"{collective} 8"]["parbench_rank-mean"]
+                if not 0 < value < 1e4:
+                    fail(f"parbench's {collective} 8 B figure {value} us is not a time")
+        checked = check_ratios(report, "quartile", "the stand-in run")
+        print(f"a measuring run with stand-ins read every peer figure back and checked {checked} ratios")
+
+
+def main():
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--script", required=True)
+    parser.add_argument("--parbench", required=True)
+    parser.add_argument("--results", required=True)
+    args = parser.parse_args()
+    check_tabulation(args.script, args.results)
+    check_measuring_run(args.script, args.parbench)
+    print("compare_peers.py: OK")
+
+
+if __name__ == "__main__":
+    main()
