@@ -54,13 +54,11 @@ void CollectiveHarness::fill_inputs(const PointSpec& spec, const BufferShape& sh
     device_.fill_input(*pointers.input_buffer, pointers.input_offset, shape.send_count, spec.params.type, pattern);
 }
 
-RankTimes CollectiveHarness::time_samples(const PointSpec& spec, const Pointers& pointers, std::uint64_t bytes) {
-    const Collective& collective = *spec.collective;
-    const std::string name(collective.name());
+RankTimes CollectiveHarness::time_samples(const PointSpec& spec, PreparedCall& op, std::uint64_t bytes) {
+    const std::string name(spec.collective->name());
     const int ops_per_sample = options_.mode == TimingMode::batched ? options_.batch_size : 1;
     auto run_ops = [&] {
-        for (int op = 0; op < ops_per_sample; ++op)
-            collective.run(data_, pointers.send, pointers.recv, spec.count, spec.params);
+        for (int i = 0; i < ops_per_sample; ++i) op.run();
     };
 
     {
@@ -68,7 +66,7 @@ RankTimes CollectiveHarness::time_samples(const PointSpec& spec, const Pointers&
         for (int i = 0; i < options_.warmup; ++i) {
             watchdog_.enter({"warm-up", name, bytes, i});
             const NvtxRange call(name);
-            collective.run(data_, pointers.send, pointers.recv, spec.count, spec.params);
+            op.run();
         }
         data_.synchronize();
     }
@@ -103,9 +101,9 @@ RankTimes CollectiveHarness::time_samples(const PointSpec& spec, const Pointers&
         NvtxRange range(range_name);
         arrival[i] = since_us(released);
         {
-            // The communicator names no call while the harness times (CountedCall): the op's
-            // range opens before the timer starts and closes after it stops, one per
-            // iteration or around a batch, so that its push and pop stay out of the window.
+            // The prepared op names no call (nor does the communicator while the harness
+            // times: CountedCall): the op's range opens before the timer starts and closes
+            // after it stops, one per iteration or around a batch, out of the window.
             const NvtxRange call(name);
             timer->start();
             if (graph)
@@ -144,7 +142,7 @@ RankTimes CollectiveHarness::gather_rank_times(const std::vector<double>& own, c
 // Fresh inputs, a receive buffer filled with other data, one run, then every element of
 // every rank compared with the shared formulas.
 std::uint64_t CollectiveHarness::count_wrong(const PointSpec& spec, const BufferShape& shape,
-                                             const Pointers& pointers) {
+                                             const Pointers& pointers, PreparedCall& op) {
     NvtxRange range("check");
     const Collective& collective = *spec.collective;
     fill_inputs(spec, shape, pointers);
@@ -162,7 +160,7 @@ std::uint64_t CollectiveHarness::count_wrong(const PointSpec& spec, const Buffer
     watchdog_.enter({"check", std::string(collective.name()), spec.count * dtype_size(spec.params.type), 0});
     {
         const NvtxRange call(std::string(collective.name()));
-        collective.run(data_, pointers.send, pointers.recv, spec.count, spec.params);
+        op.run();  // the very call that was timed
     }
     data_.synchronize();
     watchdog_.idle();
@@ -213,9 +211,13 @@ PointMeasurement CollectiveHarness::measure(const PointSpec& spec) {
     fill_inputs(spec, shape, pointers);
     device_.synchronize();
 
+    // Every decision about the call's arguments is taken here, once: the timed window and
+    // the check repeat the backend's call alone (Communicator::prepare).
+    const std::unique_ptr<PreparedCall> op = data_.prepare(
+        [&] { collective.run(data_, pointers.send, pointers.recv, spec.count, spec.params); });
     PointMeasurement measurement;
-    measurement.times = time_samples(spec, pointers, bytes);
-    if (spec.check) measurement.wrong = count_wrong(spec, shape, pointers);
+    measurement.times = time_samples(spec, *op, bytes);
+    if (spec.check) measurement.wrong = count_wrong(spec, shape, pointers, *op);
     return measurement;
 }
 

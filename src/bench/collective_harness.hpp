@@ -73,10 +73,11 @@ class CollectiveHarness {
     };
     Pointers prepare_buffers(const PointSpec& spec, const BufferShape& shape);
     void fill_inputs(const PointSpec& spec, const BufferShape& shape, const Pointers& pointers);
-    RankTimes time_samples(const PointSpec& spec, const Pointers& pointers, std::uint64_t bytes);
+    RankTimes time_samples(const PointSpec& spec, PreparedCall& op, std::uint64_t bytes);
     RankTimes gather_rank_times(const std::vector<double>& own, const std::vector<double>& arrival,
                                 const std::vector<double>& finish);
-    std::uint64_t count_wrong(const PointSpec& spec, const BufferShape& shape, const Pointers& pointers);
+    std::uint64_t count_wrong(const PointSpec& spec, const BufferShape& shape, const Pointers& pointers,
+                              PreparedCall& op);
     Buffer& grow(Buffer& buffer, std::size_t bytes);
 
     Communicator& data_;

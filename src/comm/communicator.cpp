@@ -60,7 +60,20 @@ Request counted_request(CommStats& stats, const char* op, std::size_t bytes, Iss
     return request;
 }
 
+class RepeatedIssue final : public PreparedCall {
+  public:
+    explicit RepeatedIssue(std::function<void()> issue) : issue_(std::move(issue)) {}
+    void run() override { issue_(); }
+
+  private:
+    std::function<void()> issue_;
+};
+
 }  // namespace
+
+std::unique_ptr<PreparedCall> Communicator::prepare(std::function<void()> issue) {
+    return std::make_unique<RepeatedIssue>(std::move(issue));
+}
 
 // Tells a communicator's observer, if it has one, that a blocking call runs for the scope.
 // Declared before the CountedCall of the same call, so the observer's work stays outside

@@ -14,6 +14,7 @@
 #include <chrono>
 #include <cstddef>
 #include <cstdint>
+#include <functional>
 #include <map>
 #include <memory>
 #include <string>
@@ -119,6 +120,14 @@ class Request {
     CallObserver::Call call_;
 };
 
+// Blocking calls with their arguments decided once, for a timing loop
+// (Communicator::prepare): run() repeats exactly those calls.
+class PreparedCall {
+  public:
+    virtual ~PreparedCall() = default;
+    virtual void run() = 0;
+};
+
 struct CommCounter {
     std::size_t calls = 0;
     std::size_t bytes = 0;     // payload bytes of the calls, nccl-tests' size convention
@@ -201,6 +210,13 @@ class Communicator {
 
     // Waits until the calls issued so far have completed on the device (no-op on CPU).
     virtual void synchronize() {}
+
+    // What the collective harness times: `issue` makes blocking calls of this communicator,
+    // and the result repeats them. A backend may take every decision about their arguments
+    // now and repeat only its own calls (no counting, no observer, no dispatch), so that a
+    // timed window holds what the peers' benchmarks time: the MPI backend does. The default
+    // repeats `issue` itself. Valid while this communicator and the buffers `issue` names live.
+    virtual std::unique_ptr<PreparedCall> prepare(std::function<void()> issue);
 
     CommStats& stats() { return stats_; }
     const CommStats& stats() const { return stats_; }

@@ -4,6 +4,7 @@
 #include <cstdlib>
 #include <cstring>
 #include <functional>
+#include <stdexcept>
 #include <string>
 
 #include "comm/mpi_session.hpp"
@@ -171,21 +172,81 @@ void MpiCommunicator::divide_for_avg(void* data, std::size_t count, DType type, 
         store_element(data, i, type, load_element(data, i, type) / size_);
 }
 
+template <class Call>
+void MpiCommunicator::issue(const char* mpi_call, Call&& call) {
+    if (recording_) {
+        recording_->push_back(Step{mpi_call, std::forward<Call>(call)});
+        return;
+    }
+    check_mpi(call(), mpi_call);
+}
+
+template <class Work>
+void MpiCommunicator::host_step(Work&& work) {
+    if (recording_) {
+        recording_->push_back(Step{nullptr, [work = std::forward<Work>(work)] {
+                                       work();
+                                       return MPI_SUCCESS;
+                                   }});
+        return;
+    }
+    work();
+}
+
+void MpiCommunicator::refuse_while_recording(const char* mpi_call) const {
+    if (recording_) throw std::logic_error(std::string("MpiCommunicator::prepare: ") + mpi_call + " is non-blocking");
+}
+
+// The steps alone: a timed repetition is the MPI call and nothing of parbench's.
+class MpiCommunicator::PreparedSteps final : public PreparedCall {
+  public:
+    explicit PreparedSteps(std::vector<Step> steps) : steps_(std::move(steps)) {}
+    void run() override {
+        for (const Step& step : steps_) {
+            const int code = step.run();
+            if (step.mpi_call) check_mpi(code, step.mpi_call);
+        }
+    }
+
+  private:
+    std::vector<Step> steps_;
+};
+
+std::unique_ptr<PreparedCall> MpiCommunicator::prepare(std::function<void()> issue_calls) {
+    std::vector<Step> steps;
+    // Recorded calls are not made, so they are not counted either.
+    const bool was_counting = stats().enabled;
+    stats().enabled = false;
+    recording_ = &steps;
+    try {
+        issue_calls();
+    } catch (...) {
+        recording_ = nullptr;
+        stats().enabled = was_counting;
+        throw;
+    }
+    recording_ = nullptr;
+    stats().enabled = was_counting;
+    return std::make_unique<PreparedSteps>(std::move(steps));
+}
+
 void MpiCommunicator::do_allreduce(const void* send, void* recv, std::size_t count, DType type, ReduceOp op) {
     const void* source = send == recv ? MPI_IN_PLACE : send;
-    check_mpi(MPI_Allreduce(source, recv, mpi_count(count, "MPI_Allreduce"), types_->datatype(type),
-                            types_->op(type, op), comm_),
-              "MPI_Allreduce");
-    divide_for_avg(recv, count, type, op);
+    const int n = mpi_count(count, "MPI_Allreduce");
+    const MPI_Datatype datatype = types_->datatype(type);
+    const MPI_Op mpi_op = types_->op(type, op);
+    issue("MPI_Allreduce", [=, comm = comm_] { return MPI_Allreduce(source, recv, n, datatype, mpi_op, comm); });
+    if (op == ReduceOp::avg) host_step([=] { divide_for_avg(recv, count, type, op); });
 }
 
 void MpiCommunicator::do_allgather(const void* send, void* recv, std::size_t send_count, DType type) {
     const auto bytes = send_count * dtype_size(type);
     const bool in_place = send == static_cast<const char*>(recv) + bytes * static_cast<std::size_t>(rank_);
-    const int count = mpi_count(send_count, "MPI_Allgather");
-    check_mpi(MPI_Allgather(in_place ? MPI_IN_PLACE : send, count, types_->datatype(type), recv, count,
-                            types_->datatype(type), comm_),
-              "MPI_Allgather");
+    const void* source = in_place ? MPI_IN_PLACE : send;
+    const int n = mpi_count(send_count, "MPI_Allgather");
+    const MPI_Datatype datatype = types_->datatype(type);
+    issue("MPI_Allgather",
+          [=, comm = comm_] { return MPI_Allgather(source, n, datatype, recv, n, datatype, comm); });
 }
 
 // NCCL's in-place reduce-scatter leaves the result at the rank's own slice; MPI's at the
@@ -196,76 +257,92 @@ void MpiCommunicator::do_reduce_scatter(const void* send, void* recv, std::size_
     char* own_slice = static_cast<char*>(const_cast<void*>(send)) + bytes * static_cast<std::size_t>(rank_);
     const bool in_place = recv == own_slice;
     void* target = in_place ? const_cast<void*>(send) : recv;
-    check_mpi(MPI_Reduce_scatter_block(in_place ? MPI_IN_PLACE : send, target,
-                                       mpi_count(recv_count, "MPI_Reduce_scatter_block"), types_->datatype(type),
-                                       types_->op(type, op), comm_),
-              "MPI_Reduce_scatter_block");
-    if (in_place && rank_ != 0) std::memmove(own_slice, target, bytes);
-    divide_for_avg(recv, recv_count, type, op);
+    const void* source = in_place ? MPI_IN_PLACE : send;
+    const int n = mpi_count(recv_count, "MPI_Reduce_scatter_block");
+    const MPI_Datatype datatype = types_->datatype(type);
+    const MPI_Op mpi_op = types_->op(type, op);
+    issue("MPI_Reduce_scatter_block",
+          [=, comm = comm_] { return MPI_Reduce_scatter_block(source, target, n, datatype, mpi_op, comm); });
+    if (in_place && rank_ != 0) host_step([=] { std::memmove(own_slice, target, bytes); });
+    if (op == ReduceOp::avg) host_step([=] { divide_for_avg(recv, recv_count, type, op); });
 }
 
 void MpiCommunicator::do_broadcast(const void* send, void* recv, std::size_t count, DType type, int root) {
-    if (rank_ == root && send != recv) std::memcpy(recv, send, count * dtype_size(type));
-    check_mpi(MPI_Bcast(recv, mpi_count(count, "MPI_Bcast"), types_->datatype(type), root, comm_), "MPI_Bcast");
+    if (rank_ == root && send != recv) host_step([=] { std::memcpy(recv, send, count * dtype_size(type)); });
+    const int n = mpi_count(count, "MPI_Bcast");
+    const MPI_Datatype datatype = types_->datatype(type);
+    issue("MPI_Bcast", [=, comm = comm_] { return MPI_Bcast(recv, n, datatype, root, comm); });
 }
 
 void MpiCommunicator::do_reduce(const void* send, void* recv, std::size_t count, DType type, ReduceOp op,
                                 int root) {
     const void* source = (rank_ == root && send == recv) ? MPI_IN_PLACE : send;
-    check_mpi(MPI_Reduce(source, recv, mpi_count(count, "MPI_Reduce"), types_->datatype(type),
-                         types_->op(type, op), root, comm_),
-              "MPI_Reduce");
-    if (rank_ == root) divide_for_avg(recv, count, type, op);
+    const int n = mpi_count(count, "MPI_Reduce");
+    const MPI_Datatype datatype = types_->datatype(type);
+    const MPI_Op mpi_op = types_->op(type, op);
+    issue("MPI_Reduce", [=, comm = comm_] { return MPI_Reduce(source, recv, n, datatype, mpi_op, root, comm); });
+    if (rank_ == root && op == ReduceOp::avg) host_step([=] { divide_for_avg(recv, count, type, op); });
 }
 
 void MpiCommunicator::do_alltoall(const void* send, void* recv, std::size_t count_per_peer, DType type) {
-    const int count = mpi_count(count_per_peer, "MPI_Alltoall");
-    check_mpi(MPI_Alltoall(send == recv ? MPI_IN_PLACE : send, count, types_->datatype(type), recv, count,
-                           types_->datatype(type), comm_),
-              "MPI_Alltoall");
+    const void* source = send == recv ? MPI_IN_PLACE : send;
+    const int n = mpi_count(count_per_peer, "MPI_Alltoall");
+    const MPI_Datatype datatype = types_->datatype(type);
+    issue("MPI_Alltoall", [=, comm = comm_] { return MPI_Alltoall(source, n, datatype, recv, n, datatype, comm); });
 }
 
 void MpiCommunicator::do_gather(const void* send, void* recv, std::size_t send_count, DType type, int root) {
     const auto bytes = send_count * dtype_size(type);
     const bool in_place =
         rank_ == root && send == static_cast<const char*>(recv) + bytes * static_cast<std::size_t>(rank_);
-    const int count = mpi_count(send_count, "MPI_Gather");
-    check_mpi(MPI_Gather(in_place ? MPI_IN_PLACE : send, count, types_->datatype(type), recv, count,
-                         types_->datatype(type), root, comm_),
-              "MPI_Gather");
+    const void* source = in_place ? MPI_IN_PLACE : send;
+    const int n = mpi_count(send_count, "MPI_Gather");
+    const MPI_Datatype datatype = types_->datatype(type);
+    issue("MPI_Gather",
+          [=, comm = comm_] { return MPI_Gather(source, n, datatype, recv, n, datatype, root, comm); });
 }
 
 void MpiCommunicator::do_scatter(const void* send, void* recv, std::size_t recv_count, DType type, int root) {
     const auto bytes = recv_count * dtype_size(type);
     const bool in_place =
         rank_ == root && recv == static_cast<const char*>(send) + bytes * static_cast<std::size_t>(rank_);
-    const int count = mpi_count(recv_count, "MPI_Scatter");
-    check_mpi(MPI_Scatter(send, count, types_->datatype(type), in_place ? MPI_IN_PLACE : recv, count,
-                          types_->datatype(type), root, comm_),
-              "MPI_Scatter");
+    void* target = in_place ? MPI_IN_PLACE : recv;
+    const int n = mpi_count(recv_count, "MPI_Scatter");
+    const MPI_Datatype datatype = types_->datatype(type);
+    issue("MPI_Scatter",
+          [=, comm = comm_] { return MPI_Scatter(send, n, datatype, target, n, datatype, root, comm); });
 }
 
 void MpiCommunicator::do_send(const void* buffer, std::size_t count, DType type, int peer) {
-    check_mpi(MPI_Send(buffer, mpi_count(count, "MPI_Send"), types_->datatype(type), peer, point_to_point_tag, comm_), "MPI_Send");
+    const int n = mpi_count(count, "MPI_Send");
+    const MPI_Datatype datatype = types_->datatype(type);
+    issue("MPI_Send", [=, comm = comm_] { return MPI_Send(buffer, n, datatype, peer, point_to_point_tag, comm); });
 }
 
 void MpiCommunicator::do_recv(void* buffer, std::size_t count, DType type, int peer) {
-    check_mpi(MPI_Recv(buffer, mpi_count(count, "MPI_Recv"), types_->datatype(type), peer, point_to_point_tag, comm_,
-                       MPI_STATUS_IGNORE),
-              "MPI_Recv");
+    const int n = mpi_count(count, "MPI_Recv");
+    const MPI_Datatype datatype = types_->datatype(type);
+    issue("MPI_Recv", [=, comm = comm_] {
+        return MPI_Recv(buffer, n, datatype, peer, point_to_point_tag, comm, MPI_STATUS_IGNORE);
+    });
 }
 
 void MpiCommunicator::do_sendrecv(const void* send, int send_peer, void* recv, int recv_peer, std::size_t count,
                                   DType type) {
     const int n = mpi_count(count, "MPI_Sendrecv");
-    check_mpi(MPI_Sendrecv(send, n, types_->datatype(type), send_peer, point_to_point_tag, recv, n,
-                           types_->datatype(type), recv_peer, point_to_point_tag, comm_, MPI_STATUS_IGNORE),
-              "MPI_Sendrecv");
+    const MPI_Datatype datatype = types_->datatype(type);
+    issue("MPI_Sendrecv", [=, comm = comm_] {
+        return MPI_Sendrecv(send, n, datatype, send_peer, point_to_point_tag, recv, n, datatype, recv_peer,
+                            point_to_point_tag, comm, MPI_STATUS_IGNORE);
+    });
 }
 
-void MpiCommunicator::do_barrier() { check_mpi(MPI_Barrier(comm_), "MPI_Barrier"); }
+void MpiCommunicator::do_barrier() {
+    issue("MPI_Barrier", [comm = comm_] { return MPI_Barrier(comm); });
+}
 
 Request MpiCommunicator::do_iallreduce(const void* send, void* recv, std::size_t count, DType type, ReduceOp op) {
+    refuse_while_recording("MPI_Iallreduce");
     MPI_Request request = MPI_REQUEST_NULL;
     check_mpi(MPI_Iallreduce(send == recv ? MPI_IN_PLACE : send, recv, mpi_count(count, "MPI_Iallreduce"),
                              types_->datatype(type), types_->op(type, op), comm_, &request),
@@ -276,6 +353,7 @@ Request MpiCommunicator::do_iallreduce(const void* send, void* recv, std::size_t
 }
 
 Request MpiCommunicator::do_iallgather(const void* send, void* recv, std::size_t send_count, DType type) {
+    refuse_while_recording("MPI_Iallgather");
     const auto bytes = send_count * dtype_size(type);
     const bool in_place = send == static_cast<const char*>(recv) + bytes * static_cast<std::size_t>(rank_);
     const int count = mpi_count(send_count, "MPI_Iallgather");
@@ -288,6 +366,7 @@ Request MpiCommunicator::do_iallgather(const void* send, void* recv, std::size_t
 
 Request MpiCommunicator::do_ireduce_scatter(const void* send, void* recv, std::size_t recv_count, DType type,
                                             ReduceOp op) {
+    refuse_while_recording("MPI_Ireduce_scatter_block");
     if (recv == static_cast<const char*>(send) + recv_count * dtype_size(type) * static_cast<std::size_t>(rank_))
         throw UsageError("ireduce_scatter: in-place is not supported by the MPI backend's non-blocking form");
     MPI_Request request = MPI_REQUEST_NULL;
@@ -301,6 +380,7 @@ Request MpiCommunicator::do_ireduce_scatter(const void* send, void* recv, std::s
 }
 
 Request MpiCommunicator::do_isend(const void* buffer, std::size_t count, DType type, int peer) {
+    refuse_while_recording("MPI_Isend");
     MPI_Request request = MPI_REQUEST_NULL;
     check_mpi(MPI_Isend(buffer, mpi_count(count, "MPI_Isend"), types_->datatype(type), peer, point_to_point_tag, comm_,
                         &request),
@@ -309,6 +389,7 @@ Request MpiCommunicator::do_isend(const void* buffer, std::size_t count, DType t
 }
 
 Request MpiCommunicator::do_irecv(void* buffer, std::size_t count, DType type, int peer) {
+    refuse_while_recording("MPI_Irecv");
     MPI_Request request = MPI_REQUEST_NULL;
     check_mpi(MPI_Irecv(buffer, mpi_count(count, "MPI_Irecv"), types_->datatype(type), peer, point_to_point_tag, comm_,
                         &request),

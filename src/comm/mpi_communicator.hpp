@@ -4,7 +4,9 @@
 
 #include <mpi.h>
 
+#include <functional>
 #include <memory>
+#include <vector>
 
 #include "comm/communicator.hpp"
 
@@ -42,6 +44,9 @@ class MpiCommunicator : public Communicator {
     MPI_Comm handle() const { return comm_; }
     std::unique_ptr<Communicator> split(int color, int key) override;
     [[noreturn]] void abort(int exit_code) override;
+    // Runs `issue` with each MPI call it makes (and each host step of one: avg's division, a
+    // copy) recorded instead of made, and returns them to repeat in order.
+    std::unique_ptr<PreparedCall> prepare(std::function<void()> issue) override;
 
   protected:
     void do_allreduce(const void* send, void* recv, std::size_t count, DType type, ReduceOp op) override;
@@ -65,13 +70,28 @@ class MpiCommunicator : public Communicator {
     Request do_irecv(void* buffer, std::size_t count, DType type, int peer) override;
 
   private:
+    // One MPI call with its arguments decided, named for the error message, or a host step
+    // of a call (mpi_call null).
+    struct Step {
+        const char* mpi_call;
+        std::function<int()> run;
+    };
+    class PreparedSteps;
+
     MpiCommunicator(MPI_Comm comm, std::shared_ptr<const MpiTypes> types);
     void divide_for_avg(void* data, std::size_t count, DType type, ReduceOp op) const;
+    // Makes the call now, or keeps it while prepare() records.
+    template <class Call>
+    void issue(const char* mpi_call, Call&& call);
+    template <class Work>
+    void host_step(Work&& work);
+    void refuse_while_recording(const char* mpi_call) const;
 
     MPI_Comm comm_;
     std::shared_ptr<const MpiTypes> types_;
     int rank_ = 0;
     int size_ = 1;
+    std::vector<Step>* recording_ = nullptr;  // set while prepare() runs its `issue`
 };
 
 }  // namespace parbench

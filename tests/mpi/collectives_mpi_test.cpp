@@ -3,7 +3,9 @@
 // CTest under mpirun with 1, 2, 3 and 4 ranks.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <memory>
+#include <stdexcept>
 
 #include "bench/collective_harness.hpp"
 #include "bench/watchdog.hpp"
@@ -103,6 +105,42 @@ TEST(CollectivesOverMpi, NonBlockingFormsMatchBlocking) {
         sent.wait();
         EXPECT_FLOAT_EQ(in, static_cast<float>(previous));
     }
+    EXPECT_EQ(comm.stats().by_op.at("allreduce").calls, 1u);
+}
+
+// What the harness times: preparing makes no call and counts none; each run makes the call
+// again, host steps included (avg's division), and bypasses counting.
+TEST(CollectivesOverMpi, PreparedCallRepeatsTheCallAlone) {
+    Communicator& comm = *world->data;
+    comm.stats().reset();
+    const int n = comm.size();
+    std::vector<float> send(5), recv(5, -1.0f);
+    for (std::size_t i = 0; i < send.size(); ++i) send[i] = static_cast<float>(comm.rank() + i);
+    const auto op = comm.prepare([&] { comm.allreduce(send.data(), recv.data(), 5, DType::float32, ReduceOp::avg); });
+    EXPECT_FLOAT_EQ(recv[0], -1.0f) << "preparing made the call";
+    EXPECT_TRUE(comm.stats().by_op.empty()) << "preparing counted a call it did not make";
+    for (int repeat = 0; repeat < 2; ++repeat) {
+        std::fill(recv.begin(), recv.end(), -1.0f);
+        op->run();
+        for (std::size_t i = 0; i < recv.size(); ++i) EXPECT_FLOAT_EQ(recv[i], (n - 1) / 2.0f + i);
+    }
+    EXPECT_TRUE(comm.stats().by_op.empty());
+    EXPECT_TRUE(comm.stats().enabled);
+
+    // A two-call issue repeats both, in order: the gather of each rank's sum.
+    std::vector<float> sums(static_cast<std::size_t>(n));
+    const auto two = comm.prepare([&] {
+        comm.allreduce(send.data(), recv.data(), 5, DType::float32, ReduceOp::sum);
+        comm.allgather(recv.data(), sums.data(), 1, DType::float32);
+    });
+    two->run();
+    for (float sum : sums) EXPECT_FLOAT_EQ(sum, n * (n - 1) / 2.0f);
+
+    EXPECT_THROW(comm.prepare([&] { comm.iallreduce(send.data(), recv.data(), 5, DType::float32, ReduceOp::sum); }),
+                 std::logic_error);
+    // The refusal leaves the communicator making and counting its calls.
+    comm.allreduce(send.data(), recv.data(), 5, DType::float32, ReduceOp::sum);
+    EXPECT_FLOAT_EQ(recv[0], n * (n - 1) / 2.0f);
     EXPECT_EQ(comm.stats().by_op.at("allreduce").calls, 1u);
 }
 
