@@ -213,20 +213,31 @@ class MpiCommunicator::PreparedSteps final : public PreparedCall {
 };
 
 std::unique_ptr<PreparedCall> MpiCommunicator::prepare(std::function<void()> issue_calls) {
+    // Recorded calls are not made, so they are not counted either; however `issue_calls`
+    // ends, the communicator makes and counts its calls again afterwards.
+    class Recording {
+      public:
+        Recording(MpiCommunicator& comm, std::vector<Step>& steps)
+            : comm_(comm), was_counting_(comm.stats().enabled) {
+            comm_.stats().enabled = false;
+            comm_.recording_ = &steps;
+        }
+        ~Recording() {
+            comm_.recording_ = nullptr;
+            comm_.stats().enabled = was_counting_;
+        }
+        Recording(const Recording&) = delete;
+        Recording& operator=(const Recording&) = delete;
+
+      private:
+        MpiCommunicator& comm_;
+        bool was_counting_;
+    };
     std::vector<Step> steps;
-    // Recorded calls are not made, so they are not counted either.
-    const bool was_counting = stats().enabled;
-    stats().enabled = false;
-    recording_ = &steps;
-    try {
+    {
+        const Recording recording(*this, steps);
         issue_calls();
-    } catch (...) {
-        recording_ = nullptr;
-        stats().enabled = was_counting;
-        throw;
     }
-    recording_ = nullptr;
-    stats().enabled = was_counting;
     return std::make_unique<PreparedSteps>(std::move(steps));
 }
 
@@ -236,7 +247,7 @@ void MpiCommunicator::do_allreduce(const void* send, void* recv, std::size_t cou
     const MPI_Datatype datatype = types_->datatype(type);
     const MPI_Op mpi_op = types_->op(type, op);
     issue("MPI_Allreduce", [=, comm = comm_] { return MPI_Allreduce(source, recv, n, datatype, mpi_op, comm); });
-    if (op == ReduceOp::avg) host_step([=] { divide_for_avg(recv, count, type, op); });
+    if (op == ReduceOp::avg) host_step([=, this] { divide_for_avg(recv, count, type, op); });
 }
 
 void MpiCommunicator::do_allgather(const void* send, void* recv, std::size_t send_count, DType type) {
@@ -264,7 +275,7 @@ void MpiCommunicator::do_reduce_scatter(const void* send, void* recv, std::size_
     issue("MPI_Reduce_scatter_block",
           [=, comm = comm_] { return MPI_Reduce_scatter_block(source, target, n, datatype, mpi_op, comm); });
     if (in_place && rank_ != 0) host_step([=] { std::memmove(own_slice, target, bytes); });
-    if (op == ReduceOp::avg) host_step([=] { divide_for_avg(recv, recv_count, type, op); });
+    if (op == ReduceOp::avg) host_step([=, this] { divide_for_avg(recv, recv_count, type, op); });
 }
 
 void MpiCommunicator::do_broadcast(const void* send, void* recv, std::size_t count, DType type, int root) {
@@ -281,7 +292,7 @@ void MpiCommunicator::do_reduce(const void* send, void* recv, std::size_t count,
     const MPI_Datatype datatype = types_->datatype(type);
     const MPI_Op mpi_op = types_->op(type, op);
     issue("MPI_Reduce", [=, comm = comm_] { return MPI_Reduce(source, recv, n, datatype, mpi_op, root, comm); });
-    if (rank_ == root && op == ReduceOp::avg) host_step([=] { divide_for_avg(recv, count, type, op); });
+    if (rank_ == root && op == ReduceOp::avg) host_step([=, this] { divide_for_avg(recv, count, type, op); });
 }
 
 void MpiCommunicator::do_alltoall(const void* send, void* recv, std::size_t count_per_peer, DType type) {
