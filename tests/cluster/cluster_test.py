@@ -18,6 +18,9 @@ import time
 
 import jsonschema
 
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "support"))
+import processes  # noqa: E402  (tests/support/processes.py)
+
 SKIP = 77
 
 
@@ -206,21 +209,12 @@ def ranks_in_host(host):
             with open(f"/proc/{pid}/comm") as comm:
                 if comm.read().strip() != "parbench":
                     continue
-            with open(f"/proc/{pid}/environ", "rb") as environ:
-                for item in environ.read().split(b"\0"):
-                    if item.startswith(b"OMPI_COMM_WORLD_RANK="):
-                        ranks[int(item.split(b"=")[1])] = int(pid)
-        except (OSError, ValueError):
+        except OSError:
             continue
+        rank = processes.world_rank(pid)
+        if rank is not None:
+            ranks[rank] = int(pid)
     return ranks
-
-
-def alive(pid):
-    try:
-        with open(f"/proc/{pid}/stat") as stat:
-            return stat.read().rsplit(")", 1)[1].split()[0] not in ("Z", "X")
-    except OSError:
-        return False
 
 
 def case_watchdog_across_hosts(c):
@@ -266,9 +260,9 @@ def case_watchdog_across_hosts(c):
         check("rank 3 (pbhost1) stopped answering" in line.split(". Last reports")[0], line)
         check(status == 124, f"exit {status}, want 124:\n{log}")
         deadline = time.monotonic() + grace_s
-        while time.monotonic() < deadline and any(alive(pid) for pid in ranks.values()):
+        while time.monotonic() < deadline and any(processes.running(pid) for pid in ranks.values()):
             time.sleep(0.05)
-        survivors = [rank for rank, pid in ranks.items() if alive(pid)]
+        survivors = [rank for rank, pid in ranks.items() if processes.running(pid)]
         check(not survivors, f"ranks {survivors} still ran {grace_s} s after mpirun ended")
         report = c.report("watch.json")
         check(report["status"] == "partial" and "watchdog" in report["status_reason"], f"status {report['status']}")

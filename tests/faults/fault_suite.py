@@ -19,6 +19,9 @@ import time
 
 import jsonschema
 
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "support"))
+import processes  # noqa: E402  (tests/support/processes.py)
+
 HERE = os.path.dirname(os.path.abspath(__file__))
 ROOT = os.path.dirname(os.path.dirname(HERE))
 
@@ -45,13 +48,8 @@ class Job:
     def rank_pids(self):
         parents = {}
         for entry in os.listdir("/proc"):
-            if not entry.isdigit():
-                continue
-            try:
-                with open(f"/proc/{entry}/stat") as stat:
-                    parents[int(entry)] = int(stat.read().rsplit(")", 1)[1].split()[1])
-            except (OSError, ValueError, IndexError):
-                continue
+            if entry.isdigit() and (ppid := processes.parent(entry)) is not None:
+                parents[int(entry)] = ppid
 
         def descends(pid):
             while pid in parents and pid > 1:
@@ -62,13 +60,9 @@ class Job:
 
         pids = {}
         for pid in filter(descends, parents):
-            try:
-                with open(f"/proc/{pid}/environ", "rb") as environ:
-                    for item in environ.read().split(b"\0"):
-                        if item.startswith((b"OMPI_COMM_WORLD_RANK=", b"PMI_RANK=")):
-                            pids[int(item.split(b"=")[1])] = pid
-            except (OSError, ValueError, IndexError):
-                continue
+            rank = processes.world_rank(pid)
+            if rank is not None:
+                pids[rank] = pid
         return pids
 
     def wait_for_ranks(self, timeout=60):
@@ -250,21 +244,13 @@ def check_partial(ctx, path, what):
     return report
 
 
-def process_running(pid):
-    try:
-        with open(f"/proc/{pid}/stat") as stat:
-            return stat.read().rsplit(")", 1)[1].split()[0] not in ("Z", "X")
-    except OSError:
-        return False
-
-
 def ranks_still_running(pids, grace):
     """The pids still alive after up to `grace` seconds. mpirun may exit once it has signalled
     its ranks, before a rank it resumed from SIGSTOP has finished dying (unmapping a 64 MB
     buffer on a loaded machine takes a moment), so an immediate look would race that exit."""
     deadline = time.monotonic() + grace
     while True:
-        running = [pid for pid in pids if process_running(pid)]
+        running = [pid for pid in pids if processes.running(pid)]
         if not running or time.monotonic() >= deadline:
             return running
         time.sleep(0.05)
