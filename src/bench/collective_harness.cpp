@@ -182,24 +182,8 @@ std::uint64_t CollectiveHarness::count_wrong(const PointSpec& spec, const Buffer
     return total;
 }
 
-namespace {
-
-// The harness's own timing replaces the communicator's per-call accounting while it runs.
-class PausedCounting {
-  public:
-    explicit PausedCounting(CommStats& stats) : stats_(stats), was_enabled_(stats.enabled) { stats_.enabled = false; }
-    ~PausedCounting() { stats_.enabled = was_enabled_; }
-    PausedCounting(const PausedCounting&) = delete;
-    PausedCounting& operator=(const PausedCounting&) = delete;
-
-  private:
-    CommStats& stats_;
-    bool was_enabled_;
-};
-
-}  // namespace
-
 PointMeasurement CollectiveHarness::measure(const PointSpec& spec) {
+    // The harness's own timing replaces the communicator's per-call accounting while it runs.
     const PausedCounting paused(data_.stats());
     const Collective& collective = *spec.collective;
     const std::uint64_t bytes = spec.count * dtype_size(spec.params.type);

@@ -481,8 +481,9 @@ class CollectiveCommand : public Command {
         std::unique_ptr<Communicator> group_data = groups ? backend.comm->split(groups->mine, rank) : nullptr;
         std::unique_ptr<Communicator> group_control = groups ? control.split(groups->mine, rank) : nullptr;
         TimingOptions timing = resolved.timing;
-        timing.send_offset_bytes = offsets_of_rank(resolved, rank).send;
-        timing.recv_offset_bytes = offsets_of_rank(resolved, rank).recv;
+        const BufferOffsets offsets = offsets_of_rank(resolved, rank);
+        timing.send_offset_bytes = offsets.send;
+        timing.recv_offset_bytes = offsets.recv;
         CollectiveHarness harness(group_data ? *group_data : *backend.comm, group_control ? *group_control : control,
                                   *backend.device, timing, *watchdog);
         NvtxRange run_range("run " + options_.command);

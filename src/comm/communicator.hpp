@@ -166,6 +166,19 @@ struct CommStats {
     std::chrono::steady_clock::time_point busy_since_;
 };
 
+// Turns a communicator's counting off for a scope, and back to what it was afterwards.
+class PausedCounting {
+  public:
+    explicit PausedCounting(CommStats& stats) : stats_(stats), was_enabled_(stats.enabled) { stats_.enabled = false; }
+    ~PausedCounting() { stats_.enabled = was_enabled_; }
+    PausedCounting(const PausedCounting&) = delete;
+    PausedCounting& operator=(const PausedCounting&) = delete;
+
+  private:
+    CommStats& stats_;
+    bool was_enabled_;
+};
+
 class Communicator {
   public:
     virtual ~Communicator() = default;

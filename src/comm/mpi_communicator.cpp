@@ -213,28 +213,20 @@ class MpiCommunicator::PreparedSteps final : public PreparedCall {
 };
 
 std::unique_ptr<PreparedCall> MpiCommunicator::prepare(std::function<void()> issue_calls) {
-    // Recorded calls are not made, so they are not counted either; however `issue_calls`
-    // ends, the communicator makes and counts its calls again afterwards.
+    // However `issue_calls` ends, the communicator makes its calls again afterwards.
     class Recording {
       public:
-        Recording(MpiCommunicator& comm, std::vector<Step>& steps)
-            : comm_(comm), was_counting_(comm.stats().enabled) {
-            comm_.stats().enabled = false;
-            comm_.recording_ = &steps;
-        }
-        ~Recording() {
-            comm_.recording_ = nullptr;
-            comm_.stats().enabled = was_counting_;
-        }
+        Recording(MpiCommunicator& comm, std::vector<Step>& steps) : comm_(comm) { comm_.recording_ = &steps; }
+        ~Recording() { comm_.recording_ = nullptr; }
         Recording(const Recording&) = delete;
         Recording& operator=(const Recording&) = delete;
 
       private:
         MpiCommunicator& comm_;
-        bool was_counting_;
     };
     std::vector<Step> steps;
     {
+        const PausedCounting paused(stats());  // recorded calls are not made, so not counted either
         const Recording recording(*this, steps);
         issue_calls();
     }
