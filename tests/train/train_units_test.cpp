@@ -2,8 +2,11 @@
 // arithmetic, the memory ledger, formulas, option checks and the --check comparison.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cstdlib>
+#include <stdexcept>
 #include <string>
+#include <vector>
 
 #include "tests/support/usage_error_text.hpp"
 #include "core/error.hpp"
@@ -13,6 +16,7 @@
 #include "train/metrics.hpp"
 #include "train/model.hpp"
 #include "train/model_config.hpp"
+#include "train/models/transformer_parts.hpp"
 #include "train/parameter_layout.hpp"
 #include "train/synthetic_data.hpp"
 #include "train/train_options.hpp"
@@ -140,6 +144,63 @@ TEST(SyntheticData, SamplesDependOnlyOnTheirGlobalIndex) {
     synthetic_regression(3, 14, 2, 4, x2, y2);
     EXPECT_TRUE(std::equal(x2.begin(), x2.end(), x.begin() + 16));
     EXPECT_FLOAT_EQ(y[5], std::sin(x[5]));
+}
+
+struct TestSlot {
+    int microbatch = -1;
+    int previous = -1;
+    int id = 0;
+};
+
+TEST(ActivationSlots, AMicrobatchKeepsItsSlotUntilGivenBackAndThenUntilTaken) {
+    ActivationSlots<TestSlot> slots("Test");
+    slots.add_chunk({TestSlot{-1, -1, 10}, TestSlot{-1, -1, 11}});
+    slots.add_chunk({TestSlot{-1, -1, 20}});
+    EXPECT_EQ(slots.take(0, 0).id, 10);
+    EXPECT_EQ(slots.take(1, 0).id, 11);
+    EXPECT_EQ(slots.take(0, 0).id, 10);  // the one it holds
+    EXPECT_EQ(slots.take(0, 1).id, 20);  // each chunk its own pool
+    try {
+        slots.take(2, 0);
+        FAIL() << "a third micro-batch found a slot in a pool of two";
+    } catch (const std::logic_error& e) {
+        EXPECT_NE(std::string(e.what()).find("Test: more micro-batches in flight on chunk 0"), std::string::npos);
+    }
+    slots.give_back(slots.held(0, 0));
+    EXPECT_EQ(slots.held(0, 0).id, 10);  // given back, its buffers still intact
+    EXPECT_EQ(slots.take(2, 0).id, 10);  // taken by the next one
+    EXPECT_THROW(slots.held(0, 0), std::logic_error);
+}
+
+TEST(MicrobatchTokens, ARankOfAContextGroupKeepsItsPositionsOfTheWholeSequences) {
+    CpuDevice device;
+    MemoryLedger ledger(device);
+    ActivationArena arena(ledger);
+    const int B = 2, T = 6, V = 40;
+    std::vector<int> all_tokens(B * T), all_targets(B * T);
+    synthetic_tokens(5, 30, B, T, V, all_tokens, all_targets);
+
+    MicrobatchTokens whole;
+    whole.allocate(arena, 2, B * T);
+    whole.stage(device, 1, 5, 30, B, T, V, {});
+    EXPECT_TRUE(std::equal(all_tokens.begin(), all_tokens.end(), whole.tokens(1)));
+    EXPECT_TRUE(std::equal(all_targets.begin(), all_targets.end(), whole.targets(1)));
+
+    const std::vector<int> positions{4, 0, 5};  // as a zigzag split hands a rank its chunks
+    MicrobatchTokens part;
+    part.allocate(arena, 1, B * positions.size());
+    part.stage(device, 0, 5, 30, B, T, V, positions);
+    for (int b = 0; b < B; ++b)
+        for (std::size_t i = 0; i < positions.size(); ++i) {
+            EXPECT_EQ(part.tokens(0)[b * positions.size() + i], all_tokens[b * T + positions[i]]);
+            EXPECT_EQ(part.targets(0)[b * positions.size() + i], all_targets[b * T + positions[i]]);
+        }
+
+    for (std::size_t i = 0; i < B * positions.size(); ++i) part.losses(0)[i] = static_cast<float>(i);
+    EXPECT_DOUBLE_EQ(part.mean_loss(device, 0), 2.5);
+    // Every buffer from the arena, in the ledger's activations: tokens, targets and losses per micro-batch.
+    EXPECT_EQ(ledger.usage().live_of(MemoryCategory::activations),
+              (2 * B * T + B * positions.size()) * (2 * sizeof(int) + sizeof(float)));
 }
 
 TEST(Mesh, TensorParallelInnermostPipelineOutermost) {

@@ -29,7 +29,7 @@
 #include <vector>
 
 #include "core/nvtx.hpp"
-#include "train/synthetic_data.hpp"
+#include "train/models/transformer_parts.hpp"
 #include "train/tensor_parallel.hpp"
 
 namespace parbench {
@@ -88,21 +88,6 @@ GptTensors build_layout(const ModelConfig& config, int seq_len, const TensorSpli
     }
     return tensors;
 }
-
-// The model's activation buffers, allocated once from the ledger and owned together.
-class ActivationArena {
-  public:
-    explicit ActivationArena(MemoryLedger& ledger) : ledger_(ledger) {}
-    Buffer buffer(std::size_t bytes) {
-        buffers_.push_back(ledger_.allocate(MemoryCategory::activations, bytes));
-        return buffers_.back();
-    }
-    float* floats(std::size_t count) { return buffer(count * sizeof(float)).as<float>(); }
-
-  private:
-    MemoryLedger& ledger_;
-    std::vector<Buffer> buffers_;
-};
 
 // A split backward's B keeps, per block, the output gradients of the four matmuls whose
 // weight gradients W computes later (arXiv 2401.10241 sec. 2): (B,T,C), (B,T,4C/t),
@@ -184,27 +169,7 @@ class GptModel : public Model {
     }
 
     void stage_batch(int microbatch, std::uint64_t first_sample) override {
-        const std::size_t n = rows();
-        std::vector<int> tokens(n), targets(n);
-        if (!context_) {
-            synthetic_tokens(seed_, first_sample, B_, T_, V_, tokens, targets);
-        } else {
-            // Every rank of the cp group draws the micro-batch's whole sequences and keeps the
-            // tokens (and their targets) at its positions.
-            const std::size_t full_T = static_cast<std::size_t>(shape_.seq_len);
-            std::vector<int> all_tokens(static_cast<std::size_t>(B_) * full_T), all_targets(all_tokens.size());
-            synthetic_tokens(seed_, first_sample, B_, shape_.seq_len, V_, all_tokens, all_targets);
-            for (std::size_t b = 0; b < static_cast<std::size_t>(B_); ++b)
-                for (std::size_t i = 0; i < positions_host_.size(); ++i) {
-                    const std::size_t from = b * full_T + static_cast<std::size_t>(positions_host_[i]);
-                    tokens[b * positions_host_.size() + i] = all_tokens[from];
-                    targets[b * positions_host_.size() + i] = all_targets[from];
-                }
-        }
-        Buffer& slot_tokens = tokens_[static_cast<std::size_t>(microbatch)];
-        Buffer& slot_targets = targets_[static_cast<std::size_t>(microbatch)];
-        device_.copy_from_host(slot_tokens, tokens.data(), n * sizeof(int));
-        device_.copy_from_host(slot_targets, targets.data(), n * sizeof(int));
+        batch_.stage(device_, microbatch, seed_, first_sample, B_, shape_.seq_len, V_, positions_host_);
     }
 
     void forward(int microbatch, ParameterAccess& access) override {
@@ -220,27 +185,23 @@ class GptModel : public Model {
     }
 
     // ---- pipeline chunks ----------------------------------------------------------------
-    // Each chunk owns a pool of activation slots, one per micro-batch it holds at once: a
-    // slot is taken by the micro-batch's first touch (its input arriving, or its forward)
-    // and returned after its backward (after W when the backward is split). A pass runs
-    // with the model's activation pointers bound to its slot.
+    // Each chunk runs its micro-batches in a pool of activation slots (transformer_parts.hpp);
+    // a pass runs with the model's activation pointers bound to its slot.
     std::size_t boundary_numel() const override { return residual_elements(); }
 
-    float* boundary_input(int microbatch, int chunk) override { return slot(microbatch, chunk).input; }
+    float* boundary_input(int microbatch, int chunk) override { return slots_.take(microbatch, chunk).input; }
 
     const float* boundary_output(int microbatch, int chunk) override {
         const LayerRange& range = part_.chunks.at(static_cast<std::size_t>(chunk));
-        return slot(microbatch, chunk).blocks[static_cast<std::size_t>(range.end - 1)].residual3;
+        return slots_.take(microbatch, chunk).blocks[static_cast<std::size_t>(range.end - 1)].residual3;
     }
 
-    // Also after the backward returned the slot: its d(input) is sent from there.
-    float* boundary_gradient(int microbatch, int chunk) override {
-        return slot(microbatch, chunk, /*take=*/false).gradient;
-    }
+    // Also after the backward gave the slot back: its d(input) is sent from there.
+    float* boundary_gradient(int microbatch, int chunk) override { return slots_.held(microbatch, chunk).gradient; }
 
     void forward_chunk(int microbatch, int chunk, ParameterAccess& access) override {
         const LayerRange& range = part_.chunks.at(static_cast<std::size_t>(chunk));
-        bind(slot(microbatch, chunk), range);
+        bind(slots_.take(microbatch, chunk), range);
         if (range.first == 0) embedding_forward(microbatch, access);
         for (int l = range.first; l < range.end; ++l) block_forward(l, access);
         if (range.end == L_) {
@@ -253,7 +214,7 @@ class GptModel : public Model {
     void backward_chunk(int microbatch, int chunk, float loss_scale, BackwardPass pass,
                         ParameterAccess& access) override {
         const LayerRange& range = part_.chunks.at(static_cast<std::size_t>(chunk));
-        ActivationSlot& s = slot(microbatch, chunk, /*take=*/false);
+        ActivationSlot& s = slots_.held(microbatch, chunk);
         bind(s, range);
         if (pass == BackwardPass::weight) {
             for (int l = range.end - 1; l >= range.first; --l) block_weights(l, access);
@@ -265,10 +226,7 @@ class GptModel : public Model {
             for (int l = range.end - 1; l >= range.first; --l) block_backward(l, pass, access);
             if (range.first == 0) embedding_backward(microbatch, access);
         }
-        if (pass != BackwardPass::input) {  // the slot is free again
-            s.previous = s.microbatch;
-            s.microbatch = -1;
-        }
+        if (pass != BackwardPass::input) slots_.give_back(s);
     }
 
     int shared_unit() const override {
@@ -280,19 +238,12 @@ class GptModel : public Model {
     ContextAttention* context_attention() override { return context_.get(); }
     std::size_t context_workspace_bytes() const override { return context_workspace_bytes_; }
 
-    double mean_loss(int microbatch) const override {
-        std::vector<float> losses(rows());
-        device_.copy_to_host(losses.data(), loss_buffers_[static_cast<std::size_t>(microbatch)],
-                             losses.size() * sizeof(float));
-        double sum = 0.0;
-        for (float loss : losses) sum += loss;
-        return sum / static_cast<double>(losses.size());
-    }
+    double mean_loss(int microbatch) const override { return batch_.mean_loss(device_, microbatch); }
 
   private:
     void embedding_forward(int microbatch, ParameterAccess& access) {
         const int BT = B_ * T_;
-        const int* tokens = tokens_[static_cast<std::size_t>(microbatch)].as<int>();
+        const int* tokens = batch_.tokens(microbatch);
         NvtxRange range("embedding forward");
         const float* p = access.acquire(unit(0));
         // Vocab-parallel embedding: each rank looks up the tokens of its vocabulary shard
@@ -354,14 +305,14 @@ class GptModel : public Model {
         // Vocab-parallel cross-entropy (Megatron-LM sec. 3): the logits stay split; the loss
         // needs only each row's max, sum of exponentials and target logit over the group,
         // three all-reduces of B·T floats.
-        const int* targets = targets_[static_cast<std::size_t>(microbatch)].as<int>();
+        const int* targets = batch_.targets(microbatch);
         ops_.row_max(maxes_, logits_, BT, vocab_.size);
         tp_.allreduce_max(maxes_, rows());
         ops_.row_sum_exp(sums_, logits_, maxes_, BT, vocab_.size);
         tp_.allreduce_sum(sums_, rows());
         ops_.target_logit(target_logits_, logits_, targets, BT, vocab_.size, vocab_);
         tp_.allreduce_sum(target_logits_, rows());
-        ops_.crossentropy_losses_from_parts(loss_buffers_[static_cast<std::size_t>(microbatch)].as<float>(), maxes_,
+        ops_.crossentropy_losses_from_parts(batch_.losses(microbatch), maxes_,
                                             sums_, target_logits_, BT);
     }
 
@@ -376,7 +327,7 @@ class GptModel : public Model {
         ops_.fill(dlosses_, loss_scale, rows());
         ops_.fill(dlogits_, 0.0f, rows() * static_cast<std::size_t>(vocab_.size));
         ops_.crossentropy_shard_backward(dlogits_, dlosses_, logits_, maxes_, sums_,
-                                         targets_[static_cast<std::size_t>(microbatch)].as<int>(), BT, vocab_.size,
+                                         batch_.targets(microbatch), BT, vocab_.size,
                                          vocab_);
         // SP keeps only token chunks; a split region's input is gathered again for its
         // weight gradient (arXiv 2205.05198 sec. 4.2.2), here and in every block.
@@ -386,11 +337,11 @@ class GptModel : public Model {
                           C_, vocab_.size);
         const float* dlnf = tp_.enter_backward(dnormed_, dnormed_local_, BT, C_);
         ops_.fill(dresidual_, 0.0f, residual_elements());
-        begin_layernorm_gradients(2);
-        ops_.layernorm_backward(dresidual_, layernorm_gradient(embedding_grads, e.lnfw, 0),
-                                layernorm_gradient(embedding_grads, e.lnfb, 1), dlnf, last_residual(),
+        norms_.begin(2);
+        ops_.layernorm_backward(dresidual_, norms_.gradient(grad(embedding_grads, e.lnfw), 0),
+                                norms_.gradient(grad(embedding_grads, e.lnfb), 1), dlnf, last_residual(),
                                 param(p, e.lnfw), lnf_mean_, lnf_rstd_, R_, C_);
-        finish_layernorm_gradients(embedding_grads, {e.lnfw, e.lnfb});
+        norms_.finish({grad(embedding_grads, e.lnfw), grad(embedding_grads, e.lnfb)});
         access.release(unit(0));
         head_params_ = nullptr;
     }
@@ -418,10 +369,10 @@ class GptModel : public Model {
         const std::size_t local_channels = rows() * static_cast<std::size_t>(Cl_);
         float* dwide2 = defer ? stash->dfc : dwide2_;
         float* dqkv = defer ? stash->dqkv : dqkv_;
-        begin_layernorm_gradients(4);
+        norms_.begin(4);
         // dresidual_ holds d(residual3): it flows unchanged into both branches' sums.
         const float* dmlp = tp_.leave_backward(dresidual_, dgathered_, BT, C_);
-        if (defer) copy(stash->dmlp, dmlp, btc);
+        if (defer) copy_floats(ops_, stash->dmlp, dmlp, btc);
         ops_.fill(dwide_, 0.0f, wide);
         matmuls_.backward(dwide_, weight_grad(w.fcprojw), weight_grad(w.fcprojb), dmlp, a.fch_gelu,
                           param(p, w.fcprojw), BT, Fl_, C_);
@@ -432,11 +383,11 @@ class GptModel : public Model {
         matmuls_.backward(dnormed_, weight_grad(w.fcw), weight_grad(w.fcb), dwide2, ln2, param(p, w.fcw), BT, C_,
                           Fl_);
         const float* dln2 = tp_.enter_backward(dnormed_, dnormed_local_, BT, C_);
-        ops_.layernorm_backward(dresidual_, layernorm_gradient(g, w.ln2w, 2), layernorm_gradient(g, w.ln2b, 3), dln2,
-                                a.residual2, param(p, w.ln2w), a.ln2_mean, a.ln2_rstd, R_, C_);
+        ops_.layernorm_backward(dresidual_, norms_.gradient(grad(g, w.ln2w), 2), norms_.gradient(grad(g, w.ln2b), 3),
+                                dln2, a.residual2, param(p, w.ln2w), a.ln2_mean, a.ln2_rstd, R_, C_);
         // dresidual_ now holds d(residual2).
         const float* dattention = tp_.leave_backward(dresidual_, dgathered_, BT, C_);
-        if (defer) copy(stash->dattention, dattention, btc);
+        if (defer) copy_floats(ops_, stash->dattention, dattention, btc);
         if (recompute_ == Recompute::selective && !context_) {
             // The attention core again, from the kept QKV: its probabilities into the shared
             // buffer (its output, already kept, lands in scratch that is zeroed next).
@@ -457,9 +408,9 @@ class GptModel : public Model {
         qkv_backward(dnormed_, defer ? nullptr : grad(g, w.qkvw), defer ? nullptr : grad(g, w.qkvb), dqkv, ln1,
                      param(p, w.qkvw));
         const float* dln1 = tp_.enter_backward(dnormed_, dnormed_local_, BT, C_);
-        ops_.layernorm_backward(dresidual_, layernorm_gradient(g, w.ln1w, 0), layernorm_gradient(g, w.ln1b, 1), dln1,
-                                residual, param(p, w.ln1w), a.ln1_mean, a.ln1_rstd, R_, C_);
-        finish_layernorm_gradients(g, {w.ln1w, w.ln1b, w.ln2w, w.ln2b});
+        ops_.layernorm_backward(dresidual_, norms_.gradient(grad(g, w.ln1w), 0), norms_.gradient(grad(g, w.ln1b), 1),
+                                dln1, residual, param(p, w.ln1w), a.ln1_mean, a.ln1_rstd, R_, C_);
+        norms_.finish({grad(g, w.ln1w), grad(g, w.ln1b), grad(g, w.ln2w), grad(g, w.ln2b)});
         // dresidual_ now holds d(residual), the previous block's output.
         access.release(unit(l + 1));
         if (!defer) access.gradients_complete(unit(l + 1));
@@ -497,7 +448,7 @@ class GptModel : public Model {
         float* dwpe = grad(embedding_grads, e.wpe);
         if (context_) ops_.fill(dwpe_local_, 0.0f, static_cast<std::size_t>(T_) * C_);
         ops_.encoder_backward(grad(embedding_grads, e.wte), context_ ? dwpe_local_ : dwpe, dencoded,
-                              tokens_[static_cast<std::size_t>(microbatch)].as<int>(), B_, T_, C_, vocab_);
+                              batch_.tokens(microbatch), B_, T_, C_, vocab_);
         if (context_)  // each held position's gradient back to its row of wpe
             for (const PositionRun& run : position_runs_)
                 ops_.add_inplace(dwpe + static_cast<std::size_t>(run.first) * C_,
@@ -511,8 +462,8 @@ class GptModel : public Model {
     const float* position_rows(const float* wpe) {
         if (!context_) return wpe;
         for (const PositionRun& run : position_runs_)
-            copy(wpe_local_ + static_cast<std::size_t>(run.local) * C_, wpe + static_cast<std::size_t>(run.first) * C_,
-                 static_cast<std::size_t>(run.length) * C_);
+            copy_floats(ops_, wpe_local_ + static_cast<std::size_t>(run.local) * C_,
+                        wpe + static_cast<std::size_t>(run.first) * C_, static_cast<std::size_t>(run.length) * C_);
         return wpe_local_;
     }
 
@@ -539,11 +490,6 @@ class GptModel : public Model {
                               weight ? weight + qkv_weight_offset(part) : nullptr, BT, C_, Cl_);
     }
 
-    void copy(float* out, const float* in, std::size_t n) {
-        ops_.fill(out, 0.0f, n);
-        ops_.add_inplace(out, in, n);
-    }
-
     // One micro-batch's activations of one chunk: blocks indexed by layer (only the chunk's
     // are set), the head's on the last stage, and the boundary buffers.
     struct ActivationSlot {
@@ -561,27 +507,6 @@ class GptModel : public Model {
         const int local = local_unit_.at(static_cast<std::size_t>(global_unit));
         if (local < 0) throw std::logic_error("GPT: unit " + std::to_string(global_unit) + " is not on this stage");
         return local;
-    }
-
-    // The slot `microbatch` holds on `chunk`; `take`: taking a free one if it holds none;
-    // otherwise the one it held last (its buffers stay intact until taken again).
-    ActivationSlot& slot(int microbatch, int chunk, bool take = true) {
-        auto& pool = slots_.at(static_cast<std::size_t>(chunk));
-        for (ActivationSlot& s : pool)
-            if (s.microbatch == microbatch) return s;
-        if (!take) {
-            for (ActivationSlot& s : pool)
-                if (s.microbatch < 0 && s.previous == microbatch) return s;
-            throw std::logic_error("GPT: micro-batch " + std::to_string(microbatch) + " holds no slot on chunk " +
-                                   std::to_string(chunk));
-        }
-        for (ActivationSlot& s : pool)
-            if (s.microbatch < 0) {
-                s.microbatch = microbatch;
-                return s;
-            }
-        throw std::logic_error("GPT: more micro-batches in flight on chunk " + std::to_string(chunk) +
-                               " than the schedule's peak of " + std::to_string(pool.size()));
     }
 
     void bind(const ActivationSlot& s, const LayerRange& range) {
@@ -689,7 +614,7 @@ class GptModel : public Model {
                 s.sums = arena_.floats(rows());
                 s.target_logits = arena_.floats(rows());
             }
-            slots_.push_back(std::move(pool));
+            slots_.add_chunk(std::move(pool));
         }
     }
 
@@ -706,26 +631,6 @@ class GptModel : public Model {
         return tp_.adds_replicated_terms() ? param(unit_base, tensor) : nullptr;
     }
 
-    // Under SP each rank's LayerNorms see 1/t of the tokens: their weight and bias gradients
-    // are partial sums, computed into a zeroed pack, all-reduced as one call and added to the
-    // gradients (after every micro-batch, since the gradient buffers accumulate across them).
-    // Without SP they are written in place: they are whole already (see the file's notes).
-    void begin_layernorm_gradients(int tensors) {
-        if (tp_.sequence_parallel()) ops_.fill(layernorm_gradients_, 0.0f, static_cast<std::size_t>(tensors) * C_);
-    }
-    float* layernorm_gradient(float* unit_grads, int tensor, int slot) const {
-        if (!tp_.sequence_parallel()) return grad(unit_grads, tensor);
-        return layernorm_gradients_ + static_cast<std::size_t>(slot) * static_cast<std::size_t>(C_);
-    }
-    void finish_layernorm_gradients(float* unit_grads, std::initializer_list<int> tensors) {
-        if (!tp_.sequence_parallel()) return;
-        tp_.allreduce_sum(layernorm_gradients_, tensors.size() * static_cast<std::size_t>(C_));
-        std::size_t slot = 0;
-        for (int tensor : tensors)
-            ops_.add_inplace(grad(unit_grads, tensor), layernorm_gradients_ + slot++ * static_cast<std::size_t>(C_),
-                             static_cast<std::size_t>(C_));
-    }
-
     void allocate_activations() {
         const std::size_t btc = rows() * static_cast<std::size_t>(C_);
         const std::size_t rc = residual_elements();
@@ -735,12 +640,7 @@ class GptModel : public Model {
         const std::size_t att = static_cast<std::size_t>(B_) * NHl_ * T_ * T_;
         const std::size_t logits = rows() * static_cast<std::size_t>(vocab_.size);
         const bool sp = tp_.sequence_parallel();
-        const auto m = static_cast<std::size_t>(shape_.microbatches);
-        for (std::size_t k = 0; k < m; ++k) {
-            tokens_.push_back(arena_.buffer(rows() * sizeof(int)));
-            targets_.push_back(arena_.buffer(rows() * sizeof(int)));
-            loss_buffers_.push_back(arena_.buffer(rows() * sizeof(float)));
-        }
+        batch_.allocate(arena_, shape_.microbatches, rows());
         if (recompute_ == Recompute::full) recompute_work_ = allocate_block_buffers(true);
         if (recompute_ == Recompute::selective && !context_) recompute_work_.att = arena_.floats(att);
         if (part_.active()) {
@@ -775,13 +675,13 @@ class GptModel : public Model {
             dpreatt_ = arena_.floats(att);
             datt_ = arena_.floats(att);
         }
+        norms_.allocate(arena_, 4);
         if (sp) {
             // Whole (B,T,C) scratch for the gathers and the chunks the reduce-scatters leave.
             gathered_ = arena_.floats(btc);
             dgathered_ = arena_.floats(btc);
             projection_local_ = arena_.floats(rc);
             dnormed_local_ = arena_.floats(rc);
-            layernorm_gradients_ = arena_.floats(4 * static_cast<std::size_t>(C_));
         }
     }
 
@@ -808,7 +708,7 @@ class GptModel : public Model {
     std::vector<int> local_unit_;  // global unit -> index in layout_, or -1
     bool holds_first_stage_ = false, holds_last_stage_ = false;
     int first_layer_ = 0;          // of the chunk being run
-    std::vector<std::vector<ActivationSlot>> slots_;  // per chunk (pipeline only)
+    ActivationSlots<ActivationSlot> slots_{"GPT"};  // per chunk (pipeline only)
     std::vector<WeightGradientStash> stash_;          // bound from a slot (split backward only)
     GptTensors tensors_;
     // Context parallelism only: the attention, each held token's position, and the runs of
@@ -822,15 +722,15 @@ class GptModel : public Model {
     std::vector<PositionRun> position_runs_;
     float *wpe_local_ = nullptr, *dwpe_local_ = nullptr;  // (T,C)
 
-    std::vector<Buffer> tokens_, targets_, loss_buffers_;  // one slot per micro-batch
+    MicrobatchTokens batch_;
     const float* head_params_ = nullptr;  // unit 0, acquired by forward's head, released by backward's
     float* encoded_ = nullptr;
     std::vector<BlockActivations> blocks_;
     float *preatt_ = nullptr, *projection_ = nullptr, *lnf_ = nullptr, *lnf_mean_ = nullptr, *lnf_rstd_ = nullptr;
     float *logits_ = nullptr, *maxes_ = nullptr, *sums_ = nullptr, *target_logits_ = nullptr;
     // Sequence parallelism only (nullptr otherwise).
-    float *gathered_ = nullptr, *dgathered_ = nullptr, *projection_local_ = nullptr, *dnormed_local_ = nullptr,
-          *layernorm_gradients_ = nullptr;
+    float *gathered_ = nullptr, *dgathered_ = nullptr, *projection_local_ = nullptr, *dnormed_local_ = nullptr;
+    NormGradientPack norms_{ops_, tp_, C_};  // the LayerNorms' partial sums under SP
     float *dlosses_ = nullptr, *dlogits_ = nullptr, *dnormed_ = nullptr, *dresidual_ = nullptr;
     float *dwide_ = nullptr, *dwide2_ = nullptr, *datty_ = nullptr, *dqkv_ = nullptr, *dpreatt_ = nullptr,
           *datt_ = nullptr;

@@ -30,7 +30,7 @@
 #include <vector>
 
 #include "core/nvtx.hpp"
-#include "train/synthetic_data.hpp"
+#include "train/models/transformer_parts.hpp"
 #include "train/tensor_parallel.hpp"
 
 namespace parbench {
@@ -90,20 +90,6 @@ LlamaTensors build_layout(const ModelConfig& config, const TensorSplit& split, P
     tensors.wout = layout.add_tensor("wout", {V, C}, column_parallel_rows(V, C, split), InitKind::normal, init_stddev);
     return tensors;
 }
-
-class ActivationArena {
-  public:
-    explicit ActivationArena(MemoryLedger& ledger) : ledger_(ledger) {}
-    Buffer buffer(std::size_t bytes) {
-        buffers_.push_back(ledger_.allocate(MemoryCategory::activations, bytes));
-        return buffers_.back();
-    }
-    float* floats(std::size_t count) { return buffer(count * sizeof(float)).as<float>(); }
-
-  private:
-    MemoryLedger& ledger_;
-    std::vector<Buffer> buffers_;
-};
 
 // What one block keeps from forward for backward. R = B·T rows, or B·T/t under SP; Cl, KVl,
 // Fl: this rank's query channels, key/value channels and SwiGLU width.
@@ -192,25 +178,8 @@ class LlamaModel : public Model {
     }
 
     void stage_batch(int microbatch, std::uint64_t first_sample) override {
-        const std::size_t n = rows();
-        std::vector<int> tokens(n), targets(n);
-        if (!context_) {
-            synthetic_tokens(seed_, first_sample, B_, T_, V_, tokens, targets);
-        } else {
-            // Every rank of the cp group draws the micro-batch's whole sequences and keeps the
-            // tokens (and their targets) at its positions.
-            const std::size_t full_T = static_cast<std::size_t>(shape_.seq_len);
-            std::vector<int> all_tokens(static_cast<std::size_t>(B_) * full_T), all_targets(all_tokens.size());
-            synthetic_tokens(seed_, first_sample, B_, shape_.seq_len, V_, all_tokens, all_targets);
-            for (std::size_t b = 0; b < static_cast<std::size_t>(B_); ++b)
-                for (std::size_t i = 0; i < positions_host_.size(); ++i) {
-                    const std::size_t from = b * full_T + static_cast<std::size_t>(positions_host_[i]);
-                    tokens[b * positions_host_.size() + i] = all_tokens[from];
-                    targets[b * positions_host_.size() + i] = all_targets[from];
-                }
-        }
-        device_.copy_from_host(tokens_[static_cast<std::size_t>(microbatch)], tokens.data(), n * sizeof(int));
-        device_.copy_from_host(targets_[static_cast<std::size_t>(microbatch)], targets.data(), n * sizeof(int));
+        batch_.stage(device_, microbatch, seed_, first_sample, B_, shape_.seq_len, V_,
+                     context_ ? positions_host_ : std::vector<int>{});
     }
 
     void forward(int microbatch, ParameterAccess& access) override {
@@ -227,18 +196,16 @@ class LlamaModel : public Model {
 
     // ---- pipeline chunks (as gpt.cpp: a pool of activation slots per chunk) -------------
     std::size_t boundary_numel() const override { return residual_elements(); }
-    float* boundary_input(int microbatch, int chunk) override { return slot(microbatch, chunk).input; }
+    float* boundary_input(int microbatch, int chunk) override { return slots_.take(microbatch, chunk).input; }
     const float* boundary_output(int microbatch, int chunk) override {
         const LayerRange& range = part_.chunks.at(static_cast<std::size_t>(chunk));
-        return slot(microbatch, chunk).blocks[static_cast<std::size_t>(range.end - 1)].residual3;
+        return slots_.take(microbatch, chunk).blocks[static_cast<std::size_t>(range.end - 1)].residual3;
     }
-    float* boundary_gradient(int microbatch, int chunk) override {
-        return slot(microbatch, chunk, /*take=*/false).gradient;
-    }
+    float* boundary_gradient(int microbatch, int chunk) override { return slots_.held(microbatch, chunk).gradient; }
 
     void forward_chunk(int microbatch, int chunk, ParameterAccess& access) override {
         const LayerRange& range = part_.chunks.at(static_cast<std::size_t>(chunk));
-        bind(slot(microbatch, chunk), range);
+        bind(slots_.take(microbatch, chunk), range);
         if (range.first == 0) embedding_forward(microbatch, access);
         for (int l = range.first; l < range.end; ++l) block_forward(l, access);
         if (range.end == L_) {
@@ -251,7 +218,7 @@ class LlamaModel : public Model {
     void backward_chunk(int microbatch, int chunk, float loss_scale, BackwardPass pass,
                         ParameterAccess& access) override {
         const LayerRange& range = part_.chunks.at(static_cast<std::size_t>(chunk));
-        ActivationSlot& s = slot(microbatch, chunk, /*take=*/false);
+        ActivationSlot& s = slots_.held(microbatch, chunk);
         bind(s, range);
         if (pass == BackwardPass::weight) {
             for (int l = range.end - 1; l >= range.first; --l) block_weights(l, access);
@@ -260,10 +227,7 @@ class LlamaModel : public Model {
             for (int l = range.end - 1; l >= range.first; --l) block_backward(l, pass, access);
             if (range.first == 0) embedding_backward(microbatch, access);
         }
-        if (pass != BackwardPass::input) {
-            s.previous = s.microbatch;
-            s.microbatch = -1;
-        }
+        if (pass != BackwardPass::input) slots_.give_back(s);
     }
 
     // The embedding and the output projection are separate tensors: no stage shares a unit.
@@ -273,14 +237,7 @@ class LlamaModel : public Model {
     ContextAttention* context_attention() override { return context_.get(); }
     std::size_t context_workspace_bytes() const override { return context_workspace_bytes_; }
 
-    double mean_loss(int microbatch) const override {
-        std::vector<float> losses(rows());
-        device_.copy_to_host(losses.data(), loss_buffers_[static_cast<std::size_t>(microbatch)],
-                             losses.size() * sizeof(float));
-        double sum = 0.0;
-        for (float loss : losses) sum += loss;
-        return sum / static_cast<double>(losses.size());
-    }
+    double mean_loss(int microbatch) const override { return batch_.mean_loss(device_, microbatch); }
 
   private:
     int head_unit() const { return L_ + 1; }
@@ -292,7 +249,7 @@ class LlamaModel : public Model {
         // Vocab-parallel embedding: each rank looks up its shard's tokens (zero for the
         // others), then the partial sums are reduced. Llama has no position embedding.
         float* partial = tp_.sequence_parallel() ? gathered_ : encoded_;
-        ops_.encoder_forward(partial, tokens_[static_cast<std::size_t>(microbatch)].as<int>(), param(p, tensors_.wte),
+        ops_.encoder_forward(partial, batch_.tokens(microbatch), param(p, tensors_.wte),
                              nullptr, B_, T_, C_, vocab_);
         tp_.leave(partial, encoded_, BT, C_);
         access.release(unit(0));
@@ -351,14 +308,14 @@ class LlamaModel : public Model {
         const float* nf = tp_.enter(norm_final_, gathered_, BT, C_);
         matmuls_.forward(logits_, nf, param(p, tensors_.wout), nullptr, BT, C_, vocab_.size);
         // Vocab-parallel cross-entropy (Megatron-LM sec. 3), as gpt.cpp.
-        const int* targets = targets_[static_cast<std::size_t>(microbatch)].as<int>();
+        const int* targets = batch_.targets(microbatch);
         ops_.row_max(maxes_, logits_, BT, vocab_.size);
         tp_.allreduce_max(maxes_, rows());
         ops_.row_sum_exp(sums_, logits_, maxes_, BT, vocab_.size);
         tp_.allreduce_sum(sums_, rows());
         ops_.target_logit(target_logits_, logits_, targets, BT, vocab_.size, vocab_);
         tp_.allreduce_sum(target_logits_, rows());
-        ops_.crossentropy_losses_from_parts(loss_buffers_[static_cast<std::size_t>(microbatch)].as<float>(), maxes_,
+        ops_.crossentropy_losses_from_parts(batch_.losses(microbatch), maxes_,
                                             sums_, target_logits_, BT);
     }
 
@@ -371,7 +328,7 @@ class LlamaModel : public Model {
         ops_.fill(dlosses_, loss_scale, rows());
         ops_.fill(dlogits_, 0.0f, rows() * static_cast<std::size_t>(vocab_.size));
         ops_.crossentropy_shard_backward(dlogits_, dlosses_, logits_, maxes_, sums_,
-                                         targets_[static_cast<std::size_t>(microbatch)].as<int>(), BT, vocab_.size,
+                                         batch_.targets(microbatch), BT, vocab_.size,
                                          vocab_);
         const float* nf = tp_.enter(norm_final_, gathered_, BT, C_);
         ops_.fill(dnormed_, 0.0f, btc);
@@ -379,10 +336,10 @@ class LlamaModel : public Model {
                           vocab_.size);
         const float* dnf = tp_.enter_backward(dnormed_, dnormed_local_, BT, C_);
         ops_.fill(dresidual_, 0.0f, residual_elements());
-        begin_norm_gradients(1);
-        ops_.rmsnorm_backward(dresidual_, norm_gradient(g, tensors_.norm_final, 0), dnf, last_residual(),
+        norms_.begin(1);
+        ops_.rmsnorm_backward(dresidual_, norms_.gradient(grad(g, tensors_.norm_final), 0), dnf, last_residual(),
                               param(p, tensors_.norm_final), rstd_final_, R_, C_);
-        finish_norm_gradients(g, {tensors_.norm_final});
+        norms_.finish({grad(g, tensors_.norm_final)});
         access.release(unit(head_unit()));
         head_params_ = nullptr;
         access.gradients_complete(unit(head_unit()));
@@ -414,10 +371,10 @@ class LlamaModel : public Model {
         float* dq = defer ? stash->dq : dq_;
         float* dk = defer ? stash->dk : dk_;
         float* dv = defer ? stash->dv : dv_;
-        begin_norm_gradients(2);
+        norms_.begin(2);
         // dresidual_ holds d(residual3): it flows unchanged into both branches' sums.
         const float* dmlp = tp_.leave_backward(dresidual_, dgathered_, BT, C_);
-        if (defer) copy(stash->dmlp, dmlp, btc);
+        if (defer) copy_floats(ops_, stash->dmlp, dmlp, btc);
         ops_.fill(dwide_, 0.0f, wide);
         matmuls_.backward(dwide_, weight_grad(w.wdown), nullptr, dmlp, a.glu, param(p, w.wdown), BT, Fl_, C_);
         ops_.fill(dgate, 0.0f, wide);
@@ -428,11 +385,11 @@ class LlamaModel : public Model {
         matmuls_.backward(dnormed_, weight_grad(w.wgate), nullptr, dgate, n2, param(p, w.wgate), BT, C_, Fl_);
         matmuls_.backward(dnormed_, weight_grad(w.wup), nullptr, dup, n2, param(p, w.wup), BT, C_, Fl_);
         const float* dn2 = tp_.enter_backward(dnormed_, dnormed_local_, BT, C_);
-        ops_.rmsnorm_backward(dresidual_, norm_gradient(g, w.norm2, 1), dn2, a.residual2, param(p, w.norm2), a.rstd2,
-                              R_, C_);
+        ops_.rmsnorm_backward(dresidual_, norms_.gradient(grad(g, w.norm2), 1), dn2, a.residual2, param(p, w.norm2),
+                              a.rstd2, R_, C_);
         // dresidual_ now holds d(residual2).
         const float* dattention = tp_.leave_backward(dresidual_, dgathered_, BT, C_);
-        if (defer) copy(stash->dattention, dattention, btc);
+        if (defer) copy_floats(ops_, stash->dattention, dattention, btc);
         if (recompute_ == Recompute::selective && !context_) {
             // The attention core again from the kept (rotated) Q, K and V: its probabilities
             // into the shared buffer, its output into scratch that is zeroed next.
@@ -457,9 +414,9 @@ class LlamaModel : public Model {
         matmuls_.backward(dnormed_, nullptr, nullptr, dv, n1, param(p, w.wv), BT, C_, KVl_);
         if (!defer) key_value_weight_gradients(g, w, n1, dk, dv);
         const float* dn1 = tp_.enter_backward(dnormed_, dnormed_local_, BT, C_);
-        ops_.rmsnorm_backward(dresidual_, norm_gradient(g, w.norm1, 0), dn1, block_input(l), param(p, w.norm1),
+        ops_.rmsnorm_backward(dresidual_, norms_.gradient(grad(g, w.norm1), 0), dn1, block_input(l), param(p, w.norm1),
                               a.rstd1, R_, C_);
-        finish_norm_gradients(g, {w.norm1, w.norm2});
+        norms_.finish({grad(g, w.norm1), grad(g, w.norm2)});
         // dresidual_ now holds d(residual), the previous block's output.
         access.release(unit(l + 1));
         if (!defer) access.gradients_complete(unit(l + 1));
@@ -511,13 +468,8 @@ class LlamaModel : public Model {
         NvtxRange range("embedding backward");
         const float* dencoded = tp_.leave_backward(dresidual_, dgathered_, BT, C_);
         ops_.encoder_backward(grad(g, tensors_.wte), nullptr, dencoded,
-                              tokens_[static_cast<std::size_t>(microbatch)].as<int>(), B_, T_, C_, vocab_);
+                              batch_.tokens(microbatch), B_, T_, C_, vocab_);
         access.gradients_complete(unit(0));
-    }
-
-    void copy(float* out, const float* in, std::size_t n) {
-        ops_.fill(out, 0.0f, n);
-        ops_.add_inplace(out, in, n);
     }
 
     struct ActivationSlot {
@@ -535,25 +487,6 @@ class LlamaModel : public Model {
         const int local = local_unit_.at(static_cast<std::size_t>(global_unit));
         if (local < 0) throw std::logic_error("Llama: unit " + std::to_string(global_unit) + " is not on this stage");
         return local;
-    }
-
-    ActivationSlot& slot(int microbatch, int chunk, bool take = true) {
-        auto& pool = slots_.at(static_cast<std::size_t>(chunk));
-        for (ActivationSlot& s : pool)
-            if (s.microbatch == microbatch) return s;
-        if (!take) {
-            for (ActivationSlot& s : pool)
-                if (s.microbatch < 0 && s.previous == microbatch) return s;
-            throw std::logic_error("Llama: micro-batch " + std::to_string(microbatch) + " holds no slot on chunk " +
-                                   std::to_string(chunk));
-        }
-        for (ActivationSlot& s : pool)
-            if (s.microbatch < 0) {
-                s.microbatch = microbatch;
-                return s;
-            }
-        throw std::logic_error("Llama: more micro-batches in flight on chunk " + std::to_string(chunk) +
-                               " than the schedule's peak of " + std::to_string(pool.size()));
     }
 
     void bind(const ActivationSlot& s, const LayerRange& range) {
@@ -665,7 +598,7 @@ class LlamaModel : public Model {
                 if (range.end == L_)
                     allocate_head(s.norm_final, s.rstd_final, s.logits, s.maxes, s.sums, s.target_logits);
             }
-            slots_.push_back(std::move(pool));
+            slots_.add_chunk(std::move(pool));
         }
     }
 
@@ -675,12 +608,7 @@ class LlamaModel : public Model {
         const std::size_t q_elements = rows() * static_cast<std::size_t>(Cl_);
         const std::size_t kv_elements = rows() * static_cast<std::size_t>(KVl_);
         const std::size_t wide = rows() * static_cast<std::size_t>(Fl_);
-        const auto m = static_cast<std::size_t>(shape_.microbatches);
-        for (std::size_t k = 0; k < m; ++k) {
-            tokens_.push_back(arena_.buffer(rows() * sizeof(int)));
-            targets_.push_back(arena_.buffer(rows() * sizeof(int)));
-            loss_buffers_.push_back(arena_.buffer(rows() * sizeof(float)));
-        }
+        batch_.allocate(arena_, shape_.microbatches, rows());
         if (recompute_ == Recompute::full) recompute_work_ = allocate_block_buffers(true);
         if (recompute_ == Recompute::selective && !context_) recompute_work_.att = arena_.floats(gqa_.score_elements());
         if (part_.active()) {
@@ -709,12 +637,12 @@ class LlamaModel : public Model {
             datt_ = arena_.floats(gqa_.score_elements());
         }
         if (!kv_split_ && tp_.size() > 1) kv_gradients_ = arena_.floats(2 * static_cast<std::size_t>(KVl_) * C_);
+        norms_.allocate(arena_, 2);
         if (tp_.sequence_parallel()) {
             gathered_ = arena_.floats(btc);
             dgathered_ = arena_.floats(btc);
             projection_local_ = arena_.floats(rc);
             dnormed_local_ = arena_.floats(rc);
-            norm_gradients_ = arena_.floats(2 * static_cast<std::size_t>(C_));
         }
     }
 
@@ -727,24 +655,6 @@ class LlamaModel : public Model {
     float* grad(float* unit_base, int tensor) const { return unit_base + full_layout_.tensor(tensor).offset_in_unit; }
     const float* last_residual() const { return blocks_.back().residual3; }
     std::size_t residual_elements() const { return static_cast<std::size_t>(R_) * static_cast<std::size_t>(C_); }
-
-    // Under SP each rank's RMSNorms see 1/t of the tokens: their gain gradients are partial
-    // sums, computed into a zeroed pack, all-reduced as one call and added (gpt.cpp's way).
-    void begin_norm_gradients(int tensors) {
-        if (tp_.sequence_parallel()) ops_.fill(norm_gradients_, 0.0f, static_cast<std::size_t>(tensors) * C_);
-    }
-    float* norm_gradient(float* unit_grads, int tensor, int slot) const {
-        if (!tp_.sequence_parallel()) return grad(unit_grads, tensor);
-        return norm_gradients_ + static_cast<std::size_t>(slot) * static_cast<std::size_t>(C_);
-    }
-    void finish_norm_gradients(float* unit_grads, std::initializer_list<int> tensors) {
-        if (!tp_.sequence_parallel()) return;
-        tp_.allreduce_sum(norm_gradients_, tensors.size() * static_cast<std::size_t>(C_));
-        std::size_t slot = 0;
-        for (int tensor : tensors)
-            ops_.add_inplace(grad(unit_grads, tensor), norm_gradients_ + slot++ * static_cast<std::size_t>(C_),
-                             static_cast<std::size_t>(C_));
-    }
 
     Recompute recompute_;
     BlockActivations recompute_work_{};  // full: one layer's buffers; selective: .att only
@@ -771,7 +681,7 @@ class LlamaModel : public Model {
     std::vector<int> local_unit_;
     bool holds_last_stage_ = false;
     int first_layer_ = 0;
-    std::vector<std::vector<ActivationSlot>> slots_;
+    ActivationSlots<ActivationSlot> slots_{"Llama"};
     std::vector<WeightGradientStash> stash_;
     LlamaTensors tensors_;
     std::unique_ptr<ContextAttention> context_;
@@ -779,14 +689,15 @@ class LlamaModel : public Model {
     std::vector<int> positions_host_;  // (T) each held token's position in its sequence
     Buffer positions_;  // (T) ints: each token's position, which RoPE turns it by
 
-    std::vector<Buffer> tokens_, targets_, loss_buffers_;
+    MicrobatchTokens batch_;
     const float* head_params_ = nullptr;
     float* encoded_ = nullptr;
     std::vector<BlockActivations> blocks_;
     float *preatt_ = nullptr, *projection_ = nullptr, *norm_final_ = nullptr, *rstd_final_ = nullptr;
     float *logits_ = nullptr, *maxes_ = nullptr, *sums_ = nullptr, *target_logits_ = nullptr;
     float *gathered_ = nullptr, *dgathered_ = nullptr, *projection_local_ = nullptr, *dnormed_local_ = nullptr,
-          *norm_gradients_ = nullptr, *kv_gradients_ = nullptr;
+          *kv_gradients_ = nullptr;
+    NormGradientPack norms_{ops_, tp_, C_};  // the RMSNorms' partial sums under SP
     float *dlosses_ = nullptr, *dlogits_ = nullptr, *dnormed_ = nullptr, *dresidual_ = nullptr;
     float *dwide_ = nullptr, *dgate_ = nullptr, *dup_ = nullptr, *datty_ = nullptr, *dq_ = nullptr, *dk_ = nullptr,
           *dv_ = nullptr, *dpreatt_ = nullptr, *datt_ = nullptr;
