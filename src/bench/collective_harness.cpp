@@ -92,7 +92,10 @@ RankTimes CollectiveHarness::time_samples(const PointSpec& spec, PreparedCall& o
         if (i == 0 && options_.inject_hang_rank == data_.rank()) {
             for (;;) std::this_thread::sleep_for(std::chrono::seconds(1));  // waits for the watchdog
         }
-        watchdog_.enter({"timed", name, bytes, static_cast<int>(i)});
+        if (i == 0)
+            watchdog_.enter({"timed", name, bytes, 0});
+        else
+            watchdog_.advance(static_cast<int>(i));
         data_.barrier();
         // Every rank leaves the barrier at about the same moment: the common time base of
         // arrivals and finishes, without synchronising clocks across hosts.

@@ -166,11 +166,21 @@ void Watchdog::enter(Activity activity) {
     if (timeout_s_ <= 0) return;
     std::lock_guard lock(mutex_);
     if (std::string_view(activity.phase) != "idle") ++progress_;
+    iteration_.store(activity.iteration, std::memory_order_relaxed);
     activity_ = std::move(activity);
     ++generation_;
     since_ = Clock::now();
     // Calls are counted and shown per activity (when any communicator is observed).
     if (channels_.empty()) return;
+    for (auto& count : calls_in_activity_) count.store(0, std::memory_order_relaxed);
+    write_call(-1, Call{}, 0, false);
+}
+
+void Watchdog::advance(int iteration) noexcept {
+    if (timeout_s_ <= 0) return;
+    iteration_.store(iteration, std::memory_order_relaxed);
+    advances_.store(advances_.load(std::memory_order_relaxed) + 1, std::memory_order_relaxed);
+    // As enter(): the calls are counted per iteration.
     for (auto& count : calls_in_activity_) count.store(0, std::memory_order_relaxed);
     write_call(-1, Call{}, 0, false);
 }
@@ -245,7 +255,14 @@ std::string Watchdog::read_call() {
 
 Watchdog::Local Watchdog::snapshot() {
     std::lock_guard lock(mutex_);
-    return {activity_, progress_, seconds_since(since_), read_call()};
+    const std::uint64_t advances = advances_.load(std::memory_order_relaxed);
+    if (advances != seen_advances_) {
+        seen_advances_ = advances;
+        seen_at_ = Clock::now();
+    }
+    Activity activity = activity_;
+    activity.iteration = iteration_.load(std::memory_order_relaxed);
+    return {activity, progress_ + advances, seconds_since(std::max(since_, seen_at_)), read_call()};
 }
 
 bool Watchdog::wait_tick() {

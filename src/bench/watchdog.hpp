@@ -80,6 +80,11 @@ class Watchdog : public CallObserver {
     Watchdog& operator=(const Watchdog&) = delete;
 
     void enter(Activity activity);
+    // The next iteration of the current activity, without a lock or a clock read: the timed
+    // loop calls it between barrier-synchronised calls, where the peers do nothing, and work
+    // there lengthens the timed call (README, Measurement method). The watchdog's thread sees
+    // it at its next tick, so the age counts from then, a tick (0.1 s at most) late.
+    void advance(int iteration) noexcept;
     void idle();
     bool enabled() const { return timeout_s_ > 0; }
 
@@ -136,6 +141,12 @@ class Watchdog : public CallObserver {
     std::uint64_t progress_ = 0;
     std::uint64_t generation_ = 0;
     std::chrono::steady_clock::time_point since_ = std::chrono::steady_clock::now();
+    // advance(): written by the calling thread alone, read by the watchdog's.
+    std::atomic<int> iteration_{0};
+    std::atomic<std::uint64_t> advances_{0};
+    // The watchdog's thread's own: the advances it last saw and when it first saw them.
+    std::uint64_t seen_advances_ = 0;
+    std::chrono::steady_clock::time_point seen_at_{};
     std::vector<Channel> channels_;  // guarded by mutex_
     CallSlot call_;
     // Calls per channel in the current activity: written by the calling thread only.

@@ -7,6 +7,7 @@
 #include <condition_variable>
 #include <functional>
 #include <mutex>
+#include <thread>
 
 #include "bench/watchdog.hpp"
 #include "cli/rank_agreement.hpp"
@@ -122,6 +123,10 @@ class TimeoutMessage {
         done_.wait_for(lock, std::chrono::seconds(30), [&] { return !message_.empty(); });
         return message_;
     }
+    bool fired() {
+        std::lock_guard lock(mutex_);
+        return !message_.empty();
+    }
 
   private:
     std::mutex mutex_;
@@ -171,6 +176,35 @@ TEST(WatchdogCalls, ANewActivityForgetsTheCallsOfTheLast) {
     const std::string message = timeout.wait();
     EXPECT_NE(message.find("train step (timed iteration 2): a rank is stuck"), std::string::npos) << message;
     EXPECT_EQ(message.find("allreduce"), std::string::npos) << message;
+}
+
+TEST(WatchdogCalls, AnAdvanceNamesTheIterationAndForgetsItsCalls) {
+    TimeoutMessage timeout;
+    Watchdog watchdog(0.2, 0, timeout.sink());
+    const int world = watchdog.add_channel("world", {0, 1});
+    watchdog.enter({"timed", "allreduce", 8, 0});
+    watchdog.call_started(world, {"barrier", 0, -1, -1, false});
+    watchdog.call_ended(world);
+    watchdog.advance(1);
+    watchdog.call_started(world, {"barrier", 0, -1, -1, false});
+    watchdog.call_ended(world);
+    watchdog.advance(2);
+    const std::string message = timeout.wait();
+    EXPECT_NE(message.find("allreduce (size 8 B, timed iteration 2): a rank is stuck"), std::string::npos) << message;
+    EXPECT_EQ(message.find("barrier"), std::string::npos) << message;
+}
+
+TEST(WatchdogCalls, AdvancingKeepsTheWatchdogQuiet) {
+    TimeoutMessage timeout;
+    Watchdog watchdog(1.0, 0, timeout.sink());
+    watchdog.enter({"timed", "allreduce", 8, 0});
+    // 1.5 s of iterations, each far shorter than the timeout: the age counts from the last.
+    for (int i = 1; i <= 30; ++i) {
+        std::this_thread::sleep_for(std::chrono::milliseconds(50));
+        watchdog.advance(i);
+    }
+    watchdog.idle();
+    EXPECT_FALSE(timeout.fired());
 }
 
 using Options = std::vector<std::pair<std::string, std::string>>;
