@@ -5,7 +5,8 @@ Runs, in rounds, parbench with the flags that reproduce each peer's method (READ
 "Reproducing other tools' numbers"), IMB-MPI1 and the OSU collective latency tests, on the
 same ranks and sizes, the three back to back at each point, and prints for every figure
 the lower quartile over the rounds' processes (--statistic) and parbench's ratio of those
-to the peer's. The peers are
+to the peer's, and as a control IMB's ratio to OSU's: how closely two tools of the same
+method agree on this machine in the same run. The peers are
 not part of parbench: build them yourself from their public sources and point this script
 at the binaries.
 
@@ -21,6 +22,7 @@ convention), so for those two the script asks parbench for np times the size.
 import argparse
 import json
 import os
+import random
 import statistics
 import subprocess
 import sys
@@ -197,6 +199,11 @@ def main():
     parser.add_argument("--json", help="write every round's figures and each statistic of them here")
     parser.add_argument("--from-json", help="tabulate the figures of an earlier --json instead of measuring")
     parser.add_argument("--markdown", action="store_true", help="print a Markdown table")
+    parser.add_argument("--resample", type=int, default=0, metavar="N",
+                        help="also estimate, from N bootstrap resamples of the rounds' processes, how many points a "
+                             "run of as many rounds puts beyond 15 %% for each pair by the machine's noise alone, "
+                             "and name the points beyond in 90 %% of resamples or more: misses this noise does not "
+                             "explain")
     args = parser.parse_args()
     sizes = [int(s) for s in args.sizes.split(",")]
     if args.from_json:  # tabulate a previous run's figures again
@@ -218,7 +225,11 @@ def main():
              ("osu_avg", "parbench_rank-mean", "OSU avg", "parbench")]
     if not placement:  # parbench's figure for IMB is the default one
         pairs = [pair for pair in pairs if pair[1] != "parbench_imb_rank-mean"]
-    json_pairs = pairs + [("imb_t_max", "parbench_imb_rank-max" if placement else "parbench_rank-max", None, None)]
+    # The control: the two peers against each other, to show how closely two tools of the same
+    # method can agree on this machine in this run.
+    control = ("osu_avg", "imb_t_avg", None, "IMB t_avg")
+    json_pairs = pairs + [control, ("imb_t_max", "parbench_imb_rank-max" if placement else "parbench_rank-max", None,
+                                    None)]
     pick = STATISTICS[args.statistic]
     rows = []
     for name in COLLECTIVES:
@@ -235,6 +246,7 @@ def main():
     header = ["collective", "size (B)"]
     for _, _, peer_header, mine_header in pairs:
         header += ([peer_header] if peer_header else []) + [mine_header, "ratio"]
+    header.append("IMB/OSU")
     lines = []
     for row in rows:
         cells = [row["collective"], str(row["bytes"])]
@@ -242,6 +254,7 @@ def main():
             suffix = f"_{args.statistic}_us"
             cells += ([fmt(row[peer + suffix])] if peer_header else []) + [fmt(row[mine + suffix])]
             cells.append(f"{row[f'ratio_{mine}_to_{peer}']:.2f}")
+        cells.append(f"{row[f'ratio_{control[1]}_to_{control[0]}']:.2f}")
         lines.append(cells)
     if args.markdown:
         print("| " + " | ".join(header) + " |")
@@ -253,10 +266,17 @@ def main():
         print("  ".join(h.rjust(w) for h, w in zip(header, widths)))
         for cells in lines:
             print("  ".join(c.rjust(w) for c, w in zip(cells, widths)))
-    for peer, mine, _, mine_header in pairs:
+    resampled = {}
+    for peer, mine, _, mine_header in pairs + [control]:
         ratios = [row[f"ratio_{mine}_to_{peer}"] for row in rows]
         within = sum(1 for v in ratios if abs(v - 1) <= 0.15)
         print(f"# {mine_header} against {peer}: {within} of {len(ratios)} within 15 %", file=sys.stderr)
+        if args.resample > 0:
+            chances = miss_chances(rounds, mine, peer, pick, args.resample)
+            resampled[f"{mine}_to_{peer}"] = chances
+            firm = [f"{name} {size} B" for (name, size), chance in chances.items() if chance >= 0.9]
+            print(f"#   resampled {args.resample}x: {sum(chances.values()):.1f} points beyond 15 % per run expected; "
+                  f"beyond in 90 % of resamples: {', '.join(firm) or 'none'}", file=sys.stderr)
     described = {"quartile": "lower quartile", "best": "best", "median": "median"}[args.statistic]
     print(f"# times in us, the {described} of {args.rounds} processes per tool and point at {args.np} ranks",
           file=sys.stderr)
@@ -266,7 +286,25 @@ def main():
                        "parbench_flags": PARBENCH_METHOD + args.parbench_flags.split(),
                        "imb_buffer_offsets": {f"{k[0]} {k[1]}": v for k, v in placement.items()},
                        "rows": rows,
+                       **({"resampled_miss_chance": {pair: {f"{k[0]} {k[1]}": v for k, v in chances.items()}
+                                                     for pair, chances in resampled.items()}} if resampled else {}),
                        "raw": [{f"{k[0]} {k[1]}": v for k, v in r.items()} for r in rounds]}, out, indent=1)
+
+
+def miss_chances(rounds, mine, peer, pick, resamples):
+    """Per point, the share of bootstrap runs (each tool's processes drawn again with
+    replacement, as many as there were rounds) whose ratio of `mine` to `peer` is beyond 15 %."""
+    draw = random.Random(12345)  # a fixed seed: the same report gives the same estimate
+    chances = {}
+    for point in rounds[0]:
+        ours = [r[point][mine] for r in rounds]
+        theirs = [r[point][peer] for r in rounds]
+        beyond = 0
+        for _ in range(resamples):
+            ratio = pick(draw.choices(ours, k=len(ours))) / pick(draw.choices(theirs, k=len(theirs)))
+            beyond += abs(ratio - 1) > 0.15
+        chances[point] = beyond / resamples
+    return chances
 
 
 def fmt(value):

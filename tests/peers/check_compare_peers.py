@@ -85,7 +85,41 @@ def check_tabulation(script, results):
                               line.split("|")[1].strip() in COLLECTIVES]
                 if len(table_rows) != len(report["rows"]):
                     fail(f"{path}: {len(table_rows)} table rows printed for {len(report['rows'])} points")
+                # The control: the peers against each other, in the table and the JSON.
+                if not result.stdout.startswith("| collective") or "| IMB/OSU |" not in result.stdout.splitlines()[0]:
+                    fail(f"{path}: no IMB/OSU column in the table header")
+                if any("ratio_imb_t_avg_to_osu_avg" not in row for row in report["rows"]):
+                    fail(f"{path}: a row has no IMB/OSU ratio")
             print(f"tabulated {os.path.basename(path)} under {len(STATISTICS)} statistics: {checked} ratios each")
+
+
+def check_resampling(script):
+    """--resample on made-up rounds: every process of a tool reads the same, parbench twice the
+    peers at allreduce 8 B only, so that point is beyond 15 % in every resample and no other
+    point in any."""
+    points = [f"{name} {size}" for name in COLLECTIVES for size in (8, 1024)]
+    def figures(point):
+        mine = 2.0 if point == "allreduce 8" else 1.0
+        return {"parbench_rank-mean": mine, "parbench_rank-max": mine, "imb_t_avg": 1.0, "imb_t_max": 1.0,
+                "osu_avg": 1.0, "osu_max": 1.0}
+    made_up = {"np": 2, "rounds": 4, "sizes": [8, 1024], "parbench_flags": [], "imb_buffer_offsets": {}, "rows": [],
+               "raw": [{point: figures(point) for point in points} for _ in range(4)]}
+    with tempfile.TemporaryDirectory(prefix="peers-resample-") as work:
+        source, out = os.path.join(work, "made-up.json"), os.path.join(work, "again.json")
+        json.dump(made_up, open(source, "w"))
+        result = run([sys.executable, script, "--from-json", source, "--resample", "40", "--json", out],
+                     "--resample")
+        chances = json.load(open(out))["resampled_miss_chance"]
+        for pair in ("parbench_rank-mean_to_osu_avg", "parbench_rank-mean_to_imb_t_avg", "imb_t_avg_to_osu_avg"):
+            if set(chances.get(pair, {})) != set(points):
+                fail(f"--resample: no chance per point for {pair}: {chances.get(pair)}")
+            for point, chance in chances[pair].items():
+                expected = 1.0 if point == "allreduce 8" and pair.startswith("parbench") else 0.0
+                if chance != expected:
+                    fail(f"--resample: {pair} {point} beyond 15 % in {chance} of resamples, expected {expected}")
+        if "1.0 points beyond 15 % per run expected; beyond in 90 % of resamples: allreduce 8 B" not in result.stderr:
+            fail(f"--resample: the summary line is not as expected:\n{result.stderr}")
+    print("--resample: a made-up systematic miss is found in every resample, no noise where there is none")
 
 
 STAND_IN = """#!{python}
@@ -161,6 +195,7 @@ def main():
     parser.add_argument("--results", required=True)
     args = parser.parse_args()
     check_tabulation(args.script, args.results)
+    check_resampling(args.script)
     check_measuring_run(args.script, args.parbench)
     print("compare_peers.py: OK")
 
