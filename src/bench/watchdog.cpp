@@ -168,19 +168,19 @@ void Watchdog::enter(Activity activity) {
     if (std::string_view(activity.phase) != "idle") ++progress_;
     iteration_.store(activity.iteration, std::memory_order_relaxed);
     activity_ = std::move(activity);
-    ++generation_;
     since_ = Clock::now();
     // Calls are counted and shown per activity (when any communicator is observed).
-    if (channels_.empty()) return;
-    for (auto& count : calls_in_activity_) count.store(0, std::memory_order_relaxed);
-    write_call(-1, Call{}, 0, false);
+    if (!channels_.empty()) forget_calls();
 }
 
 void Watchdog::advance(int iteration) noexcept {
     if (timeout_s_ <= 0) return;
     iteration_.store(iteration, std::memory_order_relaxed);
     advances_.store(advances_.load(std::memory_order_relaxed) + 1, std::memory_order_relaxed);
-    // As enter(): the calls are counted per iteration.
+    forget_calls();  // as enter(): the calls are counted per iteration
+}
+
+void Watchdog::forget_calls() noexcept {
     for (auto& count : calls_in_activity_) count.store(0, std::memory_order_relaxed);
     write_call(-1, Call{}, 0, false);
 }

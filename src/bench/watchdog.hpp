@@ -121,6 +121,8 @@ class Watchdog : public CallObserver {
         std::vector<int> world_ranks;
     };
     void write_call(int channel, const Call& call, std::uint32_t index, bool inside) noexcept;
+    // A new activity or iteration: no call in it yet.
+    void forget_calls() noexcept;
     std::string read_call();  // under mutex_ (the channels' names)
     Local snapshot();
     void watch();
@@ -139,7 +141,6 @@ class Watchdog : public CallObserver {
     std::condition_variable wake_;
     Activity activity_;
     std::uint64_t progress_ = 0;
-    std::uint64_t generation_ = 0;
     std::chrono::steady_clock::time_point since_ = std::chrono::steady_clock::now();
     // advance(): written by the calling thread alone, read by the watchdog's.
     std::atomic<int> iteration_{0};

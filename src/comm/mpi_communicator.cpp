@@ -166,8 +166,7 @@ void MpiCommunicator::abort(int exit_code) {
 }
 
 // MPI has no avg: the sum is exact for the validation data, then one division rounds once.
-void MpiCommunicator::divide_for_avg(void* data, std::size_t count, DType type, ReduceOp op) const {
-    if (op != ReduceOp::avg) return;
+void MpiCommunicator::divide_for_avg(void* data, std::size_t count, DType type) const {
     for (std::size_t i = 0; i < count; ++i)
         store_element(data, i, type, load_element(data, i, type) / size_);
 }
@@ -239,7 +238,7 @@ void MpiCommunicator::do_allreduce(const void* send, void* recv, std::size_t cou
     const MPI_Datatype datatype = types_->datatype(type);
     const MPI_Op mpi_op = types_->op(type, op);
     issue("MPI_Allreduce", [=, comm = comm_] { return MPI_Allreduce(source, recv, n, datatype, mpi_op, comm); });
-    if (op == ReduceOp::avg) host_step([=, this] { divide_for_avg(recv, count, type, op); });
+    if (op == ReduceOp::avg) host_step([=, this] { divide_for_avg(recv, count, type); });
 }
 
 void MpiCommunicator::do_allgather(const void* send, void* recv, std::size_t send_count, DType type) {
@@ -267,7 +266,7 @@ void MpiCommunicator::do_reduce_scatter(const void* send, void* recv, std::size_
     issue("MPI_Reduce_scatter_block",
           [=, comm = comm_] { return MPI_Reduce_scatter_block(source, target, n, datatype, mpi_op, comm); });
     if (in_place && rank_ != 0) host_step([=] { std::memmove(own_slice, target, bytes); });
-    if (op == ReduceOp::avg) host_step([=, this] { divide_for_avg(recv, recv_count, type, op); });
+    if (op == ReduceOp::avg) host_step([=, this] { divide_for_avg(recv, recv_count, type); });
 }
 
 void MpiCommunicator::do_broadcast(const void* send, void* recv, std::size_t count, DType type, int root) {
@@ -284,7 +283,7 @@ void MpiCommunicator::do_reduce(const void* send, void* recv, std::size_t count,
     const MPI_Datatype datatype = types_->datatype(type);
     const MPI_Op mpi_op = types_->op(type, op);
     issue("MPI_Reduce", [=, comm = comm_] { return MPI_Reduce(source, recv, n, datatype, mpi_op, root, comm); });
-    if (rank_ == root && op == ReduceOp::avg) host_step([=, this] { divide_for_avg(recv, count, type, op); });
+    if (rank_ == root && op == ReduceOp::avg) host_step([=, this] { divide_for_avg(recv, count, type); });
 }
 
 void MpiCommunicator::do_alltoall(const void* send, void* recv, std::size_t count_per_peer, DType type) {
@@ -351,7 +350,7 @@ Request MpiCommunicator::do_iallreduce(const void* send, void* recv, std::size_t
                              types_->datatype(type), types_->op(type, op), comm_, &request),
               "MPI_Iallreduce");
     std::function<void()> after;
-    if (op == ReduceOp::avg) after = [this, recv, count, type, op] { divide_for_avg(recv, count, type, op); };
+    if (op == ReduceOp::avg) after = [this, recv, count, type] { divide_for_avg(recv, count, type); };
     return Request(std::make_unique<MpiRequest>(request, std::move(after)));
 }
 
@@ -378,7 +377,7 @@ Request MpiCommunicator::do_ireduce_scatter(const void* send, void* recv, std::s
               "MPI_Ireduce_scatter_block");
     std::function<void()> after;
     if (op == ReduceOp::avg)
-        after = [this, recv, recv_count, type, op] { divide_for_avg(recv, recv_count, type, op); };
+        after = [this, recv, recv_count, type] { divide_for_avg(recv, recv_count, type); };
     return Request(std::make_unique<MpiRequest>(request, std::move(after)));
 }
 

@@ -79,7 +79,8 @@ class MpiCommunicator : public Communicator {
     class PreparedSteps;
 
     MpiCommunicator(MPI_Comm comm, std::shared_ptr<const MpiTypes> types);
-    void divide_for_avg(void* data, std::size_t count, DType type, ReduceOp op) const;
+    // Each element / size: avg's step after MPI's sum (callers issue it for avg alone).
+    void divide_for_avg(void* data, std::size_t count, DType type) const;
     // Makes the call now, or keeps it while prepare() records.
     template <class Call>
     void issue(const char* mpi_call, Call&& call);
