@@ -87,11 +87,12 @@ PairMeasurements measure_pairs(Communicator& data, Communicator& control, Device
         measurements.latency_us.assign(participants.size(), row);
     }
 
-    watchdog.enter({"setup", "allocating the exchange buffers", std::max(options.bandwidth_bytes, options.latency_bytes), 0});
-    PairTimer timer(data, control, device, watchdog, std::max(options.bandwidth_bytes, options.latency_bytes));
+    const std::uint64_t largest = std::max(options.bandwidth_bytes, options.latency_bytes);
+    watchdog.enter({"setup", "allocating the exchange buffers", largest, 0});
+    PairTimer timer(data, control, device, watchdog, largest);
     for (std::size_t round = 0; round < rounds.size(); ++round) {
-        watchdog.enter({"barrier", "starting round " + std::to_string(round + 1) + " of " + std::to_string(rounds.size()),
-                        0, static_cast<int>(round)});
+        const std::string of_rounds = std::to_string(round + 1) + " of " + std::to_string(rounds.size());
+        watchdog.enter({"barrier", "starting round " + of_rounds, 0, static_cast<int>(round)});
         control.barrier();
         int peer_index = -1;
         double latency = nan;

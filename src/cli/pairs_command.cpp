@@ -218,7 +218,8 @@ std::unique_ptr<Command> add_pairs_command(CLI::App& app) {
     sub->add_option("--backend", o.backend, "auto (NCCL when every rank sees a GPU), mpi or nccl")
         ->capture_default_str();
     sub->add_option("--timeout", o.timeout_s,
-                    "Abort the job when an exchange or a round's barrier hangs this many seconds, naming the rank (0: off)")
+                    "Abort the job when an exchange or a round's barrier hangs this many seconds, naming the rank "
+                    "(0: off)")
         ->capture_default_str();
     return command;
 }

@@ -90,7 +90,8 @@ std::vector<std::vector<std::string>> table_rows(const Comparison& comparison) {
         heading.push_back(comparison.labels[r] + " time us");
         if (r > 0) {
             heading.push_back(comparison.labels[r] + " busbw ratio");
-            heading.push_back(comparison.labels[r] + " vs noise (" + percent_text(comparison.confidence) + " interval)");
+            heading.push_back(comparison.labels[r] + " vs noise (" + percent_text(comparison.confidence) +
+                              " interval)");
         }
     }
     rows.push_back(heading);
@@ -334,7 +335,8 @@ Comparison compare_reports(const std::vector<LabelledReport>& reports, const Com
         point.noise.resize(reports.size());
         const std::vector<double> first = samples_of(*entries[0]);
         for (std::size_t r = 1; r < reports.size(); ++r) {
-            const double observed = point.busbw_gbps[0] > 0.0 ? point.busbw_gbps[r] / point.busbw_gbps[0] : std::numeric_limits<double>::quiet_NaN();
+            const double observed = point.busbw_gbps[0] > 0.0 ? point.busbw_gbps[r] / point.busbw_gbps[0]
+                                                              : std::numeric_limits<double>::quiet_NaN();
             // The seed depends on the point's place alone: the same reports give the same intervals.
             const std::uint64_t seed = 0x5eedull * 1000003ull + comparison.points.size() * 131ull + r;
             point.noise[r] = detail::bootstrap_ratio(first, samples_of(*entries[r]), observed,
