@@ -317,6 +317,60 @@ def case_kill_collectives(ctx):
           f"report partial with {len(report['results'])} points")
 
 
+# --- pairs: the same watchdog, partial report and resource checks as the collectives ------------
+
+PAIRS = ["pairs", "--size", "256K", "--latency-iters", "5", "--iters", "10000"]  # rounds of seconds
+
+
+def case_sigstop_pairs(ctx):
+    """pairs at 3 ranks (3 rounds, one rank sits each out): rank 1 stopped after the first
+    round; the watchdog names it, the job ends with 124, the report keeps the finished round."""
+    report_path = ctx.path("pairs.json")
+    job = Job(ctx, 3, PAIRS + ["--timeout", str(TIMEOUT), "--json", report_path])
+    pids = job.wait_for_ranks()
+    wait_for_report(ctx, job, report_path)
+    os.kill(pids[1], signal.SIGSTOP)
+    stopped = time.monotonic()
+    named = job.wait_for_text("error: watchdog", TIMEOUT + 30)
+    status = job.wait(TIMEOUT + 40)
+    text = job.text()
+    check(named is not None, f"no watchdog message:\n{text}")
+    check(watchdog_exit(status, text), f"exit {status}, want 124:\n{text}")
+    line = [l for l in error_lines(text) if "watchdog" in l][0]
+    check("rank 1 (" in line.split(". Last reports")[0] and "stopped answering" in line, line)
+    check("sendrecv with rank" in line or "round" in line, f"the activity is named: {line}")
+    survivors = ranks_still_running(pids.values(), grace=RANK_EXIT_GRACE)
+    check(not survivors, f"ranks {survivors} still ran {RANK_EXIT_GRACE} s after mpirun ended")
+    report = check_partial(ctx, report_path, "pairs, SIGSTOP rank 1")
+    check("watchdog" in report["status_reason"], f"reason {report['status_reason']}")
+    result = report["results"][0]
+    measured = sum(1 for row in result["bandwidth_gbps"] for value in row if value is not None)
+    check(result["kind"] == "pairs" and result["rounds"] == 3 and measured >= 2,
+          f"the finished round is kept: {measured} figures of {result['rounds']} rounds")
+    print(f"pairs, SIGSTOP rank 1: message after {named - stopped:.2f} s (--timeout {TIMEOUT}); report partial with "
+          f"{measured} of 6 pair figures: {line}")
+
+
+def case_pairs_resources(ctx):
+    """pairs refuses, at 2 ranks and before allocating, buffers beyond this host's memory and
+    absurd sample counts: one line each, exit 2, no report."""
+    cases = [
+        ("--size", ["--size", "64T"], ["error: --size 64T", "per rank", "MemAvailable", "shared by 2 ranks"]),
+        ("--iters", ["--size", "1K", "--iters", "1000000000"], ["error: --iters 1000000000", "at most 1000000"]),
+        ("--latency-iters", ["--latency-iters", "2000000000"], ["error: --latency-iters 2000000000"]),
+        ("--timeout", ["--size", "1K", "--timeout", "inf"], ["error: --timeout"]),
+    ]
+    for name, arguments, needles in cases:
+        report = ctx.path("pairs-refused.json")
+        started = time.monotonic()
+        result = ctx.run(2, "pairs", *arguments, "--json", report, timeout=60)
+        errors = error_lines(result.stderr)
+        check(result.returncode == 2, f"{name}: exit {result.returncode}: {result.stderr}")
+        check(len(errors) == 1 and all(n in errors[0] for n in needles), f"{name}: want {needles}: {result.stderr}")
+        check(not os.path.exists(report), f"{name}: left a report")
+        print(f"pairs {name} refused in {time.monotonic() - started:.1f} s: {errors[0]}")
+
+
 # A call as the watchdog names it in a rank's report: "waiting in tp allreduce (1.5 MiB, call 4
 # on tp in it)", "waiting on a non-blocking pp recv from rank 1 (...)".
 CALL = re.compile(r"waiting (?:in|on a non-blocking) (?:pp|tp|dp|world) [a-z]+(?: to rank \d+)?(?:,? from rank \d+)?"
