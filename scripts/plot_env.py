@@ -81,7 +81,9 @@ def pyplot():
         sys.exit(f"error: matplotlib is not importable by {sys.executable} either; {fix}")
     folder = environment_folder()
     for python in (os.path.join(folder, "bin", "python"), "/usr/bin/python3"):
-        if os.path.realpath(python) != os.path.realpath(sys.executable) and has_matplotlib(python):
+        # Paths as given, not resolved: a venv's bin/python3 links to the interpreter it was made
+        # from, and yet imports from other folders.
+        if os.path.abspath(python) != os.path.abspath(sys.executable) and has_matplotlib(python):
             say(f"matplotlib is not importable by {sys.executable}; running under {python}, which has it")
             rerun_under(python)
     say(f"matplotlib is not importable by {sys.executable}; installing it from PyPI into {folder} (once)")
