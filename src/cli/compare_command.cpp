@@ -4,8 +4,10 @@
 #include <cmath>
 #include <filesystem>
 #include <iostream>
+#include <sstream>
 
 #include "cli/command.hpp"
+#include "core/console.hpp"
 #include "core/error.hpp"
 #include "report/compare.hpp"
 #include "report/json_file.hpp"
@@ -39,16 +41,18 @@ class CompareCommand : public Command {
             reports.push_back({labels[i], read_json_file(paths[i])});
         }
         const Comparison comparison = compare_reports(reports);
-        for (const std::string& warning : comparison.warnings) std::cerr << "warning: " << warning << '\n';
+        for (const std::string& warning : comparison.warnings) write_line(std::cerr, "warning: " + warning);
         const CompareFormat format =
             markdown ? CompareFormat::markdown : (csv ? CompareFormat::csv : CompareFormat::console);
         std::cout << render(comparison, format) << std::flush;
         if (!threshold) return 0;
         const std::vector<std::string> regressions = below_threshold(comparison, *threshold);
-        for (const std::string& line : regressions) std::cerr << "regression: " << line << '\n';
+        for (const std::string& line : regressions) write_line(std::cerr, "regression: " + line);
         if (regressions.empty()) return 0;
-        std::cerr << "error: " << regressions.size() << " point(s) below --threshold " << *threshold
-                  << " of the first report's busbw (listed above)\n";
+        std::ostringstream error;
+        error << "error: " << regressions.size() << " point(s) below --threshold " << *threshold
+              << " of the first report's busbw (listed above)";
+        write_line(std::cerr, error.str());
         return regression_exit_code;
     }
 };
