@@ -219,9 +219,10 @@ def case_groups(c):
         check(len(errors) == 1 and text in errors[0], f"--groups {value}: {bad.stderr}")
 
 
-def ranks_in_host(host):
+def ranks_in_host(c, host):
     """World rank -> pid of the parbench ranks running in an emulated host's namespace."""
-    listed = subprocess.run(["ip", "netns", "pids", host], capture_output=True, text=True, timeout=30).stdout.split()
+    listed = subprocess.run(["ip", "netns", "pids", c.netns(host)], capture_output=True, text=True,
+                            timeout=30).stdout.split()
     ranks = {}
     for pid in listed:
         try:
@@ -260,10 +261,10 @@ def case_watchdog_across_hosts(c):
         deadline = time.monotonic() + 120
         while time.monotonic() < deadline and not (os.path.exists(report_path) and len(ranks) == 4):
             check(job.poll() is None, f"the job ended early:\n{text()}")
-            ranks = {**ranks_in_host("pbhost0"), **ranks_in_host("pbhost1")}
+            ranks = {**ranks_in_host(c, "pbhost0"), **ranks_in_host(c, "pbhost1")}
             time.sleep(0.1)
         check(os.path.exists(report_path) and sorted(ranks) == [0, 1, 2, 3], f"ranks {ranks}, report? {text()}")
-        check(3 in ranks_in_host("pbhost1"), f"rank 3 is not on pbhost1: {ranks}")
+        check(3 in ranks_in_host(c, "pbhost1"), f"rank 3 is not on pbhost1: {ranks}")
         os.kill(ranks[3], signal.SIGSTOP)
         stopped = time.monotonic()
         named = None
