@@ -27,7 +27,7 @@ declare -A daemon_pids=()
 # slurmd may start slurmstepd with an environment of its own: those not running before are ours too.
 stepds_before=" $(pgrep -x slurmstepd | tr '\n' ' ') "
 
-# Processes still carrying the marker, one "PID COMMAND" a line.
+# Processes carrying the marker, and slurmstepd not running before, one "PID COMMAND" a line.
 ours() {
   local environ pid
   for environ in /proc/[0-9]*/environ; do
@@ -37,7 +37,15 @@ ours() {
   done
   for pid in $(pgrep -x slurmstepd); do
     [[ $stepds_before == *" $pid "* ]] || echo "$pid slurmstepd"
-  done | sort -u
+  done
+}
+
+# Those still running: a zombie (exited, its parent not yet reaping it) was not left behind.
+running() {
+  local pid rest
+  ours | sort -u | while read -r pid rest; do
+    [[ $(ps -o stat= -p "$pid" 2>/dev/null) == Z* || -z $(ps -o stat= -p "$pid" 2>/dev/null) ]] || echo "$pid $rest"
+  done
 }
 
 # TERM, then up to 15 s for the process to go, then KILL: never an unbounded wait.
@@ -74,7 +82,12 @@ cleanup() {
   local status=$? left
   trap - EXIT
   teardown
-  left=$(ours)
+  # A process that is ending gets 5 s to go; one still running then was left behind.
+  for _ in $(seq 50); do
+    left=$(running)
+    [[ -z $left ]] && break
+    sleep 0.1
+  done
   if [[ -n $left ]]; then
     echo "FAIL: left running after the teardown:"
     echo "$left"
