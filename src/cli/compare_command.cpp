@@ -9,6 +9,7 @@
 #include <sstream>
 
 #include "cli/command.hpp"
+#include "core/console.hpp"
 #include "core/error.hpp"
 #include "report/compare.hpp"
 #include "report/json_file.hpp"
@@ -38,7 +39,7 @@ std::string count_line(const Comparison& comparison) {
              << comparison.confidence * 100.0 << " %, " << within << " within";
         if (unjudged > 0) line << ", " << unjudged << " without samples";
     }
-    return line.str() + "\n";
+    return line.str();
 }
 
 class CompareCommand : public Command {
@@ -70,18 +71,20 @@ class CompareCommand : public Command {
             reports.push_back({labels[i], read_json_file(paths[i])});
         }
         const Comparison comparison = compare_reports(reports, {confidence, allow_partial});
-        for (const std::string& warning : comparison.warnings) std::cerr << "warning: " << warning << '\n';
+        for (const std::string& warning : comparison.warnings) write_line(std::cerr, "warning: " + warning);
         const CompareFormat format =
             markdown ? CompareFormat::markdown : (csv ? CompareFormat::csv : CompareFormat::console);
         std::cout << render(comparison, format) << std::flush;
-        std::cerr << count_line(comparison);
+        write_line(std::cerr, count_line(comparison));
         if (!threshold) return 0;
         const ThresholdVerdict verdict = judge_threshold(comparison, *threshold, confidence);
-        for (const std::string& line : verdict.within_noise) std::cerr << "passed: " << line << '\n';
-        for (const std::string& line : verdict.regressions) std::cerr << "regression: " << line << '\n';
+        for (const std::string& line : verdict.within_noise) write_line(std::cerr, "passed: " + line);
+        for (const std::string& line : verdict.regressions) write_line(std::cerr, "regression: " + line);
         if (verdict.regressions.empty()) return 0;
-        std::cerr << "error: " << verdict.regressions.size() << " point(s) below --threshold " << *threshold
-                  << " of the first report's busbw, beyond run-to-run noise (listed above)\n";
+        std::ostringstream error;
+        error << "error: " << verdict.regressions.size() << " point(s) below --threshold " << *threshold
+              << " of the first report's busbw, beyond run-to-run noise (listed above)";
+        write_line(std::cerr, error.str());
         return regression_exit_code;
     }
 };
