@@ -18,6 +18,7 @@
 #include "cli/rank_agreement.hpp"
 #include "comm/backend.hpp"
 #include "core/error.hpp"
+#include "core/json_file.hpp"
 #include "core/memory_budget.hpp"
 #include "core/size_parse.hpp"
 #include "report/kept_report.hpp"

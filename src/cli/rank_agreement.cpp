@@ -6,8 +6,8 @@
 #include <vector>
 
 #include "core/error.hpp"
+#include "core/json_file.hpp"
 #include "core/version.hpp"
-#include "report/json_file.hpp"
 
 namespace parbench {
 namespace {
