@@ -546,6 +546,7 @@ class CollectiveCommand : public Command {
                           << (options_.verbose ? "" : " (--verbose prints each; the JSON report has them all)") << '\n';
             }
             if (summary.straggler_warning) std::cerr << "warning: " << *summary.straggler_warning << '\n';
+            if (summary.warning_points.count("page-faults") > 0) std::cerr << "hint: " << page_fault_hint() << '\n';
         }
         if (summary.wrong_total > 0)
             std::cerr << ("error: " + std::to_string(summary.wrong_total) +
@@ -581,6 +582,7 @@ class CollectiveCommand : public Command {
         PointMeasurement measurement = measure_or_name_buffers(harness, spec, result.bytes);
         result.wrong = measurement.wrong;
         derive_statistics(result, measurement.times, hosts);
+        add_thread_counters(result, std::move(measurement.counters_by_rank), measurement.calls_per_rank);
         return result;
     }
 
