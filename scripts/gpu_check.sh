@@ -89,7 +89,9 @@ echo "all found"
 [[ $configured_by_setup == true ]] ||
     run_step configure 120 cmake -S "$ROOT" -B "$BUILD" -DPARBENCH_CUDA=ON -DCMAKE_CUDA_ARCHITECTURES=90 \
         -DCMAKE_BUILD_TYPE=Release
-run_step build 360 cmake --build "$BUILD" -j "$JOBS" --target parbench parbench_gpu_tests \
+# parbench builds the CUDA plugin beside it (libparbench_cuda.so); the label-gpu tests live in
+# parbench_gpu_tests and parbench_ops_gpu_tests (CUDA ops against the CPU ops).
+run_step build 360 cmake --build "$BUILD" -j "$JOBS" --target parbench parbench_gpu_tests parbench_ops_gpu_tests \
     parbench_nvtx_recorder parbench_nvtx_nesting_demo
 if [[ ! -x $BUILD/parbench ]]; then
     echo "no parbench binary: stopping here"
