@@ -125,19 +125,10 @@ RankTimes CollectiveHarness::time_samples(const PointSpec& spec, PreparedCall& o
     // the others gather would otherwise leave them waiting in an "idle" that never times out.
     watchdog_.enter({"results", "gathering rank times", bytes, 0});
     RankTimes times = gather_rank_times(own, arrival, finish);
-    counted.counters_by_rank = gather_counters(counters_between(counters_before, counters_after));
+    counted.counters_by_rank = gather_thread_counters(counters_between(counters_before, counters_after), control_);
     counted.calls_per_rank = iters * static_cast<std::uint64_t>(ops_per_sample);
     watchdog_.idle();
     return times;
-}
-
-std::vector<ThreadCounters> CollectiveHarness::gather_counters(const ThreadCounters& own) {
-    const std::uint64_t mine[3] = {own.minor_faults, own.major_faults, own.involuntary_switches};
-    std::vector<std::uint64_t> all(3 * static_cast<std::size_t>(control_.size()));
-    control_.allgather(mine, all.data(), 3, DType::uint64);
-    std::vector<ThreadCounters> by_rank;
-    for (std::size_t r = 0; r < all.size(); r += 3) by_rank.push_back({all[r], all[r + 1], all[r + 2]});
-    return by_rank;
 }
 
 // Outside timing: every rank's series to every rank, on the control communicator.

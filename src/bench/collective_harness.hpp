@@ -79,7 +79,6 @@ class CollectiveHarness {
     Pointers prepare_buffers(const PointSpec& spec, const BufferShape& shape);
     void fill_inputs(const PointSpec& spec, const BufferShape& shape, const Pointers& pointers);
     RankTimes time_samples(const PointSpec& spec, PreparedCall& op, std::uint64_t bytes, PointMeasurement& counted);
-    std::vector<ThreadCounters> gather_counters(const ThreadCounters& own);
     RankTimes gather_rank_times(const std::vector<double>& own, const std::vector<double>& arrival,
                                 const std::vector<double>& finish);
     std::uint64_t count_wrong(const PointSpec& spec, const BufferShape& shape, const Pointers& pointers,

@@ -23,6 +23,22 @@ ThreadCounters counters_between(const ThreadCounters& before, const ThreadCounte
             after.involuntary_switches - before.involuntary_switches};
 }
 
+ThreadCounters& operator+=(ThreadCounters& total, const ThreadCounters& more) {
+    total.minor_faults += more.minor_faults;
+    total.major_faults += more.major_faults;
+    total.involuntary_switches += more.involuntary_switches;
+    return total;
+}
+
+std::vector<ThreadCounters> gather_thread_counters(const ThreadCounters& own, Communicator& comm) {
+    const std::uint64_t mine[3] = {own.minor_faults, own.major_faults, own.involuntary_switches};
+    std::vector<std::uint64_t> all(3 * static_cast<std::size_t>(comm.size()));
+    comm.allgather(mine, all.data(), 3, DType::uint64);
+    std::vector<ThreadCounters> by_rank;
+    for (std::size_t r = 0; r < all.size(); r += 3) by_rank.push_back({all[r], all[r + 1], all[r + 2]});
+    return by_rank;
+}
+
 std::vector<Warning> thread_counter_warnings(const std::vector<ThreadCounters>& by_rank, std::uint64_t calls,
                                              const std::string& what) {
     std::vector<Warning> warnings;

@@ -17,6 +17,7 @@
 #include <vector>
 
 #include "bench/statistics.hpp"
+#include "comm/communicator.hpp"
 
 namespace parbench {
 
@@ -30,6 +31,10 @@ struct ThreadCounters {
 ThreadCounters read_thread_counters();
 // after - before, per counter.
 ThreadCounters counters_between(const ThreadCounters& before, const ThreadCounters& after);
+ThreadCounters& operator+=(ThreadCounters& total, const ThreadCounters& more);
+
+// Every rank's counters, in rank order, on every rank. Collective over `comm`.
+std::vector<ThreadCounters> gather_thread_counters(const ThreadCounters& own, Communicator& comm);
 
 // Warnings for one window of `calls` calls per rank, from every rank's counters: kind
 // "page-faults" when some rank averaged at least one fault per call (buffers are touched

@@ -282,9 +282,7 @@ TrainMeasurements run_training(const TrainPlan& plan, Mesh& mesh, Device& device
         losses.push_back(record.loss);
         if (step < o.warmup) continue;
         step_ms.push_back(record.time_ms);
-        step_counters.minor_faults += in_step.minor_faults;
-        step_counters.major_faults += in_step.major_faults;
-        step_counters.involuntary_switches += in_step.involuntary_switches;
+        step_counters += in_step;
         exposed_ms.push_back(record.exposed_comm_ms);
         compute_ms.push_back(record.compute_ms());
         for (const CommGroup& group : groups) {
@@ -335,13 +333,7 @@ TrainMeasurements run_training(const TrainPlan& plan, Mesh& mesh, Device& device
     for (std::size_t i = 0; i < all_compute.size(); ++i)
         result.compute_ms_by_rank[i / step_ms.size()][i % step_ms.size()] = all_compute[i];
     result.host_of_rank = gather_host_names(control);
-    {
-        const std::uint64_t mine[3] = {step_counters.minor_faults, step_counters.major_faults,
-                                       step_counters.involuntary_switches};
-        std::vector<std::uint64_t> all(3 * static_cast<std::size_t>(control.size()));
-        control.allgather(mine, all.data(), 3, DType::uint64);
-        for (std::size_t r = 0; r < all.size(); r += 3) result.counters_by_rank.push_back({all[r], all[r + 1], all[r + 2]});
-    }
+    result.counters_by_rank = gather_thread_counters(step_counters, control);
     if (context) {
         // Every rank's context-parallel attention per timed step (the imbalance shows here).
         const double steps = static_cast<double>(std::max<std::size_t>(step_ms.size(), 1));
