@@ -26,19 +26,29 @@
 # has .1 in the root namespace (mpirun listens there), host i has .(10+i). Nothing outside the
 # namespaces this script made and loopback is ever addressed. Needs root; installs iproute2.
 # State: /run/parbench-cluster (PARBENCH_CLUSTER_STATE to move it).
+#
+# PARBENCH_CLUSTER_ID=K (1-200) keeps several clusters on one machine apart (two test suites at
+# once): K goes into every name the kernel holds machine-wide (bridge pbbrK, veths pbKveth*,
+# namespaces pbKhost*, the cgroup, the /run state folder) and the subnet is 198.18.(11+K).0/24;
+# the hosts keep their names (pbhost0, ...), which live in their own UTS namespaces. Every
+# command of one cluster needs the same PARBENCH_CLUSTER_ID.
 set -uo pipefail
 
-readonly subnet_prefix=198.18.11
+usage_error() { echo "cluster.sh: $*" >&2; exit 2; }
+instance=${PARBENCH_CLUSTER_ID:-}
+[[ -z $instance || ($instance =~ ^[1-9][0-9]{0,2}$ && $instance -le 200) ]] ||
+  usage_error "PARBENCH_CLUSTER_ID='$instance': use a number from 1 to 200, or leave it unset"
+readonly subnet_prefix=198.18.$((11 + ${instance:-0}))
 readonly subnet=$subnet_prefix.0/24
-readonly bridge=pbbr0
-readonly host_prefix=pbhost
-readonly veth_prefix=pbveth
+readonly bridge=pbbr${instance:-0}
+readonly host_prefix=pbhost           # host names, inside each host's UTS namespace
+readonly netns_prefix=pb${instance}host  # network namespace names, machine-wide
+readonly veth_prefix=pb${instance}veth
 readonly max_hosts=64
-readonly cgroup_name=parbench-cluster
-state=${PARBENCH_CLUSTER_STATE:-/run/parbench-cluster}
+readonly cgroup_name=parbench-cluster${instance:+-$instance}
+state=${PARBENCH_CLUSTER_STATE:-/run/parbench-cluster${instance:+-$instance}}
 root=$(cd "$(dirname "$0")/.." && pwd)
 
-usage_error() { echo "cluster.sh: $*" >&2; exit 2; }
 failure() { echo "cluster.sh: $*" >&2; exit 1; }
 
 # tc rate (e.g. 10gbit) -> bits per second, or empty when it does not parse.
@@ -70,6 +80,7 @@ need_ip() {
 }
 
 host_name() { echo "$host_prefix$1"; }
+netns_name() { echo "$netns_prefix$1"; }
 host_address() { echo "$subnet_prefix.$((10 + $1))"; }
 
 # tbf's bucket must hold at least one rate-tick of data (rate / HZ, HZ up to 1000) and a
@@ -93,10 +104,11 @@ shape_device() {
 }
 
 netem_available() {
-  ip link add pbnetemprobe type dummy 2>/dev/null || return 1
+  local probe=pb${instance}netemprobe
+  ip link add "$probe" type dummy 2>/dev/null || return 1
   local ok=1
-  tc qdisc add dev pbnetemprobe root netem delay 1ms >/dev/null 2>&1 && ok=0
-  ip link del pbnetemprobe 2>/dev/null
+  tc qdisc add dev "$probe" root netem delay 1ms >/dev/null 2>&1 && ok=0
+  ip link del "$probe" 2>/dev/null
   return $ok
 }
 
@@ -131,7 +143,7 @@ remove_cgroups() {
 # Removes everything this script can have made, whether or not `up` finished.
 teardown() {
   local name
-  for name in $(ip netns list 2>/dev/null | awk '{print $1}' | grep -E "^$host_prefix[0-9]+$"); do
+  for name in $(ip netns list 2>/dev/null | awk '{print $1}' | grep -E "^$netns_prefix[0-9]+$"); do
     # Ranks left over from an aborted run would keep the namespace alive.
     for pid in $(ip netns pids "$name" 2>/dev/null); do kill -9 "$pid" 2>/dev/null; done
     ip netns del "$name" 2>/dev/null
@@ -154,7 +166,7 @@ teardown() {
 
 half_made() {
   [[ -d $state ]] || ip link show "$bridge" >/dev/null 2>&1 ||
-    ip netns list 2>/dev/null | grep -qE "^$host_prefix[0-9]+( |$)" ||
+    ip netns list 2>/dev/null | grep -qE "^$netns_prefix[0-9]+( |$)" ||
     [[ -d /sys/fs/cgroup/$cgroup_name || -d /sys/fs/cgroup/cpu/$cgroup_name ]]
 }
 
@@ -197,7 +209,7 @@ cmd_up() {
 }
 
 build_cluster() {
-  local count=$1 inter_bw=$2 intra_bw=$3 latency=$4 i name
+  local count=$1 inter_bw=$2 intra_bw=$3 latency=$4 i name netns
   mkdir -p "$state/uts" || return 1
   # The UTS namespaces are kept alive by bind mounts, which need a private mount to live on.
   mount --bind "$state/uts" "$state/uts" && mount --make-private "$state/uts" || return 1
@@ -208,17 +220,18 @@ build_cluster() {
   : >"$state/hostfile"
   for ((i = 0; i < count; ++i)); do
     name=$(host_name "$i")
-    ip netns add "$name" || return 1
-    ip link add "$veth_prefix$i" type veth peer name eth0 netns "$name" || return 1
+    netns=$(netns_name "$i")
+    ip netns add "$netns" || return 1
+    ip link add "$veth_prefix$i" type veth peer name eth0 netns "$netns" || return 1
     ip link set "$veth_prefix$i" master "$bridge" up || return 1
-    ip netns exec "$name" ip link set lo up || return 1
-    ip netns exec "$name" ip addr add "$(host_address "$i")/24" dev eth0 || return 1
-    ip netns exec "$name" ip link set eth0 up || return 1
+    ip netns exec "$netns" ip link set lo up || return 1
+    ip netns exec "$netns" ip addr add "$(host_address "$i")/24" dev eth0 || return 1
+    ip netns exec "$netns" ip link set eth0 up || return 1
     # The host's link in both directions: its sends (eth0 egress) and its receives (the
     # bridge port's egress toward it).
-    shape_device "$name" eth0 "$inter_bw" "$latency" || return 1
+    shape_device "$netns" eth0 "$inter_bw" "$latency" || return 1
     shape_device "" "$veth_prefix$i" "$inter_bw" "$latency" || return 1
-    [[ -z $intra_bw ]] || shape_device "$name" lo "$intra_bw" "" || return 1
+    [[ -z $intra_bw ]] || shape_device "$netns" lo "$intra_bw" "" || return 1
     touch "$state/uts/$name" || return 1
     unshare --uts="$state/uts/$name" hostname "$name" || return 1
     echo "$name" >>"$state/hosts"
@@ -228,16 +241,17 @@ build_cluster() {
 #!/bin/sh
 # mpirun's rsh agent: runs the orted command inside the emulated host's namespaces.
 host=\$1; shift
-[ -e /run/netns/\$host ] && [ -e $state/uts/\$host ] || { echo "rsh-agent: no emulated host '\$host'" >&2; exit 1; }
+netns=$netns_prefix\${host#$host_prefix}
+[ -e /run/netns/\$netns ] && [ -e $state/uts/\$host ] || { echo "rsh-agent: no emulated host '\$host'" >&2; exit 1; }
 # A throttled host: the daemon, and so every rank it starts, runs inside the host's CPU cap.
 if [ -f $state/cpu-cap/\$host ]; then
   echo \$\$ >"\$(cat $state/cpu-cap/\$host)/cgroup.procs" || { echo "rsh-agent: could not enter \$host's CPU cap" >&2; exit 1; }
 fi
-exec nsenter --net=/run/netns/\$host --uts=$state/uts/\$host -- /bin/sh -c "\$*"
+exec nsenter --net=/run/netns/\$netns --uts=$state/uts/\$host -- /bin/sh -c "\$*"
 EOF
   chmod +x "$state/rsh-agent" || return 1
   printf 'inter_bw=%s\nintra_bw=%s\nlatency=%s\n' "$inter_bw" "$intra_bw" "$latency" >"$state/shaping" || return 1
-  ! command -v ping >/dev/null || ip netns exec "$(host_name 0)" ping -c1 -W2 "$subnet_prefix.1" >/dev/null 2>&1 || {
+  ! command -v ping >/dev/null || ip netns exec "$(netns_name 0)" ping -c1 -W2 "$subnet_prefix.1" >/dev/null 2>&1 || {
     echo "cluster.sh: $(host_name 0) cannot reach the bridge at $subnet_prefix.1" >&2
     return 1
   }
@@ -310,7 +324,7 @@ cmd_shape() {
   [[ -n $(rate_bits "$bw") ]] || usage_error "shape: --bw '$bw': not a rate; use tc's units, e.g. 1gbit"
   local index=${host#"$host_prefix"} latency
   latency=$(sed -n 's/^latency=//p' "$state/shaping")
-  shape_device "$host" eth0 "$bw" "$latency" && shape_device "" "$veth_prefix$index" "$bw" "$latency" ||
+  shape_device "$(netns_name "$index")" eth0 "$bw" "$latency" && shape_device "" "$veth_prefix$index" "$bw" "$latency" ||
     failure "shape: tc failed for $host"
   echo "cluster.sh: $host's link shaped to $bw"
 }

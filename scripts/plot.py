@@ -12,29 +12,18 @@ Kinds (default: every kind the reports have data for):
   ledger    train reports: the memory ledger per category, measured beside each theory
   bubble    train reports with --pp: the pipeline bubble per stage, measured beside the formula
 
-Each kind is written to DIR/KIND.png (or .svg). Needs matplotlib: Debian's
-python3-matplotlib, for the interpreter that runs this script.
+Each kind is written to DIR/KIND.png (or .svg). Needs matplotlib: when the python3 that runs
+this script lacks it, the script runs again under one that has it, or in a plotting
+environment it makes from PyPI once (scripts/plot_env.py says how).
 """
 import argparse
 import json
 import os
 import sys
 
+import plot_env  # scripts/plot_env.py: matplotlib, whatever python3 runs this
+
 KINDS = ("busbw", "latency", "spread", "ledger", "bubble")
-
-
-def import_pyplot():
-    try:
-        import matplotlib
-        matplotlib.use("Agg")
-        import matplotlib.pyplot as pyplot
-        return pyplot
-    except ImportError:
-        hint = ""
-        if os.path.realpath(sys.executable) != os.path.realpath("/usr/bin/python3") and os.path.exists("/usr/bin/python3"):
-            hint = f"; or run it with /usr/bin/python3, where Debian's package installs it"
-        sys.exit(f"error: matplotlib is not importable by {sys.executable} (Python {sys.version.split()[0]}): "
-                 f"install Debian's python3-matplotlib (apt-get install python3-matplotlib){hint}")
 
 
 def load(paths):
@@ -241,7 +230,7 @@ def main():
     parser.add_argument("--point", help="COLLECTIVE:BYTES for the spread plot")
     args = parser.parse_args()
     reports = load(args.reports)
-    pyplot = import_pyplot()
+    pyplot = plot_env.pyplot()
     os.makedirs(args.out, exist_ok=True)
     asked = args.kind or list(KINDS)
     written = 0

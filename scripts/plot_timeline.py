@@ -5,19 +5,16 @@ labelled with their micro-batch, transfers waits and collectives in grey shades.
     scripts/plot_timeline.py TRACE.json OUT.png [--step N]
 
 Plots one timed step (the last by default), with time from that step's first event.
-Needs matplotlib (Debian: apt-get install python3-matplotlib).
+Needs matplotlib: when the python3 that runs this script lacks it, the script runs again
+under one that has it, or in a plotting environment made from PyPI once (scripts/plot_env.py).
 """
 import argparse
 import json
 import sys
 
-try:
-    import matplotlib
+import plot_env  # scripts/plot_env.py: matplotlib, whatever python3 runs this
 
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-except ImportError:
-    sys.exit("plot_timeline.py needs matplotlib: apt-get install python3-matplotlib")
+plt = plot_env.pyplot()
 
 COLOURS = {"F": "#4c72b0", "B": "#dd8452", "W": "#55a868"}
 OTHER = {"p2p": "#c8c8c8", "collective": "#8c8c8c", "optimizer": "#5a5a5a"}

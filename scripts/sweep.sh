@@ -5,46 +5,60 @@
 #   scripts/sweep.sh configs/sweeps/cpu-collectives.json
 #   PARBENCH_RUN_ID=my-cluster scripts/sweep.sh configs/sweeps/cpu-collectives.json
 #   PARBENCH_RESULTS_DIR=/scratch/results    where the run folders go (default results/)
-#   PARBENCH_BUILD_DIR=build-gpu             which build to run (default build/)
-# A sweep file: {"description": "...", "runs": [{"name": "...", "ranks": 2, "args": ["all", "-b", "8"]}]}
+#   PARBENCH_BUILD_DIR=build-gpu             which build to run, as it is (default build/, set up first)
+# A sweep file (schemas/sweep.schema.json): {"description": "...", "runs": [{"name": "...", "ranks": 2,
+# "args": ["all", "-b", "8"]}]}; names unique, of letters, digits, '-' and '_', not "manifest".
+# A bad sweep file is one line and exit 2, before anything runs.
 set -euo pipefail
 root=$(cd "$(dirname "$0")/.." && pwd)
 sweep=${1:?usage: scripts/sweep.sh configs/sweeps/NAME.json}
 [[ -f $sweep ]] || { echo "error: sweep file '$sweep' not found; see configs/sweeps/" >&2; exit 2; }
-"$root/scripts/setup.sh"
-
 run_id=${PARBENCH_RUN_ID:-$(date -u +%Y%m%dT%H%M%SZ)-$(hostname -s)}
+[[ $run_id =~ ^[A-Za-z0-9][A-Za-z0-9._-]*$ && ${#run_id} -le 128 ]] ||
+  { echo "error: PARBENCH_RUN_ID '$run_id' names a folder: use up to 128 letters, digits, '.', '-' or '_'" >&2; exit 2; }
+
+# The sweep file is read in one place, scripts/sweep_file.py (against schemas/sweep.schema.json),
+# by a python3 that has jsonschema: the one on PATH, else Debian's (setup.sh installs it there).
+reader_python() {
+  local python
+  for python in python3 /usr/bin/python3; do
+    "$python" -c "import jsonschema" 2>/dev/null && { echo "$python"; return 0; }
+  done
+  return 1
+}
+python=$(reader_python) || { "$root/scripts/setup.sh"; python=$(reader_python); } ||
+  { echo "error: no python3 with jsonschema to read the sweep file; install python3-jsonschema" >&2; exit 2; }
+# Its runs come as NUL-terminated fields (name, ranks, argument count, arguments), so no
+# character of an argument can split one run or join two; a bad file is refused before
+# anything runs or any folder is made.
+runs_file=$(mktemp)
+trap 'rm -f "$runs_file"' EXIT
+"$python" "$root/scripts/sweep_file.py" "$sweep" >"$runs_file" || exit 2
+mapfile -d '' -t fields <"$runs_file"
+# PARBENCH_BUILD_DIR names a build to run as it is; the default build is set up first.
+[[ -n ${PARBENCH_BUILD_DIR:-} ]] || "$root/scripts/setup.sh"
+
 out=${PARBENCH_RESULTS_DIR:-$root/results}/$run_id
 parbench=${PARBENCH_BUILD_DIR:-$root/build}/parbench
+[[ -x $parbench ]] || { echo "error: no parbench at $parbench; build it (scripts/setup.sh) or fix PARBENCH_BUILD_DIR" >&2; exit 2; }
 mkdir -p "$out"
 
-# One line per run: name, ranks, then the arguments, tab-separated.
-runs=$(python3 - "$sweep" <<'PY'
-import json, sys
-try:
-    sweep = json.load(open(sys.argv[1]))
-    for run in sweep["runs"]:
-        assert run["name"].replace("-", "").replace("_", "").isalnum(), f"run name {run['name']!r}"
-        print("\t".join([run["name"], str(int(run["ranks"]))] + [str(a) for a in run["args"]]))
-except (ValueError, KeyError, AssertionError) as error:
-    sys.exit(f"error: sweep file {sys.argv[1]}: {error!r}; see configs/sweeps/ for the format")
-PY
-)
-
 statuses=()
-while IFS=$'\t' read -r -a fields; do
-  name=${fields[0]}; ranks=${fields[1]}; args=("${fields[@]:2}")
+next=0
+while ((next < ${#fields[@]})); do
+  name=${fields[next]}; ranks=${fields[next + 1]}; count=${fields[next + 2]}
+  args=("${fields[@]:next + 3:count}")
+  next=$((next + 3 + count))
   options=(-np "$ranks" -x OPENBLAS_NUM_THREADS=1)
   [[ $(id -u) -eq 0 ]] && options+=(--allow-run-as-root)
   ((ranks > $(nproc))) && options+=(--oversubscribe)
-  echo "sweep: $name ($ranks ranks): parbench ${args[*]}"
+  printf 'sweep: %s (%s ranks): parbench%s\n' "$name" "$ranks" "$(printf ' %q' "${args[@]}")"
   status=0
-  # mpirun reads standard input, which here is the list of runs still to do.
   mpirun "${options[@]}" "$parbench" "${args[@]}" --json "$out/$name.json" --csv "$out/$name.csv" \
     </dev/null >"$out/$name.log" 2>&1 || status=$?
   ((status == 0)) || echo "sweep: $name failed with status $status (see $out/$name.log)" >&2
   statuses+=("$name=$status")
-done <<<"$runs"
+done
 
 python3 - "$out/manifest.json" "$sweep" "$run_id" "$(git -C "$root" rev-parse --short HEAD 2>/dev/null || echo unknown)" \
   "${statuses[@]}" <<'PY'

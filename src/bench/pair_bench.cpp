@@ -12,8 +12,8 @@ namespace {
 
 class PairTimer {
   public:
-    PairTimer(Communicator& data, Communicator& control, Device& device, std::uint64_t largest)
-        : data_(data), control_(control), device_(device), send_(device.allocate(largest)),
+    PairTimer(Communicator& data, Communicator& control, Device& device, Watchdog& watchdog, std::uint64_t largest)
+        : data_(data), control_(control), device_(device), watchdog_(watchdog), send_(device.allocate(largest)),
           recv_(device.allocate(largest)), timer_(device.make_timer()) {
         device_.fill_zero(send_);  // first touch before any timing
         device_.fill_zero(recv_);
@@ -22,8 +22,13 @@ class PairTimer {
 
     // Median microseconds of one exchange of `bytes` with `peer`.
     double median_exchange_us(int peer, std::uint64_t bytes, int warmup, int iters) {
+        const std::string operation = "sendrecv with rank " + std::to_string(peer);
         std::vector<double> samples;
+        samples.reserve(static_cast<std::size_t>(iters));
         for (int i = 0; i < warmup + iters; ++i) {
+            // Outside the timed window: the watchdog's bookkeeping never lengthens a sample.
+            if (i == 0 || i == warmup) watchdog_.enter({i < warmup ? "warm-up" : "timed", operation, bytes, 0});
+            watchdog_.advance(i < warmup ? i : i - warmup);
             char token = 0;
             char peer_token = 0;
             control_.sendrecv(&token, peer, &peer_token, peer, 1, DType::uint8);  // start together
@@ -40,53 +45,73 @@ class PairTimer {
     Communicator& data_;
     Communicator& control_;
     Device& device_;
+    Watchdog& watchdog_;
     Buffer send_;
     Buffer recv_;
     std::unique_ptr<Timer> timer_;
 };
 
-std::vector<std::vector<double>> gather_rows(Communicator& control, const std::vector<double>& row,
-                                             const std::vector<int>& participants) {
-    const std::size_t n = row.size();
-    std::vector<double> all(control.rank() == 0 ? n * static_cast<std::size_t>(control.size()) : 0);
-    control.gather(row.data(), all.data(), n, DType::float64, 0);
-    std::vector<std::vector<double>> matrix;
-    if (control.rank() != 0) return matrix;
-    for (int rank : participants)
-        matrix.emplace_back(all.begin() + static_cast<std::ptrdiff_t>(n * static_cast<std::size_t>(rank)),
-                            all.begin() + static_cast<std::ptrdiff_t>(n * static_cast<std::size_t>(rank + 1)));
-    return matrix;
+// One round's figures, gathered to rank 0 into the matrices: each rank sends its peer's
+// participant index (-1 when it sat the round out) and the pair's latency and bandwidth.
+void gather_round(Communicator& control, const std::vector<int>& participants, int peer_index, double latency_us,
+                  double bandwidth_gbps, PairMeasurements& measurements) {
+    constexpr std::size_t fields = 3;
+    const double mine[fields] = {static_cast<double>(peer_index), latency_us, bandwidth_gbps};
+    std::vector<double> all(control.rank() == 0 ? fields * static_cast<std::size_t>(control.size()) : 0);
+    control.gather(mine, all.data(), fields, DType::float64, 0);
+    if (control.rank() != 0) return;
+    for (std::size_t i = 0; i < participants.size(); ++i) {
+        const double* figures = all.data() + fields * static_cast<std::size_t>(participants[i]);
+        if (figures[0] < 0) continue;
+        const auto j = static_cast<std::size_t>(figures[0]);
+        measurements.latency_us[i][j] = figures[1];
+        measurements.bandwidth_gbps[i][j] = figures[2];
+    }
 }
 
 }  // namespace
 
 PairMeasurements measure_pairs(Communicator& data, Communicator& control, Device& device,
-                               const std::vector<int>& participants, const PairBenchOptions& options) {
+                               const std::vector<int>& participants, const PairBenchOptions& options,
+                               Watchdog& watchdog,
+                               const std::function<void(const PairMeasurements& so_far)>& after_round) {
     const auto rounds = round_robin_rounds(static_cast<int>(participants.size()));
     const auto mine = std::find(participants.begin(), participants.end(), control.rank());
     const int my_index = mine == participants.end() ? -1 : static_cast<int>(mine - participants.begin());
     const double nan = std::numeric_limits<double>::quiet_NaN();
-    std::vector<double> bandwidth(participants.size(), nan);
-    std::vector<double> latency(participants.size(), nan);
-
-    PairTimer timer(data, control, device, std::max(options.bandwidth_bytes, options.latency_bytes));
-    for (const auto& pairs : rounds) {
-        control.barrier();
-        for (const auto& [a, b] : pairs) {
-            if (a != my_index && b != my_index) continue;
-            const int peer_index = a == my_index ? b : a;
-            const int peer = participants[static_cast<std::size_t>(peer_index)];
-            latency[static_cast<std::size_t>(peer_index)] =
-                timer.median_exchange_us(peer, options.latency_bytes, options.warmup, options.latency_iters);
-            const double us = timer.median_exchange_us(peer, options.bandwidth_bytes, options.warmup, options.iters);
-            bandwidth[static_cast<std::size_t>(peer_index)] = static_cast<double>(options.bandwidth_bytes) / (us * 1e3);
-        }
-    }
-    control.barrier();
     PairMeasurements measurements;
     measurements.rounds = static_cast<int>(rounds.size());
-    measurements.bandwidth_gbps = gather_rows(control, bandwidth, participants);
-    measurements.latency_us = gather_rows(control, latency, participants);
+    if (control.rank() == 0) {
+        const std::vector<double> row(participants.size(), nan);
+        measurements.bandwidth_gbps.assign(participants.size(), row);
+        measurements.latency_us.assign(participants.size(), row);
+    }
+
+    const std::uint64_t largest = std::max(options.bandwidth_bytes, options.latency_bytes);
+    watchdog.enter({"setup", "allocating the exchange buffers", largest, 0});
+    PairTimer timer(data, control, device, watchdog, largest);
+    for (std::size_t round = 0; round < rounds.size(); ++round) {
+        const std::string of_rounds = std::to_string(round + 1) + " of " + std::to_string(rounds.size());
+        watchdog.enter({"barrier", "starting round " + of_rounds, 0, static_cast<int>(round)});
+        control.barrier();
+        int peer_index = -1;
+        double latency = nan;
+        double bandwidth = nan;
+        for (const auto& [a, b] : rounds[round]) {
+            if (a != my_index && b != my_index) continue;
+            peer_index = a == my_index ? b : a;
+            const int peer = participants[static_cast<std::size_t>(peer_index)];
+            latency = timer.median_exchange_us(peer, options.latency_bytes, options.warmup, options.latency_iters);
+            const double us = timer.median_exchange_us(peer, options.bandwidth_bytes, options.warmup, options.iters);
+            bandwidth = static_cast<double>(options.bandwidth_bytes) / (us * 1e3);
+        }
+        watchdog.enter({"results", "gathering round " + std::to_string(round + 1) + "'s figures", 0,
+                        static_cast<int>(round)});
+        gather_round(control, participants, peer_index, latency, bandwidth, measurements);
+        measurements.rounds_measured = static_cast<int>(round + 1);
+        if (control.rank() == 0) after_round(measurements);
+    }
+    watchdog.idle();
     return measurements;
 }
 

@@ -147,10 +147,10 @@ std::optional<std::string> diagnose_hang(const std::vector<RankView>& ranks, dou
 }  // namespace detail
 
 Watchdog::Watchdog(double timeout_s, int rank, std::function<void(const std::string&)> on_timeout,
-                   std::unique_ptr<HeartbeatChannel> channel, std::vector<std::string> hosts)
+                   std::unique_ptr<HeartbeatChannel> channel, std::vector<std::string> hosts, ProgressLines progress)
     : timeout_s_(timeout_s), rank_(rank), on_timeout_(std::move(on_timeout)), channel_(std::move(channel)),
-      hosts_(std::move(hosts)) {
-    if (timeout_s_ > 0) thread_ = std::thread([this] { watch(); });
+      hosts_(std::move(hosts)), progress_lines_(std::move(progress)) {
+    if (watching()) thread_ = std::thread([this] { watch(); });
 }
 
 Watchdog::~Watchdog() {
@@ -163,7 +163,7 @@ Watchdog::~Watchdog() {
 }
 
 void Watchdog::enter(Activity activity) {
-    if (timeout_s_ <= 0) return;
+    if (!watching()) return;
     std::lock_guard lock(mutex_);
     if (std::string_view(activity.phase) != "idle") ++progress_;
     iteration_.store(activity.iteration, std::memory_order_relaxed);
@@ -174,7 +174,7 @@ void Watchdog::enter(Activity activity) {
 }
 
 void Watchdog::advance(int iteration) noexcept {
-    if (timeout_s_ <= 0) return;
+    if (!watching()) return;
     iteration_.store(iteration, std::memory_order_relaxed);
     advances_.store(advances_.load(std::memory_order_relaxed) + 1, std::memory_order_relaxed);
     forget_calls();  // as enter(): the calls are counted per iteration
@@ -266,7 +266,8 @@ Watchdog::Local Watchdog::snapshot() {
 }
 
 bool Watchdog::wait_tick() {
-    const auto tick = std::chrono::duration<double>(std::min(0.1, timeout_s_ / 4));
+    // Progress lines alone need no finer tick than a second.
+    const auto tick = std::chrono::duration<double>(timeout_s_ > 0 ? std::min(0.1, timeout_s_ / 4) : 1.0);
     std::unique_lock lock(mutex_);
     wake_.wait_for(lock, tick, [this] { return stopping_; });
     return !stopping_;
@@ -274,6 +275,24 @@ bool Watchdog::wait_tick() {
 
 std::string Watchdog::host_of(int rank) const {
     return static_cast<std::size_t>(rank) < hosts_.size() ? hosts_[static_cast<std::size_t>(rank)] : std::string();
+}
+
+void Watchdog::report_progress(const Local& local) {
+    if (progress_lines_.interval_s <= 0 || !progress_lines_.print) return;
+    const std::string_view phase = local.activity.phase;
+    // A point is its warm-up and timed iterations; its check and the gathering of its times
+    // belong to it, so only those two phases start a new one.
+    if (phase == "warm-up" || phase == "timed") {
+        const std::string point = local.activity.operation + '\x1f' + std::to_string(local.activity.bytes);
+        if (point != progress_point_) {
+            progress_point_ = point;
+            progress_point_since_ = progress_printed_ = Clock::now();
+        }
+    }
+    if (phase == "idle" || progress_point_.empty() || seconds_since(progress_printed_) < progress_lines_.interval_s) return;
+    progress_printed_ = Clock::now();
+    progress_lines_.print("progress: " + describe(local.activity) + "; this point has run " +
+                    std::to_string(static_cast<long long>(seconds_since(progress_point_since_))) + " s");
 }
 
 void Watchdog::watch() {
@@ -289,7 +308,8 @@ void Watchdog::watch() {
 void Watchdog::watch_alone() {
     while (wait_tick()) {
         const Local local = snapshot();
-        if (std::string_view(local.activity.phase) == "idle" || local.age_s < timeout_s_) continue;
+        report_progress(local);
+        if (timeout_s_ <= 0 || std::string_view(local.activity.phase) == "idle" || local.age_s < timeout_s_) continue;
         std::ostringstream message;
         message << "watchdog: rank " << rank_ << " timed out after " << timeout_s_ << " s in "
                 << activity_text(local.activity, local.call)
@@ -326,6 +346,7 @@ void Watchdog::watch_as_hub() {
             last_beat = Clock::now();
         }
         const Local local = snapshot();
+        report_progress(local);
         std::vector<RankView> views;
         for (int r = 0; r < size; ++r) {
             RankView view;

@@ -69,12 +69,23 @@ std::string describe_call(const std::string& channel, const std::vector<int>& wo
                           const CallObserver::Call& call, std::uint32_t index, bool inside);
 }  // namespace detail
 
+// Progress lines for long points: when one point (operation and size) has run `interval_s`
+// seconds, and every interval_s after, `print` gets "progress: allreduce (size 1073741824 B,
+// timed iteration 12); this point has run 30 s". Written by the watchdog's thread, which
+// reads what the timed loop already tells it, so the timed window pays nothing more.
+struct ProgressLines {
+    double interval_s = 0.0;  // <= 0: none
+    std::function<void(const std::string& line)> print;
+};
+
 class Watchdog : public CallObserver {
   public:
-    // timeout_s <= 0 disables it. Without a channel (one rank, or it could not be set up)
-    // each rank watches only itself. on_timeout must not return (it ends the process).
+    // timeout_s <= 0 disables the timeout. Without a channel (one rank, or it could not be set
+    // up) each rank watches only itself. on_timeout must not return (it ends the process).
+    // The thread runs when either the timeout or the progress lines are on.
     Watchdog(double timeout_s, int rank, std::function<void(const std::string& message)> on_timeout,
-             std::unique_ptr<HeartbeatChannel> channel = nullptr, std::vector<std::string> hosts = {});
+             std::unique_ptr<HeartbeatChannel> channel = nullptr, std::vector<std::string> hosts = {},
+             ProgressLines progress = {});
     ~Watchdog();
     Watchdog(const Watchdog&) = delete;
     Watchdog& operator=(const Watchdog&) = delete;
@@ -87,6 +98,8 @@ class Watchdog : public CallObserver {
     void advance(int iteration) noexcept;
     void idle();
     bool enabled() const { return timeout_s_ > 0; }
+    // Watching at all: the timeout, or progress lines (enter() and advance() count either way).
+    bool watching() const { return timeout_s_ > 0 || progress_lines_.interval_s > 0; }
 
     // CallObserver: up to max_channels communicators; the calls come on the thread that
     // calls enter() (they are counted per activity).
@@ -130,6 +143,7 @@ class Watchdog : public CallObserver {
     void watch_as_hub();
     void watch_as_peer();
     bool wait_tick();  // false when stopping
+    void report_progress(const Local& local);  // on the watchdog's thread, at each tick
     std::string host_of(int rank) const;
 
     double timeout_s_;
@@ -152,6 +166,11 @@ class Watchdog : public CallObserver {
     CallSlot call_;
     // Calls per channel in the current activity: written by the calling thread only.
     std::array<std::atomic<std::uint32_t>, max_channels> calls_in_activity_{};
+    ProgressLines progress_lines_;
+    // The watchdog's thread's own: the point it last saw measured, since when, and the last line.
+    std::string progress_point_;
+    std::chrono::steady_clock::time_point progress_point_since_{};
+    std::chrono::steady_clock::time_point progress_printed_{};
     bool stopping_ = false;
     std::thread thread_;
 };

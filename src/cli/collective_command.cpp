@@ -3,11 +3,13 @@
 // crash keeps what was measured.
 #include <algorithm>
 #include <cmath>
+#include <cstdlib>
 #include <iostream>
 #include <optional>
 #include <sstream>
 
 #include "bench/collective_harness.hpp"
+#include "core/console.hpp"
 #include "core/nvtx.hpp"
 #include "bench/watchdog.hpp"
 #include "cli/collective_groups.hpp"
@@ -58,6 +60,8 @@ struct CollectiveOptions {
     std::string csv_path;
     std::string backend = "auto";
     double timeout_s = 0.0;
+    double progress_s = 30.0;         // a progress line when one point runs this long (0: none)
+    std::optional<double> min_busbw;  // --min-busbw (GB/s); without it NCCL_TESTS_MIN_BW, as nccl-tests reads
     std::optional<int> inject_hang_rank;
     std::string groups;  // --groups: host, cross-host or N
     std::optional<int> inject_straggler_rank;
@@ -84,7 +88,27 @@ struct ResolvedOptions {
     MpiThreadLevel mpi_threads = MpiThreadLevel::single;
     std::optional<GroupsSpec> groups;
     std::vector<BufferOffsets> buffer_offsets{BufferOffsets{}};  // one for every rank, or one per rank
+    std::optional<BusbwGate> min_busbw;
 };
+
+// --min-busbw, else nccl-tests' NCCL_TESTS_MIN_BW (GB/s), so a job script written for
+// nccl-tests keeps its gate; the flag wins when both are given.
+std::optional<BusbwGate> resolve_busbw_gate(const CollectiveOptions& options) {
+    if (options.min_busbw) {
+        if (!(std::isfinite(*options.min_busbw) && *options.min_busbw > 0))
+            throw UsageError("--min-busbw must be a positive number of GB/s (the lowest average busbw that passes)");
+        return BusbwGate{*options.min_busbw, "--min-busbw"};
+    }
+    const char* variable = std::getenv("NCCL_TESTS_MIN_BW");
+    if (variable == nullptr || *variable == '\0') return std::nullopt;
+    const std::string text = variable;
+    char* end = nullptr;
+    const double gbps = std::strtod(text.c_str(), &end);
+    if (end != text.c_str() + text.size() || !(std::isfinite(gbps) && gbps > 0))
+        throw UsageError("NCCL_TESTS_MIN_BW='" + text + "': not a positive number of GB/s; set it to one (e.g. 100) "
+                         "or unset it");
+    return BusbwGate{gbps, "NCCL_TESTS_MIN_BW"};
+}
 
 BufferOffsets offsets_of_rank(const ResolvedOptions& resolved, int rank) {
     return resolved.buffer_offsets.size() == 1 ? resolved.buffer_offsets.front()
@@ -197,6 +221,8 @@ ResolvedOptions resolve(const CollectiveOptions& options) {
     if (options.iters < 1) throw UsageError("--iters must be at least 1");
     if (options.batch_size < 1) throw UsageError("--batch-size must be at least 1");
     if (options.timeout_s < 0) throw UsageError("--timeout must be 0 (off) or a positive number of seconds");
+    if (!(std::isfinite(options.progress_s) && options.progress_s >= 0))
+        throw UsageError("--progress must be 0 (off) or a positive number of seconds (e.g. --progress 30)");
     if (options.timing == "per-iter")
         resolved.timing.mode = TimingMode::per_iteration;
     else if (options.timing == "batched")
@@ -214,6 +240,7 @@ ResolvedOptions resolve(const CollectiveOptions& options) {
         throw UsageError("--graph replays CUDA graphs; it needs --backend nccl (or auto on GPUs)");
     resolve_reporting(options, resolved);
     resolved.buffer_offsets = parse_buffer_offsets(options.buffer_offsets, resolved.params.type);
+    resolved.min_busbw = resolve_busbw_gate(options);
     return resolved;
 }
 
@@ -249,6 +276,7 @@ nlohmann::json config_json(const CollectiveOptions& options, const ResolvedOptio
         {"reported_statistic", reported_statistic(resolved.aggregation)},
         {"mpi_threads", {{"requested", thread_level_name(resolved.mpi_threads)}}},
         {"timeout_s", options.timeout_s},
+        {"min_busbw", resolved.min_busbw ? nlohmann::json(resolved.min_busbw->gbps) : nlohmann::json(nullptr)},
         {"backend_requested", options.backend},
     };
 }
@@ -447,8 +475,12 @@ class CollectiveCommand : public Command {
         // Before the backend: a hang while it starts is watched too; the report kept so far is
         // rewritten as partial by the watchdog's thread as it ends the job.
         KeptReport kept(rank == 0 ? options_.json_path : std::string());
+        ProgressLines progress;
+        if (rank == 0 && !options_.quiet)
+            progress = {options_.progress_s, [](const std::string& line) { write_line(std::cerr, line); }};
         const auto watchdog = start_watchdog(options_.timeout_s, session, control,
-                                             [&kept](const std::string& message) { kept.abandon(message); });
+                                             [&kept](const std::string& message) { kept.abandon(message); },
+                                             std::move(progress));
         watchdog->enter({"setup", "start-up", 0, 0});
         Backend backend = make_backend(resolved.backend, session, control);
         // Once the device is known (a GPU's free memory is checked too), before any buffer.
@@ -472,9 +504,10 @@ class CollectiveCommand : public Command {
                 std::cerr << "warning: more ranks than cores on a host: ranks share cores and busy-poll, so times "
                              "measure the scheduler too; quote figures from runs with at most one rank per core\n";
             if (session.thread_level_provided() != session.thread_level_requested())
-                std::cerr << "warning: asked MPI for thread level " << thread_level_name(session.thread_level_requested())
-                          << ", it provides " << thread_level_name(session.thread_level_provided())
-                          << " (OMPI_MPI_THREAD_LEVEL set?); higher levels cost small messages latency\n";
+                write_line(std::cerr, "warning: asked MPI for thread level " +
+                                          std::string(thread_level_name(session.thread_level_requested())) +
+                                          ", it provides " + std::string(thread_level_name(session.thread_level_provided())) +
+                                          " (OMPI_MPI_THREAD_LEVEL set?); higher levels cost small messages latency");
         }
 
         // With --groups every group is its own job: its harness splits off data and bookkeeping.
@@ -520,37 +553,44 @@ class CollectiveCommand : public Command {
             }
         }
         const RunSummary summary = summarize_run(results, options_.check);
+        const std::optional<std::string> below_gate = busbw_gate_failure(summary, resolved.min_busbw);
         if (rank == 0) {
             report["finished_at"] = utc_now_iso8601();
             report["summary"] = to_json(summary);
             if (summary.wrong_total > 0)
                 write_reports(results, report, kept, RunStatus::failed,
                               std::to_string(summary.wrong_total) + " elements were wrong (see wrong per point)");
+            else if (below_gate)
+                write_reports(results, report, kept, RunStatus::failed, *below_gate);
             else
                 write_reports(results, report, kept, RunStatus::complete);
-            close_console(summary);
+            close_console(summary, resolved, below_gate);
         }
-        return summary.wrong_total > 0 ? 1 : 0;
+        // The gate is the first rank's verdict (with --groups each rank's summary is its group's),
+        // so that every rank exits alike.
+        int gate_failed = rank == 0 && below_gate ? 1 : 0;
+        control.broadcast(&gate_failed, &gate_failed, 1, DType::int32, 0);
+        return summary.wrong_total > 0 || gate_failed != 0 ? 1 : 0;
     }
 
     // The summary lines, the tally of warnings (each point's under --verbose) and the error.
-    void close_console(const RunSummary& summary) const {
+    void close_console(const RunSummary& summary, const ResolvedOptions& resolved,
+                       const std::optional<std::string>& below_gate) const {
         if (!options_.quiet) {
-            print_console_summary(std::cout, summary);
+            print_console_summary(std::cout, summary,
+                                  resolved.min_busbw ? std::optional(resolved.min_busbw->gbps) : std::nullopt);
             std::cout << std::flush;
-            if (!summary.warning_points.empty()) {
-                std::string tally;
-                for (const auto& [kind, points] : summary.warning_points)
-                    tally += (tally.empty() ? "" : ", ") + kind + " at " + std::to_string(points);
-                std::cerr << "warning: of " << summary.measured_points << " measured points, " << tally
-                          << (options_.verbose ? "" : " (--verbose prints each; the JSON report has them all)") << '\n';
+            if (const auto tally = warning_tally(summary)) {
+                write_line(std::cerr, "warning: " + *tally +
+                                          (options_.verbose ? "" : " (--verbose prints each; the JSON report has them all)"));
             }
-            if (summary.straggler_warning) std::cerr << "warning: " << *summary.straggler_warning << '\n';
-            if (summary.warning_points.count("page-faults") > 0) std::cerr << "hint: " << page_fault_hint() << '\n';
+            if (summary.straggler_warning) write_line(std::cerr, "warning: " + *summary.straggler_warning);
+            if (summary.warning_points.count("page-faults") > 0) write_line(std::cerr, "hint: " + page_fault_hint());
         }
         if (summary.wrong_total > 0)
             std::cerr << ("error: " + std::to_string(summary.wrong_total) +
                           " elements were wrong: the collective returned incorrect data (see #wrong)\n");
+        if (below_gate) write_line(std::cerr, "error: " + *below_gate);
     }
 
     CollectiveResult measure_point(CollectiveHarness& harness, const Collective& collective, std::uint64_t requested,
@@ -615,8 +655,9 @@ class CollectiveCommand : public Command {
             for (const auto* half : {&out_of_place, &in_place})
                 if (*half)
                     for (const Warning& warning : (*half)->warnings)
-                        std::cerr << "warning: " << (*half)->collective << ' ' << (*half)->bytes << " B "
-                                  << ((*half)->inplace ? "in-place" : "out-of-place") << ": " << warning.text << '\n';
+                        write_line(std::cerr, "warning: " + (*half)->collective + ' ' + std::to_string((*half)->bytes) +
+                                                  " B " + ((*half)->inplace ? "in-place" : "out-of-place") + ": " +
+                                                  warning.text);
         write_reports(results, report, kept, RunStatus::partial, progress);
     }
 
@@ -648,6 +689,9 @@ void add_reporting_flags(CLI::App& sub, CollectiveOptions& o) {
     sub.add_flag("-q,--quiet", o.quiet, "Print errors only (no table, summary or warnings)");
 }
 
+// CLI11 leaves options of the empty group out of --help; they are still accepted.
+constexpr const char* hidden = "";
+
 std::string description(const std::string& name) {
     if (name == "all") return "Time every collective in turn";
     if (name == "sendrecv") return "Time a ring of send/recv pairs (rank r sends to r+1, receives from r-1)";
@@ -668,8 +712,16 @@ std::unique_ptr<Command> add_collective_command(CLI::App& app, const std::string
     size->excludes(min)->excludes(max)->excludes(factor);
     sub->add_option("--dtype", o.dtype, "float32 float64 float16 bfloat16 int8 uint8 int32 uint32 int64 uint64")
         ->capture_default_str();
-    command->given().op = sub->add_option("--op", o.op, "Reduction: sum prod max min avg")->capture_default_str();
-    command->given().root = sub->add_option("--root", o.root, "Root rank of broadcast, reduce, gather, scatter")->capture_default_str();
+    // --op and --root are listed by the commands they apply to; the others still accept them,
+    // hidden, to refuse them with a message saying why (check_flags_apply).
+    const bool reducing = name == "all" || find_collective(name)->reducing();
+    const bool rooted = name == "all" || find_collective(name)->rooted();
+    CLI::Option* op = sub->add_option("--op", o.op, "Reduction: sum prod max min avg")->capture_default_str();
+    CLI::Option* root = sub->add_option("--root", o.root, "Root rank of broadcast, reduce, gather, scatter")->capture_default_str();
+    if (!reducing) op->group(hidden);
+    if (!rooted) root->group(hidden);
+    command->given().op = op;
+    command->given().root = root;
     sub->add_option("-w,--warmup", o.warmup, "Untimed iterations before timing")->capture_default_str();
     sub->add_option("-n,--iters", o.iters, "Timed samples per size")->capture_default_str();
     sub->add_option("--timing", o.timing, "per-iter (barrier + sync around each op) or batched")
@@ -689,15 +741,22 @@ std::unique_ptr<Command> add_collective_command(CLI::App& app, const std::string
                     "or N (consecutive ranks); busbw per group and the minimum");
     sub->add_option("--timeout", o.timeout_s, "Abort the job when one step hangs this many seconds (0: off)")
         ->capture_default_str();
+    sub->add_option("--progress", o.progress_s,
+                    "When one size runs this many seconds, say on stderr which iteration it is in, and again "
+                    "every as many seconds (0: never)")
+        ->capture_default_str();
+    sub->add_option("--min-busbw", o.min_busbw,
+                    "Fail the run (exit 1) when its average busbw is below this many GB/s, as nccl-tests' "
+                    "NCCL_TESTS_MIN_BW (read when this flag is not given)");
     sub->add_option("--inject-hang", o.inject_hang_rank,
                     "Fault injection: this rank stops in its first timed iteration (tests --timeout)")
-        ->group("Testing");
+        ->group(hidden);  // fault injection, for the tests
     sub->add_option("--inject-straggler", o.inject_straggler_rank,
                     "Fault injection: this rank sleeps after each barrier before the op (tests straggler naming)")
-        ->group("Testing");
+        ->group(hidden);  // fault injection, for the tests
     sub->add_option("--inject-straggler-us", o.inject_straggler_us, "How long --inject-straggler sleeps (us)")
         ->capture_default_str()
-        ->group("Testing");
+        ->group(hidden);  // fault injection, for the tests
     return command;
 }
 

@@ -15,6 +15,7 @@ struct Invocation {
     char**& argv;
     std::vector<std::string> arguments;  // argv as given, for the report
     std::string started_at;              // ISO 8601 UTC
+    const CLI::App* command = nullptr;   // the parsed subcommand: its flags, for messages
 };
 
 class Command {

@@ -1,11 +1,15 @@
 // `parbench compare A.json B.json ...`: no MPI, only files. A CI gate: a bad report is exit
-// 2 naming the file, reports that share nothing are exit 2 saying what each holds, and
-// --threshold R is exit 3 when a shared point's busbw fell below R times the first report's.
+// 2 naming the file, as is a failed run's report or (without --allow-partial) a partial one;
+// reports that share nothing are exit 2 saying what each holds; and --threshold R is exit 3
+// when a shared point's busbw fell below R times the first report's beyond run-to-run noise
+// (its --confidence interval, a bootstrap over both reports' samples, lies below 1).
 #include <cmath>
 #include <filesystem>
 #include <iostream>
+#include <sstream>
 
 #include "cli/command.hpp"
+#include "core/console.hpp"
 #include "core/error.hpp"
 #include "report/compare.hpp"
 #include "report/json_file.hpp"
@@ -15,18 +19,46 @@ namespace {
 
 constexpr int regression_exit_code = 3;
 
+// "compare: 12 points compared (2 of a.json's missing elsewhere); b.json: 3 beyond run-to-run
+// noise at 95 %, 9 within"
+std::string count_line(const Comparison& comparison) {
+    std::ostringstream line;
+    line << "compare: " << comparison.points.size() << (comparison.points.size() == 1 ? " point" : " points")
+         << " compared";
+    if (comparison.unshared > 0)
+        line << " (" << comparison.unshared << " of " << comparison.labels.front() << "'s missing elsewhere)";
+    for (std::size_t r = 1; r < comparison.labels.size(); ++r) {
+        std::size_t beyond = 0, within = 0, unjudged = 0;
+        for (const ComparedPoint& point : comparison.points) {
+            if (!point.noise[r].judged)
+                ++unjudged;
+            else
+                ++(point.noise[r].beyond() ? beyond : within);
+        }
+        line << "; " << comparison.labels[r] << ": " << beyond << " beyond run-to-run noise at "
+             << comparison.confidence * 100.0 << " %, " << within << " within";
+        if (unjudged > 0) line << ", " << unjudged << " without samples";
+    }
+    return line.str();
+}
+
 class CompareCommand : public Command {
   public:
     std::vector<std::string> paths;
     bool markdown = false;
     bool csv = false;
     std::optional<double> threshold;
+    double confidence = 0.95;
+    bool allow_partial = false;
 
     void validate() const override {
         if (paths.size() < 2) throw UsageError("compare needs at least two reports: parbench compare A.json B.json");
         if (markdown && csv) throw UsageError("--markdown and --csv exclude each other; pick one");
         if (threshold && !(std::isfinite(*threshold) && *threshold > 0))
             throw UsageError("--threshold is a busbw ratio to the first report, a positive number (e.g. 0.9)");
+        if (!(std::isfinite(confidence) && confidence >= 0.5 && confidence < 1.0))
+            throw UsageError("--confidence is the level of the noise intervals, from 0.5 up to (not including) 1, e.g. "
+                             "0.95");
     }
 
     int run(Invocation&) override {
@@ -38,17 +70,21 @@ class CompareCommand : public Command {
                 throw UsageError("'" + paths[i] + "' is a folder; give report files (e.g. " + paths[i] + "/*.json)");
             reports.push_back({labels[i], read_json_file(paths[i])});
         }
-        const Comparison comparison = compare_reports(reports);
-        for (const std::string& warning : comparison.warnings) std::cerr << "warning: " << warning << '\n';
+        const Comparison comparison = compare_reports(reports, {confidence, allow_partial});
+        for (const std::string& warning : comparison.warnings) write_line(std::cerr, "warning: " + warning);
         const CompareFormat format =
             markdown ? CompareFormat::markdown : (csv ? CompareFormat::csv : CompareFormat::console);
         std::cout << render(comparison, format) << std::flush;
+        write_line(std::cerr, count_line(comparison));
         if (!threshold) return 0;
-        const std::vector<std::string> regressions = below_threshold(comparison, *threshold);
-        for (const std::string& line : regressions) std::cerr << "regression: " << line << '\n';
-        if (regressions.empty()) return 0;
-        std::cerr << "error: " << regressions.size() << " point(s) below --threshold " << *threshold
-                  << " of the first report's busbw (listed above)\n";
+        const ThresholdVerdict verdict = judge_threshold(comparison, *threshold, confidence);
+        for (const std::string& line : verdict.within_noise) write_line(std::cerr, "passed: " + line);
+        for (const std::string& line : verdict.regressions) write_line(std::cerr, "regression: " + line);
+        if (verdict.regressions.empty()) return 0;
+        std::ostringstream error;
+        error << "error: " << verdict.regressions.size() << " point(s) below --threshold " << *threshold
+              << " of the first report's busbw, beyond run-to-run noise (listed above)";
+        write_line(std::cerr, error.str());
         return regression_exit_code;
     }
 };
@@ -62,7 +98,13 @@ std::unique_ptr<Command> add_compare_command(CLI::App& app) {
     sub->add_flag("--markdown", command->markdown, "Print a Markdown table");
     sub->add_flag("--csv", command->csv, "Print CSV");
     sub->add_option("--threshold", command->threshold,
-                    "Exit 3 when a shared point's busbw is below R x the first report's (a CI gate, e.g. 0.9)");
+                    "Exit 3 when a shared point's busbw is below R x the first report's beyond run-to-run noise "
+                    "(a CI gate, e.g. 0.9)");
+    sub->add_option("--confidence", command->confidence,
+                    "Level of the noise intervals (bootstrap over each point's samples) that a drop must clear")
+        ->capture_default_str();
+    sub->add_flag("--allow-partial", command->allow_partial,
+                  "Compare reports of runs that ended early (status partial); failed runs are always refused");
     return command;
 }
 

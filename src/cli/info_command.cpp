@@ -12,6 +12,7 @@
 #include "cli/command.hpp"
 #include "cli/launcher.hpp"
 #include "cli/rank_agreement.hpp"
+#include "cli/mpi_scope.hpp"
 #include "comm/mpi_communicator.hpp"
 #include "comm/mpi_session.hpp"
 #include "core/error.hpp"
@@ -169,25 +170,27 @@ class InfoCommand : public Command {
   public:
     std::string& json_path() { return json_path_; }
 
+    // Through run_with_mpi like the measuring commands, so that a job whose ranks run info
+    // beside another command is refused by its first agreement rather than left waiting.
     int run(Invocation& invocation) override {
-        MpiSession session(invocation.argc, invocation.argv);
-        auto control = MpiCommunicator::world();
-        std::optional<std::string> path_error;
-        if (session.world_rank() == 0 && !json_path_.empty()) {
-            try {
-                check_writable(json_path_, "--json");
-            } catch (const UsageError& error) {
-                path_error = error.what();
+        return run_with_mpi(invocation, nlohmann::json::object(), [&](const MpiSession& session, Communicator& control) {
+            std::optional<std::string> path_error;
+            if (session.world_rank() == 0 && !json_path_.empty()) {
+                try {
+                    check_writable(json_path_, "--json");
+                } catch (const UsageError& error) {
+                    path_error = error.what();
+                }
             }
-        }
-        throw_if_any_rank_failed(*control, path_error);
+            throw_if_any_rank_failed(control, path_error);
 
-        std::vector<nlohmann::json> hosts = gather_host_descriptions(session, *control);
-        if (session.world_rank() != 0) return 0;
-        const nlohmann::json document = info_document(session, std::move(hosts));
-        print_info(std::cout, document);
-        if (!json_path_.empty()) write_json_atomically(json_path_, document);
-        return 0;
+            std::vector<nlohmann::json> hosts = gather_host_descriptions(session, control);
+            if (session.world_rank() != 0) return 0;
+            const nlohmann::json document = info_document(session, std::move(hosts));
+            print_info(std::cout, document);
+            if (!json_path_.empty()) write_json_atomically(json_path_, document);
+            return 0;
+        });
     }
 
   private:

@@ -14,9 +14,11 @@
 
 namespace parbench {
 
-// timeout_s <= 0: a disabled watchdog (enter() is a no-op). `on_hang` runs on the watchdog
-// thread with the message, before the process ends; it must not block on the main thread.
+// timeout_s <= 0: no timeout (and, without progress lines, enter() is a no-op). `on_hang` runs
+// on the watchdog thread with the message, before the process ends; it must not block on the
+// main thread. `progress`: the long-point lines (bench/watchdog.hpp), for the ranks that print.
 std::unique_ptr<Watchdog> start_watchdog(double timeout_s, const MpiSession& session, Communicator& control,
-                                         std::function<void(const std::string& message)> on_hang);
+                                         std::function<void(const std::string& message)> on_hang,
+                                         ProgressLines progress = {});
 
 }  // namespace parbench

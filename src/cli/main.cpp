@@ -24,8 +24,9 @@ int run(int& argc, char**& argv) {
     bool version = false;
     app.add_flag("--version", version, "Print the version and exit");
     bool dry_run = false;
+    // For the docs tests; accepted, not listed in --help (CLI11 hides the empty group).
     app.add_flag("--dry-run", dry_run, "Parse and validate the command's flags, then exit without running it")
-        ->group("Testing");
+        ->group("");
 
     std::vector<std::pair<CLI::App*, std::unique_ptr<Command>>> commands;
     auto add = [&](std::unique_ptr<Command> command) { commands.emplace_back(app.get_subcommands({}).back(), std::move(command)); };
@@ -59,7 +60,7 @@ int run(int& argc, char**& argv) {
     }
     for (auto& [subcommand, command] : commands) {
         if (!subcommand->parsed()) continue;
-        Invocation invocation{argc, argv, std::vector<std::string>(argv, argv + argc), utc_now_iso8601()};
+        Invocation invocation{argc, argv, std::vector<std::string>(argv, argv + argc), utc_now_iso8601(), subcommand};
         command->validate();
         if (dry_run) {  // what the docs tests check for lines that need GPUs, hosts or Nsight
             if (is_first_rank()) std::cout << "flags valid\n";

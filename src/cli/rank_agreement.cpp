@@ -6,6 +6,7 @@
 #include <vector>
 
 #include "core/error.hpp"
+#include "core/version.hpp"
 #include "report/json_file.hpp"
 
 namespace parbench {
@@ -59,7 +60,51 @@ std::string rank_list(const std::vector<int>& ranks) {
     return text;
 }
 
+// Every rank's text, padded to the longest, gathered to every rank.
+std::vector<std::string> allgather_texts(Communicator& control, std::string text) {
+    std::uint64_t length = text.size();
+    std::uint64_t longest = 0;
+    control.allreduce(&length, &longest, 1, DType::uint64, ReduceOp::max);
+    text.resize(static_cast<std::size_t>(longest), '\0');
+    std::string all(static_cast<std::size_t>(longest) * static_cast<std::size_t>(control.size()), '\0');
+    control.allgather(text.data(), all.data(), static_cast<std::size_t>(longest), DType::uint8);
+    std::vector<std::string> texts;
+    for (int r = 0; r < control.size(); ++r) {
+        std::string mine = all.substr(static_cast<std::size_t>(r) * longest, static_cast<std::size_t>(longest));
+        mine.resize(std::min(mine.size(), mine.find('\0')));
+        texts.push_back(std::move(mine));
+    }
+    return texts;
+}
+
 }  // namespace
+
+std::string values_by_rank(const std::vector<std::string>& values) {
+    std::vector<std::pair<std::string, std::vector<int>>> groups;  // value -> ranks, in rank order
+    for (std::size_t r = 0; r < values.size(); ++r) {
+        auto group = std::find_if(groups.begin(), groups.end(), [&](const auto& g) { return g.first == values[r]; });
+        if (group == groups.end()) groups.push_back({values[r], {static_cast<int>(r)}});
+        else group->second.push_back(static_cast<int>(r));
+    }
+    std::string text;
+    for (std::size_t g = 0; g < groups.size(); ++g)
+        text += (g ? ", " : "") + rank_list(groups[g].second) + " " + shortened(groups[g].first);
+    return text;
+}
+
+std::optional<std::string> job_disagreement(const std::vector<std::string>& commands,
+                                            const std::vector<std::string>& builds) {
+    const auto differ = [](const std::vector<std::string>& values) {
+        return std::any_of(values.begin(), values.end(), [&](const std::string& v) { return v != values.front(); });
+    };
+    if (differ(builds))
+        return "ranks run different parbench builds: " + values_by_rank(builds) +
+               "; install one build on every host ('parbench --version' prints it)";
+    if (differ(commands))
+        return "ranks run different commands: " + values_by_rank(commands) +
+               "; launch every rank with the same command and flags";
+    return std::nullopt;
+}
 
 std::vector<std::pair<std::string, std::string>> flatten_options(const nlohmann::json& options) {
     std::vector<std::pair<std::string, std::string>> out;
@@ -67,7 +112,9 @@ std::vector<std::pair<std::string, std::string>> flatten_options(const nlohmann:
     return out;
 }
 
-std::string flag_of_config_key(const std::string& key) {
+std::string flag_of_config_key(const std::string& key, const FlagLookup& is_flag) {
+    // Keys whose flag another name: the report's config names what was resolved, the flag what
+    // the user typed.
     static const std::map<std::string, std::string> named = {
         {"collectives", "the collective (the command)"},
         {"sizes", "the sizes (--size, -b, -e, -f)"},
@@ -80,16 +127,31 @@ std::string flag_of_config_key(const std::string& key) {
         {"resolved.pp", "--pp"},
         {"resolved.seq_len", "--seq"},
         {"log_interval", "--log-interval"},
+        {"mpi_threads.requested", "--mpi-threads"},
+        {"aggregation", "--aggregate"},
+        {"reported_statistic", "--aggregate"},
+        {"min_busbw", "--min-busbw (or NCCL_TESTS_MIN_BW)"},
+        {"bytes", "--size"},                  // pairs
+        {"latency_bytes", "--latency-size"},  // pairs
     };
     if (const auto found = named.find(key); found != named.end()) return found->second;
-    const std::size_t dot = key.rfind('.');
-    std::string flag = "--";
-    flag.append(key, dot == std::string::npos ? 0 : dot + 1);
-    std::replace(flag.begin(), flag.end(), '_', '-');
-    return flag;
+    const auto dashed = [](std::string name) {
+        std::replace(name.begin(), name.end(), '_', '-');
+        std::replace(name.begin(), name.end(), '.', '-');
+        return "--" + name;
+    };
+    const std::size_t first_dot = key.find('.');
+    const std::size_t last_dot = key.rfind('.');
+    const std::string last = dashed(last_dot == std::string::npos ? key : key.substr(last_dot + 1));
+    if (!is_flag) return last;
+    // The last part ("--dtype"), the first ("mpi_threads.requested": "--mpi-threads"), the whole.
+    for (const std::string& candidate : {last, dashed(key.substr(0, first_dot)), dashed(key)})
+        if (is_flag(candidate)) return candidate;
+    return "the option '" + key + "'";
 }
 
-std::optional<std::string> disagreement(const std::vector<std::vector<std::pair<std::string, std::string>>>& by_rank) {
+std::optional<std::string> disagreement(const std::vector<std::vector<std::pair<std::string, std::string>>>& by_rank,
+                                        const FlagLookup& is_flag) {
     // Every key any rank has, in the order the first rank that has it lists it.
     std::vector<std::string> keys;
     for (const auto& options : by_rank)
@@ -109,7 +171,7 @@ std::optional<std::string> disagreement(const std::vector<std::vector<std::pair<
             else group->second.push_back(static_cast<int>(r));
         }
         if (groups.size() < 2) continue;
-        std::string text = "ranks disagree on " + flag_of_config_key(key) + ": ";
+        std::string text = "ranks disagree on " + flag_of_config_key(key, is_flag) + ": ";
         for (std::size_t g = 0; g < groups.size(); ++g) {
             const std::string& value = groups[g].first;
             const std::size_t cut = value.find(label_separator);
@@ -174,7 +236,19 @@ void check_outputs_writable(Communicator& control, std::initializer_list<OutputF
     throw UsageError(message);
 }
 
-void require_same_options(Communicator& control, const nlohmann::json& options) {
+void require_same_job(Communicator& control, const std::string& command) {
+    const std::string build = std::string(tool_version) + " (" + git_revision() + ")";
+    const std::uint64_t digest = detail::fnv1a(command + '\x1f' + build);
+    std::vector<std::uint64_t> digests(static_cast<std::size_t>(control.size()));
+    control.allgather(&digest, digests.data(), 1, DType::uint64);
+    if (std::all_of(digests.begin(), digests.end(), [&](std::uint64_t d) { return d == digests.front(); })) return;
+    const auto commands = detail::allgather_texts(control, command);
+    const auto builds = detail::allgather_texts(control, build);
+    if (auto message = detail::job_disagreement(commands, builds)) throw UsageError(*message);
+    throw std::logic_error("ranks disagree on their command or build (digests differ); launch every rank alike");
+}
+
+void require_same_options(Communicator& control, const nlohmann::json& options, const FlagLookup& is_flag) {
     const auto flat = detail::flatten_options(options);
     std::string serial;
     std::string compared;  // what the digest covers: values without their labels
@@ -206,7 +280,7 @@ void require_same_options(Communicator& control, const nlohmann::json& options) 
             at = end + 1;
         }
     }
-    if (auto message = detail::disagreement(by_rank)) throw UsageError(*message);
+    if (auto message = detail::disagreement(by_rank, is_flag)) throw UsageError(*message);
     // Equal texts hash alike, so some value differs; this is only reached if parsing lost it.
     throw std::logic_error("ranks disagree on their options (digests differ); launch every rank with the same flags");
 }

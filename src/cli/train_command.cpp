@@ -22,6 +22,7 @@
 #include "comm/backend.hpp"
 #include "comm/mpi_communicator.hpp"
 #include "comm/mpi_session.hpp"
+#include "core/console.hpp"
 #include "core/error.hpp"
 #include "core/memory_budget.hpp"
 #include "report/environment.hpp"
@@ -318,7 +319,7 @@ class TrainCommand : public Command {
         watchdog.enter({"setup", "peak FLOP/s", 0, 0});
         const PeakFlops peak = resolve_peak(options_, device, control);
         const MeshPlacement placement = place_mesh(shape, environment.hosts_by_rank);
-        if (rank == 0 && placement.warning) std::cerr << "warning: " << *placement.warning << '\n';
+        if (rank == 0 && placement.warning) write_line(std::cerr, "warning: " + *placement.warning);
 
         watchdog.enter({"setup", "model and scheme", 0, 0});
         Mesh mesh(*backend.comm, shape);
@@ -358,7 +359,7 @@ class TrainCommand : public Command {
             }
             if (measurements.pipeline) trace.write(RunStatus::complete);
             if (!run_options_.quiet)
-                for (const auto& warning : result["warnings"]) std::cerr << "warning: " << warning.get<std::string>() << '\n';
+                for (const auto& warning : result["warnings"]) write_line(std::cerr, "warning: " + warning.get<std::string>());
             report["results"].push_back(result);
             report["finished_at"] = utc_now_iso8601();
             if (exit_status == 0)

@@ -1,5 +1,6 @@
 #include "report/collective_result.hpp"
 
+#include <iomanip>
 #include <set>
 #include <sstream>
 
@@ -121,9 +122,16 @@ RunSummary summarize_run(const std::vector<CollectiveResult>& results, bool chec
     summary.checked = checked;
     double busbw_total = 0.0;
     std::vector<StragglerFinding> findings;
+    std::set<std::uint64_t> sizes;  // as asked for: the same for every collective
+    std::set<std::string> collectives;
+    std::set<bool> placements;
     for (const CollectiveResult& r : results) {
         if (r.skipped) continue;
         ++summary.measured_points;
+        sizes.insert(r.requested_bytes);
+        collectives.insert(r.collective);
+        placements.insert(r.inplace);
+        if (!r.warnings.empty()) ++summary.warned_points;
         busbw_total += r.busbw_gbps;
         if (r.wrong) summary.wrong_total += *r.wrong;
         if (!summary.peak || r.busbw_gbps > summary.peak->busbw_gbps)
@@ -133,9 +141,27 @@ RunSummary summarize_run(const std::vector<CollectiveResult>& results, bool chec
         for (const std::string& kind : kinds) ++summary.warning_points[kind];
         if (r.straggler) findings.push_back(*r.straggler);
     }
+    summary.measured_sizes = sizes.size();
+    summary.measured_collectives = collectives.size();
+    summary.both_placements = placements.size() == 2;
     if (summary.measured_points > 0) summary.average_busbw_gbps = busbw_total / static_cast<double>(summary.measured_points);
     summary.straggler_warning = run_straggler_warning(findings);
     return summary;
+}
+
+std::optional<std::string> busbw_gate_failure(const RunSummary& summary, const std::optional<BusbwGate>& gate) {
+    if (!gate) return std::nullopt;
+    std::ostringstream text;
+    text << std::fixed << std::setprecision(2);
+    if (!summary.average_busbw_gbps) {
+        text << "no point was measured, so the run cannot show the " << gate->gbps << " GB/s average busbw that "
+             << gate->source << " asks for";
+        return text.str();
+    }
+    if (*summary.average_busbw_gbps >= gate->gbps) return std::nullopt;
+    text << "average busbw " << *summary.average_busbw_gbps << " GB/s is below " << gate->gbps << " GB/s ("
+         << gate->source << "); the run fails its bandwidth gate";
+    return text.str();
 }
 
 nlohmann::json to_json(const RunSummary& summary) {

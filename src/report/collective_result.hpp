@@ -67,6 +67,10 @@ void add_thread_counters(CollectiveResult& result, std::vector<ThreadCounters> b
 // The closing lines of a run, as nccl-tests prints them, with what they average over said.
 struct RunSummary {
     std::size_t measured_points = 0;
+    std::size_t measured_sizes = 0;       // distinct sizes (as asked for) among the measured points
+    std::size_t measured_collectives = 0;
+    bool both_placements = false;         // points measured out of place and in place
+    std::size_t warned_points = 0;        // measured points with at least one warning
     bool checked = false;
     std::uint64_t wrong_total = 0;
     std::optional<double> average_busbw_gbps;  // mean over the measured points (sizes), not a peak
@@ -81,6 +85,16 @@ struct RunSummary {
     std::optional<std::string> straggler_warning;
 };
 RunSummary summarize_run(const std::vector<CollectiveResult>& results, bool checked);
+
+// A floor on the run's average busbw (nccl-tests' NCCL_TESTS_MIN_BW): `source` names where it
+// came from, "--min-busbw" or "NCCL_TESTS_MIN_BW".
+struct BusbwGate {
+    double gbps = 0.0;
+    std::string source;
+};
+// Why the run fails the gate ("average busbw 1.10 GB/s is below 5.00 GB/s (--min-busbw)"), or
+// nullopt when it passes or there is no gate.
+std::optional<std::string> busbw_gate_failure(const RunSummary& summary, const std::optional<BusbwGate>& gate);
 nlohmann::json to_json(const RunSummary& summary);
 
 }  // namespace parbench

@@ -1,8 +1,10 @@
 #include "report/compare.hpp"
 
 #include <algorithm>
+#include <cmath>
 #include <filesystem>
 #include <iomanip>
+#include <limits>
 #include <map>
 #include <sstream>
 #include <tuple>
@@ -24,6 +26,23 @@ PointKey key_of(const nlohmann::json& entry) {
 
 bool measured(const nlohmann::json& entry) { return !entry.contains("skipped") && entry.contains("busbw_gbps"); }
 
+// A point's per-iteration samples; empty when the report kept none (or not as numbers).
+std::vector<double> samples_of(const nlohmann::json& entry) {
+    std::vector<double> samples;
+    if (!entry.contains("samples_us") || !entry["samples_us"].is_array()) return samples;
+    for (const nlohmann::json& value : entry["samples_us"]) {
+        if (!value.is_number() || !std::isfinite(value.get<double>())) return {};
+        samples.push_back(value.get<double>());
+    }
+    return samples;
+}
+
+// Whether the point's reported time is a mean over its samples (--aggregate rank-mean,
+// rank-max: IMB's and OSU's way) rather than their median.
+bool reports_mean(const nlohmann::json& entry) {
+    return entry.contains("aggregation") && (entry["aggregation"] == "rank-mean" || entry["aggregation"] == "rank-max");
+}
+
 std::string ratio_text(double value, double reference) {
     if (reference <= 0.0) return "-";
     std::ostringstream text;
@@ -34,6 +53,21 @@ std::string ratio_text(double value, double reference) {
 std::string number_text(double value) {
     std::ostringstream text;
     text << std::fixed << std::setprecision(2) << value;
+    return text.str();
+}
+
+std::string percent_text(double fraction) {
+    std::ostringstream text;
+    text << std::defaultfloat << std::setprecision(4) << fraction * 100.0 << " %";
+    return text.str();
+}
+
+// "beyond 0.48-0.52x", "within 0.91-1.07x", "no samples"
+std::string noise_text(const NoiseVerdict& noise) {
+    if (!noise.judged) return "no samples";
+    std::ostringstream text;
+    text << (noise.beyond() ? "beyond " : "within ") << std::fixed << std::setprecision(2) << noise.low << '-'
+         << noise.high << 'x';
     return text.str();
 }
 
@@ -54,7 +88,11 @@ std::vector<std::vector<std::string>> table_rows(const Comparison& comparison) {
                                          : comparison.labels[r];
         heading.push_back(column + " busbw GB/s");
         heading.push_back(comparison.labels[r] + " time us");
-        if (r > 0) heading.push_back(comparison.labels[r] + " busbw ratio");
+        if (r > 0) {
+            heading.push_back(comparison.labels[r] + " busbw ratio");
+            heading.push_back(comparison.labels[r] + " vs noise (" + percent_text(comparison.confidence) +
+                              " interval)");
+        }
     }
     rows.push_back(heading);
     for (const ComparedPoint& point : comparison.points) {
@@ -63,7 +101,10 @@ std::vector<std::vector<std::string>> table_rows(const Comparison& comparison) {
         for (std::size_t r = 0; r < point.busbw_gbps.size(); ++r) {
             row.push_back(number_text(point.busbw_gbps[r]));
             row.push_back(number_text(point.median_us[r]));
-            if (r > 0) row.push_back(ratio_text(point.busbw_gbps[r], point.busbw_gbps[0]));
+            if (r > 0) {
+                row.push_back(ratio_text(point.busbw_gbps[r], point.busbw_gbps[0]));
+                row.push_back(noise_text(point.noise[r]));
+            }
         }
         rows.push_back(row);
     }
@@ -132,6 +173,82 @@ void check_collective_report(const LabelledReport& report) {
                          "); give a report of a run that measured something");
 }
 
+void check_report_status(const LabelledReport& report, bool allow_partial) {
+    const nlohmann::json& document = report.document;
+    if (!document.contains("status")) return;  // written before reports had one (check_collective_report ran)
+    const nlohmann::json& status = document["status"];
+    const std::string reason = document.contains("status_reason") && document["status_reason"].is_string()
+                                   ? " (" + nlohmann::json(document["status_reason"]).dump() + ")"
+                                   : std::string();
+    if (status == "complete") return;
+    if (status == "failed")
+        throw UsageError("'" + report.label + "' is a failed run" + reason +
+                         ": its figures are not comparable; fix the failure and measure again");
+    if (status == "partial") {
+        if (allow_partial) return;
+        throw UsageError("'" + report.label + "' is partial" + reason +
+                         ": the run ended before every point; measure again, or pass --allow-partial to compare the "
+                         "points it has");
+    }
+    throw UsageError("'" + report.label + "' has status " + status.dump() +
+                     ", not complete, partial or failed; the report is damaged");
+}
+
+namespace detail {
+
+NoiseVerdict bootstrap_ratio(const std::vector<double>& a, const std::vector<double>& b, double observed,
+                             bool means, double confidence, int resamples, std::uint64_t seed) {
+    NoiseVerdict verdict;
+    if (a.size() < 2 || b.size() < 2 || resamples < 1 || !std::isfinite(observed)) return verdict;
+    // splitmix64 (Steele, Lea, Flood 2014): a fixed seed gives the same intervals on every machine,
+    // where std::uniform_int_distribution's results differ between standard libraries.
+    auto next = [state = seed]() mutable {
+        std::uint64_t z = (state += 0x9e3779b97f4a7c15ull);
+        z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
+        z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
+        return z ^ (z >> 31);
+    };
+    auto statistic = [means](std::vector<double>& values) {
+        if (means) {
+            double sum = 0.0;
+            for (double v : values) sum += v;
+            return sum / static_cast<double>(values.size());
+        }
+        // The median as the report computes it: the middle value, or the mean of the middle two.
+        const std::size_t half = values.size() / 2;
+        std::nth_element(values.begin(), values.begin() + static_cast<std::ptrdiff_t>(half), values.end());
+        const double upper = values[half];
+        if (values.size() % 2 == 1) return upper;
+        return (*std::max_element(values.begin(), values.begin() + static_cast<std::ptrdiff_t>(half)) + upper) / 2.0;
+    };
+    std::vector<double> scratch_a = a, scratch_b = b;
+    const double stat_a = statistic(scratch_a);
+    const double stat_b = statistic(scratch_b);
+    if (!(stat_a > 0.0 && stat_b > 0.0 && std::isfinite(stat_a) && std::isfinite(stat_b))) return verdict;
+    auto resample = [&](const std::vector<double>& from, std::vector<double>& into) {
+        for (double& value : into) value = from[next() % from.size()];  // modulo bias below 2^-50 for these sizes
+        return statistic(into);
+    };
+    std::vector<double> ratios(static_cast<std::size_t>(resamples));
+    for (double& ratio : ratios) {
+        const double a_star = resample(a, scratch_a);
+        const double b_star = resample(b, scratch_b);
+        ratio = observed * (a_star / stat_a) / (b_star / stat_b);  // busbw goes as 1 / time
+        if (!std::isfinite(ratio)) return verdict;  // a sum past the double range: cannot tell
+    }
+    std::sort(ratios.begin(), ratios.end());
+    const double tail = (1.0 - confidence) / 2.0;
+    const auto at = [&](double q) {
+        return ratios[static_cast<std::size_t>(std::floor(q * static_cast<double>(ratios.size() - 1)))];
+    };
+    verdict.judged = true;
+    verdict.low = at(tail);
+    verdict.high = at(1.0 - tail);
+    return verdict;
+}
+
+}  // namespace detail
+
 namespace {
 
 ReportSetup setup_of(const nlohmann::json& document) {
@@ -183,11 +300,16 @@ std::string holdings(const nlohmann::json& document) {
 
 }  // namespace
 
-Comparison compare_reports(const std::vector<LabelledReport>& reports) {
+Comparison compare_reports(const std::vector<LabelledReport>& reports, const CompareOptions& options) {
     Comparison comparison;
+    comparison.confidence = options.confidence;
     std::vector<std::map<PointKey, const nlohmann::json*>> indexes(reports.size());
     for (std::size_t r = 0; r < reports.size(); ++r) {
         check_collective_report(reports[r]);
+        check_report_status(reports[r], options.allow_partial);
+        if (reports[r].document.value("status", "") == "partial")
+            comparison.warnings.push_back("'" + reports[r].label +
+                                          "' is partial (--allow-partial): only the points it finished are compared");
         comparison.labels.push_back(reports[r].label);
         comparison.setups.push_back(setup_of(reports[r].document));
         for (const nlohmann::json& entry : reports[r].document["results"])
@@ -197,21 +319,31 @@ Comparison compare_reports(const std::vector<LabelledReport>& reports) {
         if (!measured(entry)) continue;
         const PointKey key = key_of(entry);
         ComparedPoint point{std::get<0>(key), std::get<1>(key), std::get<2>(key), std::get<3>(key),
-                            std::get<4>(key), {}, {}};
-        bool shared = true;
+                            std::get<4>(key), {}, {}, {}};
+        std::vector<const nlohmann::json*> entries;
         for (const auto& index : indexes) {
             const auto found = index.find(key);
-            if (found == index.end()) {
-                shared = false;
-                break;
-            }
+            if (found == index.end()) break;
+            entries.push_back(found->second);
             point.busbw_gbps.push_back(found->second->at("busbw_gbps").get<double>());
             point.median_us.push_back(found->second->at("time_us").at("median").get<double>());
         }
-        if (shared)
-            comparison.points.push_back(std::move(point));
-        else
+        if (entries.size() != reports.size()) {
             ++comparison.unshared;
+            continue;
+        }
+        point.noise.resize(reports.size());
+        const std::vector<double> first = samples_of(*entries[0]);
+        for (std::size_t r = 1; r < reports.size(); ++r) {
+            const double observed = point.busbw_gbps[0] > 0.0 ? point.busbw_gbps[r] / point.busbw_gbps[0]
+                                                              : std::numeric_limits<double>::quiet_NaN();
+            // The seed depends on the point's place alone: the same reports give the same intervals.
+            const std::uint64_t seed = 0x5eedull * 1000003ull + comparison.points.size() * 131ull + r;
+            point.noise[r] = detail::bootstrap_ratio(first, samples_of(*entries[r]), observed,
+                                                     reports_mean(*entries[0]) || reports_mean(*entries[r]),
+                                                     options.confidence, options.resamples, seed);
+        }
+        comparison.points.push_back(std::move(point));
     }
     if (comparison.points.empty()) {
         std::string text = "the reports share no point (same collective, size, type, op and placement); they hold: ";
@@ -271,23 +403,32 @@ std::vector<std::string> distinct_labels(const std::vector<std::string>& paths) 
     return labels;
 }
 
-std::vector<std::string> below_threshold(const Comparison& comparison, double threshold) {
-    std::vector<std::string> lines;
+ThresholdVerdict judge_threshold(const Comparison& comparison, double threshold, double confidence) {
+    ThresholdVerdict verdict;
     for (const ComparedPoint& point : comparison.points) {
         for (std::size_t r = 1; r < point.busbw_gbps.size(); ++r) {
             if (point.busbw_gbps[0] <= 0.0) continue;
             const double ratio = point.busbw_gbps[r] / point.busbw_gbps[0];
             if (ratio >= threshold) continue;
+            const NoiseVerdict& noise = point.noise[r];
+            // A drop counts when the interval lies below 1; without samples it cannot be told
+            // from noise, and a gate then fails rather than pass a regression unseen.
+            const bool significant = !noise.judged || noise.high < 1.0;
             std::ostringstream line;
             line << point.collective << ' ' << point.bytes << " B " << point.dtype
                  << (point.op.empty() ? "" : " " + point.op) << (point.inplace ? " in-place" : "") << ": "
                  << comparison.labels[r] << " busbw " << number_text(point.busbw_gbps[r]) << " GB/s is "
                  << std::fixed << std::setprecision(3) << ratio << "x of " << comparison.labels[0] << "'s "
                  << number_text(point.busbw_gbps[0]) << " GB/s, below --threshold " << threshold;
-            lines.push_back(line.str());
+            if (!noise.judged)
+                line << "; no samples to tell it from noise";
+            else
+                line << "; " << percent_text(confidence) << " interval " << std::setprecision(2) << noise.low << '-'
+                     << noise.high << "x: " << (significant ? "beyond run-to-run noise" : "within run-to-run noise");
+            (significant ? verdict.regressions : verdict.within_noise).push_back(line.str());
         }
     }
-    return lines;
+    return verdict;
 }
 
 std::string render(const Comparison& comparison, CompareFormat format) {

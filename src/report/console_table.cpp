@@ -1,5 +1,6 @@
 #include "report/console_table.hpp"
 
+#include <algorithm>
 #include <iomanip>
 
 namespace parbench {
@@ -86,21 +87,65 @@ void print_console_row(std::ostream& out, Placements placements, const Collectiv
     out << '\n';
 }
 
-void print_console_summary(std::ostream& out, const RunSummary& summary) {
+std::string average_scope(const RunSummary& summary) {
+    const auto counted = [](std::size_t n, const char* one, const char* many) {
+        return std::to_string(n) + ' ' + (n == 1 ? one : many);
+    };
+    if (summary.measured_points == summary.measured_sizes && summary.measured_collectives <= 1)
+        return "the " + counted(summary.measured_sizes, "measured size", "measured sizes");
+    std::string parts;
+    if (summary.measured_collectives > 1) parts = counted(summary.measured_collectives, "collective", "collectives") + ", ";
+    parts += counted(summary.measured_sizes, "size", "sizes");
+    if (summary.both_placements) parts += ", out of place and in place";
+    return "the " + counted(summary.measured_points, "measured point", "measured points") + " (" + parts + ")";
+}
+
+std::optional<std::string> warning_tally(const RunSummary& summary) {
+    if (summary.warning_points.empty()) return std::nullopt;
+    std::string kinds;
+    for (const auto& [kind, points] : summary.warning_points) {
+        std::string words = kind;  // "slow-first-sample" -> "slow first sample"
+        std::replace(words.begin(), words.end(), '-', ' ');
+        kinds += (kinds.empty() ? "" : ", ") + words + " (" + std::to_string(points) + ")";
+    }
+    // "of N points": the count is of the N, as in "1 of 1 points warned".
+    return std::to_string(summary.warned_points) + " of " + std::to_string(summary.measured_points) +
+           " points warned: " + kinds;
+}
+
+void print_console_summary(std::ostream& out, const RunSummary& summary, std::optional<double> min_busbw_gbps) {
     out << "#\n# wrong elements: ";
     if (!summary.checked)
         out << "not checked (--no-check)\n";
     else
         out << summary.wrong_total << (summary.wrong_total == 0 ? " OK" : " FAILED") << '\n';
     const auto flags = out.flags();
+    const auto precision = out.precision();
     out << std::fixed << std::setprecision(2);
     if (summary.average_busbw_gbps)
-        out << "# average busbw: " << *summary.average_busbw_gbps << " GB/s (mean over the " << summary.measured_points
-            << " measured sizes and placements; an average over sizes, not a peak)\n";
+        out << "# average busbw: " << *summary.average_busbw_gbps << " GB/s (mean over " << average_scope(summary)
+            << "; an average, not a peak)\n";
     if (summary.peak)
         out << "# peak busbw: " << summary.peak->busbw_gbps << " GB/s (" << summary.peak->collective << ' '
             << summary.peak->bytes << " B " << (summary.peak->inplace ? "in-place" : "out-of-place") << ")\n";
     out.flags(flags);
+    // nccl-tests' closing lines, in its layout (name left-aligned in 20 columns, %g), so that
+    // scripts written for its logs read these too. Unchecked data has no count: N/A, not 0.
+    out << "# Out of bounds values : ";
+    if (summary.checked)
+        out << summary.wrong_total << (summary.wrong_total == 0 ? " OK" : " FAILED") << '\n';
+    else
+        out << "N/A (--no-check)\n";
+    out << "# Avg bus bandwidth    : ";
+    if (summary.average_busbw_gbps) {
+        out << std::defaultfloat << std::setprecision(6) << *summary.average_busbw_gbps;
+        if (min_busbw_gbps) out << (*summary.average_busbw_gbps >= *min_busbw_gbps ? " OK" : " FAILED");
+    } else {
+        out << "N/A (no point measured)";
+    }
+    out << '\n';
+    out.flags(flags);
+    out.precision(precision);
 }
 
 }  // namespace parbench

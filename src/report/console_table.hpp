@@ -5,7 +5,9 @@
 
 #include <nlohmann/json.hpp>
 
+#include <optional>
 #include <ostream>
+#include <string>
 
 #include "report/collective_result.hpp"
 
@@ -24,6 +26,16 @@ void print_console_columns(std::ostream& out, const std::string& collective, Pla
 // One size: either half may be absent (not asked for); at least one is given.
 void print_console_row(std::ostream& out, Placements placements, const CollectiveResult* out_of_place,
                        const CollectiveResult* in_place);
-void print_console_summary(std::ostream& out, const RunSummary& summary);
+// The closing lines: wrong elements, average and peak busbw, then nccl-tests' own two lines
+// ("# Out of bounds values : 0 OK", "# Avg bus bandwidth    : 1.1087") for the log scrapers
+// written for it; `min_busbw_gbps`, the run's gate, adds OK or FAILED to the second as nccl-tests does.
+void print_console_summary(std::ostream& out, const RunSummary& summary,
+                           std::optional<double> min_busbw_gbps = std::nullopt);
+// What the average busbw is a mean over: "the 51 measured sizes", "the 2 measured points (1 size,
+// out of place and in place)".
+std::string average_scope(const RunSummary& summary);
+// The closing tally of warnings, without "warning: ": "1 of 1 points warned: slow first sample
+// (1), wide spread (1)"; nullopt when no point warned.
+std::optional<std::string> warning_tally(const RunSummary& summary);
 
 }  // namespace parbench

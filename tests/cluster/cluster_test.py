@@ -33,10 +33,25 @@ def check(condition, message):
         raise AssertionError(message)
 
 
+def free_instance():
+    """A PARBENCH_CLUSTER_ID no cluster on this machine uses now: its names (bridge, namespaces,
+    /run folder) are this run's alone, so another suite's cluster is never torn down by ours."""
+    candidates = list(range(1, 201))
+    start = os.getpid() % len(candidates)
+    for instance in candidates[start:] + candidates[:start]:
+        taken = (os.path.exists(f"/run/parbench-cluster-{instance}") or os.path.exists(f"/sys/class/net/pbbr{instance}")
+                 or os.path.exists(f"/run/netns/pb{instance}host0"))
+        if not taken:
+            return instance
+    raise Skip("all 200 emulated-cluster instances are in use on this machine")
+
+
 class Cluster:
-    """One emulated cluster for the duration of a case."""
+    """One emulated cluster for the duration of a case, under its own PARBENCH_CLUSTER_ID."""
 
     def __init__(self, args):
+        self.instance = free_instance()
+        os.environ["PARBENCH_CLUSTER_ID"] = str(self.instance)  # every cluster.sh call of this run
         self.script = args.cluster
         self.parbench = args.parbench
         self.schema = json.load(open(args.schema))
@@ -44,6 +59,10 @@ class Cluster:
 
     def path(self, name):
         return os.path.join(self.tmp, name)
+
+    def netns(self, host):
+        """The network namespace of an emulated host (pbhost1 -> pb<instance>host1)."""
+        return f"pb{self.instance}host{host[len('pbhost'):]}"
 
     def cluster(self, *arguments, timeout=120):
         result = subprocess.run([self.script, *arguments], capture_output=True, text=True, timeout=timeout)
@@ -200,9 +219,10 @@ def case_groups(c):
         check(len(errors) == 1 and text in errors[0], f"--groups {value}: {bad.stderr}")
 
 
-def ranks_in_host(host):
+def ranks_in_host(c, host):
     """World rank -> pid of the parbench ranks running in an emulated host's namespace."""
-    listed = subprocess.run(["ip", "netns", "pids", host], capture_output=True, text=True, timeout=30).stdout.split()
+    listed = subprocess.run(["ip", "netns", "pids", c.netns(host)], capture_output=True, text=True,
+                            timeout=30).stdout.split()
     ranks = {}
     for pid in listed:
         try:
@@ -241,10 +261,10 @@ def case_watchdog_across_hosts(c):
         deadline = time.monotonic() + 120
         while time.monotonic() < deadline and not (os.path.exists(report_path) and len(ranks) == 4):
             check(job.poll() is None, f"the job ended early:\n{text()}")
-            ranks = {**ranks_in_host("pbhost0"), **ranks_in_host("pbhost1")}
+            ranks = {**ranks_in_host(c, "pbhost0"), **ranks_in_host(c, "pbhost1")}
             time.sleep(0.1)
         check(os.path.exists(report_path) and sorted(ranks) == [0, 1, 2, 3], f"ranks {ranks}, report? {text()}")
-        check(3 in ranks_in_host("pbhost1"), f"rank 3 is not on pbhost1: {ranks}")
+        check(3 in ranks_in_host(c, "pbhost1"), f"rank 3 is not on pbhost1: {ranks}")
         os.kill(ranks[3], signal.SIGSTOP)
         stopped = time.monotonic()
         named = None
@@ -336,7 +356,7 @@ def case_intra_bw(c):
         check(group["busbw_gbps"] < ceiling_gbps, f"group {group['ranks']}: {group['busbw_gbps']} GB/s is above "
                                                   f"the {ceiling_gbps} GB/s of the shaped loopback")
     for host in ("pbhost0", "pbhost1"):
-        stats = subprocess.run(["ip", "netns", "exec", host, "tc", "-s", "qdisc", "show", "dev", "lo"],
+        stats = subprocess.run(["ip", "netns", "exec", c.netns(host), "tc", "-s", "qdisc", "show", "dev", "lo"],
                                capture_output=True, text=True, timeout=30).stdout
         check("tbf" in stats, f"{host}'s lo is not shaped:\n{stats}")
         sent = [int(word) for line in stats.splitlines() if line.strip().startswith("Sent")
@@ -358,7 +378,11 @@ def main():
     if os.geteuid() != 0:
         print("SKIP: the emulated cluster needs root (network namespaces, bridge, tc)")
         return SKIP
-    c = Cluster(args)
+    try:
+        c = Cluster(args)
+    except Skip as reason:
+        print(f"SKIP: {reason}")
+        return SKIP
     # ctest's timeout sends SIGTERM: turn it into an exception so the cluster comes down.
     signal.signal(signal.SIGTERM, lambda *_: sys.exit("terminated"))
     try:

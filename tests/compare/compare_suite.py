@@ -1,7 +1,10 @@
 #!/usr/bin/env python3
 """`parbench compare` as a CI gate: every malformed input is one line naming the file and
 exit 2, reports that share nothing are exit 2 saying what each holds, differing setups are
-shown and warned about, labels are unique, and --threshold R exits 3 on a regression.
+shown and warned about, labels are unique, failed reports are refused and partial ones unless
+--allow-partial, the count of points compared is printed, each point is judged against
+run-to-run noise (a seeded bootstrap over the samples), and --threshold R exits 3 on a drop
+below R that is beyond the noise, and passes one within it.
 
 Usage: compare_suite.py --parbench BIN --mpiexec MPIEXEC
 """
@@ -11,6 +14,7 @@ import csv
 import json
 import os
 import shutil
+import statistics
 import subprocess
 import sys
 import tempfile
@@ -140,24 +144,78 @@ def run(s):
             check(len(rows) == 1 + sum(1 for r in fewer["results"] if "skipped" not in r), f"csv rows {rows}")
     print("missing points noted in console, markdown and csv")
 
-    # --threshold: pass, fail (every regressed point listed), bad value.
+    # Status: a failed run's report is refused; a partial one unless --allow-partial.
+    failed = s.write("failed.json", dict(report, status="failed", status_reason="3 elements were wrong"))
+    s.refused("failed report", [a, failed], "failed.json", "is a failed run", "3 elements were wrong")
+    s.refused("failed report, --allow-partial", ["--allow-partial", a, failed], "failed.json", "is a failed run")
+    partial = s.write("partial.json", dict(report, status="partial", status_reason="2 of 3 points measured"))
+    s.refused("partial report", [a, partial], "partial.json", "is partial", "--allow-partial")
+    s.refused("partial baseline", ["--threshold", "0.9", partial, a], "partial.json", "is partial")
     s.cases += 1
-    result = s.compare("--threshold", "0.99", a, a)
+    result = s.compare("--allow-partial", a, partial)
+    check(result.returncode == 0 and "warning: 'partial.json' is partial" in result.stderr, result.stderr)
+    print("partial report with --allow-partial: compared, with a warning")
+
+    # The count of points compared, and of those missing elsewhere.
+    measured = sum(1 for r in report["results"] if "skipped" not in r)
+    s.cases += 1
+    result = s.compare(a, fewer_path)
+    check(f"compare: 2 points compared ({measured - 2} of run.json's missing elsewhere)" in result.stderr,
+          result.stderr)
+    print(result.stderr.strip().splitlines()[-1])
+
+    # Noise: per-iteration samples made to order, busbw and median following them.
+    tight = [100.0 + (k % 5) * 0.5 for k in range(20)]  # 100-102 us: little noise
+    base = s.write("base.json", with_samples(report, lambda i: tight))
+    # --threshold: pass, fail (every regressed point listed, beyond the noise), bad value.
+    s.cases += 1
+    result = s.compare("--threshold", "0.99", base, base)
     check(result.returncode == 0 and "regression" not in result.stderr, result.stderr)
-    slower = copy.deepcopy(report)
-    for entry in slower["results"][:2]:
-        entry["busbw_gbps"] /= 2
-    slower_path = s.write("slower.json", slower)
-    result = s.refused("threshold fails", ["--threshold", "0.9", a, slower_path], "2 point(s) below --threshold 0.9",
-                       status=3)
+    slower_path = s.write("slower.json", with_samples(report, lambda i: [2 * t for t in tight] if i < 2 else tight))
+    result = s.refused("threshold fails", ["--threshold", "0.9", base, slower_path], "2 point(s) below --threshold 0.9",
+                       "beyond run-to-run noise", status=3)
     regressions = [line for line in result.stderr.splitlines() if line.startswith("regression:")]
-    check(len(regressions) == 2 and all("0.500x of" in line for line in regressions), result.stderr)
-    check("busbw ratio" in result.stdout, "the table is printed before the verdict")
+    check(len(regressions) == 2 and all("0.500x of" in line and "beyond run-to-run noise" in line
+                                        for line in regressions), result.stderr)
+    check("busbw ratio" in result.stdout and "beyond 0.50-0.50x" in result.stdout, f"the table first: {result.stdout}")
+    check(f"slower.json: 2 beyond run-to-run noise at 95 %, {measured - 2} within" in result.stderr, result.stderr)
     s.cases += 1
-    result = s.compare("--threshold", "0.4", a, slower_path)
+    result = s.compare("--threshold", "0.4", base, slower_path)
     check(result.returncode == 0, f"0.5x passes a 0.4 threshold: {result.stderr}")
+    # A drop to 0.808x (101 us against a median of 125) of samples split between 60 and 190 us: below 0.9, but the bootstrap
+    # interval spans 1 (a resample's median falls anywhere from 60 to 190): within the noise.
+    noisy = s.write("noisy.json", with_samples(report, lambda i: [60.0, 190.0] * 10))
+    s.cases += 1
+    result = s.compare("--threshold", "0.9", base, noisy)
+    passed = [line for line in result.stderr.splitlines() if line.startswith("passed:")]
+    check(result.returncode == 0 and len(passed) == measured and all("0.808x" in line and "within run-to-run noise"
+                                                                      in line for line in passed), result.stderr)
+    print(f"noisy drop to 0.808x: passes --threshold 0.9 within the noise: {passed[0][:200]}")
+    # Deterministic: the same reports, the same intervals; a lower --confidence narrows them.
+    s.cases += 1
+    first, again = s.compare(base, noisy), s.compare(base, noisy)
+    check(first.stdout == again.stdout, "the intervals changed between two runs")
+    result = s.compare("--threshold", "0.9", "--confidence", "0.5", base, slower_path)
+    check(result.returncode == 3, f"--confidence 0.5: {result.stderr}")
     for value in ("0", "nan", "-1"):
         s.refused(f"--threshold {value}", ["--threshold", value, a, a], "--threshold")
+    for value in ("1", "0.4", "inf"):
+        s.refused(f"--confidence {value}", ["--confidence", value, a, a], "--confidence")
+
+
+def with_samples(report, samples_of_point):
+    """A copy of `report` whose i-th measured point has samples_of_point(i) as its samples,
+    and the median and busbw those give (busbw = bus factor x bytes / median)."""
+    copied = copy.deepcopy(report)
+    measured = [entry for entry in copied["results"] if "skipped" not in entry]
+    for index, entry in enumerate(measured):
+        samples = samples_of_point(index)
+        median = statistics.median(samples)
+        entry["samples_us"] = samples
+        entry["time_us"].update(median=median, min=min(samples), max=max(samples))
+        entry["reported_time_us"] = median
+        entry["busbw_gbps"] = entry["bus_factor"] * entry["bytes"] / median / 1e3
+    return copied
 
 
 if __name__ == "__main__":

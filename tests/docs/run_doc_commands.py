@@ -22,7 +22,11 @@ What a line needs decides what happens to it:
     to exist and be executable; scripts/run.sh ARGS runs its mpirun part (after setup it
     execs `mpirun -np N build/parbench ARGS`) at 2 ranks.
 
-Usage: run_doc_commands.py DOC.md --parbench BIN [--mpiexec "MPIEXEC"] [--python PY] [--list]
+Python scripts run as the documents show them, through their `#!/usr/bin/env python3`: the
+python3 on PATH, whatever it is (the plotting scripts find matplotlib themselves).
+
+Usage: run_doc_commands.py DOC.md --parbench BIN [--mpiexec "MPIEXEC"]
+       run_doc_commands.py DOC.md --list         (the command lines found; nothing run)
 """
 import argparse
 import json
@@ -162,9 +166,8 @@ def model_kind(args):
 
 
 class Runner:
-    def __init__(self, parbench, mpiexec, workdir, python):
+    def __init__(self, parbench, mpiexec, workdir):
         self.parbench = parbench
-        self.python = python
         self.mpiexec = mpiexec
         self.workdir = workdir
         self.env = dict(os.environ, OPENBLAS_NUM_THREADS="1")
@@ -258,7 +261,7 @@ class Runner:
         if name in ("setup.sh", "test.sh"):
             return "run by CI itself"
         if dry:
-            return self.checked(self.run(([self.python] if path.endswith(".py") else []) + [path, "--help"]))
+            return self.checked(self.run([path, "--help"]))
         if name == "run.sh":
             return self.execute_program(["mpirun", "-np", "2"], "parbench", args, False)
         if name == "sweep.sh":
@@ -268,8 +271,8 @@ class Runner:
         for word in args:
             if word.endswith(".json"):
                 self.ensure_reports([word])
-        # Python scripts run under the interpreter that has their modules (matplotlib).
-        return self.checked(self.run(([self.python] if path.endswith(".py") else []) + [path, *args]))
+        # As the document shows it: the script itself, under the python3 its #! finds on PATH.
+        return self.checked(self.run([path, *args]))
 
     def execute_sweep(self, path, args):
         sweep = json.load(open(os.path.join(ROOT, args[0])))
@@ -299,18 +302,19 @@ class Runner:
 def main():
     parser = argparse.ArgumentParser()
     parser.add_argument("document")
-    parser.add_argument("--parbench", required=True)
+    parser.add_argument("--parbench", help="the binary to run the lines with (needed unless --list)")
     parser.add_argument("--mpiexec", default="mpirun --allow-run-as-root --oversubscribe")
-    parser.add_argument("--python", default=sys.executable, help="interpreter for the docs' Python scripts")
     parser.add_argument("--list", action="store_true", help="print the command lines found and exit")
     args = parser.parse_args()
+    if not args.list and not args.parbench:
+        parser.error("--parbench BIN is needed to run the lines (or --list to only print them)")
     lines = command_lines(open(args.document).read())
     if args.list:
         for number, command, comment in lines:
             print(f"{number}: {command}" + (f"   # {comment}" if comment else ""))
         return 0
     workdir = tempfile.mkdtemp(prefix="parbench-docs-")
-    runner = Runner(os.path.abspath(args.parbench), args.mpiexec.split(), workdir, args.python)
+    runner = Runner(os.path.abspath(args.parbench), args.mpiexec.split(), workdir)
     failures = 0
     try:
         for number, command, comment in lines:

@@ -10,6 +10,7 @@ import csv
 import json
 import math
 import os
+import re
 import shutil
 import subprocess
 import sys
@@ -41,9 +42,9 @@ class Context:
     def path(self, name):
         return os.path.join(self.tmp, name)
 
-    def run(self, ranks, *arguments, timeout=240):
+    def run(self, ranks, *arguments, timeout=240, env=None):
         command = self.mpiexec + ["-np", str(ranks), self.parbench, *arguments] if ranks else [self.parbench, *arguments]
-        env = dict(os.environ, OPENBLAS_NUM_THREADS="1")
+        env = dict(os.environ, OPENBLAS_NUM_THREADS="1", **(env or {}))
         return subprocess.run(command, capture_output=True, text=True, timeout=timeout, env=env)
 
 
@@ -176,7 +177,7 @@ def case_compare(ctx):
     check(markdown.startswith("| collective |") and "| --- |" in markdown, markdown)
     table = list(csv.reader(ctx.run(0, "compare", "--csv", *paths).stdout.splitlines()))
     check(len(table) == 7 and table[1][0] == "allreduce", f"csv {table}")
-    printed = table[1][-1].rstrip("x")
+    printed = table[1][table[0].index("b.json busbw ratio")].rstrip("x")
     a, b = json.load(open(paths[0]))["results"][0], json.load(open(paths[1]))["results"][0]
     # Right to the digits printed: a relative tolerance fails small ratios, whose rounding
     # is a larger share of them.
@@ -245,15 +246,10 @@ def case_placement_summary(ctx):
     peak = max(measured, key=lambda e: e["busbw_gbps"])
     check(math.isclose(summary["peak"]["busbw_gbps"], peak["busbw_gbps"]) and summary["peak"]["bytes"] == peak["bytes"],
           "peak busbw and its size")
-    check("# wrong elements: 0 OK" in result.stdout and "an average over sizes, not a peak" in result.stdout
-          and "# peak busbw:" in result.stdout, "summary lines")
-    # Warnings are one tally line unless --verbose; the JSON keeps each one.
-    per_point = [line for line in result.stderr.splitlines() if line.startswith("warning: ") and " B " in line]
-    check(not per_point, f"per-point warnings without --verbose: {per_point}")
-    tally = sum(1 for line in result.stderr.splitlines() if line.startswith("warning: of "))
-    check(tally == (1 if summary["warning_points"] else 0), f"one tally line: {result.stderr}")
-    for kind, points in summary["warning_points"].items():
-        check(points == sum(1 for e in measured if kind in e["warning_kinds"]), f"tally of {kind}")
+    check("# wrong elements: 0 OK" in result.stdout and "# peak busbw:" in result.stdout, "summary lines")
+    check(f"(mean over the {len(measured)} measured points (9 collectives, 3 sizes, out of place and in place); "
+          "an average, not a peak)" in result.stdout, f"what the average is over: {result.stdout}")
+    check_tally(result.stderr, summary, measured)
 
     # --no-check: nothing validated, and the header and summary say so; --placement in, rank0.
     result = ctx.run(2, "allreduce", "-b", "8", "-e", "1K", "-f", "8", "--iters", "3", "--no-check", "--placement",
@@ -283,6 +279,105 @@ def case_placement_summary(ctx):
     for entry in report["results"]:
         for warning in entry["warnings"]:
             check(warning in result.stderr, f"--verbose prints {warning!r}")
+
+
+def check_tally(stderr, summary, measured):
+    """Warnings are one tally line, written whole, unless --verbose; the JSON keeps each one."""
+    lines = stderr.splitlines()
+    per_point = [line for line in lines if line.startswith("warning: ") and " B " in line]
+    check(not per_point, f"per-point warnings without --verbose: {per_point}")
+    tallies = [line for line in lines if " points warned: " in line or " point warned: " in line]
+    check(len(tallies) == (1 if summary["warning_points"] else 0), f"one tally line: {stderr}")
+    if not tallies:
+        return
+    match = re.fullmatch(r"warning: (\d+) of (\d+) points? warned: (.+?) \(--verbose prints each; the JSON report "
+                         r"has them all\)", tallies[0])
+    check(match, f"tally line: {tallies[0]!r}")
+    warned = sum(1 for e in measured if e["warning_kinds"])
+    check(int(match.group(1)) == warned and int(match.group(2)) == len(measured), f"counts: {tallies[0]}")
+    kinds = dict(re.fullmatch(r"(.+) \((\d+)\)", part).groups() for part in match.group(3).split(", "))
+    check(set(kinds) == {kind.replace("-", " ") for kind in summary["warning_points"]}, f"kinds: {tallies[0]}")
+    for kind, points in summary["warning_points"].items():
+        check(points == sum(1 for e in measured if kind in e["warning_kinds"]), f"tally of {kind}")
+        check(int(kinds[kind.replace("-", " ")]) == points, f"{kind} in the line: {tallies[0]}")
+
+
+def case_habits(ctx):
+    """What users of nccl-tests expect: its closing lines, its NCCL_TESTS_MIN_BW gate (also as
+    --min-busbw), progress on a long point, and --help listing the flags that apply."""
+    reducing = {"allreduce", "reducescatter", "reduce", "all"}
+    rooted = {"broadcast", "reduce", "gather", "scatter", "all"}
+    for name in list(BUS_FACTORS) + ["all"]:
+        text = subprocess.run([ctx.parbench, name, "--help"], capture_output=True, text=True).stdout
+        flags = set(re.findall(r"(?<![\w-])--[a-z][a-z-]*", text))
+        check(("--op" in flags) == (name in reducing), f"{name} --help and --op: {sorted(flags)}")
+        check(("--root" in flags) == (name in rooted), f"{name} --help and --root: {sorted(flags)}")
+        check(not any(flag.startswith("--inject") for flag in flags) and "Testing" not in text,
+              f"{name} --help lists test-only flags: {text}")
+        check({"--min-busbw", "--progress", "--size", "--timeout"} <= flags, f"{name} --help: {sorted(flags)}")
+    # A hidden flag is still refused with its reason, not as unknown.
+    result = ctx.run(2, "allgather", "--size", "1K", "--op", "max")
+    check(result.returncode == 2 and "--op applies to reducing collectives" in result.stderr, result.stderr)
+
+    # nccl-tests' closing lines, beside parbench's own; the average is the report's.
+    json_path = ctx.path("habits.json")
+    base = ["allreduce", "-b", "8", "-e", "512", "-f", "8", "--iters", "3", "--warmup", "1", "--json", json_path]
+    result = ctx.run(2, *base)
+    check(result.returncode == 0, result.stderr)
+    report = load_report(ctx, json_path)
+    average = report["summary"]["average_busbw_gbps"]
+    check(re.search(r"^# Out of bounds values : 0 OK$", result.stdout, re.M), result.stdout)
+    found = re.search(r"^# Avg bus bandwidth    : ([0-9.e+-]+)$", result.stdout, re.M)
+    check(found and math.isclose(float(found.group(1)), average, rel_tol=1e-5), f"{average}: {result.stdout}")
+    check(f"(mean over the 6 measured points (3 sizes, out of place and in place)" in result.stdout, result.stdout)
+    result = ctx.run(2, *base, "--placement", "out", "--no-check")
+    check("(mean over the 3 measured sizes; an average, not a peak)" in result.stdout, result.stdout)
+    check(re.search(r"^# Out of bounds values : N/A \(--no-check\)$", result.stdout, re.M), result.stdout)
+
+    # The gate: below it the run fails (exit 1, report failed, one error line with both figures).
+    gates = [  # (flag, environment, exit status, source named)
+        (["--min-busbw", "1e6"], {}, 1, "--min-busbw"),
+        ([], {"NCCL_TESTS_MIN_BW": "1e6"}, 1, "NCCL_TESTS_MIN_BW"),
+        ([], {"NCCL_TESTS_MIN_BW": "1e-9"}, 0, None),
+        (["--min-busbw", "1e-9"], {"NCCL_TESTS_MIN_BW": "1e6"}, 0, None),  # the flag wins
+    ]
+    for flag, env, status, source in gates:
+        result = ctx.run(2, *base, *flag, env=env)
+        errors = [line for line in result.stderr.splitlines() if line.startswith("error")]
+        check(result.returncode == status, f"{flag} {env}: exit {result.returncode}: {result.stderr}")
+        report = load_report(ctx, json_path)
+        line = re.search(r"^# Avg bus bandwidth    : ([0-9.e+-]+) (OK|FAILED)$", result.stdout, re.M)
+        check(line and line.group(2) == ("FAILED" if status else "OK"), f"{flag} {env}: {result.stdout}")
+        if status:
+            check(len(errors) == 1 and f"GB/s is below 1000000.00 GB/s ({source})" in errors[0]
+                  and f"{report['summary']['average_busbw_gbps']:.2f} GB/s" in errors[0], f"{flag} {env}: {errors}")
+            check(report["status"] == "failed", f"{flag} {env}: report status {report['status']}")
+        else:
+            check(not errors and report["status"] == "complete", f"{flag} {env}: {result.stderr}")
+    for flag, env, needle in ((["--min-busbw", "-1"], {}, "--min-busbw"),
+                              (["--min-busbw", "nan"], {}, "--min-busbw"),
+                              ([], {"NCCL_TESTS_MIN_BW": "fast"}, "NCCL_TESTS_MIN_BW='fast'")):
+        os.path.exists(json_path) and os.remove(json_path)
+        result = ctx.run(2, *base, *flag, env=env)
+        errors = [line for line in result.stderr.splitlines() if line.startswith("error")]
+        check(result.returncode == 2 and len(errors) == 1 and needle in errors[0], f"{flag} {env}: {result.stderr}")
+        check(not os.path.exists(json_path), f"{flag} {env}: left a report")
+
+    # A long point says where it is, every --progress seconds, on the first rank only; the
+    # straggler makes each of 1500 iterations last at least 2 ms (3 s in all).
+    long_point = ["allreduce", "--size", "1K", "--iters", "1500", "--warmup", "1", "--placement", "out",
+                  "--inject-straggler", "1", "--inject-straggler-us", "2000"]
+    result = ctx.run(2, *long_point, "--progress", "1")
+    check(result.returncode == 0, result.stderr)
+    progress = [line for line in result.stderr.splitlines() if line.startswith("progress")]
+    check(len(progress) >= 2, f"progress lines: {result.stderr}")
+    for line in progress:
+        check(re.fullmatch(r"progress: allreduce \(size 1024 B, (warm-up|timed) iteration \d+\); this point has run "
+                           r"\d+ s", line), f"progress line: {line!r}")
+    check(not [line for line in result.stdout.splitlines() if "progress" in line], "progress stays off stdout")
+    for quiet in (["--progress", "0"], ["--progress", "1", "--quiet"]):
+        result = ctx.run(2, *long_point, *quiet)
+        check(result.returncode == 0 and "progress" not in result.stderr, f"{quiet}: {result.stderr}")
 
 
 def case_straggler(ctx):

@@ -169,7 +169,6 @@ MISMATCHES = [
     ("root", f"broadcast --size 1K --root 0 {COLLECTIVE}", f"broadcast --size 1K --root 1 {COLLECTIVE}", "--root"),
     ("iters", "allreduce --size 1K --iters 5", "allreduce --size 1K --iters 6", "--iters"),
     ("check", f"allreduce --size 1K --check {COLLECTIVE}", f"allreduce --size 1K --no-check {COLLECTIVE}", "--check"),
-    ("collective", f"allreduce --size 1K {COLLECTIVE}", f"allgather --size 1K {COLLECTIVE}", "the collective"),
     ("warmup", "allreduce --size 1K --warmup 1", "allreduce --size 1K --warmup 2", "--warmup"),
     ("timeout", f"allreduce --size 1K --timeout 30 {COLLECTIVE}", f"allreduce --size 1K {COLLECTIVE}", "--timeout"),
     ("model", f"{TRAIN} --model gpt-tiny", f"{TRAIN} --model mlp-tiny", "the --model config's content"),
@@ -179,7 +178,31 @@ MISMATCHES = [
     ("layout", f"{TRAIN} --tp 2", f"{TRAIN} --tp 1", "--tp"),
     ("zero", f"{TRAIN} --zero 1", f"{TRAIN} --zero 0", "--zero"),
     ("lr", f"{TRAIN} --lr 0.001", f"{TRAIN} --lr 0.002", "--lr"),
+    # Keys of the report's config whose flag has another name (issue 22: once named --requested, --bytes).
+    ("mpi threads", f"allreduce --size 1K --mpi-threads single {COLLECTIVE}",
+     f"allreduce --size 1K --mpi-threads funneled {COLLECTIVE}", "--mpi-threads"),
+    ("aggregate", f"allreduce --size 1K --aggregate max {COLLECTIVE}", f"allreduce --size 1K --aggregate mean {COLLECTIVE}",
+     "--aggregate"),
+    ("min busbw", f"allreduce --size 1K --min-busbw 0.001 {COLLECTIVE}", f"allreduce --size 1K {COLLECTIVE}",
+     "--min-busbw"),
+    ("pairs size", f"pairs --size 1K {COLLECTIVE}", f"pairs --size 2K {COLLECTIVE}", "--size"),
+    ("pairs latency size", f"pairs --size 1K --latency-size 8 {COLLECTIVE}",
+     f"pairs --size 1K --latency-size 16 {COLLECTIVE}", "--latency-size"),
 ]
+
+
+def help_text(ctx, command, cache={}):
+    if command not in cache:
+        cache[command] = subprocess.run([ctx.parbench, command, "--help"], capture_output=True, text=True).stdout
+    return cache[command]
+
+
+def check_flags_named_exist(ctx, command, message):
+    """Every flag a refusal names is one the command has: a message must never send the user
+    to a flag that does not exist."""
+    for flag in re.findall(r"(?<![\w-])--[a-z][a-z0-9-]*", message):
+        check(re.search(rf"(?<![\w-]){re.escape(flag)}(?![\w-])", help_text(ctx, command)),
+              f"the message names {flag}, which 'parbench {command} --help' does not list: {message}")
 
 
 def case_mismatch(ctx):
@@ -199,6 +222,7 @@ def case_mismatch(ctx):
               "launch every rank with the same flags" in errors[0], f"{name}: {result.stderr}")
         check(took < 10, f"{name}: took {took:.1f} s, want under 10")
         check(not os.path.exists(report), f"{name}: left a report")
+        check_flags_named_exist(ctx, first.split()[0], errors[0])
         print(f"mismatch {name}: exit 2 in {took:.1f} s: {errors[0]}")
     # The content counts, not the path: the same config at two paths is agreement.
     copy = model_copy(ctx, "gpt-tiny")
@@ -207,6 +231,60 @@ def case_mismatch(ctx):
                           "PARBENCH_ARGS_1": f"{TRAIN} --model {copy} --quiet"})
     check(result.returncode == 0, f"same content at two paths: {result.returncode} {result.stderr}")
     print(f"{len(MISMATCHES)} mismatches refused; same content at two paths accepted")
+
+
+def other_build(ctx):
+    """A copy of parbench that reports another git revision: the same code, as a host with
+    another checkout's build would run. The revision string is patched in place, same length."""
+    version = subprocess.run([ctx.parbench, "--version"], capture_output=True, text=True, check=True).stdout
+    revision = re.search(r"\((.+)\)", version).group(1)
+    binary = open(ctx.parbench, "rb").read()
+    needle = revision.encode() + b"\0"  # the C string git_revision() returns
+    check(binary.count(needle) == 1, f"the revision {revision!r} is not one string in the binary")
+    patched = b"0" * len(revision) + b"\0"
+    path = ctx.path("parbench-other-build")
+    with open(path, "wb") as out:
+        out.write(binary.replace(needle, patched))
+    os.chmod(path, 0o755)
+    return path, revision, "0" * len(revision)
+
+
+def case_mixed_job(ctx):
+    """Ranks running different commands or builds are refused by the first agreement, in one
+    line that names each rank's command or build, not left waiting in each other's MPI calls."""
+    for other in ("info", f"allgather --size 1K {COLLECTIVE}"):
+        started = time.monotonic()
+        result = ctx.run(2, wrapper=True, timeout=60,
+                         env={"PARBENCH_ARGS_0": f"allreduce --size 1K --timeout 10 {COLLECTIVE}", "PARBENCH_ARGS_1": other})
+        took = time.monotonic() - started
+        errors = error_lines(result.stderr)
+        name = other.split()[0]
+        check(result.returncode == 2 and len(errors) == 1, f"allreduce beside {name}: exit {result.returncode}: {result.stderr}")
+        check(f"ranks run different commands: rank 0 allreduce, rank 1 {name}; launch every rank with the same "
+              "command and flags" in errors[0], errors[0])
+        check(took < 10, f"allreduce beside {name} took {took:.1f} s, want under 10 (the --timeout)")
+        print(f"allreduce beside {name}: exit 2 in {took:.1f} s: {errors[0]}")
+
+    other, revision, patched = other_build(ctx)
+    for args in (f"allreduce --size 1K {COLLECTIVE}", "info", f"{TRAIN} --model gpt-tiny --quiet"):
+        started = time.monotonic()
+        result = ctx.run(2, wrapper=True, timeout=60,
+                         env={"PARBENCH_ARGS_DEFAULT": args, "PARBENCH_BINARY_1": other})
+        took = time.monotonic() - started
+        errors = error_lines(result.stderr)
+        check(result.returncode == 2 and len(errors) == 1, f"two builds, {args}: exit {result.returncode}: {result.stderr}")
+        check(f"ranks run different parbench builds: rank 0 " in errors[0] and f"({revision}), rank 1 " in errors[0]
+              and f"({patched})" in errors[0] and "install one build on every host" in errors[0], errors[0])
+        check(took < 10, f"two builds, {args}: took {took:.1f} s")
+        print(f"two builds, {args.split()[0]}: exit 2 in {took:.1f} s: {errors[0]}")
+    # A rank whose flags fail joins the others only to report; with another build it is refused alike.
+    result = ctx.run(2, wrapper=True, timeout=60,
+                     env={"PARBENCH_ARGS_0": f"allreduce --size 1K {COLLECTIVE}",
+                          "PARBENCH_ARGS_1": f"allreduce --size 1K --dtype nonsense {COLLECTIVE}",
+                          "PARBENCH_BINARY_1": other})
+    errors = error_lines(result.stderr)
+    check(result.returncode == 2 and len(errors) == 1 and "different parbench builds" in errors[0],
+          f"two builds, one failing: exit {result.returncode}: {result.stderr}")
 
 
 # --- errors one rank sees ------------------------------------------------------------------
@@ -315,6 +393,60 @@ def case_kill_collectives(ctx):
           "finished points kept whole")
     print(f"kill -9 rank 1 during allreduce: job ended after {time.monotonic() - killed:.2f} s (exit {status}), "
           f"report partial with {len(report['results'])} points")
+
+
+# --- pairs: the same watchdog, partial report and resource checks as the collectives ------------
+
+PAIRS = ["pairs", "--size", "256K", "--latency-iters", "5", "--iters", "10000"]  # rounds of seconds
+
+
+def case_sigstop_pairs(ctx):
+    """pairs at 3 ranks (3 rounds, one rank sits each out): rank 1 stopped after the first
+    round; the watchdog names it, the job ends with 124, the report keeps the finished round."""
+    report_path = ctx.path("pairs.json")
+    job = Job(ctx, 3, PAIRS + ["--timeout", str(TIMEOUT), "--json", report_path])
+    pids = job.wait_for_ranks()
+    wait_for_report(ctx, job, report_path)
+    os.kill(pids[1], signal.SIGSTOP)
+    stopped = time.monotonic()
+    named = job.wait_for_text("error: watchdog", TIMEOUT + 30)
+    status = job.wait(TIMEOUT + 40)
+    text = job.text()
+    check(named is not None, f"no watchdog message:\n{text}")
+    check(watchdog_exit(status, text), f"exit {status}, want 124:\n{text}")
+    line = [l for l in error_lines(text) if "watchdog" in l][0]
+    check("rank 1 (" in line.split(". Last reports")[0] and "stopped answering" in line, line)
+    check("sendrecv with rank" in line or "round" in line, f"the activity is named: {line}")
+    survivors = ranks_still_running(pids.values(), grace=RANK_EXIT_GRACE)
+    check(not survivors, f"ranks {survivors} still ran {RANK_EXIT_GRACE} s after mpirun ended")
+    report = check_partial(ctx, report_path, "pairs, SIGSTOP rank 1")
+    check("watchdog" in report["status_reason"], f"reason {report['status_reason']}")
+    result = report["results"][0]
+    measured = sum(1 for row in result["bandwidth_gbps"] for value in row if value is not None)
+    check(result["kind"] == "pairs" and result["rounds"] == 3 and measured >= 2,
+          f"the finished round is kept: {measured} figures of {result['rounds']} rounds")
+    print(f"pairs, SIGSTOP rank 1: message after {named - stopped:.2f} s (--timeout {TIMEOUT}); report partial with "
+          f"{measured} of 6 pair figures: {line}")
+
+
+def case_pairs_resources(ctx):
+    """pairs refuses, at 2 ranks and before allocating, buffers beyond this host's memory and
+    absurd sample counts: one line each, exit 2, no report."""
+    cases = [
+        ("--size", ["--size", "64T"], ["error: --size 64T", "per rank", "MemAvailable", "shared by 2 ranks"]),
+        ("--iters", ["--size", "1K", "--iters", "1000000000"], ["error: --iters 1000000000", "at most 1000000"]),
+        ("--latency-iters", ["--latency-iters", "2000000000"], ["error: --latency-iters 2000000000"]),
+        ("--timeout", ["--size", "1K", "--timeout", "inf"], ["error: --timeout"]),
+    ]
+    for name, arguments, needles in cases:
+        report = ctx.path("pairs-refused.json")
+        started = time.monotonic()
+        result = ctx.run(2, "pairs", *arguments, "--json", report, timeout=60)
+        errors = error_lines(result.stderr)
+        check(result.returncode == 2, f"{name}: exit {result.returncode}: {result.stderr}")
+        check(len(errors) == 1 and all(n in errors[0] for n in needles), f"{name}: want {needles}: {result.stderr}")
+        check(not os.path.exists(report), f"{name}: left a report")
+        print(f"pairs {name} refused in {time.monotonic() - started:.1f} s: {errors[0]}")
 
 
 # A call as the watchdog names it in a rank's report: "waiting in tp allreduce (1.5 MiB, call 4

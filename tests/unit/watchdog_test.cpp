@@ -236,5 +236,77 @@ TEST(RankAgreement, FlattensNestedOptionsAndNamesFlags) {
     EXPECT_NE(detail::disagreement({flat, missing})->find("(not set)"), std::string::npos);
 }
 
+// Issue 22: keys whose last part is not a flag were named --requested (for --mpi-threads) and
+// --bytes (pairs' --size); with the command's flags at hand no name is ever guessed.
+TEST(RankAgreement, NamesOnlyFlagsTheCommandHas) {
+    const FlagLookup collective_flags = [](const std::string& flag) {
+        return flag == "--mpi-threads" || flag == "--dtype" || flag == "--aggregate";
+    };
+    EXPECT_EQ(detail::flag_of_config_key("mpi_threads.requested", collective_flags), "--mpi-threads");
+    EXPECT_EQ(detail::flag_of_config_key("mpi_threads.requested"), "--mpi-threads");
+    EXPECT_EQ(detail::flag_of_config_key("bytes"), "--size");
+    EXPECT_EQ(detail::flag_of_config_key("aggregation", collective_flags), "--aggregate");
+    EXPECT_EQ(detail::flag_of_config_key("dtype", collective_flags), "--dtype");
+    EXPECT_EQ(detail::flag_of_config_key("buffer_offsets.send", collective_flags), "the option 'buffer_offsets.send'");
+    const Options a{{"mpi_threads.requested", "single"}};
+    const Options b{{"mpi_threads.requested", "funneled"}};
+    EXPECT_EQ(detail::disagreement({a, b}, collective_flags),
+              "ranks disagree on --mpi-threads: rank 0 single, rank 1 funneled; launch every rank with the same flags");
+}
+
+TEST(RankAgreement, NamesEachRanksBuildBeforeItsCommand) {
+    EXPECT_FALSE(detail::job_disagreement({"allreduce", "allreduce"}, {"0.1.0 (abc)", "0.1.0 (abc)"}));
+    EXPECT_EQ(detail::job_disagreement({"allreduce", "info", "info"}, {"0.1.0 (abc)", "0.1.0 (abc)", "0.1.0 (abc)"}),
+              "ranks run different commands: rank 0 allreduce, ranks 1,2 info; launch every rank with the same "
+              "command and flags");
+    EXPECT_EQ(detail::job_disagreement({"allreduce", "info"}, {"0.1.0 (abc)", "0.1.0 (def-dirty)"}),
+              "ranks run different parbench builds: rank 0 0.1.0 (abc), rank 1 0.1.0 (def-dirty); install one build "
+              "on every host ('parbench --version' prints it)");
+}
+
+// Progress lines: from the watchdog's thread, once a point has run the interval, naming the
+// point and the iteration; a new point starts the count again; no timeout needed.
+TEST(WatchdogProgress, SaysWhichPointAndIterationALongPointIsIn) {
+    std::mutex mutex;
+    std::vector<std::string> lines;
+    ProgressLines progress{0.3, [&](const std::string& line) {
+                               std::lock_guard lock(mutex);
+                               lines.push_back(line);
+                           }};
+    Watchdog watchdog(0.0, 0, [](const std::string&) { FAIL() << "no timeout was asked for"; }, nullptr, {},
+                      progress);
+    EXPECT_TRUE(watchdog.watching());
+    EXPECT_FALSE(watchdog.enabled());
+    watchdog.enter({"timed", "allreduce", 1024, 0});
+    for (int i = 1; i <= 25; ++i) {  // 2.5 s of 0.1 s iterations
+        std::this_thread::sleep_for(std::chrono::milliseconds(100));
+        watchdog.advance(i);
+    }
+    watchdog.idle();
+    std::lock_guard lock(mutex);
+    ASSERT_GE(lines.size(), 1u);
+    for (const std::string& line : lines)
+        EXPECT_EQ(line.rfind("progress: allreduce (size 1024 B, timed iteration ", 0), 0u) << line;
+    EXPECT_NE(lines.back().find("; this point has run "), std::string::npos) << lines.back();
+}
+
+TEST(WatchdogProgress, ShortPointsPrintNothing) {
+    std::mutex mutex;
+    std::vector<std::string> lines;
+    Watchdog watchdog(0.0, 0, [](const std::string&) {}, nullptr, {}, ProgressLines{2.0, [&](const std::string& line) {
+                                                                          std::lock_guard lock(mutex);
+                                                                          lines.push_back(line);
+                                                                      }});
+    for (int point = 0; point < 3; ++point) {  // three points of 1.2 s each: none reaches 2 s
+        watchdog.enter({"warm-up", "allreduce", static_cast<std::uint64_t>(8 << point), 0});
+        std::this_thread::sleep_for(std::chrono::milliseconds(600));
+        watchdog.enter({"timed", "allreduce", static_cast<std::uint64_t>(8 << point), 0});
+        std::this_thread::sleep_for(std::chrono::milliseconds(600));
+        watchdog.idle();
+    }
+    std::lock_guard lock(mutex);
+    EXPECT_TRUE(lines.empty()) << lines.front();
+}
+
 }  // namespace
 }  // namespace parbench
