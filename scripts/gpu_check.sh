@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Checks the GPU path on a machine with NVIDIA GPUs, in one go and in under 8 minutes:
 # build with CUDA, run the GPU and NVTX tests, then measure every collective with
-# validation over NCCL and allreduce with and without CUDA graphs. Everything it prints,
+# validation over NCCL, allreduce with and without CUDA graphs, and the MFU of a gpt2-124m
+# training step. Everything it prints,
 # logs and reports lands in OUTDIR; the summary at the end says which steps failed.
 #
 #   scripts/gpu_check.sh OUTDIR
@@ -88,7 +89,9 @@ echo "all found"
 [[ $configured_by_setup == true ]] ||
     run_step configure 120 cmake -S "$ROOT" -B "$BUILD" -DPARBENCH_CUDA=ON -DCMAKE_CUDA_ARCHITECTURES=90 \
         -DCMAKE_BUILD_TYPE=Release
-run_step build 360 cmake --build "$BUILD" -j "$JOBS" --target parbench parbench_gpu_tests \
+# parbench builds the CUDA plugin beside it (libparbench_cuda.so); the label-gpu tests live in
+# parbench_gpu_tests and parbench_ops_gpu_tests (CUDA ops against the CPU ops).
+run_step build 360 cmake --build "$BUILD" -j "$JOBS" --target parbench parbench_gpu_tests parbench_ops_gpu_tests \
     parbench_nvtx_recorder parbench_nvtx_nesting_demo
 if [[ ! -x $BUILD/parbench ]]; then
     echo "no parbench binary: stopping here"
@@ -108,6 +111,22 @@ run_step allreduce_graph 45 "${MPIRUN[@]}" "$PARBENCH" allreduce -b 8 -e 1M -f 2
     --json "$OUT/allreduce_graph.json"
 if [[ -f $OUT/allreduce_launch.json && -f $OUT/allreduce_graph.json ]]; then
     run_step graph_vs_launch 30 "$PARBENCH" compare "$OUT/allreduce_launch.json" "$OUT/allreduce_graph.json"
+fi
+
+# One training step's worth on the GPU: gpt2-124m (the llm.c model) over NCCL on one rank, its
+# MFU against the peak table's figure for this GPU (docs/training.md, "MFU"). The CUDA plugin
+# (libparbench_cuda.so beside the binary) is what serves it.
+run_step train_gpt2_124m 150 "${MPIRUN[@]}" "$PARBENCH" train --model gpt2-124m --backend nccl --global-batch 8 \
+    --warmup 2 --steps 5 --json "$OUT/train_gpt2_124m.json"
+if [[ -f $OUT/train_gpt2_124m.json ]]; then
+    python3 - "$OUT/train_gpt2_124m.json" <<'PY' | tee "$OUT/mfu.txt"
+import json, sys
+r = json.load(open(sys.argv[1]))["results"][0]
+mfu = r.get("mfu")
+print("gpt2-124m train step: %.2f ms median, %.2f TFLOP/s per rank, MFU %s" % (
+    r["step_time_ms"]["median"], r["achieved_tflops_per_rank"],
+    "unknown (no peak for this GPU)" if mfu is None else "%.1f %%" % (100 * mfu)))
+PY
 fi
 
 step "summary"

@@ -54,7 +54,8 @@ void CollectiveHarness::fill_inputs(const PointSpec& spec, const BufferShape& sh
     device_.fill_input(*pointers.input_buffer, pointers.input_offset, shape.send_count, spec.params.type, pattern);
 }
 
-RankTimes CollectiveHarness::time_samples(const PointSpec& spec, PreparedCall& op, std::uint64_t bytes) {
+RankTimes CollectiveHarness::time_samples(const PointSpec& spec, PreparedCall& op, std::uint64_t bytes,
+                                          PointMeasurement& counted) {
     const std::string name(spec.collective->name());
     const int ops_per_sample = options_.mode == TimingMode::batched ? options_.batch_size : 1;
     auto run_ops = [&] {
@@ -87,6 +88,7 @@ RankTimes CollectiveHarness::time_samples(const PointSpec& spec, PreparedCall& o
     const char* range_name = options_.mode == TimingMode::batched ? "batch" : "iteration";
     const bool straggle = options_.inject_straggler_rank == data_.rank();
     const auto straggle_for = std::chrono::duration<double, std::micro>(options_.inject_straggler_us);
+    const ThreadCounters counters_before = read_thread_counters();
     for (std::size_t i = 0; i < iters; ++i) {
         // The injected hang stops before entering the iteration, as a rank that never arrives.
         if (i == 0 && options_.inject_hang_rank == data_.rank()) {
@@ -118,10 +120,13 @@ RankTimes CollectiveHarness::time_samples(const PointSpec& spec, PreparedCall& o
         own[i] = timer->elapsed_us() / ops_per_sample;
         finish[i] = since_us(released);
     }
+    const ThreadCounters counters_after = read_thread_counters();
     // Every wait on the other ranks is watched, bookkeeping included: a rank stopped while
     // the others gather would otherwise leave them waiting in an "idle" that never times out.
     watchdog_.enter({"results", "gathering rank times", bytes, 0});
     RankTimes times = gather_rank_times(own, arrival, finish);
+    counted.counters_by_rank = gather_thread_counters(counters_between(counters_before, counters_after), control_);
+    counted.calls_per_rank = iters * static_cast<std::uint64_t>(ops_per_sample);
     watchdog_.idle();
     return times;
 }
@@ -203,7 +208,7 @@ PointMeasurement CollectiveHarness::measure(const PointSpec& spec) {
     const std::unique_ptr<PreparedCall> op = data_.prepare(
         [&] { collective.run(data_, pointers.send, pointers.recv, spec.count, spec.params); });
     PointMeasurement measurement;
-    measurement.times = time_samples(spec, *op, bytes);
+    measurement.times = time_samples(spec, *op, bytes, measurement);
     if (spec.check) measurement.wrong = count_wrong(spec, shape, pointers, *op);
     return measurement;
 }

@@ -11,6 +11,7 @@
 #include <vector>
 
 #include "bench/rank_times.hpp"
+#include "bench/thread_counters.hpp"
 #include "bench/watchdog.hpp"
 #include "collectives/collective.hpp"
 #include "comm/communicator.hpp"
@@ -51,6 +52,10 @@ struct PointSpec {
 struct PointMeasurement {
     RankTimes times;                     // every rank's, identical on all ranks
     std::optional<std::uint64_t> wrong;  // elements wrong over all ranks, when checked
+    // Every rank's timing-thread counters across the timed loop (its barriers included),
+    // read before the first and after the last iteration; and the ops each rank ran there.
+    std::vector<ThreadCounters> counters_by_rank;
+    std::uint64_t calls_per_rank = 0;
 };
 
 class CollectiveHarness {
@@ -73,7 +78,7 @@ class CollectiveHarness {
     };
     Pointers prepare_buffers(const PointSpec& spec, const BufferShape& shape);
     void fill_inputs(const PointSpec& spec, const BufferShape& shape, const Pointers& pointers);
-    RankTimes time_samples(const PointSpec& spec, PreparedCall& op, std::uint64_t bytes);
+    RankTimes time_samples(const PointSpec& spec, PreparedCall& op, std::uint64_t bytes, PointMeasurement& counted);
     RankTimes gather_rank_times(const std::vector<double>& own, const std::vector<double>& arrival,
                                 const std::vector<double>& finish);
     std::uint64_t count_wrong(const PointSpec& spec, const BufferShape& shape, const Pointers& pointers,

@@ -585,6 +585,7 @@ class CollectiveCommand : public Command {
                                           (options_.verbose ? "" : " (--verbose prints each; the JSON report has them all)"));
             }
             if (summary.straggler_warning) write_line(std::cerr, "warning: " + *summary.straggler_warning);
+            if (summary.warning_points.count("page-faults") > 0) write_line(std::cerr, "hint: " + page_fault_hint());
         }
         if (summary.wrong_total > 0)
             std::cerr << ("error: " + std::to_string(summary.wrong_total) +
@@ -621,6 +622,7 @@ class CollectiveCommand : public Command {
         PointMeasurement measurement = measure_or_name_buffers(harness, spec, result.bytes);
         result.wrong = measurement.wrong;
         derive_statistics(result, measurement.times, hosts);
+        add_thread_counters(result, std::move(measurement.counters_by_rank), measurement.calls_per_rank);
         return result;
     }
 

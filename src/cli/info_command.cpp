@@ -118,7 +118,8 @@ std::string right_aligned(const std::string& text, std::size_t width) {
 void print_gpus(std::ostream& out, const nlohmann::json& gpu) {
     if (gpu["devices"].empty()) {
         out << "  GPU:  no GPU visible: " << gpu["unavailable_reason"].get<std::string>() << '\n';
-        if (gpu["built_with_cuda"].get<bool>())
+        // The runtime and NCCL versions come from the CUDA plugin: absent when it did not load.
+        if (gpu["built_with_cuda"].get<bool>() && gpu["cuda_runtime"].is_string())
             out << "        (CUDA runtime " << gpu["cuda_runtime"].get<std::string>() << ", NCCL "
                 << gpu["nccl"].get<std::string>() << " built in)\n";
         return;

@@ -1,12 +1,10 @@
 #include "comm/backend.hpp"
 
 #include "comm/mpi_communicator.hpp"
+#include "comm/nccl_backend.hpp"
 #include "core/error.hpp"
 #include "device/cpu_device.hpp"
-
-#if defined(PARBENCH_HAVE_CUDA)
-#include "comm/nccl_backend.hpp"
-#endif
+#include "device/cuda_plugin.hpp"
 
 namespace parbench {
 
@@ -27,25 +25,24 @@ std::string backend_name(BackendChoice choice) {
 }
 
 Backend make_backend(BackendChoice choice, const MpiSession& session, Communicator& bootstrap) {
-    int local_gpus = 0;
-#if defined(PARBENCH_HAVE_CUDA)
-    local_gpus = visible_gpu_count();
-#endif
+    // --backend mpi needs no GPU count: the CUDA plugin stays unloaded, and so do the CUDA
+    // libraries (device/cuda_plugin.hpp). Every rank was given the same choice.
+    const int local_gpus = choice == BackendChoice::mpi ? 0 : visible_gpu_count();
     int fewest_gpus = 0;
     bootstrap.allreduce(&local_gpus, &fewest_gpus, 1, DType::int32, ReduceOp::min);
     const bool use_nccl = choice == BackendChoice::nccl || (choice == BackendChoice::automatic && fewest_gpus > 0);
     if (!use_nccl) return Backend{std::make_unique<CpuDevice>(), MpiCommunicator::world()};
-#if defined(PARBENCH_HAVE_CUDA)
+    const CudaPlugin& plugin = cuda_plugin();
+    if (!plugin.built)
+        throw UsageError("--backend nccl: this parbench was built without CUDA; rebuild with the CUDA toolkit and "
+                         "NCCL present (PARBENCH_CUDA=ON) or use --backend mpi");
     if (fewest_gpus == 0)
-        throw UsageError("--backend nccl: at least one rank sees no GPU (check CUDA_VISIBLE_DEVICES and the "
-                         "driver); use --backend mpi to measure on host memory");
-    NcclBackend nccl = make_nccl_backend(session, bootstrap);
+        throw UsageError("--backend nccl: at least one rank sees no GPU (" +
+                         (plugin.entries == nullptr ? plugin.unavailable_reason
+                                                    : std::string("check CUDA_VISIBLE_DEVICES and the driver")) +
+                         "); use --backend mpi to measure on host memory");
+    NcclBackend nccl = plugin.entries->make_nccl_backend(session, bootstrap);
     return Backend{std::move(nccl.device), std::move(nccl.comm)};
-#else
-    (void)session;
-    throw UsageError("--backend nccl: this parbench was built without CUDA; rebuild with the CUDA toolkit and "
-                     "NCCL present (PARBENCH_CUDA=ON) or use --backend mpi");
-#endif
 }
 
 }  // namespace parbench

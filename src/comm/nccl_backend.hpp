@@ -1,6 +1,6 @@
 // Builds the NCCL backend of a rank: its GPU (one per rank, chosen by the rank's index on
-// its host) and an NCCL communicator over all ranks. No CUDA header here, so the CPU-built
-// backend choice (comm/backend.cpp) can include it.
+// its host) and an NCCL communicator over all ranks. Part of the CUDA plugin
+// (device/cuda_plugin.hpp); no CUDA header here, so the plugin's entry table can name it.
 #pragma once
 
 #include <memory>
@@ -12,8 +12,9 @@
 namespace parbench {
 
 // GPUs this process can use (after CUDA_VISIBLE_DEVICES); 0 when there is no driver, no
-// device or any other CUDA failure. Never throws.
-int visible_gpu_count() noexcept;
+// device or any other CUDA failure. Never throws. (The core's visible_gpu_count(),
+// device/cuda_plugin.hpp, reaches it through the plugin.)
+int cuda_visible_gpu_count() noexcept;
 
 struct NcclBackend {
     std::unique_ptr<Device> device;

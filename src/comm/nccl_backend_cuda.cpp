@@ -45,7 +45,7 @@ std::unique_ptr<HostComm> duplicate_host_comm(Communicator& bootstrap) {
 
 }  // namespace
 
-int visible_gpu_count() noexcept {
+int cuda_visible_gpu_count() noexcept {
     int count = 0;
     if (cudaGetDeviceCount(&count) != cudaSuccess) {
         (void)cudaGetLastError();  // no driver or no device: not an error of anything later
@@ -55,7 +55,7 @@ int visible_gpu_count() noexcept {
 }
 
 NcclBackend make_nccl_backend(const MpiSession& session, Communicator& bootstrap) {
-    check_one_gpu_per_rank(session, bootstrap, visible_gpu_count());
+    check_one_gpu_per_rank(session, bootstrap, cuda_visible_gpu_count());
     auto device = std::make_unique<CudaDevice>(session.local_rank());
 
     ncclUniqueId id{};

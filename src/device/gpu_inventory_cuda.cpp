@@ -4,6 +4,7 @@
 
 #include "device/cuda_check.hpp"
 #include "device/gpu_inventory.hpp"
+#include "device/gpu_inventory_cuda.hpp"
 
 namespace parbench {
 namespace {
@@ -17,7 +18,7 @@ std::string describe_failure(cudaError_t code, const char* call) {
 
 // A missing driver or device is an answer, not a failure; a GPU that fails mid-query is a
 // failure worth its exception (check_cuda).
-GpuInventory query_gpu_inventory() {
+GpuInventory query_cuda_gpu_inventory() {
     GpuInventory inventory;
     inventory.built_with_cuda = true;
     int runtime = 0;

@@ -54,6 +54,13 @@ void derive_statistics(CollectiveResult& result, const RankTimes& times, const s
     result.busbw_gbps = result.algbw_gbps * result.bus_factor;
 }
 
+void add_thread_counters(CollectiveResult& result, std::vector<ThreadCounters> by_rank, std::uint64_t calls_per_rank) {
+    for (Warning& warning : thread_counter_warnings(by_rank, calls_per_rank, "call"))
+        result.warnings.push_back(std::move(warning));
+    result.counters_by_rank = std::move(by_rank);
+    result.counted_calls = calls_per_rank;
+}
+
 nlohmann::json to_json(const CollectiveResult& result) {
     nlohmann::json entry = {
         {"collective", result.collective},
@@ -93,6 +100,11 @@ nlohmann::json to_json(const CollectiveResult& result) {
     entry["busbw_gbps"] = result.busbw_gbps;
     entry["wrong"] = result.wrong ? nlohmann::json(*result.wrong) : nlohmann::json(nullptr);
     entry["outliers"] = result.outliers;
+    entry["thread_counters"] =
+        result.counters_by_rank.empty()
+            ? nlohmann::json(nullptr)
+            : thread_counters_json(result.counters_by_rank, result.counted_calls,
+                                   "the timed iterations, with their barriers; calls = ops per rank in them");
     nlohmann::json warnings = nlohmann::json::array();
     nlohmann::json kinds = nlohmann::json::array();
     for (const Warning& w : result.warnings) {

@@ -14,6 +14,7 @@
 #include "bench/rank_times.hpp"
 #include "bench/statistics.hpp"
 #include "bench/straggler.hpp"
+#include "bench/thread_counters.hpp"
 #include "core/dtype.hpp"
 
 namespace parbench {
@@ -49,6 +50,10 @@ struct CollectiveResult {
     std::size_t outliers = 0;
     std::vector<Warning> warnings;
     std::optional<std::string> skipped; // why the point was not measured
+    // Every rank's page faults and involuntary switches across the timed loop, and the
+    // calls each rank ran there (bench/thread_counters.hpp).
+    std::vector<ThreadCounters> counters_by_rank;
+    std::uint64_t counted_calls = 0;
     nlohmann::json groups;              // with --groups: every group's figures and the minimum (cli/collective_groups.hpp)
 };
 
@@ -56,6 +61,8 @@ struct CollectiveResult {
 // rank's times (bytes, bus_factor and aggregation already set).
 void derive_statistics(CollectiveResult& result, const RankTimes& times, const std::vector<std::string>& hosts_by_rank);
 nlohmann::json to_json(const CollectiveResult& result);
+// Records the timed loop's counters and adds their warnings ("page-faults", "preempted").
+void add_thread_counters(CollectiveResult& result, std::vector<ThreadCounters> by_rank, std::uint64_t calls_per_rank);
 
 // The closing lines of a run, as nccl-tests prints them, with what they average over said.
 struct RunSummary {

@@ -5,6 +5,7 @@
 #include "core/error.hpp"
 #include "theory/context_parallel.hpp"
 #include "theory/model_layout.hpp"
+#include "theory/rank_traffic.hpp"
 
 namespace parbench {
 namespace {
@@ -26,7 +27,8 @@ class ItemList {
 };
 
 // train/schemes/data_parallel.cpp and train/schemes/zero.cpp.
-void scheme_items(const EngineLayout& l, const ParameterLayout& layout, ItemList& items) {
+// `units_held`: the most parameter units the model holds at once (ZeRO-3's gather slots).
+void scheme_items(const EngineLayout& l, const ParameterLayout& layout, int units_held, ItemList& items) {
     const bool zero3 = l.zero == 3;
     const FlatLayout flat(layout, zero3 ? one_unit_per_group(layout) : group_units_by_bytes(layout, l.bucket_bytes),
                           l.zero == 0 ? 1 : l.gradient_ranks());
@@ -53,7 +55,7 @@ void scheme_items(const EngineLayout& l, const ParameterLayout& layout, ItemList
     }
     if (zero3) {
         items.add(C::params, "parameter shard (1/dp)", 1, shard);
-        items.add(C::params, "parameter gather slots (largest layer)", 1 + (l.prefetch ? 1 : 0), slot, true);
+        items.add(C::params, "parameter gather slots (largest layer)", units_held + (l.prefetch ? 1 : 0), slot, true);
     } else {
         items.add(C::params, "parameters", 1, full);
     }
@@ -290,7 +292,7 @@ RankMemory engine_rank_memory(const EngineLayout& layout, int pp_rank, const Eng
     memory.pp_rank = pp_rank;
     ItemList items(memory);
     const EngineRank rank = engine_rank(layout, pp_rank, pipeline);
-    scheme_items(layout, rank.layout, items);
+    scheme_items(layout, rank.layout, model_parameter_units_held_at_once(layout.model, rank.part), items);
     switch (layout.model.kind) {
         case ModelKind::gpt: gpt_items(layout, rank.part, items); break;
         case ModelKind::llama: llama_items(layout, rank.part, items); break;

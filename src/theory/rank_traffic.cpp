@@ -19,7 +19,9 @@ std::vector<int> model_parameter_use_order(const ModelConfig& config, const Pipe
     for (const LayerRange& chunk : chunks) {
         if (chunk.first == 0) order.push_back(0);
         for (int l = chunk.first; l < chunk.end; ++l) order.push_back(l + 1);  // block l is unit l + 1
-        if (chunk.end == L) order.push_back(head);
+        // GPT's whole model keeps the embedding held from the encoder into the head.
+        const bool embedding_held = config.kind == ModelKind::gpt && !part.active();
+        if (chunk.end == L && !embedding_held) order.push_back(head);
         for (int l = chunk.end; l > chunk.first; --l) order.push_back(l);
     }
     if (!part.active()) return order;
@@ -27,6 +29,10 @@ std::vector<int> model_parameter_use_order(const ModelConfig& config, const Pipe
     for (int& unit : order)
         unit = static_cast<int>(std::lower_bound(held.begin(), held.end(), unit) - held.begin());
     return order;
+}
+
+int model_parameter_units_held_at_once(const ModelConfig& config, const PipelinePart& part) {
+    return config.kind == ModelKind::gpt && !part.active() ? 2 : 1;
 }
 
 std::map<std::string, TrafficByOp> engine_rank_traffic(const EngineLayout& l, int pp_rank, int tp_rank,

@@ -19,11 +19,15 @@ namespace parbench {
 // blocks (the whole model is one chunk [0, L)):
 //   GPT:   0 (embedding) when f = 0, blocks f+1..e, 0 (final LayerNorm and the tied head,
 //          held into backward) when e = L, blocks e..f+1 backward (the embedding's backward
-//          needs no weights)
-//   Llama: as GPT with its untied head, unit L + 1, in place of the second 0
+//          needs no weights). The whole model gathers 0 once: the encoder's copy stays held
+//          through the blocks for the head (as FSDP's root unit), so no second 0
+//   Llama: as a pipelined GPT with its untied head, unit L + 1, in place of the second 0
 //   MLP:   0..L-1, then L-2..0 (the last layer stays held into backward; never pipelined)
 // A pipelined part's units are numbered as in its own layout (the held units, ascending).
 std::vector<int> model_parameter_use_order(const ModelConfig& config, const PipelinePart& part = {});
+// The most units held at once along that order (Model::parameter_units_held_at_once): the
+// ZeRO-3 gather slots, prefetch aside. 2 for GPT's whole model (the embedding and a block).
+int model_parameter_units_held_at_once(const ModelConfig& config, const PipelinePart& part = {});
 
 // By dimension ("dp", "tp", "pp", and "cp" under context parallelism), per step, for the rank
 // at pipeline coordinate `pp_rank`, tensor-parallel coordinate `tp_rank` and context-parallel

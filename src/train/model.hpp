@@ -69,6 +69,9 @@ class Model {
     // The units in the order one micro-batch acquires them (forward then backward); a
     // scheme that gathers parameters prefetches along it.
     virtual std::vector<int> parameter_use_order() const = 0;
+    // The most units held (acquired, not yet released) at once along that order: how many
+    // gather slots a scheme that gathers parameters needs, prefetch aside.
+    virtual int parameter_units_held_at_once() const { return 1; }
     // Writes the data of global samples [first_sample, first_sample + batch) into the input
     // slot of `microbatch` (untimed: called before the step starts).
     virtual void stage_batch(int microbatch, std::uint64_t first_sample) = 0;

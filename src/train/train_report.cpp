@@ -325,6 +325,8 @@ nlohmann::json train_result_json(const TrainSummaryInputs& in) {
     }
     if (m.pipeline) add_pipeline_results(result, in.plan, in.mesh, *m.pipeline, m.memory_by_rank);
     if (m.context) result["context"] = context_json(in, comm);
+    result["thread_counters"] = thread_counters_json(
+        m.counters_by_rank, m.step_ms.size(), "the timed steps, each from just before to just after its step; calls = steps");
     result["warnings"] = train_warnings(m);
     for (const std::string& warning : straggler_warnings(stragglers, in.mesh)) result["warnings"].push_back(warning);
     return result;
@@ -334,6 +336,8 @@ std::vector<std::string> train_warnings(const TrainMeasurements& measurements) {
     std::vector<std::string> warnings;
     for (const std::string& warning : sample_warnings(measurements.step_ms, SampleFlags{"--steps", "--warmup"}))
         warnings.push_back("step times: " + warning);
+    for (const Warning& warning : thread_counter_warnings(measurements.counters_by_rank, measurements.step_ms.size(), "step"))
+        warnings.push_back("step overheads: " + warning.text);
     return warnings;
 }
 

@@ -245,6 +245,7 @@ TrainMeasurements run_training(const TrainPlan& plan, Mesh& mesh, Device& device
     // --trace: every rank's events reach rank 0 after each step, so a run that stops later keeps them.
     std::vector<std::vector<TimelineEvent>> traced_events;
     std::size_t events_gathered = 0;
+    ThreadCounters step_counters;  // summed over the timed steps
     for (int step = 0; step < o.warmup + o.steps; ++step) {
         // Before the barrier below: the observer's watchdog then watches that wait too.
         if (observer) observer->step_starting(step, step >= o.warmup);
@@ -258,7 +259,10 @@ TrainMeasurements run_training(const TrainPlan& plan, Mesh& mesh, Device& device
                 executor->set_recording(!o.trace_path.empty());
             }
         }
+        // Read around the step, outside its timed window (run_step times inside itself).
+        const ThreadCounters before_step = read_thread_counters();
         const StepRecord record = driver.run_step(step);
+        const ThreadCounters in_step = counters_between(before_step, read_thread_counters());
         const StepProgress progress = share_step(record, step, plan, control);
         if (executor && !o.trace_path.empty() && step >= o.warmup) {
             auto step_events = gather_events(executor->events(), events_gathered, control);
@@ -278,6 +282,7 @@ TrainMeasurements run_training(const TrainPlan& plan, Mesh& mesh, Device& device
         losses.push_back(record.loss);
         if (step < o.warmup) continue;
         step_ms.push_back(record.time_ms);
+        step_counters += in_step;
         exposed_ms.push_back(record.exposed_comm_ms);
         compute_ms.push_back(record.compute_ms());
         for (const CommGroup& group : groups) {
@@ -328,6 +333,7 @@ TrainMeasurements run_training(const TrainPlan& plan, Mesh& mesh, Device& device
     for (std::size_t i = 0; i < all_compute.size(); ++i)
         result.compute_ms_by_rank[i / step_ms.size()][i % step_ms.size()] = all_compute[i];
     result.host_of_rank = gather_host_names(control);
+    result.counters_by_rank = gather_thread_counters(step_counters, control);
     if (context) {
         // Every rank's context-parallel attention per timed step (the imbalance shows here).
         const double steps = static_cast<double>(std::max<std::size_t>(step_ms.size(), 1));

@@ -8,6 +8,7 @@
 #include <string>
 #include <vector>
 
+#include "bench/thread_counters.hpp"
 #include "comm/communicator.hpp"
 #include "device/device.hpp"
 #include "theory/parameter_layout.hpp"
@@ -98,6 +99,9 @@ struct TrainMeasurements {
     std::map<std::string, bool> expected_matches_all_ranks;
     std::vector<std::vector<double>> compute_ms_by_rank;  // per rank, per timed step: StepRecord::compute_ms
     std::vector<std::string> host_of_rank;
+    // Every rank's timing-thread page faults and involuntary switches summed over the timed
+    // steps, each read just outside run_step (bench/thread_counters.hpp).
+    std::vector<ThreadCounters> counters_by_rank;
     std::size_t activation_bytes_per_layer = 0;  // Model::activation_bytes_per_layer, max over ranks
     std::vector<float> final_parameters; // canonical order; filled on rank 0 when asked
     std::optional<PipelineMeasurements> pipeline;  // --pp > 1

@@ -570,12 +570,12 @@ def case_resources(ctx):
     huge = ctx.path("huge.json")
     json.dump({"kind": "gpt", "layers": 200, "hidden": 147456, "heads": 96, "seq_len": 2048, "vocab": 50304},
               open(huge, "w"))
-    # What the process costs before it does anything: the libraries it links (a CUDA build
-    # maps cuBLAS and NCCL), measured so the refusal's own cost can be told apart.
+    # What the process costs before it does anything: the libraries it links, measured so
+    # the refusal's own cost can be told apart.
     _, _, baseline = peak_rss_mb([ctx.parbench, "--version"], ctx.env)
-    # A CUDA build maps cuBLAS and NCCL at start-up, and AddressSanitizer's shadow memory and
-    # quarantine grow every process: there the bound is on what the refusal adds to starting
-    # the binary.
+    # A CUDA build on a GPU host loads the CUDA plugin (cuBLAS, NCCL: about 200 MB) when the
+    # default backend counts the GPUs, and AddressSanitizer's shadow memory and quarantine
+    # grow every process: there the bound is on what the refusal adds to starting the binary.
     relative = ctx.built_with_cuda or ctx.sanitized
     cases = [
         ("--size", ["allreduce", "--size", "64T"], "--size 64T"),

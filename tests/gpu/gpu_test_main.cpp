@@ -4,6 +4,7 @@
 
 #include "comm/mpi_communicator.hpp"
 #include "comm/nccl_backend.hpp"
+#include "device/cuda_plugin.hpp"
 #include "device/gpu_inventory.hpp"
 #include "gpu_test_environment.hpp"
 

@@ -36,7 +36,16 @@ TEST(PlanTraffic, UseOrderIsTheModelsOwn) {
         shape.seq_len = config.seq_len;
         const std::unique_ptr<Model> built = make_model(config, shape, 1, *ops, ledger);
         EXPECT_EQ(model_parameter_use_order(config), built->parameter_use_order()) << name;
+        EXPECT_EQ(model_parameter_units_held_at_once(config), built->parameter_units_held_at_once()) << name;
     }
+}
+
+// GPT's tied embedding is gathered once per micro-batch: the encoder's copy stays held for
+// the head and into backward (2L + 1 gathers, as FSDP's root unit), not gathered again.
+TEST(PlanTraffic, WholeGptGathersItsTiedEmbeddingOnce) {
+    const ModelConfig gpt = model("gpt-tiny");  // 2 layers: units 0 (embedding, head), 1, 2
+    EXPECT_EQ(model_parameter_use_order(gpt), (std::vector<int>{0, 1, 2, 2, 1}));
+    EXPECT_EQ(model_parameter_units_held_at_once(gpt), 2);
 }
 
 // A pipelined part's order visits its own units only, numbered as in its layout.

@@ -111,19 +111,23 @@ class GptModel : public Model {
     const ParameterLayout& layout() const override { return layout_; }
 
     std::vector<int> parameter_use_order() const override {
-        std::vector<int> order{0};                            // encoder
+        // The embedding unit, acquired by the encoder, stays held through the blocks for the
+        // tied head and into backward: one gather per step, as FSDP's root unit.
+        std::vector<int> order{0};                            // encoder, final LN + logits
         for (int l = 1; l <= L_; ++l) order.push_back(l);     // blocks
-        order.push_back(0);                                   // final LN + logits, kept into backward
         for (int l = L_; l >= 1; --l) order.push_back(l);     // blocks, backward
         return order;                                         // (encoder backward needs no weights)
     }
+
+    // The held embedding and the block being computed (a pipeline stage holds one at a time).
+    int parameter_units_held_at_once() const override { return part_.active() ? 1 : 2; }
 
     void stage_batch(int microbatch, std::uint64_t first_sample) override {
         batch_.stage(device_, microbatch, seed_, first_sample, B_, shape_.seq_len, V_, positions_host_);
     }
 
     void forward(int microbatch, ParameterAccess& access) override {
-        embedding_forward(microbatch, access);
+        embedding_forward(microbatch, access, /*keep_for_head=*/true);
         for (int l = 0; l < L_; ++l) block_forward(l, access);
         head_forward(microbatch, access);
     }
@@ -152,7 +156,9 @@ class GptModel : public Model {
     void forward_chunk(int microbatch, int chunk, ParameterAccess& access) override {
         const LayerRange& range = part_.chunks.at(static_cast<std::size_t>(chunk));
         bind(slots_.take(microbatch, chunk), range);
-        if (range.first == 0) embedding_forward(microbatch, access);
+        // A stage's chunks split the layers, so none holds both ends: the head, on the last
+        // stage, acquires the embedding unit again (plan/rank_traffic.hpp counts it so).
+        if (range.first == 0) embedding_forward(microbatch, access, /*keep_for_head=*/false);
         for (int l = range.first; l < range.end; ++l) block_forward(l, access);
         if (range.end == L_) {
             head_forward(microbatch, access);
@@ -191,7 +197,8 @@ class GptModel : public Model {
     double mean_loss(int microbatch) const override { return batch_.mean_loss(device_, microbatch); }
 
   private:
-    void embedding_forward(int microbatch, ParameterAccess& access) {
+    // `keep_for_head`: leave unit 0 acquired for head_forward (the tied output projection).
+    void embedding_forward(int microbatch, ParameterAccess& access, bool keep_for_head) {
         const int BT = B_ * T_;
         const int* tokens = batch_.tokens(microbatch);
         NvtxRange range("embedding forward");
@@ -202,7 +209,10 @@ class GptModel : public Model {
         const float* wpe = tp_.adds_replicated_terms() ? position_rows(param(p, tensors_.embedding.wpe)) : nullptr;
         ops_.encoder_forward(partial, tokens, param(p, tensors_.embedding.wte), wpe, B_, T_, C_, vocab_);
         tp_.leave(partial, encoded_, BT, C_);
-        access.release(unit(0));
+        if (keep_for_head)
+            head_params_ = p;
+        else
+            access.release(unit(0));
     }
 
     void block_forward(int l, ParameterAccess& access) {
@@ -246,7 +256,7 @@ class GptModel : public Model {
     void head_forward(int microbatch, ParameterAccess& access) {
         const int BT = B_ * T_;
         NvtxRange range("head forward");
-        head_params_ = access.acquire(unit(0));
+        if (head_params_ == nullptr) head_params_ = access.acquire(unit(0));
         const float* p = head_params_;
         const EmbeddingTensors& e = tensors_.embedding;
         ops_.layernorm_forward(lnf_, lnf_mean_, lnf_rstd_, last_residual(), param(p, e.lnfw), param(p, e.lnfb), R_, C_);
@@ -673,7 +683,7 @@ class GptModel : public Model {
     float *wpe_local_ = nullptr, *dwpe_local_ = nullptr;  // (T,C)
 
     MicrobatchTokens batch_;
-    const float* head_params_ = nullptr;  // unit 0, acquired by forward's head, released by backward's
+    const float* head_params_ = nullptr;  // unit 0, acquired by forward's encoder or head, released by backward's
     float* encoded_ = nullptr;
     std::vector<BlockActivations> blocks_;
     float *preatt_ = nullptr, *projection_ = nullptr, *lnf_ = nullptr, *lnf_mean_ = nullptr, *lnf_rstd_ = nullptr;

@@ -2,10 +2,8 @@
 
 #include "core/error.hpp"
 #include "device/device.hpp"
+#include "device/cuda_plugin.hpp"
 #include "train/ops/cpu_ops.hpp"
-#if defined(PARBENCH_HAVE_CUDA)
-#include "train/ops/cuda_ops.hpp"
-#endif
 
 namespace parbench {
 namespace {
@@ -29,11 +27,13 @@ void Ops::matmul_backward_bf16(float*, float*, float*, const BFloat16*, const BF
 
 std::unique_ptr<Ops> make_ops(const Device& device) {
     if (device.kind() == "cpu") return std::make_unique<CpuOps>();
-#if defined(PARBENCH_HAVE_CUDA)
-    if (device.kind() == "cuda") return std::make_unique<CudaOps>(device);
-#endif
-    throw UsageError("no training ops for device kind '" + device.kind() + "' in this build" +
-                     (device.kind() == "cuda" ? " (rebuild with -DPARBENCH_CUDA=ON)" : ""));
+    // A CUDA device was made by the CUDA plugin, so it is loaded already.
+    if (device.kind() == "cuda") {
+        const CudaPlugin& plugin = cuda_plugin();
+        if (plugin.entries != nullptr) return plugin.entries->make_cuda_ops(device);
+        throw UsageError("no training ops for device kind 'cuda': " + plugin.unavailable_reason);
+    }
+    throw UsageError("no training ops for device kind '" + device.kind() + "' in this build");
 }
 
 }  // namespace parbench

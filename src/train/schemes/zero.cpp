@@ -10,7 +10,9 @@
 //            computed; once complete it is reduce-scattered into the shard (blocking, or
 //            non-blocking with --overlap) and the slot is reused. All-gather as stage 1.
 //   stage 3: each unit (layer) is its own segment; its parameters are all-gathered into a
-//            slot before its forward and again before its backward and dropped after use
+//            slot before its forward and again before its backward and dropped after use,
+//            except where the model keeps a unit held between the two (GPT's tied embedding,
+//            held from the encoder through the head into backward, is gathered once)
 //            (--prefetch gathers the next unit with iallgather while this one computes);
 //            gradients as stage 2; no all-gather after the update.
 //
@@ -69,7 +71,7 @@ class Zero : public TrainingScheme {
         }
         if (stage() == 3) {
             params_shard_ = ledger.allocate(MemoryCategory::params, shard_bytes);
-            const int param_slots = 1 + (settings.prefetch ? 1 : 0);
+            const int param_slots = context.model.parameter_units_held_at_once() + (settings.prefetch ? 1 : 0);
             for (int i = 0; i < param_slots; ++i)
                 param_slots_.push_back(Slot{ledger.allocate(MemoryCategory::params, slot_bytes), -1});
         } else {
