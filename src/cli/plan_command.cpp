@@ -114,7 +114,8 @@ class PlanCommand : public Command {
         }
         if (calibrate_compute.empty()) {
             rate.tflops_per_gpu = peak * efficiency.value_or(0.5);
-            rate.source = device_compute ? "modelled per layer: " + device_compute->gemm.source
+            rate.source = device_compute ? std::string(gemm_curve.empty() ? "uncalibrated: " : "") +
+                                               "each layer's work on the GEMM curve of " + device_compute->gemm.source
                                          : "uncalibrated: " + cluster.device.source + " peak " + std::to_string(peak) +
                                                " TFLOP/s x --efficiency " + std::to_string(efficiency.value_or(0.5));
             rate.optimizer_source = "uncalibrated: " + cluster.device.source + " memory bandwidth";

@@ -2,8 +2,11 @@
 // fraction of the dense peak that depends on its size, each memory-bound element-wise op at a
 // fraction of HBM bandwidth. The GEMM curve is
 //
-//   time(GEMM) = FLOPs / (peak x sustained) + overhead,   efficiency(FLOPs) = FLOPs / (time x peak)
+//   time(GEMM) = max(FLOPs / (peak x sustained), bytes / (HBM x fraction)) + overhead,
+//   efficiency(FLOPs) = FLOPs / (time x peak) for a compute-bound call
 //
+// (the roofline of NVIDIA's "Matrix Multiplication Background" guide: attention's per-head
+// products, with the head dimension as k, have too few FLOPs per byte to reach the peak)
 // sustained: the fraction of peak cuBLAS holds on large bf16 GEMMs; overhead: per call, the
 // launch, the pipeline fill and the last wave's tail, which is what makes small GEMMs (a tp
 // split, a micro-batch of one short sequence, one head's attention) run below it. Presets per

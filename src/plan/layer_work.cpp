@@ -11,10 +11,10 @@ constexpr double backward_memory_factor = 1.5;
 
 // A linear layer y = x W (x: tokens x in, W: in x out): its forward product, and the two of its
 // backward, dx = dy W^T (input gradient) and dW = x^T dy (weight gradient).
-void add_linear(LayerWork& work, const std::string& name, double tokens, double in, double out) {
-    work.forward.gemms.push_back({name, tokens, out, in, 1});
-    work.input_grad.gemms.push_back({name + " dx", tokens, in, out, 1});
-    work.weight_grad.gemms.push_back({name + " dW", in, out, tokens, 1});
+void add_linear(LayerWork& work, const std::string& name, double tokens, double in, double out, double e) {
+    work.forward.gemms.push_back({name, tokens, out, in, 1, e});
+    work.input_grad.gemms.push_back({name + " dx", tokens, in, out, 1, e});
+    work.weight_grad.gemms.push_back({name + " dW", in, out, tokens, 1, e});
 }
 
 }  // namespace
@@ -51,21 +51,22 @@ LayerWork transformer_layer_work(const LayerWorkShape& shape, AttentionKind atte
 
     // GEMMs on this rank: column-parallel QKV and first MLP matrix (outputs / t), row-parallel
     // attention projection and second MLP matrix (inputs / t), Megatron-LM's split.
-    add_linear(work, "qkv", tokens, h, (h + 2.0 * kv) / t);
-    add_linear(work, "attention projection", tokens, h / t, h);
-    add_linear(work, "mlp up", tokens, h, (llama ? 2.0 : 1.0) * ffn / t);
-    add_linear(work, "mlp down", tokens, ffn / t, h);
+    add_linear(work, "qkv", tokens, h, (h + 2.0 * kv) / t, e);
+    add_linear(work, "attention projection", tokens, h / t, h, e);
+    add_linear(work, "mlp up", tokens, h, (llama ? 2.0 : 1.0) * ffn / t, e);
+    add_linear(work, "mlp down", tokens, ffn / t, h, e);
 
     // Attention core: per local head, scores Q K^T (seq x keys x head_dim) and P V.
     const double local_heads = shape.micro * heads / t;
-    const Gemm scores{"attention scores", shape.seq, shape.keys, head_dim, local_heads};
-    const Gemm values{"attention values", shape.seq, head_dim, shape.keys, local_heads};
+    const Gemm scores{"attention scores", shape.seq, shape.keys, head_dim, local_heads, e};
+    const Gemm values{"attention values", shape.seq, head_dim, shape.keys, local_heads, e};
     const double score_elements = local_heads * shape.seq * shape.keys;
     PassWork core;  // the forward of the core, as selective recompute repeats it
     if (attention == AttentionKind::flash) {
         Gemm s = scores, v = values;
         s.count *= 0.5;  // causal: the blocks above the diagonal are skipped
         v.count *= 0.5;
+        s.element_bytes = v.element_bytes = 0;  // fused: the score tiles stay on chip
         core.gemms = {s, v};
         work.forward.add(core);
         // Backward: the scores again, then dP = dO V^T, dV = P^T dO, dQ = dS K, dK = dS^T Q.
@@ -121,7 +122,7 @@ LayerWork transformer_layer_work(const LayerWorkShape& shape, AttentionKind atte
 LayerWork head_work(const LayerWorkShape& shape) {
     const double tokens = shape.micro * shape.seq, h = shape.model.hidden, e = shape.element_bytes;
     LayerWork work;
-    add_linear(work, "logits", tokens, h, shape.model.vocab / static_cast<double>(shape.tp));
+    add_linear(work, "logits", tokens, h, shape.model.vocab / static_cast<double>(shape.tp), e);
     const double hidden_elements = tokens * h / (shape.sp ? shape.tp : 1.0);
     const double logit_elements = tokens * shape.model.vocab / shape.tp;
     // Final norm: read, write. Vocabulary-parallel cross-entropy in fp32: read the logits, write

@@ -32,7 +32,11 @@ struct Gemm {
     std::string name;
     double m = 0, n = 0, k = 0;  // one product of (m x k) by (k x n)
     double count = 1;            // products of this shape in one call (batch x heads)
+    double element_bytes = 2;    // of its operands and result
     double flops() const { return 2.0 * m * n * k * count; }
+    // Reads of both operands and the write of the result: what bounds a GEMM of low arithmetic
+    // intensity (attention's per-head products, k = head dim) by memory bandwidth.
+    double bytes() const { return element_bytes * (m * k + k * n + m * n) * count; }
 };
 
 struct PassWork {

@@ -47,7 +47,11 @@ SearchResult search_layouts(const SearchSpace& space, const PlanContext& context
                 if (pp > 1) {
                     schedules.push_back({ScheduleKind::gpipe, 1});
                     schedules.push_back({ScheduleKind::zero_bubble_h1, 1});
-                    if (model.layers % (2 * pp) == 0) schedules.push_back({ScheduleKind::interleaved, 2});
+                    // Interleaving with every chunk count that cuts each stage's layers evenly
+                    // (Megatron-LM's interleaved schedule, arXiv 2104.04473 sec. 2.2.2), up to 8:
+                    // more chunks shrink the bubble by v and add v times the transfers.
+                    for (int v = 2; v <= 8; ++v)
+                        if (model.layers % (v * pp) == 0) schedules.push_back({ScheduleKind::interleaved, v});
                 }
                 for (const auto& [schedule, v] : schedules) {
                     try {

@@ -114,8 +114,18 @@ void print_plan_console(std::ostream& out, const PlanInputs& inputs, const std::
     const nlohmann::json& c = inputs.cluster;
     out << "# cluster: " << c["gpus"] << " x " << c["device"]["name"].get<std::string>() << ", " << c["gpus_per_host"]
         << " per host (" << c["source"].get<std::string>() << ")\n";
-    out << "# compute: " << inputs.compute["tflops_per_gpu"].get<double>() << " TFLOP/s per GPU ("
-        << inputs.compute["source"].get<std::string>() << ")\n";
+    if (inputs.compute.contains("device_model")) {
+        const nlohmann::json& d = inputs.compute["device_model"];
+        char text[256];
+        std::snprintf(text, sizeof text, "GEMMs at %.2f of %.0f TFLOP/s + %.0f us each, element-wise at %.0f GB/s",
+                      d["gemm_sustained"].get<double>(), d["peak_tflops"].get<double>(),
+                      d["gemm_overhead_us"].get<double>(),
+                      d["memory_gbps"].get<double>() * d["memory_fraction"].get<double>());
+        out << "# compute: " << text << " (" << inputs.compute["source"].get<std::string>() << ")\n";
+    } else {
+        out << "# compute: " << inputs.compute["tflops_per_gpu"].get<double>() << " TFLOP/s per GPU ("
+            << inputs.compute["source"].get<std::string>() << ")\n";
+    }
     out << "# comm: " << inputs.comm["summary"].get<std::string>() << "\n";
     // Every layout of a plan has the same GPUs and hosts, so the same share.
     if (!layouts.empty() && layouts.front().compute_share.oversubscribed())
