@@ -259,6 +259,9 @@ class PlanCommand : public Command {
             p.reshard_after_forward = !no_reshard;
             if (hybrid_shard) {
                 p.shard_group = std::max(1, cluster.gpus_per_host / (tp * cp));
+                if (p.shard_group < 2)
+                    throw UsageError("--hybrid-shard shards over a host's dp ranks, but --tp " + std::to_string(tp) +
+                                     " fills the host; lower --tp or drop --hybrid-shard");
                 if (l.dp <= p.shard_group || l.dp % p.shard_group != 0)
                     throw UsageError("--hybrid-shard shards over the " + std::to_string(p.shard_group) +
                                      " dp ranks of a host and replicates across hosts; --dp " + std::to_string(l.dp) +

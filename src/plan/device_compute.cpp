@@ -80,7 +80,12 @@ std::optional<DeviceCompute> device_compute_preset(const DeviceSpec& device, boo
 }
 
 GemmCurve fit_gemm_curve(const std::string& path, double peak_tflops) {
-    const nlohmann::json report = read_json_file(path);
+    nlohmann::json report;
+    try {
+        report = read_json_file(path);
+    } catch (const UsageError& e) {
+        throw UsageError("--gemm-curve " + path + ": " + e.what());
+    }
     if (!report.is_object() || !report.contains("benchmarks") || !report["benchmarks"].is_array())
         throw UsageError("--gemm-curve " + path + ": not a parbench-ops report (no \"benchmarks\" array)");
     // (FLOPs, seconds) of every matmul entry; time = FLOPs x slope + intercept by least squares,

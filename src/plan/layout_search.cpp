@@ -104,7 +104,7 @@ SearchResult search_layouts(const SearchSpace& space, const PlanContext& context
                             std::vector<PlanLayout> variants{layout};
                             if (zero == 3 && !space.engine_only) {
                                 const int host_shard = std::max(1, context.cluster.gpus_per_host / tp);
-                                const bool hybrid = dp > host_shard && dp % host_shard == 0;
+                                const bool hybrid = host_shard > 1 && dp > host_shard && dp % host_shard == 0;
                                 for (int form = 1; form < 4; ++form) {
                                     PlanLayout variant = layout;
                                     variant.reshard_after_forward = (form & 1) == 0;
