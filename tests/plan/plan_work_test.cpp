@@ -12,6 +12,7 @@
 #include "plan/layer_work.hpp"
 #include "plan/layout_plan.hpp"
 #include "plan/stage_compute.hpp"
+#include "train/pipeline/partition.hpp"
 
 namespace parbench {
 namespace {
@@ -157,6 +158,67 @@ TEST(InterleavedMemory, MegatronHoldsOnePlusPMinusOneOverPVLayers) {
     EXPECT_DOUBLE_EQ(megatron_interleaved_layers_in_flight(96, 8, 2, 2, 0, 999), 24.0);
     // Layers that do not split evenly keep the engine's count.
     EXPECT_DOUBLE_EQ(megatron_interleaved_layers_in_flight(126, 16, 2, 64, 0, 999), 999.0);
+}
+
+}  // namespace
+}  // namespace parbench
+
+namespace parbench {
+namespace {
+
+PlanLayout hand_layout() {
+    PlanLayout p;
+    p.states = StateConvention::zero;
+    EngineLayout& l = p.engine;
+    l.model = ModelConfig{"hand", "", ModelKind::gpt, 4, 1024, 16, 512, 8192};
+    l.seq_len = 512;
+    l.precision = Precision::bf16;
+    return p;
+}
+
+TEST(FsdpForms, NoReshardHoldsTheGatheredParametersAndHybridShardsInsideAHost) {
+    PlanLayout p = hand_layout();
+    p.engine.dp = 4;
+    p.engine.zero = 3;
+    const PlanMemory sharded = plan_memory(p);
+    const double psi = sharded.params / 2.0 * 4;  // ZeRO's 2 B per parameter, over dp 4
+    p.reshard_after_forward = false;
+    const PlanMemory kept = plan_memory(p);
+    EXPECT_DOUBLE_EQ(kept.buffers - sharded.buffers, 2.0 * psi - sharded.params);  // every layer gathered
+    p.reshard_after_forward = true;
+    p.shard_group = 2;
+    const PlanMemory hybrid = plan_memory(p);
+    EXPECT_DOUBLE_EQ(hybrid.params, 2.0 * sharded.params);  // sharded over 2 ranks, not 4
+    EXPECT_DOUBLE_EQ(hybrid.optimizer, 2.0 * sharded.optimizer);
+}
+
+TEST(PipelineTransfers, AcrossHostsScatterOverTpThenGatherInside) {
+    PlanLayout p = hand_layout();
+    EngineLayout& l = p.engine;
+    l.tp = 8;
+    l.pp = 2;
+    l.microbatches = 2;
+    l.stage_ranges = virtual_stage_layers(4, 2, 1, {});
+    p.global_batch = 2;
+    ClusterSpec cluster;
+    cluster.device = device_preset("A100");
+    cluster.gpus = 16;
+    cluster.gpus_per_host = 8;
+    ComputeRate rate;
+    rate.tflops_per_gpu = 100;
+    const PlanContext context{cluster, CommModel(cluster), rate, PassCosts{}, false, true, std::nullopt};
+    const PlanPrediction prediction = predict_layout(p, context);
+    bool found = false;
+    for (const CommLine& line : prediction.comm) {
+        if (line.dimension != "pp" || line.collective != "send") continue;
+        const double each = line.bytes / line.calls;
+        const double expected = line.calls *
+                                (context.comm.time_us("sendrecv", each / 8, 2, Placement::cross_host) +
+                                 context.comm.time_us("allgather", each, 8, Placement::intra_host)) / 1e3;
+        EXPECT_DOUBLE_EQ(line.time_ms, expected);
+        found = true;
+    }
+    EXPECT_TRUE(found);
 }
 
 }  // namespace
