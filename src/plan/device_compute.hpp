@@ -1,4 +1,4 @@
-// How long one rank takes for a pass's work (plan/layer_work.hpp) on a device: each GEMM at a
+// How long one rank takes for a pass's work (theory/layer_work.hpp) on a device: each GEMM at a
 // fraction of the dense peak that depends on its size, each memory-bound element-wise op at a
 // fraction of HBM bandwidth. The GEMM curve is
 //
@@ -20,7 +20,7 @@
 #include <string>
 
 #include "plan/cluster.hpp"
-#include "plan/layer_work.hpp"
+#include "theory/layer_work.hpp"
 
 namespace parbench {
 

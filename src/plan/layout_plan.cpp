@@ -5,9 +5,9 @@
 #include <stdexcept>
 
 #include "core/error.hpp"
-#include "plan/context_parallel.hpp"
-#include "plan/llama_activation_memory.hpp"
-#include "train/metrics.hpp"
+#include "theory/context_parallel.hpp"
+#include "theory/llama_activation_memory.hpp"
+#include "theory/model_flops.hpp"
 
 namespace parbench {
 
@@ -76,9 +76,9 @@ PlanMemory convention_memory(const PlanLayout& p, int pp_rank, const EnginePipel
                                                                 pp_rank, layer_micro);
     }
     // GPT's per-layer formula is the paper's table 2; Llama's is derived the same way from its
-    // own items (plan/llama_activation_memory.hpp).
+    // own items (theory/llama_activation_memory.hpp).
     // Under context parallelism (Llama) the paper's form with s' = s / cp
-    // (plan/activation_memory.hpp).
+    // (theory/activation_memory.hpp).
     auto per_layer = [&](Recompute recompute) {
         // Flash attention keeps no s x s scores: what selective recompute keeps (arXiv 2205.05198
         // sec. 5 drops the same tensors; flash's softmax statistics, b x a x s floats, are
@@ -130,7 +130,7 @@ PlanMemory engine_memory(const PlanLayout& p, const EnginePipeline* pipeline) {
     m.items = rank.items;
     m.convention = "parbench: every buffer parbench's train allocates (fp32 master parameters, gradients and AdamW "
                    "state, bucket and gather slots, activations as stored; bf16 adds operand copies), "
-                   "plan/memory.hpp";
+                   "theory/memory.hpp";
     m.activation_formula = "parbench's stored activations (fp32), counted per buffer";
     return m;
 }
@@ -226,7 +226,7 @@ PlanPrediction predict_layout(const PlanLayout& p, const PlanContext& context, c
     // Activations cross the wire in fp32 in parbench's engine, in 16 bits under the others.
     const double wire = p.states == StateConvention::parbench ? 1.0 : 0.5;
     // Every pipeline rank's traffic, by the formula train checks its counters against
-    // (plan/rank_traffic.hpp); the tp and dp lines are the most loaded rank's, the pp lines the
+    // (theory/rank_traffic.hpp); the tp and dp lines are the most loaded rank's, the pp lines the
     // busiest sender's (a middle stage sends most; a receive is its peer's send).
     const ParameterLayout whole = model_parameter_layout(l.model, l.seq_len, TensorSplit{0, l.tp, l.sp, l.tp_style});
     for (int r = 0; r < l.pp; ++r) out.traffic_by_pp_rank.push_back(engine_rank_traffic(l, r, 0, &whole));
@@ -328,7 +328,7 @@ PlanPrediction predict_layout(const PlanLayout& p, const PlanContext& context, c
             line.source += "; scatter over tp " + std::to_string(l.tp) + ", all-gather inside the host";
         }
     }
-    // The cp group's attention transfers (plan/context_parallel.hpp); a ring's receives are the
+    // The cp group's attention transfers (theory/context_parallel.hpp); a ring's receives are the
     // other end of its sends, so the sends alone carry the time.
     add_lines("cp", out.memory.pp_rank, l.cp, placement_of(l.cp * l.tp, cluster), wire);
 

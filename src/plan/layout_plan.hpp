@@ -28,15 +28,15 @@
 #include <string>
 #include <vector>
 
-#include "plan/activation_memory.hpp"
 #include "plan/alpha_beta.hpp"
 #include "plan/cluster.hpp"
 #include "plan/compute_calibration.hpp"
 #include "plan/device_compute.hpp"
-#include "plan/layer_work.hpp"
-#include "plan/memory.hpp"
-#include "plan/rank_traffic.hpp"
 #include "plan/stage_compute.hpp"
+#include "theory/activation_memory.hpp"
+#include "theory/layer_work.hpp"
+#include "theory/memory.hpp"
+#include "theory/rank_traffic.hpp"
 
 namespace parbench {
 
@@ -58,7 +58,7 @@ struct PlanLayout {
     EngineLayout engine;
     int global_batch = 1;  // recompute: engine.recompute, for every convention
     StateConvention states = StateConvention::parbench;
-    // Flash: no s x s scores kept, recomputed in backward (plan/layer_work.hpp); naive: kept
+    // Flash: no s x s scores kept, recomputed in backward (theory/layer_work.hpp); naive: kept
     // unless recompute drops them. The command defaults to flash for bf16 on a GPU device.
     AttentionKind attention = AttentionKind::naive;
     // ZeRO-3 as FSDP runs it (arXiv 2304.11277 sec. 3.2): `reshard_after_forward` false keeps the
@@ -98,7 +98,7 @@ struct PlanPrediction {
     PlanMemory memory;
     std::vector<CommLine> comm;
     // Per pipeline rank (one entry without a pipeline), by dimension, in train's byte
-    // convention (fp32, as its counters count): plan/rank_traffic.hpp, exactly what train
+    // convention (fp32, as its counters count): theory/rank_traffic.hpp, exactly what train
     // expects and measures on that rank; `comm` scales these to the convention's wire bytes.
     std::vector<std::map<std::string, TrafficByOp>> traffic_by_pp_rank;
     double bubble_formula = 0, bubble_simulated = 0;

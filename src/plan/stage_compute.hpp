@@ -1,5 +1,5 @@
 // Each pipeline rank's compute for one micro-batch, from the work its layers do
-// (plan/layer_work.hpp) on its device (plan/device_compute.hpp): forward (F), input gradient (B),
+// (theory/layer_work.hpp) on its device (plan/device_compute.hpp): forward (F), input gradient (B),
 // weight gradient (W) and recompute, the first rank with the embedding, the last with the
 // final norm, logits and loss. The step's compute is the busiest rank's, micro-batches times;
 // the pipeline schedule's simulation takes its F, B and W per chunk.
@@ -8,8 +8,8 @@
 #include <vector>
 
 #include "plan/device_compute.hpp"
-#include "plan/layer_work.hpp"
-#include "plan/memory.hpp"
+#include "theory/layer_work.hpp"
+#include "theory/memory.hpp"
 
 namespace parbench {
 

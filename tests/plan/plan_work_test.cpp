@@ -1,5 +1,5 @@
 // plan's compute model against hand-computed cases: one layer's GEMMs and element-wise bytes per
-// pass (plan/layer_work.hpp), the device's GEMM curve and its fit (plan/device_compute.hpp),
+// pass (theory/layer_work.hpp), the device's GEMM curve and its fit (plan/device_compute.hpp),
 // recompute's time, ZeRO-3's per-layer overlap (plan/layout_plan.hpp).
 #include <gtest/gtest.h>
 
@@ -9,10 +9,10 @@
 
 #include "core/error.hpp"
 #include "plan/device_compute.hpp"
-#include "plan/layer_work.hpp"
 #include "plan/layout_plan.hpp"
 #include "plan/stage_compute.hpp"
-#include "train/pipeline/partition.hpp"
+#include "theory/layer_work.hpp"
+#include "theory/pipeline/partition.hpp"
 
 namespace parbench {
 namespace {
