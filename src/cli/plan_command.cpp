@@ -1,6 +1,7 @@
 // `parbench plan`: memory, traffic, bubble and step time of a model and layout on a cluster,
 // from formulas and parbench's own measurements (no MPI; src/plan/). One layout from train's
 // layout flags, or --search over every layout that divides the GPUs and the model.
+#include <algorithm>
 #include <iostream>
 #include <optional>
 #include <sstream>
@@ -48,11 +49,14 @@ class PlanCommand : public Command {
     std::optional<int> dp;
     int tp = 1, pp = 1, zero = 0, microbatches = 1, virtual_stages = 1, global_batch = 0, cp = 1;
     std::optional<std::string> cp_style, cp_balance;
-    bool sp = false, overlap = false, prefetch = false;
+    bool sp = false, overlap = false, prefetch = false, no_reshard = false, hybrid_shard = false;
     std::string schedule = "1f1b", precision = "bf16", recompute = "none", states = "parbench", p2p = "nonblocking";
     std::optional<double> bucket_mb;
     std::string pass_costs;
-    double efficiency = 0.5;
+    std::optional<double> efficiency;
+    std::vector<int> stage_layers;
+    std::optional<std::string> attention;
+    std::string gemm_curve;
     std::vector<std::string> calibrate;
     std::string calibrate_compute;
     bool search = false;
@@ -66,7 +70,11 @@ class PlanCommand : public Command {
         if (gpus_per_host < 1) throw UsageError("--gpus-per-host must be at least 1");
         if (cores_per_host && *cores_per_host < 1)
             throw UsageError("--cores-per-host must be at least 1 (the CPU cores a host's ranks share)");
-        if (!(efficiency > 0.0 && efficiency <= 1.0)) throw UsageError("--efficiency must be in (0, 1]");
+        if (efficiency && !(*efficiency > 0.0 && *efficiency <= 1.0)) throw UsageError("--efficiency must be in (0, 1]");
+        if (attention) parse_attention(*attention);
+        if (!gemm_curve.empty() && (efficiency || !calibrate_compute.empty()))
+            throw UsageError("--gemm-curve models compute from each GEMM's shape; drop --efficiency and "
+                             "--calibrate-compute, which give one rate instead");
         if (top < 1) throw UsageError("--top must be at least 1");
         if (!json_path.empty()) check_writable(json_path, "--json");
     }
@@ -92,10 +100,24 @@ class PlanCommand : public Command {
         const double peak = run_precision == Precision::bf16 ? cluster.device.peak_tflops_bf16
                                                              : cluster.device.peak_tflops_fp32;
         ComputeRate rate;
+        // Compute from each layer's work on the device's GEMM curve (plan/device_compute.hpp)
+        // unless one rate is given (--efficiency, --calibrate-compute) or the device has no curve.
+        std::optional<DeviceCompute> device_compute;
+        if (!efficiency && calibrate_compute.empty()) {
+            device_compute = device_compute_preset(cluster.device, run_precision == Precision::bf16);
+            if (!gemm_curve.empty()) {
+                if (!device_compute)
+                    throw UsageError("--gemm-curve: device '" + cluster.device.name +
+                                     "' has no memory-bandwidth preset; use --device A100|H100|H200|B200");
+                device_compute->gemm = fit_gemm_curve(gemm_curve, device_compute->peak_tflops);
+            }
+        }
         if (calibrate_compute.empty()) {
-            rate.tflops_per_gpu = peak * efficiency;
-            rate.source = "uncalibrated: " + cluster.device.source + " peak " + std::to_string(peak) +
-                          " TFLOP/s x --efficiency " + std::to_string(efficiency);
+            rate.tflops_per_gpu = peak * efficiency.value_or(0.5);
+            rate.source = device_compute ? std::string(gemm_curve.empty() ? "uncalibrated: " : "") +
+                                               "each layer's work on the GEMM curve of " + device_compute->gemm.source
+                                         : "uncalibrated: " + cluster.device.source + " peak " + std::to_string(peak) +
+                                               " TFLOP/s x --efficiency " + std::to_string(efficiency.value_or(0.5));
             rate.optimizer_source = "uncalibrated: " + cluster.device.source + " memory bandwidth";
         } else {
             rate = parbench::calibrate_compute(calibrate_compute, resolved.config);
@@ -105,7 +127,7 @@ class PlanCommand : public Command {
                 cluster.cores_source = "the host of --calibrate-compute " + calibrate_compute;
             }
         }
-        PlanContext context{cluster, CommModel(cluster), rate, PassCosts{}, false};
+        PlanContext context{cluster, CommModel(cluster), rate, PassCosts{}, false, true, device_compute};
         PlanInputs inputs;
         inputs.model = to_json(resolved.config);
         inputs.model["source"] = resolved.source;
@@ -113,6 +135,7 @@ class PlanCommand : public Command {
             model_parameter_layout(resolved.config, resolved.config.seq_len).total_numel());
         inputs.cluster = to_json(cluster);
         inputs.compute = to_json(context.rate);
+        if (device_compute) inputs.compute["device_model"] = to_json(*device_compute);
         nlohmann::json fits = nlohmann::json::array();
         if (!calibrate.empty())
             for (const CollectiveFit& fit : fit_collective_reports(calibrate)) {
@@ -195,6 +218,14 @@ class PlanCommand : public Command {
     PlanLayout base_layout(const ModelConfig& config, Precision run_precision, const ClusterSpec& cluster) const {
         PlanLayout p;
         p.states = parse_states(states);
+        // Flash attention is how bf16 jobs on GPUs run; parbench's own engine and fp32 plans keep
+        // the scores (naive).
+        const std::vector<std::string> gpus = device_preset_names();
+        const bool gpu = std::find(gpus.begin(), gpus.end(), cluster.device.name) != gpus.end();
+        p.attention = attention ? parse_attention(*attention)
+                      : (run_precision == Precision::bf16 && gpu && p.states != StateConvention::parbench)
+                          ? AttentionKind::flash
+                          : AttentionKind::naive;
         EngineLayout& l = p.engine;
         l.model = config;
         l.seq_len = config.seq_len;
@@ -216,7 +247,27 @@ class PlanCommand : public Command {
         if (sp && tp < 2) throw UsageError("--sp splits the sequence across the tensor-parallel group; it needs --tp 2 or more");
         if (prefetch && zero != 3) throw UsageError("--prefetch gathers ZeRO-3's parameters; add --zero 3 or drop it");
         resolve_context(p, config);
+        if (!stage_layers.empty() && (pp < 2 || search))
+            throw UsageError(search ? "--stage-layers with --search: the search cuts balanced stages; drop one of them"
+                                    : "--stage-layers cuts pipeline stages; it needs --pp 2 or more");
         l.dp = search ? 1 : dp.value_or(cluster.gpus / (tp * pp * cp));
+        if (no_reshard || hybrid_shard) {
+            const std::string flag = no_reshard ? "--no-reshard" : "--hybrid-shard";
+            if (zero != 3 || p.states == StateConvention::parbench)
+                throw UsageError(flag + " models ZeRO-3 as FSDP runs it; add --zero 3 and --states zero|megatron, or drop it");
+            if (search) throw UsageError(flag + " with --search: the search tries both for ZeRO-3 layouts; drop it");
+            p.reshard_after_forward = !no_reshard;
+            if (hybrid_shard) {
+                p.shard_group = std::max(1, cluster.gpus_per_host / (tp * cp));
+                if (p.shard_group < 2)
+                    throw UsageError("--hybrid-shard shards over a host's dp ranks, but --tp " + std::to_string(tp) +
+                                     " fills the host; lower --tp or drop --hybrid-shard");
+                if (l.dp <= p.shard_group || l.dp % p.shard_group != 0)
+                    throw UsageError("--hybrid-shard shards over the " + std::to_string(p.shard_group) +
+                                     " dp ranks of a host and replicates across hosts; --dp " + std::to_string(l.dp) +
+                                     " must be a larger multiple of it, or drop --hybrid-shard");
+            }
+        }
         if (!search) {
             const std::string cp_factor = cp > 1 ? " x --cp " + std::to_string(cp) : "";
             if (l.dp < 1 || l.dp * tp * pp * cp != cluster.gpus)
@@ -241,7 +292,8 @@ class PlanCommand : public Command {
             if (pp > 1) {
                 if (config.kind == ModelKind::mlp) throw UsageError("--pp: pipeline stages are cut from transformer blocks; an MLP has none");
                 validate_schedule_shape(l.schedule, ScheduleShape{pp, microbatches, virtual_stages});
-                l.stage_ranges = virtual_stage_layers(config.layers, pp, virtual_stages, {});
+                // Uneven stages as train takes them (--stage-layers, one count per virtual stage).
+                l.stage_ranges = virtual_stage_layers(config.layers, pp, virtual_stages, stage_layers);
                 if (p.states == StateConvention::parbench && l.recompute == Recompute::full &&
                     l.schedule == ScheduleKind::zero_bubble_h1)
                     throw UsageError("--recompute full with --schedule zb-h1: parbench's train cannot defer the weight "
@@ -300,6 +352,9 @@ std::unique_ptr<Command> add_plan_command(CLI::App& app) {
     sub->add_option("--zero", c.zero, "ZeRO stage 0-3")->capture_default_str();
     sub->add_option("--schedule", c.schedule, "Pipeline schedule: gpipe, 1f1b, interleaved, zb-h1")->capture_default_str();
     sub->add_option("--microbatches", c.microbatches, "Micro-batches per step")->capture_default_str();
+    sub->add_option("--stage-layers", c.stage_layers,
+                    "Layers per (virtual) stage as train takes them, e.g. 7,8,8,...,7 (default: balanced)")
+        ->delimiter(',');
     sub->add_option("--virtual-stages", c.virtual_stages, "Chunks per pipeline rank (interleaved)")->capture_default_str();
     sub->add_option("--global-batch", c.global_batch, "Sequences per step (default dp x microbatches)");
     sub->add_option("--precision", c.precision, "fp32 or bf16 (which peak MFU is against)")->capture_default_str();
@@ -307,11 +362,20 @@ std::unique_ptr<Command> add_plan_command(CLI::App& app) {
     sub->add_option("--states", c.states, "Byte convention: zero, megatron, parbench")->capture_default_str();
     sub->add_flag("--overlap", c.overlap, "Overlap gradient collectives with backward");
     sub->add_flag("--prefetch", c.prefetch, "ZeRO-3: prefetch the next layer's parameters");
+    sub->add_flag("--no-reshard", c.no_reshard,
+                  "ZeRO-3 as FSDP without resharding after forward (one gather per layer, parameters kept)");
+    sub->add_flag("--hybrid-shard", c.hybrid_shard,
+                  "ZeRO-3 as FSDP's hybrid sharding: shard inside a host, replicate across hosts");
     sub->add_option("--bucket-mb", c.bucket_mb, "Gradient bucket in MiB (default as train)");
     sub->add_option("--p2p", c.p2p, "Pipeline transfers: nonblocking or blocking")->capture_default_str();
     sub->add_option("--fbw", c.pass_costs, "F,B,W times of one micro-batch for the schedule simulation");
-    sub->add_option("--efficiency", c.efficiency, "Fraction of peak reached without --calibrate-compute")
-        ->capture_default_str();
+    sub->add_option("--efficiency", c.efficiency,
+                    "One fraction of peak for all compute (default: each GEMM's shape on the device's curve, "
+                    "element-wise work at HBM bandwidth; 0.5 on a device without a curve)");
+    sub->add_option("--attention", c.attention,
+                    "flash (no s x s scores kept, recomputed in backward) or naive (default flash for bf16 on a GPU "
+                    "device under --states zero|megatron)");
+    sub->add_option("--gemm-curve", c.gemm_curve, "parbench-ops report whose matmul entries fit the GEMM curve");
     sub->add_option("--calibrate", c.calibrate, "Collective reports (size sweeps) to fit alpha/beta from");
     sub->add_option("--calibrate-compute", c.calibrate_compute, "parbench-ops or train report for the compute rate");
     sub->add_flag("--search", c.search, "Rank every layout that divides the GPUs and the model");

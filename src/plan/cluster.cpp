@@ -75,6 +75,11 @@ ClusterSpec read_cluster_file(const std::string& path) {
             link->busbw_gbps = number(device[key], "busbw_gbps", path, 0, true);
         }
         d.source = "--cluster " + path;
+        d.gemm_sustained = number(device, "gemm_sustained", path, 0, false);
+        d.gemm_overhead_us = number(device, "gemm_overhead_us", path, 0, false);
+        d.memory_fraction = number(device, "memory_fraction", path, 0, false);
+        if (d.gemm_sustained > 1.0 || d.memory_fraction > 1.0)
+            throw UsageError("--cluster " + path + ": \"gemm_sustained\" and \"memory_fraction\" are fractions in (0, 1]");
     } else {
         throw UsageError("--cluster " + path + ": \"device\" must be a preset name (A100, H100, H200, B200) or an object");
     }

@@ -25,6 +25,11 @@ struct DeviceSpec {
     LinkModel intra_host;  // NVLink inside a host
     LinkModel cross_host;  // the network, per GPU
     std::string source;
+    // The compute model's numbers (plan/device_compute.hpp) when a --cluster file gives them
+    // ("gemm_sustained", "gemm_overhead_us", "memory_fraction"); 0: the device preset's.
+    double gemm_sustained = 0.0;
+    double gemm_overhead_us = 0.0;
+    double memory_fraction = 0.0;
 };
 
 struct ClusterSpec {

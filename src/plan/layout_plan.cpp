@@ -10,6 +10,20 @@
 #include "theory/model_flops.hpp"
 
 namespace parbench {
+
+// Megatron-LM's interleaved schedule runs (p - r - 1) x 2 + (v - 1) x p warm-up forwards on
+// rank r before its first backward (at most m x v), each holding one chunk of L / (p v) layers,
+// one more in steady state: on rank 0, L (1 + (p - 1) / (p v)) layers of activations (arXiv
+// 2205.05198 sec. 4.2.3). parbench's engine allocates a slot per chunk and micro-batch in
+// flight (`engine_layers`, what memory.hpp counts), which is more; uneven chunks keep the
+// engine's count, the formula assuming equal ones.
+double megatron_interleaved_layers_in_flight(int layers, int p, int v, int m, int pp_rank, double engine_layers) {
+    if (layers % (p * v) != 0) return engine_layers;
+    const int warmup = std::min((p - pp_rank - 1) * 2 + (v - 1) * p, m * v);
+    const int chunks = std::min(warmup + 1, m * v);
+    return static_cast<double>(chunks) * layers / (p * v);
+}
+
 namespace {
 
 struct StateBytes {
@@ -36,7 +50,8 @@ PlanMemory convention_memory(const PlanLayout& p, int pp_rank, const EnginePipel
     const EngineRank rank = engine_rank(l, pp_rank, pipeline);
     const StateBytes bytes = state_bytes(p.states, l.zero);
     const ModelStateBytes states =
-        model_state_bytes(p.states, static_cast<double>(rank.layout.total_numel()), l.zero, l.gradient_ranks());
+        model_state_bytes(p.states, static_cast<double>(rank.layout.total_numel()), l.zero,
+                          p.shard_group > 0 ? p.shard_group : l.gradient_ranks());
     PlanMemory m;
     m.pp_rank = pp_rank;
     m.convention = states.rule;
@@ -53,12 +68,22 @@ PlanMemory convention_memory(const PlanLayout& p, int pp_rank, const EnginePipel
         layer_micro = 0;
         for (std::size_t c = 0; c < rank.part.chunks.size(); ++c)
             layer_micro += (rank.part.chunks[c].end - rank.part.chunks[c].first) * rank.part.slots[c];
+        const bool even_chunks = std::all_of(l.stage_ranges.begin(), l.stage_ranges.end(), [&](const LayerRange& r) {
+            return (r.end - r.first) * l.pp * l.virtual_stages == l.model.layers;
+        });
+        if (l.schedule == ScheduleKind::interleaved && l.virtual_stages > 1 && even_chunks)
+            layer_micro = megatron_interleaved_layers_in_flight(l.model.layers, l.pp, l.virtual_stages, l.microbatches,
+                                                                pp_rank, layer_micro);
     }
     // GPT's per-layer formula is the paper's table 2; Llama's is derived the same way from its
     // own items (theory/llama_activation_memory.hpp).
     // Under context parallelism (Llama) the paper's form with s' = s / cp
     // (theory/activation_memory.hpp).
     auto per_layer = [&](Recompute recompute) {
+        // Flash attention keeps no s x s scores: what selective recompute keeps (arXiv 2205.05198
+        // sec. 5 drops the same tensors; flash's softmax statistics, b x a x s floats, are
+        // negligible beside them).
+        if (p.attention == AttentionKind::flash && recompute == Recompute::none) recompute = Recompute::selective;
         if (l.model.kind == ModelKind::llama && l.cp == 1)
             return llama_paper_layer_activation_bytes(l.model, l.seq_len, l.microbatch_size, l.tp, l.sp, recompute);
         return LayerActivationBytes{paper_layer_activation_bytes(shape, recompute),
@@ -80,6 +105,9 @@ PlanMemory convention_memory(const PlanLayout& p, int pp_rank, const EnginePipel
         m.buffers += (2 + (l.overlap ? 1 : 0)) * slot * bytes.grads;
         if (l.zero == 3) m.buffers += (1 + (l.prefetch ? 1 : 0)) * slot * bytes.params;
     }
+    // FSDP without resharding after forward holds every layer's gathered parameters at the peak.
+    if (l.zero == 3 && !p.reshard_after_forward)
+        m.buffers += static_cast<double>(rank.layout.total_numel()) * bytes.params - m.params;
     m.total = m.params + m.grads + m.optimizer + m.activations + m.buffers;
     return m;
 }
@@ -115,6 +143,31 @@ double sum_time_ms(const std::vector<CommLine>& lines, const std::string& dimens
 }
 
 }  // namespace
+
+double zero3_exposed_ms(double gather_ms, double gather_calls, double reduce_ms, double reduce_calls,
+                        double forward_ms, double backward_ms, bool reshard_after_forward) {
+    // Each unit is gathered once for the forward and again for the backward (resharded after the
+    // forward), and its gradient reduce-scattered once (arXiv 2304.11277 sec. 3.3, FSDP's
+    // prefetching; ZeRO-3, arXiv 1910.02054 sec. 5.3). Uniform units: per unit gather g, reduce r,
+    // forward compute c_f and backward compute c_b.
+    const double forward_units = reshard_after_forward ? gather_calls / 2.0 : gather_calls;
+    const double g = gather_ms / gather_calls, r = reduce_ms / reduce_calls;
+    const double c_f = forward_ms / forward_units;
+    if (!reshard_after_forward) {
+        // Gathered once: the backward only reduce-scatters, each behind the next unit's compute.
+        const double c_b = backward_ms / reduce_calls;
+        return g + (forward_units - 1.0) * std::max(0.0, g - c_f) + (reduce_calls - 1.0) * std::max(0.0, r - c_b) + r;
+    }
+    const double backward_units = gather_calls - forward_units;
+    const double c_b = backward_ms / backward_units;
+    // Forward: the first gather is exposed; the gather of unit i+1 hides behind unit i's compute
+    // and no more.
+    const double forward = g + (forward_units - 1.0) * std::max(0.0, g - c_f);
+    // Backward: the next unit's gather and the previous unit's reduce-scatter share the link
+    // while a unit computes; the first gather and the last reduce-scatter are exposed.
+    const double backward = g + (backward_units - 1.0) * std::max(0.0, g + r - c_b) + r;
+    return forward + backward;
+}
 
 StateConvention parse_states(const std::string& name) {
     if (name == "zero") return StateConvention::zero;
@@ -191,8 +244,25 @@ PlanPrediction predict_layout(const PlanLayout& p, const PlanContext& context, c
         }
     }
     const EngineRank rank = engine_rank(l, out.memory.pp_rank, shared);
-    auto add_lines = [&](const std::string& dimension, int pp_rank, int group, Placement placement, double scale) {
-        const auto& by_dimension = out.traffic_by_pp_rank.at(static_cast<std::size_t>(pp_rank));
+    // A cross-host group with k members on each host drives k of the host's NICs (one per GPU),
+    // up to what NVLink carries between them: its bandwidth term is k times one NIC's.
+    auto nics_used = [&](int members_per_host) {
+        const double nvlink_ratio = cluster.device.intra_host.busbw_gbps / cluster.device.cross_host.busbw_gbps;
+        return std::max(1.0, std::min(static_cast<double>(members_per_host), nvlink_ratio));
+    };
+    // Hybrid sharding: the dp traffic of a layout whose dp is the shard group (the replicas'
+    // all-reduce is added below).
+    std::optional<std::map<std::string, TrafficByOp>> shard_traffic;
+    if (p.shard_group > 0) {
+        EngineLayout shard = l;
+        shard.dp = p.shard_group;
+        shard_traffic = engine_rank_traffic(shard, out.memory.pp_rank, 0, &whole);
+    }
+    auto add_lines = [&](const std::string& dimension, int pp_rank, int group, Placement placement, double scale,
+                         double nics = 1.0) {
+        const auto& by_dimension = dimension == "dp" && shard_traffic
+                                       ? *shard_traffic
+                                       : out.traffic_by_pp_rank.at(static_cast<std::size_t>(pp_rank));
         const auto found = by_dimension.find(dimension);
         if (found == by_dimension.end()) return;
         for (const auto& [op, volume] : found->second) {
@@ -202,7 +272,8 @@ PlanPrediction predict_layout(const PlanLayout& p, const PlanContext& context, c
                 line.source = "its time is the matching send's (one transfer)";
             } else {
                 const std::string model_op = op == "send" ? "sendrecv" : op;
-                line.time_ms = volume.calls * context.comm.time_us(model_op, line.bytes / volume.calls,
+                const double share = placement == Placement::cross_host ? nics : 1.0;
+                line.time_ms = volume.calls * context.comm.time_us(model_op, line.bytes / volume.calls / share,
                                                                    op == "send" ? 2 : group, placement) / 1e3;
                 line.source = context.comm.source(model_op, placement);
             }
@@ -211,9 +282,52 @@ PlanPrediction predict_layout(const PlanLayout& p, const PlanContext& context, c
     };
     add_lines("tp", out.memory.pp_rank, l.tp, placement_of(l.tp, cluster), wire);
     // Under context parallelism the gradients are averaged over dp x cp ranks (one group).
-    add_lines("dp", out.memory.pp_rank, l.gradient_ranks(), placement_of(l.gradient_ranks() * l.tp, cluster),
-              p.states == StateConvention::zero ? 0.5 : 1.0);
+    // The dp x cp group's ranks are tp apart (Megatron-LM's order: tp, cp, dp, pp).
+    const int sharded_over = p.shard_group > 0 ? p.shard_group : l.gradient_ranks();
+    add_lines("dp", out.memory.pp_rank, sharded_over, placement_of(sharded_over * l.tp, cluster),
+              p.states == StateConvention::zero ? 0.5 : 1.0,
+              nics_used(std::min(sharded_over, std::max(1, cluster.gpus_per_host / l.tp))));
+    if (l.zero == 3 && !p.reshard_after_forward) {
+        // One gather per layer and micro-batch, for the forward; the backward reuses it.
+        for (CommLine& line : out.comm)
+            if (line.dimension == "dp" && line.collective == "allgather") {
+                line.calls /= 2;
+                line.bytes /= 2;
+                line.time_ms /= 2;
+                line.source += "; no reshard after forward: the forward's gathers only";
+            }
+    }
+    if (p.shard_group > 0 && l.gradient_ranks() > p.shard_group) {
+        // The replicas (one per host) all-reduce their gradient shard once per step.
+        const int replicas = l.gradient_ranks() / p.shard_group;
+        double shard_bytes = 0, units = 0;
+        for (const CommLine& line : out.comm)
+            if (line.dimension == "dp" && line.collective == "reducescatter") {
+                shard_bytes += line.bytes / p.shard_group / l.microbatches;
+                units += line.calls / l.microbatches;
+            }
+        if (units > 0) {
+            CommLine line{"dp", "allreduce", units, shard_bytes, replicas, Placement::cross_host, 0,
+                          "hybrid sharding: the gradient shard across " + std::to_string(replicas) + " replicas, " +
+                              context.comm.source("allreduce", Placement::cross_host)};
+            line.time_ms = units * context.comm.time_us("allreduce", shard_bytes / units, replicas, Placement::cross_host) / 1e3;
+            out.comm.push_back(line);
+        }
+    }
     add_lines("pp", busiest, 2, placement_of(world, cluster), wire);
+    // Megatron-LM's pipeline transfers across hosts with tp > 1 (scatter-gather, arXiv 2104.04473
+    // sec. 4.1): each tp rank sends 1/t of the activation over its own NIC, then the t ranks of the
+    // receiving stage all-gather it over NVLink. parbench's engine sends the whole tensor per rank.
+    if (p.states != StateConvention::parbench && l.tp > 1 && placement_of(world, cluster) == Placement::cross_host) {
+        for (CommLine& line : out.comm) {
+            if (line.dimension != "pp" || line.collective != "send" || line.calls <= 0) continue;
+            const double each = line.bytes / line.calls;
+            line.time_ms = line.calls *
+                           (context.comm.time_us("sendrecv", each / l.tp, 2, Placement::cross_host) +
+                            context.comm.time_us("allgather", each, l.tp, placement_of(l.tp, cluster))) / 1e3;
+            line.source += "; scatter over tp " + std::to_string(l.tp) + ", all-gather inside the host";
+        }
+    }
     // The cp group's attention transfers (theory/context_parallel.hpp); a ring's receives are the
     // other end of its sends, so the sends alone carry the time.
     add_lines("cp", out.memory.pp_rank, l.cp, placement_of(l.cp * l.tp, cluster), wire);
@@ -222,8 +336,32 @@ PlanPrediction predict_layout(const PlanLayout& p, const PlanContext& context, c
     out.flops_per_step = model_flops_per_step(l.model, p.global_batch, l.seq_len);
     // Ranks that outnumber their host's cores compute at cores / ranks of the unshared rate.
     out.compute_share = compute_share(cluster, world);
-    const double rank_tflops = context.rate.tflops_per_gpu * out.compute_share.share;
-    out.compute_ms = out.flops_per_step / (world * rank_tflops * 1e12) * 1e3;
+    std::optional<PassCosts> work_costs;  // F, B, W per chunk from the work, when modelled
+    if (context.device_compute) {
+        out.stages = stage_compute(l, p.attention, *context.device_compute);
+        const StageCompute* busiest_stage = &out.stages.front();
+        for (const StageCompute& stage : out.stages) {
+            if (stage.total_ms() > busiest_stage->total_ms()) busiest_stage = &stage;
+            out.hardware_flops_per_step += stage.gemm_flops * l.microbatches * l.dp * l.cp * l.tp;
+        }
+        out.compute_ms = l.microbatches * busiest_stage->total_ms() / out.compute_share.share;
+        if (l.pp > 1) {
+            const double v = l.virtual_stages;
+            const bool split = pipeline->schedule.split_backward;
+            const StageCompute& s = *busiest_stage;
+            work_costs = PassCosts{s.forward_ms / v,
+                                   (s.input_grad_ms + s.recompute_ms + (split ? 0.0 : s.weight_grad_ms)) / v,
+                                   split ? s.weight_grad_ms / v : 0.0};
+        }
+    } else {
+        // Recompute repeats forward work (train/metrics.hpp counts it for HFU); a train report's
+        // rate was measured on its own run, recompute and all, and is taken as it is.
+        out.hardware_flops_per_step = out.flops_per_step;
+        if (!context.rate.includes_optimizer)
+            out.hardware_flops_per_step += recompute_flops_per_step(l.model, p.global_batch, l.seq_len, l.recompute);
+        const double rank_tflops = context.rate.tflops_per_gpu * out.compute_share.share;
+        out.compute_ms = out.hardware_flops_per_step / (world * rank_tflops * 1e12) * 1e3;
+    }
     if (l.pp > 1) {
         const ScheduleShape shape{l.pp, l.microbatches, l.virtual_stages};
         const Schedule& schedule = pipeline->schedule;
@@ -231,7 +369,9 @@ PlanPrediction predict_layout(const PlanLayout& p, const PlanContext& context, c
         out.bubble_formula_text = bubble_formula(l.schedule);
         out.bubble_simulated = out.bubble_formula;
         if (context.pass_costs_given || context.simulate_balanced) {
-            const PassCosts costs = context.pass_costs_given ? context.pass_costs : balanced_costs(schedule);
+            const PassCosts costs = context.pass_costs_given ? context.pass_costs
+                                    : work_costs             ? *work_costs
+                                                             : balanced_costs(schedule);
             const SimulationResult simulated = simulate_schedule(schedule, l.p2p, costs);
             if (simulated.completed) out.bubble_simulated = simulated.bubble();
         }
@@ -246,22 +386,42 @@ PlanPrediction predict_layout(const PlanLayout& p, const PlanContext& context, c
     // Exposed communication.
     out.exposed_tp_ms = sum_time_ms(out.comm, "tp");
     out.exposed_cp_ms = sum_time_ms(out.comm, "cp");
-    const double backward_ms = out.compute_ms * 2.0 / 3.0;
+    // The forward's share of compute: the busiest stage's F with a compute model, else 1/3.
+    double forward_ms = out.compute_ms / 3.0;
+    if (!out.stages.empty()) {
+        const StageCompute* busiest_stage = &out.stages.front();
+        for (const StageCompute& stage : out.stages)
+            if (stage.total_ms() > busiest_stage->total_ms()) busiest_stage = &stage;
+        forward_ms = l.microbatches * busiest_stage->forward_ms / out.compute_share.share;
+    }
+    const double backward_ms = out.compute_ms - forward_ms;
     double reduce_ms = 0, gather_ms = 0, largest_reduce_ms = 0, largest_gather_ms = 0;
+    double reduce_calls = 0, gather_calls = 0;
     for (const CommLine& line : out.comm) {
         if (line.dimension != "dp") continue;
         const double each = line.time_ms / line.calls;
         if (line.collective == "allgather") {
             gather_ms += line.time_ms;
+            gather_calls += line.calls;
             largest_gather_ms = std::max(largest_gather_ms, each);
         } else {
             reduce_ms += line.time_ms;
+            // ZeRO-3's all-reduce is hybrid sharding's, one per unit and step after its
+            // reduce-scatters: time on the same link, no units of its own.
+            if (!(l.zero == 3 && line.collective == "allreduce")) reduce_calls += line.calls;
             largest_reduce_ms = std::max(largest_reduce_ms, each);
         }
     }
-    if (l.overlap && l.gradient_ranks() > 1) reduce_ms = std::max(largest_reduce_ms, reduce_ms - backward_ms);
-    if (l.zero == 3 && l.prefetch && l.gradient_ranks() > 1) gather_ms = std::max(largest_gather_ms, gather_ms - out.compute_ms);
-    out.exposed_dp_ms = reduce_ms + gather_ms;
+    if (l.zero == 3 && l.prefetch && l.overlap && l.gradient_ranks() > 1 && gather_calls >= 2 && reduce_calls > 0) {
+        // The replicas' all-reduce (hybrid sharding) follows each reduce-scatter on the same link.
+        out.exposed_dp_ms = zero3_exposed_ms(gather_ms, gather_calls, reduce_ms, reduce_calls, forward_ms, backward_ms,
+                                             p.reshard_after_forward);
+    } else {
+        if (l.overlap && l.gradient_ranks() > 1) reduce_ms = std::max(largest_reduce_ms, reduce_ms - backward_ms);
+        if (l.zero == 3 && l.prefetch && l.gradient_ranks() > 1)
+            gather_ms = std::max(largest_gather_ms, gather_ms - out.compute_ms);
+        out.exposed_dp_ms = reduce_ms + gather_ms;
+    }
     for (const CommLine& line : out.comm) {
         if (line.dimension != "pp") continue;
         if (line.collective == "send" && l.p2p == P2pMode::nonblocking)
@@ -289,6 +449,8 @@ std::string layout_label(const PlanLayout& p) {
     label << " m" << l.microbatches << " z" << l.zero;
     if (l.overlap) label << " overlap";
     if (l.prefetch) label << " prefetch";
+    if (l.zero == 3 && !p.reshard_after_forward) label << " no-reshard";
+    if (p.shard_group > 0) label << " hybrid" << p.shard_group;
     return label.str();
 }
 
@@ -313,6 +475,13 @@ nlohmann::json to_json(const PlanPrediction& p) {
         }
         by_rank.push_back(entry);
     }
+    nlohmann::json stages = nlohmann::json::array();
+    for (const StageCompute& stage : p.stages)
+        stages.push_back({{"pp_rank", stage.pp_rank}, {"layers", stage.layers},
+                          {"per_microbatch_ms",
+                           {{"forward", stage.forward_ms}, {"input_grad", stage.input_grad_ms},
+                            {"weight_grad", stage.weight_grad_ms}, {"recompute", stage.recompute_ms}}},
+                          {"flops_per_microbatch", stage.gemm_flops}});
     return {{"label", layout_label(p.layout)},
             {"layout",
              {{"dp", l.dp}, {"tp", l.tp}, {"pp", l.pp}, {"sp", l.sp}, {"cp", l.cp},
@@ -324,7 +493,9 @@ nlohmann::json to_json(const PlanPrediction& p) {
               {"global_batch", p.layout.global_batch}, {"overlap", l.overlap}, {"prefetch", l.prefetch},
               {"bucket_mb", static_cast<double>(l.bucket_bytes) / (1024.0 * 1024.0)},
               {"precision", l.precision == Precision::bf16 ? "bf16" : "fp32"},
-              {"recompute", recompute_name(l.recompute)}, {"p2p", p2p_mode_name(l.p2p)}}},
+              {"recompute", recompute_name(l.recompute)}, {"p2p", p2p_mode_name(l.p2p)},
+              {"attention", attention_name(p.layout.attention)},
+              {"reshard_after_forward", p.layout.reshard_after_forward}, {"shard_group", p.layout.shard_group}}},
             {"memory_bytes",
              {{"states", states_name(p.layout.states)}, {"pp_rank", p.memory.pp_rank}, {"params", p.memory.params},
               {"grads", p.memory.grads}, {"optimizer", p.memory.optimizer}, {"activations", p.memory.activations},
@@ -351,6 +522,8 @@ nlohmann::json to_json(const PlanPrediction& p) {
               {"rule", "each rank computes (model FLOPs and optimizer) at cores/ranks of the unshared rate when a "
                        "host's ranks outnumber its cores (the scheduler time-slices them), else at the whole rate"}}},
             {"flops_per_step", p.flops_per_step},
+            {"hardware_flops_per_step", p.hardware_flops_per_step},
+            {"stages", stages},
             {"tokens_per_s", p.tokens_per_s},
             {"mfu", p.mfu}};
 }

@@ -3,7 +3,10 @@
 // pipeline bubble (formula and simulated schedule), and the step time built from them:
 //
 //   step = compute + bubble + optimizer + exposed communication (tp + dp + pp)
-//   compute   = model FLOPs per step (train's formula, train/metrics.hpp) / (GPUs x rate x share),
+//   compute   = with a GPU device's compute model (plan/device_compute.hpp): micro-batches x the
+//               busiest pipeline rank's F + B + W + recompute, each from its GEMMs on the device's
+//               curve and its element-wise bytes at HBM bandwidth (plan/stage_compute.hpp);
+//               else (model FLOPs + recompute FLOPs, train/metrics.hpp) / (GPUs x rate x share),
 //               share = cores / ranks on a host whose ranks outnumber its cores, else 1
 //   bubble    = compute x b / (1 - b), b the simulated schedule's idle fraction
 //   optimizer = AdamW's 28 B per owned parameter / (memory bandwidth x share) (unless the rate
@@ -11,8 +14,9 @@
 //   exposed   = tp: every collective (train's are blocking); cp: every transfer of the
 //               context-parallel attention (alltoall's are blocking; ring overlaps its sends
 //               with block compute, so for ring this is an upper bound); dp: all of it, or with --overlap
-//               what the backward (2/3 of compute) cannot hide, at least the last bucket; ZeRO-3
-//               gathers with --prefetch likewise behind the whole compute; pp: the fill and
+//               what the backward cannot hide, at least the last bucket; ZeRO-3 with --prefetch
+//               and --overlap per layer (zero3_exposed_ms: the next layer's gather behind this
+//               layer's compute and no more; first gather, last reduce-scatter exposed); pp: the fill and
 //               drain transfers (2(p-1)) with non-blocking p2p, every transfer with blocking (a
 //               receive is the other end of its peer's send and takes no time of its own)
 //   MFU = model FLOPs / (step x GPUs x peak);  tokens/s = global batch x seq / step
@@ -27,7 +31,10 @@
 #include "plan/alpha_beta.hpp"
 #include "plan/cluster.hpp"
 #include "plan/compute_calibration.hpp"
+#include "plan/device_compute.hpp"
+#include "plan/stage_compute.hpp"
 #include "theory/activation_memory.hpp"
+#include "theory/layer_work.hpp"
 #include "theory/memory.hpp"
 #include "theory/rank_traffic.hpp"
 
@@ -51,6 +58,16 @@ struct PlanLayout {
     EngineLayout engine;
     int global_batch = 1;  // recompute: engine.recompute, for every convention
     StateConvention states = StateConvention::parbench;
+    // Flash: no s x s scores kept, recomputed in backward (theory/layer_work.hpp); naive: kept
+    // unless recompute drops them. The command defaults to flash for bf16 on a GPU device.
+    AttentionKind attention = AttentionKind::naive;
+    // ZeRO-3 as FSDP runs it (arXiv 2304.11277 sec. 3.2): `reshard_after_forward` false keeps the
+    // gathered parameters from forward to backward (one gather per layer, not two; the whole
+    // model's 16-bit parameters held at the peak); `shard_group` > 0 shards the states over that
+    // many ranks inside a host and replicates them across hosts (hybrid sharding), the gradient
+    // shards all-reduced across the replicas once per step. zero and megatron conventions only.
+    bool reshard_after_forward = true;
+    int shard_group = 0;  // 0: all dp ranks
 };
 
 struct PlanMemory {
@@ -89,6 +106,10 @@ struct PlanPrediction {
     double flops_per_step = 0;
     ComputeShare compute_share;  // oversubscribed hosts: compute and optimizer at share x the rate
     double compute_ms = 0, bubble_ms = 0, optimizer_ms = 0;
+    // With a device's compute model: every pipeline rank's work per micro-batch (the busiest
+    // sets compute_ms), and the FLOPs the step runs, recompute included (HFU's numerator).
+    std::vector<StageCompute> stages;
+    double hardware_flops_per_step = 0;
     double exposed_tp_ms = 0, exposed_dp_ms = 0, exposed_pp_ms = 0, exposed_cp_ms = 0;
     double step_ms = 0, tokens_per_s = 0, mfu = 0;
     double memory_capacity = 0;
@@ -105,6 +126,9 @@ struct PlanContext {
     // Simulate even with balanced costs (where the simulation equals the formula); --search
     // turns it off to stay fast over thousands of layouts.
     bool simulate_balanced = true;
+    // The device's GEMM curve and memory bandwidth: compute time from each layer's work
+    // (plan/stage_compute.hpp). Without it, model FLOPs (plus recompute's) at `rate`.
+    std::optional<DeviceCompute> device_compute;
 };
 
 // `pipeline`: the layout's engine_pipeline when the caller has it already (a search shares one
@@ -112,6 +136,16 @@ struct PlanContext {
 PlanMemory plan_memory(const PlanLayout& layout, const EnginePipeline* pipeline = nullptr);
 PlanPrediction predict_layout(const PlanLayout& layout, const PlanContext& context,
                               const EnginePipeline* pipeline = nullptr);
+
+// Layers of activations Megatron-LM's interleaved schedule holds at its peak on `pp_rank`
+// (L (1 + (p - 1) / (p v)) on rank 0, arXiv 2205.05198 sec. 4.2.3); `engine_layers` when the
+// layers do not split evenly into p x v chunks. --states zero|megatron count these.
+double megatron_interleaved_layers_in_flight(int layers, int p, int v, int m, int pp_rank, double engine_layers);
+
+// ZeRO-3 / FSDP with prefetch and overlap, per unit (layer): the dp time compute cannot hide,
+// from the step's gather and reduce-scatter totals and calls and its forward and backward compute.
+double zero3_exposed_ms(double gather_ms, double gather_calls, double reduce_ms, double reduce_calls,
+                        double forward_ms, double backward_ms, bool reshard_after_forward = true);
 
 nlohmann::json to_json(const PlanPrediction& prediction);
 std::string layout_label(const PlanLayout& layout);

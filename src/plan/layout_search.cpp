@@ -47,7 +47,11 @@ SearchResult search_layouts(const SearchSpace& space, const PlanContext& context
                 if (pp > 1) {
                     schedules.push_back({ScheduleKind::gpipe, 1});
                     schedules.push_back({ScheduleKind::zero_bubble_h1, 1});
-                    if (model.layers % (2 * pp) == 0) schedules.push_back({ScheduleKind::interleaved, 2});
+                    // Interleaving with every chunk count that cuts each stage's layers evenly
+                    // (Megatron-LM's interleaved schedule, arXiv 2104.04473 sec. 2.2.2), up to 8:
+                    // more chunks shrink the bubble by v and add v times the transfers.
+                    for (int v = 2; v <= 8; ++v)
+                        if (model.layers % (v * pp) == 0) schedules.push_back({ScheduleKind::interleaved, v});
                 }
                 for (const auto& [schedule, v] : schedules) {
                     try {
@@ -95,16 +99,35 @@ SearchResult search_layouts(const SearchSpace& space, const PlanContext& context
                             l.prefetch = zero == 3;
                             if (!l.overlap) l.prefetch = false;
                             l.stage_ranges = pp > 1 ? virtual_stage_layers(model.layers, pp, v, {}) : std::vector<LayerRange>{};
-                            ++result.considered;
-                            PlanPrediction prediction = predict_layout(layout, context, pipeline ? &*pipeline : nullptr);
-                            if (!prediction.fits) {
-                                drop("does not fit in memory");
-                                if (!result.any_unfit || prediction.memory.total < result.smallest_unfit.memory.total)
-                                    result.smallest_unfit = prediction;
-                                result.any_unfit = true;
-                                continue;
+                            // ZeRO-3 as FSDP runs it too (frameworks' conventions): without
+                            // resharding after forward, and sharded inside a host.
+                            std::vector<PlanLayout> variants{layout};
+                            if (zero == 3 && !space.engine_only) {
+                                const int host_shard = std::max(1, context.cluster.gpus_per_host / tp);
+                                const bool hybrid = host_shard > 1 && dp > host_shard && dp % host_shard == 0;
+                                for (int form = 1; form < 4; ++form) {
+                                    PlanLayout variant = layout;
+                                    variant.reshard_after_forward = (form & 1) == 0;
+                                    if (form & 2) {
+                                        if (!hybrid) continue;
+                                        variant.shard_group = host_shard;
+                                    }
+                                    variants.push_back(variant);
+                                }
                             }
-                            result.ranked.push_back(std::move(prediction));
+                            for (const PlanLayout& candidate : variants) {
+                                ++result.considered;
+                                PlanPrediction prediction =
+                                    predict_layout(candidate, context, pipeline ? &*pipeline : nullptr);
+                                if (!prediction.fits) {
+                                    drop("does not fit in memory");
+                                    if (!result.any_unfit || prediction.memory.total < result.smallest_unfit.memory.total)
+                                        result.smallest_unfit = prediction;
+                                    result.any_unfit = true;
+                                    continue;
+                                }
+                                result.ranked.push_back(std::move(prediction));
+                            }
                         }
                     }
                 }

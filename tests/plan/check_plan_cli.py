@@ -51,6 +51,19 @@ def main():
     with open(not_collective, "w") as handle:
         json.dump({"schema": "parbench.report/v1", "command": "train", "results": []}, handle)
     bad.append((["--model", "gpt3-175b", "--gpus", "64", "--calibrate", not_collective], "--calibrate"))
+    # The compute model's and FSDP's flags.
+    bad.extend([
+        (["--model", "gpt3-175b", "--gpus", "64", "--attention", "fast"], "--attention"),
+        (["--model", "gpt3-175b", "--gpus", "64", "--efficiency", "0.4", "--gemm-curve", not_collective],
+         "--gemm-curve"),
+        (["--model", "gpt3-175b", "--gpus", "64", "--gemm-curve", not_collective], "--gemm-curve"),
+        (["--model", "gpt3-175b", "--gpus", "64", "--stage-layers", "48,48"], "--stage-layers"),
+        (["--model", "gpt3-175b", "--gpus", "64", "--pp", "2", "--microbatches", "2", "--stage-layers", "40,40"],
+         "--stage-layers"),
+        (["--model", "gpt3-175b", "--gpus", "64", "--no-reshard", "--states", "zero"], "--no-reshard"),
+        (["--model", "gpt3-175b", "--gpus", "64", "--tp", "8", "--zero", "3", "--hybrid-shard", "--states", "zero"],
+         "--hybrid-shard"),
+    ])
     for args, needle in bad:
         result = run(binary, args)
         lines = [line for line in result.stderr.splitlines() if line.strip()]

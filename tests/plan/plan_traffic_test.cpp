@@ -168,7 +168,7 @@ PlanPrediction predict_on(int gpus, int gpus_per_host, int cores_per_host) {
     ComputeRate rate;
     rate.tflops_per_gpu = 0.01;
     rate.optimizer_gbps = 5.0;
-    const PlanContext context{cluster, CommModel(cluster), rate, PassCosts{}, false};
+    const PlanContext context{cluster, CommModel(cluster), rate, PassCosts{}, false, true, std::nullopt};
     return predict_layout(p, context);
 }
 

@@ -1,0 +1,55 @@
+// How long one rank takes for a pass's work (theory/layer_work.hpp) on a device: each GEMM at a
+// fraction of the dense peak that depends on its size, each memory-bound element-wise op at a
+// fraction of HBM bandwidth. The GEMM curve is
+//
+//   time(GEMM) = max(FLOPs / (peak x sustained), bytes / (HBM x fraction)) + overhead,
+//   efficiency(FLOPs) = FLOPs / (time x peak) for a compute-bound call
+//
+// (the roofline of NVIDIA's "Matrix Multiplication Background" guide: attention's per-head
+// products, with the head dimension as k, have too few FLOPs per byte to reach the peak)
+// sustained: the fraction of peak cuBLAS holds on large bf16 GEMMs; overhead: per call, the
+// launch, the pipeline fill and the last wave's tail, which is what makes small GEMMs (a tp
+// split, a micro-batch of one short sequence, one head's attention) run below it. Presets per
+// device cite their sources (device_compute.cpp); --gemm-curve fits both numbers to the user's
+// parbench-ops report by least squares of time on FLOPs.
+#pragma once
+
+#include <nlohmann/json.hpp>
+
+#include <optional>
+#include <string>
+
+#include "plan/cluster.hpp"
+#include "theory/layer_work.hpp"
+
+namespace parbench {
+
+struct GemmCurve {
+    double sustained = 0.0;    // fraction of the dense peak on large GEMMs
+    double overhead_us = 0.0;  // per GEMM call
+    std::string source;
+};
+
+struct DeviceCompute {
+    double peak_tflops = 0.0;          // dense, in the plan's precision
+    GemmCurve gemm;
+    double memory_gbps = 0.0;          // HBM, decimal GB/s
+    double memory_fraction = 0.0;      // of HBM bandwidth that element-wise kernels reach
+    std::string memory_source;
+    double efficiency(double gemm_flops) const;  // of peak, for one call of this many FLOPs
+    double gemm_ms(const Gemm& gemm) const;
+    double memory_ms(double bytes) const;
+    double pass_ms(const PassWork& work) const;  // GEMMs, then the element-wise traffic
+};
+
+// The preset of a GPU device (A100, H100, H200, B200) in this precision; nullopt for a device
+// without one (a --cluster file's own device, a CPU).
+std::optional<DeviceCompute> device_compute_preset(const DeviceSpec& device, bool bf16);
+
+// Fit the GEMM curve to the matmul entries (names with "matmul" or "gemm", counters FLOP/s) of a
+// parbench-ops report. UsageError naming --gemm-curve for a report with fewer than 2 of them.
+GemmCurve fit_gemm_curve(const std::string& path, double peak_tflops);
+
+nlohmann::json to_json(const DeviceCompute& compute);
+
+}  // namespace parbench

@@ -1,0 +1,44 @@
+#include "plan/stage_compute.hpp"
+
+namespace parbench {
+namespace {
+
+void add(StageCompute& stage, const LayerWork& work, const DeviceCompute& device, double times) {
+    stage.forward_ms += times * device.pass_ms(work.forward);
+    stage.input_grad_ms += times * device.pass_ms(work.input_grad);
+    stage.weight_grad_ms += times * device.pass_ms(work.weight_grad);
+    stage.recompute_ms += times * device.pass_ms(work.recompute);
+    stage.gemm_flops += times * (work.forward.flops() + work.input_grad.flops() + work.weight_grad.flops() +
+                                 work.recompute.flops());
+}
+
+}  // namespace
+
+std::vector<StageCompute> stage_compute(const EngineLayout& l, AttentionKind attention, const DeviceCompute& device) {
+    LayerWorkShape shape;
+    shape.model = l.model;
+    shape.seq = l.local_seq_len();
+    shape.keys = l.seq_len;
+    shape.micro = l.microbatch_size;
+    shape.tp = l.tp;
+    shape.sp = l.sp;
+    shape.element_bytes = l.precision == Precision::bf16 ? 2.0 : 4.0;
+    const LayerWork layer = transformer_layer_work(shape, attention, l.recompute);
+    const LayerWork head = head_work(shape);
+    const LayerWork embedding = embedding_work(shape);
+    std::vector<StageCompute> stages(static_cast<std::size_t>(l.pp));
+    for (int r = 0; r < l.pp; ++r) stages[static_cast<std::size_t>(r)].pp_rank = r;
+    if (l.pp == 1 || l.stage_ranges.empty()) {
+        stages[0].layers = l.model.layers;
+    } else {
+        // Virtual stage i runs on rank i mod p (partition.hpp's order: chunk-major).
+        for (std::size_t i = 0; i < l.stage_ranges.size(); ++i)
+            stages[i % static_cast<std::size_t>(l.pp)].layers += l.stage_ranges[i].end - l.stage_ranges[i].first;
+    }
+    for (StageCompute& stage : stages) add(stage, layer, device, stage.layers);
+    add(stages.front(), embedding, device, 1.0);
+    add(stages.back(), head, device, 1.0);
+    return stages;
+}
+
+}  // namespace parbench

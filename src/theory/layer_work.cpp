@@ -1,0 +1,147 @@
+#include "theory/layer_work.hpp"
+
+#include "core/error.hpp"
+
+namespace parbench {
+namespace {
+
+// The backward of an element-wise op moves 3 tensors (saved input, incoming and outgoing
+// gradient) where its forward moves 2 (layer_work.hpp).
+constexpr double backward_memory_factor = 1.5;
+
+// A linear layer y = x W (x: tokens x in, W: in x out): its forward product, and the two of its
+// backward, dx = dy W^T (input gradient) and dW = x^T dy (weight gradient).
+void add_linear(LayerWork& work, const std::string& name, double tokens, double in, double out, double e) {
+    work.forward.gemms.push_back({name, tokens, out, in, 1, e});
+    work.input_grad.gemms.push_back({name + " dx", tokens, in, out, 1, e});
+    work.weight_grad.gemms.push_back({name + " dW", in, out, tokens, 1, e});
+}
+
+}  // namespace
+
+AttentionKind parse_attention(const std::string& name) {
+    if (name == "flash") return AttentionKind::flash;
+    if (name == "naive") return AttentionKind::naive;
+    throw UsageError("--attention '" + name + "': use flash (no s x s scores kept) or naive (scores materialised)");
+}
+
+std::string attention_name(AttentionKind attention) { return attention == AttentionKind::flash ? "flash" : "naive"; }
+
+double PassWork::flops() const {
+    double total = 0;
+    for (const Gemm& g : gemms) total += g.flops();
+    return total;
+}
+
+void PassWork::add(const PassWork& other) {
+    gemms.insert(gemms.end(), other.gemms.begin(), other.gemms.end());
+    memory_bytes += other.memory_bytes;
+}
+
+LayerWork transformer_layer_work(const LayerWorkShape& shape, AttentionKind attention, Recompute recompute) {
+    const ModelConfig& model = shape.model;
+    const bool llama = model.kind == ModelKind::llama;
+    const double t = shape.tp, h = model.hidden, heads = model.heads;
+    const double head_dim = h / heads;
+    const double kv = llama && model.kv_heads > 0 ? model.kv_heads * head_dim : h;
+    const double ffn = llama ? model.ffn_hidden : 4.0 * h;
+    const double tokens = shape.micro * shape.seq;
+    const double e = shape.element_bytes;
+    LayerWork work;
+
+    // GEMMs on this rank: column-parallel QKV and first MLP matrix (outputs / t), row-parallel
+    // attention projection and second MLP matrix (inputs / t), Megatron-LM's split.
+    add_linear(work, "qkv", tokens, h, (h + 2.0 * kv) / t, e);
+    add_linear(work, "attention projection", tokens, h / t, h, e);
+    add_linear(work, "mlp up", tokens, h, (llama ? 2.0 : 1.0) * ffn / t, e);
+    add_linear(work, "mlp down", tokens, ffn / t, h, e);
+
+    // Attention core: per local head, scores Q K^T (seq x keys x head_dim) and P V.
+    const double local_heads = shape.micro * heads / t;
+    const Gemm scores{"attention scores", shape.seq, shape.keys, head_dim, local_heads, e};
+    const Gemm values{"attention values", shape.seq, head_dim, shape.keys, local_heads, e};
+    const double score_elements = local_heads * shape.seq * shape.keys;
+    PassWork core;  // the forward of the core, as selective recompute repeats it
+    if (attention == AttentionKind::flash) {
+        Gemm s = scores, v = values;
+        s.count *= 0.5;  // causal: the blocks above the diagonal are skipped
+        v.count *= 0.5;
+        s.element_bytes = v.element_bytes = 0;  // fused: the score tiles stay on chip
+        core.gemms = {s, v};
+        work.forward.add(core);
+        // Backward: the scores again, then dP = dO V^T, dV = P^T dO, dQ = dS K, dK = dS^T Q.
+        Gemm again = s;
+        again.name += " (recomputed in backward)";
+        work.input_grad.gemms.push_back(again);
+        for (const char* name : {"attention dP", "attention dV", "attention dQ", "attention dK"}) {
+            Gemm g = s;
+            g.name = name;
+            work.input_grad.gemms.push_back(g);
+        }
+    } else {
+        core.gemms = {scores, values};
+        // Fused scale-mask-softmax reads and writes the scores; dropout on the probabilities
+        // reads and writes them and writes a 1-byte mask (GPT; Llama has no attention dropout).
+        core.memory_bytes = 2.0 * score_elements * e + (llama ? 0.0 : 2.0 * score_elements * e + score_elements);
+        work.forward.add(core);
+        for (const char* name : {"attention dP", "attention dV", "attention dQ", "attention dK"}) {
+            Gemm g = scores;
+            g.name = name;
+            work.input_grad.gemms.push_back(g);
+        }
+        work.input_grad.memory_bytes += backward_memory_factor * core.memory_bytes;
+    }
+
+    // Element-wise work on the hidden state: on every token of the tp group (each tp rank
+    // repeats it) unless sequence parallelism splits it t ways (arXiv 2205.05198 sec. 4.2.2).
+    const double hidden_elements = tokens * h / (shape.sp ? t : 1.0);
+    const double ffn_elements = tokens * ffn / t;
+    double memory = 0;
+    if (llama) {
+        memory += 2 * (2.0 * hidden_elements * e);                   // two RMSNorms: read, write
+        memory += 2 * (3.0 * hidden_elements * e);                   // two residual adds: read 2, write 1
+        memory += 3.0 * ffn_elements * e;                            // SwiGLU: read gate and up, write
+        memory += 2.0 * tokens * (h + kv) / t * e;                   // RoPE on q and k: read, write
+    } else {
+        memory += 2 * (2.0 * hidden_elements * e);                   // two LayerNorms: read, write
+        memory += 2 * (3.0 * hidden_elements * e + hidden_elements); // two bias-dropout-adds: read 2, write 1, mask
+        memory += 2.0 * ffn_elements * e;                            // bias + GeLU: read, write
+    }
+    work.forward.memory_bytes += memory;
+    work.input_grad.memory_bytes += backward_memory_factor * memory;
+
+    if (recompute == Recompute::full) {
+        work.recompute = work.forward;  // the whole forward again before the backward
+    } else if (recompute == Recompute::selective && attention == AttentionKind::naive) {
+        work.recompute = core;  // the attention core only (arXiv 2205.05198 sec. 5)
+    }
+    // Selective recompute under flash attention repeats nothing flash does not already redo.
+    return work;
+}
+
+LayerWork head_work(const LayerWorkShape& shape) {
+    const double tokens = shape.micro * shape.seq, h = shape.model.hidden, e = shape.element_bytes;
+    LayerWork work;
+    add_linear(work, "logits", tokens, h, shape.model.vocab / static_cast<double>(shape.tp), e);
+    const double hidden_elements = tokens * h / (shape.sp ? shape.tp : 1.0);
+    const double logit_elements = tokens * shape.model.vocab / shape.tp;
+    // Final norm: read, write. Vocabulary-parallel cross-entropy in fp32: read the logits, write
+    // the exponentials, read them for the sum (3 passes of 4 bytes); its backward writes the
+    // gradient of the logits.
+    work.forward.memory_bytes = 2.0 * hidden_elements * e + 3.0 * logit_elements * 4.0;
+    work.input_grad.memory_bytes = backward_memory_factor * 2.0 * hidden_elements * e + 2.0 * logit_elements * 4.0;
+    return work;
+}
+
+LayerWork embedding_work(const LayerWorkShape& shape) {
+    const double tokens = shape.micro * shape.seq, h = shape.model.hidden, e = shape.element_bytes;
+    LayerWork work;
+    // Lookup (write the rows), position add for GPT (read 2, write 1), dropout (read, write, mask);
+    // the backward scatters the gradient rows into the table (read, read-modify-write).
+    const bool gpt = shape.model.kind == ModelKind::gpt;
+    work.forward.memory_bytes = tokens * h * (e + (gpt ? 3.0 * e + 2.0 * e + 1.0 : 0.0));
+    work.weight_grad.memory_bytes = 3.0 * tokens * h * e;
+    return work;
+}
+
+}  // namespace parbench

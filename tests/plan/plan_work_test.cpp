@@ -1,0 +1,225 @@
+// plan's compute model against hand-computed cases: one layer's GEMMs and element-wise bytes per
+// pass (theory/layer_work.hpp), the device's GEMM curve and its fit (plan/device_compute.hpp),
+// recompute's time, ZeRO-3's per-layer overlap (plan/layout_plan.hpp).
+#include <gtest/gtest.h>
+
+#include <cstdio>
+#include <fstream>
+#include <string>
+
+#include "core/error.hpp"
+#include "plan/device_compute.hpp"
+#include "plan/layout_plan.hpp"
+#include "plan/stage_compute.hpp"
+#include "theory/layer_work.hpp"
+#include "theory/pipeline/partition.hpp"
+
+namespace parbench {
+namespace {
+
+// h 1024, 16 heads, s 512, micro-batch 2, tp 2, bf16: 1024 tokens on each rank.
+LayerWorkShape small_shape(bool sp = false) {
+    LayerWorkShape shape;
+    shape.model = ModelConfig{"hand", "", ModelKind::gpt, 4, 1024, 16, 512, 8192};
+    shape.seq = 512;
+    shape.keys = 512;
+    shape.micro = 2;
+    shape.tp = 2;
+    shape.sp = sp;
+    shape.element_bytes = 2;
+    return shape;
+}
+
+TEST(LayerWork, NaiveGemmFlopsAreMegatronsPerRank) {
+    const LayerWork w = transformer_layer_work(small_shape(), AttentionKind::naive, Recompute::none);
+    // Linear: 24 T h^2 / t = 24 x 1024 x 1024^2 / 2; attention: 4 b s^2 h / t = 4 x 2 x 512^2 x 1024 / 2.
+    EXPECT_DOUBLE_EQ(w.forward.flops(), 12884901888.0 + 1073741824.0);
+    // dx of the four linears, and dP, dV, dQ, dK (each the size of the scores product).
+    EXPECT_DOUBLE_EQ(w.input_grad.flops(), 12884901888.0 + 2147483648.0);
+    EXPECT_DOUBLE_EQ(w.weight_grad.flops(), 12884901888.0);
+    EXPECT_DOUBLE_EQ(w.recompute.flops(), 0.0);
+}
+
+TEST(LayerWork, NaiveElementwiseBytes) {
+    const LayerWork w = transformer_layer_work(small_shape(), AttentionKind::naive, Recompute::none);
+    // Scores S = 16/2 heads x 2 x 512^2 = 4,194,304: softmax 2S x 2 B, dropout 2S x 2 B + S mask.
+    const double scores = 9.0 * 4194304;
+    // N = 1024 x 1024 hidden elements: two LayerNorms 2N x 2 B, two bias-dropout-adds (3N x 2 B +
+    // N); GeLU on 1024 x 4096 / 2: read, write x 2 B.
+    const double hidden = 22.0 * 1048576 + 4.0 * 2097152;
+    EXPECT_DOUBLE_EQ(w.forward.memory_bytes, scores + hidden);
+    EXPECT_DOUBLE_EQ(w.input_grad.memory_bytes, 1.5 * (scores + hidden));
+}
+
+TEST(LayerWork, SequenceParallelSplitsTheElementwiseWork) {
+    const LayerWork w = transformer_layer_work(small_shape(true), AttentionKind::flash, Recompute::none);
+    EXPECT_DOUBLE_EQ(w.forward.memory_bytes, 11.0 * 1048576 + 4.0 * 2097152);
+}
+
+TEST(LayerWork, FlashHalvesCausalScoresAndRecomputesThemInBackward) {
+    const LayerWork w = transformer_layer_work(small_shape(), AttentionKind::flash, Recompute::none);
+    EXPECT_DOUBLE_EQ(w.forward.flops(), 12884901888.0 + 536870912.0);
+    // Five products of 268,435,456 FLOPs each: the scores again, dP, dV, dQ, dK.
+    EXPECT_DOUBLE_EQ(w.input_grad.flops(), 12884901888.0 + 5.0 * 268435456.0);
+    EXPECT_DOUBLE_EQ(w.forward.memory_bytes, 22.0 * 1048576 + 4.0 * 2097152);  // no s x s tensor
+}
+
+TEST(LayerWork, RecomputeRepeatsTheForwardItDropped) {
+    const LayerWork full = transformer_layer_work(small_shape(), AttentionKind::naive, Recompute::full);
+    EXPECT_DOUBLE_EQ(full.recompute.flops(), full.forward.flops());
+    EXPECT_DOUBLE_EQ(full.recompute.memory_bytes, full.forward.memory_bytes);
+    const LayerWork selective = transformer_layer_work(small_shape(), AttentionKind::naive, Recompute::selective);
+    EXPECT_DOUBLE_EQ(selective.recompute.flops(), 1073741824.0);
+    EXPECT_DOUBLE_EQ(selective.recompute.memory_bytes, 9.0 * 4194304);
+    // Flash keeps no scores to drop: selective recompute repeats nothing.
+    EXPECT_DOUBLE_EQ(transformer_layer_work(small_shape(), AttentionKind::flash, Recompute::selective).recompute.flops(),
+                     0.0);
+    EXPECT_THROW(parse_attention("fast"), UsageError);
+}
+
+DeviceCompute hand_device() {
+    DeviceCompute d;
+    d.peak_tflops = 100;
+    d.gemm = {0.5, 10.0, "hand"};
+    d.memory_gbps = 1000;
+    d.memory_fraction = 0.8;
+    return d;
+}
+
+TEST(DeviceCompute, GemmCurveAndMemoryTime) {
+    const DeviceCompute d = hand_device();
+    // 1 TFLOP at 50 TFLOP/s is 20 ms, plus 10 us.
+    EXPECT_DOUBLE_EQ(d.gemm_ms(Gemm{"g", 1e4, 1e4, 5e3, 1}), 20.01);
+    EXPECT_NEAR(d.efficiency(1e12), 1e12 / (20.01e-3 * 1e14), 1e-12);
+    EXPECT_LT(d.efficiency(1e9), d.efficiency(1e12));  // small GEMMs run further below peak
+    EXPECT_DOUBLE_EQ(d.memory_ms(1e9), 1.25);           // 1 GB at 800 GB/s
+}
+
+TEST(DeviceCompute, FitsTheCurveToAnOpsReport) {
+    // Two matmuls on the hand device: 1 GFLOP in 30 us, 10 GFLOP in 210 us.
+    const std::string path = ::testing::TempDir() + "/gemm_curve_ops.json";
+    {
+        std::ofstream out(path);
+        out << R"({"benchmarks": [
+          {"name": "gpu/sweep/matmul_1", "run_type": "iteration", "real_time": 30, "time_unit": "us", "FLOP/s": 3.3333333333333336e13},
+          {"name": "gpu/sweep/matmul_10", "run_type": "iteration", "real_time": 210, "time_unit": "us", "FLOP/s": 4.761904761904762e13},
+          {"name": "gpu/sweep/layernorm", "run_type": "iteration", "real_time": 5, "time_unit": "us", "bytes/s": 1e12}]})";
+    }
+    const GemmCurve curve = fit_gemm_curve(path, 100);
+    EXPECT_NEAR(curve.sustained, 0.5, 1e-9);
+    EXPECT_NEAR(curve.overhead_us, 10.0, 1e-6);
+    std::remove(path.c_str());
+    EXPECT_THROW(fit_gemm_curve(path, 100), UsageError);
+}
+
+TEST(StageCompute, FullRecomputeAddsEachLayersForward) {
+    EngineLayout l;
+    l.model = ModelConfig{"hand", "", ModelKind::gpt, 4, 1024, 16, 512, 8192};
+    l.seq_len = 512;
+    l.microbatch_size = 2;
+    l.tp = 2;
+    l.precision = Precision::bf16;
+    const DeviceCompute d = hand_device();
+    const StageCompute none = stage_compute(l, AttentionKind::naive, d).front();
+    l.recompute = Recompute::full;
+    const StageCompute full = stage_compute(l, AttentionKind::naive, d).front();
+    const LayerWork layer = transformer_layer_work(small_shape(), AttentionKind::naive, Recompute::none);
+    EXPECT_NEAR(full.recompute_ms, 4 * d.pass_ms(layer.forward), 1e-9);
+    EXPECT_NEAR(full.total_ms() - none.total_ms(), 4 * d.pass_ms(layer.forward), 1e-9);
+    EXPECT_DOUBLE_EQ(none.recompute_ms, 0.0);
+}
+
+TEST(Zero3Overlap, NextGatherHidesBehindOneLayerAndNoMore) {
+    // 4 gathers of 10 ms (2 units, gathered for forward and again for backward), 2 reduce-scatters
+    // of 10 ms; forward 16 ms (8 per unit), backward 30 ms (15 per unit).
+    // Forward: 10 + (10 - 8) = 12. Backward: 10 + (10 + 10 - 15) + 10 = 25.
+    EXPECT_DOUBLE_EQ(zero3_exposed_ms(40, 4, 20, 2, 16, 30), 37.0);
+    // Compute long enough to hide everything but the first gather and the last reduce-scatter.
+    EXPECT_DOUBLE_EQ(zero3_exposed_ms(40, 4, 20, 2, 100, 100), 30.0);
+    // No reshard after forward: 2 gathers of 10 ms; the backward only reduce-scatters.
+    // Forward 10 + (10 - 8) = 12; backward: the first reduce-scatter hides behind 15 ms, the last
+    // is exposed: 10.
+    EXPECT_DOUBLE_EQ(zero3_exposed_ms(20, 2, 20, 2, 16, 30, false), 22.0);
+}
+
+}  // namespace
+}  // namespace parbench
+
+namespace parbench {
+namespace {
+
+TEST(InterleavedMemory, MegatronHoldsOnePlusPMinusOneOverPVLayers) {
+    // 96 layers, p 8, v 2, 64 micro-batches: rank 0 warms up 2 x 7 + 8 = 22 chunks, holds 23 of 6
+    // layers = 138 = 96 x (1 + 7/16).
+    EXPECT_DOUBLE_EQ(megatron_interleaved_layers_in_flight(96, 8, 2, 64, 0, 999), 138.0);
+    // The last rank: (v - 1) x p + 1 = 9 chunks of 6.
+    EXPECT_DOUBLE_EQ(megatron_interleaved_layers_in_flight(96, 8, 2, 64, 7, 999), 54.0);
+    // Few micro-batches: at most m x v chunks.
+    EXPECT_DOUBLE_EQ(megatron_interleaved_layers_in_flight(96, 8, 2, 2, 0, 999), 24.0);
+    // Layers that do not split evenly keep the engine's count.
+    EXPECT_DOUBLE_EQ(megatron_interleaved_layers_in_flight(126, 16, 2, 64, 0, 999), 999.0);
+}
+
+}  // namespace
+}  // namespace parbench
+
+namespace parbench {
+namespace {
+
+PlanLayout hand_layout() {
+    PlanLayout p;
+    p.states = StateConvention::zero;
+    EngineLayout& l = p.engine;
+    l.model = ModelConfig{"hand", "", ModelKind::gpt, 4, 1024, 16, 512, 8192};
+    l.seq_len = 512;
+    l.precision = Precision::bf16;
+    return p;
+}
+
+TEST(FsdpForms, NoReshardHoldsTheGatheredParametersAndHybridShardsInsideAHost) {
+    PlanLayout p = hand_layout();
+    p.engine.dp = 4;
+    p.engine.zero = 3;
+    const PlanMemory sharded = plan_memory(p);
+    const double psi = sharded.params / 2.0 * 4;  // ZeRO's 2 B per parameter, over dp 4
+    p.reshard_after_forward = false;
+    const PlanMemory kept = plan_memory(p);
+    EXPECT_DOUBLE_EQ(kept.buffers - sharded.buffers, 2.0 * psi - sharded.params);  // every layer gathered
+    p.reshard_after_forward = true;
+    p.shard_group = 2;
+    const PlanMemory hybrid = plan_memory(p);
+    EXPECT_DOUBLE_EQ(hybrid.params, 2.0 * sharded.params);  // sharded over 2 ranks, not 4
+    EXPECT_DOUBLE_EQ(hybrid.optimizer, 2.0 * sharded.optimizer);
+}
+
+TEST(PipelineTransfers, AcrossHostsScatterOverTpThenGatherInside) {
+    PlanLayout p = hand_layout();
+    EngineLayout& l = p.engine;
+    l.tp = 8;
+    l.pp = 2;
+    l.microbatches = 2;
+    l.stage_ranges = virtual_stage_layers(4, 2, 1, {});
+    p.global_batch = 2;
+    ClusterSpec cluster;
+    cluster.device = device_preset("A100");
+    cluster.gpus = 16;
+    cluster.gpus_per_host = 8;
+    ComputeRate rate;
+    rate.tflops_per_gpu = 100;
+    const PlanContext context{cluster, CommModel(cluster), rate, PassCosts{}, false, true, std::nullopt};
+    const PlanPrediction prediction = predict_layout(p, context);
+    bool found = false;
+    for (const CommLine& line : prediction.comm) {
+        if (line.dimension != "pp" || line.collective != "send") continue;
+        const double each = line.bytes / line.calls;
+        const double expected = line.calls *
+                                (context.comm.time_us("sendrecv", each / 8, 2, Placement::cross_host) +
+                                 context.comm.time_us("allgather", each, 8, Placement::intra_host)) / 1e3;
+        EXPECT_DOUBLE_EQ(line.time_ms, expected);
+        found = true;
+    }
+    EXPECT_TRUE(found);
+}
+
+}  // namespace
+}  // namespace parbench
