@@ -12,11 +12,14 @@
 // sgemm peak and "add" memory bandwidth are measured (median of a few calls); every op then
 // reports `roofline` = max(FLOP / peak, bytes / bandwidth) / its time, the share of the time
 // the faster of the two limits allows that the op achieves (1 = on the roofline), and
-// `bound` = 1 where compute is the limit, 0 where memory is.
+// `bound` = 1 where compute is the limit, 0 where memory is. On the CPU both sides of that
+// ratio are the thread's CPU time, not wall time, so that a machine shared with other work
+// (time sliced away from the benchmark) does not read as a slow op.
 #include <benchmark/benchmark.h>
 
 #include <algorithm>
 #include <cstdio>
+#include <ctime>
 #include <functional>
 #include <memory>
 #include <random>
@@ -83,7 +86,14 @@ struct Target {
     Device* device;
     Ops* ops;
     Roofline roofline;
+    bool cpu_clock;  // the roofline share from the thread's CPU time (host ops)
 };
+
+double thread_cpu_seconds() {
+    timespec now{};
+    clock_gettime(CLOCK_THREAD_CPUTIME_ID, &now);
+    return static_cast<double>(now.tv_sec) + static_cast<double>(now.tv_nsec) * 1e-9;
+}
 
 // Sets up buffers, then returns the op call to time.
 using Setup = std::function<std::function<void()>(Workspace&, Ops&)>;
@@ -97,11 +107,15 @@ void register_op(const Target& target, const std::string& name, OpCost cost, Set
                                      op();  // warm-up: first-call costs (cuBLAS heuristics, caches) untimed
                                      target.ops->synchronize();
                                      const auto timer = target.device->make_timer();
+                                     double total_s = 0.0;
                                      for (auto _ : state) {
+                                         const double cpu_start = thread_cpu_seconds();
                                          timer->start();
                                          op();
                                          timer->stop();
-                                         state.SetIterationTime(timer->elapsed_us() * 1e-6);
+                                         const double seconds = timer->elapsed_us() * 1e-6;
+                                         state.SetIterationTime(seconds);
+                                         total_s += target.cpu_clock ? thread_cpu_seconds() - cpu_start : seconds;
                                      }
                                      state.counters["FLOP/s"] = benchmark::Counter(
                                          cost.flops, benchmark::Counter::kIsIterationInvariantRate,
@@ -110,8 +124,8 @@ void register_op(const Target& target, const std::string& name, OpCost cost, Set
                                          cost.bytes, benchmark::Counter::kIsIterationInvariantRate,
                                          benchmark::Counter::kIs1000);
                                      // least time per call x calls / time taken
-                                     state.counters["roofline"] = benchmark::Counter(
-                                         roofline.seconds(cost), benchmark::Counter::kIsIterationInvariantRate);
+                                     state.counters["roofline"] =
+                                         roofline.seconds(cost) * static_cast<double>(state.iterations()) / total_s;
                                      state.counters["bound"] =
                                          cost.flops / roofline.flops_per_s >= cost.bytes / roofline.bytes_per_s;
                                  })
@@ -274,17 +288,19 @@ void register_peaks(const Target& t, bool gpu) {
     });
 }
 
-// The median of `calls` timed calls of op, in seconds (after one untimed call).
-double median_seconds(Device& device, Ops& ops, const std::function<void()>& op, int calls) {
+// The median of `calls` timed calls of op, in seconds (after one untimed call): the device's
+// timer, or the thread's CPU time.
+double median_seconds(Device& device, Ops& ops, const std::function<void()>& op, int calls, bool cpu_clock) {
     op();
     ops.synchronize();
     const auto timer = device.make_timer();
     std::vector<double> seconds;
     for (int call = 0; call < calls; ++call) {
+        const double cpu_start = thread_cpu_seconds();
         timer->start();
         op();
         timer->stop();
-        seconds.push_back(timer->elapsed_us() * 1e-6);
+        seconds.push_back(cpu_clock ? thread_cpu_seconds() - cpu_start : timer->elapsed_us() * 1e-6);
     }
     std::sort(seconds.begin(), seconds.end());
     return seconds[seconds.size() / 2];
@@ -297,10 +313,10 @@ Roofline measure_roofline(Device& device, Ops& ops, bool gpu) {
     const std::size_t square = static_cast<std::size_t>(gemm) * gemm;
     float *out = w.constant(square, 0.0f), *a = w.constant(square, 0.5f), *b = w.constant(square, 0.25f);
     const double gemm_s =
-        median_seconds(device, ops, [&] { ops.matmul_forward(out, a, b, nullptr, gemm, gemm, gemm); }, 5);
+        median_seconds(device, ops, [&] { ops.matmul_forward(out, a, b, nullptr, gemm, gemm, gemm); }, 5, !gpu);
     const std::size_t n = gpu ? std::size_t{1} << 28 : std::size_t{1} << 24;
     float *sum = w.constant(n, 0.0f), *x = w.constant(n, 1.0f), *y = w.constant(n, 2.0f);
-    const double add_s = median_seconds(device, ops, [&] { ops.residual_forward(sum, x, y, n); }, 5);
+    const double add_s = median_seconds(device, ops, [&] { ops.residual_forward(sum, x, y, n); }, 5, !gpu);
     return Roofline{matmul_flops(gemm, gemm, gemm) / gemm_s, residual_forward_cost(static_cast<double>(n)).bytes / add_s};
 }
 
@@ -329,7 +345,7 @@ int main(int argc, char** argv) {
         CpuDevice cpu;
         const auto cpu_ops = make_ops(cpu);
         const Roofline cpu_roofline = measure_roofline(cpu, *cpu_ops, false);
-        register_device(Target{"cpu", &cpu, cpu_ops.get(), cpu_roofline}, false);
+        register_device(Target{"cpu", &cpu, cpu_ops.get(), cpu_roofline, true}, false);
         benchmark::AddCustomContext("cpu", cpu.name());
         benchmark::AddCustomContext("cpu_roofline", roofline_text(cpu_roofline));
 
@@ -339,7 +355,7 @@ int main(int argc, char** argv) {
         if (gpu) {
             gpu_ops = make_ops(*gpu);
             const Roofline gpu_roofline = measure_roofline(*gpu, *gpu_ops, true);
-            register_device(Target{"cuda", gpu.get(), gpu_ops.get(), gpu_roofline}, true);
+            register_device(Target{"cuda", gpu.get(), gpu_ops.get(), gpu_roofline, false}, true);
             benchmark::AddCustomContext("gpu", gpu->name());
             benchmark::AddCustomContext("gpu_roofline", roofline_text(gpu_roofline));
         } else {

@@ -21,10 +21,12 @@ PARBENCH_SIMD_CLONES void crossentropy_forward_rows(float* __restrict losses, fl
     for (std::size_t i = 0; i < BT; ++i) {
         const float* __restrict row = logits + i * V;
         const float m = simd::lane_max(row, V);
-        const float sum = sum_exp(row, m, V);
-        const float inverse = 1.0f / sum;
         float* __restrict p = probs + i * V;
-        for (std::size_t v = 0; v < V; ++v) p[v] = softmax_term(row[v], m) * inverse;
+        // one exp per logit: the terms land in probs, then are summed and normalised there
+        for (std::size_t v = 0; v < V; ++v) p[v] = softmax_term(row[v], m);
+        const float sum = simd::lane_sum(V, [&](std::size_t v) { return p[v]; });
+        const float inverse = 1.0f / sum;
+        for (std::size_t v = 0; v < V; ++v) p[v] *= inverse;
         losses[i] = crossentropy_loss(m, sum, row[targets[i]]);
     }
 }
