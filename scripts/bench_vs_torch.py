@@ -8,11 +8,13 @@ then --pairs pairs of runs, parbench and PyTorch alternately (the order swapped 
 slow spell of a loaded machine falls on both), each run's median step time kept. Prints the
 per-pair ratios parbench / PyTorch and the medians; --json FILE writes them all. --baseline
 BINARY adds a third program to every pair (an earlier parbench build: before and after under
-the same load).
+the same load). --cpu-steps N adds the CPU time per step and rank of each program, from a run
+of --steps and one of --steps + N steps (what a loaded machine's wall time hides).
 """
 import argparse
 import json
 import os
+import resource
 import statistics
 import subprocess
 import sys
@@ -60,6 +62,46 @@ def run_torch(args, model, ranks, scheme, batch, out, profile=False):
         report = json.load(f)
     return {"loss": report["loss"], "step_ms": report["step_time_ms"], "parameters": report["parameters"],
             "torch": report["torch"], "profile": report.get("profile")}
+
+
+def children_cpu_seconds():
+    usage = resource.getrusage(resource.RUSAGE_CHILDREN)
+    return usage.ru_utime + usage.ru_stime
+
+
+def cpu_ms_per_step(args, run):
+    """CPU time per step and rank (user + system of every process of the run), from two runs
+    that differ only in their step count: start-up, warm-up and teardown cancel out. A
+    machine shared with other work inflates wall time, not (much) CPU time."""
+    spent = []
+    for steps in (args.steps, args.steps + args.cpu_steps):
+        before = children_cpu_seconds()
+        run(steps)
+        spent.append(children_cpu_seconds() - before)
+    return (spent[1] - spent[0]) / args.cpu_steps * 1e3
+
+
+def cpu_comparison(args, model, ranks, flags, scheme, batch, out):
+    """One CPU-time figure per program: parbench, PyTorch and --baseline when given."""
+    steps = args.steps
+
+    def with_steps(n, fn):
+        args.steps = n
+        try:
+            fn()
+        finally:
+            args.steps = steps
+
+    figures = {
+        "parbench": cpu_ms_per_step(args, lambda n: with_steps(n, lambda: run_parbench(
+            args, model, ranks, flags, batch, out))),
+        "torch": cpu_ms_per_step(args, lambda n: with_steps(n, lambda: run_torch(
+            args, model, ranks, scheme, batch, out))),
+    }
+    if args.baseline:
+        figures["baseline"] = cpu_ms_per_step(args, lambda n: with_steps(n, lambda: run_parbench(
+            args, model, ranks, flags, batch, out, args.baseline)))
+    return {who: ms / ranks for who, ms in figures.items()}
 
 
 def max_relative_difference(a, b):
@@ -117,6 +159,15 @@ def compare(args, name, tmp):
         result["median_baseline_ratio"] = statistics.median(p["baseline_ratio"] for p in pairs)
         print(f"  {name}: baseline median step {median_base:.2f} ms, median ratio "
               f"{result['median_baseline_ratio']:.3f}", flush=True)
+    if args.cpu_steps > 0:
+        cpu = cpu_comparison(args, model, ranks, flags, scheme, batch, pb_out)
+        result["cpu_ms_per_step_per_rank"] = cpu
+        result["cpu_gflops_per_rank"] = {who: pb["flops_per_step"] / ranks / (ms / 1e3) / 1e9
+                                         for who, ms in cpu.items()}
+        print(f"  {name}: CPU time per step and rank " +
+              ", ".join(f"{who} {ms:.1f} ms ({result['cpu_gflops_per_rank'][who]:.1f} GFLOP/s)"
+                        for who, ms in cpu.items()) +
+              f"; parbench / torch {cpu['parbench'] / cpu['torch']:.3f}", flush=True)
     result.update({"pairs": pairs, "median_parbench_ms": median_pb, "median_torch_ms": median_pt,
                    "median_ratio": median_ratio, "gflops_per_rank": {"parbench": gflops, "torch": gflops_torch},
                    "losses_agree": agree})
@@ -132,6 +183,8 @@ def main():
     parser.add_argument("--steps", type=int, default=10)
     parser.add_argument("--warmup", type=int, default=3)
     parser.add_argument("--tolerance", type=float, default=1e-5, help="max relative loss difference")
+    parser.add_argument("--cpu-steps", type=int, default=0,
+                        help="also the CPU time per step: each program run again with this many more steps")
     parser.add_argument("--profile", action="store_true", help="keep torch.profiler's per-op table in the JSON")
     parser.add_argument("--json", help="write every figure here")
     parser.add_argument("comparisons", nargs="*", default=["gpt-small", "llama-small", "mlp-deep", "gpt-small-dp2",
