@@ -9,6 +9,13 @@
 # Build parbench first (scripts/setup.sh).
 set -euo pipefail
 root=$(cd "$(dirname "$0")/.." && pwd)
+for arg in "$@"; do
+  if [[ $arg == -h || $arg == --help ]]; then  # before any install: the usage alone
+    sed -n '2,8p' "$0" | sed 's/^# \{0,1\}//'
+    echo "Options of scripts/bench_vs_torch.py: --pairs --steps --warmup --cpu-steps --tolerance --baseline --profile --json"
+    exit 0
+  fi
+done
 venv=${PARBENCH_TORCH_VENV:-$root/.venv-torch}
 [[ -x $root/build/parbench ]] || { echo "bench_vs_torch: build/parbench not found: run scripts/setup.sh first" >&2; exit 2; }
 if ! "$venv/bin/python" -c "import torch, numpy" 2>/dev/null; then
