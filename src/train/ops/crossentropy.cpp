@@ -31,7 +31,7 @@ PARBENCH_SIMD_CLONES void crossentropy_forward_rows(float* __restrict losses, fl
     }
 }
 
-// dlogits += dloss (p - onehot(target)); target < 0 or >= V: not in this row's range.
+// dlogits += dloss p over the row; add_target_gradient then makes the target's term dloss (p - 1).
 PARBENCH_SIMD_CLONES void add_probability_gradient(float* __restrict dlogits, const float* __restrict probs,
                                                    float dloss, std::size_t V) {
     for (std::size_t v = 0; v < V; ++v) dlogits[v] += crossentropy_logit_gradient(probs[v], false, dloss);
