@@ -42,7 +42,9 @@ def single_thread_env():
 def run_parbench(args, model, ranks, flags, batch, out, binary=None):
     command = (["mpirun", "--oversubscribe", "-np", str(ranks), "-x", "OPENBLAS_NUM_THREADS=1"] +
                (["--allow-run-as-root"] if os.geteuid() == 0 else []) +
-               [binary or args.parbench, "train", "--model", model, "--global-batch", str(batch), "--steps", str(args.steps),
+               # the config by path: the same file for PyTorch, and for a --baseline build from elsewhere
+               [binary or args.parbench, "train", "--model", os.path.join(ROOT, "configs", "models", model + ".json"),
+                "--global-batch", str(batch), "--steps", str(args.steps),
                 "--warmup", str(args.warmup), "--json", out] + flags)
     subprocess.run(command, check=True, env=single_thread_env(), stdout=subprocess.DEVNULL)
     with open(out) as f:
