@@ -3,8 +3,8 @@
 parbench's initial parameters and data, so that its losses can be compared with
 `parbench train`'s and its step time set beside parbench's (scripts/bench_vs_torch.sh).
 
-Parameters and data are parbench's counter-based random numbers (src/train/counter_rng.hpp,
-parameter_layout.cpp, synthetic_data.cpp) recomputed here with numpy, tensor by tensor in
+Parameters and data are parbench's counter-based random numbers (src/core/counter_rng.hpp,
+src/theory/parameter_layout.cpp, src/train/synthetic_data.cpp) recomputed here with numpy, tensor by tensor in
 parbench's layout order, so both start from the same weights and see the same samples.
 
 Parallel runs: --nproc N spawns N processes over gloo; --scheme ddp wraps the model in
