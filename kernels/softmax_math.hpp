@@ -6,6 +6,7 @@
 
 #include <cmath>
 
+#include "fast_exp_math.hpp"
 #include "host_device.hpp"
 
 namespace parbench {
@@ -13,8 +14,8 @@ namespace parbench {
 // Scaled dot-product attention's 1/sqrt(d_k) (Vaswani et al., arXiv 1706.03762, eq. 1).
 PARBENCH_HD float attention_scale(int head_size) { return 1.0f / sqrtf(static_cast<float>(head_size)); }
 
-// exp(x - max): the unnormalised softmax term, never above 1.
-PARBENCH_HD float softmax_term(float x, float row_max) { return expf(x - row_max); }
+// exp(x - max): the unnormalised softmax term, never above 1 (fast_exp: vectorisable loops).
+PARBENCH_HD float softmax_term(float x, float row_max) { return fast_exp(x - row_max); }
 
 // d x_i of y = softmax(x), given dy and sum_j y_j dy_j:  y_i (dy_i - sum_j y_j dy_j).
 PARBENCH_HD float softmax_input_gradient(float y, float dy, float sum_y_dy) { return y * (dy - sum_y_dy); }

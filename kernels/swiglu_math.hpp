@@ -5,13 +5,12 @@
 //   silu'(x) = sigmoid(x) * (1 + x * (1 - sigmoid(x))).
 #pragma once
 
-#include <cmath>
-
+#include "fast_exp_math.hpp"
 #include "host_device.hpp"
 
 namespace parbench {
 
-PARBENCH_HD float sigmoid(float x) { return 1.0f / (1.0f + expf(-x)); }
+PARBENCH_HD float sigmoid(float x) { return 1.0f / (1.0f + fast_exp(-x)); }
 
 PARBENCH_HD float silu(float x) { return x * sigmoid(x); }
 

@@ -7,9 +7,19 @@
 // per model config, and named <device>/<config>/<op>, e.g. cpu/gpt-small/matmul_fc_forward.
 // Time is measured with the device's own Timer (steady clock, or CUDA events on the ops'
 // stream) around one op call, so GPU launches are timed on the GPU, not by host syncs.
+//
+// Roofline (Williams, Waterman & Patterson, CACM 2009): before the benchmarks, each device's
+// sgemm peak and "add" memory bandwidth are measured (median of a few calls); every op then
+// reports `roofline` = max(FLOP / peak, bytes / bandwidth) / its time, the share of the time
+// the faster of the two limits allows that the op achieves (1 = on the roofline), and
+// `bound` = 1 where compute is the limit, 0 where memory is. On the CPU both sides of that
+// ratio are the thread's CPU time, not wall time, so that a machine shared with other work
+// (time sliced away from the benchmark) does not read as a slow op.
 #include <benchmark/benchmark.h>
 
+#include <algorithm>
 #include <cstdio>
+#include <ctime>
 #include <functional>
 #include <memory>
 #include <random>
@@ -62,29 +72,50 @@ class Workspace {
     std::vector<Buffer> buffers_;
 };
 
+// A device's measured limits: sgemm FLOP/s and streaming bytes/s.
+struct Roofline {
+    double flops_per_s = 0.0;
+    double bytes_per_s = 0.0;
+    // The least time an op of this cost can take on the device.
+    double seconds(const OpCost& cost) const { return std::max(cost.flops / flops_per_s, cost.bytes / bytes_per_s); }
+};
+
 // What one benchmark needs: the device and its ops, both alive for the whole run.
 struct Target {
     std::string name;  // "cpu" or "cuda"
     Device* device;
     Ops* ops;
+    Roofline roofline;
+    bool cpu_clock;  // the roofline share from the thread's CPU time (host ops)
 };
+
+double thread_cpu_seconds() {
+    timespec now{};
+    clock_gettime(CLOCK_THREAD_CPUTIME_ID, &now);
+    return static_cast<double>(now.tv_sec) + static_cast<double>(now.tv_nsec) * 1e-9;
+}
 
 // Sets up buffers, then returns the op call to time.
 using Setup = std::function<std::function<void()>(Workspace&, Ops&)>;
 
 void register_op(const Target& target, const std::string& name, OpCost cost, Setup setup) {
+    const Roofline roofline = target.roofline;
     benchmark::RegisterBenchmark(name.c_str(),
-                                 [target, cost, setup](benchmark::State& state) {
+                                 [target, roofline, cost, setup](benchmark::State& state) {
                                      Workspace workspace(*target.device);
                                      const std::function<void()> op = setup(workspace, *target.ops);
                                      op();  // warm-up: first-call costs (cuBLAS heuristics, caches) untimed
                                      target.ops->synchronize();
                                      const auto timer = target.device->make_timer();
+                                     double total_s = 0.0;
                                      for (auto _ : state) {
+                                         const double cpu_start = thread_cpu_seconds();
                                          timer->start();
                                          op();
                                          timer->stop();
-                                         state.SetIterationTime(timer->elapsed_us() * 1e-6);
+                                         const double seconds = timer->elapsed_us() * 1e-6;
+                                         state.SetIterationTime(seconds);
+                                         total_s += target.cpu_clock ? thread_cpu_seconds() - cpu_start : seconds;
                                      }
                                      state.counters["FLOP/s"] = benchmark::Counter(
                                          cost.flops, benchmark::Counter::kIsIterationInvariantRate,
@@ -92,6 +123,11 @@ void register_op(const Target& target, const std::string& name, OpCost cost, Set
                                      state.counters["bytes/s"] = benchmark::Counter(
                                          cost.bytes, benchmark::Counter::kIsIterationInvariantRate,
                                          benchmark::Counter::kIs1000);
+                                     // least time per call x calls / time taken
+                                     state.counters["roofline"] =
+                                         roofline.seconds(cost) * static_cast<double>(state.iterations()) / total_s;
+                                     state.counters["bound"] =
+                                         cost.flops / roofline.flops_per_s >= cost.bytes / roofline.bytes_per_s;
                                  })
         ->UseManualTime()
         ->Unit(benchmark::kMicrosecond);
@@ -252,11 +288,50 @@ void register_peaks(const Target& t, bool gpu) {
     });
 }
 
+// The median of `calls` timed calls of op, in seconds (after one untimed call): the device's
+// timer, or the thread's CPU time.
+double median_seconds(Device& device, Ops& ops, const std::function<void()>& op, int calls, bool cpu_clock) {
+    op();
+    ops.synchronize();
+    const auto timer = device.make_timer();
+    std::vector<double> seconds;
+    for (int call = 0; call < calls; ++call) {
+        const double cpu_start = thread_cpu_seconds();
+        timer->start();
+        op();
+        timer->stop();
+        seconds.push_back(cpu_clock ? thread_cpu_seconds() - cpu_start : timer->elapsed_us() * 1e-6);
+    }
+    std::sort(seconds.begin(), seconds.end());
+    return seconds[seconds.size() / 2];
+}
+
+// The yardsticks of register_peaks, measured once so that every op can be set against them.
+Roofline measure_roofline(Device& device, Ops& ops, bool gpu) {
+    Workspace w(device);
+    const int gemm = gpu ? 8192 : 1024;
+    const std::size_t square = static_cast<std::size_t>(gemm) * gemm;
+    float *out = w.constant(square, 0.0f), *a = w.constant(square, 0.5f), *b = w.constant(square, 0.25f);
+    const double gemm_s =
+        median_seconds(device, ops, [&] { ops.matmul_forward(out, a, b, nullptr, gemm, gemm, gemm); }, 5, !gpu);
+    const std::size_t n = gpu ? std::size_t{1} << 28 : std::size_t{1} << 24;
+    float *sum = w.constant(n, 0.0f), *x = w.constant(n, 1.0f), *y = w.constant(n, 2.0f);
+    const double add_s = median_seconds(device, ops, [&] { ops.residual_forward(sum, x, y, n); }, 5, !gpu);
+    return Roofline{matmul_flops(gemm, gemm, gemm) / gemm_s, residual_forward_cost(static_cast<double>(n)).bytes / add_s};
+}
+
 void register_device(const Target& t, bool gpu) {
     register_peaks(t, gpu);
     register_gpt(t, GptShape{"gpt-tiny", gpt_batch, 32, 64, 4, 256, 2});
     register_gpt(t, GptShape{"gpt-small", gpt_batch, 128, 256, 8, 2048, 4});
     register_mlp(t, "mlp-deep", 8, 1024, 64);
+}
+
+std::string roofline_text(const Roofline& roofline) {
+    char text[96];
+    std::snprintf(text, sizeof text, "sgemm %.1f GFLOP/s, add %.1f GB/s", roofline.flops_per_s / 1e9,
+                  roofline.bytes_per_s / 1e9);
+    return text;
 }
 
 }  // namespace
@@ -269,16 +344,20 @@ int main(int argc, char** argv) {
     try {
         CpuDevice cpu;
         const auto cpu_ops = make_ops(cpu);
-        register_device(Target{"cpu", &cpu, cpu_ops.get()}, false);
+        const Roofline cpu_roofline = measure_roofline(cpu, *cpu_ops, false);
+        register_device(Target{"cpu", &cpu, cpu_ops.get(), cpu_roofline, true}, false);
         benchmark::AddCustomContext("cpu", cpu.name());
+        benchmark::AddCustomContext("cpu_roofline", roofline_text(cpu_roofline));
 
         std::string why_no_gpu;
         const auto gpu = open_first_gpu(why_no_gpu);
         std::unique_ptr<Ops> gpu_ops;
         if (gpu) {
             gpu_ops = make_ops(*gpu);
-            register_device(Target{"cuda", gpu.get(), gpu_ops.get()}, true);
+            const Roofline gpu_roofline = measure_roofline(*gpu, *gpu_ops, true);
+            register_device(Target{"cuda", gpu.get(), gpu_ops.get(), gpu_roofline, false}, true);
             benchmark::AddCustomContext("gpu", gpu->name());
+            benchmark::AddCustomContext("gpu_roofline", roofline_text(gpu_roofline));
         } else {
             std::fprintf(stderr, "parbench-ops: GPU benchmarks skipped: %s\n", why_no_gpu.c_str());
             benchmark::AddCustomContext("gpu", "skipped: " + why_no_gpu);

@@ -2,8 +2,12 @@
 #include <gtest/gtest.h>
 
 #include <cmath>
+#include <cstdint>
+#include <cstring>
+#include <limits>
 
 #include "kernels/adamw_math.hpp"
+#include "kernels/fast_exp_math.hpp"
 #include "kernels/gelu_math.hpp"
 #include "kernels/layernorm_math.hpp"
 #include "kernels/mse_math.hpp"
@@ -12,6 +16,45 @@
 namespace parbench {
 namespace {
 
+// Distance in units in the last place between a float and the correctly rounded float of a
+// double (both finite, same sign).
+std::int64_t ulps_apart(float value, double exact) {
+    const float rounded = static_cast<float>(exact);
+    std::int32_t a, b;
+    std::memcpy(&a, &value, sizeof a);
+    std::memcpy(&b, &rounded, sizeof b);
+    return std::abs(static_cast<std::int64_t>(a) - static_cast<std::int64_t>(b));
+}
+
+TEST(OpsMath, FastExpWithinTwoUlpsOverItsRange) {
+    // Every 997th float of [-87.3, 88] (about 2 million, both signs, every binade met), and
+    // the ends: fast_exp replaces expf in softmax, cross-entropy, GELU and SiLU.
+    std::int64_t worst = 0;
+    float worst_at = 0.0f;
+    auto check = [&](float x) {
+        const std::int64_t ulps = ulps_apart(fast_exp(x), std::exp(static_cast<double>(x)));
+        if (ulps > worst) {
+            worst = ulps;
+            worst_at = x;
+        }
+    };
+    for (float x = -87.3f; x < 88.0f; x = std::nextafter(x, 100.0f)) {
+        check(x);
+        for (int skip = 0; skip < 996 && x < 88.0f; ++skip) x = std::nextafter(x, 100.0f);
+    }
+    for (float x : {-87.3f, -10.0f, -1.0f, -1e-3f, -1e-30f, 0.0f, 1e-30f, 1e-3f, 0.5f, 1.0f, 10.0f, 88.0f}) check(x);
+    EXPECT_LE(worst, 2) << "worst at x = " << worst_at;
+    EXPECT_EQ(fast_exp(0.0f), 1.0f);
+}
+
+TEST(OpsMath, FastExpEdges) {
+    EXPECT_EQ(fast_exp(-100.0f), 0.0f);  // below the normal range: 0, as a masked softmax term needs
+    EXPECT_EQ(fast_exp(-std::numeric_limits<float>::infinity()), 0.0f);
+    EXPECT_TRUE(std::isfinite(fast_exp(1000.0f)));  // saturates instead of overflowing
+    EXPECT_FLOAT_EQ(fast_exp(1000.0f), fast_exp(88.0f));
+    EXPECT_TRUE(std::isnan(fast_exp(std::numeric_limits<float>::quiet_NaN())));
+}
+
 TEST(OpsMath, GeluKnownValues) {
     EXPECT_EQ(gelu(0.0f), 0.0f);
     // 0.5 * (1 + tanh(sqrt(2/pi) * 1.044715)), computed in double
@@ -19,6 +62,12 @@ TEST(OpsMath, GeluKnownValues) {
     EXPECT_NEAR(gelu(-1.0f), -0.1588080094, 1e-6);
     EXPECT_NEAR(gelu(6.0f), 6.0f, 1e-5);  // identity far right, zero far left
     EXPECT_NEAR(gelu(-6.0f), 0.0f, 1e-5);
+    // against the tanh form in double over [-10, 10]: relative 1e-6, absolute 1e-7 near 0
+    for (double step = -10.0; step <= 10.0; step += 0.01) {
+        const double x = static_cast<float>(step);
+        const double exact = 0.5 * x * (1.0 + std::tanh(0.7978845608028654 * (x + 0.044715 * x * x * x)));
+        EXPECT_NEAR(gelu(static_cast<float>(x)), exact, 1e-6 * std::abs(exact) + 1e-7) << "at x = " << x;
+    }
 }
 
 TEST(OpsMath, GeluDerivativeIsTheDerivativeOfGelu) {

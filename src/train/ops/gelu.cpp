@@ -1,15 +1,27 @@
-// GELU (tanh approximation) on the CPU. Backward accumulates (+=) into dinp.
+// GELU (tanh approximation) on the CPU. Backward accumulates (+=) into dinp. The loops are
+// branch-free and call no library function (gelu_math.hpp's fast_exp), so they vectorise.
 #include "kernels/gelu_math.hpp"
 #include "train/ops/cpu_ops.hpp"
+#include "train/ops/cpu_simd.hpp"
 
 namespace parbench {
+namespace {
 
-void CpuOps::gelu_forward(float* out, const float* inp, std::size_t n) {
+PARBENCH_SIMD_CLONES void gelu_forward_loop(float* __restrict out, const float* __restrict inp, std::size_t n) {
     for (std::size_t i = 0; i < n; ++i) out[i] = gelu(inp[i]);
 }
 
-void CpuOps::gelu_backward(float* dinp, const float* inp, const float* dout, std::size_t n) {
+PARBENCH_SIMD_CLONES void gelu_backward_loop(float* __restrict dinp, const float* __restrict inp,
+                                             const float* __restrict dout, std::size_t n) {
     for (std::size_t i = 0; i < n; ++i) dinp[i] += gelu_derivative(inp[i]) * dout[i];
+}
+
+}  // namespace
+
+void CpuOps::gelu_forward(float* out, const float* inp, std::size_t n) { gelu_forward_loop(out, inp, n); }
+
+void CpuOps::gelu_backward(float* dinp, const float* inp, const float* dout, std::size_t n) {
+    gelu_backward_loop(dinp, inp, dout, n);
 }
 
 }  // namespace parbench
