@@ -11,6 +11,8 @@
 #include "core/json_file.hpp"
 #include "plan/layout_search.hpp"
 #include "plan/plan_output.hpp"
+#include "theory/engine_defaults.hpp"
+#include "theory/layout_check.hpp"
 #include "theory/model_shape.hpp"
 #include "theory/pipeline/partition.hpp"
 #include "train/model.hpp"
@@ -18,6 +20,13 @@
 
 namespace parbench {
 namespace {
+
+// --precision when not given: under --states parbench the plan is of parbench's own train, so
+// it takes train's default (theory/engine_defaults.hpp); the frameworks' conventions (zero,
+// megatron) are of bf16 mixed-precision runs.
+std::string default_precision(const std::string& states) {
+    return states == "parbench" ? engine_default_precision : "bf16";
+}
 
 std::vector<int> parse_int_list(const std::string& text, const std::string& flag) {
     std::vector<int> values;
@@ -50,7 +59,8 @@ class PlanCommand : public Command {
     int tp = 1, pp = 1, zero = 0, microbatches = 1, virtual_stages = 1, global_batch = 0, cp = 1;
     std::optional<std::string> cp_style, cp_balance;
     bool sp = false, overlap = false, prefetch = false, no_reshard = false, hybrid_shard = false;
-    std::string schedule = "1f1b", precision = "bf16", recompute = "none", states = "parbench", p2p = "nonblocking";
+    std::optional<std::string> precision;  // default: default_precision(states)
+    std::string schedule = "1f1b", recompute = "none", states = "parbench", p2p = "nonblocking";
     std::optional<double> bucket_mb;
     std::string pass_costs;
     std::optional<double> efficiency;
@@ -96,7 +106,7 @@ class PlanCommand : public Command {
             cluster.cores_per_host = *cores_per_host;
             cluster.cores_source = "--cores-per-host";
         }
-        const Precision run_precision = parse_precision(precision);
+        const Precision run_precision = parse_precision(precision.value_or(default_precision(states)));
         const double peak = run_precision == Precision::bf16 ? cluster.device.peak_tflops_bf16
                                                              : cluster.device.peak_tflops_fp32;
         ComputeRate rate;
@@ -278,17 +288,8 @@ class PlanCommand : public Command {
                 throw UsageError("--tp " + std::to_string(tp) + " is above --gpus-per-host " +
                                  std::to_string(cluster.gpus_per_host) +
                                  ": tensor parallelism across hosts is slow; lower --tp or add --allow-cross-host-tp");
-            if (tp > 1) {
-                for (const auto& [extent, what] : {std::pair{config.heads, "head count"}, std::pair{config.hidden, "hidden size"},
-                                                   std::pair{config.vocab, "vocabulary"}})
-                    if (extent % tp != 0)
-                        throw UsageError("--tp " + std::to_string(tp) + ": " + what + " " + std::to_string(extent) +
-                                         " does not split " + std::to_string(tp) + " ways; use a --tp that divides it");
-                if (sp && l.local_seq_len() % tp != 0)
-                    throw UsageError("--sp: sequence length " + std::to_string(l.local_seq_len()) +
-                                     (cp > 1 ? " per --cp rank" : "") + " does not split " + std::to_string(tp) +
-                                     " ways; use a --tp that divides it");
-            }
+            // train's rules, one copy (theory/layout_check.hpp).
+            check_tensor_split(config, tp, sp, TensorParallelStyle::megatron, l.local_seq_len(), cp);
             if (pp > 1) {
                 if (config.kind == ModelKind::mlp) throw UsageError("--pp: pipeline stages are cut from transformer blocks; an MLP has none");
                 validate_schedule_shape(l.schedule, ScheduleShape{pp, microbatches, virtual_stages});
@@ -305,9 +306,17 @@ class PlanCommand : public Command {
                                      "--states zero|megatron");
             }
         }
-        p.global_batch = global_batch > 0 ? global_batch : std::max(1, l.dp * microbatches);
+        // Not given: a plan of parbench's own run (--states parbench, one layout) takes train's
+        // default, so the same flags count the same bytes; otherwise one sequence per micro-batch
+        // per data-parallel rank.
+        const bool engine_batch = global_batch <= 0 && !search && p.states == StateConvention::parbench;
+        p.global_batch = global_batch > 0 ? global_batch
+                         : engine_batch   ? engine_default_global_batch
+                                          : std::max(1, l.dp * microbatches);
         if (!search && p.global_batch % (l.dp * microbatches) != 0)
-            throw UsageError("--global-batch " + std::to_string(p.global_batch) + " does not divide into --dp " +
+            throw UsageError("--global-batch " + std::to_string(p.global_batch) +
+                             (engine_batch ? " (train's default, which --states parbench plans)" : "") +
+                             " does not divide into --dp " +
                              std::to_string(l.dp) + " x --microbatches " + std::to_string(microbatches) +
                              "; use a multiple of " + std::to_string(l.dp * microbatches));
         l.microbatch_size = p.global_batch / l.dp / microbatches;
@@ -356,8 +365,10 @@ std::unique_ptr<Command> add_plan_command(CLI::App& app) {
                     "Layers per (virtual) stage as train takes them, e.g. 7,8,8,...,7 (default: balanced)")
         ->delimiter(',');
     sub->add_option("--virtual-stages", c.virtual_stages, "Chunks per pipeline rank (interleaved)")->capture_default_str();
-    sub->add_option("--global-batch", c.global_batch, "Sequences per step (default dp x microbatches)");
-    sub->add_option("--precision", c.precision, "fp32 or bf16 (which peak MFU is against)")->capture_default_str();
+    sub->add_option("--global-batch", c.global_batch, "Sequences per step (default: train's, 8, for one layout under --states parbench; dp x microbatches otherwise)");
+    sub->add_option("--precision", c.precision,
+                    "fp32 or bf16: the matmuls' precision and which peak MFU is against (default: fp32, train's, "
+                    "under --states parbench; bf16 otherwise)");
     sub->add_option("--recompute", c.recompute, "Activation recompute: none, selective, full")->capture_default_str();
     sub->add_option("--states", c.states, "Byte convention: zero, megatron, parbench")->capture_default_str();
     sub->add_flag("--overlap", c.overlap, "Overlap gradient collectives with backward");

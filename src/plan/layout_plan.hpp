@@ -6,7 +6,7 @@
 //   compute   = with a GPU device's compute model (plan/device_compute.hpp): micro-batches x the
 //               busiest pipeline rank's F + B + W + recompute, each from its GEMMs on the device's
 //               curve and its element-wise bytes at HBM bandwidth (plan/stage_compute.hpp);
-//               else (model FLOPs + recompute FLOPs, train/metrics.hpp) / (GPUs x rate x share),
+//               else (model FLOPs + recompute FLOPs, theory/model_flops.hpp) / (GPUs x rate x share),
 //               share = cores / ranks on a host whose ranks outnumber its cores, else 1
 //   bubble    = compute x b / (1 - b), b the simulated schedule's idle fraction
 //   optimizer = AdamW's 28 B per owned parameter / (memory bandwidth x share) (unless the rate
