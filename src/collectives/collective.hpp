@@ -22,10 +22,14 @@
 
 namespace parbench {
 
+// A constructor rather than an aggregate: callers give the leading fields they need, and
+// the skew, which only alltoallv reads, defaults without a missing-initializer warning.
 struct CollectiveParams {
-    DType type = DType::float32;
-    ReduceOp op = ReduceOp::sum;
-    int root = 0;
+    CollectiveParams(DType type_ = DType::float32, ReduceOp op_ = ReduceOp::sum, int root_ = 0, Skew skew_ = {})
+        : type(type_), op(op_), root(root_), skew(skew_) {}
+    DType type;
+    ReduceOp op;
+    int root;
     Skew skew;  // alltoallv's per-destination blocks
 };
 

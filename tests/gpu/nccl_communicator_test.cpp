@@ -100,7 +100,7 @@ TEST_F(NcclCommunicatorTest, AlltoallvEverySkew) {
     const Collective* alltoallv = find_collective("alltoallv");
     ASSERT_NE(alltoallv, nullptr);
     const std::string every_rank_hot = "hot:" + std::to_string(comm().size());
-    for (const std::string skew : {std::string("uniform"), std::string("zipf:1.2"), std::string("zipf:40"),
+    for (const std::string& skew : {std::string("uniform"), std::string("zipf:1.2"), std::string("zipf:40"),
                                    std::string("hot:1"), every_rank_hot})
         for (std::size_t count : {1u, 1031u, 1u << 20}) {
             const CollectiveParams params{DType::float32, ReduceOp::sum, 0, parse_skew(skew, 3)};

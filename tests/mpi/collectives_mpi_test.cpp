@@ -95,7 +95,7 @@ TEST(CollectivesOverMpi, EveryRootOfRootedCollectives) {
 TEST(CollectivesOverMpi, AlltoallvEverySkew) {
     const int nranks = world->data->size();
     const Collective& alltoallv = *find_collective("alltoallv");
-    for (const std::string text : {std::string("uniform"), std::string("zipf:0.8"), std::string("zipf:1.5"),
+    for (const std::string& text : {std::string("uniform"), std::string("zipf:0.8"), std::string("zipf:1.5"),
                                    std::string("zipf:40"), std::string("hot:1"), "hot:" + std::to_string(nranks)})
         for (std::uint64_t seed : {1u, 7u})
             for (DType type : {DType::float32, DType::int8, DType::float64})
