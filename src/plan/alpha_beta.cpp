@@ -5,7 +5,7 @@
 #include <optional>
 
 #include "core/error.hpp"
-#include "report/json_file.hpp"
+#include "core/json_file.hpp"
 
 namespace parbench {
 namespace {

@@ -3,7 +3,7 @@
 #include <algorithm>
 
 #include "core/error.hpp"
-#include "report/json_file.hpp"
+#include "core/json_file.hpp"
 
 namespace parbench {
 namespace {

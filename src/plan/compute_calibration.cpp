@@ -5,8 +5,8 @@
 #include <map>
 
 #include "core/error.hpp"
-#include "report/json_file.hpp"
-#include "train/metrics.hpp"
+#include "core/json_file.hpp"
+#include "theory/model_flops.hpp"
 
 namespace parbench {
 namespace {

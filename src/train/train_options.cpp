@@ -4,7 +4,7 @@
 #include <string>
 
 #include "core/error.hpp"
-#include "plan/memory.hpp"
+#include "theory/memory.hpp"
 #include "train/matmuls.hpp"
 #include "train/model.hpp"
 
@@ -261,6 +261,34 @@ nlohmann::json to_json(const TrainOptions& o) {
         {"backend_requested", o.backend},
         {"testing_slow_rank", o.testing_slow_rank},
     };
+}
+
+EngineLayout engine_layout(const TrainPlan& plan, const MeshShape& mesh) {
+    const TrainOptions& o = plan.options;
+    EngineLayout l;
+    l.model = plan.model;
+    l.seq_len = plan.seq_len;
+    l.microbatches = o.microbatches;
+    l.microbatch_size = o.global_batch / mesh.dp / o.microbatches;
+    l.dp = mesh.dp;
+    l.cp = mesh.cp;
+    l.cp_style = plan.cp_style;
+    l.cp_balance = plan.cp_balance;
+    l.tp = mesh.tp;
+    l.pp = mesh.pp;
+    l.sp = o.sp;
+    l.tp_style = plan.tp_style;
+    l.zero = plan.scheme.zero_stage;
+    l.bucket_bytes = plan.scheme.bucket_bytes;
+    l.overlap = plan.scheme.overlap;
+    l.prefetch = plan.scheme.prefetch;
+    l.schedule = plan.schedule;
+    l.virtual_stages = o.virtual_stages;
+    l.stage_ranges = plan.stage_ranges;
+    l.p2p = plan.p2p;
+    l.precision = parse_precision(o.precision);
+    l.recompute = plan.recompute;
+    return l;
 }
 
 }  // namespace parbench
