@@ -68,7 +68,7 @@ void harness_window(benchmark::State& state, const char* name) {
     const Collective& collective = *find_collective(name);
     CpuDevice device;
     const auto timer = device.make_timer();
-    const BufferShape shape = collective.shape(2, comm->size(), comm->rank(), 0);
+    const BufferShape shape = collective.shape(2, comm->size(), comm->rank(), CollectiveParams{});
     Buffer send = device.allocate(shape.send_count * sizeof(float));
     Buffer recv = device.allocate(shape.recv_count * sizeof(float));
     const CollectiveParams params;

@@ -175,7 +175,7 @@ std::uint64_t CollectiveHarness::count_wrong(const PointSpec& spec, const Buffer
 
     std::uint64_t wrong = 0;
     const InputPattern pattern = input_pattern(collective, spec.params, data_.size(), data_.rank());
-    if (auto layout = collective.expected(spec.count, data_.size(), data_.rank(), spec.params.root, pattern)) {
+    if (auto layout = collective.expected(spec.count, data_.size(), data_.rank(), spec.params, pattern)) {
         if (result_in_input)
             wrong = device_.count_wrong(*pointers.input_buffer, pointers.input_offset, shape.send_count,
                                         spec.params.type, *layout);
@@ -198,7 +198,7 @@ PointMeasurement CollectiveHarness::measure(const PointSpec& spec) {
     // The placement is in the name: both halves of a row are measured, and Nsight should tell them apart.
     NvtxRange range(std::string(collective.name()) + " " + std::to_string(bytes) + "B " +
                     (spec.inplace ? "in-place" : "out-of-place"));
-    const BufferShape shape = collective.shape(spec.count, data_.size(), data_.rank(), spec.params.root);
+    const BufferShape shape = collective.shape(spec.count, data_.size(), data_.rank(), spec.params);
     const Pointers pointers = prepare_buffers(spec, shape);
     fill_inputs(spec, shape, pointers);
     device_.synchronize();

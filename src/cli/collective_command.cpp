@@ -67,6 +67,8 @@ struct CollectiveOptions {
     std::optional<int> inject_straggler_rank;
     double inject_straggler_us = 2000.0;
     std::string buffer_offsets;  // --buffer-offsets SEND[,RECV][:SEND,RECV...]
+    std::string skew = "uniform";  // alltoallv's per-destination blocks (collectives/skew.hpp)
+    std::uint64_t skew_seed = 1;
 };
 
 // Where a rank's send and receive buffers start past a page (--buffer-offsets).
@@ -200,7 +202,7 @@ ResolvedOptions resolve(const CollectiveOptions& options) {
     if (any_reducing) {
         if (auto reason = reduce_op_unsupported_reason(*op, *type)) throw UsageError(*reason);
     }
-    resolved.params = {*type, *op, options.root};
+    resolved.params = {*type, *op, options.root, parse_skew(options.skew, options.skew_seed)};
     if (options.root < 0) throw UsageError("--root " + std::to_string(options.root) + ": must be a rank, 0 or more");
 
     if (options.size) {
@@ -255,7 +257,11 @@ nlohmann::json buffer_offsets_json(const std::vector<BufferOffsets>& offsets) {
 nlohmann::json config_json(const CollectiveOptions& options, const ResolvedOptions& resolved) {
     nlohmann::json collectives = nlohmann::json::array();
     for (const Collective* c : resolved.collectives) collectives.push_back(c->name());
+    const bool skewed = std::any_of(resolved.collectives.begin(), resolved.collectives.end(),
+                                    [](const Collective* c) { return c->skewed(); });
     return {
+        {"skew", skewed ? nlohmann::json(skew_name(resolved.params.skew)) : nlohmann::json(nullptr)},
+        {"skew_seed", skewed ? nlohmann::json(resolved.params.skew.seed) : nlohmann::json(nullptr)},
         {"collectives", collectives},
         {"sizes", resolved.sizes},
         {"groups", options.groups.empty() ? nlohmann::json(nullptr) : nlohmann::json(options.groups)},
@@ -336,6 +342,8 @@ struct GivenFlags {
     const CLI::Option* batch_size = nullptr;
     const CLI::Option* json = nullptr;
     const CLI::Option* csv = nullptr;
+    const CLI::Option* skew = nullptr;
+    const CLI::Option* skew_seed = nullptr;
 };
 
 void check_flags_apply(const CollectiveOptions& options, const ResolvedOptions& resolved, const GivenFlags& given) {
@@ -348,6 +356,10 @@ void check_flags_apply(const CollectiveOptions& options, const ResolvedOptions& 
     if (given.op->count() > 0 && !any([](const Collective* c) { return c->reducing(); }))
         throw UsageError("--op applies to reducing collectives (allreduce, reducescatter, reduce); " + options.command +
                          " moves data without reducing: drop --op");
+    for (const CLI::Option* flag : {given.skew, given.skew_seed})
+        if (flag->count() > 0 && !any([](const Collective* c) { return c->skewed(); }))
+            throw UsageError(flag->get_name() + " shapes alltoallv's per-destination blocks; " + options.command +
+                             " has none: drop " + flag->get_name());
     if (given.batch_size->count() > 0 && resolved.timing.mode != TimingMode::batched)
         throw UsageError("--batch-size sets the ops per sample of batched timing; add --timing batched or drop "
                          "--batch-size");
@@ -371,7 +383,7 @@ std::optional<std::string> collective_memory_refusal(const CollectiveOptions& op
     double send = 0.0, recv = 0.0;
     for (const Collective* collective : resolved.collectives) {
         const std::size_t count = element_count(*collective, largest, resolved.params, nranks, false);
-        const BufferShape shape = collective->shape(count, nranks, rank, resolved.params.root);
+        const BufferShape shape = collective->shape(count, nranks, rank, resolved.params);
         const BufferOffsets offsets = offsets_of_rank(resolved, rank);
         send = std::max(send, options.inplace ? 0.0
                                               : static_cast<double>(shape.send_count) * element +
@@ -428,6 +440,31 @@ void combine_groups(CollectiveResult& result, const GroupLayout& layout, const M
     if (!quiet) std::cout << line.str() << std::flush;
 }
 
+// The console's title of a collective's table: alltoallv's names the distribution of its blocks.
+std::string column_title(const Collective& collective, const CollectiveParams& params) {
+    std::string title(collective.name());
+    if (collective.skewed())
+        title += " (--skew " + skew_name(params.skew) + ", seed " + std::to_string(params.skew.seed) +
+                 "; size: each rank's send buffer)";
+    return title;
+}
+
+// Per-rank totals in bytes, and which rank receives most.
+TrafficImbalance traffic_imbalance(const RankTraffic& traffic, std::size_t element) {
+    const auto summarize = [element](const std::vector<std::size_t>& counts, TrafficImbalance::Side& side) {
+        const auto most = std::max_element(counts.begin(), counts.end());
+        side.max_bytes = *most * element;
+        side.max_rank = static_cast<int>(most - counts.begin());
+        double total = 0.0;
+        for (std::size_t c : counts) total += static_cast<double>(c * element);
+        side.mean_bytes = total / static_cast<double>(counts.size());
+    };
+    TrafficImbalance imbalance;
+    summarize(traffic.sent, imbalance.sent);
+    summarize(traffic.received, imbalance.received);
+    return imbalance;
+}
+
 class CollectiveCommand : public Command {
   public:
     explicit CollectiveCommand(std::string name) { options_.command = std::move(name); }
@@ -468,6 +505,9 @@ class CollectiveCommand : public Command {
                 hosts.push_back(session.hosts_by_rank()[static_cast<std::size_t>(member)]);
         }
         const int measured_ranks = static_cast<int>(hosts.size());
+        for (const Collective* collective : resolved.collectives)
+            if (collective->skewed())
+                if (auto refusal = skew_refusal(resolved.params.skew, measured_ranks)) throw UsageError(*refusal);
         // Refuse impossible exact sizes before any measuring.
         for (const Collective* collective : resolved.collectives)
             element_count(*collective, resolved.sizes.front(), resolved.params, measured_ranks, resolved.exact_size);
@@ -527,7 +567,7 @@ class CollectiveCommand : public Command {
                                    (resolved.placements.in_place && resolved.placements.out_of_place ? 2 : 1);
         for (const Collective* collective : resolved.collectives) {
             if (rank == 0 && !options_.quiet)
-                print_console_columns(std::cout, std::string(collective->name()), resolved.placements,
+                print_console_columns(std::cout, column_title(*collective, resolved.params), resolved.placements,
                                       reported_statistic(resolved.aggregation));
             for (std::uint64_t requested : resolved.sizes) {
                 std::optional<CollectiveResult> halves[2];
@@ -603,6 +643,7 @@ class CollectiveCommand : public Command {
         if (collective.reducing()) result.op = resolved.params.op;
         if (collective.rooted()) result.root = resolved.params.root;
         result.inplace = inplace;
+        if (collective.skewed()) result.skew = SkewUsed{skew_name(resolved.params.skew), resolved.params.skew.seed};
         result.aggregation = resolved.aggregation;
         result.bus_factor = collective.bus_factor(nranks);
         result.count = element_count(collective, requested, resolved.params, nranks, resolved.exact_size);
@@ -612,12 +653,14 @@ class CollectiveCommand : public Command {
             return result;
         }
         if (inplace && !collective.supports_inplace()) {
-            result.skipped = "no in-place form (sending and receiving one buffer at once would race)";
+            result.skipped = "no in-place form (" + std::string(collective.no_inplace_reason()) + ")";
             return result;
         }
         if (collective.rooted() && !inplace && !collective.root_output_written(harness.data()))
             result.placement_note = "out of place on MPI: the root sends from its input buffer (MPI_Bcast has one "
                                     "buffer); its output buffer is not written";
+        if (const auto traffic = collective.rank_traffic(result.count, nranks, resolved.params))
+            result.imbalance = traffic_imbalance(*traffic, dtype_size(resolved.params.type));
         PointSpec spec{&collective, result.count, resolved.params, inplace, options_.check};
         PointMeasurement measurement = measure_or_name_buffers(harness, spec, result.bytes);
         result.wrong = measurement.wrong;
@@ -732,6 +775,14 @@ std::unique_ptr<Command> add_collective_command(CLI::App& app, const std::string
                     "SEND[,RECV]: start the send and receive buffers this many bytes past a page (default 0,0); "
                     "SEND,RECV:SEND,RECV...: one pair per rank (README: IMB-MPI1's placement)");
     add_reporting_flags(*sub, o);
+    command->given().skew =
+        sub->add_option("--skew", o.skew,
+                        "alltoallv's per-destination blocks: uniform, zipf:S (destination p of the seeded popularity "
+                        "order weighs 1/(p+1)^S) or hot:K (K destinations get 90% of the traffic); README")
+            ->capture_default_str();
+    command->given().skew_seed =
+        sub->add_option("--skew-seed", o.skew_seed, "Seed of the popularity order --skew follows (same on every rank)")
+            ->capture_default_str();
     command->given().json = sub->add_option("--json", o.json_path, "Write the report as JSON (schema parbench.report/v1)");
     command->given().csv = sub->add_option("--csv", o.csv_path, "Write the results as CSV");
     sub->add_option("--backend", o.backend, "auto (NCCL when every rank sees a GPU), mpi or nccl")

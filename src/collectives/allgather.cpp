@@ -7,7 +7,7 @@ std::size_t Allgather::count_multiple(int nranks) const { return static_cast<std
 // Each rank receives the (n-1)/n of the output that the others hold.
 double Allgather::bus_factor(int nranks) const { return static_cast<double>(nranks - 1) / nranks; }
 
-BufferShape Allgather::shape(std::size_t count, int nranks, int rank, int) const {
+BufferShape Allgather::shape(std::size_t count, int nranks, int rank, const CollectiveParams&) const {
     const std::size_t block = count / static_cast<std::size_t>(nranks);
     return {block, count, count, block * static_cast<std::size_t>(rank), 0};
 }
@@ -17,7 +17,7 @@ void Allgather::run(Communicator& comm, const void* send, void* recv, std::size_
     comm.allgather(send, recv, count / static_cast<std::size_t>(comm.size()), params.type);
 }
 
-std::optional<ExpectedLayout> Allgather::expected(std::size_t count, int nranks, int, int,
+std::optional<ExpectedLayout> Allgather::expected(std::size_t count, int nranks, int, const CollectiveParams&,
                                                   const InputPattern& pattern) const {
     return blocks_from_every_rank(pattern, count / static_cast<std::size_t>(nranks), 0);
 }

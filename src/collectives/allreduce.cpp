@@ -7,14 +7,17 @@ std::size_t Allreduce::count_multiple(int) const { return 1; }
 // Each rank sends and receives (n-1)/n of the buffer twice: a reduce-scatter, then an allgather.
 double Allreduce::bus_factor(int nranks) const { return 2.0 * (nranks - 1) / nranks; }
 
-BufferShape Allreduce::shape(std::size_t count, int, int, int) const { return {count, count, count, 0, 0}; }
+BufferShape Allreduce::shape(std::size_t count, int, int, const CollectiveParams&) const {
+    return {count, count, count, 0, 0};
+}
 
 void Allreduce::run(Communicator& comm, const void* send, void* recv, std::size_t count,
                     const CollectiveParams& params) const {
     comm.allreduce(send, recv, count, params.type, params.op);
 }
 
-std::optional<ExpectedLayout> Allreduce::expected(std::size_t, int, int, int, const InputPattern& pattern) const {
+std::optional<ExpectedLayout> Allreduce::expected(std::size_t, int, int, const CollectiveParams&,
+                                                  const InputPattern& pattern) const {
     ExpectedLayout layout;
     layout.pattern = pattern;
     layout.reduced = true;

@@ -7,7 +7,9 @@ std::size_t Alltoall::count_multiple(int nranks) const { return static_cast<std:
 // Each rank sends (n-1)/n of its buffer away and receives as much.
 double Alltoall::bus_factor(int nranks) const { return static_cast<double>(nranks - 1) / nranks; }
 
-BufferShape Alltoall::shape(std::size_t count, int, int, int) const { return {count, count, count, 0, 0}; }
+BufferShape Alltoall::shape(std::size_t count, int, int, const CollectiveParams&) const {
+    return {count, count, count, 0, 0};
+}
 
 void Alltoall::run(Communicator& comm, const void* send, void* recv, std::size_t count,
                    const CollectiveParams& params) const {
@@ -15,7 +17,7 @@ void Alltoall::run(Communicator& comm, const void* send, void* recv, std::size_t
 }
 
 // Block q of the output is block `rank` of rank q's input.
-std::optional<ExpectedLayout> Alltoall::expected(std::size_t count, int nranks, int rank, int,
+std::optional<ExpectedLayout> Alltoall::expected(std::size_t count, int nranks, int rank, const CollectiveParams&,
                                                  const InputPattern& pattern) const {
     const std::size_t block = count / static_cast<std::size_t>(nranks);
     return blocks_from_every_rank(pattern, block, block * static_cast<std::size_t>(rank));

@@ -7,7 +7,9 @@ std::size_t Broadcast::count_multiple(int) const { return 1; }
 // Every rank receives the whole buffer once.
 double Broadcast::bus_factor(int) const { return 1.0; }
 
-BufferShape Broadcast::shape(std::size_t count, int, int, int) const { return {count, count, count, 0, 0}; }
+BufferShape Broadcast::shape(std::size_t count, int, int, const CollectiveParams&) const {
+    return {count, count, count, 0, 0};
+}
 
 bool Broadcast::root_output_written(const Communicator& comm) const { return comm.backend() != "mpi"; }
 
@@ -19,11 +21,11 @@ void Broadcast::run(Communicator& comm, const void* send, void* recv, std::size_
     comm.broadcast(send, recv, count, params.type, params.root);
 }
 
-std::optional<ExpectedLayout> Broadcast::expected(std::size_t, int, int, int root,
+std::optional<ExpectedLayout> Broadcast::expected(std::size_t, int, int, const CollectiveParams& params,
                                                   const InputPattern& pattern) const {
     ExpectedLayout layout;
     layout.pattern = pattern;
-    layout.fixed_source_rank = root;
+    layout.fixed_source_rank = params.root;
     return layout;
 }
 

@@ -5,24 +5,38 @@
 // Sizes follow nccl-tests: `count` is the element count of the collective's full buffer
 // (the total of allgather's output, reducescatter's input, alltoall's buffer, the root's
 // buffer of gather and scatter; the whole buffer otherwise), and count_multiple() is what
-// that count must be a multiple of so the per-rank slices are whole.
+// that count must be a multiple of so the per-rank slices are whole. alltoallv's count is
+// alltoall's, each rank's send buffer, cut into blocks of uneven size by --skew.
 #pragma once
 
 #include <cstddef>
 #include <optional>
 #include <span>
 #include <string_view>
+#include <vector>
 
+#include "collectives/skew.hpp"
 #include "comm/communicator.hpp"
 #include "core/dtype.hpp"
 #include "kernels/validation_data.hpp"
 
 namespace parbench {
 
+// A constructor rather than an aggregate: callers give the leading fields they need, and
+// the skew, which only alltoallv reads, defaults without a missing-initializer warning.
 struct CollectiveParams {
-    DType type = DType::float32;
-    ReduceOp op = ReduceOp::sum;
-    int root = 0;
+    CollectiveParams(DType type_ = DType::float32, ReduceOp op_ = ReduceOp::sum, int root_ = 0, Skew skew_ = {})
+        : type(type_), op(op_), root(root_), skew(skew_) {}
+    DType type;
+    ReduceOp op;
+    int root;
+    Skew skew;  // alltoallv's per-destination blocks
+};
+
+// Elements each rank sends and receives in total, indexed by rank.
+struct RankTraffic {
+    std::vector<std::size_t> sent;
+    std::vector<std::size_t> received;
 };
 
 // Element counts of one rank's buffers. In place, one buffer of inplace_count elements
@@ -42,6 +56,10 @@ class Collective {
     virtual bool reducing() const { return false; }
     virtual bool rooted() const { return false; }
     virtual bool supports_inplace() const { return true; }
+    // Why there is no in-place form, for the report, when supports_inplace() is false.
+    virtual std::string_view no_inplace_reason() const { return ""; }
+    // Whether --skew shapes it (its per-destination blocks differ).
+    virtual bool skewed() const { return false; }
     // Whether out of place the root's output buffer is part of the op on this backend.
     // MPI_Bcast has one buffer: the root sends from it, so an out-of-place MPI broadcast
     // sends from the root's input and writes no root output, rather than timing a copy
@@ -54,13 +72,20 @@ class Collective {
     // busbw = algbw x bus_factor: what each rank's link carries relative to the payload,
     // derived in nccl-tests' doc/PERFORMANCE.md.
     virtual double bus_factor(int nranks) const = 0;
-    virtual BufferShape shape(std::size_t count, int nranks, int rank, int root) const = 0;
+    virtual BufferShape shape(std::size_t count, int nranks, int rank, const CollectiveParams& params) const = 0;
     virtual void run(Communicator& comm, const void* send, void* recv, std::size_t count,
                      const CollectiveParams& params) const = 0;
     // What the receive buffer must hold on this rank; nothing when this rank receives no
     // defined data (the non-root ranks of reduce and gather).
-    virtual std::optional<ExpectedLayout> expected(std::size_t count, int nranks, int rank, int root,
-                                                   const InputPattern& pattern) const = 0;
+    virtual std::optional<ExpectedLayout> expected(std::size_t count, int nranks, int rank,
+                                                   const CollectiveParams& params, const InputPattern& pattern) const = 0;
+    // For a collective whose ranks move different amounts (alltoallv under skew), what each
+    // sends and receives; nothing when every rank moves the same.
+    virtual std::optional<RankTraffic> rank_traffic(std::size_t count, int nranks,
+                                                    const CollectiveParams& params) const {
+        (void)count, (void)nranks, (void)params;
+        return std::nullopt;
+    }
 };
 
 // Output block q holds block data from rank q's input, starting at `index_offset` of it:

@@ -7,9 +7,9 @@ std::size_t Gather::count_multiple(int nranks) const { return static_cast<std::s
 // The root receives the (n-1)/n of the buffer held by the others.
 double Gather::bus_factor(int nranks) const { return static_cast<double>(nranks - 1) / nranks; }
 
-BufferShape Gather::shape(std::size_t count, int nranks, int rank, int root) const {
+BufferShape Gather::shape(std::size_t count, int nranks, int rank, const CollectiveParams& params) const {
     const std::size_t block = count / static_cast<std::size_t>(nranks);
-    if (rank != root) return {block, 0, block, 0, 0};
+    if (rank != params.root) return {block, 0, block, 0, 0};
     return {block, count, count, block * static_cast<std::size_t>(rank), 0};
 }
 
@@ -18,9 +18,9 @@ void Gather::run(Communicator& comm, const void* send, void* recv, std::size_t c
     comm.gather(send, recv, count / static_cast<std::size_t>(comm.size()), params.type, params.root);
 }
 
-std::optional<ExpectedLayout> Gather::expected(std::size_t count, int nranks, int rank, int root,
+std::optional<ExpectedLayout> Gather::expected(std::size_t count, int nranks, int rank, const CollectiveParams& params,
                                                const InputPattern& pattern) const {
-    if (rank != root) return std::nullopt;
+    if (rank != params.root) return std::nullopt;
     return blocks_from_every_rank(pattern, count / static_cast<std::size_t>(nranks), 0);
 }
 

@@ -7,7 +7,7 @@ std::size_t ReduceScatter::count_multiple(int nranks) const { return static_cast
 // Each rank receives (n-1)/n of the full input from the others.
 double ReduceScatter::bus_factor(int nranks) const { return static_cast<double>(nranks - 1) / nranks; }
 
-BufferShape ReduceScatter::shape(std::size_t count, int nranks, int rank, int) const {
+BufferShape ReduceScatter::shape(std::size_t count, int nranks, int rank, const CollectiveParams&) const {
     const std::size_t block = count / static_cast<std::size_t>(nranks);
     return {count, block, count, 0, block * static_cast<std::size_t>(rank)};
 }
@@ -17,7 +17,7 @@ void ReduceScatter::run(Communicator& comm, const void* send, void* recv, std::s
     comm.reduce_scatter(send, recv, count / static_cast<std::size_t>(comm.size()), params.type, params.op);
 }
 
-std::optional<ExpectedLayout> ReduceScatter::expected(std::size_t count, int nranks, int rank, int,
+std::optional<ExpectedLayout> ReduceScatter::expected(std::size_t count, int nranks, int rank, const CollectiveParams&,
                                                       const InputPattern& pattern) const {
     ExpectedLayout layout;
     layout.pattern = pattern;

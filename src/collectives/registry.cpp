@@ -13,12 +13,13 @@ const ReduceScatter reducescatter;
 const Broadcast broadcast;
 const Reduce reduce;
 const Alltoall alltoall;
+const Alltoallv alltoallv;
 const Gather gather;
 const Scatter scatter;
 const SendRecv sendrecv;
 
-const std::array<const Collective*, 9> table{&allreduce, &allgather, &reducescatter, &broadcast, &reduce,
-                                              &alltoall,  &gather,    &scatter,       &sendrecv};
+const std::array<const Collective*, 10> table{&allreduce, &allgather, &reducescatter, &broadcast, &reduce,
+                                               &alltoall,  &alltoallv, &gather,        &scatter,   &sendrecv};
 
 }  // namespace
 

@@ -7,7 +7,9 @@ std::size_t SendRecv::count_multiple(int) const { return 1; }
 // Each rank's link carries the buffer once in each direction.
 double SendRecv::bus_factor(int) const { return 1.0; }
 
-BufferShape SendRecv::shape(std::size_t count, int, int, int) const { return {count, count, count, 0, 0}; }
+BufferShape SendRecv::shape(std::size_t count, int, int, const CollectiveParams&) const {
+    return {count, count, count, 0, 0};
+}
 
 // A ring: send to rank+1, receive from rank-1, all at once.
 void SendRecv::run(Communicator& comm, const void* send, void* recv, std::size_t count,
@@ -17,7 +19,7 @@ void SendRecv::run(Communicator& comm, const void* send, void* recv, std::size_t
     comm.sendrecv(send, next, recv, previous, count, params.type);
 }
 
-std::optional<ExpectedLayout> SendRecv::expected(std::size_t, int nranks, int rank, int,
+std::optional<ExpectedLayout> SendRecv::expected(std::size_t, int nranks, int rank, const CollectiveParams&,
                                                  const InputPattern& pattern) const {
     ExpectedLayout layout;
     layout.pattern = pattern;

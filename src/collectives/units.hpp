@@ -5,7 +5,7 @@
 
 namespace parbench {
 
-// Declares a unit whose methods live in its own .cpp file. A declaration only: the nine
+// Declares a unit whose methods live in its own .cpp file. A declaration only: the ten
 // classes differ in their definitions, not their shape.
 #define PARBENCH_COLLECTIVE_UNIT(Class, unit_name, is_reducing, is_rooted, in_place, ...)                 \
     class Class final : public Collective {                                                                \
@@ -17,10 +17,12 @@ namespace parbench {
         bool supports_inplace() const override { return in_place; }                                       \
         std::size_t count_multiple(int nranks) const override;                                            \
         double bus_factor(int nranks) const override;                                                      \
-        BufferShape shape(std::size_t count, int nranks, int rank, int root) const override;              \
+        BufferShape shape(std::size_t count, int nranks, int rank,                                         \
+                          const CollectiveParams& params) const override;                                  \
         void run(Communicator& comm, const void* send, void* recv, std::size_t count,                      \
                  const CollectiveParams& params) const override;                                           \
-        std::optional<ExpectedLayout> expected(std::size_t count, int nranks, int rank, int root,         \
+        std::optional<ExpectedLayout> expected(std::size_t count, int nranks, int rank,                    \
+                                               const CollectiveParams& params,                             \
                                                const InputPattern& pattern) const override;                \
     }
 
@@ -31,10 +33,21 @@ PARBENCH_COLLECTIVE_UNIT(Broadcast, "broadcast", false, true, true,
                          public: bool root_output_written(const Communicator& comm) const override;);
 PARBENCH_COLLECTIVE_UNIT(Reduce, "reduce", true, true, true);
 PARBENCH_COLLECTIVE_UNIT(Alltoall, "alltoall", false, false, true);
+// MPI_IN_PLACE alltoallv needs a symmetric count matrix (what rank a sends b equals what b
+// sends a); skewed blocks are not, so there is no in-place form.
+PARBENCH_COLLECTIVE_UNIT(
+    Alltoallv, "alltoallv", false, false, false, public: bool skewed() const override { return true; }
+    std::string_view no_inplace_reason() const override {
+        return "MPI_IN_PLACE alltoallv needs what rank a sends b to equal what b sends a; skewed blocks differ";
+    }
+    std::optional<RankTraffic> rank_traffic(std::size_t count, int nranks, const CollectiveParams& params)
+        const override;);
 PARBENCH_COLLECTIVE_UNIT(Gather, "gather", false, true, true);
 PARBENCH_COLLECTIVE_UNIT(Scatter, "scatter", false, true, true);
-// Sending and receiving through one buffer at once is a data race, so no in-place form.
-PARBENCH_COLLECTIVE_UNIT(SendRecv, "sendrecv", false, false, false);
+PARBENCH_COLLECTIVE_UNIT(
+    SendRecv, "sendrecv", false, false, false, public: std::string_view no_inplace_reason() const override {
+        return "sending and receiving one buffer at once would race";
+    });
 
 #undef PARBENCH_COLLECTIVE_UNIT
 

@@ -1,6 +1,10 @@
 #include "comm/communicator.hpp"
 
+#include <algorithm>
+#include <numeric>
 #include <optional>
+#include <stdexcept>
+#include <string>
 
 #include "core/nvtx.hpp"
 
@@ -222,6 +226,22 @@ void Communicator::alltoall(const void* send, void* recv, std::size_t count_per_
     ObservedCall observed(*this, "alltoall", bytes_of(count_per_peer * size(), type));
     CountedCall call(stats_, "alltoall", bytes_of(count_per_peer * size(), type));
     do_alltoall(send, recv, count_per_peer, type);
+}
+// nccl-tests' convention again: the larger of the two buffers, here the larger total.
+void Communicator::alltoallv(const void* send, std::span<const std::size_t> send_counts,
+                             std::span<const std::size_t> send_offsets, void* recv,
+                             std::span<const std::size_t> recv_counts, std::span<const std::size_t> recv_offsets,
+                             DType type) {
+    const auto n = static_cast<std::size_t>(size());
+    if (send_counts.size() != n || send_offsets.size() != n || recv_counts.size() != n || recv_offsets.size() != n)
+        throw std::invalid_argument("alltoallv: counts and offsets need one entry per rank (" + std::to_string(n) + ")");
+    if (send == recv) throw std::invalid_argument("alltoallv: in place is not supported; give two buffers");
+    const std::size_t sent = std::accumulate(send_counts.begin(), send_counts.end(), std::size_t{0});
+    const std::size_t received = std::accumulate(recv_counts.begin(), recv_counts.end(), std::size_t{0});
+    const std::size_t bytes = bytes_of(std::max(sent, received), type);
+    ObservedCall observed(*this, "alltoallv", bytes);
+    CountedCall call(stats_, "alltoallv", bytes);
+    do_alltoallv(send, send_counts, send_offsets, recv, recv_counts, recv_offsets, type);
 }
 void Communicator::gather(const void* send, void* recv, std::size_t send_count, DType type, int root) {
     ObservedCall observed(*this, "gather", bytes_of(send_count * size(), type), root);

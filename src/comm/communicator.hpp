@@ -17,6 +17,7 @@
 #include <functional>
 #include <map>
 #include <memory>
+#include <span>
 #include <string>
 #include <string_view>
 #include <utility>
@@ -198,6 +199,12 @@ class Communicator {
     void reduce(const void* send, void* recv, std::size_t count, DType type, ReduceOp op, int root);
     // send and recv: count_per_peer * size() elements; block q goes to / comes from rank q.
     void alltoall(const void* send, void* recv, std::size_t count_per_peer, DType type);
+    // Blocks of any size, one entry per rank (elements): send_counts[q] elements at
+    // send_offsets[q] go to rank q; recv_counts[q] at recv_offsets[q] come from rank q, and
+    // must be what rank q sends here. Out of place only (send and recv distinct buffers).
+    void alltoallv(const void* send, std::span<const std::size_t> send_counts,
+                   std::span<const std::size_t> send_offsets, void* recv, std::span<const std::size_t> recv_counts,
+                   std::span<const std::size_t> recv_offsets, DType type);
     // recv (root only): send_count * size() elements.
     void gather(const void* send, void* recv, std::size_t send_count, DType type, int root);
     // send (root only): recv_count * size() elements.
@@ -251,6 +258,10 @@ class Communicator {
     virtual void do_broadcast(const void* send, void* recv, std::size_t count, DType type, int root) = 0;
     virtual void do_reduce(const void* send, void* recv, std::size_t count, DType type, ReduceOp op, int root) = 0;
     virtual void do_alltoall(const void* send, void* recv, std::size_t count_per_peer, DType type) = 0;
+    virtual void do_alltoallv(const void* send, std::span<const std::size_t> send_counts,
+                              std::span<const std::size_t> send_offsets, void* recv,
+                              std::span<const std::size_t> recv_counts, std::span<const std::size_t> recv_offsets,
+                              DType type) = 0;
     virtual void do_gather(const void* send, void* recv, std::size_t send_count, DType type, int root) = 0;
     virtual void do_scatter(const void* send, void* recv, std::size_t recv_count, DType type, int root) = 0;
     virtual void do_send(const void* buffer, std::size_t count, DType type, int peer) = 0;

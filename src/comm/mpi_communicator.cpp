@@ -6,6 +6,7 @@
 #include <functional>
 #include <stdexcept>
 #include <string>
+#include <vector>
 
 #include "comm/mpi_session.hpp"
 #include "core/error.hpp"
@@ -291,6 +292,26 @@ void MpiCommunicator::do_alltoall(const void* send, void* recv, std::size_t coun
     const int n = mpi_count(count_per_peer, "MPI_Alltoall");
     const MPI_Datatype datatype = types_->datatype(type);
     issue("MPI_Alltoall", [=, comm = comm_] { return MPI_Alltoall(source, n, datatype, recv, n, datatype, comm); });
+}
+
+// MPI takes int counts and displacements; each is checked against INT_MAX, so a buffer
+// whose blocks start past 2^31 elements is refused rather than wrapped.
+void MpiCommunicator::do_alltoallv(const void* send, std::span<const std::size_t> send_counts,
+                                   std::span<const std::size_t> send_offsets, void* recv,
+                                   std::span<const std::size_t> recv_counts, std::span<const std::size_t> recv_offsets,
+                                   DType type) {
+    const auto ints = [](std::span<const std::size_t> values) {
+        std::vector<int> converted;
+        converted.reserve(values.size());
+        for (std::size_t value : values) converted.push_back(mpi_count(value, "MPI_Alltoallv"));
+        return converted;
+    };
+    const MPI_Datatype datatype = types_->datatype(type);
+    issue("MPI_Alltoallv", [=, send_n = ints(send_counts), send_at = ints(send_offsets), recv_n = ints(recv_counts),
+                            recv_at = ints(recv_offsets), comm = comm_] {
+        return MPI_Alltoallv(send, send_n.data(), send_at.data(), datatype, recv, recv_n.data(), recv_at.data(),
+                             datatype, comm);
+    });
 }
 
 void MpiCommunicator::do_gather(const void* send, void* recv, std::size_t send_count, DType type, int root) {

@@ -55,6 +55,9 @@ class MpiCommunicator : public Communicator {
     void do_broadcast(const void* send, void* recv, std::size_t count, DType type, int root) override;
     void do_reduce(const void* send, void* recv, std::size_t count, DType type, ReduceOp op, int root) override;
     void do_alltoall(const void* send, void* recv, std::size_t count_per_peer, DType type) override;
+    void do_alltoallv(const void* send, std::span<const std::size_t> send_counts,
+                      std::span<const std::size_t> send_offsets, void* recv, std::span<const std::size_t> recv_counts,
+                      std::span<const std::size_t> recv_offsets, DType type) override;
     void do_gather(const void* send, void* recv, std::size_t send_count, DType type, int root) override;
     void do_scatter(const void* send, void* recv, std::size_t recv_count, DType type, int root) override;
     void do_send(const void* buffer, std::size_t count, DType type, int peer) override;

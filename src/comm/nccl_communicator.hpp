@@ -2,8 +2,8 @@
 // rank's device stream (shared with its CudaDevice), so "blocking" means stream-ordered, as
 // in NCCL itself: the host returns once the work is queued, and synchronize() waits for it.
 //
-// Collectives NCCL lacks are built from grouped ncclSend/ncclRecv: alltoall, gather,
-// scatter and sendrecv. In place, alltoall and sendrecv first copy the send data to a
+// Collectives NCCL lacks are built from grouped ncclSend/ncclRecv: alltoall, alltoallv,
+// gather, scatter and sendrecv. In place, alltoall and sendrecv first copy the send data to a
 // scratch buffer (a send and a receive on one buffer would race); the copy is part of the
 // measured time, since it is what in-place costs. The scratch grows to the largest such
 // call and is kept, so only the first call of a size allocates (never inside a graph).
@@ -79,6 +79,9 @@ class NcclCommunicator : public Communicator {
     void do_broadcast(const void* send, void* recv, std::size_t count, DType type, int root) override;
     void do_reduce(const void* send, void* recv, std::size_t count, DType type, ReduceOp op, int root) override;
     void do_alltoall(const void* send, void* recv, std::size_t count_per_peer, DType type) override;
+    void do_alltoallv(const void* send, std::span<const std::size_t> send_counts,
+                      std::span<const std::size_t> send_offsets, void* recv, std::span<const std::size_t> recv_counts,
+                      std::span<const std::size_t> recv_offsets, DType type) override;
     void do_gather(const void* send, void* recv, std::size_t send_count, DType type, int root) override;
     void do_scatter(const void* send, void* recv, std::size_t recv_count, DType type, int root) override;
     void do_send(const void* buffer, std::size_t count, DType type, int peer) override;

@@ -235,6 +235,25 @@ void NcclCommunicator::do_alltoall(const void* send, void* recv, std::size_t cou
     group.end(comm_->get());
 }
 
+// Every non-empty block as its own send or receive, all in one group. A pair whose block is
+// empty posts nothing on either side (both ranks agree on the counts), so no zero-byte
+// operation waits for a partner that never posts it.
+void NcclCommunicator::do_alltoallv(const void* send, std::span<const std::size_t> send_counts,
+                                    std::span<const std::size_t> send_offsets, void* recv,
+                                    std::span<const std::size_t> recv_counts,
+                                    std::span<const std::size_t> recv_offsets, DType type) {
+    const std::size_t element = dtype_size(type);
+    NcclGroup group;
+    for (int peer = 0; peer < size_; ++peer) {
+        const auto q = static_cast<std::size_t>(peer);
+        if (send_counts[q] > 0)
+            enqueue_send(offset(send, send_offsets[q] * element), send_counts[q], type, peer, main_stream());
+        if (recv_counts[q] > 0)
+            enqueue_recv(offset(recv, recv_offsets[q] * element), recv_counts[q], type, peer, main_stream());
+    }
+    group.end(comm_->get());
+}
+
 // The root's own block is a device copy (nothing to move in place); the others arrive by
 // ncclRecv from each rank, grouped.
 void NcclCommunicator::do_gather(const void* send, void* recv, std::size_t send_count, DType type, int root) {

@@ -74,7 +74,7 @@ double bus_factor(const std::string& collective, int n) {
     const double ranks = n;
     if (collective == "allreduce") return 2.0 * (ranks - 1.0) / ranks;
     if (collective == "allgather" || collective == "reducescatter" || collective == "alltoall" ||
-        collective == "gather" || collective == "scatter")
+        collective == "alltoallv" || collective == "gather" || collective == "scatter")
         return (ranks - 1.0) / ranks;
     return 1.0;
 }

@@ -74,6 +74,7 @@ nlohmann::json to_json(const CollectiveResult& result) {
         {"placement", result.inplace ? "in" : "out"},
     };
     if (result.placement_note) entry["placement_note"] = *result.placement_note;
+    if (result.skew) entry["skew"] = {{"distribution", result.skew->distribution}, {"seed", result.skew->seed}};
     if (result.skipped) {
         entry["skipped"] = *result.skipped;
         return entry;
@@ -98,6 +99,13 @@ nlohmann::json to_json(const CollectiveResult& result) {
     entry["bus_factor"] = result.bus_factor;
     entry["algbw_gbps"] = result.algbw_gbps;
     entry["busbw_gbps"] = result.busbw_gbps;
+    if (result.imbalance) {
+        const auto side = [](const TrafficImbalance::Side& s) {
+            return nlohmann::json{{"max_bytes", s.max_bytes}, {"mean_bytes", s.mean_bytes},
+                                  {"max_over_mean", s.max_over_mean()}, {"max_rank", s.max_rank}};
+        };
+        entry["imbalance"] = {{"sent", side(result.imbalance->sent)}, {"received", side(result.imbalance->received)}};
+    }
     entry["wrong"] = result.wrong ? nlohmann::json(*result.wrong) : nlohmann::json(nullptr);
     entry["outliers"] = result.outliers;
     entry["thread_counters"] =

@@ -26,6 +26,25 @@ struct RankFigures {
     double mean_us = 0.0;
 };
 
+// The distribution alltoallv's blocks were drawn from (--skew, --skew-seed).
+struct SkewUsed {
+    std::string distribution;  // "uniform", "zipf:1.2", "hot:2"
+    std::uint64_t seed = 1;
+};
+
+// How unevenly a point's traffic falls on the ranks: the most a rank sends and receives
+// against the mean over ranks, in bytes.
+struct TrafficImbalance {
+    struct Side {
+        std::uint64_t max_bytes = 0;
+        double mean_bytes = 0.0;
+        int max_rank = 0;  // the (first) rank with the most
+        double max_over_mean() const { return mean_bytes > 0.0 ? static_cast<double>(max_bytes) / mean_bytes : 1.0; }
+    };
+    Side sent;
+    Side received;
+};
+
 struct CollectiveResult {
     std::string collective;
     std::uint64_t bytes = 0;            // measured size (nccl-tests' convention for the collective)
@@ -36,6 +55,8 @@ struct CollectiveResult {
     std::optional<int> root;            // rooted collectives only
     bool inplace = false;
     std::optional<std::string> placement_note;  // what out of place means here, when it differs
+    std::optional<SkewUsed> skew;               // alltoallv only
+    std::optional<TrafficImbalance> imbalance;  // alltoallv only, when measured
     Aggregation aggregation = Aggregation::max;
     std::vector<double> samples_us;     // per iteration, aggregated over ranks
     Summary time_us;

@@ -85,6 +85,17 @@ void print_console_row(std::ostream& out, Placements placements, const Collectiv
         if (half != nullptr && half->skipped)
             out << "  (" << (half->inplace ? "in-place" : "out-of-place") << " skipped: " << *half->skipped << ')';
     out << '\n';
+    // Uneven traffic (alltoallv): the halves share their blocks, so one line tells both.
+    for (const CollectiveResult* half : {out_of_place, in_place})
+        if (half != nullptr && half->imbalance) {
+            const TrafficImbalance& imbalance = *half->imbalance;
+            const auto flags = out.flags();
+            out << std::fixed << std::setprecision(2) << "#   per rank max/mean: received "
+                << imbalance.received.max_over_mean() << " (rank " << imbalance.received.max_rank << ", "
+                << imbalance.received.max_bytes << " B), sent " << imbalance.sent.max_over_mean() << '\n';
+            out.flags(flags);
+            break;
+        }
 }
 
 std::string average_scope(const RunSummary& summary) {

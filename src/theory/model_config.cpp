@@ -29,6 +29,56 @@ double positive_number(const nlohmann::json& document, const char* key, double f
     return value.get<double>();
 }
 
+int non_negative_int(const nlohmann::json& document, const char* key, int fallback, const std::string& source) {
+    if (!document.contains(key)) return fallback;
+    const nlohmann::json& value = document.at(key);
+    if (!value.is_number_integer() || value.get<long long>() < 0 || value.get<long long>() > (1LL << 30))
+        throw UsageError(source + ": \"" + key + "\" must be a whole number, 0 or more, got " + value.dump());
+    return value.get<int>();
+}
+
+// The keys of a nested object, each known: a typo in "moe" is refused like one at the top.
+void check_keys(const nlohmann::json& object, const std::set<std::string>& allowed, const std::string& where) {
+    if (!object.is_object()) throw UsageError(where + " must be a JSON object");
+    for (const auto& [key, value] : object.items())
+        if (allowed.count(key) == 0) {
+            std::string known;
+            for (const std::string& k : allowed) known += (known.empty() ? "" : ", ") + k;
+            throw UsageError(where + ": unknown key \"" + key + "\" (known: " + known + ")");
+        }
+}
+
+ModelConfig::Moe parse_moe(const nlohmann::json& object, int layers, const std::string& source) {
+    const std::string where = source + ": \"moe\"";
+    check_keys(object, {"experts", "top_k", "shared_experts", "expert_hidden", "every", "first_dense"}, where);
+    ModelConfig::Moe moe;
+    moe.experts = positive_int(object, "experts", where);
+    moe.top_k = positive_int(object, "top_k", where);
+    moe.expert_hidden = positive_int(object, "expert_hidden", where);
+    moe.shared_experts = non_negative_int(object, "shared_experts", 0, where);
+    moe.every = object.contains("every") ? positive_int(object, "every", where) : 1;
+    moe.first_dense = non_negative_int(object, "first_dense", 0, where);
+    if (moe.top_k > moe.experts)
+        throw UsageError(where + ": \"top_k\" (" + std::to_string(moe.top_k) + ") is above \"experts\" (" +
+                         std::to_string(moe.experts) + "); a token picks at most every expert");
+    if (moe.first_dense >= layers)
+        throw UsageError(where + ": \"first_dense\" (" + std::to_string(moe.first_dense) +
+                         ") leaves no MoE layer among " + std::to_string(layers) + "; lower it");
+    return moe;
+}
+
+LatentAttentionShape parse_mla(const nlohmann::json& object, const std::string& source) {
+    const std::string where = source + ": \"mla\"";
+    check_keys(object, {"q_lora_rank", "kv_lora_rank", "nope_head_dim", "rope_head_dim", "v_head_dim"}, where);
+    LatentAttentionShape mla;
+    mla.q_lora_rank = positive_int(object, "q_lora_rank", where);
+    mla.kv_lora_rank = positive_int(object, "kv_lora_rank", where);
+    mla.nope_head_dim = positive_int(object, "nope_head_dim", where);
+    mla.rope_head_dim = positive_int(object, "rope_head_dim", where);
+    mla.v_head_dim = positive_int(object, "v_head_dim", where);
+    return mla;
+}
+
 bool looks_like_path(const std::string& text) {
     return text.find('/') != std::string::npos || (text.size() > 5 && text.ends_with(".json"));
 }
@@ -68,7 +118,7 @@ ModelConfig parse_model_config(const nlohmann::json& document, const std::string
         allowed.insert({"heads", "seq_len", "vocab"});
     } else if (kind == "llama") {
         config.kind = ModelKind::llama;
-        allowed.insert({"heads", "kv_heads", "ffn_hidden", "seq_len", "vocab", "rope_theta", "norm_eps"});
+        allowed.insert({"heads", "kv_heads", "ffn_hidden", "seq_len", "vocab", "rope_theta", "norm_eps", "moe", "mla"});
     } else if (kind == "mlp") {
         config.kind = ModelKind::mlp;
     } else {
@@ -106,6 +156,8 @@ ModelConfig parse_model_config(const nlohmann::json& document, const std::string
         if ((config.hidden / config.heads) % 2 != 0)
             throw UsageError(source + ": the head size hidden/heads (" + std::to_string(config.hidden / config.heads) +
                              ") must be even: rotary embedding turns pairs of channels");
+        if (document.contains("moe")) config.moe = parse_moe(document.at("moe"), config.layers, source);
+        if (document.contains("mla")) config.mla = parse_mla(document.at("mla"), source);
     }
     return config;
 }
@@ -162,6 +214,25 @@ LlamaShape llama_shape(const ModelConfig& config) {
     shape.kv_heads = config.kv_heads;
     shape.ffn_hidden = config.ffn_hidden;
     shape.vocab = config.vocab;
+    return shape;
+}
+
+int ModelConfig::moe_layer_count() const {
+    if (!moe) return 0;
+    int count = 0;
+    for (int layer = moe->first_dense; layer < layers; ++layer) count += (layer - moe->first_dense) % moe->every == 0;
+    return count;
+}
+
+MoeShape moe_shape(const ModelConfig& config) {
+    MoeShape shape;
+    shape.dense = llama_shape(config);
+    shape.moe_layers = config.moe_layer_count();
+    shape.experts = config.moe->experts;
+    shape.top_k = config.moe->top_k;
+    shape.shared_experts = config.moe->shared_experts;
+    shape.expert_hidden = config.moe->expert_hidden;
+    if (config.mla) shape.attention_per_layer = latent_attention_parameters(config.hidden, config.heads, *config.mla);
     return shape;
 }
 

@@ -6,7 +6,10 @@
 #include <nlohmann/json.hpp>
 
 #include <cstdint>
+#include <optional>
 #include <string>
+
+#include "theory/moe.hpp"
 
 namespace parbench {
 
@@ -28,6 +31,22 @@ struct ModelConfig {
     int ffn_hidden = 0;
     double rope_theta = 10000.0;
     double norm_eps = 1e-5;
+    // llama only, optional ("moe": {...}): a mixture of experts in the layers from
+    // first_dense on, every `every`-th of them (theory/moe.hpp). `parbench train` does not run
+    // MoE yet (issue 20 items 2-3); plan's counts of it are theory/moe.hpp's.
+    struct Moe {
+        int experts = 0;
+        int top_k = 0;
+        int shared_experts = 0;
+        int expert_hidden = 0;
+        int every = 1;
+        int first_dense = 0;
+    };
+    std::optional<Moe> moe;
+    // llama only, optional ("mla": {...}): DeepSeek's latent attention, for counting its
+    // parameters only (nothing runs it).
+    std::optional<LatentAttentionShape> mla;
+    int moe_layer_count() const;
     // Models whose tokens form sequences (gpt, llama), as opposed to one row per sample.
     bool has_sequence() const { return kind != ModelKind::mlp; }
 };
@@ -50,5 +69,7 @@ nlohmann::json to_json(const ModelConfig& config);
 struct LlamaShape;
 // The shape theory/llama_formulas.hpp's formulas take; config.kind must be llama.
 LlamaShape llama_shape(const ModelConfig& config);
+// The shape theory/moe.hpp's formulas take; config.moe must be set.
+MoeShape moe_shape(const ModelConfig& config);
 
 }  // namespace parbench

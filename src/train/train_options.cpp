@@ -121,6 +121,10 @@ TrainPlan resolve_train_options(const TrainOptions& options) {
         throw UsageError("--peak-tflops must be a positive number (TFLOP/s per rank)");
 
     plan.model = load_model_config(options.model);
+    if (plan.model.moe || plan.model.mla)
+        throw UsageError("--model " + options.model + ": a mixture-of-experts model (\"moe\"/\"mla\" in " +
+                         plan.model.source + "); train does not run MoE layers or latent attention yet: pick a "
+                         "dense model");
     plan.seq_len = plan.model.seq_len;
     if (options.seq) {
         if (!plan.model.has_sequence())

@@ -40,8 +40,8 @@ import tempfile
 import time
 
 MARKERS = ("[gpu]", "[hosts]", "[nsight]", "[peers]")
-COLLECTIVES = {"allreduce", "allgather", "reducescatter", "broadcast", "reduce", "alltoall", "gather", "scatter",
-               "sendrecv", "all"}
+COLLECTIVES = {"allreduce", "allgather", "reducescatter", "broadcast", "reduce", "alltoall", "alltoallv", "gather",
+               "scatter", "sendrecv", "all"}
 MAX_BYTES = 64 << 10
 SIZE_SUFFIX = {"K": 1 << 10, "M": 1 << 20, "G": 1 << 30}
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))

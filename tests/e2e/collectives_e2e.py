@@ -24,6 +24,7 @@ BUS_FACTORS = {
     "allgather": lambda n: (n - 1) / n,
     "reducescatter": lambda n: (n - 1) / n,
     "alltoall": lambda n: (n - 1) / n,
+    "alltoallv": lambda n: (n - 1) / n,
     "gather": lambda n: (n - 1) / n,
     "scatter": lambda n: (n - 1) / n,
     "broadcast": lambda n: 1.0,
@@ -153,7 +154,8 @@ def case_modes(ctx):
         check_consistent(report, 3)
         if "--inplace" in extra:
             skipped = [e for e in report["results"] if "skipped" in e]
-            check({e["collective"] for e in skipped} == {"sendrecv"}, "only sendrecv has no in-place form")
+            check({e["collective"] for e in skipped} == {"sendrecv", "alltoallv"},
+                  "only sendrecv and alltoallv have no in-place form")
         if "batched" in extra:
             check(report["config"]["timing"] == "batched" and report["config"]["batch_size"] == 4, "batched config")
         if "--buffer-offsets" in extra:  # the buffers moved, and every element is still checked right
@@ -232,12 +234,13 @@ def case_placement_summary(ctx):
     for name in BUS_FACTORS:
         placements = sorted(e["placement"] for e in report["results"] if e["collective"] == name)
         check(placements == ["in"] * 3 + ["out"] * 3, f"{name}: both placements per size, got {placements}")
-    # One console row per size with both halves: 3 sizes x 9 collectives.
+    # One console row per size with both halves: 3 sizes x 10 collectives.
     rows = [line for line in result.stdout.splitlines() if line and not line.startswith("#")]
-    check(len(rows) == 27, f"{len(rows)} rows: {result.stdout}")
+    check(len(rows) == 30, f"{len(rows)} rows: {result.stdout}")
     check(all(len(line.split()) >= 13 for line in rows), "each row has two halves")
     skipped = [line for line in rows if "skipped" in line]
-    check(len(skipped) == 3 and all("in-place skipped" in line for line in skipped), "sendrecv in place skipped")
+    check(len(skipped) == 6 and all("in-place skipped" in line for line in skipped),
+          "sendrecv and alltoallv in place skipped")
     summary = report["summary"]
     check(summary["status"] == "OK" and summary["wrong_total"] == 0 and summary["checked"], f"summary {summary}")
     check(summary["measured_points"] == len(measured), "measured points")
@@ -402,6 +405,78 @@ def case_straggler(ctx):
     check(len(warned) == 1 and "waited for" in warned[0], result.stderr)
 
 
+def skew_blocks(count, ranks, skew):
+    """Each destination's block in popularity order, as the README defines --skew, written
+    independently of the C++: integer weights, floors, then one element each to the largest
+    remainders (the more popular first among equals)."""
+    kind, _, value = skew.partition(":")
+    weights = [1] * ranks
+    if kind == "zipf":
+        weights = [math.floor(2 ** 40 * (p + 1) ** -float(value) + 0.5) for p in range(ranks)]
+    elif kind == "hot":
+        hot, cold = int(value), ranks - int(value)
+        if 9 * cold >= hot:
+            weights = [9 * cold if p < hot else hot for p in range(ranks)]
+    total = sum(weights)
+    blocks = [count * w // total for w in weights]
+    remainders = [count * w % total for w in weights]
+    for p in sorted(range(ranks), key=lambda p: (-remainders[p], p))[:count - sum(blocks)]:
+        blocks[p] += 1
+    return blocks
+
+
+def case_alltoallv_report(ctx):
+    """alltoallv's report: the skew it ran, the imbalance against the README's definitions,
+    nccl-tests' bandwidths on each rank's send buffer, no in-place half, every element checked."""
+    ranks = 3
+    json_path = ctx.path("alltoallv.json")
+    for skew, seed in (("hot:1", 1), ("zipf:1.2", 5), ("uniform", 1)):
+        extra = ["--skew-seed", str(seed)] if seed != 1 else []
+        result = ctx.run(ranks, "alltoallv", "-b", "1K", "-e", "64K", "-f", "8", "--iters", "3", "--skew", skew,
+                         *extra, "--json", json_path)
+        check(result.returncode == 0, f"{skew}: exit {result.returncode}: {result.stderr}")
+        report = load_report(ctx, json_path)
+        check_consistent(report, ranks)
+        check(report["config"]["skew"] == skew and report["config"]["skew_seed"] == seed, str(report["config"]))
+        check(f"# alltoallv (--skew {skew}, seed {seed}; size: each rank's send buffer)" in result.stdout,
+              result.stdout)
+        measured = [e for e in report["results"] if "skipped" not in e]
+        skipped = [e for e in report["results"] if "skipped" in e]
+        check(len(measured) == 3 and all(e["placement"] == "out" for e in measured), "3 sizes out of place")
+        check(len(skipped) == 3 and all(e["placement"] == "in" for e in skipped), "in place skipped")
+        lines = [line for line in result.stdout.splitlines() if line.startswith("#   per rank max/mean: received")]
+        check(len(lines) == 3, f"one imbalance line per size: {result.stdout}")
+        for entry, line in zip(measured, lines):
+            check(entry["skew"] == {"distribution": skew, "seed": seed}, str(entry["skew"]))
+            check(entry["wrong"] == 0, f"{skew} {entry['bytes']} B: {entry['wrong']} wrong")
+            element = 4
+            count = entry["count"]
+            blocks = skew_blocks(count, ranks, skew)
+            sent, received = entry["imbalance"]["sent"], entry["imbalance"]["received"]
+            # Every rank sends its whole buffer; a rank receives its block from each of the n.
+            check(sent["max_bytes"] == entry["bytes"] and math.isclose(sent["max_over_mean"], 1.0), str(sent))
+            check(received["max_bytes"] == ranks * max(blocks) * element, f"{skew}: {received} vs {blocks}")
+            check(math.isclose(received["mean_bytes"], entry["bytes"]), str(received))
+            check(math.isclose(received["max_over_mean"], ranks * max(blocks) / count), str(received))
+            check(0 <= received["max_rank"] < ranks, str(received))
+            check(f"received {received['max_over_mean']:.2f} (rank {received['max_rank']}, "
+                  f"{received['max_bytes']} B)" in line, line)
+        if skew == "hot:1":  # 90% to one rank: it receives 2.7 buffers of the 3 sent
+            check(math.isclose(measured[-1]["imbalance"]["received"]["max_over_mean"], 2.7, rel_tol=1e-3),
+                  str(measured[-1]["imbalance"]))
+        if skew == "uniform":
+            check(all(math.isclose(e["imbalance"]["received"]["max_over_mean"], 1.0, rel_tol=0.01) for e in measured),
+                  "uniform is even")
+    # `all` runs it too, with the skew given, and the report keeps the distribution.
+    result = ctx.run(2, "all", "--size", "4K", "--iters", "2", "--skew", "hot:2", "--json", json_path)
+    check(result.returncode == 0, result.stderr)
+    report = load_report(ctx, json_path)
+    entries = [e for e in report["results"] if e["collective"] == "alltoallv" and "skipped" not in e]
+    check(len(entries) == 1 and entries[0]["skew"]["distribution"] == "hot:2" and entries[0]["wrong"] == 0,
+          str(entries))
+    check(all("skew" not in e for e in report["results"] if e["collective"] != "alltoallv"), "skew on alltoallv only")
+
+
 BAD_INPUT = [
     # (ranks, arguments, text the one error line must contain)
     (0, ["frobnicate"], "frobnicate"),
@@ -432,6 +507,13 @@ BAD_INPUT = [
     (2, ["allreduce", "--aggregate", "median"], "--aggregate"),
     (2, ["allreduce", "--mpi-threads", "many"], "--mpi-threads"),
     (2, ["allreduce", "--verbose", "--quiet"], "--quiet"),
+    (2, ["alltoallv", "--skew", "zipf:-1"], "--skew 'zipf:-1'"),
+    (2, ["alltoallv", "--skew", "zipf:"], "--skew 'zipf:'"),
+    (2, ["alltoallv", "--skew", "hot:0"], "--skew 'hot:0'"),
+    (2, ["alltoallv", "--skew", "hot:3"], "--skew hot:3: 3 hot destinations among 2 ranks"),
+    (2, ["alltoallv", "--skew", "pareto:2"], "--skew 'pareto:2'"),
+    (2, ["allreduce", "--skew", "hot:1"], "--skew shapes alltoallv"),
+    (2, ["broadcast", "--skew-seed", "3"], "--skew-seed shapes alltoallv"),
 ]
 
 

@@ -3,6 +3,7 @@
 // element with the shared formulas; then the non-blocking forms, split and graph capture.
 #include <gtest/gtest.h>
 
+#include <string>
 #include <vector>
 
 #include "collectives/collective.hpp"
@@ -29,7 +30,7 @@ class NcclCommunicatorTest : public GpuTest {
         const int nranks = comm().size();
         const int rank = comm().rank();
         const std::size_t element = dtype_size(params.type);
-        const BufferShape shape = collective.shape(count, nranks, rank, params.root);
+        const BufferShape shape = collective.shape(count, nranks, rank, params);
         const InputPattern pattern = pattern_of(collective, params, rank);
         Buffer input = device().allocate((inplace ? shape.inplace_count : shape.send_count) * element);
         Buffer output = inplace ? input : device().allocate(shape.recv_count * element);
@@ -40,7 +41,7 @@ class NcclCommunicatorTest : public GpuTest {
                        count, params);
         comm().synchronize();
         std::size_t wrong = 0;
-        if (auto layout = collective.expected(count, nranks, rank, params.root, pattern))
+        if (auto layout = collective.expected(count, nranks, rank, params, pattern))
             wrong = device().count_wrong(output, output_offset, shape.recv_count, params.type, *layout);
         std::uint64_t mine = wrong;
         std::uint64_t total = 0;
@@ -91,6 +92,20 @@ TEST_F(NcclCommunicatorTest, DataMovementOverEveryType) {
                       0u)
                 << collective->name() << " " << dtype_name(type);
     }
+}
+
+// alltoallv's grouped ncclSend/ncclRecv under every form of --skew, with empty blocks at
+// counts below the rank count (both sides then post nothing for the pair).
+TEST_F(NcclCommunicatorTest, AlltoallvEverySkew) {
+    const Collective* alltoallv = find_collective("alltoallv");
+    ASSERT_NE(alltoallv, nullptr);
+    const std::string every_rank_hot = "hot:" + std::to_string(comm().size());
+    for (const std::string& skew : {std::string("uniform"), std::string("zipf:1.2"), std::string("zipf:40"),
+                                   std::string("hot:1"), every_rank_hot})
+        for (std::size_t count : {1u, 1031u, 1u << 20}) {
+            const CollectiveParams params{DType::float32, ReduceOp::sum, 0, parse_skew(skew, 3)};
+            EXPECT_EQ(run_and_count_wrong(*alltoallv, count, params, false), 0u) << skew << " count " << count;
+        }
 }
 
 TEST_F(NcclCommunicatorTest, LargeAllreduce) {
@@ -209,7 +224,7 @@ TEST_F(NcclCommunicatorTest, InPlaceAlltoallCapturedAfterWarmUp) {
     device().fill_input(data, 0, count, params.type, pattern);
     graph->replay();
     comm().synchronize();
-    const auto layout = alltoall->expected(count, comm().size(), comm().rank(), 0, pattern);
+    const auto layout = alltoall->expected(count, comm().size(), comm().rank(), params, pattern);
     ASSERT_TRUE(layout.has_value());
     EXPECT_EQ(device().count_wrong(data, 0, count, params.type, *layout), 0u);
 }

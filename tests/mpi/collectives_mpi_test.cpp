@@ -4,8 +4,12 @@
 #include <gtest/gtest.h>
 
 #include <algorithm>
+#include <cstdint>
 #include <memory>
+#include <span>
 #include <stdexcept>
+#include <string>
+#include <vector>
 
 #include "bench/collective_harness.hpp"
 #include "bench/watchdog.hpp"
@@ -26,18 +30,23 @@ struct World {
 
 World* world = nullptr;
 
-std::uint64_t wrong_elements(const Collective& collective, std::size_t count, DType type, ReduceOp op, int root,
+std::uint64_t wrong_elements(const Collective& collective, std::size_t count, const CollectiveParams& params,
                              bool inplace) {
     TimingOptions timing;
     timing.warmup = 1;
     timing.iters = 2;
     CollectiveHarness harness(*world->data, *world->control, world->device, timing, world->watchdog);
-    PointSpec spec{&collective, count, CollectiveParams{type, op, root}, inplace, true};
+    PointSpec spec{&collective, count, params, inplace, true};
     const PointMeasurement measurement = harness.measure(spec);
     EXPECT_EQ(measurement.times.iterations, 2);
     EXPECT_EQ(measurement.times.ranks, world->data->size());
     EXPECT_EQ(measurement.times.own_us.size(), 2u * static_cast<std::size_t>(world->data->size()));
     return measurement.wrong.value();
+}
+
+std::uint64_t wrong_elements(const Collective& collective, std::size_t count, DType type, ReduceOp op, int root,
+                             bool inplace) {
+    return wrong_elements(collective, count, CollectiveParams{type, op, root}, inplace);
 }
 
 // Counts that are odd multiples of the rank count, so per-rank slices are uneven sizes.
@@ -79,6 +88,66 @@ TEST(CollectivesOverMpi, EveryRootOfRootedCollectives) {
                           0u)
                     << collective->name() << " root " << root;
     }
+}
+
+// alltoallv under every form of --skew, two seeds (two popularity orders), at counts below,
+// near and above the rank count (so empty blocks too), through the harness as the CLI runs it.
+TEST(CollectivesOverMpi, AlltoallvEverySkew) {
+    const int nranks = world->data->size();
+    const Collective& alltoallv = *find_collective("alltoallv");
+    for (const std::string& text : {std::string("uniform"), std::string("zipf:0.8"), std::string("zipf:1.5"),
+                                   std::string("zipf:40"), std::string("hot:1"), "hot:" + std::to_string(nranks)})
+        for (std::uint64_t seed : {1u, 7u})
+            for (DType type : {DType::float32, DType::int8, DType::float64})
+                for (std::size_t count : {1u, 7u, 1001u}) {
+                    const CollectiveParams params{type, ReduceOp::sum, 0, parse_skew(text, seed)};
+                    EXPECT_EQ(wrong_elements(alltoallv, count, params, false), 0u)
+                        << text << " seed " << seed << ' ' << dtype_name(type) << " count " << count << " ranks "
+                        << nranks;
+                }
+}
+
+// The communicator's alltoallv with a matrix whose rows all differ (skew's rows are alike),
+// empty blocks and blocks out of order in the buffer: rank s sends (s + 2d) % 3 + s % 2
+// elements to rank d, placed in reverse rank order, each element naming s, d and its index.
+TEST(CollectivesOverMpi, AlltoallvMovesAnyMatrix) {
+    Communicator& comm = *world->data;
+    comm.stats().reset();
+    const int n = comm.size(), me = comm.rank();
+    const auto block = [](int s, int d) { return static_cast<std::size_t>((s + 2 * d) % 3 + s % 2); };
+    const auto value = [](int s, int d, std::size_t i) { return static_cast<std::int32_t>(s * 10000 + d * 100 + i); };
+    const auto un = static_cast<std::size_t>(n);
+    std::vector<std::size_t> send_counts(un), send_offsets(un), recv_counts(un), recv_offsets(un);
+    std::size_t sent = 0, received = 0;
+    for (int d = n - 1; d >= 0; --d) {  // blocks in reverse rank order in the send buffer
+        send_counts[static_cast<std::size_t>(d)] = block(me, d);
+        send_offsets[static_cast<std::size_t>(d)] = sent;
+        sent += block(me, d);
+    }
+    for (int s = 0; s < n; ++s) {
+        recv_counts[static_cast<std::size_t>(s)] = block(s, me);
+        recv_offsets[static_cast<std::size_t>(s)] = received;
+        received += block(s, me);
+    }
+    std::vector<std::int32_t> send(sent + 1), recv(received + 1, -1);  // +1: never empty
+    for (int d = 0; d < n; ++d)
+        for (std::size_t i = 0; i < block(me, d); ++i)
+            send[send_offsets[static_cast<std::size_t>(d)] + i] = value(me, d, i);
+    comm.alltoallv(send.data(), send_counts, send_offsets, recv.data(), recv_counts, recv_offsets, DType::int32);
+    for (int s = 0; s < n; ++s)
+        for (std::size_t i = 0; i < block(s, me); ++i)
+            EXPECT_EQ(recv[recv_offsets[static_cast<std::size_t>(s)] + i], value(s, me, i)) << "from " << s << " " << i;
+    EXPECT_EQ(recv[received], -1) << "wrote past its blocks";
+    const CommCounter& counted = comm.stats().by_op.at("alltoallv");
+    EXPECT_EQ(counted.calls, 1u);
+    EXPECT_EQ(counted.bytes, std::max(sent, received) * sizeof(std::int32_t));
+    // One entry per rank, and two buffers: anything else is a caller's bug, refused.
+    EXPECT_THROW(comm.alltoallv(send.data(), std::span(send_counts).first(un - 1), send_offsets, recv.data(),
+                                recv_counts, recv_offsets, DType::int32),
+                 std::invalid_argument);
+    EXPECT_THROW(comm.alltoallv(send.data(), send_counts, send_offsets, send.data(), recv_counts, recv_offsets,
+                                DType::int32),
+                 std::invalid_argument);
 }
 
 TEST(CollectivesOverMpi, NonBlockingFormsMatchBlocking) {

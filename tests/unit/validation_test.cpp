@@ -45,10 +45,36 @@ TEST(ValidationData, AlltoallLayoutMatchesHandWrittenExpectation) {
     const int nranks = 3, rank = 1;
     const std::size_t block = 4, count = block * nranks;
     const InputPattern pattern = input_pattern(alltoall, {DType::int32, ReduceOp::sum, 0}, nranks, rank);
-    const ExpectedLayout layout = *alltoall.expected(count, nranks, rank, 0, pattern);
+    const ExpectedLayout layout = *alltoall.expected(count, nranks, rank, CollectiveParams{}, pattern);
     for (std::size_t k = 0; k < count; ++k) {
         const std::size_t q = k / block, j = rank * block + k % block;
         EXPECT_EQ(expected_value(layout, k), static_cast<double>((j * 7 + q * 13 + 1) % 100)) << k;
+    }
+}
+
+// alltoallv under hot:1 at 3 ranks, 30 elements each: the hot rank gets 27 from every rank,
+// the cold ones 2 and 1 (collectives/skew.hpp). Block q of rank r's output is rank q's
+// block for r, which starts where the blocks of the ranks before r end.
+TEST(ValidationData, AlltoallvLayoutMatchesHandWrittenExpectation) {
+    const Collective& alltoallv = *find_collective("alltoallv");
+    const int nranks = 3;
+    const std::size_t count = 30;
+    const CollectiveParams params{DType::int32, ReduceOp::sum, 0, parse_skew("hot:1", 11)};
+    const std::vector<std::size_t> blocks = destination_counts(count, nranks, params.skew);
+    std::vector<std::size_t> sorted = blocks;
+    std::sort(sorted.begin(), sorted.end());
+    EXPECT_EQ(sorted, (std::vector<std::size_t>{1, 2, 27}));
+    for (int rank = 0; rank < nranks; ++rank) {
+        const InputPattern pattern = input_pattern(alltoallv, params, nranks, rank);
+        const ExpectedLayout layout = *alltoallv.expected(count, nranks, rank, params, pattern);
+        const std::size_t block = blocks[static_cast<std::size_t>(rank)];
+        std::size_t start = 0;
+        for (int before = 0; before < rank; ++before) start += blocks[static_cast<std::size_t>(before)];
+        ASSERT_EQ(alltoallv.shape(count, nranks, rank, params).recv_count, block * nranks);
+        for (std::size_t k = 0; k < block * nranks; ++k) {
+            const std::size_t q = k / block, j = start + k % block;
+            EXPECT_EQ(expected_value(layout, k), static_cast<double>((j * 7 + q * 13 + 1) % 100)) << rank << ' ' << k;
+        }
     }
 }
 
@@ -57,7 +83,7 @@ TEST(ValidationData, ReduceScatterLayoutMatchesHandWrittenExpectation) {
     const int nranks = 4, rank = 2;
     const std::size_t count = 8 * nranks;
     const InputPattern pattern = input_pattern(reducescatter, {DType::float32, ReduceOp::max, 0}, nranks, rank);
-    const ExpectedLayout layout = *reducescatter.expected(count, nranks, rank, 0, pattern);
+    const ExpectedLayout layout = *reducescatter.expected(count, nranks, rank, CollectiveParams{}, pattern);
     for (std::size_t k = 0; k < 8; ++k) {
         double best = -1;
         for (int q = 0; q < nranks; ++q) best = std::max(best, static_cast<double>((rank * 8 + k + 3 * q) % 16));
@@ -73,9 +99,10 @@ TEST(ValidationData, CountsEveryCorruptedElement) {
         for (DType type : all_dtypes()) {
             const int nranks = 3, rank = 0, root = 0;
             const std::size_t count = 5 * collective->count_multiple(nranks);
-            const BufferShape shape = collective->shape(count, nranks, rank, root);
-            const InputPattern pattern = input_pattern(*collective, {type, ReduceOp::sum, root}, nranks, rank);
-            const auto layout = collective->expected(count, nranks, rank, root, pattern);
+            const CollectiveParams params{type, ReduceOp::sum, root};
+            const BufferShape shape = collective->shape(count, nranks, rank, params);
+            const InputPattern pattern = input_pattern(*collective, params, nranks, rank);
+            const auto layout = collective->expected(count, nranks, rank, params, pattern);
             ASSERT_TRUE(layout.has_value()) << collective->name();
             Buffer result = device.allocate(shape.recv_count * dtype_size(type));
             for (std::size_t k = 0; k < shape.recv_count; ++k)
@@ -102,7 +129,7 @@ TEST(ValidationData, AvgAllowsOnlyAFewUlps) {
 TEST(BusFactors, MatchNcclTestsConventions) {
     const int n = 8;
     EXPECT_DOUBLE_EQ(find_collective("allreduce")->bus_factor(n), 2.0 * 7 / 8);
-    for (const char* name : {"allgather", "reducescatter", "alltoall", "gather", "scatter"})
+    for (const char* name : {"allgather", "reducescatter", "alltoall", "alltoallv", "gather", "scatter"})
         EXPECT_DOUBLE_EQ(find_collective(name)->bus_factor(n), 7.0 / 8) << name;
     for (const char* name : {"broadcast", "reduce", "sendrecv"}) EXPECT_DOUBLE_EQ(find_collective(name)->bus_factor(n), 1.0);
     EXPECT_DOUBLE_EQ(find_collective("allreduce")->bus_factor(1), 0.0);

@@ -1,0 +1,49 @@
+#include "theory/moe.hpp"
+
+namespace parbench {
+
+std::int64_t latent_attention_parameters(std::int64_t hidden, std::int64_t heads, const LatentAttentionShape& mla) {
+    const std::int64_t qk_head = mla.nope_head_dim + mla.rope_head_dim;
+    const std::int64_t queries = hidden * mla.q_lora_rank + mla.q_lora_rank + mla.q_lora_rank * heads * qk_head;
+    const std::int64_t keys_values = hidden * (mla.kv_lora_rank + mla.rope_head_dim) + mla.kv_lora_rank +
+                                     mla.kv_lora_rank * heads * (mla.nope_head_dim + mla.v_head_dim);
+    return queries + keys_values + heads * mla.v_head_dim * hidden;
+}
+
+MoeParameterCount moe_parameter_count(const MoeShape& shape) {
+    const LlamaParameterCount dense = llama_parameter_count(shape.dense);
+    const std::int64_t h = shape.dense.hidden;
+    const std::int64_t attention = shape.attention_per_layer > 0 ? shape.attention_per_layer : dense.attention_per_layer;
+    const std::int64_t expert = 3 * h * shape.expert_hidden;
+    const std::int64_t router = h * shape.experts;
+    const std::int64_t dense_layers = shape.dense.layers - shape.moe_layers;
+    const std::int64_t outside = dense.embedding + dense.final_norm + dense.output;
+    const std::int64_t dense_layer = attention + dense.mlp_per_layer + dense.norms_per_layer;
+    const std::int64_t moe_common = attention + dense.norms_per_layer + router;
+
+    MoeParameterCount count;
+    count.routed_experts = shape.moe_layers * shape.experts * expert;
+    count.total = outside + dense_layers * dense_layer +
+                  shape.moe_layers * (moe_common + (shape.experts + shape.shared_experts) * expert);
+    count.active = outside + dense_layers * dense_layer +
+                   shape.moe_layers * (moe_common + (shape.top_k + shape.shared_experts) * expert);
+    return count;
+}
+
+double moe_alltoall_bytes(double tokens, double hidden, double top_k, int ep, double element_bytes,
+                          double imbalance) {
+    const double remote = ep > 0 ? static_cast<double>(ep - 1) / ep : 0.0;
+    return tokens * hidden * top_k * remote * element_bytes * imbalance;
+}
+
+double expert_state_bytes_per_rank(double routed_parameters, int ep, int expert_dp, int zero_stage,
+                                   const ExpertStateBytes& bytes) {
+    const double local = routed_parameters / ep;
+    const double dp = expert_dp;
+    const double parameters = local * bytes.parameter / (zero_stage >= 3 ? dp : 1.0);
+    const double gradients = local * bytes.gradient / (zero_stage >= 2 ? dp : 1.0);
+    const double optimizer = local * bytes.optimizer / (zero_stage >= 1 ? dp : 1.0);
+    return parameters + gradients + optimizer;
+}
+
+}  // namespace parbench

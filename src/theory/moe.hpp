@@ -1,0 +1,75 @@
+// Closed forms for a mixture-of-experts decoder (Llama-style blocks whose SwiGLU MLP is, in
+// the MoE layers, a router and a set of expert MLPs): parameters in total and active per
+// token, the all-to-all bytes of expert parallelism, and the expert states per rank. Plain
+// numbers in and out, like llama_formulas.hpp; the config's fields become these shapes in
+// model_config.cpp.
+//
+// An MoE layer (Shazeer et al., arXiv 1701.06538; Switch, arXiv 2101.03961; Mixtral,
+// arXiv 2401.04088; DeepSeek-V3, arXiv 2412.19437 sec. 2.1.2) holds a router W_r (h x E, no
+// bias) and E routed experts plus S shared experts, each a SwiGLU MLP of width f_e
+// (3·h·f_e). Each token runs its top-k routed experts and every shared expert, so
+//     total  per MoE layer = h·E + (E + S)·3·h·f_e
+//     active per MoE layer = h·E + (k + S)·3·h·f_e
+// (the router runs for every token, so it counts as active). Dense layers keep 3·h·f.
+#pragma once
+
+#include <cstdint>
+
+#include "theory/llama_formulas.hpp"
+
+namespace parbench {
+
+// DeepSeek-V2/V3's multi-head latent attention (arXiv 2405.04434 sec. 2.1), for counting its
+// parameters: queries through a rank-q_lora bottleneck, keys and values through a shared
+// rank-kv_lora latent plus one decoupled rotary key of rope_dim per token:
+//     h·q_lora + q_lora (norm) + q_lora·a·(nope + rope)      queries
+//   + h·(kv_lora + rope) + kv_lora (norm) + kv_lora·a·(nope + v)   keys and values
+//   + a·v·h                                                   output
+struct LatentAttentionShape {
+    std::int64_t q_lora_rank = 0;
+    std::int64_t kv_lora_rank = 0;
+    std::int64_t nope_head_dim = 0;  // the part of each query/key head without rotary positions
+    std::int64_t rope_head_dim = 0;
+    std::int64_t v_head_dim = 0;
+};
+std::int64_t latent_attention_parameters(std::int64_t hidden, std::int64_t heads, const LatentAttentionShape& mla);
+
+struct MoeShape {
+    LlamaShape dense;                   // the blocks' shape; ffn_hidden is the dense layers' MLP width
+    std::int64_t moe_layers = 0;        // layers whose MLP is an MoE
+    std::int64_t experts = 0;           // E, routed experts per MoE layer
+    std::int64_t top_k = 0;             // k, routed experts per token
+    std::int64_t shared_experts = 0;    // S, run for every token
+    std::int64_t expert_hidden = 0;     // f_e
+    std::int64_t attention_per_layer = 0;  // 0: grouped-query attention's; else (MLA) this count
+};
+
+struct MoeParameterCount {
+    std::int64_t total = 0;           // every parameter
+    std::int64_t active = 0;          // those one token runs through (embedding and output included)
+    std::int64_t routed_experts = 0;  // the routed experts' parameters, the part expert parallelism shards
+};
+MoeParameterCount moe_parameter_count(const MoeShape& shape);
+
+// One all-to-all of an MoE layer on one rank of an expert-parallel group of ep ranks, in
+// bytes: each of `tokens` tokens goes to k experts, a fraction (ep-1)/ep of them on other
+// ranks on average, each copy `hidden` elements; `imbalance` (max/mean received, 1 when
+// balanced, what parbench alltoallv measures under --skew) scales the busiest rank's share.
+// The dispatch sends this much and the combine brings as much back; the backward pass
+// repeats both (the gradients travel the same routes), so a layer moves 4 times this per step.
+double moe_alltoall_bytes(double tokens, double hidden, double top_k, int ep, double element_bytes,
+                          double imbalance);
+
+// Bytes of the routed experts' training state on one rank: their parameters split over the
+// ep ranks of the expert-parallel group, then over the expert-data-parallel group (the
+// ranks holding the same experts) by ZeRO: stage 1 shards the optimizer states, 2 the
+// gradients too, 3 the parameters too (Rajbhandari et al., arXiv 1910.02054 sec. 5).
+struct ExpertStateBytes {
+    double parameter = 2;  // bytes per parameter of each state
+    double gradient = 2;
+    double optimizer = 12;  // fp32 master copy, Adam's two moments
+};
+double expert_state_bytes_per_rank(double routed_parameters, int ep, int expert_dp, int zero_stage,
+                                   const ExpertStateBytes& bytes);
+
+}  // namespace parbench

@@ -1,0 +1,114 @@
+// theory/moe.hpp: parameter counts by hand on a toy shape and against the published totals of
+// the two presets, the all-to-all bytes of expert parallelism, expert states under ZeRO, and
+// the config's "moe"/"mla" keys and their refusals.
+#include <gtest/gtest.h>
+
+#include <cmath>
+
+#include "core/error.hpp"
+#include "theory/model_config.hpp"
+#include "theory/moe.hpp"
+
+namespace parbench {
+namespace {
+
+// h 4, 2 heads (MHA), V 5, dense f 8, 3 layers of which the last 2 are MoE with E 3, k 1, S 1, f_e 2.
+TEST(MoeTheory, ToyShapeCountedByHand) {
+    MoeShape shape;
+    shape.dense = {3, 4, 2, 2, 8, 5};
+    shape.moe_layers = 2;
+    shape.experts = 3;
+    shape.top_k = 1;
+    shape.shared_experts = 1;
+    shape.expert_hidden = 2;
+    // outside: embedding 20 + output 20 + final norm 4 = 44; attention 4 h^2 = 64; norms 8.
+    // dense layer: 64 + 3*4*8 + 8 = 168. MoE layer: 64 + 8 + router 12 + experts (3+1) * 24 = 180.
+    // active MoE layer: 64 + 8 + 12 + (1+1) * 24 = 132.
+    const MoeParameterCount count = moe_parameter_count(shape);
+    EXPECT_EQ(count.total, 44 + 168 + 2 * 180);
+    EXPECT_EQ(count.active, 44 + 168 + 2 * 132);
+    EXPECT_EQ(count.routed_experts, 2 * 3 * 24);
+}
+
+TEST(MoeTheory, LatentAttentionCountedByHand) {
+    // h 10, 2 heads, q_lora 3, kv_lora 2, nope 4, rope 1, v 5:
+    // queries 30 + 3 + 3*2*5 = 63; keys/values 10*3 + 2 + 2*2*9 = 68; output 2*5*10 = 100.
+    EXPECT_EQ(latent_attention_parameters(10, 2, {3, 2, 4, 1, 5}), 63 + 68 + 100);
+}
+
+// The presets against the published counts. Mixtral 8x7B: 46.7B total, 12.9B active
+// (arXiv 2401.04088 sec. 2). DeepSeek-V3: 671B total, 37B active (arXiv 2412.19437 abstract),
+// the 14B multi-token-prediction module excluded as the paper's 671B does.
+TEST(MoeTheory, PresetsMatchPublishedCounts) {
+    const ModelConfig mixtral = load_model_config("mixtral-8x7b");
+    ASSERT_TRUE(mixtral.moe);
+    EXPECT_EQ(mixtral.moe_layer_count(), 32);
+    const MoeParameterCount m = moe_parameter_count(moe_shape(mixtral));
+    EXPECT_NEAR(m.total / 1e9, 46.7, 46.7 * 0.005) << m.total;
+    EXPECT_NEAR(m.active / 1e9, 12.9, 12.9 * 0.01) << m.active;
+
+    const ModelConfig deepseek = load_model_config("deepseek-v3");
+    ASSERT_TRUE(deepseek.moe && deepseek.mla);
+    EXPECT_EQ(deepseek.moe_layer_count(), 58);
+    const MoeParameterCount d = moe_parameter_count(moe_shape(deepseek));
+    EXPECT_NEAR(d.total / 1e9, 671.0, 671.0 * 0.005) << d.total;
+    // 37B is the paper's rounding; the count with embedding and output is 37.5B.
+    EXPECT_NEAR(d.active / 1e9, 37.0, 37.0 * 0.02) << d.active;
+    std::cout << "mixtral-8x7b total " << m.total << " active " << m.active << "; deepseek-v3 total " << d.total
+              << " active " << d.active << '\n';
+}
+
+TEST(MoeTheory, AlltoallBytesPerLayer) {
+    // 4096 tokens of h 4096 in bf16, top 2, over 8 ranks: 7/8 of the 2 copies leave the rank.
+    EXPECT_DOUBLE_EQ(moe_alltoall_bytes(4096, 4096, 2, 8, 2, 1.0), 4096.0 * 4096 * 2 * 7 / 8 * 2);
+    EXPECT_DOUBLE_EQ(moe_alltoall_bytes(4096, 4096, 2, 8, 2, 1.5), 1.5 * moe_alltoall_bytes(4096, 4096, 2, 8, 2, 1.0));
+    EXPECT_DOUBLE_EQ(moe_alltoall_bytes(4096, 4096, 2, 1, 2, 1.0), 0.0);  // one rank holds every expert
+}
+
+TEST(MoeTheory, ExpertStatesShardedByEpAndZero) {
+    const ExpertStateBytes bytes;  // 2 + 2 + 12 per parameter
+    const double routed = 8e9;
+    EXPECT_DOUBLE_EQ(expert_state_bytes_per_rank(routed, 8, 4, 0, bytes), 1e9 * 16);
+    EXPECT_DOUBLE_EQ(expert_state_bytes_per_rank(routed, 8, 4, 1, bytes), 1e9 * (2 + 2 + 12.0 / 4));
+    EXPECT_DOUBLE_EQ(expert_state_bytes_per_rank(routed, 8, 4, 2, bytes), 1e9 * (2 + 2.0 / 4 + 12.0 / 4));
+    EXPECT_DOUBLE_EQ(expert_state_bytes_per_rank(routed, 8, 4, 3, bytes), 1e9 * 16 / 4);
+}
+
+nlohmann::json llama_with(const nlohmann::json& extra) {
+    nlohmann::json document = {{"kind", "llama"}, {"layers", 6},   {"hidden", 64},  {"heads", 4},
+                               {"kv_heads", 2},   {"ffn_hidden", 128}, {"seq_len", 16}, {"vocab", 32}};
+    if (extra.is_object()) document.update(extra);  // {} converts to null
+    return document;
+}
+
+TEST(MoeTheory, ConfigKeysAndRefusals) {
+    const ModelConfig every_other =
+        parse_model_config(llama_with({{"moe", {{"experts", 4}, {"top_k", 2}, {"expert_hidden", 32}, {"every", 2},
+                                                 {"first_dense", 1}}}}),
+                           "t", "t.json");
+    EXPECT_EQ(every_other.moe_layer_count(), 3);  // layers 1, 3 and 5
+    EXPECT_EQ(parse_model_config(llama_with({}), "t", "t.json").moe_layer_count(), 0);
+    const auto refused = [](const nlohmann::json& document, const std::string& needle) {
+        try {
+            parse_model_config(document, "t", "t.json");
+            ADD_FAILURE() << "accepted " << document.dump();
+        } catch (const UsageError& error) {
+            EXPECT_NE(std::string(error.what()).find(needle), std::string::npos) << error.what();
+        }
+    };
+    refused(llama_with({{"moe", {{"experts", 4}, {"top_k", 5}, {"expert_hidden", 32}}}}), "\"top_k\" (5) is above");
+    refused(llama_with({{"moe", {{"experts", 4}, {"top_k", 1}, {"expert_hidden", 32}, {"expert", 1}}}}),
+            "unknown key \"expert\"");
+    refused(llama_with({{"moe", {{"experts", 4}, {"top_k", 1}}}}), "\"expert_hidden\"");
+    refused(llama_with({{"moe", {{"experts", 4}, {"top_k", 1}, {"expert_hidden", 32}, {"first_dense", 6}}}}),
+            "leaves no MoE layer");
+    refused(llama_with({{"moe", {{"experts", 4}, {"top_k", 1}, {"expert_hidden", 32}, {"shared_experts", -1}}}}),
+            "\"shared_experts\"");
+    refused(llama_with({{"mla", {{"q_lora_rank", 8}}}}), "\"kv_lora_rank\"");
+    nlohmann::json gpt = {{"kind", "gpt"}, {"layers", 2}, {"hidden", 64}, {"heads", 4}, {"seq_len", 16},
+                          {"vocab", 32},   {"moe", {{"experts", 2}}}};
+    refused(gpt, "unknown key \"moe\" for a gpt model");
+}
+
+}  // namespace
+}  // namespace parbench
