@@ -1,14 +1,16 @@
 #!/usr/bin/env bash
-# Runs one libFuzzer target for a given time: scripts/fuzz.sh TARGET SECONDS
-#   TARGET: size_parse, model_config or compare_report (tests/fuzz/fuzz_TARGET.cpp)
+# Runs one libFuzzer target for a given time: scripts/fuzz.sh TARGET SECONDS [RUNS]
+#   TARGET: size_parse, model_config, compare_report, cluster_file or calibration (tests/fuzz/fuzz_TARGET.cpp)
+#   RUNS:   stop after this many executions instead (libFuzzer's -runs), SECONDS still bounding it
 # Installs Debian's clang if missing, builds the targets with -fsanitize=fuzzer,address,undefined
 # in build-fuzz/, starts from the seed corpus in tests/fuzz/corpus/TARGET (read only; new inputs
 # go to build-fuzz/corpus/TARGET) and prints libFuzzer's execution count. A crash leaves its
 # input in build-fuzz/crashes/: copy it into the seed corpus, so CTest replays it from then on.
 set -euo pipefail
 root=$(cd "$(dirname "$0")/.." && pwd)
-target=${1:?usage: scripts/fuzz.sh TARGET SECONDS (size_parse, model_config, compare_report)}
-seconds=${2:?usage: scripts/fuzz.sh TARGET SECONDS}
+target=${1:?usage: scripts/fuzz.sh TARGET SECONDS [RUNS] (size_parse, model_config, compare_report, cluster_file, calibration)}
+seconds=${2:?usage: scripts/fuzz.sh TARGET SECONDS [RUNS]}
+runs=${3:--1}
 [[ -f $root/tests/fuzz/fuzz_$target.cpp ]] || { echo "fuzz.sh: no target '$target'" >&2; exit 2; }
 # Configuring the project needs its packages (scripts/setup.sh's list) and clang for libFuzzer.
 packages=(clang cmake make openmpi-bin libopenmpi-dev libcli11-dev nlohmann-json3-dev libopenblas-dev libgtest-dev
@@ -36,7 +38,7 @@ cmake --build "$build" --target "fuzz_$target" -j"$(nproc)" >"$build/fuzz-build.
 mkdir -p "$build/corpus/$target" "$build/crashes"
 cd "$build"
 status=0
-"./tests/fuzz/fuzz_$target" -max_total_time="$seconds" -print_final_stats=1 -artifact_prefix="$build/crashes/$target-" \
+"./tests/fuzz/fuzz_$target" -max_total_time="$seconds" -runs="$runs" -print_final_stats=1 -artifact_prefix="$build/crashes/$target-" \
   "$build/corpus/$target" "$root/tests/fuzz/corpus/$target" >"$build/fuzz-$target.log" 2>&1 || status=$?
 grep -E "^(Done|stat::number_of_executed_units|==[0-9]+==ERROR|SUMMARY)" "$build/fuzz-$target.log" || true
 exit "$status"

@@ -58,14 +58,17 @@ void header(std::ostream& out) {
 nlohmann::json plan_document(const PlanInputs& inputs, const std::vector<PlanPrediction>& layouts,
                              const SearchResult* search, const std::vector<std::string>& argv) {
     nlohmann::json predictions = nlohmann::json::array();
-    for (const PlanPrediction& p : layouts) predictions.push_back(to_json(p));
+    for (const PlanPrediction& p : layouts) {
+        predictions.push_back(to_json(p));
+        predictions.back()["mfu_basis"] = inputs.compute.value("mfu_basis", "assumed");
+    }
     nlohmann::json document = {
         {"schema", "parbench.plan/v1"},
         {"tool", {{"name", "parbench"}, {"version", tool_version}, {"git_revision", git_revision()}}},
         {"argv", argv},
         {"inputs",
          {{"model", inputs.model}, {"cluster", inputs.cluster}, {"compute", inputs.compute}, {"comm", inputs.comm},
-          {"pass_costs", inputs.pass_costs}}},
+          {"pass_costs", inputs.pass_costs}, {"states", inputs.states}}},
         {"method",
          "step = compute + bubble + optimizer + exposed comm (src/plan/layout_plan.hpp); compute = model FLOPs per "
          "step (train's formula) / (GPUs x rate); comm per collective t = alpha + S x busfactor(n) / busbw per "
@@ -93,6 +96,11 @@ void print_plan_console(std::ostream& out, const PlanInputs& inputs, const std::
     out << "# compute: " << inputs.compute["tflops_per_gpu"].get<double>() << " TFLOP/s per GPU ("
         << inputs.compute["source"].get<std::string>() << ")\n";
     out << "# comm: " << inputs.comm["summary"].get<std::string>() << "\n";
+    out << "# states: " << inputs.states.value("convention", "?") << " (" << inputs.states.value("source", "?") << ")\n";
+    const bool assumed = inputs.compute.value("mfu_basis", "assumed") == "assumed";
+    if (assumed)
+        out << "# MFU assumed, not predicted: no --calibrate-compute, so the compute rate is an assumption; a "
+               "parbench-ops or train report measured on the device makes it a prediction\n";
     // Every layout of a plan has the same GPUs and hosts, so the same share.
     if (!layouts.empty() && layouts.front().compute_share.oversubscribed())
         out << "# " << oversubscribed_note(layouts.front().compute_share) << " ("
@@ -141,8 +149,8 @@ void print_plan_console(std::ostream& out, const PlanInputs& inputs, const std::
                       p.step_ms, p.compute_ms, p.bubble_ms, p.optimizer_ms, p.exposed_tp_ms, p.exposed_dp_ms,
                       p.exposed_pp_ms, cp_part);
         out << line;
-        std::snprintf(line, sizeof line, "MFU %.1f%%, %.4g tokens/s (model FLOPs per step %.4g)\n", 100.0 * p.mfu,
-                      p.tokens_per_s, p.flops_per_step);
+        std::snprintf(line, sizeof line, "MFU %.1f%% (%s), %.4g tokens/s (model FLOPs per step %.4g)\n", 100.0 * p.mfu,
+                      assumed ? "assumed" : "calibrated", p.tokens_per_s, p.flops_per_step);
         out << line;
         if (p.compute_share.oversubscribed()) out << "  " << oversubscribed_note(p.compute_share) << "\n";
     }

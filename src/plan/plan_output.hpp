@@ -19,6 +19,7 @@ struct PlanInputs {
     nlohmann::json compute;   // the rate and its source
     nlohmann::json comm;      // fits and the preset links, with sources
     nlohmann::json pass_costs;
+    nlohmann::json states;    // the byte convention used and why (the flag, or the default's reason)
 };
 
 nlohmann::json plan_document(const PlanInputs& inputs, const std::vector<PlanPrediction>& layouts,
