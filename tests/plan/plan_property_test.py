@@ -68,57 +68,79 @@ def cluster_files(out):
 
 
 def random_case(rng, clusters):
+    """Half the cases are hostile (any flag may be out of range, malformed or contradictory); the
+    other half tame (values in range, degrees that multiply to the GPUs), so that the plans
+    themselves, not only the refusals, are exercised."""
+    tame = rng.random() < 0.5
+    wild = 0.0 if tame else 0.15
+
+    def number(values):
+        return pick_int(rng, values, wild)
+
+    def word(values):
+        return values[0] if tame and rng.random() < 0.5 else rng.choice(values[:-1] if tame else values)
+
     args = []
     # The model: a config, a parameter count, or shape flags.
     choice = rng.random()
     if choice < 0.55:
-        args += ["--model", rng.choice(MODELS + ["no-such-model"] if rng.random() < 0.05 else MODELS)]
+        args += ["--model", rng.choice(MODELS + ["no-such-model"] if not tame and rng.random() < 0.05 else MODELS)]
     elif choice < 0.8:
-        count = rng.choice([f"{10 ** rng.uniform(5, 31):.3g}", f"{rng.uniform(0.1, 999):.3g}{rng.choice('KMBT')}",
+        count = rng.choice([f"{10 ** rng.uniform(7, 13):.3g}", "7.5B", "350M", "1.3B", "175B"] if tame else
+                           [f"{10 ** rng.uniform(5, 31):.3g}", f"{rng.uniform(0.1, 999):.3g}{rng.choice('KMBT')}",
                             "7.5B", "350M", "1e20", "1e30", "nan", "-5B", "1e400", "lots"])
         args += ["--params", count]
     else:
-        args += ["--layers", str(pick_int(rng, [1, 2, 4, 24, 96], 0.3)),
-                 "--hidden", str(pick_int(rng, [64, 128, 1024, 4096, 12288], 0.3))]
+        args += ["--layers", str(pick_int(rng, [1, 2, 4, 24, 96], 2 * wild)),
+                 "--hidden", str(pick_int(rng, [128, 1024, 4096, 12288], 2 * wild))]
         if rng.random() < 0.3:
-            args += ["--heads", str(pick_int(rng, [1, 8, 32, 96], 0.3))]
+            args += ["--heads", str(pick_int(rng, [1, 8, 32], 2 * wild))]
         if rng.random() < 0.2:
-            args += ["--vocab", str(pick_int(rng, [256, 51200], 0.3))]
+            args += ["--vocab", str(pick_int(rng, [256, 51200], 2 * wild))]
     if rng.random() < 0.3:
-        args += ["--seq", str(pick_int(rng, [64, 256, 2048, 8192], 0.4))]
-    # The machine.
-    if rng.random() < 0.15:
-        args += ["--cluster", rng.choice(clusters)]
-    else:
-        if rng.random() < 0.8:
-            args += ["--gpus", str(pick_int(rng, [1, 2, 4, 8, 16, 64, 256, 1024]))]
-        if rng.random() < 0.2:
-            args += ["--device", rng.choice(["A100", "H100", "H200", "B200", "V99"])]
-        if rng.random() < 0.1:
-            args += ["--gpus-per-host", str(pick_int(rng, [1, 4, 8]))]
-    if rng.random() < 0.1:
-        args += ["--cores-per-host", str(pick_int(rng, [1, 2, 64]))]
-    # The layout.
-    for flag, chance, values in [("--dp", 0.2, SMALL), ("--tp", 0.4, SMALL), ("--pp", 0.4, SMALL),
+        args += ["--seq", str(pick_int(rng, [64, 256, 2048, 8192], 3 * wild))]
+    # The layout, and the machine.
+    degrees = {}
+    for flag, chance, values in [("--dp", 0.2, SMALL), ("--tp", 0.4, [1, 2, 4, 8]), ("--pp", 0.4, [1, 2, 4, 8]),
                                  ("--cp", 0.1, [1, 2, 4]), ("--zero", 0.4, [0, 1, 2, 3]),
                                  ("--microbatches", 0.4, [1, 2, 4, 8, 16, 64]), ("--virtual-stages", 0.15, [1, 2, 3]),
-                                 ("--global-batch", 0.4, [8, 16, 64, 512, 1536])]:
+                                 ("--global-batch", 0.4, [64, 512, 1536, 4096])]:
         if rng.random() < chance:
-            args += [flag, str(pick_int(rng, values))]
-    for flag, chance, values in [("--schedule", 0.3, ["gpipe", "1f1b", "interleaved", "zb-h1", "zigzag"]),
-                                 ("--states", 0.4, ["zero", "megatron", "parbench", "bytes"]),
-                                 ("--recompute", 0.3, ["none", "selective", "full", "half"]),
+            degrees[flag] = number(values)
+            args += [flag, str(degrees[flag])]
+    if rng.random() < (0.05 if tame else 0.15):
+        args += ["--cluster", clusters[rng.choice([0, 1]) if tame else rng.randrange(len(clusters))]]
+    else:
+        if tame:
+            product = 1
+            for flag in ("--tp", "--pp", "--cp"):
+                product *= degrees.get(flag, 1)
+            args += ["--gpus", str(product * degrees.get("--dp", rng.choice([1, 2, 4, 8, 16, 64])))]
+        elif rng.random() < 0.8:
+            args += ["--gpus", str(number([1, 2, 4, 8, 16, 64, 256, 1024]))]
+        if rng.random() < 0.2:
+            args += ["--device", word(["H100", "A100", "H200", "B200", "V99"])]
+        if rng.random() < 0.1:
+            args += ["--gpus-per-host", str(number([8, 4, 16]))]
+    if rng.random() < 0.1:
+        args += ["--cores-per-host", str(number([1, 2, 64]))]
+    for flag, chance, values in [("--schedule", 0.3, ["1f1b", "gpipe", "interleaved", "zb-h1", "zigzag"]),
+                                 ("--states", 0.4, ["megatron", "zero", "parbench", "bytes"]),
+                                 ("--recompute", 0.3, ["selective", "none", "full", "half"]),
                                  ("--precision", 0.3, ["bf16", "fp32", "fp8"]),
                                  ("--p2p", 0.1, ["nonblocking", "blocking", "carrier-pigeon"]),
-                                 ("--cp-style", 0.05, ["ring", "alltoall"]),
-                                 ("--efficiency", 0.15, FLOATS), ("--bucket-mb", 0.1, FLOATS)]:
+                                 ("--cp-style", 0.05, ["ring", "alltoall", "diagonal"])]:
         if rng.random() < chance:
-            args += [flag, rng.choice(values)]
+            args += [flag, word(values)]
+    for flag, chance in [("--efficiency", 0.15), ("--bucket-mb", 0.1)]:
+        if rng.random() < chance:
+            args += [flag, rng.choice(["0.3", "0.5", "1"] if tame else FLOATS)]
     for flag, chance in [("--sp", 0.2), ("--overlap", 0.2), ("--prefetch", 0.1)]:
         if rng.random() < chance:
             args.append(flag)
     if rng.random() < 0.1:
-        args += ["--fbw", ",".join(rng.choice(FLOATS[:8] + ["1", "2", "1"]) for _ in range(rng.choice([2, 3, 3, 4])))]
+        args += ["--fbw", ",".join(rng.choice(["1", "2", "0.5"] if tame else FLOATS[:8] + ["1", "2", "1"])
+                                   for _ in range(3 if tame else rng.choice([2, 3, 3, 4])))]
     if rng.random() < 0.06:
         args += ["--calibrate", os.path.join(CORPUS, "calibration",
                                              rng.choice(["sweep-linear", "sweep-flat", "sweep-falling"]))]
@@ -128,8 +150,8 @@ def random_case(rng, clusters):
     if rng.random() < 0.05:
         # A search ranges over every layout: kept to small machines so the test stays fast.
         args = [a for a in args if a not in ("--search",)]
-        args += ["--search", "--top", str(pick_int(rng, [1, 3, 10], 0.1))]
-        if rng.random() < 0.3:
+        args += ["--search", "--top", str(number([1, 3, 10]))]
+        if not tame and rng.random() < 0.3:
             args += ["--microbatch-list", rng.choice(["1,2,4", "0,1", "8", "1,x", "70000"])]
     return args
 
