@@ -184,7 +184,7 @@ class PlanCommand : public Command {
         }
         const SearchResult* search_result = searched ? &*searched : nullptr;
         if (markdown)
-            print_plan_markdown(std::cout, layouts, search_result);
+            print_plan_markdown(std::cout, layouts, search_result, calibrate_compute.empty());
         else
             print_plan_console(std::cout, inputs, layouts, search_result);
         if (!json_path.empty())
@@ -344,7 +344,10 @@ class PlanCommand : public Command {
                              std::to_string(l.dp) + " x --microbatches " + std::to_string(microbatches) +
                              "; use a multiple of " + std::to_string(l.dp * microbatches));
         l.microbatch_size = p.global_batch / l.dp / microbatches;
-        const std::size_t parameters = model_parameter_layout(config, config.seq_len, TensorSplit{0, tp, sp}).total_numel();
+        // The search forms its own tp degrees (and checks each divides the model): the flags' tp is
+        // not one of its layouts, and may not divide the vocabulary.
+        const std::size_t parameters =
+            model_parameter_layout(config, config.seq_len, search ? TensorSplit{} : TensorSplit{0, tp, sp}).total_numel();
         if (bucket_mb) {
             if (!(*bucket_mb > 0)) throw UsageError("--bucket-mb must be a positive number of MiB");
             l.bucket_bytes = static_cast<std::size_t>(*bucket_mb * 1024.0 * 1024.0);

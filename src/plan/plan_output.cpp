@@ -156,7 +156,8 @@ void print_plan_console(std::ostream& out, const PlanInputs& inputs, const std::
     }
 }
 
-void print_plan_markdown(std::ostream& out, const std::vector<PlanPrediction>& layouts, const SearchResult* search) {
+void print_plan_markdown(std::ostream& out, const std::vector<PlanPrediction>& layouts, const SearchResult* search,
+                         bool mfu_assumed) {
     if (search) {
         out << search->considered << " layouts considered, " << search->ranked.size() << " fit";
         for (const auto& [reason, count] : search->dropped) out << "; " << count << " " << reason;
@@ -164,7 +165,9 @@ void print_plan_markdown(std::ostream& out, const std::vector<PlanPrediction>& l
     }
     if (!layouts.empty() && layouts.front().compute_share.oversubscribed())
         out << oversubscribed_note(layouts.front().compute_share) << ".\n\n";
-    out << "| # | layout | step (ms) | compute | exposed comm | bubble | MFU | tokens/s | memory/GPU |\n"
+    if (mfu_assumed) out << "MFU assumed, not predicted: the compute rate is not calibrated (--calibrate-compute).\n\n";
+    out << "| # | layout | step (ms) | compute | exposed comm | bubble | " << (mfu_assumed ? "MFU (assumed)" : "MFU")
+        << " | tokens/s | memory/GPU |\n"
         << "|---|---|---:|---:|---:|---:|---:|---:|---:|\n";
     int rank = 0;
     for (const PlanPrediction& p : layouts) {

@@ -26,6 +26,8 @@ nlohmann::json plan_document(const PlanInputs& inputs, const std::vector<PlanPre
                              const SearchResult* search, const std::vector<std::string>& argv);
 void print_plan_console(std::ostream& out, const PlanInputs& inputs, const std::vector<PlanPrediction>& layouts,
                         const SearchResult* search);
-void print_plan_markdown(std::ostream& out, const std::vector<PlanPrediction>& layouts, const SearchResult* search);
+// mfu_assumed: the compute rate is not calibrated, so the MFU column is an assumption (said so).
+void print_plan_markdown(std::ostream& out, const std::vector<PlanPrediction>& layouts, const SearchResult* search,
+                         bool mfu_assumed);
 
 }  // namespace parbench

@@ -3,6 +3,7 @@
 #include <cmath>
 #include <string>
 
+#include "core/checked.hpp"
 #include "core/error.hpp"
 #include "plan/memory.hpp"
 #include "train/matmuls.hpp"
@@ -161,7 +162,7 @@ TrainPlan resolve_train_options(const TrainOptions& options) {
     if (options.seq) {
         if (!plan.model.has_sequence())
             throw UsageError("--seq: model " + plan.model.name + " is an MLP, which has no sequence; drop --seq");
-        if (*options.seq < 1) throw UsageError("--seq must be at least 1");
+        check_int(*options.seq, "--seq", 1, model_limits::max_seq_len);
         plan.seq_len = *options.seq;
     }
 
