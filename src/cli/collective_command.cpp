@@ -8,7 +8,6 @@
 #include <sstream>
 
 #include "bench/collective_harness.hpp"
-#include "core/nvtx.hpp"
 #include "bench/watchdog.hpp"
 #include "cli/collective_groups.hpp"
 #include "cli/command.hpp"
@@ -21,12 +20,13 @@
 #include "comm/backend.hpp"
 #include "comm/mpi_session.hpp"
 #include "core/error.hpp"
+#include "core/json_file.hpp"
 #include "core/memory_budget.hpp"
+#include "core/nvtx.hpp"
 #include "core/size_parse.hpp"
 #include "report/collective_result.hpp"
 #include "report/console_table.hpp"
 #include "report/csv_report.hpp"
-#include "report/json_file.hpp"
 #include "report/kept_report.hpp"
 #include "report/report_document.hpp"
 

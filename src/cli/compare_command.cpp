@@ -7,8 +7,8 @@
 
 #include "cli/command.hpp"
 #include "core/error.hpp"
+#include "core/json_file.hpp"
 #include "report/compare.hpp"
-#include "report/json_file.hpp"
 
 namespace parbench {
 namespace {

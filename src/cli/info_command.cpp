@@ -15,10 +15,10 @@
 #include "comm/mpi_communicator.hpp"
 #include "comm/mpi_session.hpp"
 #include "core/error.hpp"
+#include "core/json_file.hpp"
 #include "core/version.hpp"
 #include "device/cpu_device.hpp"
 #include "device/gpu_inventory.hpp"
-#include "report/json_file.hpp"
 
 namespace parbench {
 namespace {

@@ -13,8 +13,8 @@
 #include "cli/rank_agreement.hpp"
 #include "comm/backend.hpp"
 #include "core/error.hpp"
+#include "core/json_file.hpp"
 #include "core/size_parse.hpp"
-#include "report/json_file.hpp"
 #include "report/pair_matrix.hpp"
 #include "report/report_document.hpp"
 

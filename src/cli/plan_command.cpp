@@ -9,12 +9,12 @@
 #include "cli/command.hpp"
 #include "core/checked.hpp"
 #include "core/error.hpp"
+#include "core/json_file.hpp"
 #include "plan/layout_search.hpp"
-#include "plan/model_shape.hpp"
 #include "plan/plan_output.hpp"
-#include "report/json_file.hpp"
+#include "theory/model_shape.hpp"
+#include "theory/pipeline/partition.hpp"
 #include "train/model.hpp"
-#include "train/pipeline/partition.hpp"
 #include "train/train_options.hpp"
 
 namespace parbench {

@@ -6,7 +6,7 @@
 #include <vector>
 
 #include "core/error.hpp"
-#include "report/json_file.hpp"
+#include "core/json_file.hpp"
 
 namespace parbench {
 namespace {

@@ -18,7 +18,7 @@
 
 #include "device/cpu_device.hpp"
 #include "opsbench/gpu_device.hpp"
-#include "train/ops/op_flops.hpp"
+#include "theory/op_flops.hpp"
 #include "train/ops/ops.hpp"
 
 namespace parbench {

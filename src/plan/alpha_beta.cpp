@@ -8,7 +8,7 @@
 
 #include "core/checked.hpp"
 #include "core/error.hpp"
-#include "report/json_file.hpp"
+#include "core/json_file.hpp"
 
 namespace parbench {
 namespace {

@@ -7,9 +7,9 @@
 
 #include "core/checked.hpp"
 #include "core/error.hpp"
+#include "core/json_file.hpp"
 #include "plan/cluster.hpp"
-#include "report/json_file.hpp"
-#include "train/metrics.hpp"
+#include "theory/model_flops.hpp"
 
 namespace parbench {
 namespace {

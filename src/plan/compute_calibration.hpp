@@ -9,7 +9,7 @@
 #include <optional>
 #include <string>
 
-#include "train/model_config.hpp"
+#include "theory/model_config.hpp"
 
 namespace parbench {
 

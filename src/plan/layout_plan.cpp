@@ -5,9 +5,9 @@
 #include <stdexcept>
 
 #include "core/error.hpp"
-#include "plan/context_parallel.hpp"
-#include "plan/llama_activation_memory.hpp"
-#include "train/metrics.hpp"
+#include "theory/context_parallel.hpp"
+#include "theory/llama_activation_memory.hpp"
+#include "theory/model_flops.hpp"
 
 namespace parbench {
 namespace {
@@ -55,9 +55,9 @@ PlanMemory convention_memory(const PlanLayout& p, int pp_rank, const EnginePipel
             layer_micro += (rank.part.chunks[c].end - rank.part.chunks[c].first) * rank.part.slots[c];
     }
     // GPT's per-layer formula is the paper's table 2; Llama's is derived the same way from its
-    // own items (plan/llama_activation_memory.hpp).
+    // own items (theory/llama_activation_memory.hpp).
     // Under context parallelism (Llama) the paper's form with s' = s / cp
-    // (plan/activation_memory.hpp).
+    // (theory/activation_memory.hpp).
     auto per_layer = [&](Recompute recompute) {
         if (l.model.kind == ModelKind::llama && l.cp == 1)
             return llama_paper_layer_activation_bytes(l.model, l.seq_len, l.microbatch_size, l.tp, l.sp, recompute);
@@ -102,7 +102,7 @@ PlanMemory engine_memory(const PlanLayout& p, const EnginePipeline* pipeline) {
     m.items = rank.items;
     m.convention = "parbench: every buffer parbench's train allocates (fp32 master parameters, gradients and AdamW "
                    "state, bucket and gather slots, activations as stored; bf16 adds operand copies), "
-                   "plan/memory.hpp";
+                   "theory/memory.hpp";
     m.activation_formula = "parbench's stored activations (fp32), counted per buffer";
     return m;
 }
@@ -173,7 +173,7 @@ PlanPrediction predict_layout(const PlanLayout& p, const PlanContext& context, c
     // Activations cross the wire in fp32 in parbench's engine, in 16 bits under the others.
     const double wire = p.states == StateConvention::parbench ? 1.0 : 0.5;
     // Every pipeline rank's traffic, by the formula train checks its counters against
-    // (plan/rank_traffic.hpp); the tp and dp lines are the most loaded rank's, the pp lines the
+    // (theory/rank_traffic.hpp); the tp and dp lines are the most loaded rank's, the pp lines the
     // busiest sender's (a middle stage sends most; a receive is its peer's send).
     const ParameterLayout whole = model_parameter_layout(l.model, l.seq_len, TensorSplit{0, l.tp, l.sp, l.tp_style});
     for (int r = 0; r < l.pp; ++r) out.traffic_by_pp_rank.push_back(engine_rank_traffic(l, r, 0, &whole));
@@ -214,7 +214,7 @@ PlanPrediction predict_layout(const PlanLayout& p, const PlanContext& context, c
     add_lines("dp", out.memory.pp_rank, l.gradient_ranks(), placement_of(l.gradient_ranks() * l.tp, cluster),
               p.states == StateConvention::zero ? 0.5 : 1.0);
     add_lines("pp", busiest, 2, placement_of(world, cluster), wire);
-    // The cp group's attention transfers (plan/context_parallel.hpp); a ring's receives are the
+    // The cp group's attention transfers (theory/context_parallel.hpp); a ring's receives are the
     // other end of its sends, so the sends alone carry the time.
     add_lines("cp", out.memory.pp_rank, l.cp, placement_of(l.cp * l.tp, cluster), wire);
 

@@ -24,12 +24,12 @@
 #include <string>
 #include <vector>
 
-#include "plan/activation_memory.hpp"
 #include "plan/alpha_beta.hpp"
 #include "plan/cluster.hpp"
 #include "plan/compute_calibration.hpp"
-#include "plan/memory.hpp"
-#include "plan/rank_traffic.hpp"
+#include "theory/activation_memory.hpp"
+#include "theory/memory.hpp"
+#include "theory/rank_traffic.hpp"
 
 namespace parbench {
 
@@ -81,7 +81,7 @@ struct PlanPrediction {
     PlanMemory memory;
     std::vector<CommLine> comm;
     // Per pipeline rank (one entry without a pipeline), by dimension, in train's byte
-    // convention (fp32, as its counters count): plan/rank_traffic.hpp, exactly what train
+    // convention (fp32, as its counters count): theory/rank_traffic.hpp, exactly what train
     // expects and measures on that rank; `comm` scales these to the convention's wire bytes.
     std::vector<std::map<std::string, TrafficByOp>> traffic_by_pp_rank;
     double bubble_formula = 0, bubble_simulated = 0;

@@ -3,7 +3,7 @@
 #include <algorithm>
 
 #include "core/error.hpp"
-#include "train/pipeline/partition.hpp"
+#include "theory/pipeline/partition.hpp"
 
 namespace parbench {
 namespace {

@@ -1,6 +1,6 @@
 #include "report/kept_report.hpp"
 
-#include "report/json_file.hpp"
+#include "core/json_file.hpp"
 #include "report/report_document.hpp"
 
 namespace parbench {

@@ -1,6 +1,6 @@
 // The communication part of a training report: per parallel dimension, the time in calls and
 // the exposed part of it, the reported rank's calls and bytes beside the traffic its layout
-// implies (plan/traffic.hpp), and the straggler, the rank the others wait for.
+// implies (theory/traffic.hpp), and the straggler, the rank the others wait for.
 #pragma once
 
 #include <nlohmann/json.hpp>

@@ -1,5 +1,5 @@
 // The traffic one rank of a training run should see on each of its parallel groups, from the
-// plan and the rank's coordinates (plan/rank_traffic.hpp, the formula `parbench plan` predicts
+// plan and the rank's coordinates (theory/rank_traffic.hpp, the formula `parbench plan` predicts
 // with), and the same figures read from its communicators' counters for comparison.
 #pragma once
 
@@ -7,14 +7,14 @@
 #include <string>
 
 #include "comm/communicator.hpp"
-#include "plan/rank_traffic.hpp"
+#include "theory/rank_traffic.hpp"
 #include "train/mesh.hpp"
 #include "train/train_options.hpp"
 
 namespace parbench {
 
 // By dimension ("dp", "tp", "pp"; with --cp "dp_cp" in place of "dp", the dp x cp gradient
-// group, and "cp", plan/context_traffic.hpp), per step, for groups of more than one rank.
+// group, and "cp", theory/context_traffic.hpp), per step, for groups of more than one rank.
 std::map<std::string, TrafficByOp> expected_rank_traffic(const TrainPlan& plan, const MeshShape& shape,
                                                          const MeshCoordinates& at);
 

@@ -7,12 +7,6 @@
 
 namespace parbench {
 
-Precision parse_precision(const std::string& name) {
-    if (name == "fp32") return Precision::fp32;
-    if (name == "bf16") return Precision::bf16;
-    throw UsageError("--precision '" + name + "': use fp32 or bf16");
-}
-
 Matmuls::Matmuls(Ops& ops, Precision precision, MemoryLedger& ledger, const std::vector<MatmulShape>& shapes)
     : ops_(ops), precision_(precision) {
     if (precision_ == Precision::fp32) return;

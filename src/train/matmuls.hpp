@@ -11,21 +11,11 @@
 #include <vector>
 
 #include "device/device.hpp"
+#include "theory/precision.hpp"
 #include "train/memory_ledger.hpp"
 #include "train/ops/ops.hpp"
 
 namespace parbench {
-
-enum class Precision { fp32, bf16 };
-// "fp32" or "bf16"; UsageError for anything else.
-Precision parse_precision(const std::string& name);
-
-// One matmul a model runs: inp (N,C) · weight (OC,C)ᵀ.
-struct MatmulShape {
-    int N = 0;
-    int C = 0;
-    int OC = 0;
-};
 
 class Matmuls {
   public:

@@ -44,15 +44,6 @@ class CountedAllocation {
 
 }  // namespace
 
-std::string memory_category_name(MemoryCategory category) {
-    switch (category) {
-        case MemoryCategory::params: return "params";
-        case MemoryCategory::grads: return "grads";
-        case MemoryCategory::optimizer: return "optimizer";
-        case MemoryCategory::activations: return "activations";
-    }
-    return "?";
-}
 
 MemoryLedger::MemoryLedger(Device& device) : device_(device), counts_(std::make_shared<detail::LedgerCounts>()) {}
 

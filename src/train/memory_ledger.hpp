@@ -9,14 +9,9 @@
 #include <string>
 
 #include "device/device.hpp"
+#include "theory/memory_category.hpp"
 
 namespace parbench {
-
-// ZeRO's categories (arXiv 1910.02054 sec. 3): model states are parameters, gradients and
-// optimizer states; everything a forward/backward pass keeps or scratches is activations.
-enum class MemoryCategory { params, grads, optimizer, activations };
-inline constexpr std::size_t memory_category_count = 4;
-std::string memory_category_name(MemoryCategory category);
 
 struct MemoryUsage {
     std::array<std::size_t, memory_category_count> live{};

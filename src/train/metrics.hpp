@@ -1,35 +1,14 @@
-// What a training step is worth: model FLOPs by a published formula, the peak they are
-// measured against, and the memory a layout needs in theory. Pure functions, tested with
-// literal cases.
+// The peak a training step's model FLOPs (theory/model_flops.hpp) are measured against: a
+// data-sheet table for GPUs, a measured sgemm on CPUs.
 #pragma once
 
 #include <cstddef>
 #include <optional>
 #include <string>
 
-#include "train/model.hpp"
-#include "train/model_config.hpp"
+#include "theory/model_flops.hpp"
 
 namespace parbench {
-
-// Megatron-LM's count for one GPT training step, forward + backward without activation
-// recomputation (Narayanan et al., arXiv 2104.04473 sec. 5.1, eq. 3 with the recompute
-// forward removed: 72 instead of 96):
-//     F = 72 · B · s · l · h² · (1 + s / (6h) + V / (12 · l · h))
-// B sequences of s tokens, l layers, hidden h, vocabulary V. Attention scores are counted
-// for the full s x s matrix: the causal mask's halving is NOT taken (as in the paper).
-double megatron_gpt_flops(double batch, double seq, double layers, double hidden, double vocab);
-// The MLP: 2 · h² multiply-adds per layer per sample forward, twice that backward:
-//     F = 6 · B · l · h²    (biases and GELU are not counted, as matmul-only conventions do)
-double mlp_flops(double batch, double layers, double hidden);
-double model_flops_per_step(const ModelConfig& config, int global_batch, int seq_len);
-std::string flops_formula(const ModelConfig& config);
-// The FLOPs recompute adds to a step (hardware FLOPs = model FLOPs + these; HFU counts them,
-// MFU does not, arXiv 2204.02311 appendix B): selective repeats the attention core's
-// forward, QKᵀ and AV, 4·B·l·s²·h; full repeats each layer's forward: for GPT
-// 24·B·s·l·h² + 4·B·l·s²·h (Megatron's 96 instead of 72, arXiv 2104.04473 sec. 5.1), for
-// Llama plan/llama_formulas' layer forward. 0 for none.
-double recompute_flops_per_step(const ModelConfig& config, int global_batch, int seq_len, Recompute recompute);
 
 struct PeakFlops {
     std::optional<double> tflops;  // per rank; absent when unknown
@@ -42,16 +21,5 @@ std::optional<PeakFlops> known_gpu_peak(const std::string& device_name, const st
 // Single-rank sgemm throughput on this CPU (best of several n x n x n runs): the attainable
 // matmul peak a CPU run's MFU is taken against. Allocates and touches its matrices first.
 PeakFlops measure_cpu_sgemm_peak();
-
-// ZeRO's model-state memory per rank (arXiv 1910.02054 sec. 5, fig. 1) for fp32 Adam:
-// parameters 4 B, gradients 4 B, optimizer (m, v) 8 B per parameter = 16 B/param, with
-// optimizer state / dp from stage 1, gradients / dp from stage 2, parameters / dp at stage 3.
-struct TheoreticalMemory {
-    double params = 0.0;
-    double grads = 0.0;
-    double optimizer = 0.0;
-    double total() const { return params + grads + optimizer; }
-};
-TheoreticalMemory zero_theoretical_memory(std::size_t parameters, int dp, int zero_stage);
 
 }  // namespace parbench

@@ -6,8 +6,8 @@
 
 #include "core/error.hpp"
 #include "train/models/gpt.hpp"
-#include "train/models/mlp.hpp"
 #include "train/models/llama.hpp"
+#include "train/models/mlp.hpp"
 
 namespace parbench {
 
@@ -26,32 +26,6 @@ std::unique_ptr<Model> make_model(const ModelConfig& config, const MicrobatchSha
     return make_mlp_model(config, shape, seed, ops, ledger, tp, precision);
 }
 
-std::vector<int> pipeline_part_units(const ModelConfig& config, const PipelinePart& part) {
-    if (!config.has_sequence()) throw std::logic_error("pipeline_part_units: GPT and Llama models only");
-    std::vector<int> units;
-    if (config.kind == ModelKind::llama) {
-        // Llama's unit 0 (the embedding) sits on the first stage, its head (unit L + 1) on
-        // the last; block l is unit l + 1.
-        for (const LayerRange& chunk : part.chunks) {
-            if (chunk.first == 0) units.push_back(0);
-            for (int l = chunk.first; l < chunk.end; ++l) units.push_back(l + 1);
-            if (chunk.end == config.layers) units.push_back(config.layers + 1);
-        }
-        std::sort(units.begin(), units.end());
-        return units;
-    }
-    // GPT's unit 0 (embedding, final LayerNorm, tied output projection) sits on the first
-    // stage and the last; block l is unit l + 1.
-    bool embedding = false;
-    for (const LayerRange& chunk : part.chunks)
-        embedding = embedding || chunk.first == 0 || chunk.end == config.layers;
-    if (embedding) units.push_back(0);
-    for (const LayerRange& chunk : part.chunks)
-        for (int l = chunk.first; l < chunk.end; ++l) units.push_back(l + 1);
-    std::sort(units.begin(), units.end());
-    return units;
-}
-
 namespace {
 [[noreturn]] void no_pipeline(const char* what) {
     throw std::logic_error(std::string("Model::") + what + ": this model was built without pipeline chunks");
@@ -68,11 +42,5 @@ int Model::shared_unit() const { return -1; }
 bool Model::computes_loss() const { return true; }
 ContextAttention* Model::context_attention() { return nullptr; }
 std::size_t Model::context_workspace_bytes() const { return 0; }
-
-ParameterLayout model_parameter_layout(const ModelConfig& config, int seq_len, const TensorSplit& split) {
-    if (config.kind == ModelKind::gpt) return gpt_parameter_layout(config, seq_len, split);
-    if (config.kind == ModelKind::llama) return llama_parameter_layout(config, split);
-    return mlp_parameter_layout(config, split);
-}
 
 }  // namespace parbench

@@ -12,13 +12,14 @@
 #include <vector>
 
 #include "device/device.hpp"
-#include "plan/activation_memory.hpp"
+#include "theory/activation_memory.hpp"
+#include "theory/model_config.hpp"
+#include "theory/model_layout.hpp"
+#include "theory/parameter_layout.hpp"
 #include "train/context/context_attention.hpp"
 #include "train/matmuls.hpp"
 #include "train/memory_ledger.hpp"
-#include "train/model_config.hpp"
 #include "train/ops/ops.hpp"
-#include "train/parameter_layout.hpp"
 #include "train/tensor_parallel.hpp"
 
 namespace parbench {
@@ -41,20 +42,6 @@ struct MicrobatchShape {
     int microbatches = 1; // per step on this rank
 };
 
-// The depth cut of one pipeline rank (train/pipeline/): its chunks in order, each a
-// contiguous range of layers [first, end) (virtual stage c·p + r for chunk c of rank r), and
-// how many micro-batches each chunk holds activations for at once (the schedule's peak).
-struct LayerRange {
-    int first = 0;
-    int end = 0;
-};
-struct PipelinePart {
-    std::vector<LayerRange> chunks;  // empty: the whole model, run by forward / backward
-    std::vector<int> slots;          // per chunk
-    bool split_backward = false;     // the schedule runs B (input gradient) and W (weights) apart
-    bool active() const { return !chunks.empty(); }
-};
-
 // Context parallelism (train/context/context_attention.hpp): this rank's cp group and its place
 // in it. Of size 1 (the default) it is off and the model runs its own attention. Otherwise the
 // model holds the context_positions() of every sequence (seq_len / cp tokens), and its
@@ -70,7 +57,7 @@ struct ContextGroup {
 enum class BackwardPass { full, input, weight };
 
 // Activation recompute (Korthikanti et al., arXiv 2205.05198 sec. 5; Recompute lives with its
-// memory formulas in plan/activation_memory.hpp): none keeps every activation backward needs;
+// memory formulas in theory/activation_memory.hpp): none keeps every activation backward needs;
 // selective drops the attention core's (the b·a·s² probabilities) and recomputes the scores and
 // softmax from the kept Q and K in backward; full keeps only each layer's input (its
 // predecessor's output) and reruns the layer's forward before its backward.
@@ -131,11 +118,5 @@ std::unique_ptr<Model> make_model(const ModelConfig& config, const MicrobatchSha
                                   Ops& ops, MemoryLedger& ledger, const TensorParallelGroup& tp = {},
                                   const PipelinePart& part = {}, Precision precision = Precision::fp32,
                                   Recompute recompute = Recompute::none, const ContextGroup& cp = {});
-// The global units (layout indices of the whole model) that a pipeline part holds, ascending.
-std::vector<int> pipeline_part_units(const ModelConfig& config, const PipelinePart& part);
-
-// The parameter list alone (no buffers): for counting parameters before anything runs. With
-// a split, the tensors (or pieces of them) that rank split.rank holds.
-ParameterLayout model_parameter_layout(const ModelConfig& config, int seq_len, const TensorSplit& split = {});
 
 }  // namespace parbench

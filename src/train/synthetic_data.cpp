@@ -3,7 +3,7 @@
 #include <cmath>
 #include <stdexcept>
 
-#include "train/counter_rng.hpp"
+#include "core/counter_rng.hpp"
 
 namespace parbench {
 namespace {

@@ -5,7 +5,8 @@
 
 #include "core/checked.hpp"
 #include "core/error.hpp"
-#include "plan/memory.hpp"
+#include "theory/model_shape.hpp"
+#include "theory/memory.hpp"
 #include "train/matmuls.hpp"
 #include "train/model.hpp"
 
@@ -158,6 +159,9 @@ TrainPlan resolve_train_options(const TrainOptions& options) {
         throw UsageError("--peak-tflops must be a positive number (TFLOP/s per rank)");
 
     plan.model = load_model_config(options.model);
+    // Sized from the config before anything is built: a model past the parameter limit is
+    // refused here, not after minutes of allocation.
+    check_model_size(plan.model, "--model " + options.model);
     plan.seq_len = plan.model.seq_len;
     if (options.seq) {
         if (!plan.model.has_sequence())
@@ -262,6 +266,34 @@ nlohmann::json to_json(const TrainOptions& o) {
         {"backend_requested", o.backend},
         {"testing_slow_rank", o.testing_slow_rank},
     };
+}
+
+EngineLayout engine_layout(const TrainPlan& plan, const MeshShape& mesh) {
+    const TrainOptions& o = plan.options;
+    EngineLayout l;
+    l.model = plan.model;
+    l.seq_len = plan.seq_len;
+    l.microbatches = o.microbatches;
+    l.microbatch_size = o.global_batch / mesh.dp / o.microbatches;
+    l.dp = mesh.dp;
+    l.cp = mesh.cp;
+    l.cp_style = plan.cp_style;
+    l.cp_balance = plan.cp_balance;
+    l.tp = mesh.tp;
+    l.pp = mesh.pp;
+    l.sp = o.sp;
+    l.tp_style = plan.tp_style;
+    l.zero = plan.scheme.zero_stage;
+    l.bucket_bytes = plan.scheme.bucket_bytes;
+    l.overlap = plan.scheme.overlap;
+    l.prefetch = plan.scheme.prefetch;
+    l.schedule = plan.schedule;
+    l.virtual_stages = o.virtual_stages;
+    l.stage_ranges = plan.stage_ranges;
+    l.p2p = plan.p2p;
+    l.precision = parse_precision(o.precision);
+    l.recompute = plan.recompute;
+    return l;
 }
 
 }  // namespace parbench

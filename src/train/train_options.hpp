@@ -10,14 +10,15 @@
 #include <string>
 #include <vector>
 
+#include "theory/memory.hpp"
+#include "theory/model_config.hpp"
+#include "theory/pipeline/partition.hpp"
+#include "theory/pipeline/schedule.hpp"
+#include "theory/pipeline/schedule_simulation.hpp"
 #include "train/context/context_attention.hpp"
 #include "train/mesh.hpp"
 #include "train/model.hpp"
-#include "train/model_config.hpp"
 #include "train/schemes/scheme.hpp"
-#include "train/pipeline/partition.hpp"
-#include "train/pipeline/schedule.hpp"
-#include "train/pipeline/schedule_simulation.hpp"
 #include "train/tensor_parallel.hpp"
 
 namespace parbench {
@@ -43,7 +44,7 @@ struct TrainOptions {
     std::string trace_path;           // Chrome trace of every rank's timeline
     int zero = 0;
     int microbatches = 1;
-    std::optional<double> bucket_mb;  // default: plan/memory.hpp default_bucket_bytes
+    std::optional<double> bucket_mb;  // default: theory/memory.hpp default_bucket_bytes
     bool overlap = false;
     bool prefetch = false;
     std::string precision = "fp32";
@@ -70,7 +71,7 @@ struct TrainPlan {
     int seq_len = 1;
     SchemeSettings scheme;
     Recompute recompute = Recompute::none;
-    std::string bucket_source;  // "--bucket-mb" or the default's rule (plan/memory.hpp)
+    std::string bucket_source;  // "--bucket-mb" or the default's rule (theory/memory.hpp)
     TensorParallelStyle tp_style = TensorParallelStyle::megatron;
     // Pipeline parallelism (options.pp > 1): the schedule, transfers and each virtual
     // stage's layers (train/pipeline/).
@@ -103,5 +104,8 @@ nlohmann::json to_json(const TrainOptions& options);
 ContextStyle parse_context_style(const std::string& name);
 ContextBalance parse_context_balance(const std::string& name);
 void check_context_sequence(int seq_len, int cp, ContextBalance balance);
+
+// The layout `train` runs for these resolved options on this mesh.
+EngineLayout engine_layout(const TrainPlan& plan, const MeshShape& mesh);
 
 }  // namespace parbench

@@ -6,11 +6,11 @@
 #include <sstream>
 
 #include "bench/statistics.hpp"
-#include "plan/context_parallel.hpp"
-#include "plan/memory.hpp"
-#include "train/pipeline/pipeline_report.hpp"
+#include "theory/context_parallel.hpp"
+#include "theory/memory.hpp"
+#include "theory/tensor_parallel_cost.hpp"
 #include "train/comm_report.hpp"
-#include "train/tensor_parallel_cost.hpp"
+#include "train/pipeline/pipeline_report.hpp"
 
 namespace parbench {
 namespace {
@@ -57,7 +57,7 @@ std::string human_count(double value) {
 
 double mib(const nlohmann::json& bytes) { return bytes.get<double>() / (1024.0 * 1024.0); }
 
-// The buffer-aware theory (plan/memory.hpp, the formula `parbench plan` uses): every buffer
+// The buffer-aware theory (theory/memory.hpp, the formula `parbench plan` uses): every buffer
 // the engine allocates, from the model, layout and flags alone, for the most loaded rank.
 nlohmann::json predicted_memory_json(const TrainSummaryInputs& in, const MemoryUsage& measured) {
     const RankMemory predicted = engine_peak_memory(engine_layout(in.plan, in.mesh));
@@ -77,7 +77,7 @@ nlohmann::json predicted_memory_json(const TrainSummaryInputs& in, const MemoryU
             {"items", items},
             {"method", "every buffer the engine allocates (parameters, gradients, optimizer state, bucket and gather "
                        "slots, staging shards, activation stores and slots, scratch), counted from the model, layout "
-                       "and flags alone by plan/memory.hpp, the formula parbench plan uses; the most loaded rank"}};
+                       "and flags alone by theory/memory.hpp, the formula parbench plan uses; the most loaded rank"}};
 }
 
 nlohmann::json activation_json(const TrainSummaryInputs& in) {
@@ -141,8 +141,8 @@ nlohmann::json context_json(const TrainSummaryInputs& in, const nlohmann::json& 
                    "group's transfers as the attention times it, around its calls (comm.exposed_ms.cp is the same "
                    "on the communicator's clock, inside the calls: issue and waits, max over ranks), bytes_sent and messages what the "
                    "rank sent (ring: point-to-point sends; alltoall: all-to-all calls); comm.cp and "
-                   "comm.expected_*.cp put the measured cp traffic beside plan/context_traffic.hpp's volume"}};
-    // What ContextAttention allocated beside plan/context_parallel.hpp's counts.
+                   "comm.expected_*.cp put the measured cp traffic beside theory/context_traffic.hpp's volume"}};
+    // What ContextAttention allocated beside theory/context_parallel.hpp's counts.
     const TrainOptions& o = in.plan.options;
     const ContextAttentionFloats formula = context_attention_floats(
         context_local_gqa_shape(in.plan.model, o.global_batch / in.mesh.dp / o.microbatches, in.plan.local_seq_len(),
@@ -301,7 +301,7 @@ nlohmann::json train_result_json(const TrainSummaryInputs& in) {
                         "flight (the union of their times, <= step time) and of the exposed part: the blocked time, less for pp the part of each transfer's wait before the peer issued its "
                         "side (waiting for a peer still computing is bubble, not communication; docs/pipeline.md). "
                         "expected: the traffic the layout implies for each rank from the layers it holds "
-                        "(src/plan/traffic.hpp; docs/training.md), for the reported rank and checked on every rank"},
+                        "(src/theory/traffic.hpp; docs/training.md), for the reported rank and checked on every rank"},
         {"exposed_comm_ms", exposed.mean},
         {"exposed_comm_method", "per step, each rank's exposed communication summed over the dimensions "
                                 "(comm.exposed_ms), max over ranks, mean over timed steps; <= step time"},

@@ -9,11 +9,11 @@
 #include <unistd.h>
 
 #include "core/nvtx.hpp"
-#include "plan/context_parallel.hpp"
+#include "theory/context_parallel.hpp"
+#include "theory/pipeline/partition.hpp"
 #include "train/expected_traffic.hpp"
 #include "train/model.hpp"
 #include "train/schemes/scheme.hpp"
-#include "train/pipeline/partition.hpp"
 #include "train/step_driver.hpp"
 
 namespace parbench {

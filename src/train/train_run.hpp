@@ -10,12 +10,12 @@
 
 #include "comm/communicator.hpp"
 #include "device/device.hpp"
-#include "plan/traffic.hpp"
+#include "theory/parameter_layout.hpp"
+#include "theory/traffic.hpp"
 #include "train/matmuls.hpp"
 #include "train/memory_ledger.hpp"
 #include "train/mesh.hpp"
 #include "train/ops/ops.hpp"
-#include "train/parameter_layout.hpp"
 #include "train/pipeline/pipeline_executor.hpp"
 #include "train/train_options.hpp"
 
@@ -46,7 +46,7 @@ struct ContextMeasurements {
     std::vector<double> score_elements;  // attention scores computed: the work, whatever the speed
     std::size_t saved_floats = 0;        // per layer and micro-batch (ContextAttention::saved_floats), max over ranks
     std::size_t workspace_bytes = 0;     // taken from the ledger at construction, max over ranks
-    // Whether every rank's bytes sent and messages equal plan/context_parallel.hpp's counts.
+    // Whether every rank's bytes sent and messages equal theory/context_parallel.hpp's counts.
     bool counters_match_all_ranks = false;
 };
 

@@ -2,7 +2,7 @@
 // shapes: every rank builds the whole sequence's q, k, v and dout from one seed, runs its
 // context_positions() slice through ContextAttention, and its output and dq, dk, dv must equal
 // the single-process gqa_attention on the whole sequence, sliced the same way. The cp group's
-// counted traffic must equal plan/context_traffic.hpp's formula exactly, and the work per rank
+// counted traffic must equal theory/context_traffic.hpp's formula exactly, and the work per rank
 // (scores computed) must be equal under zigzag and unequal under balance none. Launched by
 // CTest with 2, 3 and 4 ranks; the 4-rank run also tests groups of 2 and of 1 split from it.
 #include <gtest/gtest.h>
@@ -17,9 +17,9 @@
 
 #include "comm/mpi_communicator.hpp"
 #include "device/cpu_device.hpp"
-#include "plan/context_traffic.hpp"
 #include "tests/support/mpi_gtest_main.hpp"
 #include "tests/support/usage_error_text.hpp"
+#include "theory/context_traffic.hpp"
 #include "train/context/context_attention.hpp"
 #include "train/memory_ledger.hpp"
 #include "train/ops/cpu_ops.hpp"

@@ -10,7 +10,7 @@
 #include "core/error.hpp"
 #include "plan/alpha_beta.hpp"
 #include "plan/compute_calibration.hpp"
-#include "report/json_file.hpp"
+#include "core/json_file.hpp"
 
 extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size) {
     using namespace parbench;

@@ -8,7 +8,7 @@
 
 #include "core/error.hpp"
 #include "plan/cluster.hpp"
-#include "report/json_file.hpp"
+#include "core/json_file.hpp"
 
 namespace {
 

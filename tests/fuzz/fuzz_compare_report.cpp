@@ -7,8 +7,8 @@
 #include <vector>
 
 #include "core/error.hpp"
+#include "core/json_file.hpp"
 #include "report/compare.hpp"
-#include "report/json_file.hpp"
 
 extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size) {
     const std::string text(reinterpret_cast<const char*>(data), size);

@@ -5,8 +5,8 @@
 #include <string>
 
 #include "core/error.hpp"
-#include "report/json_file.hpp"
-#include "train/model_config.hpp"
+#include "core/json_file.hpp"
+#include "theory/model_config.hpp"
 
 extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size) {
     const std::string text(reinterpret_cast<const char*>(data), size);

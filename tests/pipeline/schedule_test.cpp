@@ -7,10 +7,10 @@
 #include <sstream>
 #include <tuple>
 
-#include "tests/support/usage_error_text.hpp"
 #include "core/error.hpp"
-#include "train/pipeline/schedule.hpp"
-#include "train/pipeline/schedule_simulation.hpp"
+#include "tests/support/usage_error_text.hpp"
+#include "theory/pipeline/schedule.hpp"
+#include "theory/pipeline/schedule_simulation.hpp"
 
 namespace parbench {
 namespace {

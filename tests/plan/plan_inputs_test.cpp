@@ -7,8 +7,8 @@
 #include <string>
 
 #include "core/error.hpp"
-#include "plan/model_shape.hpp"
-#include "train/model.hpp"
+#include "theory/model_shape.hpp"
+#include "theory/model_layout.hpp"
 
 namespace parbench {
 namespace {

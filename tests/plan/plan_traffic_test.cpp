@@ -1,4 +1,4 @@
-// The formulas `plan` and `train` share: one rank's traffic per step (plan/rank_traffic.hpp)
+// The formulas `plan` and `train` share: one rank's traffic per step (theory/rank_traffic.hpp)
 // against the models and the pipeline schedules it stands for, Llama's per-layer activations
 // under the paper's convention against a count by hand, and the compute of ranks that share
 // their host's cores.
@@ -10,13 +10,13 @@
 
 #include "device/cpu_device.hpp"
 #include "plan/layout_plan.hpp"
-#include "plan/llama_activation_memory.hpp"
-#include "plan/rank_traffic.hpp"
+#include "theory/llama_activation_memory.hpp"
+#include "theory/pipeline/partition.hpp"
+#include "theory/pipeline/schedule.hpp"
+#include "theory/rank_traffic.hpp"
 #include "train/memory_ledger.hpp"
 #include "train/model.hpp"
 #include "train/ops/ops.hpp"
-#include "train/pipeline/partition.hpp"
-#include "train/pipeline/schedule.hpp"
 
 namespace parbench {
 namespace {
@@ -105,7 +105,7 @@ TEST(PlanTraffic, PipelineTransfersAreTheSchedulesOwn) {
 }
 
 // Llama 3 8B's shape (h 4096, a 32, g 8 so h_kv 1024, f 14336) at s = 4096, b = 1, counted item
-// by item as plan/llama_activation_memory.hpp lists them (2 bytes each), sb = 4096:
+// by item as theory/llama_activation_memory.hpp lists them (2 bytes each), sb = 4096:
 //   t = 8, TP:   8sbh 134217728 + 4sbh/t 8388608 + 4sb·h_kv/t 2097152 + 6sbf/t 44040192
 //                + 2as²b/t 134217728 = 322961408
 //   t = 8, SP:   the 8sbh becomes 16777216: 205520896; selective drops 134217728: 71303168;

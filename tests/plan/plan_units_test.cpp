@@ -6,10 +6,10 @@
 #include <string>
 
 #include "core/error.hpp"
-#include "plan/activation_memory.hpp"
 #include "plan/alpha_beta.hpp"
 #include "plan/layout_plan.hpp"
-#include "plan/memory.hpp"
+#include "theory/activation_memory.hpp"
+#include "theory/memory.hpp"
 #include "train/model.hpp"
 
 namespace parbench {

@@ -8,16 +8,16 @@
 #include <string>
 #include <vector>
 
-#include "tests/support/usage_error_text.hpp"
 #include "core/error.hpp"
 #include "device/cpu_device.hpp"
+#include "tests/support/usage_error_text.hpp"
+#include "theory/model_config.hpp"
+#include "theory/parameter_layout.hpp"
+#include "theory/tensor_parallel_cost.hpp"
 #include "train/memory_ledger.hpp"
 #include "train/model.hpp"
-#include "train/model_config.hpp"
 #include "train/ops/ops.hpp"
-#include "train/parameter_layout.hpp"
 #include "train/tensor_parallel.hpp"
-#include "train/tensor_parallel_cost.hpp"
 #include "train/train_options.hpp"
 
 namespace parbench {

@@ -1,11 +1,11 @@
-// The traffic formulas of src/plan/traffic.hpp on literal cases: a pipeline stage's tensor-
+// The traffic formulas of src/theory/traffic.hpp on literal cases: a pipeline stage's tensor-
 // parallel collectives from the layers it holds (the stages add up to the whole model), the
 // pipeline transfers per rank, and the data-parallel reductions per scheme.
 #include <gtest/gtest.h>
 
-#include "plan/traffic.hpp"
+#include "theory/model_config.hpp"
+#include "theory/traffic.hpp"
 #include "train/model.hpp"
-#include "train/model_config.hpp"
 
 namespace parbench {
 namespace {

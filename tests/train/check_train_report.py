@@ -122,7 +122,7 @@ def check_context(result, output):
         if [ranks_of[rank] for rank in group] != list(range(cp)):
             fail(f"cp group {group} has cp coordinates {[ranks_of[rank] for rank in group]}", output)
     if context["counters_match_expected_all_ranks"] is not True:
-        fail("a rank's cp bytes sent or messages differ from plan/context_parallel.hpp's counts", output)
+        fail("a rank's cp bytes sent or messages differ from theory/context_parallel.hpp's counts", output)
     for key in ("saved_floats_per_layer", "workspace_bytes"):
         if context[key]["measured"] != context[key]["formula"]:
             fail(f"context.{key}: measured {context[key]['measured']}, formula {context[key]['formula']}", output)
@@ -182,7 +182,7 @@ def main():
     for key in ["params", "grads", "optimizer", "activations_peak", "total_peak"]:
         if not result["memory_bytes"][key] > 0:
             fail(f"memory_bytes.{key} is not positive", output)
-    # The buffer-aware theory (plan/memory.hpp) predicts the ledger: within 2% per category.
+    # The buffer-aware theory (theory/memory.hpp) predicts the ledger: within 2% per category.
     predicted = result["memory_predicted_bytes"]
     for measured_key, predicted_key in [("params", "params"), ("grads", "grads"), ("optimizer", "optimizer"),
                                         ("activations_peak", "activations"), ("total_peak", "total")]:

@@ -4,13 +4,13 @@
 #include <string>
 
 #include "core/error.hpp"
-#include "plan/llama_formulas.hpp"
 #include "tests/support/usage_error_text.hpp"
+#include "theory/llama_formulas.hpp"
+#include "theory/model_config.hpp"
+#include "theory/tensor_parallel_cost.hpp"
 #include "train/metrics.hpp"
 #include "train/model.hpp"
-#include "train/model_config.hpp"
 #include "train/models/llama.hpp"
-#include "train/tensor_parallel_cost.hpp"
 
 namespace parbench {
 namespace {

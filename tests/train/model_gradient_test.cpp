@@ -9,10 +9,10 @@
 #include <vector>
 
 #include "device/cpu_device.hpp"
+#include "theory/parameter_layout.hpp"
 #include "train/memory_ledger.hpp"
 #include "train/model.hpp"
 #include "train/ops/ops.hpp"
-#include "train/parameter_layout.hpp"
 
 namespace parbench {
 namespace {

@@ -8,16 +8,16 @@
 #include <string>
 #include <vector>
 
-#include "tests/support/usage_error_text.hpp"
 #include "core/error.hpp"
 #include "device/cpu_device.hpp"
+#include "tests/support/usage_error_text.hpp"
+#include "theory/model_config.hpp"
+#include "theory/parameter_layout.hpp"
 #include "train/memory_ledger.hpp"
 #include "train/mesh.hpp"
 #include "train/metrics.hpp"
 #include "train/model.hpp"
-#include "train/model_config.hpp"
 #include "train/models/transformer_parts.hpp"
-#include "train/parameter_layout.hpp"
 #include "train/synthetic_data.hpp"
 #include "train/train_options.hpp"
 #include "train/train_run.hpp"

@@ -1,13 +1,13 @@
 // Context parallelism's pure parts: the positions each rank holds (and the refusals of
 // sequences that do not divide), the style and balance names, and the expected cp traffic
-// formula (plan/context_traffic.hpp) on literal shapes.
+// formula (theory/context_traffic.hpp) on literal shapes.
 #include <gtest/gtest.h>
 
 #include <algorithm>
 #include <numeric>
 
-#include "plan/context_traffic.hpp"
 #include "tests/support/usage_error_text.hpp"
+#include "theory/context_traffic.hpp"
 #include "train/context/context_attention.hpp"
 
 namespace parbench {

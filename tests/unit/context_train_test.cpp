@@ -7,8 +7,8 @@
 #include <vector>
 
 #include "core/error.hpp"
-#include "plan/activation_memory.hpp"
-#include "plan/context_parallel.hpp"
+#include "theory/activation_memory.hpp"
+#include "theory/context_parallel.hpp"
 #include "train/mesh.hpp"
 #include "train/train_options.hpp"
 

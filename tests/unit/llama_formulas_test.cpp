@@ -2,7 +2,7 @@
 // formula against the GPT formula it must reduce to.
 #include <gtest/gtest.h>
 
-#include "plan/llama_formulas.hpp"
+#include "theory/llama_formulas.hpp"
 
 namespace parbench {
 namespace {

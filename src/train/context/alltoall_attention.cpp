@@ -6,7 +6,7 @@
 // its heads; a last all-to-all reshards the output back.
 //
 // Heads: rank r computes query heads [r n, (r+1) n), n = NH / c (NH must divide by c, else
-// UsageError). Key/value heads follow plan/context_traffic.hpp's alltoall_kv_window: when c
+// UsageError). Key/value heads follow theory/context_traffic.hpp's alltoall_kv_window: when c
 // divides NKV each rank receives its NKV / c of them; when it does not (fewer key/value heads
 // than ranks, or heads replicated by tensor parallelism), each rank receives the window of
 // key/value heads its query heads read, the same width on every rank, so a key/value head may
@@ -23,7 +23,7 @@
 
 #include "core/dtype.hpp"
 #include "core/error.hpp"
-#include "plan/context_traffic.hpp"
+#include "theory/context_traffic.hpp"
 #include "train/context/context_attention_style.hpp"
 
 namespace parbench::detail {

@@ -25,30 +25,11 @@
 
 #include "comm/communicator.hpp"
 #include "kernels/gqa_math.hpp"
+#include "theory/context_split.hpp"
 #include "train/memory_ledger.hpp"
 #include "train/ops/ops.hpp"
 
 namespace parbench {
-
-enum class ContextStyle { ring, alltoall };
-enum class ContextBalance { zigzag, none };
-
-std::string context_style_name(ContextStyle style);      // "ring", "alltoall"
-std::string context_balance_name(ContextBalance balance);  // "zigzag", "none"
-
-// This rank's place in its context-parallel group.
-struct ContextSplit {
-    int rank = 0;
-    int size = 1;
-    ContextStyle style = ContextStyle::ring;
-    ContextBalance balance = ContextBalance::zigzag;
-};
-
-// The positions in [0, T) of the full sequence that this rank holds, in its local order
-// (T / c of them): balance none, chunk `rank` of c contiguous chunks; zigzag, chunk `rank`
-// then chunk 2c-1-rank of 2c chunks. Throws UsageError naming --cp (and --cp-balance) when c
-// (or 2c) does not divide T.
-std::vector<int> context_positions(int T, const ContextSplit& split);
 
 // What one rank's attention did since the counters were last reset (the train report's cp
 // figures: attention compute per rank shows the imbalance, wait is the exposed cp comm).

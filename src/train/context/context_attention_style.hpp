@@ -13,16 +13,6 @@
 
 namespace parbench::detail {
 
-// The chunks of the sequence a rank holds: chunk i of the rank's local order covers
-// positions [index[i] * length, (index[i] + 1) * length). context_positions() expands it.
-struct ContextChunks {
-    std::vector<int> index;
-    int length = 0;
-};
-// Throws UsageError as context_positions() documents. One rank (c = 1) holds the whole
-// sequence as one chunk, whatever the balance: there is nothing to balance.
-ContextChunks context_chunks(int T, const ContextSplit& split);
-
 class ContextAttentionStyle {
   public:
     virtual ~ContextAttentionStyle() = default;

@@ -14,7 +14,7 @@
 // from rank r-1, adds its part and passes it on to rank r+1; after c steps each block's
 // accumulator has visited every rank, and the last hop brings it home to its owner, which adds
 // it into dk, dv. Messages per layer and micro-batch: forward 2(c-1) sends of a K or V block
-// (B, T/c, NKV*hs); backward 2(c-1) of K/V and 2c of dK/dV (plan/context_traffic.hpp).
+// (B, T/c, NKV*hs); backward 2(c-1) of K/V and 2c of dK/dV (theory/context_traffic.hpp).
 //
 // Saved for backward: the log-sum-exp of every local query row, (B, T/c, NH) floats; the
 // model passes `out` back in. Messages between a pair of ranks are matched in the order they

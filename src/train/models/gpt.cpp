@@ -35,59 +35,9 @@
 namespace parbench {
 namespace {
 
-// GPT-2's initialisation: N(0, 0.02), the residual projections scaled by 1/sqrt(2L)
-// (Radford et al. 2019 sec. 2.3); LayerNorm weight 1, biases 0.
-constexpr float init_stddev = 0.02f;
-
-// Tensor indices of one block, in layout order (llm.c's order).
-struct BlockTensors {
-    int ln1w, ln1b, qkvw, qkvb, attprojw, attprojb, ln2w, ln2b, fcw, fcb, fcprojw, fcprojb;
-};
-
-struct EmbeddingTensors {
-    int wte, wpe, lnfw, lnfb;
-};
-
-struct GptTensors {
-    EmbeddingTensors embedding;
-    std::vector<BlockTensors> blocks;
-};
-
-GptTensors build_layout(const ModelConfig& config, int seq_len, const TensorSplit& split, ParameterLayout& layout) {
-    const int C = config.hidden;
-    const int V = config.vocab;
-    const float residual_stddev = init_stddev / std::sqrt(2.0f * static_cast<float>(config.layers));
-    GptTensors tensors;
-    layout.add_unit("embedding");
-    tensors.embedding.wte = layout.add_tensor("wte", {V, C}, column_parallel_rows(V, C, split), InitKind::normal,
-                                                init_stddev);
-    tensors.embedding.wpe = layout.add_tensor("wpe", {seq_len, C}, InitKind::normal, init_stddev);
-    tensors.embedding.lnfw = layout.add_tensor("lnfw", {C}, InitKind::ones);
-    tensors.embedding.lnfb = layout.add_tensor("lnfb", {C}, InitKind::zeros);
-    for (int l = 0; l < config.layers; ++l) {
-        const std::string p = "h" + std::to_string(l) + ".";
-        layout.add_unit("h" + std::to_string(l));
-        BlockTensors b{};
-        b.ln1w = layout.add_tensor(p + "ln1w", {C}, InitKind::ones);
-        b.ln1b = layout.add_tensor(p + "ln1b", {C}, InitKind::zeros);
-        b.qkvw = layout.add_tensor(p + "qkvw", {3 * C, C}, head_parallel_qkv(C, C, split), InitKind::normal,
-                                   init_stddev);
-        b.qkvb = layout.add_tensor(p + "qkvb", {3 * C}, head_parallel_qkv(C, 1, split), InitKind::zeros);
-        b.attprojw = layout.add_tensor(p + "attprojw", {C, C}, row_parallel_columns(C, C, split), InitKind::normal,
-                                       residual_stddev);
-        b.attprojb = layout.add_tensor(p + "attprojb", {C}, InitKind::zeros);
-        b.ln2w = layout.add_tensor(p + "ln2w", {C}, InitKind::ones);
-        b.ln2b = layout.add_tensor(p + "ln2b", {C}, InitKind::zeros);
-        b.fcw = layout.add_tensor(p + "fcw", {4 * C, C}, column_parallel_rows(4 * C, C, split), InitKind::normal,
-                                  init_stddev);
-        b.fcb = layout.add_tensor(p + "fcb", {4 * C}, column_parallel_rows(4 * C, 1, split), InitKind::zeros);
-        b.fcprojw = layout.add_tensor(p + "fcprojw", {C, 4 * C}, row_parallel_columns(C, 4 * C, split),
-                                      InitKind::normal, residual_stddev);
-        b.fcprojb = layout.add_tensor(p + "fcprojb", {C}, InitKind::zeros);
-        tensors.blocks.push_back(b);
-    }
-    return tensors;
-}
+using gpt_layout::BlockTensors;
+using gpt_layout::EmbeddingTensors;
+using GptTensors = gpt_layout::Tensors;
 
 // A split backward's B keeps, per block, the output gradients of the four matmuls whose
 // weight gradients W computes later (arXiv 2401.10241 sec. 2): (B,T,C), (B,T,4C/t),
@@ -130,7 +80,7 @@ class GptModel : public Model {
           vocab_{tp.rank() * (config.vocab / tp.size()), config.vocab / tp.size()},
           matmuls_(ops, precision, ledger, matmul_shapes(part)) {
         part_ = part;
-        tensors_ = build_layout(config, shape.seq_len, tp.split(), full_layout_);
+        tensors_ = gpt_layout::build(config, shape.seq_len, tp.split(), full_layout_);
         local_unit_.assign(full_layout_.units().size(), -1);
         std::vector<int> units;
         if (part.active()) {
@@ -737,12 +687,6 @@ class GptModel : public Model {
 };
 
 }  // namespace
-
-ParameterLayout gpt_parameter_layout(const ModelConfig& config, int seq_len, const TensorSplit& split) {
-    ParameterLayout layout;
-    build_layout(config, seq_len, split, layout);
-    return layout;
-}
 
 std::unique_ptr<Model> make_gpt_model(const ModelConfig& config, const MicrobatchShape& shape, std::uint64_t seed,
                                       Ops& ops, MemoryLedger& ledger, const TensorParallelGroup& tp,

@@ -36,60 +36,8 @@
 namespace parbench {
 namespace {
 
-// GPT-2's initialisation, which small Llama reproductions use too: N(0, 0.02), the residual
-// projections (Wo, W_down) scaled by 1/sqrt(2L); RMSNorm gains 1.
-constexpr float init_stddev = 0.02f;
-
-struct BlockTensors {
-    int norm1, wq, wk, wv, wo, norm2, wgate, wup, wdown;
-};
-
-struct LlamaTensors {
-    int wte = 0;
-    std::vector<BlockTensors> blocks;
-    int norm_final = 0, wout = 0;
-};
-
-LlamaTensors build_layout(const ModelConfig& config, const TensorSplit& split, ParameterLayout& layout) {
-    const int C = config.hidden;
-    const int V = config.vocab;
-    const int F = config.ffn_hidden;
-    const int KVC = config.kv_heads * (config.hidden / config.heads);
-    const bool kv_split = config.kv_heads % split.size == 0;
-    const float residual_stddev = init_stddev / std::sqrt(2.0f * static_cast<float>(config.layers));
-    LlamaTensors tensors;
-    layout.add_unit("embedding");
-    tensors.wte = layout.add_tensor("wte", {V, C}, column_parallel_rows(V, C, split), InitKind::normal, init_stddev);
-    for (int l = 0; l < config.layers; ++l) {
-        const std::string p = "h" + std::to_string(l) + ".";
-        layout.add_unit("h" + std::to_string(l));
-        BlockTensors b{};
-        b.norm1 = layout.add_tensor(p + "norm1", {C}, InitKind::ones);
-        b.wq = layout.add_tensor(p + "wq", {C, C}, column_parallel_rows(C, C, split), InitKind::normal, init_stddev);
-        if (kv_split) {
-            b.wk = layout.add_tensor(p + "wk", {KVC, C}, column_parallel_rows(KVC, C, split), InitKind::normal,
-                                     init_stddev);
-            b.wv = layout.add_tensor(p + "wv", {KVC, C}, column_parallel_rows(KVC, C, split), InitKind::normal,
-                                     init_stddev);
-        } else {
-            b.wk = layout.add_tensor(p + "wk", {KVC, C}, InitKind::normal, init_stddev);
-            b.wv = layout.add_tensor(p + "wv", {KVC, C}, InitKind::normal, init_stddev);
-        }
-        b.wo = layout.add_tensor(p + "wo", {C, C}, row_parallel_columns(C, C, split), InitKind::normal,
-                                 residual_stddev);
-        b.norm2 = layout.add_tensor(p + "norm2", {C}, InitKind::ones);
-        b.wgate = layout.add_tensor(p + "wgate", {F, C}, column_parallel_rows(F, C, split), InitKind::normal,
-                                    init_stddev);
-        b.wup = layout.add_tensor(p + "wup", {F, C}, column_parallel_rows(F, C, split), InitKind::normal, init_stddev);
-        b.wdown = layout.add_tensor(p + "wdown", {C, F}, row_parallel_columns(C, F, split), InitKind::normal,
-                                    residual_stddev);
-        tensors.blocks.push_back(b);
-    }
-    layout.add_unit("head");
-    tensors.norm_final = layout.add_tensor("norm_final", {C}, InitKind::ones);
-    tensors.wout = layout.add_tensor("wout", {V, C}, column_parallel_rows(V, C, split), InitKind::normal, init_stddev);
-    return tensors;
-}
+using llama_layout::BlockTensors;
+using LlamaTensors = llama_layout::Tensors;
 
 // What one block keeps from forward for backward. R = B·T rows, or B·T/t under SP; Cl, KVl,
 // Fl: this rank's query channels, key/value channels and SwiGLU width.
@@ -137,7 +85,7 @@ class LlamaModel : public Model {
           vocab_{tp.rank() * (config.vocab / tp.size()), config.vocab / tp.size()},
           matmuls_(ops, precision, ledger, matmul_shapes(part)) {
         part_ = part;
-        tensors_ = build_layout(config, tp.split(), full_layout_);
+        tensors_ = llama_layout::build(config, tp.split(), full_layout_);
         local_unit_.assign(full_layout_.units().size(), -1);
         std::vector<int> units;
         if (part.active()) {
@@ -704,14 +652,6 @@ class LlamaModel : public Model {
 };
 
 }  // namespace
-
-bool llama_kv_heads_split(const ModelConfig& config, int tp) { return config.kv_heads % tp == 0; }
-
-ParameterLayout llama_parameter_layout(const ModelConfig& config, const TensorSplit& split) {
-    ParameterLayout layout;
-    build_layout(config, split, layout);
-    return layout;
-}
 
 std::unique_ptr<Model> make_llama_model(const ModelConfig& config, const MicrobatchShape& shape, std::uint64_t seed,
                                         Ops& ops, MemoryLedger& ledger, const TensorParallelGroup& tp,

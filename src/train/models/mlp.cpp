@@ -26,45 +26,10 @@
 namespace parbench {
 namespace {
 
-enum class LinearSplit { column, row };
-
-struct LayerTensors {
-    int weight, bias;
-};
-
-// How layer l of the model is split under `split`.
-LinearSplit layer_split(const TensorSplit& split, int layer) {
-    if (split.style == TensorParallelStyle::allgather) return LinearSplit::column;
-    return layer % 2 == 0 ? LinearSplit::column : LinearSplit::row;
-}
-
-// allgather style: layers after the first take their input as t rank-major slices.
-bool input_in_slices(const TensorSplit& split, int layer) {
-    return split.style == TensorParallelStyle::allgather && layer > 0;
-}
-
-std::vector<LayerTensors> build_layout(const ModelConfig& config, const TensorSplit& split, ParameterLayout& layout) {
-    // N(0, 1/h): unit variance through a linear layer (LeCun initialisation).
-    const int H = config.hidden;
-    const float stddev = 1.0f / std::sqrt(static_cast<float>(H));
-    std::vector<LayerTensors> layers;
-    for (int l = 0; l < config.layers; ++l) {
-        const std::string name = "layer" + std::to_string(l);
-        layout.add_unit(name);
-        LayerTensors t{};
-        if (layer_split(split, l) == LinearSplit::row) {
-            t.weight = layout.add_tensor(name + ".w", {H, H}, row_parallel_columns(H, H, split), InitKind::normal, stddev);
-            t.bias = layout.add_tensor(name + ".b", {H}, InitKind::zeros);
-        } else {
-            const auto pieces = input_in_slices(split, l) ? column_parallel_rows_by_input_slice(H, H, split)
-                                                          : column_parallel_rows(H, H, split);
-            t.weight = layout.add_tensor(name + ".w", {H, H}, pieces, InitKind::normal, stddev);
-            t.bias = layout.add_tensor(name + ".b", {H}, column_parallel_rows(H, 1, split), InitKind::zeros);
-        }
-        layers.push_back(t);
-    }
-    return layers;
-}
+using mlp_layout::LayerTensors;
+using mlp_layout::LinearSplit;
+using mlp_layout::layer_split;
+using mlp_layout::input_in_slices;
 
 class MlpModel : public Model {
   public:
@@ -76,7 +41,7 @@ class MlpModel : public Model {
           matmuls_(ops, precision, ledger, {{B_, H_, H_}}) {
         if (tp.split().style == TensorParallelStyle::allgather && tp.size() < 2)
             throw std::logic_error("MlpModel: the allgather style needs a tensor-parallel group of 2 or more");
-        tensors_ = build_layout(config, tp.split(), layout_);
+        tensors_ = mlp_layout::build(config, tp.split(), layout_);
         auto floats = [&](std::size_t count) {
             buffers_.push_back(ledger.allocate(MemoryCategory::activations, count * sizeof(float)));
             return buffers_.back();
@@ -285,12 +250,6 @@ class MlpModel : public Model {
 };
 
 }  // namespace
-
-ParameterLayout mlp_parameter_layout(const ModelConfig& config, const TensorSplit& split) {
-    ParameterLayout layout;
-    build_layout(config, split, layout);
-    return layout;
-}
 
 std::unique_ptr<Model> make_mlp_model(const ModelConfig& config, const MicrobatchShape& shape, std::uint64_t seed,
                                       Ops& ops, MemoryLedger& ledger, const TensorParallelGroup& tp,

@@ -10,7 +10,6 @@
 
 namespace parbench {
 
-ParameterLayout mlp_parameter_layout(const ModelConfig& config, const TensorSplit& split);
 std::unique_ptr<Model> make_mlp_model(const ModelConfig& config, const MicrobatchShape& shape, std::uint64_t seed,
                                       Ops& ops, MemoryLedger& ledger, const TensorParallelGroup& tp,
                                       Precision precision = Precision::fp32);

@@ -2,7 +2,7 @@
 
 #include <algorithm>
 
-#include "report/json_file.hpp"
+#include "core/json_file.hpp"
 #include "train/pipeline/pipeline_report.hpp"
 #include "train/train_run.hpp"
 

@@ -10,11 +10,11 @@
 #include <vector>
 
 #include "comm/communicator.hpp"
+#include "theory/pipeline/schedule.hpp"
+#include "theory/pipeline/schedule_simulation.hpp"
 #include "train/memory_ledger.hpp"
 #include "train/model.hpp"
 #include "train/ops/ops.hpp"
-#include "train/pipeline/schedule.hpp"
-#include "train/pipeline/schedule_simulation.hpp"
 #include "train/schemes/scheme.hpp"
 
 namespace parbench {

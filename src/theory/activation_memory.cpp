@@ -1,0 +1,47 @@
+#include "theory/activation_memory.hpp"
+
+#include "core/error.hpp"
+
+namespace parbench {
+
+Recompute parse_recompute(const std::string& name) {
+    if (name == "none") return Recompute::none;
+    if (name == "selective") return Recompute::selective;
+    if (name == "full") return Recompute::full;
+    throw UsageError("--recompute '" + name + "': use none, selective (the attention core) or full (each layer)");
+}
+
+std::string recompute_name(Recompute recompute) {
+    switch (recompute) {
+        case Recompute::none: return "none";
+        case Recompute::selective: return "selective";
+        case Recompute::full: return "full";
+    }
+    return "unknown";
+}
+
+double paper_layer_activation_bytes(const LayerActivationShape& x, Recompute recompute) {
+    // Per token: this rank's s/c tokens; the attention term's s stays whole (see the header).
+    const double sbh = x.seq / x.cp * x.microbatch * x.hidden;
+    const double t = x.tp;
+    if (recompute == Recompute::full) return 2.0 * sbh;
+    const double attention = recompute == Recompute::selective ? 0.0 : 5.0 * x.heads * x.seq / (x.hidden * t);
+    if (x.tp == 1) return sbh * (34.0 + attention);
+    if (x.sp) return sbh * (34.0 / t + attention);
+    return sbh * (10.0 + 24.0 / t + attention);
+}
+
+std::string paper_layer_activation_formula(bool tensor_parallel, bool sp, Recompute recompute, int cp) {
+    const std::string cite = cp > 1 ? " (arXiv 2205.05198 table 2; context parallel: s' = s/" + std::to_string(cp) +
+                                          " tokens per rank, the attention term's s whole)"
+                                    : " (arXiv 2205.05198 table 2)";
+    const std::string sbh = cp > 1 ? "s'bh" : "sbh";
+    if (recompute == Recompute::full) return "2" + sbh + ", full recompute" + cite;
+    const std::string attention = recompute == Recompute::selective ? "" : tensor_parallel ? " + 5as/(ht)" : " + 5as/h";
+    const std::string suffix = recompute == Recompute::selective ? ", selective recompute" : "";
+    if (!tensor_parallel) return sbh + "(34" + attention + ")" + suffix + cite;
+    if (sp) return sbh + "(34/t" + attention + "), tensor + sequence parallel" + suffix + cite;
+    return sbh + "(10 + 24/t" + attention + "), tensor parallel" + suffix + cite;
+}
+
+}  // namespace parbench

@@ -1,0 +1,339 @@
+#include "theory/memory.hpp"
+
+#include <algorithm>
+
+#include "core/error.hpp"
+#include "theory/context_parallel.hpp"
+#include "theory/model_layout.hpp"
+
+namespace parbench {
+namespace {
+
+constexpr double f32 = 4.0;
+
+class ItemList {
+  public:
+    explicit ItemList(RankMemory& memory) : memory_(memory) {}
+    void add(MemoryCategory category, const std::string& name, double count, double bytes_each, bool buffer = false) {
+        if (count > 0.0) memory_.items.push_back(MemoryItem{category, name, count, bytes_each, buffer});
+    }
+    void activation(const std::string& name, double count, double floats) {
+        add(MemoryCategory::activations, name, count, floats * f32);
+    }
+
+  private:
+    RankMemory& memory_;
+};
+
+// train/schemes/data_parallel.cpp and train/schemes/zero.cpp.
+void scheme_items(const EngineLayout& l, const ParameterLayout& layout, ItemList& items) {
+    const bool zero3 = l.zero == 3;
+    const FlatLayout flat(layout, zero3 ? one_unit_per_group(layout) : group_units_by_bytes(layout, l.bucket_bytes),
+                          l.zero == 0 ? 1 : l.gradient_ranks());
+    const double full = static_cast<double>(flat.padded_numel()) * f32;
+    const double shard = static_cast<double>(flat.shard_numel()) * f32;
+    const double slot = static_cast<double>(flat.largest_segment_numel()) * f32;
+    using C = MemoryCategory;
+    if (l.zero == 0) {
+        items.add(C::params, "parameters", 1, full);
+        items.add(C::grads, "gradients", 1, full);
+        items.add(C::optimizer, "AdamW m, v", 2, full);
+        return;
+    }
+    items.add(C::optimizer, "AdamW m, v shards (1/dp)", 2, shard);
+    items.add(C::grads, "gradient shard (1/dp)", 1, shard);
+    if (l.zero == 1) {
+        items.add(C::grads, "full gradients", 1, full);
+    } else {
+        // One slot for the bucket being computed, one for a unit whose gradient spans the
+        // backward (GPT's tied embedding), one more for a reduction in flight (--overlap).
+        items.add(C::grads, zero3 ? "gradient slots (largest layer)" : "gradient slots (largest bucket)",
+                  2 + (l.overlap ? 1 : 0), slot, true);
+        if (l.microbatches > 1) items.add(C::grads, "staging shard (micro-batches after the first)", 1, shard, true);
+    }
+    if (zero3) {
+        items.add(C::params, "parameter shard (1/dp)", 1, shard);
+        items.add(C::params, "parameter gather slots (largest layer)", 1 + (l.prefetch ? 1 : 0), slot, true);
+    } else {
+        items.add(C::params, "parameters", 1, full);
+    }
+}
+
+// bf16 operand copies of the largest matmul (train/matmuls.cpp).
+void matmul_items(const EngineLayout& l, const std::vector<MatmulShape>& shapes, ItemList& items) {
+    if (l.precision != Precision::bf16) return;
+    double inp = 0, weight = 0, dout = 0;
+    for (const MatmulShape& s : shapes) {
+        inp = std::max(inp, static_cast<double>(s.N) * s.C);
+        weight = std::max(weight, static_cast<double>(s.OC) * s.C);
+        dout = std::max(dout, static_cast<double>(s.N) * s.OC);
+    }
+    items.add(MemoryCategory::activations, "bf16 operand copies (input, weight, output gradient)", 1,
+              2.0 * (inp + weight + dout));
+}
+
+// What a transformer keeps per layer and at its ends (element counts; items.activation counts
+// fp32 bytes): without a pipeline every layer's stores and the embedding/head buffers; with one, the
+// schedule's peak of activation slots per chunk (train/pipeline/pipeline_executor.cpp), each
+// holding its layers' stores, the zero-bubble stash, the boundary tensors and, on the last
+// stage, the head's. Returns whether this rank holds the head. Shared by the GPT and Llama items.
+bool layer_store_items(const EngineLayout& l, const PipelinePart& part, const std::string& norm, double block,
+                       double stash, double rc, double head, ItemList& items) {
+    bool holds_head = true;
+    if (!part.active()) {
+        items.activation("layer stores (per layer)", l.model.layers, block);
+        items.activation("embedding output, backward running gradient", 2, rc);
+        items.activation("final " + norm + ", logits, softmax stats", 1, head);
+    } else {
+        holds_head = false;
+        for (std::size_t c = 0; c < part.chunks.size(); ++c) {
+            const LayerRange& range = part.chunks[c];
+            const double slots = part.slots.at(c);
+            const double layers = range.end - range.first;
+            const std::string chunk = part.chunks.size() > 1 ? " of chunk " + std::to_string(c) : "";
+            items.activation("activation slots" + chunk + " (schedule's peak in flight): layer stores", slots * layers,
+                             block);
+            if (part.split_backward)
+                items.activation("activation slots" + chunk + ": zero-bubble weight-gradient stash", slots * layers,
+                                 stash);
+            items.activation("activation slots" + chunk + ": boundary input and gradient", 2 * slots, rc);
+            if (range.end == l.model.layers) {
+                holds_head = true;
+                items.activation("activation slots" + chunk + ": final " + norm + ", logits, softmax stats", slots, head);
+            }
+        }
+    }
+    return holds_head;
+}
+
+// train/models/gpt.cpp's allocate_activations: per-micro-batch data, per-layer stores (in pipeline
+// slots when pipelined), the head's, and the backward scratch shared by every layer. Under
+// context parallelism as llama_items says, and the gathered position rows and their gradient.
+void gpt_items(const EngineLayout& l, const PipelinePart& part, ItemList& items) {
+    const double t = l.tp;
+    const bool context = l.cp > 1;
+    const double B = l.microbatch_size, T = l.local_seq_len(), C = l.model.hidden, V = l.model.vocab;
+    const double rows = B * T;
+    const double R = l.sp ? rows / t : rows;  // LayerNorm / residual regions
+    const double rc = R * C, btc = rows * C;
+    const double local = rows * C / t, wide = rows * 4.0 * C / t, vocab_local = V / t;
+    const ContextAttentionFloats cp_floats =
+        context ? context_attention_floats(context_local_gqa_shape(l.model, l.microbatch_size, l.local_seq_len(),
+                                                                   TensorSplit{0, l.tp, l.sp, l.tp_style}),
+                                           l.context_split(), l.seq_len)
+                : ContextAttentionFloats{};
+    const double att = context ? static_cast<double>(cp_floats.saved) : B * (l.model.heads / t) * T * T;
+    const double logits = rows * vocab_local;
+    const double full_block = 4 * rc + 4 * R + 3 * local + local + att + 2 * wide;
+    // What a layer keeps as its own under --recompute (gpt.cpp's allocate_block), and the one
+    // set all layers share.
+    const bool shares_probabilities = l.recompute == Recompute::selective && !context;
+    const double block = l.recompute == Recompute::full ? rc : shares_probabilities ? full_block - att : full_block;
+    if (l.recompute == Recompute::full) items.activation("full recompute: one layer's buffers, shared", 1, full_block);
+    if (shares_probabilities) items.activation("selective recompute: probabilities, shared", 1, att);
+    const double stash = rows * C + wide + rows * C + 3 * local;
+
+    items.add(MemoryCategory::activations, "tokens, targets, losses (per micro-batch)", 3.0 * l.microbatches,
+              rows * f32);
+    const bool holds_head = layer_store_items(l, part, "LayerNorm", block, stash, rc, rc + 2 * R + logits + 3 * rows, items);
+    if (context) {
+        items.activation("context-parallel attention workspace (train/context/)", 1,
+                         static_cast<double>(cp_floats.workspace));
+        items.activation("position rows held and their gradient (context parallelism)", 2, T * C);
+    } else {
+        items.activation("attention scratch (pre-softmax, its gradient, probabilities' gradient)", 3, att);
+    }
+    items.activation("projection output, normalised-input gradient", 2, btc);
+    items.activation("backward scratch (loss gradients, logits gradient)", 1, rows + logits);
+    items.activation("backward scratch (FFN x2, attention output, QKV)", 1, 2 * wide + local + 3 * local);
+    if (l.sp) {
+        items.activation("sequence-parallel gathers (forward, backward)", 2, btc);
+        items.activation("sequence-parallel local chunks", 2, rc);
+        items.activation("sequence-parallel LayerNorm gradient pack", 1, 4 * C);
+    }
+    // Under context parallelism Q, K and V are three matmuls of C/t outputs each.
+    std::vector<MatmulShape> shapes{{static_cast<int>(rows), static_cast<int>(C), static_cast<int>((context ? 1 : 3) * C / t)},
+                                    {static_cast<int>(rows), static_cast<int>(C / t), static_cast<int>(C)},
+                                    {static_cast<int>(rows), static_cast<int>(C), static_cast<int>(4 * C / t)},
+                                    {static_cast<int>(rows), static_cast<int>(4 * C / t), static_cast<int>(C)}};
+    if (holds_head)
+        shapes.push_back({static_cast<int>(rows), static_cast<int>(C), static_cast<int>(vocab_local)});
+    matmul_items(l, shapes, items);
+}
+
+// train/models/llama.cpp: the GPT's structure with RMSNorm (no mean), separate q/k/v with
+// key/value heads split when tp divides them (else replicated, with a gradient pack for their
+// partial weight gradients), a three-matrix SwiGLU, and an untied head. Under context
+// parallelism every per-token buffer holds seq / cp tokens, each layer keeps ContextAttention's
+// saved state instead of the probabilities (also under selective recompute, which then shares
+// nothing), there is no attention scratch of the model's own, and ContextAttention's workspace
+// is counted once.
+void llama_items(const EngineLayout& l, const PipelinePart& part, ItemList& items) {
+    const double t = l.tp;
+    const bool context = l.cp > 1;
+    const double B = l.microbatch_size, T = l.local_seq_len(), C = l.model.hidden, V = l.model.vocab;
+    const bool kv_split = llama_kv_heads_split(l.model, l.tp);
+    const double head_size = C / l.model.heads;
+    const double kv_local = (kv_split ? l.model.kv_heads / t : l.model.kv_heads) * head_size;
+    const double rows = B * T;
+    const double R = l.sp ? rows / t : rows;
+    const double rc = R * C, btc = rows * C;
+    const double q = rows * C / t, kv = rows * kv_local, wide = rows * l.model.ffn_hidden / t;
+    const double probabilities = B * (l.model.heads / t) * T * T;
+    const ContextAttentionFloats cp_floats =
+        context ? context_attention_floats(context_local_gqa_shape(l.model, l.microbatch_size, l.local_seq_len(),
+                                                         TensorSplit{0, l.tp, l.sp, l.tp_style}),
+                                   l.context_split(), l.seq_len)
+                : ContextAttentionFloats{};
+    const double att = context ? static_cast<double>(cp_floats.saved) : probabilities;
+    const double logits = rows * V / t;
+    const double full_block = 4 * rc + 2 * R + 2 * q + 2 * kv + att + 3 * wide;
+    const bool shares_probabilities = l.recompute == Recompute::selective && !context;
+    const double block = l.recompute == Recompute::full ? rc : shares_probabilities ? full_block - att : full_block;
+    const double stash = 2 * btc + 2 * wide + q + 2 * kv;
+    const double head = rc + R + logits + 3 * rows;
+
+    items.add(MemoryCategory::activations, "tokens, targets, losses (per micro-batch)", 3.0 * l.microbatches,
+              rows * f32);
+    if (l.recompute == Recompute::full) items.activation("full recompute: one layer's buffers, shared", 1, full_block);
+    if (shares_probabilities) items.activation("selective recompute: probabilities, shared", 1, att);
+    const bool holds_head = layer_store_items(l, part, "RMSNorm", block, stash, rc, head, items);
+    if (context)
+        items.activation("context-parallel attention workspace (train/context/)", 1,
+                         static_cast<double>(cp_floats.workspace));
+    else
+        items.activation("attention scratch (scores, their gradient, probabilities' gradient)", 3, att);
+    items.activation("projection output, normalised-input gradient", 2, btc);
+    items.activation("backward scratch (loss gradients, logits gradient)", 1, rows + logits);
+    items.activation("backward scratch (SwiGLU x3, attention output, q, k, v)", 1, 3 * wide + 2 * q + 2 * kv);
+    if (!kv_split && l.tp > 1)
+        items.activation("replicated key/value weight-gradient pack", 1, 2 * kv_local * C);
+    if (l.sp) {
+        items.activation("sequence-parallel gathers (forward, backward)", 2, btc);
+        items.activation("sequence-parallel local chunks", 2, rc);
+        items.activation("sequence-parallel RMSNorm gradient pack", 1, 2 * C);
+    }
+    items.add(MemoryCategory::activations, "rotary positions", 1, T * sizeof(int));
+    auto i = [](double x) { return static_cast<int>(x); };
+    std::vector<MatmulShape> shapes{{i(rows), i(C), i(C / t)},
+                                    {i(rows), i(C), i(kv_local)},
+                                    {i(rows), i(C / t), i(C)},
+                                    {i(rows), i(C), i(l.model.ffn_hidden / t)},
+                                    {i(rows), i(l.model.ffn_hidden / t), i(C)}};
+    if (holds_head) shapes.push_back({i(rows), i(C), i(V / t)});
+    matmul_items(l, shapes, items);
+}
+
+// train/models/mlp.cpp: layers alternate column- and row-parallel (megatron style) or are all
+// column-parallel with gathered inputs (allgather style).
+void mlp_items(const EngineLayout& l, ItemList& items) {
+    const double b = l.microbatch_size, H = l.model.hidden, Hl = H / l.tp;
+    const bool split = l.tp > 1;
+    const bool allgather = split && l.tp_style == TensorParallelStyle::allgather;
+    auto width = [&](int layer) { return split && !allgather && layer % 2 == 1 ? H : split ? Hl : H; };
+    const int L = l.model.layers;
+    items.activation("inputs, targets, losses (per micro-batch)", l.microbatches, b * H + b * width(L - 1) + b);
+    double stored = 0;
+    for (int layer = 0; layer < L; ++layer) {
+        const bool last = layer + 1 == L;
+        stored += b * width(layer);                             // pre-activation
+        if (!last && !allgather) stored += b * width(layer);    // GELU output
+        if (!last && allgather) stored += b * H;                // the gathered GELU output
+    }
+    items.activation("layer stores (all layers)", 1, stored);
+    items.activation("backward scratch (loss gradient, two activation gradients)", 1, b + 2 * b * H);
+    if (allgather) items.activation("allgather-style scratch (slice, gathered gradient)", 1, b * Hl + b * H);
+    matmul_items(l, {{static_cast<int>(b), static_cast<int>(H), static_cast<int>(H)}}, items);
+}
+
+}  // namespace
+
+std::optional<EnginePipeline> engine_pipeline(const EngineLayout& l) {
+    if (l.pp <= 1) return std::nullopt;
+    EnginePipeline pipeline{make_schedule(l.schedule, ScheduleShape{l.pp, l.microbatches, l.virtual_stages}), {}};
+    pipeline.in_flight = peak_in_flight(pipeline.schedule, l.p2p);
+    return pipeline;
+}
+
+EngineRank engine_rank(const EngineLayout& l, int pp_rank, const EnginePipeline* pipeline) {
+    const TensorSplit split{0, l.tp, l.sp, l.tp_style};
+    EngineRank rank;
+    rank.layout = model_parameter_layout(l.model, l.seq_len, split);
+    if (l.pp > 1) {
+        std::optional<EnginePipeline> built;
+        if (pipeline == nullptr) pipeline = &built.emplace(*engine_pipeline(l));
+        // pipeline_part (theory/pipeline/partition.cpp) with the peak computed once.
+        rank.part.split_backward = pipeline->schedule.split_backward;
+        rank.part.slots = pipeline->in_flight.at(static_cast<std::size_t>(pp_rank));
+        for (int c = 0; c < l.virtual_stages; ++c)
+            rank.part.chunks.push_back(l.stage_ranges.at(static_cast<std::size_t>(c * l.pp + pp_rank)));
+        rank.layout = rank.layout.select_units(pipeline_part_units(l.model, rank.part));
+    }
+    return rank;
+}
+
+double RankMemory::of(MemoryCategory category) const {
+    double bytes = 0;
+    for (const MemoryItem& item : items)
+        if (item.category == category) bytes += item.bytes();
+    return bytes;
+}
+
+double RankMemory::total() const {
+    double bytes = 0;
+    for (const MemoryItem& item : items) bytes += item.bytes();
+    return bytes;
+}
+
+RankMemory engine_rank_memory(const EngineLayout& layout, int pp_rank, const EnginePipeline* pipeline) {
+    RankMemory memory;
+    memory.pp_rank = pp_rank;
+    ItemList items(memory);
+    const EngineRank rank = engine_rank(layout, pp_rank, pipeline);
+    scheme_items(layout, rank.layout, items);
+    switch (layout.model.kind) {
+        case ModelKind::gpt: gpt_items(layout, rank.part, items); break;
+        case ModelKind::llama: llama_items(layout, rank.part, items); break;
+        case ModelKind::mlp: mlp_items(layout, items); break;
+    }
+    // The tied embedding's gradient, summed between the first and the last stage
+    // (train/pipeline/pipeline_executor.cpp), when they are different ranks.
+    if (rank.part.active() && layout.model.kind == ModelKind::gpt) {
+        bool first = false, last = false;
+        for (const LayerRange& chunk : rank.part.chunks) {
+            first = first || chunk.first == 0;
+            last = last || chunk.end == layout.model.layers;
+        }
+        if (first != last)
+            items.add(MemoryCategory::grads, "tied-embedding gradient scratch", 1,
+                      static_cast<double>(rank.layout.units().at(0).numel) * f32, true);
+    }
+    return memory;
+}
+
+RankMemory engine_peak_memory(const EngineLayout& layout) {
+    const std::optional<EnginePipeline> pipeline = engine_pipeline(layout);
+    const EnginePipeline* shared = pipeline ? &*pipeline : nullptr;
+    RankMemory peak = engine_rank_memory(layout, 0, shared);
+    for (int r = 1; r < layout.pp; ++r) {
+        RankMemory memory = engine_rank_memory(layout, r, shared);
+        if (memory.total() > peak.total()) peak = std::move(memory);
+    }
+    return peak;
+}
+
+std::size_t default_bucket_bytes(int zero_stage, std::size_t parameters_per_rank) {
+    constexpr std::size_t ddp_bucket = 25u << 20;
+    if (zero_stage < 2) return ddp_bucket;
+    return std::max<std::size_t>(sizeof(float), std::min(ddp_bucket, parameters_per_rank * sizeof(float) / 4));
+}
+
+std::string default_bucket_rule(int zero_stage) {
+    if (zero_stage < 2) return "default: 25 MiB (PyTorch DDP's bucket_cap_mb)";
+    if (zero_stage == 2)
+        return "default for ZeRO-2: min(25 MiB, 1/4 of this rank's fp32 gradients), so the bucket slots stay small "
+               "against the model";
+    return "default (ZeRO-3 buckets by layer; the bucket is not used)";
+}
+
+}  // namespace parbench

@@ -1,0 +1,106 @@
+// What one rank of parbench's own `train` allocates, from the model, the layout and the flags
+// alone: every buffer the engine takes from its memory ledger (train/memory_ledger.hpp),
+// listed by what it is, so that the report's theory column and `parbench plan`'s prediction
+// are one formula and equal the measured ledger. The counts mirror the allocations of
+// train/schemes/data_parallel.cpp, train/schemes/zero.cpp, train/models/gpt.cpp, train/models/mlp.cpp, train/matmuls.cpp
+// and train/pipeline/pipeline_executor.cpp; the parameter layouts, buckets, shards and
+// pipeline activation slots come from the very functions the engine calls
+// (model_parameter_layout, group_units_by_bytes, FlatLayout, pipeline_part), so a change of
+// layout there moves the prediction with it.
+#pragma once
+
+#include <cstddef>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "theory/activation_memory.hpp"
+#include "theory/context_split.hpp"
+#include "theory/memory_category.hpp"
+#include "theory/model_config.hpp"
+#include "theory/model_layout.hpp"
+#include "theory/pipeline/schedule.hpp"
+#include "theory/pipeline/schedule_simulation.hpp"
+#include "theory/precision.hpp"
+#include "theory/tensor_split.hpp"
+
+namespace parbench {
+
+// A layout as parbench's engine would run it: everything the ledger's contents depend on.
+struct EngineLayout {
+    ModelConfig model;
+    int seq_len = 1;
+    int microbatch_size = 1;  // samples per micro-batch on one rank
+    int microbatches = 1;
+    int dp = 1;
+    int tp = 1;
+    int pp = 1;
+    bool sp = false;
+    TensorParallelStyle tp_style = TensorParallelStyle::megatron;
+    int zero = 0;
+    std::size_t bucket_bytes = 25u << 20;
+    bool overlap = false;
+    bool prefetch = false;
+    ScheduleKind schedule = ScheduleKind::one_f_one_b;
+    int virtual_stages = 1;
+    std::vector<LayerRange> stage_ranges;  // pp > 1: the virtual stages' layers (partition.hpp)
+    P2pMode p2p = P2pMode::nonblocking;
+    Precision precision = Precision::fp32;
+    Recompute recompute = Recompute::none;  // what each layer keeps (train/model.hpp)
+    // Context parallelism: cp ranks split every sequence (seq_len / cp tokens each); the
+    // gradients are averaged over dp x cp.
+    int cp = 1;
+    ContextStyle cp_style = ContextStyle::ring;
+    ContextBalance cp_balance = ContextBalance::zigzag;
+    int gradient_ranks() const { return dp * cp; }
+    int local_seq_len() const { return seq_len / cp; }
+    ContextSplit context_split() const { return ContextSplit{0, cp, cp_style, cp_balance}; }
+};
+
+// `count` buffers of `bytes_each` under `category`, named for what they hold.
+struct MemoryItem {
+    MemoryCategory category = MemoryCategory::params;
+    std::string name;
+    double count = 1.0;
+    double bytes_each = 0.0;
+    bool buffer = false;  // a scheme's working buffer (bucket or gather slot, staging shard, exchange scratch)
+    double bytes() const { return count * bytes_each; }
+};
+
+struct RankMemory {
+    int pp_rank = 0;  // the pipeline stage (all tensor- and data-parallel ranks of it are alike)
+    std::vector<MemoryItem> items;
+    double of(MemoryCategory category) const;
+    double total() const;  // the ledger allocates everything up front: its peak is the sum
+};
+
+// The parameters a pipeline rank holds (its tensor-parallel shard of its stages' units) and
+// its pipeline part (chunks, activation slots), as the engine builds them.
+struct EngineRank {
+    ParameterLayout layout;
+    PipelinePart part;
+};
+// The schedule of a pipelined layout and every rank's peak micro-batches in flight, built once
+// (a plan asks for every rank of it; the schedule has p x m actions per rank).
+struct EnginePipeline {
+    Schedule schedule;
+    std::vector<std::vector<int>> in_flight;  // per rank, per chunk (schedule_simulation.hpp)
+};
+std::optional<EnginePipeline> engine_pipeline(const EngineLayout& layout);
+EngineRank engine_rank(const EngineLayout& layout, int pp_rank, const EnginePipeline* pipeline = nullptr);
+
+// One pipeline rank's ledger. Throws UsageError for a model kind the engine cannot train.
+RankMemory engine_rank_memory(const EngineLayout& layout, int pp_rank, const EnginePipeline* pipeline = nullptr);
+// The most loaded rank (largest total), as the train report shows it.
+RankMemory engine_peak_memory(const EngineLayout& layout);
+
+// The gradient bucket for data parallelism when --bucket-mb is not given. DDP and ZeRO-1
+// keep whole gradients, so the bucket only groups their collectives: 25 MiB (PyTorch DDP's
+// bucket_cap_mb). ZeRO-2 holds a bucket's full gradient in 2-3 slots beside the 1/dp shard
+// (train/schemes/zero.cpp), so it saves gradient memory only when the bucket is small against the
+// model: min(25 MiB, 1/4 of the rank's fp32 gradient bytes). (A bucket never splits a unit, so
+// the slot is at least the largest layer.) ZeRO-3 buckets by layer and ignores it.
+std::size_t default_bucket_bytes(int zero_stage, std::size_t parameters_per_rank);
+std::string default_bucket_rule(int zero_stage);
+
+}  // namespace parbench

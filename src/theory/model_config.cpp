@@ -1,0 +1,163 @@
+#include "theory/model_config.hpp"
+
+#include <cstdlib>
+#include <filesystem>
+#include <set>
+
+#include "core/checked.hpp"
+#include "core/error.hpp"
+#include "core/json_file.hpp"
+#include "theory/llama_formulas.hpp"
+
+namespace parbench {
+namespace {
+
+namespace fs = std::filesystem;
+
+// Integer sizes within model_limits (core/checked.hpp names the file and key when not).
+int positive_int(const JsonFields& document, const char* key, std::int64_t max) {
+    return static_cast<int>(document.integer(key, 1, max));
+}
+
+double positive_number(const JsonFields& document, const char* key, double fallback) {
+    return document.optional_number(key, 0.0, 1e30, true).value_or(fallback);
+}
+
+bool looks_like_path(const std::string& text) {
+    return text.find('/') != std::string::npos || (text.size() > 5 && text.ends_with(".json"));
+}
+
+std::string available_names(const std::string& directory) {
+    std::set<std::string> names;
+    std::error_code error;
+    for (const auto& entry : fs::directory_iterator(directory, error))
+        if (entry.path().extension() == ".json") names.insert(entry.path().stem().string());
+    std::string text;
+    for (const std::string& name : names) text += (text.empty() ? "" : ", ") + name;
+    return text.empty() ? "(none found)" : text;
+}
+
+}  // namespace
+
+std::string model_kind_name(ModelKind kind) {
+    switch (kind) {
+        case ModelKind::gpt: return "gpt";
+        case ModelKind::mlp: return "mlp";
+        case ModelKind::llama: return "llama";
+    }
+    return "unknown";
+}
+
+ModelConfig parse_model_config(const nlohmann::json& document, const std::string& name, const std::string& source) {
+    if (!document.is_object()) throw UsageError(source + ": a model config is a JSON object");
+    if (!document.contains("kind") || !document.at("kind").is_string())
+        throw UsageError(source + ": missing key \"kind\" (\"gpt\", \"llama\" or \"mlp\")");
+    ModelConfig config;
+    config.name = name;
+    config.source = source;
+    const std::string kind = document.at("kind").get<std::string>();
+    std::set<std::string> allowed = {"kind", "description", "layers", "hidden"};
+    if (kind == "gpt") {
+        config.kind = ModelKind::gpt;
+        allowed.insert({"heads", "seq_len", "vocab"});
+    } else if (kind == "llama") {
+        config.kind = ModelKind::llama;
+        allowed.insert({"heads", "kv_heads", "ffn_hidden", "seq_len", "vocab", "rope_theta", "norm_eps"});
+    } else if (kind == "mlp") {
+        config.kind = ModelKind::mlp;
+    } else {
+        throw UsageError(source + ": \"kind\" is \"" + kind + "\"; use \"gpt\", \"llama\" or \"mlp\"");
+    }
+    for (const auto& [key, value] : document.items()) {
+        if (allowed.count(key) == 0)
+            throw UsageError(source + ": unknown key \"" + key + "\" for a " + kind + " model (known: " +
+                             [&] {
+                                 std::string known;
+                                 for (const std::string& k : allowed) known += (known.empty() ? "" : ", ") + k;
+                                 return known;
+                             }() +
+                             ")");
+    }
+    const JsonFields fields(document, source);
+    config.layers = positive_int(fields, "layers", model_limits::max_layers);
+    config.hidden = positive_int(fields, "hidden", model_limits::max_hidden);
+    if (config.has_sequence()) {
+        config.heads = positive_int(fields, "heads", model_limits::max_hidden);
+        config.seq_len = positive_int(fields, "seq_len", model_limits::max_seq_len);
+        config.vocab = positive_int(fields, "vocab", model_limits::max_vocab);
+        if (config.hidden % config.heads != 0)
+            throw UsageError(source + ": \"hidden\" (" + std::to_string(config.hidden) + ") must divide by \"heads\" (" +
+                             std::to_string(config.heads) + ")");
+    }
+    if (config.kind == ModelKind::llama) {
+        config.kv_heads = positive_int(fields, "kv_heads", model_limits::max_hidden);
+        config.ffn_hidden = positive_int(fields, "ffn_hidden", model_limits::max_ffn_hidden);
+        config.rope_theta = positive_number(fields, "rope_theta", config.rope_theta);
+        config.norm_eps = positive_number(fields, "norm_eps", config.norm_eps);
+        if (config.heads % config.kv_heads != 0)
+            throw UsageError(source + ": \"kv_heads\" (" + std::to_string(config.kv_heads) +
+                             ") must divide \"heads\" (" + std::to_string(config.heads) +
+                             "): each key/value head serves an equal group of query heads");
+        if ((config.hidden / config.heads) % 2 != 0)
+            throw UsageError(source + ": the head size hidden/heads (" + std::to_string(config.hidden / config.heads) +
+                             ") must be even: rotary embedding turns pairs of channels");
+    }
+    return config;
+}
+
+std::string models_directory() {
+    if (const char* override_dir = std::getenv("PARBENCH_MODELS_DIR")) return override_dir;
+    std::error_code error;
+    const fs::path executable = fs::read_symlink("/proc/self/exe", error);
+    if (!error) {
+        const fs::path beside_build = executable.parent_path().parent_path() / "configs" / "models";
+        if (fs::is_directory(beside_build, error)) return beside_build.string();
+    }
+    // The source tree the build came from (CMake defines it; __FILE__ is relative under
+    // ccache's base_dir, which broke this lookup for test binaries in build/tests/*).
+    return (fs::path(PARBENCH_SOURCE_ROOT) / "configs" / "models").string();
+}
+
+ModelConfig load_model_config(const std::string& name_or_path) {
+    if (name_or_path.empty()) throw UsageError("--model: give a model NAME (e.g. gpt-tiny) or a PATH to a .json file");
+    if (looks_like_path(name_or_path)) {
+        if (!fs::is_regular_file(name_or_path))
+            throw UsageError("--model " + name_or_path + ": no such file");
+        return parse_model_config(read_json_file(name_or_path), fs::path(name_or_path).stem().string(), name_or_path);
+    }
+    const std::string directory = models_directory();
+    const fs::path file = fs::path(directory) / (name_or_path + ".json");
+    if (!fs::is_regular_file(file))
+        throw UsageError("--model " + name_or_path + ": no model of that name in " + directory + "; known: " +
+                         available_names(directory) + " (or give a path to a .json file)");
+    return parse_model_config(read_json_file(file.string()), name_or_path, file.string());
+}
+
+nlohmann::json to_json(const ModelConfig& config) {
+    nlohmann::json shape = {{"layers", config.layers}, {"hidden", config.hidden}};
+    if (config.has_sequence()) {
+        shape["heads"] = config.heads;
+        shape["seq_len"] = config.seq_len;
+        shape["vocab"] = config.vocab;
+    }
+    if (config.kind == ModelKind::llama) {
+        shape["kv_heads"] = config.kv_heads;
+        shape["ffn_hidden"] = config.ffn_hidden;
+        shape["rope_theta"] = config.rope_theta;
+        shape["norm_eps"] = config.norm_eps;
+    }
+    return {{"name", config.name}, {"kind", model_kind_name(config.kind)}, {"source", config.source}, {"shape", shape}};
+}
+
+LlamaShape llama_shape(const ModelConfig& config) {
+    LlamaShape shape;
+    shape.layers = config.layers;
+    shape.hidden = config.hidden;
+    shape.heads = config.heads;
+    shape.kv_heads = config.kv_heads;
+    shape.ffn_hidden = config.ffn_hidden;
+    shape.vocab = config.vocab;
+    return shape;
+}
+
+}  // namespace parbench

@@ -1,0 +1,66 @@
+// The shape of a model as configs/models/*.json describe it. A config names its kind and the
+// sizes of that kind, nothing else: an unknown or missing key is a UsageError naming the key
+// and the file, so a typo never silently trains a different model.
+#pragma once
+
+#include <nlohmann/json.hpp>
+
+#include <cstdint>
+#include <string>
+
+namespace parbench {
+
+enum class ModelKind { gpt, mlp, llama };
+
+struct ModelConfig {
+    std::string name;  // the file's stem, or the NAME given to --model
+    std::string source;  // the file it was read from
+    ModelKind kind = ModelKind::gpt;
+    int layers = 0;
+    int hidden = 0;
+    int heads = 0;    // gpt and llama
+    int seq_len = 1;  // gpt, llama: maximum (and trained) sequence length; mlp: 1 (one row per sample)
+    int vocab = 0;    // gpt and llama
+    // llama only: grouped-query attention's key/value heads (dividing heads), the SwiGLU
+    // width, the rotary base (RoPE, arXiv 2104.09864) and RMSNorm's epsilon. A Llama's
+    // output projection is its own matrix, never tied to the input embedding.
+    int kv_heads = 0;
+    int ffn_hidden = 0;
+    double rope_theta = 10000.0;
+    double norm_eps = 1e-5;
+    // Models whose tokens form sequences (gpt, llama), as opposed to one row per sample.
+    bool has_sequence() const { return kind != ModelKind::mlp; }
+};
+
+// The ranges a model's sizes must lie in, whether a config file or plan's flags give them: far
+// beyond any model trained, and small enough that every tensor's element count and the whole
+// parameter count stay exact in 64 bits and that per-layer tables stay bounded.
+namespace model_limits {
+inline constexpr std::int64_t max_layers = 1 << 16;
+inline constexpr std::int64_t max_hidden = 1 << 20;
+inline constexpr std::int64_t max_seq_len = 1 << 24;
+inline constexpr std::int64_t max_vocab = 1 << 24;
+inline constexpr std::int64_t max_ffn_hidden = 1 << 22;
+inline constexpr double max_parameters = 1e15;  // 500 x the largest model published
+}  // namespace model_limits
+
+std::string model_kind_name(ModelKind kind);
+
+// `source` names the document in messages.
+ModelConfig parse_model_config(const nlohmann::json& document, const std::string& name, const std::string& source);
+
+// NAME (a file NAME.json in the models folder) or a PATH (anything with a '/' or ending in
+// .json). UsageError when it cannot be found, read or parsed.
+ModelConfig load_model_config(const std::string& name_or_path);
+
+// $PARBENCH_MODELS_DIR, else configs/models beside the build (<exe>/../configs/models), else
+// in the source tree this file was compiled from.
+std::string models_directory();
+
+nlohmann::json to_json(const ModelConfig& config);
+
+struct LlamaShape;
+// The shape theory/llama_formulas.hpp's formulas take; config.kind must be llama.
+LlamaShape llama_shape(const ModelConfig& config);
+
+}  // namespace parbench

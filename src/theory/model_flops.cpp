@@ -1,0 +1,51 @@
+#include "theory/model_flops.hpp"
+
+#include "theory/llama_formulas.hpp"
+
+namespace parbench {
+
+double megatron_gpt_flops(double batch, double seq, double layers, double hidden, double vocab) {
+    return 72.0 * batch * seq * layers * hidden * hidden *
+           (1.0 + seq / (6.0 * hidden) + vocab / (12.0 * layers * hidden));
+}
+
+double mlp_flops(double batch, double layers, double hidden) { return 6.0 * batch * layers * hidden * hidden; }
+
+double model_flops_per_step(const ModelConfig& config, int global_batch, int seq_len) {
+    if (config.kind == ModelKind::llama) return llama_model_flops(llama_shape(config), global_batch, seq_len);
+    if (config.kind == ModelKind::gpt)
+        return megatron_gpt_flops(global_batch, seq_len, config.layers, config.hidden, config.vocab);
+    return mlp_flops(global_batch, config.layers, config.hidden);
+}
+
+std::string flops_formula(const ModelConfig& config) {
+    if (config.kind == ModelKind::llama)
+        return "6*B*s*(l*(2h^2 + 2h*h_kv + 3h*f) + h*V) + 12*B*l*s^2*h (Megatron-LM's convention, arXiv 2104.04473 "
+               "sec. 5.1, for SwiGLU's three matrices and grouped-query K/V of width h_kv; no recompute; full s x s "
+               "attention, no causal discount)";
+    if (config.kind == ModelKind::gpt)
+        return "72*B*s*l*h^2*(1 + s/(6h) + V/(12*l*h)) (Megatron-LM, arXiv 2104.04473 sec. 5.1, no recompute; "
+               "full s x s attention, no causal discount)";
+    return "6*B*l*h^2 (matmuls only: 2 forward + 4 backward per weight per sample)";
+}
+
+double recompute_flops_per_step(const ModelConfig& config, int global_batch, int seq_len, Recompute recompute) {
+    if (recompute == Recompute::none || !config.has_sequence()) return 0.0;
+    const double b = global_batch, s = seq_len, l = config.layers, h = config.hidden;
+    const double core = 4.0 * b * l * s * s * h;
+    if (recompute == Recompute::selective) return core;
+    if (config.kind == ModelKind::llama) return llama_layers_forward_flops(llama_shape(config), b, s);
+    return 24.0 * b * s * l * h * h + core;
+}
+
+TheoreticalMemory zero_theoretical_memory(std::size_t parameters, int dp, int zero_stage) {
+    const double psi = static_cast<double>(parameters);
+    const double ways = static_cast<double>(dp);
+    TheoreticalMemory memory;
+    memory.params = 4.0 * psi / (zero_stage >= 3 ? ways : 1.0);
+    memory.grads = 4.0 * psi / (zero_stage >= 2 ? ways : 1.0);
+    memory.optimizer = 8.0 * psi / (zero_stage >= 1 ? ways : 1.0);
+    return memory;
+}
+
+}  // namespace parbench

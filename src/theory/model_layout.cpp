@@ -1,0 +1,183 @@
+#include "theory/model_layout.hpp"
+
+#include <algorithm>
+#include <cmath>
+#include <stdexcept>
+#include <string>
+
+namespace parbench {
+
+namespace gpt_layout {
+
+Tensors build(const ModelConfig& config, int seq_len, const TensorSplit& split, ParameterLayout& layout) {
+    const int C = config.hidden;
+    const int V = config.vocab;
+    const float residual_stddev = init_stddev / std::sqrt(2.0f * static_cast<float>(config.layers));
+    Tensors tensors;
+    layout.add_unit("embedding");
+    tensors.embedding.wte = layout.add_tensor("wte", {V, C}, column_parallel_rows(V, C, split), InitKind::normal,
+                                                init_stddev);
+    tensors.embedding.wpe = layout.add_tensor("wpe", {seq_len, C}, InitKind::normal, init_stddev);
+    tensors.embedding.lnfw = layout.add_tensor("lnfw", {C}, InitKind::ones);
+    tensors.embedding.lnfb = layout.add_tensor("lnfb", {C}, InitKind::zeros);
+    for (int l = 0; l < config.layers; ++l) {
+        const std::string p = "h" + std::to_string(l) + ".";
+        layout.add_unit("h" + std::to_string(l));
+        BlockTensors b{};
+        b.ln1w = layout.add_tensor(p + "ln1w", {C}, InitKind::ones);
+        b.ln1b = layout.add_tensor(p + "ln1b", {C}, InitKind::zeros);
+        b.qkvw = layout.add_tensor(p + "qkvw", {3 * C, C}, head_parallel_qkv(C, C, split), InitKind::normal,
+                                   init_stddev);
+        b.qkvb = layout.add_tensor(p + "qkvb", {3 * C}, head_parallel_qkv(C, 1, split), InitKind::zeros);
+        b.attprojw = layout.add_tensor(p + "attprojw", {C, C}, row_parallel_columns(C, C, split), InitKind::normal,
+                                       residual_stddev);
+        b.attprojb = layout.add_tensor(p + "attprojb", {C}, InitKind::zeros);
+        b.ln2w = layout.add_tensor(p + "ln2w", {C}, InitKind::ones);
+        b.ln2b = layout.add_tensor(p + "ln2b", {C}, InitKind::zeros);
+        b.fcw = layout.add_tensor(p + "fcw", {4 * C, C}, column_parallel_rows(4 * C, C, split), InitKind::normal,
+                                  init_stddev);
+        b.fcb = layout.add_tensor(p + "fcb", {4 * C}, column_parallel_rows(4 * C, 1, split), InitKind::zeros);
+        b.fcprojw = layout.add_tensor(p + "fcprojw", {C, 4 * C}, row_parallel_columns(C, 4 * C, split),
+                                      InitKind::normal, residual_stddev);
+        b.fcprojb = layout.add_tensor(p + "fcprojb", {C}, InitKind::zeros);
+        tensors.blocks.push_back(b);
+    }
+    return tensors;
+}
+
+}  // namespace gpt_layout
+
+namespace llama_layout {
+
+Tensors build(const ModelConfig& config, const TensorSplit& split, ParameterLayout& layout) {
+    const int C = config.hidden;
+    const int V = config.vocab;
+    const int F = config.ffn_hidden;
+    const int KVC = config.kv_heads * (config.hidden / config.heads);
+    const bool kv_split = config.kv_heads % split.size == 0;
+    const float residual_stddev = init_stddev / std::sqrt(2.0f * static_cast<float>(config.layers));
+    Tensors tensors;
+    layout.add_unit("embedding");
+    tensors.wte = layout.add_tensor("wte", {V, C}, column_parallel_rows(V, C, split), InitKind::normal, init_stddev);
+    for (int l = 0; l < config.layers; ++l) {
+        const std::string p = "h" + std::to_string(l) + ".";
+        layout.add_unit("h" + std::to_string(l));
+        BlockTensors b{};
+        b.norm1 = layout.add_tensor(p + "norm1", {C}, InitKind::ones);
+        b.wq = layout.add_tensor(p + "wq", {C, C}, column_parallel_rows(C, C, split), InitKind::normal, init_stddev);
+        if (kv_split) {
+            b.wk = layout.add_tensor(p + "wk", {KVC, C}, column_parallel_rows(KVC, C, split), InitKind::normal,
+                                     init_stddev);
+            b.wv = layout.add_tensor(p + "wv", {KVC, C}, column_parallel_rows(KVC, C, split), InitKind::normal,
+                                     init_stddev);
+        } else {
+            b.wk = layout.add_tensor(p + "wk", {KVC, C}, InitKind::normal, init_stddev);
+            b.wv = layout.add_tensor(p + "wv", {KVC, C}, InitKind::normal, init_stddev);
+        }
+        b.wo = layout.add_tensor(p + "wo", {C, C}, row_parallel_columns(C, C, split), InitKind::normal,
+                                 residual_stddev);
+        b.norm2 = layout.add_tensor(p + "norm2", {C}, InitKind::ones);
+        b.wgate = layout.add_tensor(p + "wgate", {F, C}, column_parallel_rows(F, C, split), InitKind::normal,
+                                    init_stddev);
+        b.wup = layout.add_tensor(p + "wup", {F, C}, column_parallel_rows(F, C, split), InitKind::normal, init_stddev);
+        b.wdown = layout.add_tensor(p + "wdown", {C, F}, row_parallel_columns(C, F, split), InitKind::normal,
+                                    residual_stddev);
+        tensors.blocks.push_back(b);
+    }
+    layout.add_unit("head");
+    tensors.norm_final = layout.add_tensor("norm_final", {C}, InitKind::ones);
+    tensors.wout = layout.add_tensor("wout", {V, C}, column_parallel_rows(V, C, split), InitKind::normal, init_stddev);
+    return tensors;
+}
+
+}  // namespace llama_layout
+
+namespace mlp_layout {
+
+LinearSplit layer_split(const TensorSplit& split, int layer) {
+    if (split.style == TensorParallelStyle::allgather) return LinearSplit::column;
+    return layer % 2 == 0 ? LinearSplit::column : LinearSplit::row;
+}
+
+bool input_in_slices(const TensorSplit& split, int layer) {
+    return split.style == TensorParallelStyle::allgather && layer > 0;
+}
+
+std::vector<LayerTensors> build(const ModelConfig& config, const TensorSplit& split, ParameterLayout& layout) {
+    // N(0, 1/h): unit variance through a linear layer (LeCun initialisation).
+    const int H = config.hidden;
+    const float stddev = 1.0f / std::sqrt(static_cast<float>(H));
+    std::vector<LayerTensors> layers;
+    for (int l = 0; l < config.layers; ++l) {
+        const std::string name = "layer" + std::to_string(l);
+        layout.add_unit(name);
+        LayerTensors t{};
+        if (layer_split(split, l) == LinearSplit::row) {
+            t.weight = layout.add_tensor(name + ".w", {H, H}, row_parallel_columns(H, H, split), InitKind::normal, stddev);
+            t.bias = layout.add_tensor(name + ".b", {H}, InitKind::zeros);
+        } else {
+            const auto pieces = input_in_slices(split, l) ? column_parallel_rows_by_input_slice(H, H, split)
+                                                          : column_parallel_rows(H, H, split);
+            t.weight = layout.add_tensor(name + ".w", {H, H}, pieces, InitKind::normal, stddev);
+            t.bias = layout.add_tensor(name + ".b", {H}, column_parallel_rows(H, 1, split), InitKind::zeros);
+        }
+        layers.push_back(t);
+    }
+    return layers;
+}
+
+}  // namespace mlp_layout
+
+ParameterLayout gpt_parameter_layout(const ModelConfig& config, int seq_len, const TensorSplit& split) {
+    ParameterLayout layout;
+    gpt_layout::build(config, seq_len, split, layout);
+    return layout;
+}
+
+ParameterLayout llama_parameter_layout(const ModelConfig& config, const TensorSplit& split) {
+    ParameterLayout layout;
+    llama_layout::build(config, split, layout);
+    return layout;
+}
+
+ParameterLayout mlp_parameter_layout(const ModelConfig& config, const TensorSplit& split) {
+    ParameterLayout layout;
+    mlp_layout::build(config, split, layout);
+    return layout;
+}
+
+bool llama_kv_heads_split(const ModelConfig& config, int tp) { return config.kv_heads % tp == 0; }
+
+ParameterLayout model_parameter_layout(const ModelConfig& config, int seq_len, const TensorSplit& split) {
+    if (config.kind == ModelKind::gpt) return gpt_parameter_layout(config, seq_len, split);
+    if (config.kind == ModelKind::llama) return llama_parameter_layout(config, split);
+    return mlp_parameter_layout(config, split);
+}
+
+std::vector<int> pipeline_part_units(const ModelConfig& config, const PipelinePart& part) {
+    if (!config.has_sequence()) throw std::logic_error("pipeline_part_units: GPT and Llama models only");
+    std::vector<int> units;
+    if (config.kind == ModelKind::llama) {
+        // Llama's unit 0 (the embedding) sits on the first stage, its head (unit L + 1) on
+        // the last; block l is unit l + 1.
+        for (const LayerRange& chunk : part.chunks) {
+            if (chunk.first == 0) units.push_back(0);
+            for (int l = chunk.first; l < chunk.end; ++l) units.push_back(l + 1);
+            if (chunk.end == config.layers) units.push_back(config.layers + 1);
+        }
+        std::sort(units.begin(), units.end());
+        return units;
+    }
+    // GPT's unit 0 (embedding, final LayerNorm, tied output projection) sits on the first
+    // stage and the last; block l is unit l + 1.
+    bool embedding = false;
+    for (const LayerRange& chunk : part.chunks)
+        embedding = embedding || chunk.first == 0 || chunk.end == config.layers;
+    if (embedding) units.push_back(0);
+    for (const LayerRange& chunk : part.chunks)
+        for (int l = chunk.first; l < chunk.end; ++l) units.push_back(l + 1);
+    std::sort(units.begin(), units.end());
+    return units;
+}
+
+}  // namespace parbench

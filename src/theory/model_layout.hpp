@@ -1,0 +1,108 @@
+// What a model's parameters are, laid out on ranks: the units and tensors of each model kind
+// (GPT, Llama, MLP) in layout order, the pieces a tensor-parallel rank holds
+// (theory/tensor_split.hpp), and the units a pipeline rank's chunks hold. The engine builds its
+// models on these layouts (train/models/), and the memory and traffic formulas
+// (theory/memory.hpp, theory/traffic.hpp) count them, so both see one layout.
+#pragma once
+
+#include <vector>
+
+#include "theory/model_config.hpp"
+#include "theory/parameter_layout.hpp"
+#include "theory/tensor_split.hpp"
+
+namespace parbench {
+
+// The depth cut of one pipeline rank (train/pipeline/): its chunks in order, each a
+// contiguous range of layers [first, end) (virtual stage c·p + r for chunk c of rank r), and
+// how many micro-batches each chunk holds activations for at once (the schedule's peak).
+struct LayerRange {
+    int first = 0;
+    int end = 0;
+};
+struct PipelinePart {
+    std::vector<LayerRange> chunks;  // empty: the whole model, run by forward / backward
+    std::vector<int> slots;          // per chunk
+    bool split_backward = false;     // the schedule runs B (input gradient) and W (weights) apart
+    bool active() const { return !chunks.empty(); }
+};
+
+// The global units (layout indices of the whole model) that a pipeline part holds, ascending.
+std::vector<int> pipeline_part_units(const ModelConfig& config, const PipelinePart& part);
+// The parameter list alone (no buffers): for counting parameters before anything runs. With
+// a split, the tensors (or pieces of them) that rank split.rank holds.
+ParameterLayout model_parameter_layout(const ModelConfig& config, int seq_len, const TensorSplit& split = {});
+
+ParameterLayout gpt_parameter_layout(const ModelConfig& config, int seq_len, const TensorSplit& split);
+// Units: 0 the embedding, 1..L the blocks, L + 1 the head (final RMSNorm and output).
+ParameterLayout llama_parameter_layout(const ModelConfig& config, const TensorSplit& split = {});
+// Whether tensor parallelism of `tp` ranks splits the key/value heads (they divide) or every
+// rank holds them all (replicated), docs/training.md's rule.
+bool llama_kv_heads_split(const ModelConfig& config, int tp);
+ParameterLayout mlp_parameter_layout(const ModelConfig& config, const TensorSplit& split);
+
+// The tensor indices each model kind keeps of its layout (layout order), and the functions
+// that add its units and tensors to a layout.
+namespace gpt_layout {
+
+// GPT-2's initialisation: N(0, 0.02), the residual projections scaled by 1/sqrt(2L)
+// (Radford et al. 2019 sec. 2.3); LayerNorm weight 1, biases 0.
+constexpr float init_stddev = 0.02f;
+
+// Tensor indices of one block, in layout order (llm.c's order).
+struct BlockTensors {
+    int ln1w, ln1b, qkvw, qkvb, attprojw, attprojb, ln2w, ln2b, fcw, fcb, fcprojw, fcprojb;
+};
+
+struct EmbeddingTensors {
+    int wte, wpe, lnfw, lnfb;
+};
+
+struct Tensors {
+    EmbeddingTensors embedding;
+    std::vector<BlockTensors> blocks;
+};
+
+Tensors build(const ModelConfig& config, int seq_len, const TensorSplit& split, ParameterLayout& layout);
+
+}  // namespace gpt_layout
+
+namespace llama_layout {
+
+// GPT-2's initialisation, which small Llama reproductions use too: N(0, 0.02), the residual
+// projections (Wo, W_down) scaled by 1/sqrt(2L); RMSNorm gains 1.
+constexpr float init_stddev = 0.02f;
+
+struct BlockTensors {
+    int norm1, wq, wk, wv, wo, norm2, wgate, wup, wdown;
+};
+
+struct Tensors {
+    int wte = 0;
+    std::vector<BlockTensors> blocks;
+    int norm_final = 0, wout = 0;
+};
+
+Tensors build(const ModelConfig& config, const TensorSplit& split, ParameterLayout& layout);
+
+}  // namespace llama_layout
+
+namespace mlp_layout {
+
+enum class LinearSplit { column, row };
+
+struct LayerTensors {
+    int weight, bias;
+};
+
+// How layer l of the model is split under `split`.
+LinearSplit layer_split(const TensorSplit& split, int layer);
+
+// allgather style: layers after the first take their input as t rank-major slices.
+bool input_in_slices(const TensorSplit& split, int layer);
+
+std::vector<LayerTensors> build(const ModelConfig& config, const TensorSplit& split, ParameterLayout& layout);
+
+}  // namespace mlp_layout
+
+}  // namespace parbench

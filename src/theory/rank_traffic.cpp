@@ -1,0 +1,81 @@
+#include "theory/rank_traffic.hpp"
+
+#include <algorithm>
+
+#include "theory/context_parallel.hpp"
+
+namespace parbench {
+
+std::vector<int> model_parameter_use_order(const ModelConfig& config, const PipelinePart& part) {
+    const int L = config.layers;
+    std::vector<int> order;
+    if (!config.has_sequence()) {
+        for (int l = 0; l < L; ++l) order.push_back(l);
+        for (int l = L - 2; l >= 0; --l) order.push_back(l);
+        return order;
+    }
+    const int head = config.kind == ModelKind::llama ? L + 1 : 0;
+    const std::vector<LayerRange> chunks = part.active() ? part.chunks : std::vector<LayerRange>{{0, L}};
+    for (const LayerRange& chunk : chunks) {
+        if (chunk.first == 0) order.push_back(0);
+        for (int l = chunk.first; l < chunk.end; ++l) order.push_back(l + 1);  // block l is unit l + 1
+        if (chunk.end == L) order.push_back(head);
+        for (int l = chunk.end; l > chunk.first; --l) order.push_back(l);
+    }
+    if (!part.active()) return order;
+    const std::vector<int> held = pipeline_part_units(config, part);
+    for (int& unit : order)
+        unit = static_cast<int>(std::lower_bound(held.begin(), held.end(), unit) - held.begin());
+    return order;
+}
+
+std::map<std::string, TrafficByOp> engine_rank_traffic(const EngineLayout& l, int pp_rank, int tp_rank,
+                                                       const ParameterLayout* whole, int cp_rank) {
+    const TensorSplit split{tp_rank, l.tp, l.sp, l.tp_style};
+    ParameterLayout layout = whole ? *whole : model_parameter_layout(l.model, l.seq_len, split);
+    ModelShare share = whole_model_share(l.model);
+    PipelinePart part;
+    std::vector<int> stages;  // the virtual stages this rank holds
+    if (l.pp > 1) {
+        share = ModelShare{0, false, false};
+        for (int chunk = 0; chunk < l.virtual_stages; ++chunk) {
+            const int stage = chunk * l.pp + pp_rank;
+            const LayerRange& range = l.stage_ranges.at(static_cast<std::size_t>(stage));
+            part.chunks.push_back(range);
+            stages.push_back(stage);
+            share.layers += range.end - range.first;
+            share.first_stage = share.first_stage || range.first == 0;
+            share.last_stage = share.last_stage || range.end == l.model.layers;
+        }
+        layout = layout.select_units(pipeline_part_units(l.model, part));
+    }
+    std::map<std::string, TrafficByOp> traffic;
+    // Under context parallelism the gradients are averaged over one group of dp x cp ranks
+    // (train/mesh.hpp), and every per-token figure counts the rank's seq / cp tokens.
+    if (l.gradient_ranks() > 1) {
+        SchemeSettings scheme;
+        scheme.zero_stage = l.zero;
+        scheme.bucket_bytes = l.bucket_bytes;
+        scheme.microbatches = l.microbatches;
+        traffic["dp"] = data_parallel_traffic(layout, l.gradient_ranks(), scheme, model_parameter_use_order(l.model, part));
+    }
+    if (l.tp > 1)
+        traffic["tp"] = tensor_parallel_traffic(l.model, l.local_seq_len(), l.microbatch_size, l.microbatches, split, share,
+                                                l.recompute);
+    if (l.cp > 1)
+        traffic["cp"] = context_parallel_traffic(
+            context_local_gqa_shape(l.model, l.microbatch_size, l.local_seq_len(), split),
+            ContextSplit{cp_rank, l.cp, l.cp_style, l.cp_balance}, share.layers, l.microbatches, l.recompute);
+    if (l.pp > 1) {
+        const double rows = static_cast<double>(l.microbatch_size) * l.local_seq_len() / (l.sp ? l.tp : 1);
+        const double boundary_bytes = rows * l.model.hidden * sizeof(float);
+        // GPT's unit 0 (embedding and tied head) is held by the first and the last stage; a rank
+        // holding exactly one of them exchanges its gradient with the other (Model::shared_unit).
+        const bool tied = l.model.kind == ModelKind::gpt && share.first_stage != share.last_stage;
+        const double tied_bytes = tied ? static_cast<double>(layout.units().at(0).numel) * sizeof(float) : 0.0;
+        traffic["pp"] = pipeline_traffic(stages, l.pp * l.virtual_stages, l.microbatches, boundary_bytes, tied_bytes);
+    }
+    return traffic;
+}
+
+}  // namespace parbench

@@ -1,0 +1,141 @@
+#include "theory/traffic.hpp"
+
+#include <stdexcept>
+
+#include "theory/model_layout.hpp"
+
+namespace parbench {
+namespace {
+
+constexpr double float_bytes = 4.0;
+
+void add(TrafficByOp& traffic, const std::string& op, double calls, double elements) {
+    if (calls <= 0.0) return;
+    CollectiveVolume& volume = traffic[op];
+    volume.calls += calls;
+    volume.bytes += calls * elements * float_bytes;
+}
+
+}  // namespace
+
+ModelShare whole_model_share(const ModelConfig& config) { return ModelShare{config.layers, true, true}; }
+
+TrafficByOp tensor_parallel_traffic(const ModelConfig& config, int seq_len, int microbatch_size, int microbatches,
+                                    const TensorSplit& split, const ModelShare& share, Recompute recompute) {
+    TrafficByOp traffic;
+    if (split.size == 1) return traffic;
+    const double m = microbatches;
+    const double h = config.hidden;
+    if (config.has_sequence()) {
+        const bool llama = config.kind == ModelKind::llama;
+        const double l = share.layers;
+        const double e = share.first_stage ? 1.0 : 0.0;
+        const double d = share.last_stage ? 1.0 : 0.0;
+        const double r = static_cast<double>(microbatch_size) * seq_len;
+        const double n = r * h;
+        if (!split.sequence_parallel) {
+            add(traffic, "allreduce", m * (4.0 * l + e + d), n);
+            add(traffic, "allreduce", m * 3.0 * d, r);
+        } else {
+            add(traffic, "allgather", m * (6.0 * l + e + 2.0 * d), n);
+            add(traffic, "reducescatter", m * (4.0 * l + e + d), n);
+            add(traffic, "allreduce", m * 3.0 * d, r);
+            // The norms' partial weight gradients: LayerNorm weight and bias, RMSNorm gain only.
+            add(traffic, "allreduce", m * l, (llama ? 2.0 : 4.0) * h);
+            add(traffic, "allreduce", m * d, (llama ? 1.0 : 2.0) * h);
+        }
+        if (llama && !llama_kv_heads_split(config, split.size))
+            add(traffic, "allreduce", m * l, 2.0 * config.kv_heads * (config.hidden / config.heads) * h);
+        if (recompute == Recompute::full) {
+            if (split.sequence_parallel) {
+                add(traffic, "allgather", 2.0 * m * l, n);
+                add(traffic, "reducescatter", 2.0 * m * l, n);
+            } else {
+                add(traffic, "allreduce", 2.0 * m * l, n);
+            }
+        }
+        return traffic;
+    }
+    if (config.kind != ModelKind::mlp)
+        throw std::logic_error("tensor_parallel_traffic: no formula for model kind " + model_kind_name(config.kind) +
+                               " yet; add it to src/theory/traffic.cpp");
+    // The MLP is never pipelined (train_options.cpp): the whole model.
+    const double r = microbatch_size;
+    const double n = r * h;
+    const int layers = config.layers;
+    const double L = layers;
+    if (split.style == TensorParallelStyle::allgather) {
+        add(traffic, "allgather", m * (L - 1.0), n);
+        add(traffic, "reducescatter", m * (L - 1.0), n);
+        add(traffic, "allreduce", m, r);
+        return traffic;
+    }
+    const double row_layers = layers / 2;              // layers 1, 3, 5, ...
+    const double column_layers = layers - row_layers;  // layers 0, 2, 4, ...
+    add(traffic, "allreduce", m * (row_layers + column_layers - 1.0), n);
+    if (layers % 2 == 1) add(traffic, "allreduce", m, r);  // the loss over the last layer's slices
+    return traffic;
+}
+
+TrafficByOp pipeline_traffic(const std::vector<int>& virtual_stages_held, int virtual_stage_count, int microbatches,
+                             double boundary_bytes, double tied_embedding_bytes) {
+    TrafficByOp traffic;
+    if (virtual_stage_count <= 1) return traffic;
+    double transfers = 0.0;  // each way, per micro-batch
+    for (int stage : virtual_stages_held) {
+        if (stage + 1 < virtual_stage_count) transfers += 1.0;  // activation out, its gradient back in
+        if (stage > 0) transfers += 1.0;                        // activation in, its gradient back out
+    }
+    const double calls = transfers * microbatches;
+    if (calls > 0.0) {
+        traffic["send"] = CollectiveVolume{calls, calls * boundary_bytes};
+        traffic["recv"] = CollectiveVolume{calls, calls * boundary_bytes};
+    }
+    if (tied_embedding_bytes > 0.0) traffic["sendrecv"] = CollectiveVolume{1.0, tied_embedding_bytes};
+    return traffic;
+}
+
+TrafficByOp data_parallel_traffic(const ParameterLayout& layout, int dp, const SchemeSettings& scheme,
+                                  const std::vector<int>& use_order) {
+    TrafficByOp traffic;
+    if (dp == 1) return traffic;
+    const double m = scheme.microbatches;
+    auto add_bytes = [&](const std::string& op, double calls, double bytes) {
+        CollectiveVolume& volume = traffic[op];
+        volume.calls += calls;
+        volume.bytes += calls * bytes;
+    };
+    if (scheme.zero_stage == 3) {
+        const FlatLayout flat(layout, one_unit_per_group(layout), dp);
+        for (int unit : use_order)
+            add_bytes("allgather", m, static_cast<double>(flat.segment_of_unit(unit).padded_numel) * float_bytes);
+        for (const Segment& s : flat.segments())
+            add_bytes("reducescatter", m, static_cast<double>(s.padded_numel) * float_bytes);
+        return traffic;
+    }
+    const UnitGroups buckets = group_units_by_bytes(layout, scheme.bucket_bytes);
+    if (scheme.zero_stage == 0) {
+        const FlatLayout flat(layout, buckets, 1);
+        for (const Segment& s : flat.segments()) add_bytes("allreduce", 1.0, static_cast<double>(s.numel) * float_bytes);
+        return traffic;
+    }
+    const FlatLayout flat(layout, buckets, dp);
+    const double reductions = scheme.zero_stage == 1 ? 1.0 : m;
+    for (const Segment& s : flat.segments()) {
+        add_bytes("reducescatter", reductions, static_cast<double>(s.padded_numel) * float_bytes);
+        add_bytes("allgather", 1.0, static_cast<double>(s.padded_numel) * float_bytes);
+    }
+    return traffic;
+}
+
+bool traffic_matches(const TrafficByOp& expected, const TrafficByOp& measured) {
+    if (expected.size() != measured.size()) return false;
+    for (const auto& [op, volume] : expected) {
+        const auto found = measured.find(op);
+        if (found == measured.end() || found->second.calls != volume.calls || found->second.bytes != volume.bytes)
+            return false;
+    }
+    return true;
+}
+
+}  // namespace parbench

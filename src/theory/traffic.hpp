@@ -1,0 +1,89 @@
+// What one rank's parallel groups should carry per training step, from the model, the layout
+// and the flags alone: the collectives and transfers by operation, in the byte convention
+// Communicator::stats() counts (nccl-tests': the larger buffer of each call). `train` puts
+// them beside what it measured (a correct implementation matches exactly) and `plan` uses them
+// to predict a layout's traffic before it runs. Groups of one rank carry nothing.
+#pragma once
+
+#include <map>
+#include <string>
+#include <vector>
+
+#include "theory/activation_memory.hpp"
+#include "theory/model_config.hpp"
+#include "theory/parameter_layout.hpp"
+#include "theory/scheme_settings.hpp"
+#include "theory/tensor_split.hpp"
+
+namespace parbench {
+
+struct CollectiveVolume {
+    double calls = 0.0;
+    double bytes = 0.0;  // nccl-tests' size convention, as Communicator::stats() counts
+};
+// By operation: "allreduce", "allgather", "reducescatter", "send", "recv", "sendrecv".
+using TrafficByOp = std::map<std::string, CollectiveVolume>;
+
+// The part of the model a rank runs: all of it, or its pipeline chunks'.
+struct ModelShare {
+    int layers = 0;            // transformer blocks (GPT) or layers (MLP)
+    bool first_stage = true;   // holds the embedding
+    bool last_stage = true;    // holds the head and the loss
+};
+ModelShare whole_model_share(const ModelConfig& config);
+
+// The tensor-parallel group, per step (every micro-batch's forward and backward), for a rank
+// running `share` of the model. fp32 activations. With n = b·s·h elements of one
+// (micro-batch, sequence, hidden) activation and r = b·s rows, per micro-batch, for a rank
+// with l blocks, e = 1 when it holds the embedding and d = 1 when it holds the head:
+//   GPT, TP:     all-reduce  (4l + e + d) x n  (per block 2 forward, 2 backward; the
+//                            embedding's partial sums; the head's input gradient)
+//                            + 3d x r (the vocab-parallel cross-entropy's max, sum-exp,
+//                            target logit)
+//   GPT, TP+SP:  all-gather     (6l + e + 2d) x n (per block: 2 forward, 2 backward of the
+//                               reduce-scatters, 2 re-gathers of a split region's input for
+//                               its weight gradient; embedding backward; head forward and
+//                               re-gather)
+//                reduce-scatter (4l + e + d) x n (per block 2 forward, 2 backward; embedding
+//                               forward; head backward)
+//                all-reduce     3d x r + l x 4h + d x 2h (cross-entropy; LayerNorm gradients)
+//   MLP megatron: all-reduce of n per row-parallel layer forward and per column-parallel
+//                layer but the first backward, + r when the last layer is column-parallel
+//   MLP allgather: all-gather and reduce-scatter of n per layer but the last, + r (the loss)
+//   Llama:       as GPT, with RMSNorm gains' gradients l x 2h + d x h under SP (no biases),
+//                and, when tp does not divide kv_heads, l all-reduces of 2·h_kv·h (the
+//                replicated Wk, Wv gradients; models/llama_cost.hpp)
+//   --recompute full reruns each block's forward in backward, its collectives with it:
+//                2l more all-reduces of n (TP), or 2l all-gathers and 2l reduce-scatters (SP)
+// The whole model (l = L, e = d = 1) gives the unpipelined totals (4L + 2, 6L + 3, 4L + 2).
+TrafficByOp tensor_parallel_traffic(const ModelConfig& config, int seq_len, int microbatch_size, int microbatches,
+                                    const TensorSplit& split, const ModelShare& share,
+                                    Recompute recompute = Recompute::none);
+
+// The pipeline group, per step, for one pipeline rank: its chunks are the virtual stages
+// `virtual_stages_held` of `virtual_stage_count`. Per micro-batch and chunk, one activation
+// received (but on virtual stage 0) and sent (but on the last), one gradient received (but on
+// the last) and sent (but on stage 0), each of `boundary_bytes` (the micro-batch's residual
+// stream on this rank: b·s·h·4, divided by t under SP); plus one exchange of the tied
+// embedding's gradient (`tied_embedding_bytes`, 0 when this rank holds both copies or none)
+// with the other end of the pipeline (Megatron-LM's embedding group, arXiv 2104.04473 sec. 2).
+TrafficByOp pipeline_traffic(const std::vector<int>& virtual_stages_held, int virtual_stage_count, int microbatches,
+                             double boundary_bytes, double tied_embedding_bytes);
+
+// The data-parallel group, per step, for a rank holding `layout` (its tensor-parallel shard of
+// its pipeline stages), by scheme (train/schemes/scheme.hpp, zero.cpp), with B the buckets
+// (group_units_by_bytes at the bucket size) and m micro-batches:
+//   DDP:    one all-reduce per bucket (its elements)
+//   ZeRO-1: one reduce-scatter and one all-gather per bucket (padded to dp shards)
+//   ZeRO-2: one reduce-scatter per bucket per micro-batch, one all-gather per bucket
+//   ZeRO-3: per micro-batch, one all-gather per use of a unit (`use_order`, the model's
+//           parameter_use_order) and one reduce-scatter per unit; no all-gather after the
+//           update (the parameters stay sharded)
+// Overlap and prefetch move the calls in time, not their number.
+TrafficByOp data_parallel_traffic(const ParameterLayout& layout, int dp, const SchemeSettings& scheme,
+                                  const std::vector<int>& use_order);
+
+// Whether every operation's calls and bytes equal, and no other operation was counted.
+bool traffic_matches(const TrafficByOp& expected, const TrafficByOp& measured);
+
+}  // namespace parbench
