@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """Every case issues #21 and #22 found in plan's inputs, kept as a test: numbers out of range or
 not finite, --cluster and --calibrate files with wrong keys, types and unphysical sweeps, a model
-file too large to build, --params landing within 1 % of the request, and the defaults a new user
+file too large to build (for plan and train), --params landing within 1 % of the request, and the defaults a new user
 gets (the byte convention named, a CPU calibration refused under a GPU preset, exit 3 when
 nothing fits, MFU marked assumed). The --cluster reader and schemas/cluster.schema.json must agree
 on every file of the fuzz corpus.
@@ -128,6 +128,18 @@ def main():
     huge = write(out, "huge-layers.json", {"kind": "gpt", "layers": 1073741824, "hidden": 64, "heads": 4,
                                            "seq_len": 64, "vocab": 256})
     refused(binary, ["--model", huge, "--gpus", "8"], [huge, '"layers"', "1073741824"], "layers 1073741824", seconds=5)
+    # train takes the same file and limits: refused at once, before MPI work or any allocation
+    # (it ran out of memory after 85 s before). One rank, as a user tries a config first.
+    wide = write(out, "wide.json", {"kind": "gpt", "layers": 60000, "hidden": 1048576, "heads": 8192,
+                                    "seq_len": 64, "vocab": 256})
+    for model, needles in [(huge, [huge, '"layers"']), (wide, ["--model " + wide, "parameters"])]:
+        started = time.monotonic()
+        result = subprocess.run([binary, "train", "--model", model, "--steps", "1"], capture_output=True, text=True,
+                                timeout=120)
+        took = time.monotonic() - started
+        lines = [line for line in result.stderr.splitlines() if line.strip()]
+        if result.returncode != 2 or len(lines) != 1 or not all(n in lines[0] for n in needles) or took > 10:
+            failures.append(f"train --model {model}: exit {result.returncode} after {took:.1f} s, {result.stderr!r}")
 
     # --params lands within 1 % of the request (issue #21, item 9).
     for request, value in [("7.5B", 7.5e9), ("350M", 3.5e8), ("1.3e9", 1.3e9), ("175B", 1.75e11), ("1T", 1e12),
