@@ -220,10 +220,6 @@ std::vector<CollectiveFit> fit_collective_documents(const std::vector<NamedDocum
         fit.source = sources;
         char percent[32];
         std::snprintf(percent, sizeof percent, "%.0f %%", 100.0 * fit.median_abs_error);
-        if (fit.median_abs_error > max_fit_error)
-            throw UsageError(what + ": latency + size / bandwidth misses the measured times by " + percent +
-                             " in the median, so the sweep is not a line; rerun it (more --iters, fewer ranks per "
-                             "core), or drop this report");
         if (fit.median_abs_error > warn_fit_error)
             fit.warning = what + ": the fit misses the measured times by " + percent + " in the median; the plan's " +
                           key.first + " times are that uncertain (rerun the sweep with more --iters)";
