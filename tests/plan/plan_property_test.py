@@ -181,12 +181,10 @@ def check_case(binary, out, index, args, seconds, validator):
     if os.path.exists(path):
         os.remove(path)
     command = [binary, "plan"] + args + ["--json", path]
-    started = time.monotonic()
     try:
         result = subprocess.run(command, capture_output=True, text=True, timeout=seconds)
     except subprocess.TimeoutExpired:
-        return f"ran over {seconds} s", None
-    took = time.monotonic() - started
+        return f"ran over {seconds} s (a hang, or a search or allocation without a bound)", None
     lines = [line for line in result.stderr.splitlines() if line.strip()]
     if result.returncode == 2:
         if len(lines) != 1 or not lines[0].startswith("error: ") or not FLAG.search(lines[0]):
@@ -222,8 +220,6 @@ def check_case(binary, out, index, args, seconds, validator):
         return "exit 3 although the layout fits", 3
     if result.returncode == 0 and not all(fits):
         return "exit 0 although a layout does not fit", 0
-    if took > seconds / 2:
-        return f"took {took:.1f} s", result.returncode
     return "", result.returncode
 
 
