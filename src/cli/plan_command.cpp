@@ -12,6 +12,7 @@
 #include "core/json_file.hpp"
 #include "plan/layout_search.hpp"
 #include "plan/plan_output.hpp"
+#include "theory/engine_defaults.hpp"
 #include "theory/model_shape.hpp"
 #include "theory/pipeline/partition.hpp"
 #include "train/model.hpp"
@@ -32,6 +33,14 @@ constexpr double max_pass_cost = 1e9;
 
 // A plan with no layout that fits in memory ends with this status, as compare's regression does.
 constexpr int does_not_fit_exit_code = 3;
+
+// --precision when not given: under --states parbench the plan is of parbench's own train, so
+// it takes train's default (theory/engine_defaults.hpp); the frameworks' conventions (zero,
+// megatron) are of bf16 mixed-precision runs, and so is a plan with neither flag (whose
+// --states then follows from the precision: default_states).
+std::string default_precision(const std::optional<std::string>& states) {
+    return states && *states == "parbench" ? engine_default_precision : "bf16";
+}
 
 std::vector<int> parse_int_list(const std::string& text, const std::string& flag) {
     std::vector<int> values;
@@ -66,7 +75,8 @@ class PlanCommand : public Command {
     int tp = 1, pp = 1, zero = 0, microbatches = 1, virtual_stages = 1, global_batch = 0, cp = 1;
     std::optional<std::string> cp_style, cp_balance;
     bool sp = false, overlap = false, prefetch = false;
-    std::string schedule = "1f1b", precision = "bf16", recompute = "none", p2p = "nonblocking";
+    std::optional<std::string> precision;  // default: default_precision(states)
+    std::string schedule = "1f1b", recompute = "none", p2p = "nonblocking";
     std::optional<std::string> states;  // default: default_states()
     std::optional<double> bucket_mb;
     std::string pass_costs;
@@ -102,7 +112,7 @@ class PlanCommand : public Command {
             cluster.cores_per_host = *cores_per_host;
             cluster.cores_source = "--cores-per-host";
         }
-        const Precision run_precision = parse_precision(precision);
+        const Precision run_precision = parse_precision(precision.value_or(default_precision(states)));
         const double peak = run_precision == Precision::bf16 ? cluster.device.peak_tflops_bf16
                                                              : cluster.device.peak_tflops_fp32;
         ComputeRate rate;
@@ -338,9 +348,17 @@ class PlanCommand : public Command {
                                      "--states zero|megatron");
             }
         }
-        p.global_batch = global_batch > 0 ? global_batch : std::max(1, l.dp * microbatches);
+        // Not given: a plan of parbench's own run (--states parbench, one layout) takes train's
+        // default, so the same flags count the same bytes; otherwise one sequence per micro-batch
+        // per data-parallel rank.
+        const bool engine_batch = global_batch <= 0 && !search && p.states == StateConvention::parbench;
+        p.global_batch = global_batch > 0 ? global_batch
+                         : engine_batch   ? engine_default_global_batch
+                                          : std::max(1, l.dp * microbatches);
         if (!search && p.global_batch % (l.dp * microbatches) != 0)
-            throw UsageError("--global-batch " + std::to_string(p.global_batch) + " does not divide into --dp " +
+            throw UsageError("--global-batch " + std::to_string(p.global_batch) +
+                             (engine_batch ? " (train's default, which --states parbench plans)" : "") +
+                             " does not divide into --dp " +
                              std::to_string(l.dp) + " x --microbatches " + std::to_string(microbatches) +
                              "; use a multiple of " + std::to_string(l.dp * microbatches));
         l.microbatch_size = p.global_batch / l.dp / microbatches;
@@ -389,10 +407,14 @@ std::unique_ptr<Command> add_plan_command(CLI::App& app) {
     sub->add_option("--schedule", c.schedule, "Pipeline schedule: gpipe, 1f1b, interleaved, zb-h1")->capture_default_str();
     sub->add_option("--microbatches", c.microbatches, "Micro-batches per step")->capture_default_str();
     sub->add_option("--virtual-stages", c.virtual_stages, "Chunks per pipeline rank (interleaved)")->capture_default_str();
-    sub->add_option("--global-batch", c.global_batch, "Sequences per step (default dp x microbatches)");
-    sub->add_option("--precision", c.precision, "fp32 or bf16 (which peak MFU is against)")->capture_default_str();
+    sub->add_option("--global-batch", c.global_batch, "Sequences per step (default: train's, 8, for one layout under --states parbench; dp x microbatches otherwise)");
+    sub->add_option("--precision", c.precision,
+                    "fp32 or bf16: the matmuls' precision and which peak MFU is against (default: fp32, train's, "
+                    "under --states parbench; bf16 otherwise)");
     sub->add_option("--recompute", c.recompute, "Activation recompute: none, selective, full")->capture_default_str();
-    sub->add_option("--states", c.states, "Byte convention: zero, megatron, parbench")->capture_default_str();
+    sub->add_option("--states", c.states,
+                    "Byte convention: zero, megatron, parbench (default: megatron for a bf16 job, parbench for an fp32 "
+                    "one or a CPU host with known cores)");
     sub->add_flag("--overlap", c.overlap, "Overlap gradient collectives with backward");
     sub->add_flag("--prefetch", c.prefetch, "ZeRO-3: prefetch the next layer's parameters");
     sub->add_option("--bucket-mb", c.bucket_mb, "Gradient bucket in MiB (default as train)");

@@ -10,6 +10,7 @@
 #include <string>
 #include <vector>
 
+#include "theory/engine_defaults.hpp"
 #include "theory/memory.hpp"
 #include "theory/model_config.hpp"
 #include "theory/pipeline/partition.hpp"
@@ -25,7 +26,7 @@ namespace parbench {
 
 struct TrainOptions {
     std::string model = "gpt-tiny";
-    int global_batch = 8;
+    int global_batch = engine_default_global_batch;
     std::optional<int> seq;
     int steps = 10;
     int warmup = 3;
@@ -47,7 +48,7 @@ struct TrainOptions {
     std::optional<double> bucket_mb;  // default: theory/memory.hpp default_bucket_bytes
     bool overlap = false;
     bool prefetch = false;
-    std::string precision = "fp32";
+    std::string precision = engine_default_precision;
     std::string recompute = "none";  // none, selective or full (arXiv 2205.05198 sec. 5)
     // Context parallelism (train/context/context_attention.hpp): cp ranks split every sequence.
     // The style and balance are optional so that giving them without --cp > 1 can be refused.
