@@ -13,6 +13,7 @@
 #include "plan/layout_search.hpp"
 #include "plan/plan_output.hpp"
 #include "theory/engine_defaults.hpp"
+#include "theory/layout_check.hpp"
 #include "theory/model_shape.hpp"
 #include "theory/pipeline/partition.hpp"
 #include "train/model.hpp"
@@ -322,17 +323,8 @@ class PlanCommand : public Command {
                 throw UsageError("--tp " + std::to_string(tp) + " is above --gpus-per-host " +
                                  std::to_string(cluster.gpus_per_host) +
                                  ": tensor parallelism across hosts is slow; lower --tp or add --allow-cross-host-tp");
-            if (tp > 1) {
-                for (const auto& [extent, what] : {std::pair{config.heads, "head count"}, std::pair{config.hidden, "hidden size"},
-                                                   std::pair{config.vocab, "vocabulary"}})
-                    if (extent % tp != 0)
-                        throw UsageError("--tp " + std::to_string(tp) + ": " + what + " " + std::to_string(extent) +
-                                         " does not split " + std::to_string(tp) + " ways; use a --tp that divides it");
-                if (sp && l.local_seq_len() % tp != 0)
-                    throw UsageError("--sp: sequence length " + std::to_string(l.local_seq_len()) +
-                                     (cp > 1 ? " per --cp rank" : "") + " does not split " + std::to_string(tp) +
-                                     " ways; use a --tp that divides it");
-            }
+            // train's rules, one copy (theory/layout_check.hpp).
+            check_tensor_split(config, tp, sp, TensorParallelStyle::megatron, l.local_seq_len(), cp);
             if (pp > 1) {
                 if (config.kind == ModelKind::mlp) throw UsageError("--pp: pipeline stages are cut from transformer blocks; an MLP has none");
                 validate_schedule_shape(l.schedule, ScheduleShape{pp, microbatches, virtual_stages});

@@ -3,7 +3,7 @@
 // pipeline bubble (formula and simulated schedule), and the step time built from them:
 //
 //   step = compute + bubble + optimizer + exposed communication (tp + dp + pp)
-//   compute   = model FLOPs per step (train's formula, train/metrics.hpp) / (GPUs x rate x share),
+//   compute   = model FLOPs per step (train's formula, theory/model_flops.hpp) / (GPUs x rate x share),
 //               share = cores / ranks on a host whose ranks outnumber its cores, else 1
 //   bubble    = compute x b / (1 - b), b the simulated schedule's idle fraction
 //   optimizer = AdamW's 28 B per owned parameter / (memory bandwidth x share) (unless the rate

@@ -46,7 +46,7 @@ struct EngineLayout {
     std::vector<LayerRange> stage_ranges;  // pp > 1: the virtual stages' layers (partition.hpp)
     P2pMode p2p = P2pMode::nonblocking;
     Precision precision = Precision::fp32;
-    Recompute recompute = Recompute::none;  // what each layer keeps (train/model.hpp)
+    Recompute recompute = Recompute::none;  // what each layer keeps (theory/activation_memory.hpp)
     // Context parallelism: cp ranks split every sequence (seq_len / cp tokens each); the
     // gradients are averaged over dp x cp.
     int cp = 1;

@@ -26,7 +26,7 @@ std::string flops_formula(const ModelConfig& config);
 // MFU does not, arXiv 2204.02311 appendix B): selective repeats the attention core's
 // forward, QKᵀ and AV, 4·B·l·s²·h; full repeats each layer's forward: for GPT
 // 24·B·s·l·h² + 4·B·l·s²·h (Megatron's 96 instead of 72, arXiv 2104.04473 sec. 5.1), for
-// Llama plan/llama_formulas' layer forward. 0 for none.
+// Llama theory/llama_formulas' layer forward. 0 for none.
 double recompute_flops_per_step(const ModelConfig& config, int global_batch, int seq_len, Recompute recompute);
 
 // ZeRO's model-state memory per rank (arXiv 1910.02054 sec. 5, fig. 1) for fp32 Adam:

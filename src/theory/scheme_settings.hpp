@@ -18,7 +18,7 @@ struct AdamWSettings {
 
 struct SchemeSettings {
     int zero_stage = 0;                      // 0: plain data parallelism
-    // Gradient buckets (and ZeRO-1/2 segments); train's default is plan/memory.hpp's
+    // Gradient buckets (and ZeRO-1/2 segments); train's default is theory/memory.hpp's
     // default_bucket_bytes (smaller for ZeRO-2, whose bucket slots would otherwise hold more
     // than the shard saves).
     std::size_t bucket_bytes = 25u << 20;

@@ -5,6 +5,7 @@
 
 #include "core/checked.hpp"
 #include "core/error.hpp"
+#include "theory/layout_check.hpp"
 #include "theory/model_shape.hpp"
 #include "theory/memory.hpp"
 #include "train/matmuls.hpp"
@@ -14,43 +15,6 @@ namespace parbench {
 namespace {
 
 std::string text(int value) { return std::to_string(value); }
-
-// The splits tensor parallelism makes must come out even (Megatron-LM sec. 3): heads, the
-// hidden and FFN widths, the vocabulary, and under SP the tokens of a sequence.
-void check_tensor_parallel(const TrainPlan& plan) {
-    const TrainOptions& o = plan.options;
-    const ModelConfig& m = plan.model;
-    const std::string tp = "--tp " + text(o.tp);
-    auto divides = [&](int extent, const std::string& what, const std::string& fix) {
-        if (extent % o.tp != 0)
-            throw UsageError(tp + ": " + what + " " + text(extent) + " of model " + m.name + " does not split " +
-                             text(o.tp) + " ways; " + fix);
-    };
-    if (m.kind == ModelKind::mlp) {
-        if (o.sp)
-            throw UsageError("--sp splits sequences, and model " + m.name + " is an MLP, which has none; drop --sp");
-        divides(m.hidden, "hidden size", "use a --tp that divides it");
-        return;
-    }
-    if (plan.tp_style == TensorParallelStyle::allgather)
-        throw UsageError("--tp-style allgather applies to MLP models; " + model_kind_name(m.kind) +
-                         " blocks use Megatron's column/row pairing: drop --tp-style or use an mlp model");
-    divides(m.heads, "head count", "use a --tp that divides it (attention heads are split across the group)");
-    divides(m.hidden, "hidden size", "use a --tp that divides it");
-    // Llama's key/value heads are split when --tp divides them and replicated otherwise
-    // (models/llama.cpp), so they need no check.
-    if (m.kind == ModelKind::llama)
-        divides(m.ffn_hidden, "SwiGLU width (ffn_hidden)", "use a --tp that divides it");
-    else
-        divides(4 * m.hidden, "FFN size", "use a --tp that divides it");
-    divides(m.vocab, "vocabulary", "use a --tp that divides it (the embedding and logits are split by vocabulary)");
-    // Under context parallelism a rank holds seq / cp tokens of each sequence, and SP splits those.
-    const int local_seq = plan.local_seq_len();
-    if (o.sp && local_seq % o.tp != 0)
-        throw UsageError("--sp: sequence length " + text(local_seq) + (o.cp > 1 ? " per --cp rank" : "") +
-                         " does not split " + text(o.tp) + " ways across --tp " + text(o.tp) +
-                         "; use a --seq that is a multiple of " + text(o.tp * o.cp));
-}
 
 // Context parallelism (train/context/context_attention.hpp) splits every sequence over the
 // cp group: c contiguous chunks (balance none), or 2c chunks of which each rank holds one
@@ -172,7 +136,7 @@ TrainPlan resolve_train_options(const TrainOptions& options) {
 
     plan.tp_style = options.tp_style == "allgather" ? TensorParallelStyle::allgather : TensorParallelStyle::megatron;
     check_context_parallel(plan);
-    check_tensor_parallel(plan);
+    check_tensor_split(plan.model, options.tp, options.sp, plan.tp_style, plan.local_seq_len(), options.cp);
 
     check_pipeline(plan);
 

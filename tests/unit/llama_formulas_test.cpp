@@ -1,4 +1,4 @@
-// plan/llama_formulas: parameter counts against the published Llama 3 sizes, and the FLOP
+// theory/llama_formulas: parameter counts against the published Llama 3 sizes, and the FLOP
 // formula against the GPT formula it must reduce to.
 #include <gtest/gtest.h>
 
