@@ -1,15 +1,15 @@
 #!/usr/bin/env bash
 # Runs one libFuzzer target for a given time: scripts/fuzz.sh TARGET SECONDS [RUNS]
-#   TARGET: size_parse, model_config or compare_report (tests/fuzz/fuzz_TARGET.cpp), or sweep
-#   (tests/fuzz/fuzz_sweep.py: the Python sweep file reader under atheris, libFuzzer for Python)
-#   RUNS: stop after this many executions instead (whichever comes first)
+#   TARGET: size_parse, model_config, compare_report, cluster_file or calibration (tests/fuzz/fuzz_TARGET.cpp),
+#   or sweep (tests/fuzz/fuzz_sweep.py: the Python sweep file reader under atheris, libFuzzer for Python)
+#   RUNS: stop after this many executions instead (libFuzzer's -runs), SECONDS still bounding it
 # Installs Debian's clang if missing, builds the targets with -fsanitize=fuzzer,address,undefined
 # in build-fuzz/, starts from the seed corpus in tests/fuzz/corpus/TARGET (read only; new inputs
 # go to build-fuzz/corpus/TARGET) and prints libFuzzer's execution count. A crash leaves its
 # input in build-fuzz/crashes/: copy it into the seed corpus, so CTest replays it from then on.
 set -euo pipefail
 root=$(cd "$(dirname "$0")/.." && pwd)
-target=${1:?usage: scripts/fuzz.sh TARGET SECONDS (size_parse, model_config, compare_report)}
+target=${1:?usage: scripts/fuzz.sh TARGET SECONDS (size_parse, model_config, compare_report, cluster_file, calibration, sweep)}
 seconds=${2:?usage: scripts/fuzz.sh TARGET SECONDS [RUNS]}
 runs=${3:--1}
 [[ $seconds =~ ^[0-9]+$ && $runs =~ ^(-1|[0-9]+)$ ]] || { echo "fuzz.sh: SECONDS and RUNS are whole numbers" >&2; exit 2; }

@@ -7,6 +7,7 @@
 #include <sstream>
 
 #include "cli/command.hpp"
+#include "core/checked.hpp"
 #include "core/error.hpp"
 #include "core/json_file.hpp"
 #include "plan/layout_search.hpp"
@@ -21,11 +22,25 @@
 namespace parbench {
 namespace {
 
+// The ranges of plan's own flags (the model's sizes are model_limits', the cluster's
+// cluster_limits'): beyond any job run, and small enough that every product plan forms is exact
+// and every table it builds (a schedule of pp x microbatches x virtual stages) is bounded.
+constexpr int max_microbatches = 1 << 16;
+constexpr std::int64_t max_schedule_slots = std::int64_t{1} << 20;
+constexpr std::int64_t max_global_batch = std::int64_t{1} << 30;
+constexpr int max_top = 10000;
+constexpr double max_bucket_mib = 1 << 20;
+constexpr double max_pass_cost = 1e9;
+
+// A plan with no layout that fits in memory ends with this status, as compare's regression does.
+constexpr int does_not_fit_exit_code = 3;
+
 // --precision when not given: under --states parbench the plan is of parbench's own train, so
 // it takes train's default (theory/engine_defaults.hpp); the frameworks' conventions (zero,
-// megatron) are of bf16 mixed-precision runs.
-std::string default_precision(const std::string& states) {
-    return states == "parbench" ? engine_default_precision : "bf16";
+// megatron) are of bf16 mixed-precision runs, and so is a plan with neither flag (whose
+// --states then follows from the precision: default_states).
+std::string default_precision(const std::optional<std::string>& states) {
+    return states && *states == "parbench" ? engine_default_precision : "bf16";
 }
 
 std::vector<int> parse_int_list(const std::string& text, const std::string& flag) {
@@ -36,13 +51,15 @@ std::vector<int> parse_int_list(const std::string& text, const std::string& flag
         try {
             std::size_t used = 0;
             const int value = std::stoi(item, &used);
-            if (used != item.size() || value < 1) throw std::invalid_argument(item);
+            if (used != item.size() || value < 1 || value > max_microbatches) throw std::invalid_argument(item);
             values.push_back(value);
         } catch (const std::exception&) {
-            throw UsageError(flag + " '" + text + "': give positive integers separated by commas, e.g. 1,2,4,8");
+            throw UsageError(flag + " '" + text + "': give integers from 1 to " + std::to_string(max_microbatches) +
+                             " separated by commas, e.g. 1,2,4,8");
         }
     }
     if (values.empty()) throw UsageError(flag + ": give at least one value");
+    if (values.size() > 64) throw UsageError(flag + ": give at most 64 values");
     return values;
 }
 
@@ -60,7 +77,8 @@ class PlanCommand : public Command {
     std::optional<std::string> cp_style, cp_balance;
     bool sp = false, overlap = false, prefetch = false, no_reshard = false, hybrid_shard = false;
     std::optional<std::string> precision;  // default: default_precision(states)
-    std::string schedule = "1f1b", recompute = "none", states = "parbench", p2p = "nonblocking";
+    std::string schedule = "1f1b", recompute = "none", p2p = "nonblocking";
+    std::optional<std::string> states;  // default: default_states()
     std::optional<double> bucket_mb;
     std::string pass_costs;
     std::optional<double> efficiency;
@@ -76,16 +94,12 @@ class PlanCommand : public Command {
     bool markdown = false;
 
     void validate() const override {
-        if (gpus && *gpus < 1) throw UsageError("--gpus must be at least 1");
-        if (gpus_per_host < 1) throw UsageError("--gpus-per-host must be at least 1");
-        if (cores_per_host && *cores_per_host < 1)
-            throw UsageError("--cores-per-host must be at least 1 (the CPU cores a host's ranks share)");
+        check_flag_ranges();
         if (efficiency && !(*efficiency > 0.0 && *efficiency <= 1.0)) throw UsageError("--efficiency must be in (0, 1]");
         if (attention) parse_attention(*attention);
         if (!gemm_curve.empty() && (efficiency || !calibrate_compute.empty()))
             throw UsageError("--gemm-curve models compute from each GEMM's shape; drop --efficiency and "
                              "--calibrate-compute, which give one rate instead");
-        if (top < 1) throw UsageError("--top must be at least 1");
         if (!json_path.empty()) check_writable(json_path, "--json");
     }
 
@@ -131,6 +145,12 @@ class PlanCommand : public Command {
             rate.optimizer_source = "uncalibrated: " + cluster.device.source + " memory bandwidth";
         } else {
             rate = parbench::calibrate_compute(calibrate_compute, resolved.config);
+            // A CPU's rate would plan the GPU at CPU speed (a 2-core host's oversubscription carried
+            // onto H100s once planned a 4.8e9 ms step).
+            if (rate.measured_on_cpu && cluster.device.preset)
+                throw UsageError("--calibrate-compute " + calibrate_compute + " was measured on a CPU, but the plan is "
+                                 "for " + cluster.device.name + " GPUs (" + cluster.device.source + "); give a report "
+                                 "measured on that GPU, or describe the CPU host as the device in a --cluster file");
             // A CPU calibration tells how many cores its host had: the plan's hosts, unless told.
             if (cluster.cores_per_host == 0 && rate.measured_cores > 0) {
                 cluster.cores_per_host = rate.measured_cores;
@@ -146,11 +166,15 @@ class PlanCommand : public Command {
         inputs.cluster = to_json(cluster);
         inputs.compute = to_json(context.rate);
         if (device_compute) inputs.compute["device_model"] = to_json(*device_compute);
+        // Without a measured rate the MFU is the assumed efficiency less the step's other parts:
+        // an assumption, which the outputs say.
+        inputs.compute["mfu_basis"] = calibrate_compute.empty() ? "assumed" : "calibrated";
         nlohmann::json fits = nlohmann::json::array();
         if (!calibrate.empty())
             for (const CollectiveFit& fit : fit_collective_reports(calibrate)) {
                 context.comm.add_fit(fit);
                 fits.push_back(to_json(fit));
+                if (!fit.warning.empty()) std::cerr << ("warning: " + fit.warning + "\n") << std::flush;
             }
         inputs.comm = {{"fits", fits},
                        {"preset_links", inputs.cluster["device"]},
@@ -161,16 +185,11 @@ class PlanCommand : public Command {
             std::vector<double> costs;
             std::stringstream stream(pass_costs);
             std::string item;
-            while (std::getline(stream, item, ',')) {
-                try {
-                    costs.push_back(std::stod(item));
-                } catch (const std::exception&) {
-                    costs.clear();
-                    break;
-                }
-            }
-            if (costs.size() != 3 || costs[0] <= 0 || costs[1] <= 0 || costs[2] < 0)
-                throw UsageError("--fbw '" + pass_costs + "': give the F, B and W times of one micro-batch, e.g. 1,2,1");
+            while (std::getline(stream, item, ',')) costs.push_back(parse_finite(item, "--fbw"));
+            if (costs.size() != 3 || !(costs[0] > 0) || !(costs[1] > 0) || !(costs[2] >= 0) ||
+                *std::max_element(costs.begin(), costs.end()) > max_pass_cost)
+                throw UsageError("--fbw '" + pass_costs + "': give the F, B and W times of one micro-batch, e.g. 1,2,1 "
+                                 "(F and B above 0, W 0 or more, each at most 1e9)");
             context.pass_costs = PassCosts{costs[0], costs[1], costs[2]};
             context.pass_costs_given = true;
         }
@@ -179,6 +198,8 @@ class PlanCommand : public Command {
                              {"source", context.pass_costs_given ? "--fbw" : "the schedule's balanced costs"}};
 
         PlanLayout base = base_layout(resolved.config, run_precision, cluster);
+        inputs.states = {{"convention", states_name(base.states)},
+                         {"source", states ? "--states " + *states : default_states_reason(run_precision, cluster)}};
         std::vector<PlanPrediction> layouts;
         std::optional<SearchResult> searched;
         if (search) {
@@ -196,15 +217,60 @@ class PlanCommand : public Command {
         }
         const SearchResult* search_result = searched ? &*searched : nullptr;
         if (markdown)
-            print_plan_markdown(std::cout, layouts, search_result);
+            print_plan_markdown(std::cout, layouts, search_result, calibrate_compute.empty());
         else
             print_plan_console(std::cout, inputs, layouts, search_result);
         if (!json_path.empty())
             write_json_atomically(json_path, plan_document(inputs, layouts, search_result, invocation.arguments));
+        const bool in_memory = search ? !searched->ranked.empty() : layouts.front().fits;
+        if (!in_memory) {
+            std::cerr << (std::string("plan: ") + (search ? "no layout fits" : "the layout does not fit") + " in " +
+                          cluster.device.name + "'s memory (exit status " + std::to_string(does_not_fit_exit_code) +
+                          "); shard with --zero, --tp or --pp, recompute, or use more GPUs\n")
+                      << std::flush;
+            return does_not_fit_exit_code;
+        }
         return 0;
     }
 
   private:
+    // Every number flag, in its range (core/checked.hpp), before anything is computed from it.
+    void check_flag_ranges() const {
+        if (gpus) check_int(*gpus, "--gpus", 1, cluster_limits::max_gpus);
+        check_int(gpus_per_host, "--gpus-per-host", 1, cluster_limits::max_gpus_per_host);
+        if (cores_per_host)
+            check_int(*cores_per_host, "--cores-per-host", 1, cluster_limits::max_cores_per_host,
+                      "the CPU cores a host's ranks share");
+        if (dp) check_int(*dp, "--dp", 1, cluster_limits::max_gpus);
+        for (const auto& [value, flag] : {std::pair{tp, "--tp"}, std::pair{pp, "--pp"}, std::pair{cp, "--cp"}})
+            check_int(value, flag, 1, cluster_limits::max_gpus);
+        check_product({static_cast<std::uint64_t>(dp.value_or(1)), static_cast<std::uint64_t>(tp),
+                       static_cast<std::uint64_t>(pp), static_cast<std::uint64_t>(cp)},
+                      dp ? "--dp x --tp x --pp x --cp" : "--tp x --pp x --cp", cluster_limits::max_gpus,
+                      "that many GPUs is beyond what plan models");
+        check_int(zero, "--zero", 0, 3);
+        check_int(microbatches, "--microbatches", 1, max_microbatches);
+        check_int(virtual_stages, "--virtual-stages", 1, model_limits::max_layers);
+        check_product({static_cast<std::uint64_t>(pp), static_cast<std::uint64_t>(microbatches),
+                       static_cast<std::uint64_t>(virtual_stages)},
+                      "--pp x --microbatches x --virtual-stages", max_schedule_slots,
+                      "plan simulates schedules of up to that many slots; lower one of them");
+        if (global_batch != 0) check_int(global_batch, "--global-batch", 1, max_global_batch);
+        if (bucket_mb) check_number(*bucket_mb, "--bucket-mb", 0, max_bucket_mib, true);
+        check_int(top, "--top", 1, max_top);
+        if (model.layers) check_int(*model.layers, "--layers", 1, model_limits::max_layers);
+        if (model.hidden) check_int(*model.hidden, "--hidden", 1, model_limits::max_hidden);
+        if (model.heads) check_int(*model.heads, "--heads", 1, model_limits::max_hidden);
+        if (model.seq) check_int(*model.seq, "--seq", 1, model_limits::max_seq_len);
+        if (model.vocab) check_int(*model.vocab, "--vocab", 1, model_limits::max_vocab);
+    }
+
+    // "a x b x c" within `limit`, naming the flags (a product of flags that is too large).
+    static void check_product(std::initializer_list<std::uint64_t> factors, const std::string& what, std::int64_t limit,
+                              const std::string& hint) {
+        checked_product(factors, what, static_cast<std::uint64_t>(limit), hint);
+    }
+
     // Context parallelism as train takes it (train_options.hpp): the same flags and checks.
     void resolve_context(PlanLayout& p, const ModelConfig& config) const {
         EngineLayout& l = p.engine;
@@ -225,9 +291,28 @@ class PlanCommand : public Command {
     }
 
     // The one layout the flags give (checked as train checks them), or the search's base.
+    // The byte convention when --states is not given: the frameworks' mixed precision (Megatron's
+    // 18 B/param) for a bf16 job, parbench's own fp32 trainer for an fp32 one or on a CPU host (a
+    // cluster whose cores are known), which is what parbench's own runs are.
+    static bool plans_parbench_runs(Precision run_precision, const ClusterSpec& cluster) {
+        return run_precision == Precision::fp32 || cluster.cores_per_host > 0;
+    }
+    StateConvention default_states(Precision run_precision, const ClusterSpec& cluster) const {
+        return plans_parbench_runs(run_precision, cluster) ? StateConvention::parbench : StateConvention::megatron;
+    }
+    static std::string default_states_reason(Precision run_precision, const ClusterSpec& cluster) {
+        if (!plans_parbench_runs(run_precision, cluster))
+            return "default for a bf16 job: the frameworks' mixed precision (Megatron-LM's bf16 parameters, fp32 "
+                   "gradients and Adam state); --states parbench plans parbench's own fp32 trainer, --states zero "
+                   "ZeRO's fp16 convention";
+        return std::string("default for ") +
+               (run_precision == Precision::fp32 ? "an fp32 job" : "a CPU host (cores per host known)") +
+               ": parbench's own trainer, every buffer it allocates; --states megatron|zero for a framework's job";
+    }
+
     PlanLayout base_layout(const ModelConfig& config, Precision run_precision, const ClusterSpec& cluster) const {
         PlanLayout p;
-        p.states = parse_states(states);
+        p.states = states ? parse_states(*states) : default_states(run_precision, cluster);
         // Flash attention is how bf16 jobs on GPUs run; parbench's own engine and fp32 plans keep
         // the scores (naive).
         const std::vector<std::string> gpus = device_preset_names();
@@ -320,7 +405,10 @@ class PlanCommand : public Command {
                              std::to_string(l.dp) + " x --microbatches " + std::to_string(microbatches) +
                              "; use a multiple of " + std::to_string(l.dp * microbatches));
         l.microbatch_size = p.global_batch / l.dp / microbatches;
-        const std::size_t parameters = model_parameter_layout(config, config.seq_len, TensorSplit{0, tp, sp}).total_numel();
+        // The search forms its own tp degrees (and checks each divides the model): the flags' tp is
+        // not one of its layouts, and may not divide the vocabulary.
+        const std::size_t parameters =
+            model_parameter_layout(config, config.seq_len, search ? TensorSplit{} : TensorSplit{0, tp, sp}).total_numel();
         if (bucket_mb) {
             if (!(*bucket_mb > 0)) throw UsageError("--bucket-mb must be a positive number of MiB");
             l.bucket_bytes = static_cast<std::size_t>(*bucket_mb * 1024.0 * 1024.0);
@@ -370,7 +458,9 @@ std::unique_ptr<Command> add_plan_command(CLI::App& app) {
                     "fp32 or bf16: the matmuls' precision and which peak MFU is against (default: fp32, train's, "
                     "under --states parbench; bf16 otherwise)");
     sub->add_option("--recompute", c.recompute, "Activation recompute: none, selective, full")->capture_default_str();
-    sub->add_option("--states", c.states, "Byte convention: zero, megatron, parbench")->capture_default_str();
+    sub->add_option("--states", c.states,
+                    "Byte convention: zero, megatron, parbench (default: megatron for a bf16 job, parbench for an fp32 "
+                    "one or a CPU host with known cores)");
     sub->add_flag("--overlap", c.overlap, "Overlap gradient collectives with backward");
     sub->add_flag("--prefetch", c.prefetch, "ZeRO-3: prefetch the next layer's parameters");
     sub->add_flag("--no-reshard", c.no_reshard,

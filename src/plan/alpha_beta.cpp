@@ -2,8 +2,11 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstdio>
+#include <limits>
 #include <optional>
 
+#include "core/checked.hpp"
 #include "core/error.hpp"
 #include "core/json_file.hpp"
 
@@ -42,8 +45,12 @@ std::string group_placement(const nlohmann::json& report) {
     return "intra_host";
 }
 
-// Weighted least squares of t = a + b·x with weights 1/t² (relative error).
-std::pair<double, double> fit_line(const std::vector<Point>& points) {
+// Weighted least squares of t = a + b·x with weights 1/t² (relative error); nullopt when the
+// time does not grow with x (no positive slope fits).
+struct Line {
+    double alpha = 0.0, beta = 0.0;
+};
+std::optional<Line> fit_line(const std::vector<Point>& points) {
     double sw = 0, sx = 0, sy = 0, sxx = 0, sxy = 0;
     for (const Point& p : points) {
         const double w = 1.0 / (p.time_us * p.time_us);
@@ -60,8 +67,15 @@ std::pair<double, double> fit_line(const std::vector<Point>& points) {
         intercept = 0;
         slope = sxy / sxx;
     }
-    if (slope <= 0) slope = 1e-12;
-    return {intercept, slope};
+    if (!(slope > 0) || !std::isfinite(slope) || !std::isfinite(intercept)) return std::nullopt;
+    return Line{intercept, slope};
+}
+
+// "8 B: 12.1 us" for a fitted point (its bytes in nccl-tests' size, not the bus-factor-scaled x).
+std::string point_text(const Point& p, double factor) {
+    char text[96];
+    std::snprintf(text, sizeof text, "%.0f B: %.4g us", p.bytes / factor, p.time_us);
+    return text;
 }
 
 }  // namespace
@@ -111,7 +125,7 @@ std::string CommModel::source(const std::string& collective, Placement placement
     return "uncalibrated: " + cluster_.device.source + " " + placement_name(placement) + " link";
 }
 
-std::vector<CollectiveFit> fit_collective_reports(const std::vector<std::string>& paths) {
+std::vector<CollectiveFit> fit_collective_documents(const std::vector<NamedDocument>& documents) {
     // (collective, placement) -> ranks, points by size (the median over reports of a size's medians)
     struct Series {
         int ranks = 0;
@@ -119,35 +133,48 @@ std::vector<CollectiveFit> fit_collective_reports(const std::vector<std::string>
         std::vector<std::string> sources;
     };
     std::map<std::pair<std::string, std::string>, Series> series;
-    for (const std::string& path : paths) {
-        const nlohmann::json report = read_json_file(path);
-        if (!report.is_object() || report.value("schema", std::string()) != "parbench.report/v1")
-            throw UsageError("--calibrate " + path + ": not a parbench.report/v1 document; give collective reports "
+    for (const auto& [path, report] : documents) {
+        const std::string source = "--calibrate " + path;
+        if (!report.is_object() || report.value("schema", nlohmann::json()) != "parbench.report/v1")
+            throw UsageError(source + ": not a parbench.report/v1 document; give collective reports "
                              "written by parbench <collective>|all --json");
-        const std::string command = report.value("command", std::string());
-        if (command == "train" || command == "compare" || !report.contains("results") || !report["results"].is_array())
-            throw UsageError("--calibrate " + path + ": a '" + command + "' report, not a collective sweep; give "
+        const JsonFields fields(report, source);
+        const std::string command = fields.optional_string("command").value_or("");
+        if (command == "train" || command == "compare" || command == "pairs" || !fields.has("results"))
+            throw UsageError(source + ": a '" + command + "' report, not a collective sweep; give "
                              "reports of parbench all (or one collective) -b 8 -e 64M --json");
-        const int ranks = report.value("environment", nlohmann::json::object()).value("world_size", 0);
+        const std::size_t points = fields.array("results").size();
+        int ranks = 0;
+        if (fields.has("environment"))
+            ranks = static_cast<int>(
+                fields.object("environment").optional_integer("world_size", 1, cluster_limits::max_gpus).value_or(0));
         const std::string placement = group_placement(report);
         // --placement both writes an out-of-place and an in-place row per size: fit the
         // out-of-place one (the default half, as nccl-tests reports it first).
         bool has_out = false;
-        for (const nlohmann::json& point : report["results"])
-            has_out = has_out || (point.is_object() && point.value("placement", std::string()) == "out");
-        for (const nlohmann::json& point : report["results"]) {
-            if (!point.is_object() || !point.contains("collective") || !point.contains("bytes")) continue;
-            if (has_out && point.value("placement", std::string()) == "in") continue;
+        for (std::size_t i = 0; i < points; ++i)
+            has_out = has_out || fields.element("results", i).optional_string("placement").value_or("") == "out";
+        for (std::size_t i = 0; i < points; ++i) {
+            const JsonFields point = fields.element("results", i);
+            if (!point.has("collective") || !point.has("bytes")) continue;
+            const std::string collective = point.string("collective");
+            const double bytes = static_cast<double>(point.integer("bytes", 1, max_calibration_bytes));
+            if (has_out && point.optional_string("placement").value_or("") == "in") continue;
             // "skipped" is a reason (a string) or a flag; "wrong" a count.
-            const nlohmann::json skipped = point.value("skipped", nlohmann::json(nullptr));
+            const nlohmann::json skipped = point.json().value("skipped", nlohmann::json(nullptr));
             if (!(skipped.is_null() || skipped == false)) continue;
-            const nlohmann::json wrong = point.value("wrong", nlohmann::json(0));
-            if (wrong.is_number() && wrong.get<double>() != 0) continue;
-            const std::optional<double> time = median_time(point);
-            if (!time || *time <= 0) continue;
-            Series& s = series[{point["collective"].get<std::string>(), placement}];
+            if (point.has("wrong") && !point.json()["wrong"].is_null() &&
+                point.number("wrong", 0, std::numeric_limits<double>::max()) != 0)
+                continue;
+            const std::optional<double> time = median_time(point.json());
+            if (!time) continue;
+            if (!std::isfinite(*time) || *time < 0 || *time > max_calibration_time_us)
+                throw UsageError(point.name("time_us.median") + " must be a finite number of microseconds from 0 to " +
+                                 std::to_string(max_calibration_time_us) + ", got " + std::to_string(*time));
+            if (*time == 0) continue;
+            Series& s = series[{collective, placement}];
             s.ranks = ranks;
-            s.times[point["bytes"].get<double>()].push_back(*time);
+            s.times[bytes].push_back(*time);
             if (std::find(s.sources.begin(), s.sources.end(), path) == s.sources.end()) s.sources.push_back(path);
         }
     }
@@ -166,29 +193,59 @@ std::vector<CollectiveFit> fit_collective_reports(const std::vector<std::string>
             std::sort(sorted.begin(), sorted.end());
             points.push_back({bytes * factor, sorted[sorted.size() / 2]});
         }
-        const auto [alpha, beta] = fit_line(points);
+        std::string sources;
+        for (const std::string& source : s.sources) sources += (sources.empty() ? "" : ", ") + source;
+        const std::string what = "--calibrate " + sources + ": " + key.first + " (" + key.second + ", " +
+                                 std::to_string(s.ranks) + " ranks)";
+        const std::optional<Line> line = fit_line(points);
+        // A time that falls with size, or does not depend on it, has no bandwidth in it: a fit
+        // would print one (1e9 GB/s) as if measured.
+        const Point& smallest = points.front();
+        const Point& largest = points.back();
+        if (!line || line->alpha + line->beta * largest.bytes < min_size_dependence * (line->alpha + line->beta * smallest.bytes))
+            throw UsageError(what + ": the time does not grow with the message size (" + point_text(smallest, factor) +
+                             ", " + point_text(largest, factor) + "), so no bandwidth can be fitted; sweep up to sizes "
+                             "where bandwidth dominates (parbench all -b 8 -e 64M --json), or drop this report");
         std::vector<double> errors;
-        for (const Point& p : points) errors.push_back(std::abs(alpha + beta * p.bytes - p.time_us) / p.time_us);
+        for (const Point& p : points) errors.push_back(std::abs(line->alpha + line->beta * p.bytes - p.time_us) / p.time_us);
         std::sort(errors.begin(), errors.end());
         CollectiveFit fit;
         fit.collective = key.first;
         fit.placement = key.second == "cross_host" ? Placement::cross_host : Placement::intra_host;
-        fit.alpha_us = alpha;
-        fit.busbw_gbps = 1.0 / beta / 1e3;
+        fit.alpha_us = line->alpha;
+        fit.busbw_gbps = 1.0 / line->beta / 1e3;
         fit.ranks = s.ranks;
         fit.sizes = static_cast<int>(points.size());
         fit.median_abs_error = errors[errors.size() / 2];
-        for (const std::string& source : s.sources) fit.source += (fit.source.empty() ? "" : ", ") + source;
+        fit.source = sources;
+        char percent[32];
+        std::snprintf(percent, sizeof percent, "%.0f %%", 100.0 * fit.median_abs_error);
+        if (fit.median_abs_error > warn_fit_error)
+            fit.warning = what + ": the fit misses the measured times by " + percent + " in the median; the plan's " +
+                          key.first + " times are that uncertain (rerun the sweep with more --iters)";
         fits.push_back(fit);
     }
     return fits;
+}
+
+std::vector<CollectiveFit> fit_collective_reports(const std::vector<std::string>& paths) {
+    std::vector<NamedDocument> documents;
+    for (const std::string& path : paths) {
+        try {
+            documents.push_back({path, read_json_file(path)});
+        } catch (const UsageError& error) {
+            throw UsageError(std::string("--calibrate: ") + error.what());
+        }
+    }
+    return fit_collective_documents(documents);
 }
 
 nlohmann::json to_json(const CollectiveFit& fit) {
     return {{"collective", fit.collective},   {"placement", placement_name(fit.placement)},
             {"alpha_us", fit.alpha_us},       {"busbw_gbps", fit.busbw_gbps},
             {"ranks", fit.ranks},             {"sizes", fit.sizes},
-            {"median_abs_error", fit.median_abs_error}, {"source", fit.source}};
+            {"median_abs_error", fit.median_abs_error}, {"source", fit.source},
+            {"warning", fit.warning.empty() ? nlohmann::json(nullptr) : nlohmann::json(fit.warning)}};
 }
 
 }  // namespace parbench

@@ -12,6 +12,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include <cstdint>
 #include <map>
 #include <string>
 #include <vector>
@@ -32,6 +33,22 @@ struct CollectiveFit {
     int sizes = 0;              // points fitted
     double median_abs_error = 0.0;  // relative, over the fitted points
     std::string source;         // the report(s), or "preset ..."
+    std::string warning;        // "" or why the fit is less certain than its figures look
+};
+
+// What a calibration sweep must show to be fitted: its fitted time grows at least 1.5x from the
+// smallest size to the largest (else no bandwidth is in it). A line that misses the measured
+// medians by more than 20 % is warned about, not refused: shared-memory MPI on a loaded 2-core VM
+// misses by 30-40 % (protocol switches between sizes) and is still the best figure there is.
+inline constexpr double min_size_dependence = 1.5;
+inline constexpr double warn_fit_error = 0.2;
+inline constexpr std::int64_t max_calibration_bytes = std::int64_t{1} << 50;
+inline constexpr double max_calibration_time_us = 1e12;
+
+// A JSON document and the path it was read from (named in messages).
+struct NamedDocument {
+    std::string path;
+    nlohmann::json json;
 };
 
 // Bus factor of nccl-tests (doc/PERFORMANCE.md) for a group of n.
@@ -59,7 +76,10 @@ class CommModel {
 // point's median time; tolerates per-rank data, and out-of-place / in-place halves either as
 // rows with "placement": "out"|"in" or nested in one row (the out-of-place half is taken). UsageError naming --calibrate for another schema, a
 // non-collective report, or a collective with fewer than 3 sizes.
+// Every key read is checked (type, finite, range) and a refusal names the file and key; a sweep
+// that does not hold a bandwidth, or is not a line, is refused naming the collective.
 std::vector<CollectiveFit> fit_collective_reports(const std::vector<std::string>& paths);
+std::vector<CollectiveFit> fit_collective_documents(const std::vector<NamedDocument>& documents);
 
 nlohmann::json to_json(const CollectiveFit& fit);
 

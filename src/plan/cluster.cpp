@@ -2,6 +2,7 @@
 
 #include <algorithm>
 
+#include "core/checked.hpp"
 #include "core/error.hpp"
 #include "core/json_file.hpp"
 
@@ -13,24 +14,13 @@ namespace {
 // bus bandwidth; latencies are typical NCCL small-message figures. Assumptions, not
 // measurements: --calibrate replaces them.
 DeviceSpec preset(const std::string& name) {
-    if (name == "A100") return {"A100", 312.0, 19.5, 80.0, 2039.0, {10.0, 240.0}, {20.0, 20.0}, "preset A100 SXM 80GB"};
-    if (name == "H100") return {"H100", 989.0, 67.0, 80.0, 3350.0, {10.0, 360.0}, {20.0, 40.0}, "preset H100 SXM"};
+    if (name == "A100") return {"A100", 312.0, 19.5, 80.0, 2039.0, {10.0, 240.0}, {20.0, 20.0}, "preset A100 SXM 80GB", true};
+    if (name == "H100") return {"H100", 989.0, 67.0, 80.0, 3350.0, {10.0, 360.0}, {20.0, 40.0}, "preset H100 SXM", true};
     if (name == "H200") return {"H200", 989.0, 67.0, 141e9 / (1u << 30), 4800.0, {10.0, 360.0}, {20.0, 40.0},
-                                "preset H200 SXM 141GB"};
+                                "preset H200 SXM 141GB", true};
     if (name == "B200") return {"B200", 2250.0, 80.0, 180e9 / (1u << 30), 8000.0, {8.0, 720.0}, {20.0, 40.0},
-                                "preset B200 (HGX, 180GB)"};
+                                "preset B200 (HGX, 180GB)", true};
     return {};
-}
-
-double number(const nlohmann::json& object, const std::string& key, const std::string& path, double fallback,
-              bool required) {
-    if (!object.contains(key)) {
-        if (required) throw UsageError("--cluster " + path + ": missing \"" + key + "\"");
-        return fallback;
-    }
-    if (!object[key].is_number() || !(object[key].get<double>() > 0.0))
-        throw UsageError("--cluster " + path + ": \"" + key + "\" must be a positive number");
-    return object[key].get<double>();
 }
 
 }  // namespace
@@ -53,41 +43,70 @@ DeviceSpec device_preset(const std::string& name) {
     return spec;
 }
 
-ClusterSpec read_cluster_file(const std::string& path) {
-    const nlohmann::json document = read_json_file(path);
-    if (!document.is_object()) throw UsageError("--cluster " + path + ": expected a JSON object");
+ClusterSpec parse_cluster(const nlohmann::json& document, const std::string& source) {
+    // schemas/cluster.schema.json says the same; every key's range is checked here, naming it.
+    const JsonFields root(document, source);
+    root.refuse_unknown_keys({"description", "sources", "device", "gpus", "gpus_per_host", "cores_per_host"});
     ClusterSpec cluster;
-    cluster.source = path;
-    const nlohmann::json& device = document.value("device", nlohmann::json());
-    if (device.is_string()) {
-        cluster.device = device_preset(device.get<std::string>());
-    } else if (device.is_object()) {
-        DeviceSpec& d = cluster.device;
-        d.name = device.value("name", std::string("custom"));
-        d.peak_tflops_bf16 = number(device, "peak_tflops_bf16", path, 0, true);
-        d.peak_tflops_fp32 = number(device, "peak_tflops_fp32", path, d.peak_tflops_bf16 / 16.0, false);
-        d.memory_gib = number(device, "memory_gib", path, 0, true);
-        d.memory_bandwidth_gbps = number(device, "memory_bandwidth_gbps", path, 2000.0, false);
-        for (const auto& [key, link] : {std::pair{"intra_host", &d.intra_host}, std::pair{"cross_host", &d.cross_host}}) {
-            if (!device.contains(key) || !device[key].is_object())
-                throw UsageError("--cluster " + path + ": device needs \"" + key + "\": {\"latency_us\", \"busbw_gbps\"}");
-            link->latency_us = number(device[key], "latency_us", path, 0, true);
-            link->busbw_gbps = number(device[key], "busbw_gbps", path, 0, true);
-        }
-        d.source = "--cluster " + path;
-        d.gemm_sustained = number(device, "gemm_sustained", path, 0, false);
-        d.gemm_overhead_us = number(device, "gemm_overhead_us", path, 0, false);
-        d.memory_fraction = number(device, "memory_fraction", path, 0, false);
-        if (d.gemm_sustained > 1.0 || d.memory_fraction > 1.0)
-            throw UsageError("--cluster " + path + ": \"gemm_sustained\" and \"memory_fraction\" are fractions in (0, 1]");
-    } else {
-        throw UsageError("--cluster " + path + ": \"device\" must be a preset name (A100, H100, H200, B200) or an object");
+    cluster.source = source;
+    if (root.has("description")) root.string("description");
+    if (root.has("sources")) {
+        const JsonFields sources = root.object("sources");
+        for (const auto& [key, text] : sources.json().items()) sources.string(key);
     }
-    cluster.gpus = static_cast<int>(number(document, "gpus", path, 1, true));
-    cluster.gpus_per_host = static_cast<int>(number(document, "gpus_per_host", path, 8, false));
-    cluster.cores_per_host = static_cast<int>(number(document, "cores_per_host", path, 0, false));
-    if (cluster.cores_per_host > 0) cluster.cores_source = "--cluster " + path;
+    if (!root.has("device")) throw UsageError(root.name("device") + " is missing: give a preset name (A100, H100, "
+                                              "H200, B200) or an object with the device's figures");
+    const nlohmann::json& device = document.at("device");
+    if (device.is_string()) {
+        const std::string name = device.get<std::string>();
+        cluster.device = preset(name);
+        if (cluster.device.name.empty())
+            throw UsageError(root.name("device") + " is \"" + name + "\"; use A100, H100, H200 or B200, or an object");
+    } else if (device.is_object()) {
+        const JsonFields fields = root.object("device");
+        fields.refuse_unknown_keys({"name", "peak_tflops_bf16", "peak_tflops_fp32", "memory_gib",
+                                    "memory_bandwidth_gbps", "intra_host", "cross_host", "gemm_sustained",
+                                    "gemm_overhead_us", "memory_fraction"});
+        DeviceSpec& d = cluster.device;
+        d.name = fields.optional_string("name").value_or("custom");
+        d.peak_tflops_bf16 = fields.number("peak_tflops_bf16", 0, cluster_limits::max_tflops, true);
+        d.peak_tflops_fp32 =
+            fields.optional_number("peak_tflops_fp32", 0, cluster_limits::max_tflops, true).value_or(d.peak_tflops_bf16 / 16.0);
+        d.memory_gib = fields.number("memory_gib", 0, cluster_limits::max_memory_gib, true);
+        d.memory_bandwidth_gbps =
+            fields.optional_number("memory_bandwidth_gbps", 0, cluster_limits::max_gbps, true).value_or(2000.0);
+        for (const auto& [key, link] : {std::pair{"intra_host", &d.intra_host}, std::pair{"cross_host", &d.cross_host}}) {
+            const JsonFields figures = fields.object(key);
+            figures.refuse_unknown_keys({"latency_us", "busbw_gbps"});
+            link->latency_us = figures.number("latency_us", 0, cluster_limits::max_latency_us);
+            link->busbw_gbps = figures.number("busbw_gbps", 0, cluster_limits::max_gbps, true);
+        }
+        d.source = "--cluster " + source;
+        // The compute model's own numbers (plan/device_compute.hpp); absent: the preset's.
+        d.gemm_sustained = fields.optional_number("gemm_sustained", 0, 1, true).value_or(0.0);
+        d.gemm_overhead_us = fields.optional_number("gemm_overhead_us", 0, cluster_limits::max_latency_us).value_or(0.0);
+        d.memory_fraction = fields.optional_number("memory_fraction", 0, 1, true).value_or(0.0);
+    } else {
+        throw UsageError(root.name("device") + " must be a preset name (A100, H100, H200, B200) or an object, got " +
+                         device.dump());
+    }
+    cluster.gpus = static_cast<int>(root.integer("gpus", 1, cluster_limits::max_gpus));
+    cluster.gpus_per_host = static_cast<int>(
+        root.optional_integer("gpus_per_host", 1, cluster_limits::max_gpus_per_host).value_or(cluster.gpus_per_host));
+    cluster.cores_per_host =
+        static_cast<int>(root.optional_integer("cores_per_host", 1, cluster_limits::max_cores_per_host).value_or(0));
+    if (cluster.cores_per_host > 0) cluster.cores_source = "--cluster " + source;
     return cluster;
+}
+
+ClusterSpec read_cluster_file(const std::string& path) {
+    nlohmann::json document;
+    try {
+        document = read_json_file(path);
+    } catch (const UsageError& error) {
+        throw UsageError(std::string("--cluster: ") + error.what());
+    }
+    return parse_cluster(document, "--cluster " + path);
 }
 
 nlohmann::json to_json(const ClusterSpec& c) {
@@ -106,6 +125,7 @@ nlohmann::json to_json(const ClusterSpec& c) {
               {"memory_bandwidth_gbps", d.memory_bandwidth_gbps},
               {"intra_host", link(d.intra_host)},
               {"cross_host", link(d.cross_host)},
+              {"preset", d.preset},
               {"source", d.source}}}};
 }
 

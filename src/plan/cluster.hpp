@@ -6,6 +6,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include <cstdint>
 #include <string>
 #include <vector>
 
@@ -25,6 +26,7 @@ struct DeviceSpec {
     LinkModel intra_host;  // NVLink inside a host
     LinkModel cross_host;  // the network, per GPU
     std::string source;
+    bool preset = false;  // a GPU of device_preset_names(), not a --cluster file's own figures
     // The compute model's numbers (plan/device_compute.hpp) when a --cluster file gives them
     // ("gemm_sustained", "gemm_overhead_us", "memory_fraction"); 0: the device preset's.
     double gemm_sustained = 0.0;
@@ -58,8 +60,23 @@ ComputeShare compute_share(const ClusterSpec& cluster, int world);
 std::vector<std::string> device_preset_names();
 // UsageError naming --device for an unknown name.
 DeviceSpec device_preset(const std::string& name);
-// A JSON cluster description: {"device": "H100" | {...DeviceSpec fields}, "gpus", "gpus_per_host"}.
-// UsageError naming --cluster and the key for anything malformed.
+// The ranges a cluster's figures must lie in, wherever they come from (--cluster files, flags):
+// far beyond any machine built, and small enough that every product plan forms stays exact.
+namespace cluster_limits {
+inline constexpr std::int64_t max_gpus = 1 << 20;
+inline constexpr std::int64_t max_gpus_per_host = 1024;
+inline constexpr std::int64_t max_cores_per_host = 1 << 16;
+inline constexpr double max_tflops = 1e6;      // per device
+inline constexpr double max_memory_gib = 1e6;  // per device
+inline constexpr double max_gbps = 1e7;        // HBM or link bandwidth, decimal GB/s
+inline constexpr double max_latency_us = 1e7;
+}  // namespace cluster_limits
+
+// A JSON cluster description (schemas/cluster.schema.json): {"device": "H100" | {...DeviceSpec
+// fields}, "gpus", "gpus_per_host", "cores_per_host", "description", "sources"}. `source` names
+// the document in messages ("--cluster c.json"); UsageError naming it and the key for anything
+// malformed, out of range or unknown.
+ClusterSpec parse_cluster(const nlohmann::json& document, const std::string& source);
 ClusterSpec read_cluster_file(const std::string& path);
 nlohmann::json to_json(const ClusterSpec& cluster);
 

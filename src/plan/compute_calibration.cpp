@@ -1,11 +1,14 @@
 #include "plan/compute_calibration.hpp"
 
 #include <algorithm>
+#include <cmath>
 #include <cstdio>
 #include <map>
 
+#include "core/checked.hpp"
 #include "core/error.hpp"
 #include "core/json_file.hpp"
+#include "plan/cluster.hpp"
 #include "theory/model_flops.hpp"
 
 namespace parbench {
@@ -17,9 +20,11 @@ struct OpTime {
     double bytes_per_s = 0.0;
 };
 
-double seconds(const nlohmann::json& benchmark) {
-    const double time = benchmark.value("real_time", 0.0);
-    const std::string unit = benchmark.value("time_unit", std::string("ns"));
+double seconds(const JsonFields& benchmark) {
+    const double time = benchmark.number("real_time", 0, 1e15, true);
+    const std::string unit = benchmark.optional_string("time_unit").value_or("ns");
+    if (unit != "s" && unit != "ms" && unit != "us" && unit != "ns")
+        throw UsageError(benchmark.name("time_unit") + " is \"" + unit + "\"; Google Benchmark writes ns, us, ms or s");
     const double scale = unit == "s" ? 1.0 : unit == "ms" ? 1e-3 : unit == "us" ? 1e-6 : 1e-9;
     return time * scale;
 }
@@ -36,11 +41,13 @@ double uses_per_pass(const std::string& op, int layers) {
     return layers;
 }
 
-ComputeRate from_ops_report(const nlohmann::json& report, const std::string& path, const ModelConfig& model) {
+ComputeRate from_ops_report(const JsonFields& report, const std::string& source, const ModelConfig& model) {
     std::map<std::string, std::map<std::string, OpTime>> configs;  // "cpu/gpt-small" -> op -> time
-    for (const nlohmann::json& b : report["benchmarks"]) {
-        if (b.value("run_type", std::string("iteration")) != "iteration") continue;
-        std::string name = b.value("name", std::string());
+    const std::size_t count = report.array("benchmarks").size();
+    for (std::size_t i = 0; i < count; ++i) {
+        const JsonFields b = report.element("benchmarks", i);
+        if (b.optional_string("run_type").value_or("iteration") != "iteration") continue;
+        std::string name = b.optional_string("name").value_or("");
         const auto manual = name.find("/manual_time");  // Google Benchmark's suffix for UseManualTime
         if (manual != std::string::npos) name = name.substr(0, manual);
         const auto last = name.rfind('/');
@@ -49,14 +56,14 @@ ComputeRate from_ops_report(const nlohmann::json& report, const std::string& pat
         const std::string op = name.substr(last + 1);
         OpTime t;
         t.seconds = seconds(b);
-        t.flops = b.value("FLOP/s", 0.0) * t.seconds;
-        t.bytes_per_s = b.value("bytes/s", 0.0);
+        t.flops = b.optional_number("FLOP/s", 0, 1e21).value_or(0.0) * t.seconds;
+        t.bytes_per_s = b.optional_number("bytes/s", 0, 1e18).value_or(0.0);
         configs[prefix][op] = t;
     }
     // The config named like the model, else the widest GPT config (one that has attention).
     std::string chosen;
     for (const auto& [prefix, ops] : configs) {
-        if (!ops.count("attention_forward")) continue;
+        if (!ops.count("attention_forward") || !ops.count("matmul_fc_forward")) continue;
         if (prefix.substr(prefix.find('/') + 1) == model.name) {
             chosen = prefix;
             break;
@@ -65,7 +72,7 @@ ComputeRate from_ops_report(const nlohmann::json& report, const std::string& pat
             chosen = prefix;
     }
     if (chosen.empty())
-        throw UsageError("--calibrate-compute " + path + ": no GPT ops in this parbench-ops report; run parbench-ops "
+        throw UsageError(source + ": no GPT ops in this parbench-ops report; run parbench-ops "
                          "--benchmark_filter='cpu/gpt-small/' --benchmark_out=ops.json");
     const auto& ops = configs[chosen];
     static const std::map<std::string, ModelConfig> shapes = {
@@ -73,7 +80,7 @@ ComputeRate from_ops_report(const nlohmann::json& report, const std::string& pat
         {"gpt-small", ModelConfig{"gpt-small", "", ModelKind::gpt, 4, 256, 8, 128, 2048}}};
     const std::string config = chosen.substr(chosen.find('/') + 1);
     if (!shapes.count(config))
-        throw UsageError("--calibrate-compute " + path + ": unknown ops config " + config);
+        throw UsageError(source + ": unknown ops config " + config + " (parbench-ops times gpt-tiny and gpt-small)");
     const ModelConfig& shape = shapes.at(config);
     constexpr int bench_batch = 4;  // the ops bench's micro-batch (docs/ops.md)
     double pass_seconds = 0.0;
@@ -84,42 +91,58 @@ ComputeRate from_ops_report(const nlohmann::json& report, const std::string& pat
     ComputeRate rate;
     rate.tflops_per_gpu = megatron_gpt_flops(bench_batch, shape.seq_len, shape.layers, shape.hidden, shape.vocab) /
                           pass_seconds / 1e12;
-    rate.source = "--calibrate-compute " + path + ": the " + chosen +
+    if (!(std::isfinite(rate.tflops_per_gpu) && rate.tflops_per_gpu > 0 && rate.tflops_per_gpu <= cluster_limits::max_tflops))
+        throw UsageError(source + ": the " + chosen + " ops' times give " + std::to_string(rate.tflops_per_gpu) +
+                         " TFLOP/s, not a physical rate; rerun parbench-ops");
+    rate.measured_on_cpu = chosen.rfind("cpu/", 0) == 0;
+    rate.source = source + ": the " + chosen +
                   " ops (forward + backward, each weighted by its uses per pass), the model FLOPs of that shape "
                   "over their summed time";
     // The ops bench times one thread on the host it ran on.
-    const nlohmann::json context = report.value("context", nlohmann::json::object());
-    if (chosen.rfind("cpu/", 0) == 0 && context.contains("num_cpus") && context["num_cpus"].is_number_integer()) {
-        rate.measured_cores = context["num_cpus"].get<int>();
-        rate.measured_ranks_per_host = 1;
+    if (rate.measured_on_cpu && report.has("context")) {
+        if (const auto cores = report.object("context").optional_integer("num_cpus", 1, cluster_limits::max_cores_per_host)) {
+            rate.measured_cores = static_cast<int>(*cores);
+            rate.measured_ranks_per_host = 1;
+        }
     }
     for (const auto& [prefix, ops_of] : configs)
-        if (ops_of.count("adamw_update")) {
+        if (ops_of.count("adamw_update") && ops_of.at("adamw_update").bytes_per_s > 0) {
             rate.optimizer_gbps = ops_of.at("adamw_update").bytes_per_s / 1e9;
-            rate.optimizer_source = "--calibrate-compute " + path + ": " + prefix + "/adamw_update bytes/s";
+            rate.optimizer_source = source + ": " + prefix + "/adamw_update bytes/s";
             break;
         }
     return rate;
 }
 
-ComputeRate from_train_report(const nlohmann::json& report, const std::string& path) {
-    const nlohmann::json& result = report["results"].at(0);
-    if (!result.contains("achieved_tflops_per_rank"))
-        throw UsageError("--calibrate-compute " + path + ": the train report has no achieved_tflops_per_rank");
+ComputeRate from_train_report(const JsonFields& report, const std::string& source) {
+    const JsonFields result = report.element("results", 0);
     ComputeRate rate;
-    rate.tflops_per_gpu = result["achieved_tflops_per_rank"].get<double>();
+    rate.tflops_per_gpu = result.number("achieved_tflops_per_rank", 0, cluster_limits::max_tflops, true);
     rate.includes_optimizer = true;
-    const nlohmann::json layout = result.value("layout", nlohmann::json::object());
-    rate.source = "--calibrate-compute " + path + ": achieved TFLOP/s per rank of a train run (" +
-                  result["model"].value("name", std::string("?")) + ", dp " + std::to_string(layout.value("dp", 1)) +
-                  " x tp " + std::to_string(layout.value("tp", 1)) + " x pp " + std::to_string(layout.value("pp", 1)) +
+    const std::string model = result.has("model") ? result.object("model").optional_string("name").value_or("?") : "?";
+    std::int64_t dp = 1, tp = 1, pp = 1;
+    if (result.has("layout")) {
+        const JsonFields layout = result.object("layout");
+        dp = layout.optional_integer("dp", 1, cluster_limits::max_gpus).value_or(1);
+        tp = layout.optional_integer("tp", 1, cluster_limits::max_gpus).value_or(1);
+        pp = layout.optional_integer("pp", 1, cluster_limits::max_gpus).value_or(1);
+    }
+    rate.source = source + ": achieved TFLOP/s per rank of a train run (" + model + ", dp " + std::to_string(dp) +
+                  " x tp " + std::to_string(tp) + " x pp " + std::to_string(pp) +
                   "; optimizer and exposed communication included)";
-    const nlohmann::json environment = report.value("environment", nlohmann::json::object());
-    if (environment.value("device_kind", std::string()) == "cpu" && environment.value("cpu_cores", 0) > 0) {
-        rate.measured_cores = environment["cpu_cores"].get<int>();
-        const nlohmann::json ranks_per_host = environment.value("ranks_per_host", nlohmann::json::object());
-        for (const auto& [host, ranks] : ranks_per_host.items())
-            rate.measured_ranks_per_host = std::max(rate.measured_ranks_per_host, ranks.get<int>());
+    if (!report.has("environment")) return rate;
+    const JsonFields environment = report.object("environment");
+    rate.measured_on_cpu = environment.optional_string("device_kind").value_or("") == "cpu";
+    const auto cores = environment.optional_integer("cpu_cores", 0, cluster_limits::max_cores_per_host);
+    if (rate.measured_on_cpu && cores && *cores > 0) {
+        rate.measured_cores = static_cast<int>(*cores);
+        if (environment.has("ranks_per_host")) {
+            const JsonFields ranks_per_host = environment.object("ranks_per_host");
+            for (const auto& [host, ranks] : ranks_per_host.json().items())
+                rate.measured_ranks_per_host = std::max(
+                    rate.measured_ranks_per_host,
+                    static_cast<int>(ranks_per_host.integer(host, 1, cluster_limits::max_gpus_per_host)));
+        }
         if (rate.measured_ranks_per_host > rate.measured_cores) {
             const double ranks_per_core = static_cast<double>(rate.measured_ranks_per_host) / rate.measured_cores;
             rate.tflops_per_gpu *= ranks_per_core;
@@ -134,16 +157,26 @@ ComputeRate from_train_report(const nlohmann::json& report, const std::string& p
 
 }  // namespace
 
-ComputeRate calibrate_compute(const std::string& path, const ModelConfig& model) {
-    const nlohmann::json report = read_json_file(path);
-    if (report.is_object() && report.contains("benchmarks") && report["benchmarks"].is_array())
-        return from_ops_report(report, path, model);
-    if (report.is_object() && report.value("schema", std::string()) == "parbench.report/v1" &&
-        report.value("command", std::string()) == "train" && report.contains("results") &&
-        report["results"].is_array() && !report["results"].empty())
-        return from_train_report(report, path);
-    throw UsageError("--calibrate-compute " + path + ": neither a parbench-ops report (--benchmark_format=json) nor a "
+ComputeRate calibrate_compute_document(const nlohmann::json& report, const std::string& path,
+                                       const ModelConfig& model) {
+    const std::string source = "--calibrate-compute " + path;
+    if (report.is_object() && report.contains("benchmarks"))
+        return from_ops_report(JsonFields(report, source), source, model);
+    if (report.is_object() && report.value("schema", nlohmann::json()) == "parbench.report/v1" &&
+        report.value("command", nlohmann::json()) == "train")
+        return from_train_report(JsonFields(report, source), source);
+    throw UsageError(source + ": neither a parbench-ops report (--benchmark_format=json) nor a "
                      "parbench train report; give one of those");
+}
+
+ComputeRate calibrate_compute(const std::string& path, const ModelConfig& model) {
+    nlohmann::json report;
+    try {
+        report = read_json_file(path);
+    } catch (const UsageError& error) {
+        throw UsageError(std::string("--calibrate-compute: ") + error.what());
+    }
+    return calibrate_compute_document(report, path, model);
 }
 
 nlohmann::json to_json(const ComputeRate& rate) {
@@ -152,6 +185,7 @@ nlohmann::json to_json(const ComputeRate& rate) {
             {"optimizer_gbps", rate.optimizer_gbps ? nlohmann::json(*rate.optimizer_gbps) : nlohmann::json(nullptr)},
             {"optimizer_source", rate.optimizer_source},
             {"includes_optimizer", rate.includes_optimizer},
+            {"measured_on_cpu", rate.measured_on_cpu},
             {"measured_cores", rate.measured_cores > 0 ? nlohmann::json(rate.measured_cores) : nlohmann::json(nullptr)},
             {"measured_ranks_per_host",
              rate.measured_ranks_per_host > 0 ? nlohmann::json(rate.measured_ranks_per_host) : nlohmann::json(nullptr)}};

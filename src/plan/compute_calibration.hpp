@@ -26,11 +26,16 @@ struct ComputeRate {
     // tflops_per_gpu is always that unshared rate (plan/cluster.hpp's compute_share shares it).
     int measured_cores = 0;
     int measured_ranks_per_host = 0;
+    // The rate was measured on a CPU (an ops report's cpu/ ops, a train report on the cpu
+    // backend): planning a GPU with it would carry a CPU's speed onto the GPU.
+    bool measured_on_cpu = false;
 };
 
 // UsageError naming --calibrate-compute for an unreadable or unrecognised report, or an ops
 // report without a GPT config's ops. `model` picks the ops config of the same name when present.
+// Every key read is checked (type, finite, range), a refusal naming the file and key.
 ComputeRate calibrate_compute(const std::string& path, const ModelConfig& model);
+ComputeRate calibrate_compute_document(const nlohmann::json& report, const std::string& path, const ModelConfig& model);
 
 nlohmann::json to_json(const ComputeRate& rate);
 

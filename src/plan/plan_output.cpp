@@ -80,14 +80,17 @@ void header(std::ostream& out) {
 nlohmann::json plan_document(const PlanInputs& inputs, const std::vector<PlanPrediction>& layouts,
                              const SearchResult* search, const std::vector<std::string>& argv) {
     nlohmann::json predictions = nlohmann::json::array();
-    for (const PlanPrediction& p : layouts) predictions.push_back(to_json(p));
+    for (const PlanPrediction& p : layouts) {
+        predictions.push_back(to_json(p));
+        predictions.back()["mfu_basis"] = inputs.compute.value("mfu_basis", "assumed");
+    }
     nlohmann::json document = {
         {"schema", "parbench.plan/v1"},
         {"tool", {{"name", "parbench"}, {"version", tool_version}, {"git_revision", git_revision()}}},
         {"argv", argv},
         {"inputs",
          {{"model", inputs.model}, {"cluster", inputs.cluster}, {"compute", inputs.compute}, {"comm", inputs.comm},
-          {"pass_costs", inputs.pass_costs}}},
+          {"pass_costs", inputs.pass_costs}, {"states", inputs.states}}},
         {"method",
          "step = compute + bubble + optimizer + exposed comm (src/plan/layout_plan.hpp); compute = micro-batches x "
          "the busiest pipeline rank's forward, backward and recompute work (GEMMs on the device's curve, element-wise "
@@ -127,6 +130,11 @@ void print_plan_console(std::ostream& out, const PlanInputs& inputs, const std::
             << inputs.compute["source"].get<std::string>() << ")\n";
     }
     out << "# comm: " << inputs.comm["summary"].get<std::string>() << "\n";
+    out << "# states: " << inputs.states.value("convention", "?") << " (" << inputs.states.value("source", "?") << ")\n";
+    const bool assumed = inputs.compute.value("mfu_basis", "assumed") == "assumed";
+    if (assumed)
+        out << "# MFU assumed, not predicted: no --calibrate-compute, so the compute rate is an assumption; a "
+               "parbench-ops or train report measured on the device makes it a prediction\n";
     // Every layout of a plan has the same GPUs and hosts, so the same share.
     if (!layouts.empty() && layouts.front().compute_share.oversubscribed())
         out << "# " << oversubscribed_note(layouts.front().compute_share) << " ("
@@ -179,14 +187,15 @@ void print_plan_console(std::ostream& out, const PlanInputs& inputs, const std::
                       p.step_ms, p.compute_ms, p.bubble_ms, p.optimizer_ms, p.exposed_tp_ms, p.exposed_dp_ms,
                       p.exposed_pp_ms, cp_part);
         out << line;
-        std::snprintf(line, sizeof line, "MFU %.1f%%, %.4g tokens/s (model FLOPs per step %.4g)\n", 100.0 * p.mfu,
-                      p.tokens_per_s, p.flops_per_step);
+        std::snprintf(line, sizeof line, "MFU %.1f%% (%s), %.4g tokens/s (model FLOPs per step %.4g)\n", 100.0 * p.mfu,
+                      assumed ? "assumed" : "calibrated", p.tokens_per_s, p.flops_per_step);
         out << line;
         if (p.compute_share.oversubscribed()) out << "  " << oversubscribed_note(p.compute_share) << "\n";
     }
 }
 
-void print_plan_markdown(std::ostream& out, const std::vector<PlanPrediction>& layouts, const SearchResult* search) {
+void print_plan_markdown(std::ostream& out, const std::vector<PlanPrediction>& layouts, const SearchResult* search,
+                         bool mfu_assumed) {
     if (search) {
         out << search->considered << " layouts considered, " << search->ranked.size() << " fit";
         for (const auto& [reason, count] : search->dropped) out << "; " << count << " " << reason;
@@ -194,7 +203,9 @@ void print_plan_markdown(std::ostream& out, const std::vector<PlanPrediction>& l
     }
     if (!layouts.empty() && layouts.front().compute_share.oversubscribed())
         out << oversubscribed_note(layouts.front().compute_share) << ".\n\n";
-    out << "| # | layout | step (ms) | compute | exposed comm | bubble | MFU | tokens/s | memory/GPU | vs #1 |\n"
+    if (mfu_assumed) out << "MFU assumed, not predicted: the compute rate is not calibrated (--calibrate-compute).\n\n";
+    out << "| # | layout | step (ms) | compute | exposed comm | bubble | " << (mfu_assumed ? "MFU (assumed)" : "MFU")
+        << " | tokens/s | memory/GPU | vs #1 |\n"
         << "|---|---|---:|---:|---:|---:|---:|---:|---:|---|\n";
     int rank = 0;
     for (const PlanPrediction& p : layouts) {

@@ -19,12 +19,15 @@ struct PlanInputs {
     nlohmann::json compute;   // the rate and its source
     nlohmann::json comm;      // fits and the preset links, with sources
     nlohmann::json pass_costs;
+    nlohmann::json states;    // the byte convention used and why (the flag, or the default's reason)
 };
 
 nlohmann::json plan_document(const PlanInputs& inputs, const std::vector<PlanPrediction>& layouts,
                              const SearchResult* search, const std::vector<std::string>& argv);
 void print_plan_console(std::ostream& out, const PlanInputs& inputs, const std::vector<PlanPrediction>& layouts,
                         const SearchResult* search);
-void print_plan_markdown(std::ostream& out, const std::vector<PlanPrediction>& layouts, const SearchResult* search);
+// mfu_assumed: the compute rate is not calibrated, so the MFU column is an assumption (said so).
+void print_plan_markdown(std::ostream& out, const std::vector<PlanPrediction>& layouts, const SearchResult* search,
+                         bool mfu_assumed);
 
 }  // namespace parbench

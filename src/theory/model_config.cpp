@@ -4,6 +4,7 @@
 #include <filesystem>
 #include <set>
 
+#include "core/checked.hpp"
 #include "core/error.hpp"
 #include "core/json_file.hpp"
 #include "theory/llama_formulas.hpp"
@@ -13,20 +14,13 @@ namespace {
 
 namespace fs = std::filesystem;
 
-int positive_int(const nlohmann::json& document, const char* key, const std::string& source) {
-    if (!document.contains(key)) throw UsageError(source + ": missing key \"" + key + "\" (a positive integer)");
-    const nlohmann::json& value = document.at(key);
-    if (!value.is_number_integer() || value.get<long long>() <= 0 || value.get<long long>() > (1LL << 30))
-        throw UsageError(source + ": \"" + key + "\" must be a positive integer, got " + value.dump());
-    return value.get<int>();
+// Integer sizes within model_limits (core/checked.hpp names the file and key when not).
+int positive_int(const JsonFields& document, const char* key, std::int64_t max) {
+    return static_cast<int>(document.integer(key, 1, max));
 }
 
-double positive_number(const nlohmann::json& document, const char* key, double fallback, const std::string& source) {
-    if (!document.contains(key)) return fallback;
-    const nlohmann::json& value = document.at(key);
-    if (!value.is_number() || !(value.get<double>() > 0.0))
-        throw UsageError(source + ": \"" + key + "\" must be a positive number, got " + value.dump());
-    return value.get<double>();
+double positive_number(const JsonFields& document, const char* key, double fallback) {
+    return document.optional_number(key, 0.0, 1e30, true).value_or(fallback);
 }
 
 int non_negative_int(const nlohmann::json& document, const char* key, int fallback, const std::string& source) {
@@ -134,21 +128,22 @@ ModelConfig parse_model_config(const nlohmann::json& document, const std::string
                              }() +
                              ")");
     }
-    config.layers = positive_int(document, "layers", source);
-    config.hidden = positive_int(document, "hidden", source);
+    const JsonFields fields(document, source);
+    config.layers = positive_int(fields, "layers", model_limits::max_layers);
+    config.hidden = positive_int(fields, "hidden", model_limits::max_hidden);
     if (config.has_sequence()) {
-        config.heads = positive_int(document, "heads", source);
-        config.seq_len = positive_int(document, "seq_len", source);
-        config.vocab = positive_int(document, "vocab", source);
+        config.heads = positive_int(fields, "heads", model_limits::max_hidden);
+        config.seq_len = positive_int(fields, "seq_len", model_limits::max_seq_len);
+        config.vocab = positive_int(fields, "vocab", model_limits::max_vocab);
         if (config.hidden % config.heads != 0)
             throw UsageError(source + ": \"hidden\" (" + std::to_string(config.hidden) + ") must divide by \"heads\" (" +
                              std::to_string(config.heads) + ")");
     }
     if (config.kind == ModelKind::llama) {
-        config.kv_heads = positive_int(document, "kv_heads", source);
-        config.ffn_hidden = positive_int(document, "ffn_hidden", source);
-        config.rope_theta = positive_number(document, "rope_theta", config.rope_theta, source);
-        config.norm_eps = positive_number(document, "norm_eps", config.norm_eps, source);
+        config.kv_heads = positive_int(fields, "kv_heads", model_limits::max_hidden);
+        config.ffn_hidden = positive_int(fields, "ffn_hidden", model_limits::max_ffn_hidden);
+        config.rope_theta = positive_number(fields, "rope_theta", config.rope_theta);
+        config.norm_eps = positive_number(fields, "norm_eps", config.norm_eps);
         if (config.heads % config.kv_heads != 0)
             throw UsageError(source + ": \"kv_heads\" (" + std::to_string(config.kv_heads) +
                              ") must divide \"heads\" (" + std::to_string(config.heads) +

@@ -51,6 +51,18 @@ struct ModelConfig {
     bool has_sequence() const { return kind != ModelKind::mlp; }
 };
 
+// The ranges a model's sizes must lie in, whether a config file or plan's flags give them: far
+// beyond any model trained, and small enough that every tensor's element count and the whole
+// parameter count stay exact in 64 bits and that per-layer tables stay bounded.
+namespace model_limits {
+inline constexpr std::int64_t max_layers = 1 << 16;
+inline constexpr std::int64_t max_hidden = 1 << 20;
+inline constexpr std::int64_t max_seq_len = 1 << 24;
+inline constexpr std::int64_t max_vocab = 1 << 24;
+inline constexpr std::int64_t max_ffn_hidden = 1 << 22;
+inline constexpr double max_parameters = 1e15;  // 500 x the largest model published
+}  // namespace model_limits
+
 std::string model_kind_name(ModelKind kind);
 
 // `source` names the document in messages.

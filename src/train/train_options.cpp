@@ -3,8 +3,10 @@
 #include <cmath>
 #include <string>
 
+#include "core/checked.hpp"
 #include "core/error.hpp"
 #include "theory/layout_check.hpp"
+#include "theory/model_shape.hpp"
 #include "theory/memory.hpp"
 #include "train/matmuls.hpp"
 #include "train/model.hpp"
@@ -121,6 +123,9 @@ TrainPlan resolve_train_options(const TrainOptions& options) {
         throw UsageError("--peak-tflops must be a positive number (TFLOP/s per rank)");
 
     plan.model = load_model_config(options.model);
+    // Sized from the config before anything is built: a model past the parameter limit is
+    // refused here, not after minutes of allocation.
+    check_model_size(plan.model, "--model " + options.model);
     if (plan.model.moe || plan.model.mla)
         throw UsageError("--model " + options.model + ": a mixture-of-experts model (\"moe\"/\"mla\" in " +
                          plan.model.source + "); train does not run MoE layers or latent attention yet: pick a "
@@ -129,7 +134,7 @@ TrainPlan resolve_train_options(const TrainOptions& options) {
     if (options.seq) {
         if (!plan.model.has_sequence())
             throw UsageError("--seq: model " + plan.model.name + " is an MLP, which has no sequence; drop --seq");
-        if (*options.seq < 1) throw UsageError("--seq must be at least 1");
+        check_int(*options.seq, "--seq", 1, model_limits::max_seq_len);
         plan.seq_len = *options.seq;
     }
 

@@ -50,7 +50,9 @@ def compare(args, ranks, flags, folder):
     if trained.returncode != 0:
         raise Mismatch("train failed (" + str(trained.returncode) + "): " + " ".join(train) + "\n" +
                        trained.stdout[-2000:] + trained.stderr[-2000:])
-    plan = [args.parbench, "plan", "--gpus", str(ranks), "--json", plan_json] + flags
+    # --states parbench: a plan of parbench's own run. Without it, a bf16 plan on a GPU preset takes
+    # the frameworks' mixed precision (issue 21 item 11), which is not what train allocates.
+    plan = [args.parbench, "plan", "--gpus", str(ranks), "--states", "parbench", "--json", plan_json] + flags
     planned = run(plan, 120)
     if planned.returncode != 0:
         raise Mismatch("plan refused a layout train ran: " + " ".join(plan) + "\n" + planned.stdout + planned.stderr)
