@@ -23,53 +23,33 @@ double positive_number(const JsonFields& document, const char* key, double fallb
     return document.optional_number(key, 0.0, 1e30, true).value_or(fallback);
 }
 
-int non_negative_int(const nlohmann::json& document, const char* key, int fallback, const std::string& source) {
-    if (!document.contains(key)) return fallback;
-    const nlohmann::json& value = document.at(key);
-    if (!value.is_number_integer() || value.get<long long>() < 0 || value.get<long long>() > (1LL << 30))
-        throw UsageError(source + ": \"" + key + "\" must be a whole number, 0 or more, got " + value.dump());
-    return value.get<int>();
-}
-
-// The keys of a nested object, each known: a typo in "moe" is refused like one at the top.
-void check_keys(const nlohmann::json& object, const std::set<std::string>& allowed, const std::string& where) {
-    if (!object.is_object()) throw UsageError(where + " must be a JSON object");
-    for (const auto& [key, value] : object.items())
-        if (allowed.count(key) == 0) {
-            std::string known;
-            for (const std::string& k : allowed) known += (known.empty() ? "" : ", ") + k;
-            throw UsageError(where + ": unknown key \"" + key + "\" (known: " + known + ")");
-        }
-}
-
-ModelConfig::Moe parse_moe(const nlohmann::json& object, int layers, const std::string& source) {
-    const std::string where = source + ": \"moe\"";
-    check_keys(object, {"experts", "top_k", "shared_experts", "expert_hidden", "every", "first_dense"}, where);
+// A nested object's sizes, each known and in range: a typo in "moe" is refused like one at the top.
+ModelConfig::Moe parse_moe(const JsonFields& object, int layers) {
+    object.refuse_unknown_keys({"experts", "top_k", "shared_experts", "expert_hidden", "every", "first_dense"});
     ModelConfig::Moe moe;
-    moe.experts = positive_int(object, "experts", where);
-    moe.top_k = positive_int(object, "top_k", where);
-    moe.expert_hidden = positive_int(object, "expert_hidden", where);
-    moe.shared_experts = non_negative_int(object, "shared_experts", 0, where);
-    moe.every = object.contains("every") ? positive_int(object, "every", where) : 1;
-    moe.first_dense = non_negative_int(object, "first_dense", 0, where);
+    moe.experts = positive_int(object, "experts", model_limits::max_hidden);
+    moe.top_k = positive_int(object, "top_k", model_limits::max_hidden);
+    moe.expert_hidden = positive_int(object, "expert_hidden", model_limits::max_hidden);
+    moe.shared_experts = static_cast<int>(object.optional_integer("shared_experts", 0, model_limits::max_hidden).value_or(0));
+    moe.every = static_cast<int>(object.optional_integer("every", 1, model_limits::max_layers).value_or(1));
+    moe.first_dense = static_cast<int>(object.optional_integer("first_dense", 0, model_limits::max_layers).value_or(0));
     if (moe.top_k > moe.experts)
-        throw UsageError(where + ": \"top_k\" (" + std::to_string(moe.top_k) + ") is above \"experts\" (" +
+        throw UsageError(object.name("top_k") + " (" + std::to_string(moe.top_k) + ") is above \"experts\" (" +
                          std::to_string(moe.experts) + "); a token picks at most every expert");
     if (moe.first_dense >= layers)
-        throw UsageError(where + ": \"first_dense\" (" + std::to_string(moe.first_dense) +
+        throw UsageError(object.name("first_dense") + " (" + std::to_string(moe.first_dense) +
                          ") leaves no MoE layer among " + std::to_string(layers) + "; lower it");
     return moe;
 }
 
-LatentAttentionShape parse_mla(const nlohmann::json& object, const std::string& source) {
-    const std::string where = source + ": \"mla\"";
-    check_keys(object, {"q_lora_rank", "kv_lora_rank", "nope_head_dim", "rope_head_dim", "v_head_dim"}, where);
+LatentAttentionShape parse_mla(const JsonFields& object) {
+    object.refuse_unknown_keys({"q_lora_rank", "kv_lora_rank", "nope_head_dim", "rope_head_dim", "v_head_dim"});
     LatentAttentionShape mla;
-    mla.q_lora_rank = positive_int(object, "q_lora_rank", where);
-    mla.kv_lora_rank = positive_int(object, "kv_lora_rank", where);
-    mla.nope_head_dim = positive_int(object, "nope_head_dim", where);
-    mla.rope_head_dim = positive_int(object, "rope_head_dim", where);
-    mla.v_head_dim = positive_int(object, "v_head_dim", where);
+    mla.q_lora_rank = positive_int(object, "q_lora_rank", model_limits::max_hidden);
+    mla.kv_lora_rank = positive_int(object, "kv_lora_rank", model_limits::max_hidden);
+    mla.nope_head_dim = positive_int(object, "nope_head_dim", model_limits::max_hidden);
+    mla.rope_head_dim = positive_int(object, "rope_head_dim", model_limits::max_hidden);
+    mla.v_head_dim = positive_int(object, "v_head_dim", model_limits::max_hidden);
     return mla;
 }
 
@@ -151,8 +131,8 @@ ModelConfig parse_model_config(const nlohmann::json& document, const std::string
         if ((config.hidden / config.heads) % 2 != 0)
             throw UsageError(source + ": the head size hidden/heads (" + std::to_string(config.hidden / config.heads) +
                              ") must be even: rotary embedding turns pairs of channels");
-        if (document.contains("moe")) config.moe = parse_moe(document.at("moe"), config.layers, source);
-        if (document.contains("mla")) config.mla = parse_mla(document.at("mla"), source);
+        if (fields.has("moe")) config.moe = parse_moe(fields.object("moe"), config.layers);
+        if (fields.has("mla")) config.mla = parse_mla(fields.object("mla"));
     }
     return config;
 }
