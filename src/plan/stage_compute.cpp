@@ -23,9 +23,11 @@ std::vector<StageCompute> stage_compute(const EngineLayout& l, AttentionKind att
     shape.tp = l.tp;
     shape.sp = l.sp;
     shape.element_bytes = l.precision == Precision::bf16 ? 2.0 : 4.0;
-    const LayerWork layer = transformer_layer_work(shape, attention, l.recompute);
-    const LayerWork head = head_work(shape);
-    const LayerWork embedding = embedding_work(shape);
+    const bool mlp = !l.model.has_sequence();
+    LayerWork layer = mlp ? mlp_layer_work(shape) : transformer_layer_work(shape, attention, l.recompute);
+    if (mlp && l.recompute == Recompute::full) layer.recompute = layer.forward;
+    const LayerWork head = mlp ? LayerWork{} : head_work(shape);
+    const LayerWork embedding = mlp ? LayerWork{} : embedding_work(shape);
     std::vector<StageCompute> stages(static_cast<std::size_t>(l.pp));
     for (int r = 0; r < l.pp; ++r) stages[static_cast<std::size_t>(r)].pp_rank = r;
     if (l.pp == 1 || l.stage_ranges.empty()) {

@@ -119,6 +119,17 @@ LayerWork transformer_layer_work(const LayerWorkShape& shape, AttentionKind atte
     return work;
 }
 
+LayerWork mlp_layer_work(const LayerWorkShape& shape) {
+    // One linear layer of width h on micro-batch samples (its weight split t ways, Megatron's
+    // column/row alternation) and the GELU after it: read, write (train/models/mlp.hpp).
+    const double samples = shape.micro, h = shape.model.hidden, e = shape.element_bytes;
+    LayerWork work;
+    add_linear(work, "linear", samples, h, h / shape.tp, e);
+    work.forward.memory_bytes = 2.0 * samples * h / shape.tp * e;
+    work.input_grad.memory_bytes = backward_memory_factor * work.forward.memory_bytes;
+    return work;
+}
+
 LayerWork head_work(const LayerWorkShape& shape) {
     const double tokens = shape.micro * shape.seq, h = shape.model.hidden, e = shape.element_bytes;
     LayerWork work;

@@ -62,6 +62,9 @@ struct LayerWorkShape {
 
 // One transformer block's work on one rank.
 LayerWork transformer_layer_work(const LayerWorkShape& shape, AttentionKind attention, Recompute recompute);
+// A deep MLP's layer (no sequence, no attention: the model has neither); its first layer
+// and its loss need no embedding or head work.
+LayerWork mlp_layer_work(const LayerWorkShape& shape);
 // The last stage's final norm, vocabulary-parallel logits and cross-entropy; the first stage's
 // embedding lookup and its gradient's scatter (memory-bound, its weight gradient is no GEMM).
 LayerWork head_work(const LayerWorkShape& shape);

@@ -17,10 +17,22 @@
 namespace parbench {
 namespace {
 
+ModelConfig hand_gpt() {
+    ModelConfig model;
+    model.name = "hand";
+    model.kind = ModelKind::gpt;
+    model.layers = 4;
+    model.hidden = 1024;
+    model.heads = 16;
+    model.seq_len = 512;
+    model.vocab = 8192;
+    return model;
+}
+
 // h 1024, 16 heads, s 512, micro-batch 2, tp 2, bf16: 1024 tokens on each rank.
 LayerWorkShape small_shape(bool sp = false) {
     LayerWorkShape shape;
-    shape.model = ModelConfig{"hand", "", ModelKind::gpt, 4, 1024, 16, 512, 8192};
+    shape.model = hand_gpt();
     shape.seq = 512;
     shape.keys = 512;
     shape.micro = 2;
@@ -62,6 +74,23 @@ TEST(LayerWork, FlashHalvesCausalScoresAndRecomputesThemInBackward) {
     // Five products of 268,435,456 FLOPs each: the scores again, dP, dV, dQ, dK.
     EXPECT_DOUBLE_EQ(w.input_grad.flops(), 12884901888.0 + 5.0 * 268435456.0);
     EXPECT_DOUBLE_EQ(w.forward.memory_bytes, 22.0 * 1048576 + 4.0 * 2097152);  // no s x s tensor
+}
+
+// A deep MLP has no heads or sequence: its layer is one linear layer and its GELU, all finite
+// (heads = 0 once made every MLP plan's compute NaN).
+TEST(LayerWork, MlpLayerIsOneLinearAndItsGelu) {
+    LayerWorkShape shape;
+    shape.model.kind = ModelKind::mlp;
+    shape.model.hidden = 64;
+    shape.micro = 8;
+    shape.tp = 2;
+    shape.element_bytes = 4;
+    const LayerWork work = mlp_layer_work(shape);
+    const double product = 2.0 * 8 * 64 * 32;  // 8 samples x 64 inputs x 32 outputs on each rank
+    EXPECT_DOUBLE_EQ(work.forward.flops(), product);
+    EXPECT_DOUBLE_EQ(work.input_grad.flops(), product);
+    EXPECT_DOUBLE_EQ(work.weight_grad.flops(), product);
+    EXPECT_DOUBLE_EQ(work.forward.memory_bytes, 2.0 * 8 * 32 * 4);
 }
 
 TEST(LayerWork, RecomputeRepeatsTheForwardItDropped) {
@@ -114,7 +143,7 @@ TEST(DeviceCompute, FitsTheCurveToAnOpsReport) {
 
 TEST(StageCompute, FullRecomputeAddsEachLayersForward) {
     EngineLayout l;
-    l.model = ModelConfig{"hand", "", ModelKind::gpt, 4, 1024, 16, 512, 8192};
+    l.model = hand_gpt();
     l.seq_len = 512;
     l.microbatch_size = 2;
     l.tp = 2;
@@ -170,7 +199,7 @@ PlanLayout hand_layout() {
     PlanLayout p;
     p.states = StateConvention::zero;
     EngineLayout& l = p.engine;
-    l.model = ModelConfig{"hand", "", ModelKind::gpt, 4, 1024, 16, 512, 8192};
+    l.model = hand_gpt();
     l.seq_len = 512;
     l.precision = Precision::bf16;
     return p;

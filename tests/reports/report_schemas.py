@@ -30,6 +30,9 @@ COLLECTIVES = ["allreduce", "allgather", "reducescatter", "broadcast", "reduce",
 RUNS = {name: (0, [name, "--size", "1K", "--iters", "2", "--warmup", "0"], {"--json": "report", "--csv": "csv"})
         for name in COLLECTIVES}
 RUNS.update({
+    # At 2 ranks with a skew, so the imbalance fields the report then carries are checked too.
+    "alltoallv": (2, ["alltoallv", "--size", "1K", "--iters", "2", "--warmup", "0", "--skew", "zipf:1"],
+                  {"--json": "report", "--csv": "csv"}),
     "all": (2, ["all", "-b", "8", "-e", "1K", "-f", "32", "--iters", "2", "--warmup", "0"],
             {"--json": "report", "--csv": "csv"}),
     "train": (2, ["train", "--model", "gpt-tiny", "--pp", "2", "--microbatches", "2", "--steps", "1", "--warmup", "0",

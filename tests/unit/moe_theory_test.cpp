@@ -96,15 +96,15 @@ TEST(MoeTheory, ConfigKeysAndRefusals) {
             EXPECT_NE(std::string(error.what()).find(needle), std::string::npos) << error.what();
         }
     };
-    refused(llama_with({{"moe", {{"experts", 4}, {"top_k", 5}, {"expert_hidden", 32}}}}), "\"top_k\" (5) is above");
+    refused(llama_with({{"moe", {{"experts", 4}, {"top_k", 5}, {"expert_hidden", 32}}}}), "\"moe.top_k\" (5) is above");
     refused(llama_with({{"moe", {{"experts", 4}, {"top_k", 1}, {"expert_hidden", 32}, {"expert", 1}}}}),
-            "unknown key \"expert\"");
-    refused(llama_with({{"moe", {{"experts", 4}, {"top_k", 1}}}}), "\"expert_hidden\"");
+            "\"moe.expert\" is not a known key");
+    refused(llama_with({{"moe", {{"experts", 4}, {"top_k", 1}}}}), "\"moe.expert_hidden\" is missing");
     refused(llama_with({{"moe", {{"experts", 4}, {"top_k", 1}, {"expert_hidden", 32}, {"first_dense", 6}}}}),
             "leaves no MoE layer");
     refused(llama_with({{"moe", {{"experts", 4}, {"top_k", 1}, {"expert_hidden", 32}, {"shared_experts", -1}}}}),
-            "\"shared_experts\"");
-    refused(llama_with({{"mla", {{"q_lora_rank", 8}}}}), "\"kv_lora_rank\"");
+            "\"moe.shared_experts\" must be an integer from 0");
+    refused(llama_with({{"mla", {{"q_lora_rank", 8}}}}), "\"mla.kv_lora_rank\" is missing");
     nlohmann::json gpt = {{"kind", "gpt"}, {"layers", 2}, {"hidden", 64}, {"heads", 4}, {"seq_len", 16},
                           {"vocab", 32},   {"moe", {{"experts", 2}}}};
     refused(gpt, "unknown key \"moe\" for a gpt model");
