@@ -42,10 +42,10 @@ struct ModelConfig {
         int every = 1;
         int first_dense = 0;
     };
-    std::optional<Moe> moe;
+    std::optional<Moe> moe = std::nullopt;
     // llama only, optional ("mla": {...}): DeepSeek's latent attention, for counting its
     // parameters only (nothing runs it).
-    std::optional<LatentAttentionShape> mla;
+    std::optional<LatentAttentionShape> mla = std::nullopt;
     int moe_layer_count() const;
     // Models whose tokens form sequences (gpt, llama), as opposed to one row per sample.
     bool has_sequence() const { return kind != ModelKind::mlp; }
