@@ -282,12 +282,6 @@ class Runner:
         json.dump(sweep, open(reduced, "w"))
         build = os.path.dirname(os.path.abspath(self.parbench))
         env = dict(self.env, PARBENCH_RESULTS_DIR=self.workdir, PARBENCH_RUN_ID="docs", PARBENCH_BUILD_DIR=build)
-        # sweep.sh runs setup.sh first: keep the build's CUDA choice, so it does not reconfigure it.
-        cache = os.path.join(build, "CMakeCache.txt")
-        if "PARBENCH_CUDA" not in env and os.path.exists(cache):
-            for line in open(cache):
-                if line.startswith("PARBENCH_CUDA:STRING="):
-                    env["PARBENCH_CUDA"] = line.strip().split("=", 1)[1]
         result = subprocess.run([path, reduced, *args[1:]], cwd=self.workdir, env=env, capture_output=True, text=True,
                                 timeout=600, stdin=subprocess.DEVNULL)
         return self.checked(result)
