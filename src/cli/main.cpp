@@ -79,7 +79,7 @@ int run(int& argc, char**& argv) {
 bool peers_wait_in_mpi(int argc, char** argv) {
     if (parbench::launcher_world_size() < 2 || argc < 2) return false;
     const std::string command = argv[1];
-    bool measuring = command == "all" || command == "train";
+    bool measuring = command == "all" || command == "train" || command == "pairs" || command == "info";
     for (const parbench::Collective* collective : parbench::all_collectives())
         measuring = measuring || command == collective->name();
     if (!measuring) return false;
