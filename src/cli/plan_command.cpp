@@ -330,7 +330,7 @@ class PlanCommand : public Command {
             return;
         }
         p.experts.ep = ep.value_or(1);
-        const int experts = config.moe->experts, dp = p.engine.gradient_ranks() / p.engine.cp;
+        const int experts = config.moe->experts, dp = p.engine.dp;
         if (experts % p.experts.ep != 0)
             throw UsageError("--ep " + std::to_string(p.experts.ep) + " does not divide the " + std::to_string(experts) +
                              " experts of " + config.name + "; use a divisor of " + std::to_string(experts));
@@ -338,6 +338,10 @@ class PlanCommand : public Command {
             throw UsageError("--ep " + std::to_string(p.experts.ep) + " does not divide --dp " + std::to_string(dp) +
                              ": the expert-parallel group is carved from the data-parallel ranks (Megatron-core); use a "
                              "divisor of both " + std::to_string(dp) + " and " + std::to_string(experts) + " experts");
+        if (p.engine.tp > 1 && !p.engine.sp)
+            throw UsageError("--tp " + std::to_string(p.engine.tp) + " without --sp: Megatron-core runs MoE layers under "
+                             "tensor parallelism only with sequence parallelism (each tp rank dispatches its shard of "
+                             "the tokens); add --sp");
     }
 
     // The one layout the flags give (checked as train checks them), or the search's base.

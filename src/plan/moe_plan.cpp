@@ -125,7 +125,8 @@ void apply_moe_traffic(PlanPrediction& out, const PlanContext& context, double s
         moe.moe_layers_rank = std::max(moe.moe_layers_rank, count);
     }
     if (!model.moe || moe.ep == 1 || moe.moe_layers_rank == 0) return;
-    // Each tp rank dispatches its own tokens: its sequence shard under sp, else all of them.
+    // Each tp rank dispatches its sequence-parallel shard of the tokens (with tp > 1 Megatron-core
+    // requires sp for MoE; the command refuses the rest).
     const double tokens = static_cast<double>(l.local_seq_len()) * l.microbatch_size / (l.sp ? l.tp : 1);
     const double element = l.precision == Precision::bf16 ? 2.0 : 4.0;
     const double calls = static_cast<double>(moe_alltoalls_per_layer) * moe.moe_layers_rank * l.microbatches;
@@ -152,7 +153,8 @@ std::vector<PlanLayout> with_expert_degrees(const std::vector<PlanLayout>& layou
             out.push_back(layout);
             continue;
         }
-        if (layout.shard_group > 0) continue;
+        // Megatron-core runs MoE under tensor parallelism only with sequence parallelism.
+        if (layout.shard_group > 0 || (layout.engine.tp > 1 && !layout.engine.sp)) continue;
         const int degrees = std::gcd(layout.experts.model->moe->experts, layout.engine.dp);
         for (int ep = 1; ep <= degrees; ++ep) {
             if (degrees % ep != 0) continue;
@@ -166,7 +168,7 @@ std::vector<PlanLayout> with_expert_degrees(const std::vector<PlanLayout>& layou
 
 std::string moe_approximations(const ModelConfig& config) {
     std::string text = "routed experts' work as E/ep GEMMs of the busiest rank's tokens per expert; all-to-all fully "
-                       "exposed (no dispatch/compute overlap); tokens dispatched per tp rank: its sp shard, else all";
+                       "exposed (no dispatch/compute overlap)";
     if (config.mla)
         text += "; multi-head latent attention counted exactly in parameters (states, optimizer, FLOPs of its "
                 "projections), its compute, activations and attention core as " + std::to_string(config.heads) +

@@ -85,7 +85,8 @@ void apply_moe_traffic(PlanPrediction& out, const PlanContext& context, double s
                        const MoeLinks& links);
 
 // The layouts of --search with every expert-parallel degree that divides the experts and the
-// dp ranks (FSDP's hybrid sharding variants dropped: its replicas are not modelled for experts).
+// dp ranks (FSDP's hybrid sharding variants dropped: its replicas are not modelled for experts;
+// tp > 1 without sp dropped: Megatron-core requires sequence parallelism for MoE under tp).
 std::vector<PlanLayout> with_expert_degrees(const std::vector<PlanLayout>& layouts);
 
 // What plan approximates for MoE models, for its output and JSON.

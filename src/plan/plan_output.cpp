@@ -112,12 +112,12 @@ void print_plan_console(std::ostream& out, const PlanInputs& inputs, const std::
                         const SearchResult* search) {
     const nlohmann::json& m = inputs.model;
     const nlohmann::json& shape = m["shape"];
+    char active[64] = "";  // an MoE model's parameters per token
+    if (m.contains("active_parameters"))
+        std::snprintf(active, sizeof active, ", %.4gB active", m["active_parameters"].get<double>() / 1e9);
     char title[256];
     std::snprintf(title, sizeof title, "%.4gB parameters%s: %d layers, hidden %d", m["parameters"].get<double>() / 1e9,
-                  m.contains("active_parameters")
-                      ? (", " + std::to_string(m["active_parameters"].get<double>() / 1e9).substr(0, 5) + "B active").c_str()
-                      : "",
-                  shape["layers"].get<int>(), shape["hidden"].get<int>());
+                  active, shape["layers"].get<int>(), shape["hidden"].get<int>());
     out << "# parbench plan: " << m["name"].get<std::string>() << " (" << title;
     if (shape.contains("heads"))
         out << ", " << shape["heads"] << " heads, seq " << shape["seq_len"] << ", vocab " << shape["vocab"];

@@ -71,7 +71,7 @@ def main():
         print(f"{model}: total {counted['parameters']:.6g} (published {total:.4g}), active "
               f"{counted['active_parameters']:.6g} (published {active:.4g})")
 
-    args = ["--model", "mixtral-8x7b", "--gpus", "64", "--tp", "2", "--ep", "8", "--zero", "1", "--microbatches", "4",
+    args = ["--model", "mixtral-8x7b", "--gpus", "64", "--tp", "2", "--sp", "--ep", "8", "--zero", "1", "--microbatches", "4",
             "--global-batch", "256", "--recompute", "full", "--moe-imbalance", "1.3"]
     doc, result = planned(binary, out, "mixtral_ep8", args)
     if doc:
@@ -83,9 +83,10 @@ def main():
         ep_lines = [line for line in layout["comm"] if line["dimension"] == "ep"]
         check(len(ep_lines) == 1 and ep_lines[0]["time_ms"] == time_ms["exposed_ep"] == moe["alltoall"]["time_ms"] > 0,
               f"mixtral_ep8: ep lines {ep_lines}, exposed_ep {time_ms['exposed_ep']}")
-        # 4 all-to-alls per MoE layer (32) and micro-batch (4); 2 x 4096 tokens x 4096 x top 2 x 7/8 x 2 B x 1.3 each.
+        # 4 all-to-alls per MoE layer (32) and micro-batch (4); each tp rank's sp shard, 2 x 4096 / 2 tokens, x 4096
+        # x top 2 x 7/8 x 2 B x 1.3 each.
         check(ep_lines and ep_lines[0]["calls"] == 4 * 32 * 4, f"mixtral_ep8: {ep_lines[0]['calls']} all-to-alls")
-        expected = 4 * 32 * 4 * 2 * 4096 * 4096 * 2 * 7 / 8 * 2 * 1.3
+        expected = 4 * 32 * 4 * 2 * 4096 / 2 * 4096 * 2 * 7 / 8 * 2 * 1.3
         check(ep_lines and abs(ep_lines[0]["bytes"] - expected) <= 1e-9 * expected,
               f"mixtral_ep8: {ep_lines[0]['bytes']} bytes, wanted {expected}")
         check(ep_lines and ep_lines[0]["placement"] == "cross_host", "mixtral_ep8: ep 8 x tp 2 spans two hosts of 8")
@@ -101,6 +102,7 @@ def main():
         eps = {layout["layout"]["ep"] for layout in doc["layouts"]}
         check(any(ep > 1 for ep in eps), f"mixtral_search: no layout with ep > 1 among the top 20 ({eps})")
         for layout in doc["layouts"]:
+            check(layout["layout"]["tp"] == 1 or layout["layout"]["sp"], f"mixtral_search: {layout['label']}: tp without sp")
             check(8 % layout["layout"]["ep"] == 0 and layout["layout"]["dp"] % layout["layout"]["ep"] == 0,
                   f"mixtral_search: {layout['label']}: ep divides neither the experts nor dp")
 
@@ -118,6 +120,7 @@ def main():
     refused(binary, out, base + ["--search", "--ep", "2"], ["--ep with --search"], "ep_with_search")
     refused(binary, out, base + ["--ep", "2", "--states", "parbench"], ["--states parbench"], "moe_parbench_states")
     refused(binary, out, base + ["--ep", "2", "--zero", "3", "--hybrid-shard"], ["--hybrid-shard"], "moe_hybrid_shard")
+    refused(binary, out, base + ["--ep", "2"], ["--tp 2 without --sp", "add --sp"], "moe_tp_without_sp")
 
     for failure in failures:
         print("FAIL:", failure)
