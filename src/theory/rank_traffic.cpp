@@ -50,6 +50,8 @@ std::map<std::string, TrafficByOp> engine_rank_traffic(const EngineLayout& l, in
             part.chunks.push_back(range);
             stages.push_back(stage);
             share.layers += range.end - range.first;
+            for (int layer = range.first; layer < range.end; ++layer)
+                share.moe_layers += l.model.moe && l.model.moe->is_moe_layer(layer);
             share.first_stage = share.first_stage || range.first == 0;
             share.last_stage = share.last_stage || range.end == l.model.layers;
         }

@@ -18,7 +18,9 @@ void add(TrafficByOp& traffic, const std::string& op, double calls, double eleme
 
 }  // namespace
 
-ModelShare whole_model_share(const ModelConfig& config) { return ModelShare{config.layers, true, true}; }
+ModelShare whole_model_share(const ModelConfig& config) {
+    return ModelShare{config.layers, true, true, config.moe_layer_count()};
+}
 
 TrafficByOp tensor_parallel_traffic(const ModelConfig& config, int seq_len, int microbatch_size, int microbatches,
                                     const TensorSplit& split, const ModelShare& share, Recompute recompute) {
@@ -33,8 +35,12 @@ TrafficByOp tensor_parallel_traffic(const ModelConfig& config, int seq_len, int 
         const double d = share.last_stage ? 1.0 : 0.0;
         const double r = static_cast<double>(microbatch_size) * seq_len;
         const double n = r * h;
+        // An MoE layer runs replicated over tp (train/moe/moe_layer.hpp): its MLP has neither the
+        // forward's all-reduce of the row-parallel output nor the backward's of the input
+        // gradient (MoE is refused with SP).
+        const double moe = share.moe_layers;
         if (!split.sequence_parallel) {
-            add(traffic, "allreduce", m * (4.0 * l + e + d), n);
+            add(traffic, "allreduce", m * (4.0 * l - 2.0 * moe + e + d), n);
             add(traffic, "allreduce", m * 3.0 * d, r);
         } else {
             add(traffic, "allgather", m * (6.0 * l + e + 2.0 * d), n);
@@ -51,7 +57,7 @@ TrafficByOp tensor_parallel_traffic(const ModelConfig& config, int seq_len, int 
                 add(traffic, "allgather", 2.0 * m * l, n);
                 add(traffic, "reducescatter", 2.0 * m * l, n);
             } else {
-                add(traffic, "allreduce", 2.0 * m * l, n);
+                add(traffic, "allreduce", m * (2.0 * l - moe), n);
             }
         }
         return traffic;

@@ -185,8 +185,11 @@ TrainMeasurements run_training(const TrainPlan& plan, Mesh& mesh, Device& device
         part = pipeline_part(*schedule, mesh.coordinates().pp, plan.stage_ranges, plan.p2p);
     }
     const ContextGroup cp{&mesh.cp(), plan.context_split(mesh.coordinates().cp)};
+    // The balancing biases' loads are summed over the ranks that route the rest of the step's
+    // batch: the gradient group (dp x cp).
+    const MoeContext moe{plan.moe, &mesh.gradient_group()};
     std::unique_ptr<Model> model = make_model(plan.model, shape, o.seed, ops, ledger, tp, part, parse_precision(o.precision),
-                                              plan.recompute, cp);
+                                              plan.recompute, cp, moe);
     // Gradients are averaged over dp x cp (Mesh::gradient_group), so DDP and ZeRO run on it.
     std::unique_ptr<TrainingScheme> scheme =
         make_scheme(SchemeContext{device, ops, mesh.gradient_group(), ledger, *model}, plan.scheme);
@@ -400,7 +403,7 @@ TrainMeasurements run_training(const TrainPlan& plan, Mesh& mesh, Device& device
     return result;
 }
 
-TrainPlan serial_reference_plan(const TrainPlan& plan) {
+TrainPlan serial_reference_plan(const TrainPlan& plan, int dp) {
     TrainPlan serial = plan;
     serial.options.dp = 1;
     serial.options.tp = 1;
@@ -409,12 +412,15 @@ TrainPlan serial_reference_plan(const TrainPlan& plan) {
     serial.tp_style = TensorParallelStyle::megatron;
     serial.options.pp = 1;
     serial.options.zero = 0;
-    serial.options.microbatches = 1;
+    // An MoE layer routes one group per micro-batch and rank (train/moe/router.hpp): its
+    // capacity and balancing loss count over the group. The reference routes the same groups,
+    // the global batch in micro-batches of one rank's size, in the same order.
+    serial.options.microbatches = plan.model.moe ? dp * plan.options.microbatches : 1;
     serial.options.overlap = false;
     serial.options.prefetch = false;
     serial.options.testing_slow_rank = -1;
     serial.scheme.zero_stage = 0;
-    serial.scheme.microbatches = 1;
+    serial.scheme.microbatches = serial.options.microbatches;
     serial.scheme.overlap = false;
     serial.scheme.prefetch = false;
     // The reference keeps every activation, so --check with --recompute shows the recompute

@@ -119,7 +119,9 @@ TrainMeasurements run_training(const TrainPlan& plan, Mesh& mesh, Device& device
 // The serial reference of --check: the same model, seed, data, global batch and steps on a
 // world of one, plain data parallelism with one micro-batch, in the same precision (a bf16
 // run is compared with a bf16 reference: the same numerics, only the summation order differs).
-TrainPlan serial_reference_plan(const TrainPlan& plan);
+// A model with MoE layers is run in micro-batches of one rank's size (`dp`: the run's
+// data-parallel degree), so that its routing groups are the run's.
+TrainPlan serial_reference_plan(const TrainPlan& plan, int dp);
 
 struct CheckResult {
     double max_rel_diff_loss = 0.0;

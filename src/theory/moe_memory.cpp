@@ -1,0 +1,27 @@
+#include "theory/moe_memory.hpp"
+
+#include <algorithm>
+
+namespace parbench {
+namespace {
+constexpr std::size_t element_bytes = 4;  // fp32 and int32 alike
+}
+
+std::size_t moe_dispatch_buffer_bytes(const MoeMemoryShape& s) {
+    return 2 * s.tokens * s.top_k * s.hidden * element_bytes;
+}
+
+std::size_t moe_kept_bytes(const MoeMemoryShape& s) {
+    const std::size_t N = s.tokens, k = s.top_k;
+    const std::size_t elements = N * s.experts + 3 * N * k + (2 * s.experts + 1) + 3 * N * k * s.expert_hidden +
+                                 3 * N * s.shared_experts * s.expert_hidden;
+    return elements * element_bytes + moe_dispatch_buffer_bytes(s);
+}
+
+std::size_t moe_scratch_bytes(const MoeMemoryShape& s) {
+    const std::size_t N = s.tokens, k = s.top_k;
+    const std::size_t widest = std::max(N * k * s.expert_hidden, N * s.shared_experts * s.expert_hidden);
+    return (2 * N * s.experts + N * k + 2 * N * k * s.hidden + 3 * widest) * element_bytes;
+}
+
+}  // namespace parbench
