@@ -31,6 +31,13 @@ MoeRankParameters moe_rank_parameters(const PlanLayout& p, double skeleton_param
         r.moe_layers += moe_layers_in(model, range.first, range.end);
     }
     const MoeLayerParameters layer = moe_layer_parameters(model);
+    if (p.states == StateConvention::parbench) {
+        // The engine's layout is the MoE model's own (theory/model_layout.hpp): router, shared and
+        // routed experts whole on every tp rank, which runs the layer replicated.
+        r.routed = r.moe_layers * layer.routed;
+        r.dense = skeleton_parameters - r.routed;
+        return r;
+    }
     const double t = p.engine.tp;
     // Megatron's split: attention, MLPs and experts by tp; the router is replicated.
     r.dense += r.layers * layer.attention_delta / t +
@@ -100,9 +107,12 @@ void apply_moe_traffic(PlanPrediction& out, const PlanContext& context, double s
 
     // The skeleton's gradient traffic, split: dense parameters over dp x cp as before, routed
     // experts over their expert-data-parallel group (nothing to reduce when it is one rank).
+    // parbench's engine formulas counted the MoE model's own gradients, which train reduces over
+    // dp x cp whole: its lines stand as they are.
     const double dense_share = skeleton_parameters > 0 ? r.dense / skeleton_parameters : 1.0;
     const double expert_share = skeleton_parameters > 0 && moe.expert_dp > 1 ? r.routed / skeleton_parameters : 0.0;
     for (CommLine& line : out.comm) {
+        if (p.states == StateConvention::parbench) break;
         if (line.dimension != "dp" || line.calls <= 0) continue;
         const double each = line.bytes / line.calls;
         const auto share_of = [](Placement placement, double nics) { return placement == Placement::cross_host ? nics : 1.0; };
@@ -151,6 +161,13 @@ std::vector<PlanLayout> with_expert_degrees(const std::vector<PlanLayout>& layou
     for (const PlanLayout& layout : layouts) {
         if (!layout.experts.has_experts()) {
             out.push_back(layout);
+            continue;
+        }
+        if (layout.states == StateConvention::parbench) {
+            // parbench's train: its MoE layers run replicated over tp (no sp), without zb-h1's
+            // split backward and without expert parallelism (check_engine_moe_layout's rules).
+            const bool zero_bubble = layout.engine.pp > 1 && layout.engine.schedule == ScheduleKind::zero_bubble_h1;
+            if (!layout.engine.sp && !zero_bubble) out.push_back(layout);
             continue;
         }
         // Megatron-core runs MoE under tensor parallelism only with sequence parallelism.

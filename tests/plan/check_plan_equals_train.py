@@ -12,8 +12,8 @@ gives both the user's flags and nothing more.
     check_plan_equals_train.py --parbench BIN --out DIR --mpiexec "mpirun ..." --random COUNT [--seed S]
 
 --random draws COUNT layouts that train runs here (at most 4 ranks; dp, tp, pp, cp, ZeRO stage,
-sp, recompute, schedule, virtual stages, micro-batches, overlap, prefetch, precision; GPT, Llama and MLP
-tiny models), prints the seed first so a failure can be replayed, and fails on the first layout
+sp, recompute, schedule, virtual stages, micro-batches, overlap, prefetch, precision; GPT, Llama, MLP
+and mixture-of-experts Llama tiny models), prints the seed first so a failure can be replayed, and fails on the first layout
 where the two disagree. A layout train refuses (exit status 2, a rule this generator does not
 know) is drawn again and counted apart; a refusal by plan of a layout train ran is a failure.
 """
@@ -28,6 +28,10 @@ import sys
 PIPE_GPT = {"kind": "gpt", "layers": 4, "hidden": 32, "heads": 2, "seq_len": 16, "vocab": 64}
 PIPE_LLAMA = {"kind": "llama", "layers": 4, "hidden": 32, "heads": 4, "kv_heads": 2, "ffn_hidden": 80,
               "seq_len": 16, "vocab": 64, "rope_theta": 10000.0, "norm_eps": 1e-5}
+# Layers 1 and 3 an MoE of 4 experts, top 2, with a shared expert (what train's MoE layer runs).
+PIPE_LLAMA_MOE = dict(PIPE_LLAMA, moe={"experts": 4, "top_k": 2, "expert_hidden": 24, "shared_experts": 1,
+                                       "first_dense": 1, "every": 2})
+PIPE_MODELS = {"gpt": PIPE_GPT, "llama": PIPE_LLAMA, "llama-moe": PIPE_LLAMA_MOE}
 
 
 class Mismatch(Exception):
@@ -103,13 +107,20 @@ def divisors(n):
 def draw(rng, folder):
     """One layout train can run on at most 4 ranks: (ranks, flags)."""
     ranks, flags = draw_layout(rng, folder)
-    if rng.random() < 0.25:
+    # train's MoE layers run fp32 only (train/train_options.cpp check_moe).
+    if rng.random() < 0.25 and not is_moe(flags):
         flags += ["--precision", "bf16"]  # bf16 matmul operand copies; fp32 is both commands' default
     return ranks, flags
 
 
+def is_moe(flags):
+    model = flags[flags.index("--model") + 1]
+    return "moe" in os.path.basename(model)
+
+
 def draw_layout(rng, folder):
-    kind = rng.choice(["gpt", "gpt", "llama", "llama", "mlp"])
+    kind = rng.choice(["gpt", "gpt", "llama", "llama", "llama-moe", "mlp"])
+    moe = kind == "llama-moe"
     ranks = rng.choice([1, 2, 2, 2, 4, 4])
     flags = []
     if kind == "mlp":
@@ -128,12 +139,13 @@ def draw_layout(rng, folder):
     pp = rng.choice([1, 1, 2]) if ranks >= 2 else 1
     rest = ranks // pp
     tp = rng.choice(divisors(rest))
-    cp = rng.choice(divisors(rest // tp)) if pp == 1 else 1
+    # train's MoE layers route whole micro-batches: no context parallelism, no sequence parallelism.
+    cp = rng.choice(divisors(rest // tp)) if pp == 1 and not moe else 1
     dp = rest // tp // cp
     if pp > 1:
         path = os.path.join(folder, f"{kind}-pipe.json")
         with open(path, "w") as out:
-            json.dump(PIPE_GPT if kind == "gpt" else PIPE_LLAMA, out)
+            json.dump(PIPE_MODELS[kind], out)
         flags += ["--model", path]
     else:
         flags += ["--model", f"{kind}-tiny"]
@@ -141,14 +153,14 @@ def draw_layout(rng, folder):
     if cp > 1:
         flags += ["--cp", str(cp), "--cp-style", rng.choice(["ring", "alltoall"]),
                   "--cp-balance", rng.choice(["zigzag", "none"])]
-    sp = tp > 1 and rng.random() < 0.5
+    sp = tp > 1 and not moe and rng.random() < 0.5
     if sp:
         flags.append("--sp")
     recompute = rng.choice(["none", "none", "selective", "full"])
     zero = rng.choice([0, 1]) if pp > 1 else rng.choice([0, 1, 2, 3])
     if pp > 1:
         schedule = rng.choice(["gpipe", "1f1b", "interleaved", "zb-h1"])
-        if schedule == "zb-h1" and (sp or recompute == "full"):
+        if schedule == "zb-h1" and (sp or recompute == "full" or moe):
             schedule = "1f1b"
         microbatches = rng.choice([2, 4])
         flags += ["--schedule", schedule]

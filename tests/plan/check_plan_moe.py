@@ -118,7 +118,14 @@ def main():
     refused(binary, out, base + ["--ep", "2", "--moe-imbalance", "nan"], ["--moe-imbalance"], "imbalance_nan")
     refused(binary, out, base + ["--ep", "0"], ["--ep"], "ep_zero")
     refused(binary, out, base + ["--search", "--ep", "2"], ["--ep with --search"], "ep_with_search")
-    refused(binary, out, base + ["--ep", "2", "--states", "parbench"], ["--states parbench"], "moe_parbench_states")
+    # --states parbench plans parbench's own train, which runs MoE layers only where its engine does.
+    refused(binary, out, base + ["--ep", "2", "--states", "parbench"], ["--ep 2", "--states parbench", "drop --ep"],
+            "moe_parbench_ep")
+    refused(binary, out, base + ["--sp", "--states", "parbench"], ["--sp", "drop --sp"], "moe_parbench_sp")
+    refused(binary, out, base + ["--states", "parbench", "--precision", "bf16"], ["--precision bf16", "fp32"],
+            "moe_parbench_bf16")
+    refused(binary, out, ["--model", "deepseek-v3", "--gpus", "64", "--states", "parbench"], ["\"mla\"", "--states"],
+            "moe_parbench_mla")
     refused(binary, out, base + ["--ep", "2", "--zero", "3", "--hybrid-shard"], ["--hybrid-shard"], "moe_hybrid_shard")
     refused(binary, out, base + ["--ep", "2"], ["--tp 2 without --sp", "add --sp"], "moe_tp_without_sp")
 
