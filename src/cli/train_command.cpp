@@ -467,6 +467,10 @@ std::unique_ptr<Command> add_train_command(CLI::App& app) {
     sub->add_option("--cp-balance", o.cp_balance,
                     "Context-parallel causal balance: zigzag (two chunks per rank, one from each end, default) or "
                     "none (contiguous chunks)");
+    sub->add_option("--ep", o.ep,
+                    "Expert-parallel degree (MoE models): ranks that split the experts, carved from the dp ranks "
+                    "(ep consecutive dp ranks form a group, Megatron-core's order tp-cp-ep-dp-pp)")
+        ->capture_default_str();
     sub->add_option("--moe-expert-capacity-factor", o.moe_capacity_factor,
                     "MoE: each expert takes at most ceil(F x tokens x top_k / experts) of a micro-batch's "
                     "assignments, dropping those of lowest router weight (default: dropless)");

@@ -214,7 +214,8 @@ void llama_items(const EngineLayout& l, const PipelinePart& part, ItemList& item
                                    static_cast<std::size_t>(l.model.moe->experts),
                                    static_cast<std::size_t>(l.model.moe->top_k),
                                    static_cast<std::size_t>(l.model.moe->expert_hidden),
-                                   static_cast<std::size_t>(l.model.moe->shared_experts)};
+                                   static_cast<std::size_t>(l.model.moe->shared_experts),
+                                   static_cast<std::size_t>(l.ep)};
     const double moe_kept = static_cast<double>(moe_kept_bytes(moe_shape)) / f32;
     const double moe_block = l.recompute == Recompute::full ? rc : block - 3 * wide + moe_kept;
     const double full_recompute_work = (moe_count < l.model.layers ? full_block : full_block - 3 * wide) +

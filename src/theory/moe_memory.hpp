@@ -23,6 +23,14 @@
 // The dispatch and combine buffers are the rows the all-to-alls of expert parallelism carry
 // (the dispatch sends the dispatch buffer's rows to their experts' ranks, the combine brings
 // the combine buffer's back).
+//
+// Expert parallelism over ep > 1 ranks (each holding E/ep experts) runs the experts on the rows
+// the rank receives, which dropless routing bounds only by R = ep·N·k (every peer's every
+// assignment to this rank's experts). Then the experts' gate, up and product have R rows
+// (3·R·Fe kept, in place of 3·N·k·Fe), and each rank adds
+//     kept:    received rows R·C, the experts' outputs before the combine R·C, the rows
+//              received per (source, local expert) E
+//     scratch: their gradients 2·R·C, and the SwiGLU gradients 3·max(R·Fe, N·S·Fe)
 #pragma once
 
 #include <cstddef>
@@ -36,6 +44,9 @@ struct MoeMemoryShape {
     std::size_t top_k = 0;           // k
     std::size_t expert_hidden = 0;   // Fe
     std::size_t shared_experts = 0;  // S
+    std::size_t ep = 1;              // expert-parallel ranks
+    // Rows the experts of this rank run on at most: N·k, or ep·N·k under expert parallelism.
+    std::size_t expert_rows() const { return ep > 1 ? ep * tokens * top_k : tokens * top_k; }
 };
 
 // Bytes of the dispatch and combine buffers of one MoE layer and micro-batch: 2·N·k·C·4.

@@ -47,5 +47,6 @@ std::size_t Model::context_workspace_bytes() const { return 0; }
 double Model::auxiliary_loss(int) const { return 0.0; }
 std::vector<MoeLayerStats> Model::finish_step() { return {}; }
 std::vector<int> Model::moe_layers() const { return {}; }
+Model::MoeMemory Model::moe_memory() const { return {}; }
 
 }  // namespace parbench

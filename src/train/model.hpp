@@ -125,6 +125,13 @@ class Model {
     virtual std::vector<MoeLayerStats> finish_step();
     // This rank's MoE layers (global indices), in the order finish_step lists them.
     virtual std::vector<int> moe_layers() const;
+    // What the ledger gave one MoE layer's kept buffers (per micro-batch) and the MoE scratch,
+    // and the shape theory/moe_memory.hpp's formulas take; zeros without MoE layers.
+    struct MoeMemory {
+        std::size_t kept_bytes = 0, scratch_bytes = 0;
+        MoeMemoryShape shape;
+    };
+    virtual MoeMemory moe_memory() const;
 };
 
 // Builds the model of the config's kind; every buffer it holds is counted in `ledger`. With

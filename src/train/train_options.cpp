@@ -230,6 +230,7 @@ MeshShape resolve_layout(const TrainPlan& plan, int world_size) {
         throw UsageError("--global-batch " + text(o.global_batch) + " does not divide into --dp " + text(shape.dp) +
                          " x --microbatches " + text(o.microbatches) + " = " + text(shape.dp * o.microbatches) +
                          " equal micro-batches; use a multiple of " + text(shape.dp * o.microbatches));
+    check_expert_parallel(plan.model, o.ep, shape.dp);
     return shape;
 }
 
@@ -262,6 +263,7 @@ nlohmann::json to_json(const TrainOptions& o) {
         {"cp", o.cp},
         {"cp_style", optional(o.cp_style)},
         {"cp_balance", optional(o.cp_balance)},
+        {"ep", o.ep},
         {"moe_expert_capacity_factor", optional(o.moe_capacity_factor)},
         {"moe_aux_loss_coeff", o.moe_aux_loss_coeff},
         {"moe_router_bias_update_rate", o.moe_bias_update_rate},
@@ -281,6 +283,7 @@ EngineLayout engine_layout(const TrainPlan& plan, const MeshShape& mesh) {
     l.microbatch_size = o.global_batch / mesh.dp / o.microbatches;
     l.dp = mesh.dp;
     l.cp = mesh.cp;
+    l.ep = o.ep;
     l.cp_style = plan.cp_style;
     l.cp_balance = plan.cp_balance;
     l.tp = mesh.tp;

@@ -117,9 +117,11 @@ class LlamaModel : public Model {
                                            static_cast<std::size_t>(config.moe->experts),
                                            static_cast<std::size_t>(config.moe->top_k),
                                            static_cast<std::size_t>(config.moe->expert_hidden),
-                                           static_cast<std::size_t>(config.moe->shared_experts)};
+                                           static_cast<std::size_t>(config.moe->shared_experts),
+                                           static_cast<std::size_t>(moe.expert_group ? moe.expert_group->size() : 1)};
             const std::size_t before = ledger.usage().live_of(MemoryCategory::activations);
-            moe_layer_ = std::make_unique<MoeLayer>(moe_shape, config.moe->score, moe.settings, ops, arena_);
+            moe_layer_ =
+                std::make_unique<MoeLayer>(moe_shape, config.moe->score, moe.settings, ops, arena_, moe.expert_group);
             moe_scratch_bytes_ = ledger.usage().live_of(MemoryCategory::activations) - before;
             for (int l = 0; l < L_; ++l) {
                 if (!is_moe(l) || local_unit_[static_cast<std::size_t>(l + 1)] < 0) continue;
@@ -222,6 +224,11 @@ class LlamaModel : public Model {
         for (std::size_t i = 0; i < moe_stats_.size(); ++i)
             sum += aux_losses_.at(static_cast<std::size_t>(microbatch) * moe_stats_.size() + i);
         return sum;
+    }
+
+    MoeMemory moe_memory() const override {
+        if (!moe_layer_) return {};
+        return MoeMemory{moe_kept_bytes_, moe_scratch_bytes_, moe_layer_->shape()};
     }
 
     std::vector<int> moe_layers() const override {
@@ -367,8 +374,9 @@ class LlamaModel : public Model {
         const float* mlp = projection_;
         if (is_moe(l)) {
             const int index = moe_layer_index_.at(l);
-            const MoeForwardResult routed = moe_layer_->forward(projection_, a.moe, n2, moe_weights(p, w),
-                                                                moe_bias_[static_cast<std::size_t>(index)].data());
+            const MoeForwardResult routed =
+                moe_layer_->forward(projection_, a.moe, n2, moe_weights(p, w), moe_bias_[static_cast<std::size_t>(index)].data(),
+                                    moe_stats_[static_cast<std::size_t>(index)].exchange);
             if (!recomputing_) count_moe(index, routed);
         } else {
             matmuls_.forward(a.gate, n2, param(p, w.wgate), nullptr, BT, C_, Fl_);
@@ -466,7 +474,8 @@ class LlamaModel : public Model {
             // The group's balancing loss weighs in the step loss as its rows do (loss_scale_
             // per row): alpha · rows · loss_scale_.
             const double balance_weight = moe_context_.settings.aux_loss_coeff * static_cast<double>(rows()) * loss_scale_;
-            moe_layer_->backward(dnormed_, moe_gradients(g, w), dmlp, a.moe, n2, moe_weights(p, w), balance_weight);
+            moe_layer_->backward(dnormed_, moe_gradients(g, w), dmlp, a.moe, n2, moe_weights(p, w), balance_weight,
+                                 moe_stats_[static_cast<std::size_t>(moe_layer_index_.at(l))].exchange);
         } else {
             if (defer) copy_floats(ops_, stash->dmlp, dmlp, btc);
             ops_.fill(dwide_, 0.0f, wide);
@@ -654,7 +663,11 @@ class LlamaModel : public Model {
             a.up = arena_.floats(wide);
             a.glu = arena_.floats(wide);
         }
-        if (moe_mlp) a.moe = moe_layer_->allocate_activations(arena_);
+        if (moe_mlp) {
+            const std::size_t before = ledger_.usage().live_of(MemoryCategory::activations);
+            a.moe = moe_layer_->allocate_activations(arena_);
+            moe_kept_bytes_ = ledger_.usage().live_of(MemoryCategory::activations) - before;
+        }
         a.residual3 = arena_.floats(rc);
         return a;
     }
@@ -760,6 +773,7 @@ class LlamaModel : public Model {
     MoeContext moe_context_;
     std::unique_ptr<MoeLayer> moe_layer_;    // null without MoE layers
     std::size_t moe_scratch_bytes_ = 0;      // what it took from the ledger
+    std::size_t moe_kept_bytes_ = 0;         // what one MoE layer's kept buffers took
     std::map<int, int> moe_layer_index_;     // global layer -> this rank's MoE layer index
     std::vector<MoeLayerStats> moe_stats_;   // this step's, per MoE layer held
     std::vector<std::vector<float>> moe_bias_;     // (E) per MoE layer held: the balancing bias
