@@ -326,9 +326,6 @@ class PlanCommand : public Command {
         if (l.precision != Precision::fp32)
             throw UsageError("--precision bf16 with MoE model " + config.name + " under --states parbench: train's MoE "
                              "layers run fp32 only; use --precision fp32" + fix);
-        if (ep.value_or(1) > 1)
-            throw UsageError("--ep " + std::to_string(*ep) + " under --states parbench: train does not run expert "
-                             "parallelism yet, so there is nothing of its to predict; drop --ep" + fix);
     }
 
     // --ep and --moe-imbalance for a mixture-of-experts model (plan/moe_plan.hpp); refused for a
@@ -353,6 +350,8 @@ class PlanCommand : public Command {
             return;
         }
         p.experts.ep = ep.value_or(1);
+        // parbench's engine formulas size the MoE layers' receive buffers and exchanges by ep.
+        if (p.states == StateConvention::parbench) p.engine.ep = p.experts.ep;
         const int experts = config.moe->experts, dp = p.engine.dp;
         if (experts % p.experts.ep != 0)
             throw UsageError("--ep " + std::to_string(p.experts.ep) + " does not divide the " + std::to_string(experts) +

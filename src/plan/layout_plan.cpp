@@ -289,6 +289,9 @@ PlanPrediction predict_layout(const PlanLayout& p, const PlanContext& context, c
     add_lines("dp", out.memory.pp_rank, sharded_over, placement_of(sharded_over * l.tp, cluster),
               p.states == StateConvention::zero ? 0.5 : 1.0,
               nics_used(std::min(sharded_over, std::max(1, cluster.gpus_per_host / l.tp))));
+    // parbench's engine: the MoE layers' exchanges over the ep group (members tp x cp apart).
+    if (p.states == StateConvention::parbench && l.ep > 1)
+        add_lines("ep", out.memory.pp_rank, l.ep, placement_of(l.ep * l.tp * l.cp, cluster), 1.0);
     if (p.experts.active()) {
         // MoE: the ep group's members are tp x cp apart, the expert-dp group's tp x cp x ep apart.
         const int ep = p.experts.ep, host = cluster.gpus_per_host;

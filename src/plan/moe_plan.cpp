@@ -135,6 +135,19 @@ void apply_moe_traffic(PlanPrediction& out, const PlanContext& context, double s
         moe.moe_layers_rank = std::max(moe.moe_layers_rank, count);
     }
     if (!model.moe || moe.ep == 1 || moe.moe_layers_rank == 0) return;
+    if (p.states == StateConvention::parbench) {
+        // The ep lines are the engine's (theory/traffic.hpp expert_parallel_traffic, added with the
+        // other dimensions): the counts' alltoall and the dispatch and combine alltoallv as train
+        // counts them, under balanced routing.
+        for (const CommLine& line : out.comm) {
+            if (line.dimension != "ep") continue;
+            moe.alltoall_calls += line.calls;
+            moe.alltoall_bytes += line.bytes;
+            moe.alltoall_ms += line.time_ms;
+        }
+        out.exposed_ep_ms = moe.alltoall_ms;  // train waits for each exchange
+        return;
+    }
     // Each tp rank dispatches its sequence-parallel shard of the tokens (with tp > 1 Megatron-core
     // requires sp for MoE; the command refuses the rest).
     const double tokens = static_cast<double>(l.local_seq_len()) * l.microbatch_size / (l.sp ? l.tp : 1);
@@ -163,20 +176,19 @@ std::vector<PlanLayout> with_expert_degrees(const std::vector<PlanLayout>& layou
             out.push_back(layout);
             continue;
         }
-        if (layout.states == StateConvention::parbench) {
-            // parbench's train: its MoE layers run replicated over tp (no sp), without zb-h1's
-            // split backward and without expert parallelism (check_engine_moe_layout's rules).
-            const bool zero_bubble = layout.engine.pp > 1 && layout.engine.schedule == ScheduleKind::zero_bubble_h1;
-            if (!layout.engine.sp && !zero_bubble) out.push_back(layout);
+        const bool engine = layout.states == StateConvention::parbench;
+        // parbench's train runs its MoE layers replicated over tp (no sp) and without zb-h1's
+        // split backward (check_engine_moe_layout's rules); Megatron-core runs MoE under tensor
+        // parallelism only with sequence parallelism.
+        if (engine && (layout.engine.sp || (layout.engine.pp > 1 && layout.engine.schedule == ScheduleKind::zero_bubble_h1)))
             continue;
-        }
-        // Megatron-core runs MoE under tensor parallelism only with sequence parallelism.
-        if (layout.shard_group > 0 || (layout.engine.tp > 1 && !layout.engine.sp)) continue;
+        if (!engine && (layout.shard_group > 0 || (layout.engine.tp > 1 && !layout.engine.sp))) continue;
         const int degrees = std::gcd(layout.experts.model->moe->experts, layout.engine.dp);
         for (int ep = 1; ep <= degrees; ++ep) {
             if (degrees % ep != 0) continue;
             PlanLayout variant = layout;
             variant.experts.ep = ep;
+            if (engine) variant.engine.ep = ep;
             out.push_back(variant);
         }
     }

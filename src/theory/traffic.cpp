@@ -22,6 +22,19 @@ ModelShare whole_model_share(const ModelConfig& config) {
     return ModelShare{config.layers, true, true, config.moe_layer_count()};
 }
 
+TrafficByOp expert_parallel_traffic(const ModelConfig& config, double tokens, int microbatches, int ep,
+                                    const ModelShare& share, Recompute recompute) {
+    TrafficByOp traffic;
+    if (!config.moe || ep <= 1 || share.moe_layers == 0) return traffic;
+    const double forwards = recompute == Recompute::full ? 2.0 : 1.0;
+    const double layer_micro = static_cast<double>(share.moe_layers) * microbatches;
+    const double rows = tokens * config.moe->top_k;
+    // int32 counts and fp32 rows: both 4 bytes, add()'s element.
+    add(traffic, "alltoall", layer_micro * forwards, static_cast<double>(config.moe->experts));
+    add(traffic, "alltoallv", layer_micro * (2.0 * forwards + 2.0), rows * config.hidden);
+    return traffic;
+}
+
 TrafficByOp tensor_parallel_traffic(const ModelConfig& config, int seq_len, int microbatch_size, int microbatches,
                                     const TensorSplit& split, const ModelShare& share, Recompute recompute) {
     TrafficByOp traffic;

@@ -3,7 +3,9 @@
 train only --steps/--warmup/--json) must count the same bytes, exactly: the memory of the most
 loaded rank per category (params, grads, optimizer, activations, total) against train's ledger,
 and the traffic of every parallel dimension (calls and bytes per collective) against what train
-counted, plus every pipeline rank's bytes sent. Issue 21 item 10 was two defaults that differed
+counted, plus every pipeline rank's bytes sent. Under expert parallelism (--ep) the ep group's calls and
+its counts' alltoall bytes are compared exactly, and its dispatch/combine alltoallv bytes, which
+follow the routing, must lie between plan's (balanced routing) and ep times them. Issue 21 item 10 was two defaults that differed
 (plan's --precision was bf16, train's fp32; plan's --global-batch dp x micro-batches, train's
 8), which a check that copies train's resolved settings into plan's flags cannot see; this one
 gives both the user's flags and nothing more.
@@ -71,6 +73,7 @@ def compare(args, ranks, flags, folder):
                                f"{predicted['memory_bytes'][plan_key]} B")
     layout = result["layout"]
     cp = layout.get("cp", 1)
+    ep = layout.get("ep", 1)
     comm = result["comm"]
     stage = comm["reported_rank"]["pp"]
     by_rank = predicted["traffic_by_pp_rank"]
@@ -88,6 +91,21 @@ def compare(args, ranks, flags, folder):
                 if p["calls"] != t["calls"] or p["bytes"] != t["bytes"]:
                     differences.append(f"{dimension} {op}: train counted {t['calls']} calls {t['bytes']} B, plan "
                                        f"{p['calls']} calls {p['bytes']} B")
+        if ep > 1:
+            # The MoE layers' exchanges: the calls and the counts' alltoall exactly; the alltoallv
+            # bytes follow the routing (max(sent, received) per call), which plan takes balanced:
+            # dropless, a rank sends exactly plan's rows and receives up to ep times as many.
+            counted, expected = comm.get("ep", {}), ours.get("ep", {})
+            for op in sorted(set(expected) | set(counted)):
+                p, t = expected.get(op, {"calls": 0, "bytes": 0}), counted.get(op, {"calls": 0, "bytes": 0})
+                if op == "alltoallv":
+                    agree = p["calls"] == t["calls"] and p["bytes"] <= t["bytes"] <= ep * p["bytes"]
+                else:
+                    agree = p["calls"] == t["calls"] and p["bytes"] == t["bytes"]
+                if not agree:
+                    differences.append(f"ep {op}: train counted {t['calls']} calls {t['bytes']} B, plan "
+                                       f"{p['calls']} calls {p['bytes']} B" +
+                                       (" (its bytes must lie in [plan, ep x plan])" if op == "alltoallv" else ""))
         if layout["pp"] > 1:
             for rank in result["bubble"]["by_rank"]:
                 sent = by_rank[rank["stage"]].get("pp", {}).get("send", {"bytes": 0})["bytes"]
@@ -150,6 +168,8 @@ def draw_layout(rng, folder):
     else:
         flags += ["--model", f"{kind}-tiny"]
     flags += ["--dp", str(dp), "--tp", str(tp), "--pp", str(pp)]
+    if moe and dp > 1:
+        flags += ["--ep", str(rng.choice([e for e in divisors(dp) if 4 % e == 0]))]  # 4 experts
     if cp > 1:
         flags += ["--cp", str(cp), "--cp-style", rng.choice(["ring", "alltoall"]),
                   "--cp-balance", rng.choice(["zigzag", "none"])]
