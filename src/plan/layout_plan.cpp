@@ -396,7 +396,9 @@ PlanPrediction predict_layout(const PlanLayout& p, const PlanContext& context, c
     }
     if (!context.rate.includes_optimizer) {
         double owned = static_cast<double>(rank.layout.total_numel()) / (l.zero >= 1 ? l.gradient_ranks() : 1);
-        if (p.experts.active())  // dense states sharded over dp x cp, the experts' over their own group
+        // Dense states sharded over dp x cp, the experts' over their own group (the frameworks';
+        // parbench's train shards every state over dp x cp, experts included).
+        if (p.experts.active() && p.states != StateConvention::parbench)
             owned = out.moe.dense_parameters_rank / (l.zero >= 1 ? l.gradient_ranks() : 1) +
                     out.moe.expert_parameters_rank / (l.zero >= 1 ? expert_data_parallel(p) : 1);
         const double gbps = context.rate.optimizer_gbps ? *context.rate.optimizer_gbps : cluster.device.memory_bandwidth_gbps;

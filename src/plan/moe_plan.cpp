@@ -92,7 +92,8 @@ void apply_moe_traffic(PlanPrediction& out, const PlanContext& context, double s
     MoePrediction& moe = out.moe;
     moe.active = true;
     moe.ep = p.experts.ep;
-    moe.expert_dp = expert_data_parallel(p);
+    // parbench's train keeps every expert on every rank and reduces their gradients over dp x cp.
+    moe.expert_dp = p.states == StateConvention::parbench ? l.gradient_ranks() : expert_data_parallel(p);
     moe.imbalance = p.experts.effective_imbalance();
     moe.ep_placement = links.ep;
     const MoeRankParameters r =
