@@ -484,8 +484,11 @@ void print_train_summary(std::ostream& out, const nlohmann::json& r) {
     if (r["mfu"].is_null())
         out << "MFU                          unknown (no peak for this device; give --peak-tflops)\n";
     else {
-        std::snprintf(line, sizeof line, "%-28s %.1f%% of %.4g TFLOP/s (%s)\n", "MFU", 100.0 * r["mfu"].get<double>(),
-                      r["peak_tflops_per_rank"].get<double>(), r["peak_source"].get<std::string>().c_str());
+        // A mixture of experts counts the parameters a token runs (theory/moe_active_flops.hpp).
+        const std::string basis = r.contains("moe") ? "; active parameters" : "";
+        std::snprintf(line, sizeof line, "%-28s %.1f%% of %.4g TFLOP/s (%s%s)\n", "MFU", 100.0 * r["mfu"].get<double>(),
+                      r["peak_tflops_per_rank"].get<double>(), r["peak_source"].get<std::string>().c_str(),
+                      basis.c_str());
         if (r["flops"]["recompute"] != "none") {
             out << line;
             std::snprintf(line, sizeof line,
