@@ -93,6 +93,10 @@ nlohmann::json activation_json(const TrainSummaryInputs& in) {
     activation["recompute"] = recompute_name(in.plan.recompute);
     activation["formula_bytes_per_layer"] = formula.bytes;
     activation["formula"] = formula.formula;
+    if (in.plan.model.moe)
+        activation["moe_note"] = "measured: a dense layer's when the model has one, else an MoE layer's, which keeps "
+                                 "moe.memory.kept_bytes_per_layer in place of the SwiGLU's three buffers; the formula "
+                                 "is a dense layer's";
     if (!formula.paper_formula.empty()) {
         activation["paper_bytes_per_layer"] = formula.paper_bytes;
         activation["paper_formula"] = formula.paper_formula;
