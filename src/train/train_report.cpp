@@ -93,6 +93,10 @@ nlohmann::json activation_json(const TrainSummaryInputs& in) {
     activation["recompute"] = recompute_name(in.plan.recompute);
     activation["formula_bytes_per_layer"] = formula.bytes;
     activation["formula"] = formula.formula;
+    if (in.plan.model.moe)
+        activation["moe_note"] = "measured: a dense layer's when the model has one, else an MoE layer's, which keeps "
+                                 "moe.memory.kept_bytes_per_layer in place of the SwiGLU's three buffers; the formula "
+                                 "is a dense layer's";
     if (!formula.paper_formula.empty()) {
         activation["paper_bytes_per_layer"] = formula.paper_bytes;
         activation["paper_formula"] = formula.paper_formula;
@@ -484,8 +488,11 @@ void print_train_summary(std::ostream& out, const nlohmann::json& r) {
     if (r["mfu"].is_null())
         out << "MFU                          unknown (no peak for this device; give --peak-tflops)\n";
     else {
-        std::snprintf(line, sizeof line, "%-28s %.1f%% of %.4g TFLOP/s (%s)\n", "MFU", 100.0 * r["mfu"].get<double>(),
-                      r["peak_tflops_per_rank"].get<double>(), r["peak_source"].get<std::string>().c_str());
+        // A mixture of experts counts the parameters a token runs (theory/moe_active_flops.hpp).
+        const std::string basis = r.contains("moe") ? "; active parameters" : "";
+        std::snprintf(line, sizeof line, "%-28s %.1f%% of %.4g TFLOP/s (%s%s)\n", "MFU", 100.0 * r["mfu"].get<double>(),
+                      r["peak_tflops_per_rank"].get<double>(), r["peak_source"].get<std::string>().c_str(),
+                      basis.c_str());
         if (r["flops"]["recompute"] != "none") {
             out << line;
             std::snprintf(line, sizeof line,

@@ -236,17 +236,18 @@ std::optional<MoeMeasurements> gather_moe(const std::vector<MoeLayerStats>& tota
 
 // Per step: the alltoall (rows per expert) and alltoallv (dispatch, combine) calls and bytes.
 TrafficByOp moe_exchange_traffic(const std::vector<MoeLayerStats>& totals, int steps) {
-    TrafficByOp traffic;
+    // Summed over the layers first and divided once, as measured_traffic divides the
+    // communicator's totals: the two must agree to the last bit.
+    double alltoall_calls = 0.0, alltoall_bytes = 0.0, alltoallv_calls = 0.0, alltoallv_bytes = 0.0;
     for (const MoeLayerStats& layer : totals) {
-        if (layer.exchange.alltoall_calls > 0) {
-            traffic["alltoall"].calls += static_cast<double>(layer.exchange.alltoall_calls) / steps;
-            traffic["alltoall"].bytes += layer.exchange.counts_bytes / steps;
-        }
-        if (layer.exchange.alltoallv_calls > 0) {
-            traffic["alltoallv"].calls += static_cast<double>(layer.exchange.alltoallv_calls) / steps;
-            traffic["alltoallv"].bytes += (layer.exchange.dispatch_bytes + layer.exchange.combine_bytes) / steps;
-        }
+        alltoall_calls += layer.exchange.alltoall_calls;
+        alltoall_bytes += layer.exchange.counts_bytes;
+        alltoallv_calls += layer.exchange.alltoallv_calls;
+        alltoallv_bytes += layer.exchange.dispatch_bytes + layer.exchange.combine_bytes;
     }
+    TrafficByOp traffic;
+    if (alltoall_calls > 0) traffic["alltoall"] = CollectiveVolume{alltoall_calls / steps, alltoall_bytes / steps};
+    if (alltoallv_calls > 0) traffic["alltoallv"] = CollectiveVolume{alltoallv_calls / steps, alltoallv_bytes / steps};
     return traffic;
 }
 

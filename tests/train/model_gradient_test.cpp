@@ -4,6 +4,7 @@
 // wrong the same way serially and in parallel).
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cmath>
 #include <map>
 #include <vector>
@@ -133,6 +134,30 @@ TEST(ModelGradients, LlamaMoeSigmoidMatchesFiniteDifferences) {
 TEST(ModelGradients, LlamaMoeWithDroppingMatchesFiniteDifferences) {
     expect_gradients_match(llama_moe_config(MoeScore::softmax, 0), MicrobatchShape{2, 4, 1}, 8.0,
                            MoeContext{MoeSettings{1.0, 0.05, 0.0}, nullptr}, 1e-3f, true);
+}
+
+// DeepSeek-V3's aux-loss-free balancing: after a step, the expert chosen most moves its bias
+// down by the rate and the least chosen up, so with a rate far above the sigmoid scores'
+// spread the next forward of the same batch sends fewer assignments to the busiest expert.
+TEST(MoeBalancingBias, MovesLoadOffTheBusiestExpert) {
+    const ModelConfig config = llama_moe_config(MoeScore::sigmoid, 0);
+    CpuDevice device;
+    MemoryLedger ledger(device);
+    std::unique_ptr<Ops> ops = make_ops(device);
+    std::unique_ptr<Model> model = make_model(config, MicrobatchShape{2, 4, 1}, 11, *ops, ledger, {}, {}, Precision::fp32,
+                                              Recompute::none, {}, MoeContext{MoeSettings{std::nullopt, 0.0, 1.0}, nullptr});
+    HostAccess access(model->layout(), 11);
+    model->stage_batch(0, 0);
+    model->forward(0, access);
+    const std::vector<MoeLayerStats> first = model->finish_step();
+    model->forward(0, access);
+    const std::vector<MoeLayerStats> second = model->finish_step();
+    ASSERT_EQ(first.size(), 1u);
+    const std::vector<std::int64_t>& before = first[0].tokens_per_expert;
+    const std::vector<std::int64_t>& after = second[0].tokens_per_expert;
+    const auto busiest = std::max_element(before.begin(), before.end()) - before.begin();
+    ASSERT_GT(before[busiest] * 4, first[0].routed) << "the first step was balanced already: nothing to test";
+    EXPECT_LT(after[busiest], before[busiest]);
 }
 
 TEST(ModelGradients, MlpMatchesFiniteDifferences) {

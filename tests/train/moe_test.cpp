@@ -6,7 +6,9 @@
 #include <vector>
 
 #include "device/cpu_device.hpp"
+#include "theory/model_flops.hpp"
 #include "theory/model_layout.hpp"
+#include "theory/moe_active_flops.hpp"
 #include "theory/moe_memory.hpp"
 #include "train/memory_ledger.hpp"
 #include "train/models/transformer_parts.hpp"
@@ -143,6 +145,24 @@ TEST(MoeLayout, ParametersMatchTheTheoryCount) {
                   moe_parameter_count(moe_shape(config)).total)
             << name;
     }
+}
+
+}  // namespace
+}  // namespace parbench
+
+namespace parbench {
+namespace {
+
+// llama-moe-tiny's one MoE layer (h 32, E 4, k 2, S 1, f_e 32) in place of a dense SwiGLU of
+// f 64: h·E + (k + S)·3·h·f_e - 3·h·f = 128 + 9216 - 6144 = 3200 weights more per token, so
+// the model FLOPs per step grow by 6·B·s·3200 over the dense model of the same config.
+TEST(MoeFlops, ActiveWeightsByHand) {
+    ModelConfig moe = load_model_config("llama-moe-tiny");
+    EXPECT_EQ(moe_active_weight_delta(moe), 3200.0);
+    ModelConfig dense = moe;
+    dense.moe.reset();
+    EXPECT_EQ(moe_active_weight_delta(dense), 0.0);
+    EXPECT_DOUBLE_EQ(model_flops_per_step(moe, 8, 16) - model_flops_per_step(dense, 8, 16), 6.0 * 8 * 16 * 3200.0);
 }
 
 }  // namespace

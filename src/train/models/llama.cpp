@@ -635,7 +635,10 @@ class LlamaModel : public Model {
             a = allocate_block_buffers(!shared_probabilities, !is_moe(l), is_moe(l));
             if (shared_probabilities) a.att = recompute_work_.att;
         }
-        layer_activation_bytes_ = ledger_.usage().live_of(MemoryCategory::activations) - before;
+        // A dense layer's (the formula's) when the model has one; an MoE layer's otherwise
+        // (what it keeps in place of the SwiGLU's is the report's moe.memory).
+        if (!is_moe(l) || config_.moe_layer_count() == L_)
+            layer_activation_bytes_ = ledger_.usage().live_of(MemoryCategory::activations) - before;
         return a;
     }
 
