@@ -107,6 +107,9 @@ run_step all_collectives 180 "${MPIRUN[@]}" "$PARBENCH" all -b 8 -e 256M -f 4 --
 # alltoallv's grouped send/recv with skewed blocks (the even one ran in `all`).
 run_step alltoallv_skew 60 "${MPIRUN[@]}" "$PARBENCH" alltoallv -b 8 -e 64M -f 8 --skew hot:1 --check --backend nccl \
     --json "$OUT/alltoallv_hot1.json"
+# Its transpose, an MoE layer's combine: the hot rank sends, every rank receives its buffer back.
+run_step alltoallv_combine 60 "${MPIRUN[@]}" "$PARBENCH" alltoallv -b 8 -e 64M -f 8 --skew hot:1 --direction combine \
+    --check --backend nccl --json "$OUT/alltoallv_hot1_combine.json"
 # Launch overhead: the same small allreduces launched one by one and replayed from a graph.
 run_step allreduce_launch 45 "${MPIRUN[@]}" "$PARBENCH" allreduce -b 8 -e 1M -f 2 --check --backend nccl \
     --json "$OUT/allreduce_launch.json"
