@@ -470,7 +470,9 @@ std::unique_ptr<Command> add_train_command(CLI::App& app) {
     sub->add_option("--ep", o.ep,
                     "Expert-parallel degree (MoE models): ranks that split the experts, carved from the dp ranks "
                     "(ep consecutive dp ranks form a group, Megatron-core's order tp-cp-ep-dp-pp); tokens go to their "
-                    "experts' ranks by alltoallv; every rank still holds every expert's parameters")
+                    "experts' ranks by alltoallv; each rank holds its E/ep experts' parameters, gradients and "
+                    "optimizer states, their gradients averaged (ZeRO-sharded) over the dp x cp / ep ranks holding "
+                    "the same experts")
         ->capture_default_str();
     sub->add_option("--moe-expert-capacity-factor", o.moe_capacity_factor,
                     "MoE: each expert takes at most ceil(F x tokens x top_k / experts) of a micro-batch's "

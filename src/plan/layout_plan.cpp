@@ -230,7 +230,8 @@ PlanPrediction predict_layout(const PlanLayout& p, const PlanContext& context, c
     // Every pipeline rank's traffic, by the formula train checks its counters against
     // (theory/rank_traffic.hpp); the tp and dp lines are the most loaded rank's, the pp lines the
     // busiest sender's (a middle stage sends most; a receive is its peer's send).
-    const ParameterLayout whole = model_parameter_layout(l.model, l.seq_len, TensorSplit{0, l.tp, l.sp, l.tp_style});
+    const ParameterLayout whole =
+        model_parameter_layout(l.model, l.seq_len, TensorSplit{0, l.tp, l.sp, l.tp_style}, ExpertSplit{0, l.ep});
     for (int r = 0; r < l.pp; ++r) out.traffic_by_pp_rank.push_back(engine_rank_traffic(l, r, 0, &whole));
     int busiest = 0;
     double busiest_bytes = -1;
@@ -290,8 +291,13 @@ PlanPrediction predict_layout(const PlanLayout& p, const PlanContext& context, c
               p.states == StateConvention::zero ? 0.5 : 1.0,
               nics_used(std::min(sharded_over, std::max(1, cluster.gpus_per_host / l.tp))));
     // parbench's engine: the MoE layers' exchanges over the ep group (members tp x cp apart).
-    if (p.states == StateConvention::parbench && l.ep > 1)
+    // And the routed experts' gradients over the expert-data-parallel group (members tp x cp x ep apart).
+    if (p.states == StateConvention::parbench && l.ep > 1) {
         add_lines("ep", out.memory.pp_rank, l.ep, placement_of(l.ep * l.tp * l.cp, cluster), 1.0);
+        const int edp = expert_data_parallel_size(l.gradient_ranks(), l.ep);
+        add_lines("edp", out.memory.pp_rank, edp, placement_of(edp * l.ep * l.tp * l.cp, cluster), 1.0,
+                  nics_used(std::min(edp, std::max(1, cluster.gpus_per_host / (l.tp * l.cp * l.ep)))));
+    }
     if (p.experts.active()) {
         // MoE: the ep group's members are tp x cp apart, the expert-dp group's tp x cp x ep apart.
         const int ep = p.experts.ep, host = cluster.gpus_per_host;
@@ -396,9 +402,8 @@ PlanPrediction predict_layout(const PlanLayout& p, const PlanContext& context, c
     }
     if (!context.rate.includes_optimizer) {
         double owned = static_cast<double>(rank.layout.total_numel()) / (l.zero >= 1 ? l.gradient_ranks() : 1);
-        // Dense states sharded over dp x cp, the experts' over their own group (the frameworks';
-        // parbench's train shards every state over dp x cp, experts included).
-        if (p.experts.active() && p.states != StateConvention::parbench)
+        // Dense states sharded over dp x cp, the experts' (E/ep of them) over their own group.
+        if (p.experts.active())
             owned = out.moe.dense_parameters_rank / (l.zero >= 1 ? l.gradient_ranks() : 1) +
                     out.moe.expert_parameters_rank / (l.zero >= 1 ? expert_data_parallel(p) : 1);
         const double gbps = context.rate.optimizer_gbps ? *context.rate.optimizer_gbps : cluster.device.memory_bandwidth_gbps;
@@ -420,7 +425,8 @@ PlanPrediction predict_layout(const PlanLayout& p, const PlanContext& context, c
     double reduce_ms = 0, gather_ms = 0, largest_reduce_ms = 0, largest_gather_ms = 0;
     double reduce_calls = 0, gather_calls = 0;
     for (const CommLine& line : out.comm) {
-        if (line.dimension != "dp") continue;
+        // parbench's routed experts reduce over their own group in the same backward.
+        if (line.dimension != "dp" && line.dimension != "edp") continue;
         const double each = line.time_ms / line.calls;
         if (line.collective == "allgather") {
             gather_ms += line.time_ms;

@@ -33,8 +33,10 @@ MoeRankParameters moe_rank_parameters(const PlanLayout& p, double skeleton_param
     const MoeLayerParameters layer = moe_layer_parameters(model);
     if (p.states == StateConvention::parbench) {
         // The engine's layout is the MoE model's own (theory/model_layout.hpp): router, shared and
-        // routed experts whole on every tp rank, which runs the layer replicated.
-        r.routed = r.moe_layers * layer.routed;
+        // routed experts whole on every tp rank, which runs the layer replicated; an ep rank holds
+        // E/ep of the routed experts, as in Megatron-core. The skeleton counted the engine's
+        // layout, so its routed experts are already the rank's E/ep.
+        r.routed = r.moe_layers * layer.routed / p.experts.ep;
         r.dense = skeleton_parameters - r.routed;
         return r;
     }
@@ -92,8 +94,8 @@ void apply_moe_traffic(PlanPrediction& out, const PlanContext& context, double s
     MoePrediction& moe = out.moe;
     moe.active = true;
     moe.ep = p.experts.ep;
-    // parbench's train keeps every expert on every rank and reduces their gradients over dp x cp.
-    moe.expert_dp = p.states == StateConvention::parbench ? l.gradient_ranks() : expert_data_parallel(p);
+    // Both conventions hold E/ep experts per rank and reduce their gradients over dp x cp / ep.
+    moe.expert_dp = expert_data_parallel(p);
     moe.imbalance = p.experts.effective_imbalance();
     moe.ep_placement = links.ep;
     const MoeRankParameters r =
@@ -108,8 +110,8 @@ void apply_moe_traffic(PlanPrediction& out, const PlanContext& context, double s
 
     // The skeleton's gradient traffic, split: dense parameters over dp x cp as before, routed
     // experts over their expert-data-parallel group (nothing to reduce when it is one rank).
-    // parbench's engine formulas counted the MoE model's own gradients, which train reduces over
-    // dp x cp whole: its lines stand as they are.
+    // parbench's engine formulas counted train's own split (its "dp" and "edp" lines): they
+    // stand as they are.
     const double dense_share = skeleton_parameters > 0 ? r.dense / skeleton_parameters : 1.0;
     const double expert_share = skeleton_parameters > 0 && moe.expert_dp > 1 ? r.routed / skeleton_parameters : 0.0;
     for (CommLine& line : out.comm) {

@@ -27,39 +27,54 @@ class ItemList {
     RankMemory& memory_;
 };
 
-// train/schemes/data_parallel.cpp and train/schemes/zero.cpp.
-// `units_held`: the most parameter units the model holds at once (ZeRO-3's gather slots).
-void scheme_items(const EngineLayout& l, const ParameterLayout& layout, int units_held, ItemList& items) {
+// train/schemes/data_parallel.cpp and train/schemes/zero.cpp, one scheme over `layout` whose
+// ZeRO shards are 1/`ranks`. `units_held`: the most parameter units the model holds at once
+// (ZeRO-3's gather slots); `what` prefixes the items' names.
+void one_scheme_items(const EngineLayout& l, const ParameterLayout& layout, int ranks, int units_held,
+                      const std::string& what, ItemList& items) {
     const bool zero3 = l.zero == 3;
     const FlatLayout flat(layout, zero3 ? one_unit_per_group(layout) : group_units_by_bytes(layout, l.bucket_bytes),
-                          l.zero == 0 ? 1 : l.gradient_ranks());
+                          l.zero == 0 ? 1 : ranks);
     const double full = static_cast<double>(flat.padded_numel()) * f32;
     const double shard = static_cast<double>(flat.shard_numel()) * f32;
     const double slot = static_cast<double>(flat.largest_segment_numel()) * f32;
     using C = MemoryCategory;
     if (l.zero == 0) {
-        items.add(C::params, "parameters", 1, full);
-        items.add(C::grads, "gradients", 1, full);
-        items.add(C::optimizer, "AdamW m, v", 2, full);
+        items.add(C::params, what + "parameters", 1, full);
+        items.add(C::grads, what + "gradients", 1, full);
+        items.add(C::optimizer, what + "AdamW m, v", 2, full);
         return;
     }
-    items.add(C::optimizer, "AdamW m, v shards (1/dp)", 2, shard);
-    items.add(C::grads, "gradient shard (1/dp)", 1, shard);
+    items.add(C::optimizer, what + "AdamW m, v shards (1/dp)", 2, shard);
+    items.add(C::grads, what + "gradient shard (1/dp)", 1, shard);
     if (l.zero == 1) {
-        items.add(C::grads, "full gradients", 1, full);
+        items.add(C::grads, what + "full gradients", 1, full);
     } else {
         // One slot for the bucket being computed, one for a unit whose gradient spans the
         // backward (GPT's tied embedding), one more for a reduction in flight (--overlap).
-        items.add(C::grads, zero3 ? "gradient slots (largest layer)" : "gradient slots (largest bucket)",
+        items.add(C::grads, what + (zero3 ? "gradient slots (largest layer)" : "gradient slots (largest bucket)"),
                   2 + (l.overlap ? 1 : 0), slot, true);
-        if (l.microbatches > 1) items.add(C::grads, "staging shard (micro-batches after the first)", 1, shard, true);
+        if (l.microbatches > 1)
+            items.add(C::grads, what + "staging shard (micro-batches after the first)", 1, shard, true);
     }
     if (zero3) {
-        items.add(C::params, "parameter shard (1/dp)", 1, shard);
-        items.add(C::params, "parameter gather slots (largest layer)", units_held + (l.prefetch ? 1 : 0), slot, true);
+        items.add(C::params, what + "parameter shard (1/dp)", 1, shard);
+        items.add(C::params, what + "parameter gather slots (largest layer)", units_held + (l.prefetch ? 1 : 0), slot,
+                  true);
     } else {
-        items.add(C::params, "parameters", 1, full);
+        items.add(C::params, what + "parameters", 1, full);
     }
+}
+
+// train/schemes/expert_split.cpp: the dense units under one scheme over the gradient group
+// (dp x cp), an MoE model's routed experts (this rank's E/ep) under another over the
+// expert-data-parallel group (dp x cp / ep), each holding one unit at a time.
+void scheme_items(const EngineLayout& l, const ParameterLayout& layout, int units_held, ItemList& items) {
+    const std::vector<int> experts = layout.routed_expert_units();
+    if (experts.empty()) return one_scheme_items(l, layout, l.gradient_ranks(), units_held, "", items);
+    one_scheme_items(l, layout.select_units(layout.dense_units()), l.gradient_ranks(), units_held, "dense: ", items);
+    one_scheme_items(l, layout.select_units(experts), expert_data_parallel_size(l.gradient_ranks(), l.ep), 1,
+                     "routed experts (this rank's E/ep; shards 1/(dp x cp / ep)): ", items);
 }
 
 // bf16 operand copies of the largest matmul (train/matmuls.cpp).
@@ -292,7 +307,8 @@ std::optional<EnginePipeline> engine_pipeline(const EngineLayout& l) {
 EngineRank engine_rank(const EngineLayout& l, int pp_rank, const EnginePipeline* pipeline) {
     const TensorSplit split{0, l.tp, l.sp, l.tp_style};
     EngineRank rank;
-    rank.layout = model_parameter_layout(l.model, l.seq_len, split);
+    // Every rank of an ep group holds as many experts: rank 0's layout counts them all.
+    rank.layout = model_parameter_layout(l.model, l.seq_len, split, ExpertSplit{0, l.ep});
     if (l.pp > 1) {
         std::optional<EnginePipeline> built;
         if (pipeline == nullptr) pipeline = &built.emplace(*engine_pipeline(l));

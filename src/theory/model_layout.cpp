@@ -49,7 +49,8 @@ Tensors build(const ModelConfig& config, int seq_len, const TensorSplit& split, 
 
 namespace llama_layout {
 
-Tensors build(const ModelConfig& config, const TensorSplit& split, ParameterLayout& layout) {
+Tensors build(const ModelConfig& config, const TensorSplit& split, ParameterLayout& layout,
+              const ExpertSplit& experts) {
     const int C = config.hidden;
     const int V = config.vocab;
     const int F = config.ffn_hidden;
@@ -82,9 +83,6 @@ Tensors build(const ModelConfig& config, const TensorSplit& split, ParameterLayo
             const int Fe = config.moe->expert_hidden;
             const int S = config.moe->shared_experts;
             b.router = layout.add_tensor(p + "router", {E, C}, InitKind::normal, init_stddev);
-            b.experts_gate = layout.add_tensor(p + "experts.wgate", {E * Fe, C}, InitKind::normal, init_stddev);
-            b.experts_up = layout.add_tensor(p + "experts.wup", {E * Fe, C}, InitKind::normal, init_stddev);
-            b.experts_down = layout.add_tensor(p + "experts.wdown", {E * C, Fe}, InitKind::normal, residual_stddev);
             if (S > 0) {
                 b.shared_gate = layout.add_tensor(p + "shared.wgate", {S * Fe, C}, InitKind::normal, init_stddev);
                 b.shared_up = layout.add_tensor(p + "shared.wup", {S * Fe, C}, InitKind::normal, init_stddev);
@@ -104,6 +102,28 @@ Tensors build(const ModelConfig& config, const TensorSplit& split, ParameterLayo
     layout.add_unit("head");
     tensors.norm_final = layout.add_tensor("norm_final", {C}, InitKind::ones);
     tensors.wout = layout.add_tensor("wout", {V, C}, column_parallel_rows(V, C, split), InitKind::normal, init_stddev);
+    if (!config.moe) return tensors;
+    // The routed experts, stacked expert-major; an expert-parallel rank holds the rows of its
+    // E/ep experts (Megatron-core's expert-model-parallel sharding).
+    const int E = config.moe->experts;
+    const int Fe = config.moe->expert_hidden;
+    const int local = E / experts.size;
+    auto expert_rows = [&](int rows_each, int cols) {
+        if (experts.size == 1) return std::vector<TensorPiece>{};
+        return std::vector<TensorPiece>{TensorPiece{experts.rank * local * rows_each, 0, local * rows_each, cols}};
+    };
+    for (int l = 0; l < config.layers; ++l) {
+        if (!config.moe->is_moe_layer(l)) continue;
+        const std::string p = "h" + std::to_string(l) + ".";
+        layout.add_unit(p + "experts", /*routed_experts=*/true);
+        BlockTensors& b = tensors.blocks[static_cast<std::size_t>(l)];
+        b.experts_gate =
+            layout.add_tensor(p + "experts.wgate", {E * Fe, C}, expert_rows(Fe, C), InitKind::normal, init_stddev);
+        b.experts_up =
+            layout.add_tensor(p + "experts.wup", {E * Fe, C}, expert_rows(Fe, C), InitKind::normal, init_stddev);
+        b.experts_down =
+            layout.add_tensor(p + "experts.wdown", {E * C, Fe}, expert_rows(C, Fe), InitKind::normal, residual_stddev);
+    }
     return tensors;
 }
 
@@ -151,10 +171,18 @@ ParameterLayout gpt_parameter_layout(const ModelConfig& config, int seq_len, con
     return layout;
 }
 
-ParameterLayout llama_parameter_layout(const ModelConfig& config, const TensorSplit& split) {
+ParameterLayout llama_parameter_layout(const ModelConfig& config, const TensorSplit& split,
+                                       const ExpertSplit& experts) {
     ParameterLayout layout;
-    llama_layout::build(config, split, layout);
+    llama_layout::build(config, split, layout, experts);
     return layout;
+}
+
+int llama_expert_unit(const ModelConfig& config, int layer) {
+    if (!config.moe || !config.moe->is_moe_layer(layer)) return -1;
+    int before = 0;
+    for (int l = 0; l < layer; ++l) before += config.moe->is_moe_layer(l) ? 1 : 0;
+    return config.layers + 2 + before;
 }
 
 ParameterLayout mlp_parameter_layout(const ModelConfig& config, const TensorSplit& split) {
@@ -165,9 +193,10 @@ ParameterLayout mlp_parameter_layout(const ModelConfig& config, const TensorSpli
 
 bool llama_kv_heads_split(const ModelConfig& config, int tp) { return config.kv_heads % tp == 0; }
 
-ParameterLayout model_parameter_layout(const ModelConfig& config, int seq_len, const TensorSplit& split) {
+ParameterLayout model_parameter_layout(const ModelConfig& config, int seq_len, const TensorSplit& split,
+                                       const ExpertSplit& experts) {
     if (config.kind == ModelKind::gpt) return gpt_parameter_layout(config, seq_len, split);
-    if (config.kind == ModelKind::llama) return llama_parameter_layout(config, split);
+    if (config.kind == ModelKind::llama) return llama_parameter_layout(config, split, experts);
     return mlp_parameter_layout(config, split);
 }
 
@@ -176,10 +205,13 @@ std::vector<int> pipeline_part_units(const ModelConfig& config, const PipelinePa
     std::vector<int> units;
     if (config.kind == ModelKind::llama) {
         // Llama's unit 0 (the embedding) sits on the first stage, its head (unit L + 1) on
-        // the last; block l is unit l + 1.
+        // the last; block l is unit l + 1, its routed experts (an MoE layer's) go with it.
         for (const LayerRange& chunk : part.chunks) {
             if (chunk.first == 0) units.push_back(0);
-            for (int l = chunk.first; l < chunk.end; ++l) units.push_back(l + 1);
+            for (int l = chunk.first; l < chunk.end; ++l) {
+                units.push_back(l + 1);
+                if (llama_expert_unit(config, l) >= 0) units.push_back(llama_expert_unit(config, l));
+            }
             if (chunk.end == config.layers) units.push_back(config.layers + 1);
         }
         std::sort(units.begin(), units.end());

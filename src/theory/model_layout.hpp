@@ -7,6 +7,7 @@
 
 #include <vector>
 
+#include "theory/expert_parallel.hpp"
 #include "theory/model_config.hpp"
 #include "theory/parameter_layout.hpp"
 #include "theory/tensor_split.hpp"
@@ -31,11 +32,17 @@ struct PipelinePart {
 std::vector<int> pipeline_part_units(const ModelConfig& config, const PipelinePart& part);
 // The parameter list alone (no buffers): for counting parameters before anything runs. With
 // a split, the tensors (or pieces of them) that rank split.rank holds.
-ParameterLayout model_parameter_layout(const ModelConfig& config, int seq_len, const TensorSplit& split = {});
+// With `experts`, the routed experts that rank experts.rank of the expert-parallel group holds.
+ParameterLayout model_parameter_layout(const ModelConfig& config, int seq_len, const TensorSplit& split = {},
+                                       const ExpertSplit& experts = {});
 
 ParameterLayout gpt_parameter_layout(const ModelConfig& config, int seq_len, const TensorSplit& split);
-// Units: 0 the embedding, 1..L the blocks, L + 1 the head (final RMSNorm and output).
-ParameterLayout llama_parameter_layout(const ModelConfig& config, const TensorSplit& split = {});
+// Units: 0 the embedding, 1..L the blocks, L + 1 the head (final RMSNorm and output), then
+// one unit of routed experts per MoE layer (llama_expert_unit).
+ParameterLayout llama_parameter_layout(const ModelConfig& config, const TensorSplit& split = {},
+                                       const ExpertSplit& experts = {});
+// The unit of MoE layer `layer`'s routed experts in the whole model's layout (-1: a dense layer).
+int llama_expert_unit(const ModelConfig& config, int layer);
 // Whether tensor parallelism of `tp` ranks splits the key/value heads (they divide) or every
 // rank holds them all (replicated), docs/training.md's rule.
 bool llama_kv_heads_split(const ModelConfig& config, int tp);
@@ -78,7 +85,9 @@ constexpr float init_stddev = 0.02f;
 // (experts_gate, experts_up (E·Fe, C); experts_down (E·C, Fe): expert e's (C,Fe) at row e·C)
 // and, with shared experts, their S matrices stacked as one SwiGLU of width S·Fe. Absent: -1.
 // Every MoE tensor is held whole by each tensor-parallel rank (the layer runs replicated over
-// tp; train/moe/moe_layer.hpp).
+// tp; train/moe/moe_layer.hpp). The routed experts' three tensors form a unit of their own
+// (llama_expert_unit, marked UnitSpec::routed_experts), of which an expert-parallel rank holds
+// its E/ep experts' rows (ExpertSplit); the router and shared experts stay in the block.
 struct BlockTensors {
     int norm1, wq, wk, wv, wo, norm2, wgate = -1, wup = -1, wdown = -1;
     int router = -1, experts_gate = -1, experts_up = -1, experts_down = -1;
@@ -91,7 +100,8 @@ struct Tensors {
     int norm_final = 0, wout = 0;
 };
 
-Tensors build(const ModelConfig& config, const TensorSplit& split, ParameterLayout& layout);
+Tensors build(const ModelConfig& config, const TensorSplit& split, ParameterLayout& layout,
+              const ExpertSplit& experts = {});
 
 }  // namespace llama_layout
 

@@ -7,8 +7,8 @@
 
 namespace parbench {
 
-int ParameterLayout::add_unit(const std::string& name) {
-    units_.push_back(UnitSpec{name, 0, static_cast<int>(tensors_.size()), 0});
+int ParameterLayout::add_unit(const std::string& name, bool routed_experts) {
+    units_.push_back(UnitSpec{name, routed_experts, 0, static_cast<int>(tensors_.size()), 0});
     return static_cast<int>(units_.size()) - 1;
 }
 
@@ -53,6 +53,44 @@ int ParameterLayout::add_tensor(const std::string& name, std::vector<int> full_s
     return id;
 }
 
+std::size_t TensorSpec::local_index(std::size_t full_index) const {
+    if (pieces.empty()) return full_index;
+    const auto full_cols = static_cast<std::size_t>(full_shape.size() == 2 ? full_shape[1] : 1);
+    const std::size_t row = full_index / full_cols, col = full_index % full_cols;
+    std::size_t before = 0;
+    for (const TensorPiece& piece : pieces) {
+        const auto first_row = static_cast<std::size_t>(piece.row), first_col = static_cast<std::size_t>(piece.col);
+        const auto rows = static_cast<std::size_t>(piece.rows), cols = static_cast<std::size_t>(piece.cols);
+        if (row >= first_row && row < first_row + rows && col >= first_col && col < first_col + cols)
+            return before + (row - first_row) * cols + (col - first_col);
+        before += rows * cols;
+    }
+    throw std::out_of_range("TensorSpec::local_index: element outside the pieces of tensor " + name);
+}
+
+std::vector<int> ParameterLayout::routed_expert_units() const {
+    std::vector<int> units;
+    for (std::size_t u = 0; u < units_.size(); ++u)
+        if (units_[u].routed_experts) units.push_back(static_cast<int>(u));
+    return units;
+}
+
+std::vector<int> ParameterLayout::dense_units() const {
+    std::vector<int> units;
+    for (std::size_t u = 0; u < units_.size(); ++u)
+        if (!units_[u].routed_experts) units.push_back(static_cast<int>(u));
+    return units;
+}
+
+std::vector<int> select_use_order(const std::vector<int>& order, const std::vector<int>& units) {
+    std::vector<int> selected;
+    for (int unit : order) {
+        const auto found = std::lower_bound(units.begin(), units.end(), unit);
+        if (found != units.end() && *found == unit) selected.push_back(static_cast<int>(found - units.begin()));
+    }
+    return selected;
+}
+
 std::size_t TensorSpec::full_index(std::size_t index) const {
     if (pieces.empty()) return index;
     const auto full_cols = static_cast<std::size_t>(full_shape.size() == 2 ? full_shape[1] : 1);
@@ -72,7 +110,7 @@ ParameterLayout ParameterLayout::select_units(const std::vector<int>& units) con
     ParameterLayout selected;
     for (int unit : units) {
         const UnitSpec& spec = units_.at(static_cast<std::size_t>(unit));
-        selected.add_unit(spec.name);
+        selected.add_unit(spec.name, spec.routed_experts);
         for (int id = spec.first_tensor; id < spec.first_tensor + spec.tensor_count; ++id) {
             TensorSpec tensor = tensors_[static_cast<std::size_t>(id)];
             tensor.unit = static_cast<int>(selected.units_.size()) - 1;

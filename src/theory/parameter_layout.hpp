@@ -39,6 +39,9 @@ struct TensorSpec {
     float stddev = 0.0f;         // for InitKind::normal
     // The index in the full tensor of element `index` of this tensor (itself when whole).
     std::size_t full_index(std::size_t index) const;
+    // The inverse: the element of this tensor at `full_index` of the full tensor (itself when
+    // whole); throws std::out_of_range when this tensor's pieces do not hold it.
+    std::size_t local_index(std::size_t full_index) const;
     // The tensor's index in the whole model's layout, which seeds its initial values; -1: its
     // index in this layout. Set by select_units, so a pipeline stage starts as the model does.
     int init_id = -1;
@@ -46,6 +49,9 @@ struct TensorSpec {
 
 struct UnitSpec {
     std::string name;  // "embedding", "h0", ...
+    // The routed experts of an MoE layer: sharded over the expert-parallel group and reduced over
+    // the expert-data-parallel one (theory/expert_parallel.hpp), apart from the dense units.
+    bool routed_experts = false;
     std::size_t numel = 0;
     int first_tensor = 0;
     int tensor_count = 0;
@@ -54,7 +60,7 @@ struct UnitSpec {
 class ParameterLayout {
   public:
     // Units are appended in order; tensors go into the last unit added.
-    int add_unit(const std::string& name);
+    int add_unit(const std::string& name, bool routed_experts = false);
     int add_tensor(const std::string& name, std::vector<int> shape, InitKind init, float stddev = 0.0f);
     // The pieces of a full tensor of `full_shape` (1-D or 2-D) that this rank holds; they
     // must share a width. No pieces: the whole tensor, as add_tensor.
@@ -68,6 +74,9 @@ class ParameterLayout {
     // The layout of `units` alone (ascending), tensors keeping their initialisation: a
     // pipeline stage's share of the model.
     ParameterLayout select_units(const std::vector<int>& units) const;
+    // The units that hold routed experts, and the others (ascending).
+    std::vector<int> routed_expert_units() const;
+    std::vector<int> dense_units() const;
 
   private:
     std::vector<TensorSpec> tensors_;
@@ -84,6 +93,10 @@ struct Segment {
     std::size_t shard_numel = 0;   // padded_numel / shards
     std::size_t shard_offset = 0;  // of this segment's slice inside a rank's shard buffer
 };
+
+// `order` (units of a layout) restricted to `units` (ascending) and numbered as in
+// select_units(units): the use order of one part of a layout.
+std::vector<int> select_use_order(const std::vector<int>& order, const std::vector<int>& units);
 
 // Groups of consecutive units [first, end).
 using UnitGroups = std::vector<std::pair<int, int>>;

@@ -18,11 +18,17 @@ std::vector<int> model_parameter_use_order(const ModelConfig& config, const Pipe
     const std::vector<LayerRange> chunks = part.active() ? part.chunks : std::vector<LayerRange>{{0, L}};
     for (const LayerRange& chunk : chunks) {
         if (chunk.first == 0) order.push_back(0);
-        for (int l = chunk.first; l < chunk.end; ++l) order.push_back(l + 1);  // block l is unit l + 1
+        // Block l is unit l + 1; an MoE layer's routed experts (Llama) are acquired after it.
+        auto push_block = [&](int l) {
+            order.push_back(l + 1);
+            if (config.kind == ModelKind::llama && llama_expert_unit(config, l) >= 0)
+                order.push_back(llama_expert_unit(config, l));
+        };
+        for (int l = chunk.first; l < chunk.end; ++l) push_block(l);
         // GPT's whole model keeps the embedding held from the encoder into the head.
         const bool embedding_held = config.kind == ModelKind::gpt && !part.active();
         if (chunk.end == L && !embedding_held) order.push_back(head);
-        for (int l = chunk.end; l > chunk.first; --l) order.push_back(l);
+        for (int l = chunk.end - 1; l >= chunk.first; --l) push_block(l);
     }
     if (!part.active()) return order;
     const std::vector<int> held = pipeline_part_units(config, part);
@@ -38,7 +44,7 @@ int model_parameter_units_held_at_once(const ModelConfig& config, const Pipeline
 std::map<std::string, TrafficByOp> engine_rank_traffic(const EngineLayout& l, int pp_rank, int tp_rank,
                                                        const ParameterLayout* whole, int cp_rank) {
     const TensorSplit split{tp_rank, l.tp, l.sp, l.tp_style};
-    ParameterLayout layout = whole ? *whole : model_parameter_layout(l.model, l.seq_len, split);
+    ParameterLayout layout = whole ? *whole : model_parameter_layout(l.model, l.seq_len, split, ExpertSplit{0, l.ep});
     ModelShare share = whole_model_share(l.model);
     PipelinePart part;
     std::vector<int> stages;  // the virtual stages this rank holds
@@ -60,12 +66,37 @@ std::map<std::string, TrafficByOp> engine_rank_traffic(const EngineLayout& l, in
     std::map<std::string, TrafficByOp> traffic;
     // Under context parallelism the gradients are averaged over one group of dp x cp ranks
     // (train/mesh.hpp), and every per-token figure counts the rank's seq / cp tokens.
-    if (l.gradient_ranks() > 1) {
-        SchemeSettings scheme;
-        scheme.zero_stage = l.zero;
-        scheme.bucket_bytes = l.bucket_bytes;
-        scheme.microbatches = l.microbatches;
-        traffic["dp"] = data_parallel_traffic(layout, l.gradient_ranks(), scheme, model_parameter_use_order(l.model, part));
+    SchemeSettings scheme;
+    scheme.zero_stage = l.zero;
+    scheme.bucket_bytes = l.bucket_bytes;
+    scheme.microbatches = l.microbatches;
+    const std::vector<int> use_order = model_parameter_use_order(l.model, part);
+    const std::vector<int> expert_units = layout.routed_expert_units();
+    if (expert_units.empty()) {
+        if (l.gradient_ranks() > 1)
+            traffic["dp"] = data_parallel_traffic(layout, l.gradient_ranks(), scheme, use_order);
+    } else {
+        // An MoE model's dense units over the gradient group, its routed experts over the
+        // expert-data-parallel group (train/schemes/expert_split.cpp); without expert
+        // parallelism that group is the gradient group itself, its traffic counted there.
+        const std::vector<int> dense_units = layout.dense_units();
+        const int edp = expert_data_parallel_size(l.gradient_ranks(), l.ep);
+        TrafficByOp dense, experts;
+        if (l.gradient_ranks() > 1)
+            dense = data_parallel_traffic(layout.select_units(dense_units), l.gradient_ranks(), scheme,
+                                          select_use_order(use_order, dense_units));
+        if (edp > 1)
+            experts = data_parallel_traffic(layout.select_units(expert_units), edp, scheme,
+                                            select_use_order(use_order, expert_units));
+        if (l.ep == 1) {
+            for (const auto& [op, volume] : experts) {
+                dense[op].calls += volume.calls;
+                dense[op].bytes += volume.bytes;
+            }
+        } else if (!experts.empty()) {
+            traffic["edp"] = experts;
+        }
+        if (!dense.empty()) traffic["dp"] = dense;
     }
     if (l.tp > 1)
         traffic["tp"] = tensor_parallel_traffic(l.model, l.local_seq_len(), l.microbatch_size, l.microbatches, split, share,

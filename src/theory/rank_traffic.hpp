@@ -21,7 +21,8 @@ namespace parbench {
 //          held into backward) when e = L, blocks e..f+1 backward (the embedding's backward
 //          needs no weights). The whole model gathers 0 once: the encoder's copy stays held
 //          through the blocks for the head (as FSDP's root unit), so no second 0
-//   Llama: as a pipelined GPT with its untied head, unit L + 1, in place of the second 0
+//   Llama: as a pipelined GPT with its untied head, unit L + 1, in place of the second 0;
+//          an MoE layer's routed experts (llama_expert_unit) right after its block, both ways
 //   MLP:   0..L-1, then L-2..0 (the last layer stays held into backward; never pipelined)
 // A pipelined part's units are numbered as in its own layout (the held units, ascending).
 std::vector<int> model_parameter_use_order(const ModelConfig& config, const PipelinePart& part = {});
@@ -33,7 +34,10 @@ int model_parameter_units_held_at_once(const ModelConfig& config, const Pipeline
 // at pipeline coordinate `pp_rank`, tensor-parallel coordinate `tp_rank` and context-parallel
 // coordinate `cp_rank` of the layout; groups of one rank are left out. Under context
 // parallelism "dp" is the dp x cp gradient group, tp and pp count the rank's seq / cp tokens,
-// and "cp" is the context-parallel attention's transfers (theory/context_parallel.hpp).
+// and "cp" is the context-parallel attention's transfers (theory/context_parallel.hpp). An MoE
+// model's "dp" carries its dense units; under --ep "ep" the MoE layers' exchanges and "edp"
+// its routed experts' gradients over the dp x cp / ep ranks holding the same experts
+// (train/schemes/expert_split.cpp; without ep they are part of "dp").
 // The rank's share of the model is its pipeline chunks (virtual stages c·p + pp_rank); its
 // pipeline transfers are b·s·h floats each (b·s/t rows under SP), and GPT's tied embedding,
 // when its copies sit on two ranks, adds one exchange of that unit's gradient.

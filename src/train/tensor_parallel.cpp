@@ -111,11 +111,14 @@ std::vector<float> merge_tensor_parallel_shards(const ParameterLayout& full_layo
         for (std::size_t id = 0; id < layout.tensors().size(); ++id) {
             const TensorSpec& tensor = layout.tensors()[id];
             for (std::size_t i = 0; i < tensor.numel; ++i) {
-                const std::size_t at = full_offsets[id] + tensor.full_index(i);
+                // The full layout may itself hold a piece of the tensor (the rank's tp piece
+                // when the shards split the routed experts only).
+                const std::size_t at = full_offsets[id] + full_layout.tensors()[id].local_index(tensor.full_index(i));
                 const float value = values[local_offsets[id] + i];
                 if (written[at] && std::memcmp(&full[at], &value, sizeof value) != 0)
-                    throw std::runtime_error("tensor parallelism: the replicas of " + tensor.name +
-                                             " differ between tensor-parallel ranks 0 and " + std::to_string(q));
+                    throw std::runtime_error("parameter check: the replicas of " + tensor.name +
+                                             " differ between ranks 0 and " + std::to_string(q) +
+                                             " of a tensor- or expert-parallel group");
                 full[at] = value;
                 written[at] = 1;
             }

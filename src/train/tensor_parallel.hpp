@@ -85,7 +85,9 @@ class TensorParallelGroup {
 // through `device` memory for the group's backend): collective over the group.
 // `local_layouts[q]` is group rank q's layout. Returns the empty vector on ranks other than
 // group rank 0. Throws when the replicas of a tensor that every rank holds whole differ:
-// they must stay bitwise identical (see gpt.cpp for why they do).
+// they must stay bitwise identical (see gpt.cpp for why they do). The same puts the routed
+// experts of an expert-parallel group together: `full_layout` is then the rank's tp-split
+// layout with every expert, whose pieces the shards' elements are found in.
 std::vector<float> assemble_full_parameters(Communicator& group, Device& device,
                                             const std::vector<float>& local, const ParameterLayout& full_layout,
                                             const std::vector<ParameterLayout>& local_layouts);

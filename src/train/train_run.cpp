@@ -300,12 +300,20 @@ TrainMeasurements run_training(const TrainPlan& plan, Mesh& mesh, Device& device
     if (o.ep > 1)
         expert_group = mesh.dp().split(expert_parallel_group(mesh.coordinates().dp, o.ep),
                                        expert_parallel_rank(mesh.coordinates().dp, o.ep));
+    // The expert-data-parallel group: the gradient group's ranks at the same place in their ep
+    // groups, which hold the same experts (without ep, the gradient group itself).
+    std::unique_ptr<Communicator> expert_data_group;
+    if (o.ep > 1)
+        expert_data_group = mesh.gradient_group().split(expert_data_parallel_group(mesh.coordinates().dp, o.ep),
+                                                        mesh.gradient_group().rank());
     const MoeContext moe{plan.moe, &mesh.gradient_group(), expert_group.get()};
     std::unique_ptr<Model> model = make_model(plan.model, shape, o.seed, ops, ledger, tp, part, parse_precision(o.precision),
                                               plan.recompute, cp, moe);
-    // Gradients are averaged over dp x cp (Mesh::gradient_group), so DDP and ZeRO run on it.
+    // Gradients are averaged over dp x cp (Mesh::gradient_group), so DDP and ZeRO run on it; the
+    // routed experts' over the expert-data-parallel group.
     std::unique_ptr<TrainingScheme> scheme =
-        make_scheme(SchemeContext{device, ops, mesh.gradient_group(), ledger, *model}, plan.scheme);
+        make_model_scheme(device, ops, mesh.gradient_group(),
+                          expert_data_group ? *expert_data_group : mesh.gradient_group(), ledger, *model, plan.scheme);
     scheme->initialize_parameters(o.seed);
 
     StepPlan step_plan;
@@ -332,6 +340,8 @@ TrainMeasurements run_training(const TrainPlan& plan, Mesh& mesh, Device& device
                     : std::vector<CommGroup>{{"dp", &mesh.dp()}, {"tp", &mesh.tp()}, {"pp", &mesh.pp()}};
     for (const CommGroup& group : dimensions) (group.comm->size() > 1 ? groups : groups_of_one).push_back(group);
     if (expert_group) groups.push_back({"ep", expert_group.get()});  // the MoE layers' dispatch and combine
+    if (expert_data_group && expert_data_group->size() > 1)
+        groups.push_back({"edp", expert_data_group.get()});  // the routed experts' gradients
     ContextAttention* context = model->context_attention();
     StepDriver driver(*model, *scheme, device, control, step_plan, groups, executor ? &*executor : nullptr);
     PipelineStepStats pipeline_totals;
@@ -503,12 +513,25 @@ TrainMeasurements run_training(const TrainPlan& plan, Mesh& mesh, Device& device
     result.memory_by_rank = gather_memory(ledger.usage(), control);
     if (keep_parameters) {
         std::vector<float> parameters = scheme->canonical_parameters();
-        if (mesh.shape().tp > 1) {
+        // A pipeline stage's layouts hold its units only.
+        auto stage_part = [&](ParameterLayout layout) {
+            return pipelined ? layout.select_units(pipeline_part_units(plan.model, part)) : layout;
+        };
+        if (expert_group) {
+            // Each rank of an expert-parallel group holds its E/ep experts: its rank 0 puts its
+            // tensor-parallel rank's model together (the others hold nothing further).
+            const TensorSplit tp_split = plan.tensor_split(mesh.coordinates().tp);
+            std::vector<ParameterLayout> shards;
+            for (int q = 0; q < o.ep; ++q)
+                shards.push_back(
+                    stage_part(model_parameter_layout(plan.model, plan.seq_len, tp_split, ExpertSplit{q, o.ep})));
+            parameters = assemble_full_parameters(*expert_group, device, parameters,
+                                                  stage_part(model_parameter_layout(plan.model, plan.seq_len, tp_split)),
+                                                  shards);
+        }
+        // The members of a tensor-parallel group share a dp coordinate, so a place in their ep group.
+        if (mesh.shape().tp > 1 && (!expert_group || expert_group->rank() == 0)) {
             // Each tensor-parallel rank holds its pieces: put the full model together.
-            // A pipeline stage's layouts hold its units only.
-            auto stage_part = [&](ParameterLayout layout) {
-                return pipelined ? layout.select_units(pipeline_part_units(plan.model, part)) : layout;
-            };
             std::vector<ParameterLayout> shards;
             for (int q = 0; q < mesh.shape().tp; ++q)
                 shards.push_back(stage_part(model_parameter_layout(plan.model, plan.seq_len, plan.tensor_split(q))));

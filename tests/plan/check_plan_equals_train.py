@@ -81,7 +81,10 @@ def compare(args, ranks, flags, folder):
         differences.append(f"plan gives {len(by_rank)} pipeline ranks' traffic for pp {layout['pp']}")
     else:
         ours = by_rank[stage]
-        for dimension, extent in {"dp": layout["dp"] * cp, "tp": layout["tp"], "pp": layout["pp"], "cp": cp}.items():
+        # Under --ep the routed experts' gradients go over the expert-data-parallel group (dp x cp / ep).
+        extents = {"dp": layout["dp"] * cp, "tp": layout["tp"], "pp": layout["pp"], "cp": cp,
+                   "edp": layout["dp"] * cp // ep if ep > 1 else 1}
+        for dimension, extent in extents.items():
             if extent == 1:
                 continue  # a group of one: train counts its no-op call, plan none
             counted = comm["dp_cp" if dimension == "dp" and cp > 1 else dimension]

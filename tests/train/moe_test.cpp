@@ -10,10 +10,12 @@
 #include "theory/model_layout.hpp"
 #include "theory/moe_active_flops.hpp"
 #include "theory/moe_memory.hpp"
+#include "theory/rank_traffic.hpp"
 #include "train/memory_ledger.hpp"
 #include "train/models/transformer_parts.hpp"
 #include "train/moe/moe_layer.hpp"
 #include "train/moe/router.hpp"
+#include "train/tensor_parallel.hpp"
 
 namespace parbench {
 namespace {
@@ -163,6 +165,43 @@ TEST(MoeFlops, ActiveWeightsByHand) {
     dense.moe.reset();
     EXPECT_EQ(moe_active_weight_delta(dense), 0.0);
     EXPECT_DOUBLE_EQ(model_flops_per_step(moe, 8, 16) - model_flops_per_step(dense, 8, 16), 6.0 * 8 * 16 * 3200.0);
+}
+
+// Expert parallelism's layout: each ep rank holds the rows of its E/ep experts in units of their
+// own, the dense units unchanged; the ranks' pieces put together give the unsplit model, and
+// the use order visits each MoE layer's experts right after its block.
+TEST(MoeLayout, ExpertSplitHoldsTheRanksExpertsAndMergesBack) {
+    const ModelConfig config = load_model_config("llama-moe-tiny");
+    const ParameterLayout whole = llama_parameter_layout(config);
+    const std::vector<int> expert_units = whole.routed_expert_units();
+    ASSERT_EQ(static_cast<int>(expert_units.size()), config.moe_layer_count());
+    std::size_t expert_numel = 0;
+    for (int unit : expert_units) expert_numel += whole.units()[static_cast<std::size_t>(unit)].numel;
+    EXPECT_EQ(expert_numel, static_cast<std::size_t>(config.moe_layer_count()) * config.moe->experts * 3 *
+                                config.moe->expert_hidden * config.hidden);
+    for (int ep : {2, 4}) {
+        std::vector<ParameterLayout> layouts;
+        std::vector<std::vector<float>> shards;
+        for (int q = 0; q < ep; ++q) {
+            layouts.push_back(llama_parameter_layout(config, {}, ExpertSplit{q, ep}));
+            const ParameterLayout& layout = layouts.back();
+            EXPECT_EQ(layout.dense_units(), whole.dense_units());
+            EXPECT_EQ(layout.total_numel(), whole.total_numel() - expert_numel + expert_numel / ep);
+            const FlatLayout flat(layout, one_unit_per_group(layout), 1);
+            std::vector<float> values(flat.padded_numel());
+            flat.initial_values(7, 0, values.size(), values);
+            shards.push_back(flat.canonical(values));
+        }
+        const FlatLayout flat(whole, one_unit_per_group(whole), 1);
+        std::vector<float> values(flat.padded_numel());
+        flat.initial_values(7, 0, values.size(), values);
+        EXPECT_EQ(merge_tensor_parallel_shards(whole, layouts, shards), flat.canonical(values)) << "ep " << ep;
+    }
+    // Block 1 (unit 2) is the MoE layer; its experts are unit L + 2 = 4.
+    ASSERT_EQ(llama_expert_unit(config, 1), 4);
+    EXPECT_EQ(llama_expert_unit(config, 0), -1);
+    EXPECT_EQ(model_parameter_use_order(config), (std::vector<int>{0, 1, 2, 4, 3, 2, 4, 1}));
+    EXPECT_EQ(select_use_order(model_parameter_use_order(config), expert_units), (std::vector<int>{0, 0}));
 }
 
 }  // namespace

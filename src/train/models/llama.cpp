@@ -37,6 +37,7 @@
 #include <vector>
 
 #include "core/nvtx.hpp"
+#include "theory/rank_traffic.hpp"
 #include "train/models/transformer_parts.hpp"
 #include "train/tensor_parallel.hpp"
 
@@ -93,7 +94,10 @@ class LlamaModel : public Model {
           vocab_{tp.rank() * (config.vocab / tp.size()), config.vocab / tp.size()},
           matmuls_(ops, precision, ledger, matmul_shapes(part)) {
         part_ = part;
-        tensors_ = llama_layout::build(config, tp.split(), full_layout_);
+        // Under expert parallelism the layout holds this rank's E/ep routed experts.
+        const ExpertSplit experts = moe.expert_group ? ExpertSplit{moe.expert_group->rank(), moe.expert_group->size()}
+                                                     : ExpertSplit{};
+        tensors_ = llama_layout::build(config, tp.split(), full_layout_, experts);
         local_unit_.assign(full_layout_.units().size(), -1);
         std::vector<int> units;
         if (part.active()) {
@@ -145,13 +149,9 @@ class LlamaModel : public Model {
 
     const ParameterLayout& layout() const override { return layout_; }
 
-    std::vector<int> parameter_use_order() const override {
-        std::vector<int> order{0};
-        for (int l = 1; l <= L_; ++l) order.push_back(l);
-        order.push_back(head_unit());                       // kept into backward
-        for (int l = L_; l >= 1; --l) order.push_back(l);  // (the embedding's backward needs no weights)
-        return order;
-    }
+    // Blocks forward, the head (kept into backward), blocks backward; an MoE layer's routed
+    // experts right after its block (theory/rank_traffic.hpp).
+    std::vector<int> parameter_use_order() const override { return model_parameter_use_order(config_, part_); }
 
     void stage_batch(int microbatch, std::uint64_t first_sample) override {
         batch_.stage(device_, microbatch, seed_, first_sample, B_, shape_.seq_len, V_,
@@ -295,12 +295,13 @@ class LlamaModel : public Model {
         aux_losses_.at(static_cast<std::size_t>(microbatch_) * moe_stats_.size() + static_cast<std::size_t>(index)) = aux;
     }
 
-    MoeWeights moe_weights(const float* p, const BlockTensors& w) const {
+    // `p`: the block's parameters, `e`: its routed experts' unit.
+    MoeWeights moe_weights(const float* p, const float* e, const BlockTensors& w) const {
         MoeWeights m;
         m.router = param(p, w.router);
-        m.experts_gate = param(p, w.experts_gate);
-        m.experts_up = param(p, w.experts_up);
-        m.experts_down = param(p, w.experts_down);
+        m.experts_gate = param(e, w.experts_gate);
+        m.experts_up = param(e, w.experts_up);
+        m.experts_down = param(e, w.experts_down);
         if (w.shared_gate >= 0) {
             m.shared_gate = param(p, w.shared_gate);
             m.shared_up = param(p, w.shared_up);
@@ -309,12 +310,12 @@ class LlamaModel : public Model {
         return m;
     }
 
-    MoeGradients moe_gradients(float* g, const BlockTensors& w) const {
+    MoeGradients moe_gradients(float* g, float* ge, const BlockTensors& w) const {
         MoeGradients m;
         m.router = grad(g, w.router);
-        m.experts_gate = grad(g, w.experts_gate);
-        m.experts_up = grad(g, w.experts_up);
-        m.experts_down = grad(g, w.experts_down);
+        m.experts_gate = grad(ge, w.experts_gate);
+        m.experts_up = grad(ge, w.experts_up);
+        m.experts_down = grad(ge, w.experts_down);
         if (w.shared_gate >= 0) {
             m.shared_gate = grad(g, w.shared_gate);
             m.shared_up = grad(g, w.shared_up);
@@ -342,13 +343,17 @@ class LlamaModel : public Model {
 
     void block_forward(int l, ParameterAccess& access) {
         NvtxRange range("h" + std::to_string(l) + " forward");
-        block_forward_compute(l, access.acquire(unit(l + 1)));
+        const float* p = access.acquire(unit(l + 1));
+        const float* e = is_moe(l) ? access.acquire(unit(llama_expert_unit(config_, l))) : nullptr;
+        block_forward_compute(l, p, e);
+        if (is_moe(l)) access.release(unit(llama_expert_unit(config_, l)));
         access.release(unit(l + 1));
     }
 
-    // The layer's forward with its parameters `p`: in forward, and again in backward under
-    // full recompute (into the shared buffers, from the kept layer input).
-    void block_forward_compute(int l, const float* p) {
+    // The layer's forward with its parameters `p` (and `e`, an MoE layer's routed experts): in
+    // forward, and again in backward under full recompute (into the shared buffers, from the
+    // kept layer input).
+    void block_forward_compute(int l, const float* p, const float* e) {
         const int BT = B_ * T_;
         const BlockTensors& w = tensors_.blocks[static_cast<std::size_t>(l)];
         const BlockActivations& a = blocks_[static_cast<std::size_t>(l)];
@@ -375,7 +380,8 @@ class LlamaModel : public Model {
         if (is_moe(l)) {
             const int index = moe_layer_index_.at(l);
             const MoeForwardResult routed =
-                moe_layer_->forward(projection_, a.moe, n2, moe_weights(p, w), moe_bias_[static_cast<std::size_t>(index)].data(),
+                moe_layer_->forward(projection_, a.moe, n2, moe_weights(p, e, w),
+                                    moe_bias_[static_cast<std::size_t>(index)].data(),
                                     moe_stats_[static_cast<std::size_t>(index)].exchange);
             if (!recomputing_) count_moe(index, routed);
         } else {
@@ -444,10 +450,12 @@ class LlamaModel : public Model {
         const bool defer = pass == BackwardPass::input;
         const float* p = access.acquire(unit(l + 1));
         float* g = access.gradients(unit(l + 1));
+        const int experts_unit = is_moe(l) ? unit(llama_expert_unit(config_, l)) : -1;
+        const float* e = experts_unit >= 0 ? access.acquire(experts_unit) : nullptr;
         if (recompute_ == Recompute::full) {
             NvtxRange recompute_range("h" + std::to_string(l) + " recompute");
             recomputing_ = true;
-            block_forward_compute(l, p);
+            block_forward_compute(l, p, e);
             recomputing_ = false;
         }
         const BlockTensors& w = tensors_.blocks[static_cast<std::size_t>(l)];
@@ -474,7 +482,8 @@ class LlamaModel : public Model {
             // The group's balancing loss weighs in the step loss as its rows do (loss_scale_
             // per row): alpha · rows · loss_scale_.
             const double balance_weight = moe_context_.settings.aux_loss_coeff * static_cast<double>(rows()) * loss_scale_;
-            moe_layer_->backward(dnormed_, moe_gradients(g, w), dmlp, a.moe, n2, moe_weights(p, w), balance_weight,
+            moe_layer_->backward(dnormed_, moe_gradients(g, access.gradients(experts_unit), w), dmlp, a.moe, n2,
+                                 moe_weights(p, e, w), balance_weight,
                                  moe_stats_[static_cast<std::size_t>(moe_layer_index_.at(l))].exchange);
         } else {
             if (defer) copy_floats(ops_, stash->dmlp, dmlp, btc);
@@ -522,6 +531,10 @@ class LlamaModel : public Model {
                               a.rstd1, R_, C_);
         norms_.finish({grad(g, w.norm1), grad(g, w.norm2)});
         // dresidual_ now holds d(residual), the previous block's output.
+        if (experts_unit >= 0) {
+            access.release(experts_unit);
+            access.gradients_complete(experts_unit);
+        }
         access.release(unit(l + 1));
         if (!defer) access.gradients_complete(unit(l + 1));
     }

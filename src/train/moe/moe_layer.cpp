@@ -82,7 +82,7 @@ std::vector<MoeLayer::ExpertChunk> MoeLayer::expert_chunks(const MoeActivations&
             chunks.push_back({e, a.routing.expert_start[e], a.routing.expert_start[e + 1] - a.routing.expert_start[e]});
         return chunks;
     }
-    const int first_expert = expert_group_->rank() * local_experts_;
+    const int first_expert = first_local_expert();
     int row = 0;
     for (int source = 0; source < expert_group_->size(); ++source)
         for (int j = 0; j < local_experts_; ++j) {
@@ -163,7 +163,7 @@ MoeForwardResult MoeLayer::forward(float* out, const MoeActivations& a, const fl
     for (const ExpertChunk& chunk : expert_chunks(a)) {
         if (chunk.rows == 0) continue;
         const std::size_t in = static_cast<std::size_t>(chunk.first) * C, wide = static_cast<std::size_t>(chunk.first) * Fe;
-        const std::size_t weight = static_cast<std::size_t>(chunk.expert) * Fe * C;
+        const std::size_t weight = static_cast<std::size_t>(chunk.expert - first_local_expert()) * Fe * C;
         ops_.matmul_forward(a.gate + wide, a.received + in, w.experts_gate + weight, nullptr, chunk.rows, C, Fe);
         ops_.matmul_forward(a.up + wide, a.received + in, w.experts_up + weight, nullptr, chunk.rows, C, Fe);
         ops_.swiglu_forward(a.glu + wide, a.gate + wide, a.up + wide, static_cast<std::size_t>(chunk.rows) * Fe);
@@ -238,7 +238,7 @@ void MoeLayer::backward(float* dx, const MoeGradients& g, const float* dout, con
     for (const ExpertChunk& chunk : chunks) {
         if (chunk.rows == 0) continue;
         const std::size_t in = static_cast<std::size_t>(chunk.first) * C, wide = static_cast<std::size_t>(chunk.first) * Fe;
-        const std::size_t weight = static_cast<std::size_t>(chunk.expert) * Fe * C;
+        const std::size_t weight = static_cast<std::size_t>(chunk.expert - first_local_expert()) * Fe * C;
         const std::size_t n = static_cast<std::size_t>(chunk.rows) * Fe;
         ops_.fill(dglu_, 0.0f, n);
         ops_.matmul_backward(dglu_, g.experts_down + weight, nullptr, dreceived_out + in, a.glu + wide,

@@ -19,9 +19,9 @@
 // contiguous), the experts run on what arrives (source-major, expert-major within a source),
 // and the combine is the alltoallv back, into the dispatch order, where the weighted sum runs
 // as without ep. Backward sends the experts' output gradients the same way and their input
-// gradients back. The parameters of every expert stay on every rank (the layout is the
-// model's): a rank's gradients of the experts it does not run stay zero, so the data-parallel
-// average over dp is the expert-data-parallel one (see README "Mixture of experts").
+// gradients back. A rank holds the parameters of its E/ep experts only (the model's layout
+// with an ExpertSplit, theory/model_layout.hpp); their gradients are averaged over the
+// expert-data-parallel group (train/schemes/expert_split.cpp; README "Mixture of experts").
 //
 // One MoeLayer serves every MoE layer of a model: its scratch is shared, each layer's kept
 // state is an MoeActivations the model holds per layer (and per pipeline slot). Its sizes are
@@ -68,7 +68,8 @@ struct MoeForwardResult {
     double aux_loss = 0.0;  // the group's L_aux (0 when alpha is 0)
 };
 
-// The parameters of one MoE layer (pointers into its unit), and their gradients (same shapes).
+// The parameters of one MoE layer (pointers into its units), and their gradients (same shapes).
+// Under expert parallelism the routed experts' are this rank's E/ep experts, stacked as below.
 struct MoeWeights {
     const float* router = nullptr;        // (E,C)
     const float* experts_gate = nullptr;  // (E·Fe, C)
@@ -157,6 +158,8 @@ class MoeLayer {
     };
     std::vector<ExpertChunk> expert_chunks(const MoeActivations& a) const;
     bool parallel() const { return shape_.ep > 1; }
+    // The first expert whose weights this rank holds (its E/ep experts are stacked from it).
+    int first_local_expert() const { return parallel() ? expert_group_->rank() * local_experts_ : 0; }
     // The per-rank row counts (elements of C floats) and offsets of an exchange: what this rank
     // sends (its dispatch order) and receives (source-major).
     struct ExchangePlan {

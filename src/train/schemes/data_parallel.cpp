@@ -16,7 +16,7 @@ class DataParallel : public TrainingScheme {
   public:
     DataParallel(const SchemeContext& context, const SchemeSettings& settings)
         : device_(context.device), ops_(context.ops), dp_(context.dp), settings_(settings),
-          flat_(context.model.layout(), group_units_by_bytes(context.model.layout(), settings.bucket_bytes), 1) {
+          flat_(context.layout, group_units_by_bytes(context.layout, settings.bucket_bytes), 1) {
         const std::size_t bytes = flat_.padded_numel() * sizeof(float);
         params_ = context.ledger.allocate(MemoryCategory::params, bytes);
         grads_ = context.ledger.allocate(MemoryCategory::grads, bytes);

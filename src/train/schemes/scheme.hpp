@@ -37,12 +37,17 @@ class TrainingScheme : public ParameterAccess {
     virtual std::vector<float> canonical_parameters() = 0;
 };
 
+// What one scheme manages: the units of `layout` (which must outlive the scheme), acquired in
+// `use_order` with at most `units_held_at_once` held (Model::parameter_use_order and
+// parameter_units_held_at_once for the whole model), averaged and sharded over `dp`.
 struct SchemeContext {
     Device& device;
     Ops& ops;
     Communicator& dp;
     MemoryLedger& ledger;
-    const Model& model;
+    const ParameterLayout& layout;
+    std::vector<int> use_order;
+    int units_held_at_once = 1;
 };
 
 std::unique_ptr<TrainingScheme> make_data_parallel(const SchemeContext& context, const SchemeSettings& settings);
@@ -50,5 +55,14 @@ std::unique_ptr<TrainingScheme> make_zero(const SchemeContext& context, const Sc
 inline std::unique_ptr<TrainingScheme> make_scheme(const SchemeContext& context, const SchemeSettings& settings) {
     return settings.zero_stage == 0 ? make_data_parallel(context, settings) : make_zero(context, settings);
 }
+
+// The model's scheme: one over its whole layout on `gradient_group` (dp x cp), or, for a model
+// whose layout has routed-expert units (an MoE model), one over the dense units on
+// `gradient_group` and one over the routed experts on `expert_data_group`, the ranks holding
+// the same experts (theory/expert_parallel.hpp; the gradient group itself without expert
+// parallelism). train/schemes/expert_split.cpp.
+std::unique_ptr<TrainingScheme> make_model_scheme(Device& device, Ops& ops, Communicator& gradient_group,
+                                                  Communicator& expert_data_group, MemoryLedger& ledger,
+                                                  const Model& model, const SchemeSettings& settings);
 
 }  // namespace parbench

@@ -45,10 +45,10 @@ class Zero : public TrainingScheme {
   public:
     Zero(const SchemeContext& context, const SchemeSettings& settings)
         : device_(context.device), ops_(context.ops), dp_(context.dp), settings_(settings),
-          rank_(context.dp.rank()), use_order_(context.model.parameter_use_order()),
-          flat_(context.model.layout(),
-                settings.zero_stage == 3 ? one_unit_per_group(context.model.layout())
-                                         : group_units_by_bytes(context.model.layout(), settings.bucket_bytes),
+          rank_(context.dp.rank()), use_order_(context.use_order),
+          flat_(context.layout,
+                settings.zero_stage == 3 ? one_unit_per_group(context.layout)
+                                         : group_units_by_bytes(context.layout, settings.bucket_bytes),
                 context.dp.size()) {
         if (settings.zero_stage < 1 || settings.zero_stage > 3)
             throw std::logic_error("Zero: stage " + std::to_string(settings.zero_stage));
@@ -71,7 +71,7 @@ class Zero : public TrainingScheme {
         }
         if (stage() == 3) {
             params_shard_ = ledger.allocate(MemoryCategory::params, shard_bytes);
-            const int param_slots = context.model.parameter_units_held_at_once() + (settings.prefetch ? 1 : 0);
+            const int param_slots = context.units_held_at_once + (settings.prefetch ? 1 : 0);
             for (int i = 0; i < param_slots; ++i)
                 param_slots_.push_back(Slot{ledger.allocate(MemoryCategory::params, slot_bytes), -1});
         } else {
