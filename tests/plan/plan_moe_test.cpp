@@ -193,9 +193,9 @@ TEST(PlanMoe, SearchRangesOverEpDividingExpertsAndDp) {
     EXPECT_EQ(seen, (std::set<int>{1, 2, 4}));
 }
 
-// Under --states parbench the layouts are train's: the MoE model itself on the engine (every
-// expert whole on every rank, the ep in the engine layout that sizes the receive buffers and the
-// exchanges), tp without sp kept (train runs the layer replicated), sp and zb-h1 dropped (train
+// Under --states parbench the layouts are train's: the MoE model itself on the engine (a rank's
+// E/ep routed experts whole on every tp rank, the ep in the engine layout that shards the experts
+// and sizes the receive buffers and the exchanges), tp without sp kept (train runs the layer replicated), sp and zb-h1 dropped (train
 // refuses them for MoE); its memory counts the MoE model's parameters, not the skeleton's.
 TEST(PlanMoe, ParbenchStatesFollowTrainsMoeLayout) {
     const auto engine_layout = [](int dp, int tp, bool sp) {
@@ -225,7 +225,19 @@ TEST(PlanMoe, ParbenchStatesFollowTrainsMoeLayout) {
     const double parameters = static_cast<double>(model_parameter_layout(toy_moe(), 16).total_numel());
     EXPECT_DOUBLE_EQ(prediction.memory.params, 4.0 * parameters);  // fp32, every expert on the rank
     EXPECT_DOUBLE_EQ(prediction.moe.dense_parameters_rank + prediction.moe.expert_parameters_rank, parameters);
-    EXPECT_EQ(prediction.moe.expert_dp, 2);  // train reduces the experts over every dp rank
+    EXPECT_EQ(prediction.moe.expert_dp, 2);  // without ep every dp rank holds the same experts
+
+    // At ep 2 a rank holds half the routed experts, reduced over dp / ep = 1 rank, as Megatron-core.
+    PlanLayout sharded = engine_layout(2, 1, false);
+    sharded.engine.ep = 2;
+    sharded.experts.ep = 2;
+    const PlanPrediction half = predict_layout(sharded, context_on(2, 8));
+    const double held = static_cast<double>(model_parameter_layout(toy_moe(), 16, {}, ExpertSplit{0, 2}).total_numel());
+    EXPECT_LT(held, parameters);
+    EXPECT_DOUBLE_EQ(half.memory.params, 4.0 * held);
+    EXPECT_DOUBLE_EQ(half.moe.expert_parameters_rank, prediction.moe.expert_parameters_rank / 2);
+    EXPECT_DOUBLE_EQ(half.moe.dense_parameters_rank + half.moe.expert_parameters_rank, held);
+    EXPECT_EQ(half.moe.expert_dp, 1);
 }
 
 }  // namespace
