@@ -95,6 +95,8 @@ class CpuOps : public Ops {
 
     void adamw_update(float* params, const float* grads, float* m, float* v, std::size_t n, float lr, float beta1,
                       float beta2, float eps, float weight_decay, int step) override;
+    void adamw_update_clearing_grads(float* params, float* grads, float* m, float* v, std::size_t n, float lr,
+                                     float beta1, float beta2, float eps, float weight_decay, int step) override;
 
     // bf16 as an exact emulation of the GPU's: the same round-to-nearest-even cast
     // (kernels/half_types.hpp), then the bf16 operands widened to fp32 (exact) and multiplied

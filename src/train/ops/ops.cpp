@@ -25,6 +25,12 @@ void Ops::matmul_backward_bf16(float*, float*, float*, const BFloat16*, const BF
     throw_no_bf16(*this);
 }
 
+void Ops::adamw_update_clearing_grads(float* params, float* grads, float* m, float* v, std::size_t n, float lr,
+                                      float beta1, float beta2, float eps, float weight_decay, int step) {
+    adamw_update(params, grads, m, v, n, lr, beta1, beta2, eps, weight_decay, step);
+    fill(grads, 0.0f, n);
+}
+
 std::unique_ptr<Ops> make_ops(const Device& device) {
     if (device.kind() == "cpu") return std::make_unique<CpuOps>();
     // A CUDA device was made by the CUDA plugin, so it is loaded already.

@@ -195,6 +195,13 @@ class Ops {
     // ---- AdamW on fp32 master weights and state; step counts from 1 ------------------------
     virtual void adamw_update(float* params, const float* grads, float* m, float* v, std::size_t n, float lr,
                               float beta1, float beta2, float eps, float weight_decay, int step) = 0;
+    // adamw_update, then grads (n) = 0: a scheme that accumulates into one gradient buffer
+    // across steps leaves it zeroed for the next step without a separate fill. The default
+    // is those two calls; CpuOps clears each gradient in the same pass that reads it (the
+    // line is in cache and written back anyway, so the clearing costs no extra traffic).
+    virtual void adamw_update_clearing_grads(float* params, float* grads, float* m, float* v, std::size_t n,
+                                             float lr, float beta1, float beta2, float eps, float weight_decay,
+                                             int step);
 
     // ---- bf16 compute with fp32 master weights (--precision bf16, train/matmuls.hpp) ------
     // has_bf16() says whether the ops below exist (CUDA: cuBLAS bf16 GEMMs; CPU: an exact
