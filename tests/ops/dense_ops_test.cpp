@@ -187,5 +187,23 @@ TEST(CpuOps, AdamWUpdatesEveryElementLikeTheFormula) {
     }
 }
 
+// The DDP scheme's update: the same bits as adamw_update (every vector width: n = 37 leaves a
+// remainder after 16- and 8-wide loops), and the gradients left zero for the next step.
+TEST(CpuOps, AdamWClearingGradsUpdatesLikeAdamWAndZeroesTheGradients) {
+    CpuOps ops;
+    const std::size_t n = 37;
+    auto params = random_vector(n, 30), m = random_vector(n, 31, -0.1f, 0.1f), v = random_vector(n, 32, 0.0f, 0.01f);
+    auto grads = random_vector(n, 33);
+    auto expected_p = params, expected_m = m, expected_v = v;
+    ops.adamw_update(expected_p.data(), grads.data(), expected_m.data(), expected_v.data(), n, 1e-3f, 0.9f, 0.95f,
+                     1e-8f, 0.1f, 4);
+    ops.adamw_update_clearing_grads(params.data(), grads.data(), m.data(), v.data(), n, 1e-3f, 0.9f, 0.95f, 1e-8f,
+                                    0.1f, 4);
+    EXPECT_EQ(params, expected_p);
+    EXPECT_EQ(m, expected_m);
+    EXPECT_EQ(v, expected_v);
+    EXPECT_EQ(grads, std::vector<float>(n, 0.0f));
+}
+
 }  // namespace
 }  // namespace parbench
