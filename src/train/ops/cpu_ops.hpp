@@ -122,6 +122,8 @@ class CpuOps : public Ops {
     // device memory a GPU run would hold (the engine's bf16 copies are in the ledger). They
     // only grow, to the largest matmul, so after the first step nothing is allocated.
     std::vector<float> widened_inp_, widened_weight_, widened_dout_;
+    // RoPE's cosines and sines of one position (rope.cpp): grown to the head size once.
+    std::vector<float> rope_turns_;
 };
 
 }  // namespace parbench
