@@ -41,7 +41,7 @@ StepRecord StepDriver::run_step(int step) {
         record.pipeline = pipeline_->run_step(step, rank_loss_scale, step_start);
     } else {
         NvtxRange step_range("step " + std::to_string(step));
-        scheme_.begin_step();
+        scheme_.begin_step(step + 1);
         for (int k = 0; k < plan_.microbatches; ++k) {
             scheme_.begin_microbatch(k);
             {

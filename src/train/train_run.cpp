@@ -304,8 +304,12 @@ TrainMeasurements run_training(const TrainPlan& plan, Mesh& mesh, Device& device
     std::unique_ptr<Model> model = make_model(plan.model, shape, o.seed, ops, ledger, tp, part, parse_precision(o.precision),
                                               plan.recompute, cp, moe);
     // Gradients are averaged over dp x cp (Mesh::gradient_group), so DDP and ZeRO run on it.
+    // A pipeline sums its tied embedding's gradient across stages after backward, so it keeps
+    // the optimizer after backward too.
+    SchemeSettings scheme_settings = plan.scheme;
+    scheme_settings.update_in_backward = !pipelined;
     std::unique_ptr<TrainingScheme> scheme =
-        make_scheme(SchemeContext{device, ops, mesh.gradient_group(), ledger, *model}, plan.scheme);
+        make_scheme(SchemeContext{device, ops, mesh.gradient_group(), ledger, *model}, scheme_settings);
     scheme->initialize_parameters(o.seed);
 
     StepPlan step_plan;

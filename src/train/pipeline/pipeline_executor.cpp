@@ -258,7 +258,7 @@ void PipelineExecutor::sum_shared_gradients() {
 PipelineStepStats PipelineExecutor::run_step(int step, float loss_scale, Clock::time_point step_start) {
     step_ = step;
     stats_ = PipelineStepStats{};
-    scheme_.begin_step();
+    scheme_.begin_step(step + 1);
     for (const Step& s : steps_) {
         if (s.compute)
             compute(*s.compute, loss_scale);
