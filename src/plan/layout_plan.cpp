@@ -362,6 +362,8 @@ PlanPrediction predict_layout(const PlanLayout& p, const PlanContext& context, c
         const double rank_tflops = context.rate.tflops_per_gpu * out.compute_share.share;
         out.compute_ms = out.hardware_flops_per_step / (world * rank_tflops * 1e12) * 1e3;
     }
+    out.passes_by_pp_rank = l.pp > 1 ? pass_counts(pipeline->schedule)
+                                     : std::vector<PassCounts>{unpipelined_pass_counts(l.microbatches)};
     if (l.pp > 1) {
         const ScheduleShape shape{l.pp, l.microbatches, l.virtual_stages};
         const Schedule& schedule = pipeline->schedule;
@@ -475,6 +477,12 @@ nlohmann::json to_json(const PlanPrediction& p) {
         }
         by_rank.push_back(entry);
     }
+    nlohmann::json passes = nlohmann::json::array();
+    for (std::size_t r = 0; r < p.passes_by_pp_rank.size(); ++r) {
+        const PassCounts& c = p.passes_by_pp_rank[r];
+        passes.push_back({{"pp_rank", r}, {"forward", c.forward}, {"input_grad", c.input_grad},
+                          {"weight_grad", c.weight_grad}, {"weight_grad_deferred", c.weight_grad_deferred}});
+    }
     nlohmann::json stages = nlohmann::json::array();
     for (const StageCompute& stage : p.stages)
         stages.push_back({{"pp_rank", stage.pp_rank}, {"layers", stage.layers},
@@ -505,6 +513,7 @@ nlohmann::json to_json(const PlanPrediction& p) {
               {"activation_bytes_per_layer", p.memory.activation_bytes_per_layer}, {"items", items}}},
             {"comm", comm},
             {"traffic_by_pp_rank", by_rank},
+            {"passes_by_pp_rank", passes},
             {"bubble",
              {{"formula", p.bubble_formula}, {"formula_text", p.bubble_formula_text},
               {"simulated", p.bubble_simulated}}},
