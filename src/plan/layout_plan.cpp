@@ -318,7 +318,11 @@ PlanPrediction predict_layout(const PlanLayout& p, const PlanContext& context, c
     // Megatron-LM's pipeline transfers across hosts with tp > 1 (scatter-gather, arXiv 2104.04473
     // sec. 4.1): each tp rank sends 1/t of the activation over its own NIC, then the t ranks of the
     // receiving stage all-gather it over NVLink. parbench's engine sends the whole tensor per rank.
-    if (p.states != StateConvention::parbench && l.tp > 1 && placement_of(world, cluster) == Placement::cross_host) {
+    // Under sequence parallelism each tp rank holds and sends its own s/t shard already (the
+    // traffic above counts the shard), which the next stage's sequence-parallel region takes as
+    // it is: no scatter, no gather.
+    if (p.states != StateConvention::parbench && l.tp > 1 && !l.sp &&
+        placement_of(world, cluster) == Placement::cross_host) {
         for (CommLine& line : out.comm) {
             if (line.dimension != "pp" || line.collective != "send" || line.calls <= 0) continue;
             const double each = line.bytes / line.calls;
