@@ -11,10 +11,12 @@
 #include "core/error.hpp"
 #include "core/json_file.hpp"
 #include "plan/layout_search.hpp"
+#include "plan/moe_plan.hpp"
 #include "plan/plan_output.hpp"
 #include "theory/engine_defaults.hpp"
 #include "theory/layout_check.hpp"
 #include "theory/model_shape.hpp"
+#include "theory/moe_work.hpp"
 #include "theory/pipeline/partition.hpp"
 #include "train/model.hpp"
 
@@ -30,6 +32,7 @@ constexpr std::int64_t max_global_batch = std::int64_t{1} << 30;
 constexpr int max_top = 10000;
 constexpr double max_bucket_mib = 1 << 20;
 constexpr double max_pass_cost = 1e9;
+constexpr double max_moe_imbalance = 1e6;
 
 // A plan with no layout that fits in memory ends with this status, as compare's regression does.
 constexpr int does_not_fit_exit_code = 3;
@@ -86,6 +89,8 @@ class PlanCommand : public Command {
     std::string gemm_curve;
     std::vector<std::string> calibrate;
     std::string calibrate_compute;
+    std::optional<int> ep;                 // MoE models only (plan/moe_plan.hpp)
+    std::optional<double> moe_imbalance;
     bool search = false;
     int top = 10;
     std::string microbatch_list = "1,2,4,8,16,32,64,128,256,512";
@@ -100,6 +105,10 @@ class PlanCommand : public Command {
             throw UsageError("--gemm-curve models compute from each GEMM's shape; drop --efficiency and "
                              "--calibrate-compute, which give one rate instead");
         if (!json_path.empty()) check_writable(json_path, "--json");
+        if (ep) check_int(*ep, "--ep", 1, cluster_limits::max_gpus);
+        if (moe_imbalance && !(*moe_imbalance >= 1.0 && *moe_imbalance <= max_moe_imbalance))
+            throw UsageError("--moe-imbalance " + std::to_string(*moe_imbalance) + ": give the max / mean tokens an "
+                             "expert-parallel rank receives, 1 (balanced) or more, as `parbench alltoallv --skew` reports it");
     }
 
     int run(Invocation& invocation) override {
@@ -162,6 +171,13 @@ class PlanCommand : public Command {
         inputs.model["source"] = resolved.source;
         inputs.model["parameters"] = static_cast<double>(
             model_parameter_layout(resolved.config, resolved.config.seq_len).total_numel());
+        if (resolved.config.moe) {
+            const MoeParameterCount count = moe_parameter_count(moe_shape(resolved.config));
+            inputs.model["parameters"] = static_cast<double>(count.total);
+            inputs.model["active_parameters"] = static_cast<double>(count.active);
+            inputs.model["routed_expert_parameters"] = static_cast<double>(count.routed_experts);
+            inputs.model["moe_approximations"] = moe_approximations(resolved.config);
+        }
         inputs.cluster = to_json(cluster);
         inputs.compute = to_json(context.rate);
         if (device_compute) inputs.compute["device_model"] = to_json(*device_compute);
@@ -281,6 +297,44 @@ class PlanCommand : public Command {
         l.cp_balance = choice.balance;
     }
 
+    // --ep and --moe-imbalance for a mixture-of-experts model (plan/moe_plan.hpp); refused for a
+    // dense one and where plan does not model MoE.
+    void resolve_experts(PlanLayout& p, const ModelConfig& config) const {
+        if (!config.moe) {
+            if (ep || moe_imbalance)
+                throw UsageError(std::string(ep ? "--ep" : "--moe-imbalance") + ": --model has no experts (no \"moe\" "
+                                 "in its config); expert parallelism needs a mixture-of-experts model, e.g. --model "
+                                 "mixtral-8x7b, or drop the flag");
+            if (!config.mla) return;
+        }
+        if (p.states == StateConvention::parbench)
+            throw UsageError("--states parbench: plan counts parbench's own trainer buffer by buffer, and has no ledger of "
+                             "its MoE layers; use --states megatron|zero (and --precision bf16) for " + config.name);
+        if (no_reshard || hybrid_shard)
+            throw UsageError(std::string(no_reshard ? "--no-reshard" : "--hybrid-shard") + " is not modelled for the "
+                             "experts of an MoE model; drop it");
+        p.experts.model = config;
+        p.experts.imbalance = moe_imbalance.value_or(1.0);
+        if (!config.moe) return;
+        if (search) {
+            if (ep) throw UsageError("--ep with --search: the search ranges over ep (divisors of the experts and dp); drop --ep");
+            return;
+        }
+        p.experts.ep = ep.value_or(1);
+        const int experts = config.moe->experts, dp = p.engine.dp;
+        if (experts % p.experts.ep != 0)
+            throw UsageError("--ep " + std::to_string(p.experts.ep) + " does not divide the " + std::to_string(experts) +
+                             " experts of " + config.name + "; use a divisor of " + std::to_string(experts));
+        if (dp % p.experts.ep != 0)
+            throw UsageError("--ep " + std::to_string(p.experts.ep) + " does not divide --dp " + std::to_string(dp) +
+                             ": the expert-parallel group is carved from the data-parallel ranks (Megatron-core); use a "
+                             "divisor of both " + std::to_string(dp) + " and " + std::to_string(experts) + " experts");
+        if (p.engine.tp > 1 && !p.engine.sp)
+            throw UsageError("--tp " + std::to_string(p.engine.tp) + " without --sp: Megatron-core runs MoE layers under "
+                             "tensor parallelism only with sequence parallelism (each tp rank dispatches its shard of "
+                             "the tokens); add --sp");
+    }
+
     // The one layout the flags give (checked as train checks them), or the search's base.
     // The byte convention when --states is not given: the frameworks' mixed precision (Megatron's
     // 18 B/param) for a bf16 job, parbench's own fp32 trainer for an fp32 one or on a CPU host (a
@@ -313,7 +367,7 @@ class PlanCommand : public Command {
                           ? AttentionKind::flash
                           : AttentionKind::naive;
         EngineLayout& l = p.engine;
-        l.model = config;
+        l.model = config.moe || config.mla ? dense_skeleton(config) : config;
         l.seq_len = config.seq_len;
         l.precision = run_precision;
         l.recompute = parse_recompute(recompute);
@@ -373,6 +427,7 @@ class PlanCommand : public Command {
                                      " must be a larger multiple of it, or drop --hybrid-shard");
             }
         }
+        resolve_experts(p, config);
         // Not given: a plan of parbench's own run (--states parbench, one layout) takes train's
         // default, so the same flags count the same bytes; otherwise one sequence per micro-batch
         // per data-parallel rank.
@@ -458,7 +513,11 @@ std::unique_ptr<Command> add_plan_command(CLI::App& app) {
     sub->add_option("--gemm-curve", c.gemm_curve, "parbench-ops report whose matmul entries fit the GEMM curve");
     sub->add_option("--calibrate", c.calibrate, "Collective reports (size sweeps) to fit alpha/beta from");
     sub->add_option("--calibrate-compute", c.calibrate_compute, "parbench-ops or train report for the compute rate");
-    sub->add_flag("--search", c.search, "Rank every layout that divides the GPUs and the model");
+    sub->add_option("--ep", c.ep,
+                    "MoE: expert-parallel degree, carved from the dp ranks (divides the experts and --dp; default 1)");
+    sub->add_option("--moe-imbalance", c.moe_imbalance,
+                    "MoE: max/mean tokens per ep rank, what `parbench alltoallv --skew` reports (default 1, balanced)");
+    sub->add_flag("--search", c.search, "Rank every layout that divides the GPUs and the model (and ep for MoE)");
     sub->add_option("--top", c.top, "Layouts to show with --search")->capture_default_str();
     sub->add_option("--microbatch-list", c.microbatch_list, "Micro-batch counts --search tries")->capture_default_str();
     sub->add_option("--json", c.json_path, "Write the parbench.plan/v1 document here");

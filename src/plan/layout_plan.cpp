@@ -8,6 +8,7 @@
 #include "theory/context_parallel.hpp"
 #include "theory/llama_activation_memory.hpp"
 #include "theory/model_flops.hpp"
+#include "theory/moe_work.hpp"
 
 namespace parbench {
 
@@ -108,6 +109,7 @@ PlanMemory convention_memory(const PlanLayout& p, int pp_rank, const EnginePipel
     // FSDP without resharding after forward holds every layer's gathered parameters at the peak.
     if (l.zero == 3 && !p.reshard_after_forward)
         m.buffers += static_cast<double>(rank.layout.total_numel()) * bytes.params - m.params;
+    if (p.experts.active()) apply_moe_memory(m, p, static_cast<double>(rank.layout.total_numel()), layer_micro);
     m.total = m.params + m.grads + m.optimizer + m.activations + m.buffers;
     return m;
 }
@@ -287,6 +289,15 @@ PlanPrediction predict_layout(const PlanLayout& p, const PlanContext& context, c
     add_lines("dp", out.memory.pp_rank, sharded_over, placement_of(sharded_over * l.tp, cluster),
               p.states == StateConvention::zero ? 0.5 : 1.0,
               nics_used(std::min(sharded_over, std::max(1, cluster.gpus_per_host / l.tp))));
+    if (p.experts.active()) {
+        // MoE: the ep group's members are tp x cp apart, the expert-dp group's tp x cp x ep apart.
+        const int ep = p.experts.ep, host = cluster.gpus_per_host;
+        const MoeLinks links{placement_of(sharded_over * l.tp, cluster), placement_of(sharded_over * l.tp, cluster),
+                             placement_of(ep * l.tp * l.cp, cluster),
+                             nics_used(std::min(sharded_over, std::max(1, host / l.tp))),
+                             nics_used(std::min(expert_data_parallel(p), std::max(1, host / (l.tp * l.cp * ep))))};
+        apply_moe_traffic(out, context, static_cast<double>(rank.layout.total_numel()), links);
+    }
     if (l.zero == 3 && !p.reshard_after_forward) {
         // One gather per layer and micro-batch, for the forward; the backward reuses it.
         for (CommLine& line : out.comm)
@@ -337,12 +348,13 @@ PlanPrediction predict_layout(const PlanLayout& p, const PlanContext& context, c
     add_lines("cp", out.memory.pp_rank, l.cp, placement_of(l.cp * l.tp, cluster), wire);
 
     // Compute, bubble, optimizer.
-    out.flops_per_step = model_flops_per_step(l.model, p.global_batch, l.seq_len);
+    out.flops_per_step = p.experts.active() ? moe_model_flops_per_step(*p.experts.model, p.global_batch, l.seq_len)
+                                            : model_flops_per_step(l.model, p.global_batch, l.seq_len);
     // Ranks that outnumber their host's cores compute at cores / ranks of the unshared rate.
     out.compute_share = compute_share(cluster, world);
     std::optional<PassCosts> work_costs;  // F, B, W per chunk from the work, when modelled
     if (context.device_compute) {
-        out.stages = stage_compute(l, p.attention, *context.device_compute);
+        out.stages = stage_compute(l, p.attention, *context.device_compute, &p.experts);
         const StageCompute* busiest_stage = &out.stages.front();
         for (const StageCompute& stage : out.stages) {
             if (stage.total_ms() > busiest_stage->total_ms()) busiest_stage = &stage;
@@ -362,7 +374,9 @@ PlanPrediction predict_layout(const PlanLayout& p, const PlanContext& context, c
         // rate was measured on its own run, recompute and all, and is taken as it is.
         out.hardware_flops_per_step = out.flops_per_step;
         if (!context.rate.includes_optimizer)
-            out.hardware_flops_per_step += recompute_flops_per_step(l.model, p.global_batch, l.seq_len, l.recompute);
+            out.hardware_flops_per_step +=
+                p.experts.active() ? moe_recompute_flops_per_step(*p.experts.model, p.global_batch, l.seq_len, l.recompute)
+                                   : recompute_flops_per_step(l.model, p.global_batch, l.seq_len, l.recompute);
         const double rank_tflops = context.rate.tflops_per_gpu * out.compute_share.share;
         out.compute_ms = out.hardware_flops_per_step / (world * rank_tflops * 1e12) * 1e3;
     }
@@ -384,7 +398,10 @@ PlanPrediction predict_layout(const PlanLayout& p, const PlanContext& context, c
         out.bubble_ms = out.compute_ms * out.bubble_simulated / (1.0 - out.bubble_simulated);
     }
     if (!context.rate.includes_optimizer) {
-        const double owned = static_cast<double>(rank.layout.total_numel()) / (l.zero >= 1 ? l.gradient_ranks() : 1);
+        double owned = static_cast<double>(rank.layout.total_numel()) / (l.zero >= 1 ? l.gradient_ranks() : 1);
+        if (p.experts.active())  // dense states sharded over dp x cp, the experts' over their own group
+            owned = out.moe.dense_parameters_rank / (l.zero >= 1 ? l.gradient_ranks() : 1) +
+                    out.moe.expert_parameters_rank / (l.zero >= 1 ? expert_data_parallel(p) : 1);
         const double gbps = context.rate.optimizer_gbps ? *context.rate.optimizer_gbps : cluster.device.memory_bandwidth_gbps;
         out.optimizer_ms = owned * 28.0 / (gbps * 1e9 * out.compute_share.share) * 1e3;
     }
@@ -457,6 +474,7 @@ std::string layout_label(const PlanLayout& p) {
     if (l.prefetch) label << " prefetch";
     if (l.zero == 3 && !p.reshard_after_forward) label << " no-reshard";
     if (p.shard_group > 0) label << " hybrid" << p.shard_group;
+    if (p.experts.has_experts()) label << " ep" << p.experts.ep;
     return label.str();
 }
 
@@ -507,7 +525,8 @@ nlohmann::json to_json(const PlanPrediction& p) {
               {"precision", l.precision == Precision::bf16 ? "bf16" : "fp32"},
               {"recompute", recompute_name(l.recompute)}, {"p2p", p2p_mode_name(l.p2p)},
               {"attention", attention_name(p.layout.attention)},
-              {"reshard_after_forward", p.layout.reshard_after_forward}, {"shard_group", p.layout.shard_group}}},
+              {"reshard_after_forward", p.layout.reshard_after_forward}, {"shard_group", p.layout.shard_group},
+              {"ep", p.layout.experts.ep}}},
             {"memory_bytes",
              {{"states", states_name(p.layout.states)}, {"pp_rank", p.memory.pp_rank}, {"params", p.memory.params},
               {"grads", p.memory.grads}, {"optimizer", p.memory.optimizer}, {"activations", p.memory.activations},
@@ -524,7 +543,7 @@ nlohmann::json to_json(const PlanPrediction& p) {
             {"time_ms",
              {{"compute", p.compute_ms}, {"bubble", p.bubble_ms}, {"optimizer", p.optimizer_ms},
               {"exposed_tp", p.exposed_tp_ms}, {"exposed_dp", p.exposed_dp_ms}, {"exposed_pp", p.exposed_pp_ms},
-              {"exposed_cp", p.exposed_cp_ms},
+              {"exposed_cp", p.exposed_cp_ms}, {"exposed_ep", p.exposed_ep_ms},
               {"step", p.step_ms}}},
             {"compute_sharing",
              {{"ranks_per_host", p.compute_share.ranks_per_host},
@@ -538,7 +557,9 @@ nlohmann::json to_json(const PlanPrediction& p) {
             {"hardware_flops_per_step", p.hardware_flops_per_step},
             {"stages", stages},
             {"tokens_per_s", p.tokens_per_s},
-            {"mfu", p.mfu}};
+            {"mfu", p.mfu},
+            {"mfu_parameters", p.moe.active ? "active" : "all"},
+            {"moe", p.moe.active ? to_json(p.moe) : nlohmann::json(nullptr)}};
 }
 
 }  // namespace parbench

@@ -20,6 +20,8 @@
 //               drain transfers (2(p-1)) with non-blocking p2p, every transfer with blocking (a
 //               receive is the other end of its peer's send and takes no time of its own)
 //   MFU = model FLOPs / (step x GPUs x peak);  tokens/s = global batch x seq / step
+//   MoE (--ep, plan/moe_plan.hpp): + exposed ep (every all-to-all); model FLOPs on the active
+//   parameters (router, k + S experts per token), so the MFU is on active parameters
 #pragma once
 
 #include <nlohmann/json.hpp>
@@ -32,6 +34,7 @@
 #include "plan/cluster.hpp"
 #include "plan/compute_calibration.hpp"
 #include "plan/device_compute.hpp"
+#include "plan/moe_plan.hpp"
 #include "plan/stage_compute.hpp"
 #include "theory/activation_memory.hpp"
 #include "theory/layer_work.hpp"
@@ -68,6 +71,8 @@ struct PlanLayout {
     // shards all-reduced across the replicas once per step. zero and megatron conventions only.
     bool reshard_after_forward = true;
     int shard_group = 0;  // 0: all dp ranks
+    // A mixture-of-experts model (plan/moe_plan.hpp): engine.model is then its dense skeleton.
+    ExpertParallel experts;
 };
 
 struct PlanMemory {
@@ -114,10 +119,12 @@ struct PlanPrediction {
     std::vector<StageCompute> stages;
     double hardware_flops_per_step = 0;
     double exposed_tp_ms = 0, exposed_dp_ms = 0, exposed_pp_ms = 0, exposed_cp_ms = 0;
-    double step_ms = 0, tokens_per_s = 0, mfu = 0;
+    double exposed_ep_ms = 0;  // MoE: every all-to-all (plan/moe_plan.hpp)
+    MoePrediction moe;
+    double step_ms = 0, tokens_per_s = 0, mfu = 0;  // MoE: MFU on the active parameters' FLOPs
     double memory_capacity = 0;
     bool fits = true;
-    double exposed_ms() const { return exposed_tp_ms + exposed_dp_ms + exposed_pp_ms + exposed_cp_ms; }
+    double exposed_ms() const { return exposed_tp_ms + exposed_dp_ms + exposed_pp_ms + exposed_cp_ms + exposed_ep_ms; }
 };
 
 struct PlanContext {

@@ -115,7 +115,7 @@ SearchResult search_layouts(const SearchSpace& space, const PlanContext& context
                                     variants.push_back(variant);
                                 }
                             }
-                            for (const PlanLayout& candidate : variants) {
+                            for (const PlanLayout& candidate : with_expert_degrees(variants)) {
                                 ++result.considered;
                                 PlanPrediction prediction =
                                     predict_layout(candidate, context, pipeline ? &*pipeline : nullptr);

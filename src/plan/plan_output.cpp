@@ -66,6 +66,11 @@ void row(std::ostream& out, const PlanPrediction& p, int rank, double first_ms) 
                   p.optimizer_ms, 100.0 * p.mfu, p.tokens_per_s, memory_text(p.memory.total).c_str(),
                   margin_text(p, first_ms).c_str());
     out << line;
+    if (p.moe.active && p.moe.alltoall_calls > 0) {
+        std::snprintf(line, sizeof line, "     all-to-all %.2f ms, %.4g GB per step (ep %d, imbalance %.3g)\n",
+                      p.moe.alltoall_ms, p.moe.alltoall_bytes / 1e9, p.moe.ep, p.moe.imbalance);
+        out << line;
+    }
 }
 
 void header(std::ostream& out) {
@@ -107,9 +112,12 @@ void print_plan_console(std::ostream& out, const PlanInputs& inputs, const std::
                         const SearchResult* search) {
     const nlohmann::json& m = inputs.model;
     const nlohmann::json& shape = m["shape"];
+    char active[64] = "";  // an MoE model's parameters per token
+    if (m.contains("active_parameters"))
+        std::snprintf(active, sizeof active, ", %.4gB active", m["active_parameters"].get<double>() / 1e9);
     char title[256];
-    std::snprintf(title, sizeof title, "%.4gB parameters: %d layers, hidden %d", m["parameters"].get<double>() / 1e9,
-                  shape["layers"].get<int>(), shape["hidden"].get<int>());
+    std::snprintf(title, sizeof title, "%.4gB parameters%s: %d layers, hidden %d", m["parameters"].get<double>() / 1e9,
+                  active, shape["layers"].get<int>(), shape["hidden"].get<int>());
     out << "# parbench plan: " << m["name"].get<std::string>() << " (" << title;
     if (shape.contains("heads"))
         out << ", " << shape["heads"] << " heads, seq " << shape["seq_len"] << ", vocab " << shape["vocab"];
@@ -130,6 +138,9 @@ void print_plan_console(std::ostream& out, const PlanInputs& inputs, const std::
             << inputs.compute["source"].get<std::string>() << ")\n";
     }
     out << "# comm: " << inputs.comm["summary"].get<std::string>() << "\n";
+    if (m.contains("moe_approximations"))
+        out << "# MoE: Megatron-core's layout (ep carved from the dp ranks); MFU on active parameters; approximated: "
+            << m["moe_approximations"].get<std::string>() << "\n";
     out << "# states: " << inputs.states.value("convention", "?") << " (" << inputs.states.value("source", "?") << ")\n";
     const bool assumed = inputs.compute.value("mfu_basis", "assumed") == "assumed";
     if (assumed)
@@ -180,15 +191,26 @@ void print_plan_console(std::ostream& out, const PlanInputs& inputs, const std::
                           p.bubble_formula_text.c_str(), p.bubble_simulated);
             out << line;
         }
-        char cp_part[64] = "";
+        char cp_part[96] = "";
         if (p.layout.engine.cp > 1) std::snprintf(cp_part, sizeof cp_part, " + cp %.3f", p.exposed_cp_ms);
+        if (p.moe.active) {
+            const std::size_t used = std::char_traits<char>::length(cp_part);
+            std::snprintf(cp_part + used, sizeof cp_part - used, " + ep %.3f", p.exposed_ep_ms);
+            std::snprintf(line, sizeof line, "moe: ep %d, expert-dp %d, imbalance %.3g; per rank %.4g B dense + %.4g B "
+                          "expert parameters; all-to-all %.4g calls, %.4g GB leaving the rank, %.3f ms per step (%s)\n",
+                          p.moe.ep, p.moe.expert_dp, p.moe.imbalance, p.moe.dense_parameters_rank / 1e9,
+                          p.moe.expert_parameters_rank / 1e9, p.moe.alltoall_calls, p.moe.alltoall_bytes / 1e9,
+                          p.moe.alltoall_ms, placement_name(p.moe.ep_placement).c_str());
+            out << line;
+        }
         std::snprintf(line, sizeof line, "step time: %.3f ms = compute %.3f + bubble %.3f + optimizer %.3f + exposed "
                       "tp %.3f + dp %.3f + pp %.3f%s\n",
                       p.step_ms, p.compute_ms, p.bubble_ms, p.optimizer_ms, p.exposed_tp_ms, p.exposed_dp_ms,
                       p.exposed_pp_ms, cp_part);
         out << line;
-        std::snprintf(line, sizeof line, "MFU %.1f%% (%s), %.4g tokens/s (model FLOPs per step %.4g)\n", 100.0 * p.mfu,
-                      assumed ? "assumed" : "calibrated", p.tokens_per_s, p.flops_per_step);
+        std::snprintf(line, sizeof line, "MFU %.1f%% (%s%s), %.4g tokens/s (model FLOPs per step %.4g)\n", 100.0 * p.mfu,
+                      assumed ? "assumed" : "calibrated", p.moe.active ? ", on active parameters" : "", p.tokens_per_s,
+                      p.flops_per_step);
         out << line;
         if (p.compute_share.oversubscribed()) out << "  " << oversubscribed_note(p.compute_share) << "\n";
     }

@@ -1,5 +1,7 @@
 #include "plan/stage_compute.hpp"
 
+#include "theory/moe_work.hpp"
+
 namespace parbench {
 namespace {
 
@@ -14,7 +16,8 @@ void add(StageCompute& stage, const LayerWork& work, const DeviceCompute& device
 
 }  // namespace
 
-std::vector<StageCompute> stage_compute(const EngineLayout& l, AttentionKind attention, const DeviceCompute& device) {
+std::vector<StageCompute> stage_compute(const EngineLayout& l, AttentionKind attention, const DeviceCompute& device,
+                                        const ExpertParallel* experts) {
     LayerWorkShape shape;
     shape.model = l.model;
     shape.seq = l.local_seq_len();
@@ -37,7 +40,21 @@ std::vector<StageCompute> stage_compute(const EngineLayout& l, AttentionKind att
         for (std::size_t i = 0; i < l.stage_ranges.size(); ++i)
             stages[i % static_cast<std::size_t>(l.pp)].layers += l.stage_ranges[i].end - l.stage_ranges[i].first;
     }
-    for (StageCompute& stage : stages) add(stage, layer, device, stage.layers);
+    if (experts && experts->has_experts()) {
+        LayerWorkShape expert_shape = shape;
+        expert_shape.model = *experts->model;
+        const LayerWork moe_layer =
+            moe_layer_work(expert_shape, attention, l.recompute, experts->ep, experts->effective_imbalance());
+        for (StageCompute& stage : stages) {
+            int moe_layers = 0;
+            for (const LayerRange& range : pipeline_rank_layers(l, stage.pp_rank))
+                moe_layers += moe_layers_in(*experts->model, range.first, range.end);
+            add(stage, layer, device, stage.layers - moe_layers);
+            add(stage, moe_layer, device, moe_layers);
+        }
+    } else {
+        for (StageCompute& stage : stages) add(stage, layer, device, stage.layers);
+    }
     add(stages.front(), embedding, device, 1.0);
     add(stages.back(), head, device, 1.0);
     return stages;

@@ -8,6 +8,7 @@
 #include <vector>
 
 #include "plan/device_compute.hpp"
+#include "plan/moe_plan.hpp"
 #include "theory/layer_work.hpp"
 #include "theory/memory.hpp"
 
@@ -21,8 +22,9 @@ struct StageCompute {
     double total_ms() const { return forward_ms + input_grad_ms + weight_grad_ms + recompute_ms; }
 };
 
-// One entry per pipeline rank (one without a pipeline).
+// One entry per pipeline rank (one without a pipeline). `experts`: an MoE model's, whose MoE
+// layers do theory/moe_work.hpp's moe_layer_work on the busiest expert-parallel rank.
 std::vector<StageCompute> stage_compute(const EngineLayout& layout, AttentionKind attention,
-                                        const DeviceCompute& device);
+                                        const DeviceCompute& device, const ExpertParallel* experts = nullptr);
 
 }  // namespace parbench

@@ -15,13 +15,32 @@
 namespace parbench {
 namespace {
 
-using PointKey = std::tuple<std::string, std::uint64_t, std::string, std::string, bool>;
+using PointKey = std::tuple<std::string, std::uint64_t, std::string, std::string, bool, std::string>;
+
+// alltoallv's "zipf:1.2 seed 1", "" for a point without a skew: points measured under
+// different skews (or seeds, which draw different blocks) move the same bytes over different
+// routes, and are not the same point.
+std::string skew_of(const nlohmann::json& entry) {
+    if (!entry.contains("skew") || !entry["skew"].is_object()) return "";
+    const nlohmann::json& skew = entry["skew"];
+    std::string text = skew.contains("distribution") && skew["distribution"].is_string()
+                           ? skew["distribution"].get<std::string>()
+                           : "?";
+    if (skew.contains("seed") && skew["seed"].is_number_unsigned())
+        text += " seed " + std::to_string(skew["seed"].get<std::uint64_t>());
+    return text;
+}
 
 PointKey key_of(const nlohmann::json& entry) {
     return {entry.at("collective").get<std::string>(), entry.at("bytes").get<std::uint64_t>(),
             entry.at("dtype").get<std::string>(),
             entry.contains("op") && entry["op"].is_string() ? entry["op"].get<std::string>() : "",
-            entry.at("inplace").get<bool>()};
+            entry.at("inplace").get<bool>(), skew_of(entry)};
+}
+
+// "alltoallv" or "alltoallv (skew zipf:1.2 seed 1)"
+std::string point_name(const std::string& collective, const std::string& skew) {
+    return skew.empty() ? collective : collective + " (skew " + skew + ")";
 }
 
 bool measured(const nlohmann::json& entry) { return !entry.contains("skipped") && entry.contains("busbw_gbps"); }
@@ -96,7 +115,7 @@ std::vector<std::vector<std::string>> table_rows(const Comparison& comparison) {
     }
     rows.push_back(heading);
     for (const ComparedPoint& point : comparison.points) {
-        std::vector<std::string> row{point.collective, std::to_string(point.bytes), point.dtype,
+        std::vector<std::string> row{point_name(point.collective, point.skew), std::to_string(point.bytes), point.dtype,
                                      point.op.empty() ? "-" : point.op, point.inplace ? "yes" : "no"};
         for (std::size_t r = 0; r < point.busbw_gbps.size(); ++r) {
             row.push_back(number_text(point.busbw_gbps[r]));
@@ -280,7 +299,8 @@ std::string holdings(const nlohmann::json& document) {
     std::vector<std::string> order;
     for (const nlohmann::json& entry : document["results"]) {
         if (!measured(entry)) continue;
-        std::string name = entry["collective"].get<std::string>() + " " + entry["dtype"].get<std::string>();
+        std::string name = point_name(entry["collective"].get<std::string>(), skew_of(entry)) + " " +
+                           entry["dtype"].get<std::string>();
         if (entry.contains("op") && entry["op"].is_string()) name += " " + entry["op"].get<std::string>();
         if (entry["inplace"].get<bool>()) name += " in-place";
         const std::uint64_t bytes = entry["bytes"].get<std::uint64_t>();
@@ -319,7 +339,7 @@ Comparison compare_reports(const std::vector<LabelledReport>& reports, const Com
         if (!measured(entry)) continue;
         const PointKey key = key_of(entry);
         ComparedPoint point{std::get<0>(key), std::get<1>(key), std::get<2>(key), std::get<3>(key),
-                            std::get<4>(key), {}, {}, {}};
+                            std::get<4>(key), std::get<5>(key), {}, {}, {}};
         std::vector<const nlohmann::json*> entries;
         for (const auto& index : indexes) {
             const auto found = index.find(key);
@@ -346,7 +366,7 @@ Comparison compare_reports(const std::vector<LabelledReport>& reports, const Com
         comparison.points.push_back(std::move(point));
     }
     if (comparison.points.empty()) {
-        std::string text = "the reports share no point (same collective, size, type, op and placement); they hold: ";
+        std::string text = "the reports share no point (same collective, size, type, op, placement and skew); they hold: ";
         for (std::size_t r = 0; r < reports.size(); ++r)
             text += (r ? "; " : "") + reports[r].label + ": " + holdings(reports[r].document);
         throw UsageError(text);
@@ -415,7 +435,7 @@ ThresholdVerdict judge_threshold(const Comparison& comparison, double threshold,
             // from noise, and a gate then fails rather than pass a regression unseen.
             const bool significant = !noise.judged || noise.high < 1.0;
             std::ostringstream line;
-            line << point.collective << ' ' << point.bytes << " B " << point.dtype
+            line << point_name(point.collective, point.skew) << ' ' << point.bytes << " B " << point.dtype
                  << (point.op.empty() ? "" : " " + point.op) << (point.inplace ? " in-place" : "") << ": "
                  << comparison.labels[r] << " busbw " << number_text(point.busbw_gbps[r]) << " GB/s is "
                  << std::fixed << std::setprecision(3) << ratio << "x of " << comparison.labels[0] << "'s "

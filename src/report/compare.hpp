@@ -1,5 +1,5 @@
 // Lines up the points that several collective reports share (same collective, size,
-// type, op, placement), with each report's bus bandwidth and median time and the ratio
+// type, op, placement, and alltoallv's skew), with each report's bus bandwidth and median time and the ratio
 // to the first report. Reads files only: no MPI. Usable as a CI gate: every malformed input
 // is a UsageError naming the file, reports that failed (or, unless allowed, are partial) are
 // refused, each point says whether its difference is beyond run-to-run noise (a bootstrap
@@ -43,6 +43,7 @@ struct ComparedPoint {
     std::string dtype;
     std::string op;  // "" for data movement
     bool inplace = false;
+    std::string skew;  // alltoallv: "zipf:1.2 seed 1", part of the point's identity; "" otherwise
     std::vector<double> busbw_gbps;    // one per report, in report order
     std::vector<double> median_us;
     std::vector<NoiseVerdict> noise;  // one per report; the first's is unused

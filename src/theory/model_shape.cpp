@@ -111,9 +111,6 @@ ResolvedModel resolve_plan_model(const ModelFlags& f) {
     ResolvedModel resolved;
     if (!f.model.empty()) {
         resolved.config = load_model_config(f.model);
-        if (resolved.config.moe || resolved.config.mla)
-            throw UsageError("--model " + f.model + ": a mixture-of-experts model (\"moe\"/\"mla\"); plan does not lay "
-                             "out MoE models yet (no --ep): pick a dense model");
         resolved.source = "--model " + f.model + " (" + resolved.config.source + ")";
         if (f.seq) resolved.config.seq_len = *f.seq;
         check_model_size(resolved.config, "--model " + f.model);

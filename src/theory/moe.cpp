@@ -36,6 +36,21 @@ double moe_alltoall_bytes(double tokens, double hidden, double top_k, int ep, do
     return tokens * hidden * top_k * remote * element_bytes * imbalance;
 }
 
+double moe_alltoall_buffer_bytes(double tokens, double hidden, double top_k, double element_bytes, double imbalance) {
+    return tokens * hidden * top_k * element_bytes * imbalance;
+}
+
+double moe_mlp_activation_bytes(const MoeActivationShape& m) {
+    const double t = m.tp, T = m.tokens, received = T * m.top_k * m.imbalance;
+    return 4.0 * T * m.experts + 2.0 * received * m.hidden + 6.0 * (received + T * m.shared_experts) * m.expert_hidden / t +
+           2.0 * T * m.top_k * m.hidden;
+}
+
+double moe_mlp_forward_flops_per_token(double hidden, double experts, double top_k, double shared_experts,
+                                       double expert_hidden) {
+    return 2.0 * hidden * experts + (top_k + shared_experts) * 2.0 * 3.0 * hidden * expert_hidden;
+}
+
 double expert_state_bytes_per_rank(double routed_parameters, int ep, int expert_dp, int zero_stage,
                                    const ExpertStateBytes& bytes) {
     const double local = routed_parameters / ep;

@@ -60,6 +60,47 @@ MoeParameterCount moe_parameter_count(const MoeShape& shape);
 double moe_alltoall_bytes(double tokens, double hidden, double top_k, int ep, double element_bytes,
                           double imbalance);
 
+// One MoE layer per step moves moe_alltoall_bytes this many times: dispatch and combine in the
+// forward, their mirror images (the gradients back along the same routes) in the backward.
+inline constexpr int moe_alltoalls_per_layer = 4;
+
+// The all-to-all's time is set by its busiest receiver, `imbalance` times the mean: the buffer
+// that rank receives, in the nccl-tests convention parbench alltoall(v) reports (the whole
+// per-rank buffer, its own share included): tokens x hidden x top_k x element_bytes x imbalance.
+double moe_alltoall_buffer_bytes(double tokens, double hidden, double top_k, double element_bytes, double imbalance);
+
+// Activation bytes one MoE layer's MLP part keeps for its backward, per micro-batch, on the
+// busiest expert-parallel rank, in 16 bits as theory/llama_activation_memory.hpp counts the
+// dense layer's (arXiv 2205.05198 sec. 4.1's method, item by item; T tokens on the rank, ρ the
+// imbalance, t the tensor-parallel ranks that split each expert's width, Megatron-core's
+// expert tensor parallelism equal to tp):
+//     router probabilities, fp32 (softmax's or the sigmoid's backward)   4·T·E
+//     permuted tokens, the routed experts' input (received copies)        2·T·k·ρ·h
+//     each received copy's gate, up and silu(gate)·up                    6·T·k·ρ·f_e/t
+//     the shared experts' gate, up and product (input: the norm output)  6·T·S·f_e/t
+//     the experts' outputs back on the token's rank (the combine's
+//     weights need them for the router's gradient)                       2·T·k·h
+// These replace the dense MLP's 6·T·f/t; the norm output (the router's and shared experts'
+// input) stays counted in the dense part. Full recompute keeps the layer input only, as dense.
+struct MoeActivationShape {
+    double tokens = 0;  // T = s·b (s/cp under context parallelism) on this rank
+    double hidden = 0;
+    double experts = 0;
+    double top_k = 0;
+    double shared_experts = 0;
+    double expert_hidden = 0;
+    int tp = 1;
+    double imbalance = 1.0;
+};
+double moe_mlp_activation_bytes(const MoeActivationShape& shape);
+inline constexpr const char* moe_mlp_activation_formula = "4TE + 2Tkρh + 6T(kρ+S)f_e/t + 2Tkh";
+
+// Forward FLOPs per token of an MoE layer's MLP part (Megatron-LM's convention, 2 per
+// multiply-add, matmuls only; arXiv 2104.04473 sec. 5.1): the router 2·h·E and k routed plus S
+// shared SwiGLU experts, 2·3·h·f_e each. Backward is twice the forward.
+double moe_mlp_forward_flops_per_token(double hidden, double experts, double top_k, double shared_experts,
+                                       double expert_hidden);
+
 // Bytes of the routed experts' training state on one rank: their parameters split over the
 // ep ranks of the expert-parallel group, then over the expert-data-parallel group (the
 // ranks holding the same experts) by ZeRO: stage 1 shards the optimizer states, 2 the

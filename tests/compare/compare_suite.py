@@ -202,6 +202,30 @@ def run(s):
     for value in ("1", "0.4", "inf"):
         s.refused(f"--confidence {value}", ["--confidence", value, a, a], "--confidence")
 
+    # alltoallv under different skews moves the same bytes over different routes: never lined up
+    # (the point's key holds the skew), and named with it; the same skew lines up, and the CSV
+    # report carries the skew and the imbalance it produced.
+    skewed = ["alltoallv", "-b", "8K", "-e", "32K", "-f", "4", "--iters", "2", "--placement", "out"]
+    uniform = s.measure("uniform.json", 2, *skewed, "--skew", "uniform")
+    zipf_csv = s.path("zipf.csv")
+    zipf = s.measure("zipf.json", 2, *skewed, "--skew", "zipf:1.2", "--csv", zipf_csv)
+    s.refused("different skews", [uniform, zipf], "share no point", "skew", "alltoallv (skew zipf:1.2 seed 1)",
+              "alltoallv (skew uniform seed 1)")
+    s.cases += 1
+    result = s.compare("--csv", zipf, s.measure("zipf-again.json", 2, *skewed, "--skew", "zipf:1.2"))
+    rows = list(csv.reader(result.stdout.splitlines()))
+    check(result.returncode == 0 and len(rows) == 3 and rows[1][0] == "alltoallv (skew zipf:1.2 seed 1)",
+          f"same skew: {result.returncode} {rows} {result.stderr}")
+    zipf_rows = list(csv.DictReader(open(zipf_csv)))
+    zipf_report = json.load(open(zipf))
+    check(len(zipf_rows) == 2 and all(row["skew"] == "zipf:1.2" and row["skew_seed"] == "1" for row in zipf_rows),
+          f"csv skew columns: {zipf_rows}")
+    for row, entry in zip(zipf_rows, zipf_report["results"]):
+        received = entry["imbalance"]["received"]
+        check(abs(float(row["imbalance_received"]) - received["max_bytes"] / received["mean_bytes"]) < 1e-6 and
+              float(row["imbalance_received"]) > 1.0, f"csv imbalance {row} against {received}")
+    print("alltoallv: different skews not lined up, the same skew lined up, skew and imbalance in the CSV")
+
 
 def with_samples(report, samples_of_point):
     """A copy of `report` whose i-th measured point has samples_of_point(i) as its samples,

@@ -11,34 +11,12 @@ import re
 import sys
 
 
-def statements_writing_cerr(text):
-    """(line, statement) for each statement that starts with std::cerr, up to its ';'."""
-    for match in re.finditer(r"std::cerr\s*<<", text):
-        depth, i, quote = 0, match.start(), None
-        while i < len(text):
-            c = text[i]
-            if quote:
-                if c == "\\":
-                    i += 1
-                elif c == quote:
-                    quote = None
-            elif c in "\"'":
-                quote = c
-            elif c in "([{":
-                depth += 1
-            elif c in ")]}":
-                depth -= 1
-            elif c == ";" and depth == 0:
-                break
-            i += 1
-        yield text.count("\n", 0, match.start()) + 1, text[match.start():i]
-
-
-def pieces(statement):
-    """The operands of the statement's top-level <<, manipulators that only flush left out."""
-    parts, depth, quote, start, i = [], 0, None, 0, 0
-    while i < len(statement):
-        c = statement[i]
+def code_outside_literals(text, start=0):
+    """(index, char, bracket depth) for each character from start outside string and char
+    literals; both scanners below walk C++ the same way."""
+    depth, quote, i = 0, None, start
+    while i < len(text):
+        c = text[i]
         if quote:
             if c == "\\":
                 i += 1
@@ -46,15 +24,37 @@ def pieces(statement):
                 quote = None
         elif c in "\"'":
             quote = c
-        elif c in "([{":
-            depth += 1
-        elif c in ")]}":
-            depth -= 1
-        elif depth == 0 and statement.startswith("<<", i):
+        else:
+            if c in "([{":
+                depth += 1
+            elif c in ")]}":
+                depth -= 1
+            yield i, c, depth
+        i += 1
+
+
+def statements_writing_cerr(text):
+    """(line, statement) for each statement that starts with std::cerr, up to its ';'."""
+    for match in re.finditer(r"std::cerr\s*<<", text):
+        end = len(text)
+        for i, c, depth in code_outside_literals(text, match.start()):
+            if c == ";" and depth == 0:
+                end = i
+                break
+        yield text.count("\n", 0, match.start()) + 1, text[match.start():end]
+
+
+def pieces(statement):
+    """The operands of the statement's top-level <<, manipulators that only flush left out."""
+    parts, start, skip_next = [], 0, False
+    for i, c, depth in code_outside_literals(statement):
+        if skip_next:
+            skip_next = False
+            continue
+        if depth == 0 and statement.startswith("<<", i):
             parts.append(statement[start:i].strip())
             start = i + 2
-            i += 1
-        i += 1
+            skip_next = True
     parts.append(statement[start:].strip())
     operands = parts[1:]  # parts[0] is std::cerr
     # Adjacent string literals are one literal: "a" "b" is a single piece.

@@ -32,7 +32,8 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 SCHEMA = os.path.join(HERE, "..", "..", "schemas", "plan.schema.json")
 CORPUS = os.path.join(HERE, "..", "fuzz", "corpus")
 
-MODELS = ["gpt-tiny", "gpt-small", "gpt3-175b", "llama3-8b", "llama-tiny", "mlp-tiny", "megatron-7.5b", "gpt2-124m"]
+MODELS = ["gpt-tiny", "gpt-small", "gpt3-175b", "llama3-8b", "llama-tiny", "mlp-tiny", "megatron-7.5b", "gpt2-124m",
+          "mixtral-8x7b"]
 # Integers people give, and the ones a careless script or a fuzzer gives.
 SMALL = [1, 2, 4, 8, 16]
 WILD = [-5, -1, 0, 3, 7, 1000, 65537, 2**20, 2**20 + 1, 2**31 - 1, 2**31, 10**12, "1e3", "x", "2.5", ""]
@@ -104,7 +105,7 @@ def random_case(rng, clusters):
     for flag, chance, values in [("--dp", 0.2, SMALL), ("--tp", 0.4, [1, 2, 4, 8]), ("--pp", 0.4, [1, 2, 4, 8]),
                                  ("--cp", 0.1, [1, 2, 4]), ("--zero", 0.4, [0, 1, 2, 3]),
                                  ("--microbatches", 0.4, [1, 2, 4, 8, 16, 64]), ("--virtual-stages", 0.15, [1, 2, 3]),
-                                 ("--global-batch", 0.4, [64, 512, 1536, 4096])]:
+                                 ("--global-batch", 0.4, [64, 512, 1536, 4096]), ("--ep", 0.1, [1, 2, 4, 8])]:
         if rng.random() < chance:
             degrees[flag] = number(values)
             args += [flag, str(degrees[flag])]
@@ -132,7 +133,7 @@ def random_case(rng, clusters):
                                  ("--cp-style", 0.05, ["ring", "alltoall", "diagonal"])]:
         if rng.random() < chance:
             args += [flag, word(values)]
-    for flag, chance in [("--efficiency", 0.15), ("--bucket-mb", 0.1)]:
+    for flag, chance in [("--efficiency", 0.15), ("--bucket-mb", 0.1), ("--moe-imbalance", 0.05)]:
         if rng.random() < chance:
             args += [flag, rng.choice(["0.3", "0.5", "1"] if tame else FLOATS)]
     for flag, chance in [("--sp", 0.2), ("--overlap", 0.2), ("--prefetch", 0.1)]:

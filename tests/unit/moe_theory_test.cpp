@@ -112,3 +112,29 @@ TEST(MoeTheory, ConfigKeysAndRefusals) {
 
 }  // namespace
 }  // namespace parbench
+
+namespace parbench {
+namespace {
+
+// theory/moe.hpp's MoE-layer formulas by hand: T 10 tokens, h 8, E 4, k 2, S 1, f_e 6, t 2.
+TEST(MoeTheory, LayerActivationsAndFlopsByHand) {
+    MoeActivationShape shape;
+    shape.tokens = 10;
+    shape.hidden = 8;
+    shape.experts = 4;
+    shape.top_k = 2;
+    shape.shared_experts = 1;
+    shape.expert_hidden = 6;
+    shape.tp = 2;
+    // 4·10·4 + 2·20·8 + 6·(20 + 10)·6/2 + 2·10·2·8 = 160 + 320 + 540 + 320
+    EXPECT_DOUBLE_EQ(moe_mlp_activation_bytes(shape), 1340.0);
+    shape.imbalance = 1.5;  // 30 copies received: 2·30·8 = 480, 6·(30 + 10)·6/2 = 720
+    EXPECT_DOUBLE_EQ(moe_mlp_activation_bytes(shape), 160.0 + 480 + 720 + 320);
+    // Router 2·8·4 = 64, (2 + 1) experts of 2·3·8·6 = 288 each.
+    EXPECT_DOUBLE_EQ(moe_mlp_forward_flops_per_token(8, 4, 2, 1, 6), 64.0 + 3 * 288);
+    // The busiest receiver's buffer: 10 tokens x 8 x top 2 x 2 B x 1.5.
+    EXPECT_DOUBLE_EQ(moe_alltoall_buffer_bytes(10, 8, 2, 2, 1.5), 480.0);
+}
+
+}  // namespace
+}  // namespace parbench

@@ -1,0 +1,97 @@
+// plan for mixture-of-experts models with expert parallelism (--ep), in Megatron-core's layout:
+// the ep ranks of an expert-parallel group are carved from the data-parallel ranks (rank order
+// tp, cp, ep, dp, pp: a group's members are tp x cp apart), each holds E/ep of every MoE layer's
+// routed experts (split over tp as well: the experts' tensor parallelism is tp), and the ranks
+// holding the same experts, dp x cp / ep of them, form the expert-data-parallel group over which
+// the experts' gradients are reduced and ZeRO shards their states. Router, shared experts,
+// attention, norms, embedding and output are dense parameters, replicated over ep and sharded
+// by ZeRO over dp x cp as before.
+//
+// The dense formulas run on the model's dense skeleton (theory/moe_work.hpp); this file turns
+// the skeleton's prediction into the MoE model's: states split into dense and expert parts,
+// the MoE layers' activations, the experts' gradient traffic over their own group, and the
+// all-to-all of every MoE layer (dispatch and combine, forward and backward:
+// theory/moe.hpp's moe_alltoall_bytes, timed as an alltoall of the busiest receiver's buffer on
+// the ep group's link, intra-host when ep x tp x cp GPUs fit in a host, else across hosts).
+#pragma once
+
+#include <nlohmann/json.hpp>
+
+#include <algorithm>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "plan/alpha_beta.hpp"
+#include "theory/model_config.hpp"
+#include "theory/model_layout.hpp"
+
+namespace parbench {
+
+struct PlanLayout;
+struct PlanMemory;
+struct PlanPrediction;
+struct PlanContext;
+struct EngineLayout;
+
+// A model with "moe" (or "mla") in plan: engine.model is its dense skeleton, `model` the config.
+struct ExpertParallel {
+    std::optional<ModelConfig> model;  // nullopt: a dense model
+    int ep = 1;
+    // --moe-imbalance: max / mean tokens received per ep rank, what `parbench alltoallv --skew`
+    // reports as its imbalance; the busiest rank sets the all-to-all's and the experts' time.
+    double imbalance = 1.0;
+    bool active() const { return model.has_value(); }
+    bool has_experts() const { return model && model->moe.has_value(); }
+    // A rank receives at most every copy, so max / mean is at most ep (1 with one rank).
+    double effective_imbalance() const { return std::min(imbalance, static_cast<double>(ep)); }
+};
+
+struct MoePrediction {
+    bool active = false;
+    int ep = 1, expert_dp = 1;
+    double imbalance = 1.0;       // as used (at most ep)
+    double total_parameters = 0, active_parameters = 0;
+    double dense_parameters_rank = 0, expert_parameters_rank = 0;  // on the memory's rank, tp shard
+    int moe_layers_rank = 0;      // MoE layers on the pipeline rank with the most
+    double alltoall_calls = 0, alltoall_bytes = 0, alltoall_ms = 0;  // per step, bytes leaving the rank
+    Placement ep_placement = Placement::intra_host;
+};
+
+// The ranges of layers pipeline rank `pp_rank` holds (all layers without a pipeline).
+std::vector<LayerRange> pipeline_rank_layers(const EngineLayout& layout, int pp_rank);
+
+struct MoeRankParameters {
+    double dense = 0, routed = 0;  // one tensor-parallel rank's, after the ep split for routed
+    int layers = 0, moe_layers = 0;
+};
+// `skeleton_parameters`: the dense skeleton's parameters on this rank (its tp shard).
+MoeRankParameters moe_rank_parameters(const PlanLayout& layout, double skeleton_parameters,
+                                      const std::vector<LayerRange>& layers);
+int expert_data_parallel(const PlanLayout& layout);
+
+// Replaces the skeleton's states by the dense and expert states, and adds the MoE layers'
+// activations beyond the skeleton's dense MLP; `layer_micro` is the layers x micro-batches in
+// flight that the skeleton's activations were counted for.
+void apply_moe_memory(PlanMemory& memory, const PlanLayout& layout, double skeleton_parameters, double layer_micro);
+
+struct MoeLinks {
+    Placement dp = Placement::intra_host, edp = Placement::intra_host, ep = Placement::intra_host;
+    double dp_nics = 1, edp_nics = 1;  // NICs a cross-host group's members on one host drive
+};
+// Splits the dp lines (the skeleton's gradients) into dense and expert parts, each on its own
+// group, adds the ep all-to-all line, and fills out.moe and out.exposed_ep_ms.
+void apply_moe_traffic(PlanPrediction& out, const PlanContext& context, double skeleton_parameters,
+                       const MoeLinks& links);
+
+// The layouts of --search with every expert-parallel degree that divides the experts and the
+// dp ranks (FSDP's hybrid sharding variants dropped: its replicas are not modelled for experts;
+// tp > 1 without sp dropped: Megatron-core requires sequence parallelism for MoE under tp).
+std::vector<PlanLayout> with_expert_degrees(const std::vector<PlanLayout>& layouts);
+
+// What plan approximates for MoE models, for its output and JSON.
+std::string moe_approximations(const ModelConfig& config);
+
+nlohmann::json to_json(const MoePrediction& moe);
+
+}  // namespace parbench
