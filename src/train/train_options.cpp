@@ -18,15 +18,15 @@ std::string text(int value) { return std::to_string(value); }
 
 // Context parallelism and the pipeline as theory/layout_check.hpp checks them for train and
 // plan alike.
-void check_context_parallel(TrainPlan& plan) {
+void resolve_context_parallel(TrainPlan& plan) {
     const TrainOptions& o = plan.options;
     const ContextChoice choice =
-        parbench::check_context_parallel(plan.model, plan.seq_len, ContextRequest{o.cp, o.cp_style, o.cp_balance});
+        check_context_parallel(plan.model, plan.seq_len, ContextRequest{o.cp, o.cp_style, o.cp_balance});
     plan.cp_style = choice.style;
     plan.cp_balance = choice.balance;
 }
 
-void check_pipeline(TrainPlan& plan) {
+void resolve_pipeline(TrainPlan& plan) {
     const TrainOptions& o = plan.options;
     plan.schedule = parse_schedule_kind(o.schedule);
     plan.p2p = parse_p2p_mode(o.p2p);
@@ -42,7 +42,7 @@ void check_pipeline(TrainPlan& plan) {
     request.prefetch = o.prefetch;
     request.sp = o.sp;
     request.recompute = plan.recompute;
-    plan.stage_ranges = parbench::check_pipeline(plan.model, request);
+    plan.stage_ranges = check_pipeline(plan.model, request);
 }
 
 }  // namespace
@@ -84,11 +84,11 @@ TrainPlan resolve_train_options(const TrainOptions& options) {
         plan.seq_len = *options.seq;
     }
 
-    check_context_parallel(plan);
+    resolve_context_parallel(plan);
     check_tensor_split(plan.model, options.tp, options.sp, plan.tp_style, plan.local_seq_len(), options.cp);
 
     plan.recompute = parse_recompute(options.recompute);
-    check_pipeline(plan);
+    resolve_pipeline(plan);
 
     if (plan.recompute != Recompute::none && !plan.model.has_sequence())
         throw UsageError("--recompute " + options.recompute + ": model " + plan.model.name +
