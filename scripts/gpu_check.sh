@@ -1,8 +1,8 @@
 #!/usr/bin/env bash
 # Checks the GPU path on a machine with NVIDIA GPUs, in one go and in under 8 minutes:
 # build with CUDA, run the GPU and NVTX tests, then measure every collective with
-# validation over NCCL, allreduce with and without CUDA graphs, and the MFU of a gpt2-124m
-# training step. Everything it prints,
+# validation over NCCL, allreduce with and without CUDA graphs, the MFU of a gpt2-124m
+# training step, and that an MoE model is refused over NCCL (no CUDA MoE ops yet). Everything it prints,
 # logs and reports lands in OUTDIR; the summary at the end says which steps failed.
 #
 #   scripts/gpu_check.sh OUTDIR
@@ -107,6 +107,9 @@ run_step all_collectives 180 "${MPIRUN[@]}" "$PARBENCH" all -b 8 -e 256M -f 4 --
 # alltoallv's grouped send/recv with skewed blocks (the even one ran in `all`).
 run_step alltoallv_skew 60 "${MPIRUN[@]}" "$PARBENCH" alltoallv -b 8 -e 64M -f 8 --skew hot:1 --check --backend nccl \
     --json "$OUT/alltoallv_hot1.json"
+# Its transpose, an MoE layer's combine: the hot rank sends, every rank receives its buffer back.
+run_step alltoallv_combine 60 "${MPIRUN[@]}" "$PARBENCH" alltoallv -b 8 -e 64M -f 8 --skew hot:1 --direction combine \
+    --check --backend nccl --json "$OUT/alltoallv_hot1_combine.json"
 # Launch overhead: the same small allreduces launched one by one and replayed from a graph.
 run_step allreduce_launch 45 "${MPIRUN[@]}" "$PARBENCH" allreduce -b 8 -e 1M -f 2 --check --backend nccl \
     --json "$OUT/allreduce_launch.json"
@@ -131,6 +134,16 @@ print("gpt2-124m train step: %.2f ms median, %.2f TFLOP/s per rank, MFU %s" % (
     "unknown (no peak for this GPU)" if mfu is None else "%.1f %%" % (100 * mfu)))
 PY
 fi
+
+# Mixture of experts: the MoE layers (src/train/moe/) have no CUDA ops yet, so train over NCCL
+# must refuse an MoE model in one line with exit 2 (not crash, not fall back silently); the
+# same model then trains on this machine's CPUs (--backend mpi) and passes --check.
+run_step train_moe_nccl_refused 60 bash -c 'status=0; out=$("$@" 2>&1) || status=$?; echo "$out"
+    [[ $status -eq 2 ]] || { echo "expected exit 2 (refused), got $status"; exit 1; }
+    grep -q "MoE layers run on the CPU only" <<< "$out" || { echo "refused, but not for MoE"; exit 1; }' moe_refused \
+    "${MPIRUN[@]}" "$PARBENCH" train --model llama-moe-tiny --backend nccl --warmup 0 --steps 1
+run_step train_moe_cpu_check 90 "${MPIRUN[@]}" "$PARBENCH" train --model llama-moe-tiny --backend mpi --warmup 1 \
+    --steps 3 --check --moe-expert-capacity-factor 1.0 --moe-aux-loss-coeff 0.01 --json "$OUT/train_moe_cpu.json"
 
 step "summary"
 if [[ ${#FAILED[@]} -eq 0 ]]; then

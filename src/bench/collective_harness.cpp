@@ -175,14 +175,13 @@ std::uint64_t CollectiveHarness::count_wrong(const PointSpec& spec, const Buffer
 
     std::uint64_t wrong = 0;
     const InputPattern pattern = input_pattern(collective, spec.params, data_.size(), data_.rank());
-    if (auto layout = collective.expected(spec.count, data_.size(), data_.rank(), spec.params, pattern)) {
-        if (result_in_input)
-            wrong = device_.count_wrong(*pointers.input_buffer, pointers.input_offset, shape.send_count,
-                                        spec.params.type, *layout);
-        else
-            wrong = device_.count_wrong(*pointers.output_buffer, pointers.output_offset, shape.recv_count,
-                                        spec.params.type, *layout);
-    }
+    const Buffer& result = result_in_input ? *pointers.input_buffer : *pointers.output_buffer;
+    const std::size_t result_offset = result_in_input ? pointers.input_offset : pointers.output_offset;
+    const std::size_t result_count = result_in_input ? shape.send_count : shape.recv_count;
+    for (const ExpectedSegment& segment :
+         collective.expected_segments(spec.count, data_.size(), data_.rank(), spec.params, pattern, result_count))
+        wrong += device_.count_wrong(result, result_offset + segment.offset, segment.count, spec.params.type,
+                                     segment.layout);
     std::uint64_t total = 0;
     watchdog_.enter({"check", "summing wrong elements", spec.count * dtype_size(spec.params.type), 0});
     control_.allreduce(&wrong, &total, 1, DType::uint64, ReduceOp::sum);

@@ -69,6 +69,7 @@ struct CollectiveOptions {
     std::string buffer_offsets;  // --buffer-offsets SEND[,RECV][:SEND,RECV...]
     std::string skew = "uniform";  // alltoallv's per-destination blocks (collectives/skew.hpp)
     std::uint64_t skew_seed = 1;
+    std::string direction = "dispatch";  // alltoallv's blocks out or back (collectives/skew.hpp)
 };
 
 // Where a rank's send and receive buffers start past a page (--buffer-offsets).
@@ -202,7 +203,8 @@ ResolvedOptions resolve(const CollectiveOptions& options) {
     if (any_reducing) {
         if (auto reason = reduce_op_unsupported_reason(*op, *type)) throw UsageError(*reason);
     }
-    resolved.params = {*type, *op, options.root, parse_skew(options.skew, options.skew_seed)};
+    resolved.params = {*type, *op, options.root, parse_skew(options.skew, options.skew_seed),
+                       parse_direction(options.direction)};
     if (options.root < 0) throw UsageError("--root " + std::to_string(options.root) + ": must be a rank, 0 or more");
 
     if (options.size) {
@@ -262,6 +264,7 @@ nlohmann::json config_json(const CollectiveOptions& options, const ResolvedOptio
     return {
         {"skew", skewed ? nlohmann::json(skew_name(resolved.params.skew)) : nlohmann::json(nullptr)},
         {"skew_seed", skewed ? nlohmann::json(resolved.params.skew.seed) : nlohmann::json(nullptr)},
+        {"direction", skewed ? nlohmann::json(direction_name(resolved.params.direction)) : nlohmann::json(nullptr)},
         {"collectives", collectives},
         {"sizes", resolved.sizes},
         {"groups", options.groups.empty() ? nlohmann::json(nullptr) : nlohmann::json(options.groups)},
@@ -344,6 +347,7 @@ struct GivenFlags {
     const CLI::Option* csv = nullptr;
     const CLI::Option* skew = nullptr;
     const CLI::Option* skew_seed = nullptr;
+    const CLI::Option* direction = nullptr;
 };
 
 void check_flags_apply(const CollectiveOptions& options, const ResolvedOptions& resolved, const GivenFlags& given) {
@@ -356,7 +360,7 @@ void check_flags_apply(const CollectiveOptions& options, const ResolvedOptions& 
     if (given.op->count() > 0 && !any([](const Collective* c) { return c->reducing(); }))
         throw UsageError("--op applies to reducing collectives (allreduce, reducescatter, reduce); " + options.command +
                          " moves data without reducing: drop --op");
-    for (const CLI::Option* flag : {given.skew, given.skew_seed})
+    for (const CLI::Option* flag : {given.skew, given.skew_seed, given.direction})
         if (flag->count() > 0 && !any([](const Collective* c) { return c->skewed(); }))
             throw UsageError(flag->get_name() + " shapes alltoallv's per-destination blocks; " + options.command +
                              " has none: drop " + flag->get_name());
@@ -445,7 +449,9 @@ std::string column_title(const Collective& collective, const CollectiveParams& p
     std::string title(collective.name());
     if (collective.skewed())
         title += " (--skew " + skew_name(params.skew) + ", seed " + std::to_string(params.skew.seed) +
-                 "; size: each rank's send buffer)";
+                 (params.direction == ExchangeDirection::combine
+                      ? ", combine; size: each rank's receive buffer, what it sent in the dispatch)"
+                      : "; size: each rank's send buffer)");
     return title;
 }
 
@@ -643,7 +649,9 @@ class CollectiveCommand : public Command {
         if (collective.reducing()) result.op = resolved.params.op;
         if (collective.rooted()) result.root = resolved.params.root;
         result.inplace = inplace;
-        if (collective.skewed()) result.skew = SkewUsed{skew_name(resolved.params.skew), resolved.params.skew.seed};
+        if (collective.skewed())
+            result.skew = SkewUsed{skew_name(resolved.params.skew), resolved.params.skew.seed,
+                                   direction_name(resolved.params.direction)};
         result.aggregation = resolved.aggregation;
         result.bus_factor = collective.bus_factor(nranks);
         result.count = element_count(collective, requested, resolved.params, nranks, resolved.exact_size);
@@ -782,6 +790,11 @@ std::unique_ptr<Command> add_collective_command(CLI::App& app, const std::string
             ->capture_default_str();
     command->given().skew_seed =
         sub->add_option("--skew-seed", o.skew_seed, "Seed of the popularity order --skew follows (same on every rank)")
+            ->capture_default_str();
+    command->given().direction =
+        sub->add_option("--direction", o.direction,
+                        "alltoallv: dispatch (each rank sends its blocks out) or combine (the transpose: each "
+                        "destination sends them back, as an MoE layer returns the experts' outputs)")
             ->capture_default_str();
     command->given().json = sub->add_option("--json", o.json_path, "Write the report as JSON (schema parbench.report/v1)");
     command->given().csv = sub->add_option("--csv", o.csv_path, "Write the results as CSV");

@@ -297,6 +297,28 @@ class PlanCommand : public Command {
         l.cp_balance = choice.balance;
     }
 
+    // --states parbench plans parbench's own train, which runs an MoE model only where its engine
+    // does (train/train_options.cpp check_moe): the same layouts refused, naming the flag.
+    void check_engine_moe_layout(const PlanLayout& p, const ModelConfig& config) const {
+        const EngineLayout& l = p.engine;
+        const std::string fix = "; or plan a framework's job with --states megatron|zero";
+        if (config.mla)
+            throw UsageError("--states parbench with --model " + config.name + ": multi-head latent attention (\"mla\") "
+                             "is counted by the frameworks' conventions only; train does not run it" + fix);
+        if (l.sp)
+            throw UsageError("--sp with MoE model " + config.name + " under --states parbench: train's MoE layers do not "
+                             "run on sequence-parallel rows; drop --sp (--tp alone works)" + fix);
+        if (l.cp > 1)
+            throw UsageError("--cp with MoE model " + config.name + " under --states parbench: train's MoE layers do not "
+                             "route context-parallel token slices; drop --cp" + fix);
+        if (l.pp > 1 && l.schedule == ScheduleKind::zero_bubble_h1)
+            throw UsageError("--schedule zb-h1 with MoE model " + config.name + " under --states parbench: train's MoE "
+                             "layers do not split their backward; use --schedule 1f1b, gpipe or interleaved" + fix);
+        if (l.precision != Precision::fp32)
+            throw UsageError("--precision bf16 with MoE model " + config.name + " under --states parbench: train's MoE "
+                             "layers run fp32 only; use --precision fp32" + fix);
+    }
+
     // --ep and --moe-imbalance for a mixture-of-experts model (plan/moe_plan.hpp); refused for a
     // dense one and where plan does not model MoE.
     void resolve_experts(PlanLayout& p, const ModelConfig& config) const {
@@ -307,9 +329,7 @@ class PlanCommand : public Command {
                                  "mixtral-8x7b, or drop the flag");
             if (!config.mla) return;
         }
-        if (p.states == StateConvention::parbench)
-            throw UsageError("--states parbench: plan counts parbench's own trainer buffer by buffer, and has no ledger of "
-                             "its MoE layers; use --states megatron|zero (and --precision bf16) for " + config.name);
+        if (p.states == StateConvention::parbench) check_engine_moe_layout(p, config);
         if (no_reshard || hybrid_shard)
             throw UsageError(std::string(no_reshard ? "--no-reshard" : "--hybrid-shard") + " is not modelled for the "
                              "experts of an MoE model; drop it");
@@ -321,6 +341,8 @@ class PlanCommand : public Command {
             return;
         }
         p.experts.ep = ep.value_or(1);
+        // parbench's engine formulas size the MoE layers' receive buffers and exchanges by ep.
+        if (p.states == StateConvention::parbench) p.engine.ep = p.experts.ep;
         const int experts = config.moe->experts, dp = p.engine.dp;
         if (experts % p.experts.ep != 0)
             throw UsageError("--ep " + std::to_string(p.experts.ep) + " does not divide the " + std::to_string(experts) +
@@ -329,7 +351,7 @@ class PlanCommand : public Command {
             throw UsageError("--ep " + std::to_string(p.experts.ep) + " does not divide --dp " + std::to_string(dp) +
                              ": the expert-parallel group is carved from the data-parallel ranks (Megatron-core); use a "
                              "divisor of both " + std::to_string(dp) + " and " + std::to_string(experts) + " experts");
-        if (p.engine.tp > 1 && !p.engine.sp)
+        if (p.engine.tp > 1 && !p.engine.sp && p.states != StateConvention::parbench)
             throw UsageError("--tp " + std::to_string(p.engine.tp) + " without --sp: Megatron-core runs MoE layers under "
                              "tensor parallelism only with sequence parallelism (each tp rank dispatches its shard of "
                              "the tokens); add --sp");
@@ -367,7 +389,10 @@ class PlanCommand : public Command {
                           ? AttentionKind::flash
                           : AttentionKind::naive;
         EngineLayout& l = p.engine;
-        l.model = config.moe || config.mla ? dense_skeleton(config) : config;
+        // The frameworks' conventions count an MoE model on its dense skeleton and add the MoE
+        // layers (plan/moe_plan.hpp); parbench's engine formulas (theory/memory.hpp,
+        // rank_traffic.hpp) count the MoE layers as train builds them, so they take the model itself.
+        l.model = (config.moe || config.mla) && p.states != StateConvention::parbench ? dense_skeleton(config) : config;
         l.seq_len = config.seq_len;
         l.precision = run_precision;
         l.recompute = parse_recompute(recompute);

@@ -275,6 +275,10 @@ class TrainCommand : public Command {
         watchdog->enter({"setup", "start-up", 0, 0});
         Backend backend = make_backend(backend_choice, session, control);
         Device& device = *backend.device;
+        // auto picks the GPU on every rank or on none: refused alike on every rank.
+        if (plan.model.moe && device.is_gpu())
+            throw UsageError("--model " + options_.model + ": the MoE layers run on the CPU only (no CUDA ops for "
+                             "routing and dispatch yet); use --backend mpi");
         // Once the device is known (a GPU's free memory is checked too), before the model is built.
         throw_if_any_rank_failed(
             control,
@@ -335,7 +339,7 @@ class TrainCommand : public Command {
             if (rank == 0) {
                 Mesh serial_mesh(*self, MeshShape{});
                 ReferenceProgress reference_progress(watchdog);
-                const TrainMeasurements reference = run_training(serial_reference_plan(plan), serial_mesh, device, *ops,
+                const TrainMeasurements reference = run_training(serial_reference_plan(plan, shape.dp), serial_mesh, device, *ops,
                                                                  *self, true, &reference_progress);
                 check = compare_with_reference(measurements.loss, measurements.final_parameters, reference.loss,
                                                reference.final_parameters,
@@ -463,6 +467,21 @@ std::unique_ptr<Command> add_train_command(CLI::App& app) {
     sub->add_option("--cp-balance", o.cp_balance,
                     "Context-parallel causal balance: zigzag (two chunks per rank, one from each end, default) or "
                     "none (contiguous chunks)");
+    sub->add_option("--ep", o.ep,
+                    "Expert-parallel degree (MoE models): ranks that split the experts, carved from the dp ranks "
+                    "(ep consecutive dp ranks form a group, Megatron-core's order tp-cp-ep-dp-pp); tokens go to their "
+                    "experts' ranks by alltoallv; every rank still holds every expert's parameters")
+        ->capture_default_str();
+    sub->add_option("--moe-expert-capacity-factor", o.moe_capacity_factor,
+                    "MoE: each expert takes at most ceil(F x tokens x top_k / experts) of a micro-batch's "
+                    "assignments, dropping those of lowest router weight (default: dropless)");
+    sub->add_option("--moe-aux-loss-coeff", o.moe_aux_loss_coeff,
+                    "MoE: weight of the Switch/GShard load-balancing loss (0: off)")
+        ->capture_default_str();
+    sub->add_option("--moe-router-bias-update-rate", o.moe_bias_update_rate,
+                    "MoE: DeepSeek-V3's aux-loss-free balancing, each expert's bias moves so much per step "
+                    "(0: off)")
+        ->capture_default_str();
     sub->add_option("--peak-tflops", o.peak_tflops, "Peak TFLOP/s per rank for MFU (default: table or measured)");
     sub->add_flag("-c,--check", o.check, "Compare loss and final parameters with a serial run; fail if they differ");
     sub->add_option("--timeout", command->run_options().timeout_s,

@@ -1,6 +1,9 @@
 // alltoall with blocks of uneven size: rank s sends block d of its buffer to rank d, the
 // sizes drawn by --skew (collectives/skew.hpp), the same on every rank. `count` is each
 // rank's send buffer, as alltoall's; what a rank receives depends on how popular it is.
+// --direction combine runs the transpose (collectives/skew.hpp ExchangeDirection): rank d sends
+// each rank back its block d, so `count` is then what every rank receives, and what a rank sends
+// depends on how popular it is.
 #include <numeric>
 
 #include "collectives/units.hpp"
@@ -8,11 +11,28 @@
 namespace parbench {
 namespace {
 
-// Where each destination's block starts in a rank's send buffer.
+// Where each block starts in a buffer of consecutive blocks.
 std::vector<std::size_t> block_starts(const std::vector<std::size_t>& blocks) {
     std::vector<std::size_t> starts(blocks.size(), 0);
     std::exclusive_scan(blocks.begin(), blocks.end(), starts.begin(), std::size_t{0});
     return starts;
+}
+
+// The elements this rank exchanges with each rank: the dispatch sends block d to rank d and
+// receives its own block from every rank (every rank routes alike); the combine swaps the two.
+struct Exchange {
+    std::vector<std::size_t> send_counts, recv_counts;
+};
+
+Exchange exchange_of(std::size_t count, int nranks, int rank, const CollectiveParams& params) {
+    const std::vector<std::size_t> blocks = destination_counts(count, nranks, params.skew);
+    const std::vector<std::size_t> mine(static_cast<std::size_t>(nranks), blocks[static_cast<std::size_t>(rank)]);
+    if (params.direction == ExchangeDirection::combine) return {mine, blocks};
+    return {blocks, mine};
+}
+
+std::size_t total(const std::vector<std::size_t>& counts) {
+    return std::accumulate(counts.begin(), counts.end(), std::size_t{0});
 }
 
 }  // namespace
@@ -20,45 +40,65 @@ std::vector<std::size_t> block_starts(const std::vector<std::size_t>& blocks) {
 std::size_t Alltoallv::count_multiple(int) const { return 1; }
 
 // nccl-tests' alltoall factor: on average each rank sends (n-1)/n of its buffer away and
-// receives as much. Under skew the slowest receiver sets the time, so the same bytes over
-// a longer time show as a lower busbw: the cost of the imbalance.
+// receives as much. Under skew the busiest rank sets the time, so the same bytes over a
+// longer time show as a lower busbw: the cost of the imbalance. Dispatch and combine move the
+// same bytes, so their busbw compare directly.
 double Alltoallv::bus_factor(int nranks) const { return static_cast<double>(nranks - 1) / nranks; }
 
-// Every rank sends `count`; this rank receives its block from each of the n ranks.
 BufferShape Alltoallv::shape(std::size_t count, int nranks, int rank, const CollectiveParams& params) const {
-    const std::vector<std::size_t> blocks = destination_counts(count, nranks, params.skew);
-    const std::size_t received = blocks[static_cast<std::size_t>(rank)] * static_cast<std::size_t>(nranks);
-    return {count, received, 0, 0, 0};
+    const Exchange exchange = exchange_of(count, nranks, rank, params);
+    return {total(exchange.send_counts), total(exchange.recv_counts), 0, 0, 0};
 }
 
 void Alltoallv::run(Communicator& comm, const void* send, void* recv, std::size_t count,
                     const CollectiveParams& params) const {
-    const int nranks = comm.size();
-    const std::vector<std::size_t> send_counts = destination_counts(count, nranks, params.skew);
-    const std::vector<std::size_t> send_starts = block_starts(send_counts);
-    // Every rank routes alike, so what each source sends here is this rank's block.
-    const std::vector<std::size_t> recv_counts(static_cast<std::size_t>(nranks),
-                                               send_counts[static_cast<std::size_t>(comm.rank())]);
-    const std::vector<std::size_t> recv_starts = block_starts(recv_counts);
-    comm.alltoallv(send, send_counts, send_starts, recv, recv_counts, recv_starts, params.type);
+    const Exchange exchange = exchange_of(count, comm.size(), comm.rank(), params);
+    comm.alltoallv(send, exchange.send_counts, block_starts(exchange.send_counts), recv, exchange.recv_counts,
+                   block_starts(exchange.recv_counts), params.type);
 }
 
-// Block q of the output is rank q's block for this rank: its elements from this rank's
-// block start on (the same start on every source, since every rank routes alike).
+// Dispatch: block q of the output is rank q's block for this rank, its elements from this
+// rank's block start on (the same start on every source, since every rank routes alike).
+// Combine: the output's run q (block q's size) is what rank q sends this rank, the run of its
+// send buffer from this rank x block q on; runs differ in size, so expected_segments gives them.
 std::optional<ExpectedLayout> Alltoallv::expected(std::size_t count, int nranks, int rank,
                                                   const CollectiveParams& params, const InputPattern& pattern) const {
+    if (params.direction == ExchangeDirection::combine) return std::nullopt;  // runs of uneven size
     const std::vector<std::size_t> blocks = destination_counts(count, nranks, params.skew);
     const auto mine = static_cast<std::size_t>(rank);
     if (blocks[mine] == 0) return std::nullopt;  // this rank receives nothing
     return blocks_from_every_rank(pattern, blocks[mine], block_starts(blocks)[mine]);
 }
 
+std::vector<ExpectedSegment> Alltoallv::expected_segments(std::size_t count, int nranks, int rank,
+                                                          const CollectiveParams& params, const InputPattern& pattern,
+                                                          std::size_t result_count) const {
+    if (params.direction == ExchangeDirection::dispatch)
+        return Collective::expected_segments(count, nranks, rank, params, pattern, result_count);
+    const std::vector<std::size_t> blocks = destination_counts(count, nranks, params.skew);
+    const std::vector<std::size_t> starts = block_starts(blocks);
+    std::vector<ExpectedSegment> segments;
+    for (std::size_t source = 0; source < blocks.size(); ++source) {
+        if (blocks[source] == 0) continue;
+        ExpectedSegment segment;
+        segment.offset = starts[source];
+        segment.count = blocks[source];
+        segment.layout.pattern = pattern;
+        segment.layout.fixed_source_rank = static_cast<int>(source);
+        segment.layout.index_offset = static_cast<std::size_t>(rank) * blocks[source];
+        segments.push_back(segment);
+    }
+    return segments;
+}
+
 std::optional<RankTraffic> Alltoallv::rank_traffic(std::size_t count, int nranks,
                                                    const CollectiveParams& params) const {
-    const std::vector<std::size_t> blocks = destination_counts(count, nranks, params.skew);
     RankTraffic traffic;
-    traffic.sent.assign(blocks.size(), count);
-    for (std::size_t block : blocks) traffic.received.push_back(block * static_cast<std::size_t>(nranks));
+    for (int rank = 0; rank < nranks; ++rank) {
+        const Exchange exchange = exchange_of(count, nranks, rank, params);
+        traffic.sent.push_back(total(exchange.send_counts));
+        traffic.received.push_back(total(exchange.recv_counts));
+    }
     return traffic;
 }
 

@@ -25,12 +25,22 @@ namespace parbench {
 // A constructor rather than an aggregate: callers give the leading fields they need, and
 // the skew, which only alltoallv reads, defaults without a missing-initializer warning.
 struct CollectiveParams {
-    CollectiveParams(DType type_ = DType::float32, ReduceOp op_ = ReduceOp::sum, int root_ = 0, Skew skew_ = {})
-        : type(type_), op(op_), root(root_), skew(skew_) {}
+    CollectiveParams(DType type_ = DType::float32, ReduceOp op_ = ReduceOp::sum, int root_ = 0, Skew skew_ = {},
+                     ExchangeDirection direction_ = ExchangeDirection::dispatch)
+        : type(type_), op(op_), root(root_), skew(skew_), direction(direction_) {}
     DType type;
     ReduceOp op;
     int root;
-    Skew skew;  // alltoallv's per-destination blocks
+    Skew skew;                    // alltoallv's per-destination blocks
+    ExchangeDirection direction;  // alltoallv's: its blocks out (dispatch) or back (combine)
+};
+
+// A run of `count` elements of a rank's result, from element `offset` on, laid out as `layout`
+// says (its element k the run's k-th).
+struct ExpectedSegment {
+    std::size_t offset = 0;
+    std::size_t count = 0;
+    ExpectedLayout layout;
 };
 
 // Elements each rank sends and receives in total, indexed by rank.
@@ -79,6 +89,16 @@ class Collective {
     // defined data (the non-root ranks of reduce and gather).
     virtual std::optional<ExpectedLayout> expected(std::size_t count, int nranks, int rank,
                                                    const CollectiveParams& params, const InputPattern& pattern) const = 0;
+    // The result of `result_count` elements as runs of one layout each: expected()'s layout over
+    // the whole result, or nothing. A collective whose blocks from different ranks differ in
+    // size (alltoallv's combine) gives a run per block.
+    virtual std::vector<ExpectedSegment> expected_segments(std::size_t count, int nranks, int rank,
+                                                           const CollectiveParams& params, const InputPattern& pattern,
+                                                           std::size_t result_count) const {
+        if (auto layout = expected(count, nranks, rank, params, pattern))
+            return {ExpectedSegment{0, result_count, *layout}};
+        return {};
+    }
     // For a collective whose ranks move different amounts (alltoallv under skew), what each
     // sends and receives; nothing when every rank moves the same.
     virtual std::optional<RankTraffic> rank_traffic(std::size_t count, int nranks,

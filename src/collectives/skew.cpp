@@ -54,6 +54,17 @@ std::vector<std::uint64_t> weights_by_position(int nranks, const Skew& skew) {
 
 }  // namespace
 
+ExchangeDirection parse_direction(const std::string& text) {
+    if (text == "dispatch") return ExchangeDirection::dispatch;
+    if (text == "combine") return ExchangeDirection::combine;
+    throw UsageError("--direction '" + text + "': use dispatch (every rank sends its blocks to their destinations) "
+                     "or combine (the transpose: each destination sends the blocks back)");
+}
+
+std::string direction_name(ExchangeDirection direction) {
+    return direction == ExchangeDirection::combine ? "combine" : "dispatch";
+}
+
 Skew parse_skew(const std::string& text, std::uint64_t seed) {
     Skew skew;
     skew.seed = seed;

@@ -35,6 +35,19 @@ struct Skew {
     std::uint64_t seed = 1;
 };
 
+// Which way alltoallv moves the blocks (--direction), the two all-to-alls of an MoE layer:
+//   dispatch  every rank sends block d of its `count` elements to rank d (tokens to the ranks of
+//             their experts): every rank sends `count`, rank d receives n x block d
+//   combine   the transpose: rank d sends each source back the block d it received from it (the
+//             experts' outputs back to the tokens' ranks): rank d sends n x block d, every rank
+//             receives `count`
+// The same bytes cross the network either way; under skew the busiest rank is the busiest
+// receiver in the dispatch and the busiest sender in the combine.
+enum class ExchangeDirection { dispatch, combine };
+// "dispatch" or "combine"; otherwise UsageError naming --direction.
+ExchangeDirection parse_direction(const std::string& text);
+std::string direction_name(ExchangeDirection direction);
+
 // Parses "uniform", "zipf:S" or "hot:K"; the reason it is refused otherwise, naming --skew.
 // K's upper bound (the rank count) is checked by skew_refusal once the ranks are known.
 Skew parse_skew(const std::string& text, std::uint64_t seed);

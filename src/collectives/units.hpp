@@ -41,7 +41,10 @@ PARBENCH_COLLECTIVE_UNIT(
         return "MPI_IN_PLACE alltoallv needs what rank a sends b to equal what b sends a; skewed blocks differ";
     }
     std::optional<RankTraffic> rank_traffic(std::size_t count, int nranks, const CollectiveParams& params)
-        const override;);
+        const override;
+    std::vector<ExpectedSegment> expected_segments(std::size_t count, int nranks, int rank,
+                                                   const CollectiveParams& params, const InputPattern& pattern,
+                                                   std::size_t result_count) const override;);
 PARBENCH_COLLECTIVE_UNIT(Gather, "gather", false, true, true);
 PARBENCH_COLLECTIVE_UNIT(Scatter, "scatter", false, true, true);
 PARBENCH_COLLECTIVE_UNIT(

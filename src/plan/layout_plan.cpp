@@ -289,6 +289,9 @@ PlanPrediction predict_layout(const PlanLayout& p, const PlanContext& context, c
     add_lines("dp", out.memory.pp_rank, sharded_over, placement_of(sharded_over * l.tp, cluster),
               p.states == StateConvention::zero ? 0.5 : 1.0,
               nics_used(std::min(sharded_over, std::max(1, cluster.gpus_per_host / l.tp))));
+    // parbench's engine: the MoE layers' exchanges over the ep group (members tp x cp apart).
+    if (p.states == StateConvention::parbench && l.ep > 1)
+        add_lines("ep", out.memory.pp_rank, l.ep, placement_of(l.ep * l.tp * l.cp, cluster), 1.0);
     if (p.experts.active()) {
         // MoE: the ep group's members are tp x cp apart, the expert-dp group's tp x cp x ep apart.
         const int ep = p.experts.ep, host = cluster.gpus_per_host;
@@ -399,7 +402,9 @@ PlanPrediction predict_layout(const PlanLayout& p, const PlanContext& context, c
     }
     if (!context.rate.includes_optimizer) {
         double owned = static_cast<double>(rank.layout.total_numel()) / (l.zero >= 1 ? l.gradient_ranks() : 1);
-        if (p.experts.active())  // dense states sharded over dp x cp, the experts' over their own group
+        // Dense states sharded over dp x cp, the experts' over their own group (the frameworks';
+        // parbench's train shards every state over dp x cp, experts included).
+        if (p.experts.active() && p.states != StateConvention::parbench)
             owned = out.moe.dense_parameters_rank / (l.zero >= 1 ? l.gradient_ranks() : 1) +
                     out.moe.expert_parameters_rank / (l.zero >= 1 ? expert_data_parallel(p) : 1);
         const double gbps = context.rate.optimizer_gbps ? *context.rate.optimizer_gbps : cluster.device.memory_bandwidth_gbps;

@@ -71,7 +71,9 @@ struct PlanLayout {
     // shards all-reduced across the replicas once per step. zero and megatron conventions only.
     bool reshard_after_forward = true;
     int shard_group = 0;  // 0: all dp ranks
-    // A mixture-of-experts model (plan/moe_plan.hpp): engine.model is then its dense skeleton.
+    // A mixture-of-experts model (plan/moe_plan.hpp): engine.model is then its dense skeleton under
+    // the frameworks' conventions, the model itself under parbench's (whose engine formulas count
+    // the MoE layers as train builds them).
     ExpertParallel experts;
 };
 

@@ -31,6 +31,13 @@ MoeRankParameters moe_rank_parameters(const PlanLayout& p, double skeleton_param
         r.moe_layers += moe_layers_in(model, range.first, range.end);
     }
     const MoeLayerParameters layer = moe_layer_parameters(model);
+    if (p.states == StateConvention::parbench) {
+        // The engine's layout is the MoE model's own (theory/model_layout.hpp): router, shared and
+        // routed experts whole on every tp rank, which runs the layer replicated.
+        r.routed = r.moe_layers * layer.routed;
+        r.dense = skeleton_parameters - r.routed;
+        return r;
+    }
     const double t = p.engine.tp;
     // Megatron's split: attention, MLPs and experts by tp; the router is replicated.
     r.dense += r.layers * layer.attention_delta / t +
@@ -85,7 +92,8 @@ void apply_moe_traffic(PlanPrediction& out, const PlanContext& context, double s
     MoePrediction& moe = out.moe;
     moe.active = true;
     moe.ep = p.experts.ep;
-    moe.expert_dp = expert_data_parallel(p);
+    // parbench's train keeps every expert on every rank and reduces their gradients over dp x cp.
+    moe.expert_dp = p.states == StateConvention::parbench ? l.gradient_ranks() : expert_data_parallel(p);
     moe.imbalance = p.experts.effective_imbalance();
     moe.ep_placement = links.ep;
     const MoeRankParameters r =
@@ -100,9 +108,12 @@ void apply_moe_traffic(PlanPrediction& out, const PlanContext& context, double s
 
     // The skeleton's gradient traffic, split: dense parameters over dp x cp as before, routed
     // experts over their expert-data-parallel group (nothing to reduce when it is one rank).
+    // parbench's engine formulas counted the MoE model's own gradients, which train reduces over
+    // dp x cp whole: its lines stand as they are.
     const double dense_share = skeleton_parameters > 0 ? r.dense / skeleton_parameters : 1.0;
     const double expert_share = skeleton_parameters > 0 && moe.expert_dp > 1 ? r.routed / skeleton_parameters : 0.0;
     for (CommLine& line : out.comm) {
+        if (p.states == StateConvention::parbench) break;
         if (line.dimension != "dp" || line.calls <= 0) continue;
         const double each = line.bytes / line.calls;
         const auto share_of = [](Placement placement, double nics) { return placement == Placement::cross_host ? nics : 1.0; };
@@ -125,6 +136,19 @@ void apply_moe_traffic(PlanPrediction& out, const PlanContext& context, double s
         moe.moe_layers_rank = std::max(moe.moe_layers_rank, count);
     }
     if (!model.moe || moe.ep == 1 || moe.moe_layers_rank == 0) return;
+    if (p.states == StateConvention::parbench) {
+        // The ep lines are the engine's (theory/traffic.hpp expert_parallel_traffic, added with the
+        // other dimensions): the counts' alltoall and the dispatch and combine alltoallv as train
+        // counts them, under balanced routing.
+        for (const CommLine& line : out.comm) {
+            if (line.dimension != "ep") continue;
+            moe.alltoall_calls += line.calls;
+            moe.alltoall_bytes += line.bytes;
+            moe.alltoall_ms += line.time_ms;
+        }
+        out.exposed_ep_ms = moe.alltoall_ms;  // train waits for each exchange
+        return;
+    }
     // Each tp rank dispatches its sequence-parallel shard of the tokens (with tp > 1 Megatron-core
     // requires sp for MoE; the command refuses the rest).
     const double tokens = static_cast<double>(l.local_seq_len()) * l.microbatch_size / (l.sp ? l.tp : 1);
@@ -153,13 +177,19 @@ std::vector<PlanLayout> with_expert_degrees(const std::vector<PlanLayout>& layou
             out.push_back(layout);
             continue;
         }
-        // Megatron-core runs MoE under tensor parallelism only with sequence parallelism.
-        if (layout.shard_group > 0 || (layout.engine.tp > 1 && !layout.engine.sp)) continue;
+        const bool engine = layout.states == StateConvention::parbench;
+        // parbench's train runs its MoE layers replicated over tp (no sp) and without zb-h1's
+        // split backward (check_engine_moe_layout's rules); Megatron-core runs MoE under tensor
+        // parallelism only with sequence parallelism.
+        if (engine && (layout.engine.sp || (layout.engine.pp > 1 && layout.engine.schedule == ScheduleKind::zero_bubble_h1)))
+            continue;
+        if (!engine && (layout.shard_group > 0 || (layout.engine.tp > 1 && !layout.engine.sp))) continue;
         const int degrees = std::gcd(layout.experts.model->moe->experts, layout.engine.dp);
         for (int ep = 1; ep <= degrees; ++ep) {
             if (degrees % ep != 0) continue;
             PlanLayout variant = layout;
             variant.experts.ep = ep;
+            if (engine) variant.engine.ep = ep;
             out.push_back(variant);
         }
     }

@@ -65,7 +65,8 @@ struct MoeRankParameters {
     double dense = 0, routed = 0;  // one tensor-parallel rank's, after the ep split for routed
     int layers = 0, moe_layers = 0;
 };
-// `skeleton_parameters`: the dense skeleton's parameters on this rank (its tp shard).
+// `skeleton_parameters`: the engine layout's parameters on this rank (its tp shard): the dense
+// skeleton's under the frameworks' conventions, the MoE model's own under --states parbench.
 MoeRankParameters moe_rank_parameters(const PlanLayout& layout, double skeleton_parameters,
                                       const std::vector<LayerRange>& layers);
 int expert_data_parallel(const PlanLayout& layout);

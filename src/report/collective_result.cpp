@@ -74,7 +74,10 @@ nlohmann::json to_json(const CollectiveResult& result) {
         {"placement", result.inplace ? "in" : "out"},
     };
     if (result.placement_note) entry["placement_note"] = *result.placement_note;
-    if (result.skew) entry["skew"] = {{"distribution", result.skew->distribution}, {"seed", result.skew->seed}};
+    if (result.skew)
+        entry["skew"] = {{"distribution", result.skew->distribution},
+                         {"seed", result.skew->seed},
+                         {"direction", result.skew->direction}};
     if (result.skipped) {
         entry["skipped"] = *result.skipped;
         return entry;

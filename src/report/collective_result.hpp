@@ -30,6 +30,7 @@ struct RankFigures {
 struct SkewUsed {
     std::string distribution;  // "uniform", "zipf:1.2", "hot:2"
     std::uint64_t seed = 1;
+    std::string direction = "dispatch";  // or "combine" (collectives/skew.hpp ExchangeDirection)
 };
 
 // How unevenly a point's traffic falls on the ranks: the most a rank sends and receives

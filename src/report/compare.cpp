@@ -17,7 +17,8 @@ namespace {
 
 using PointKey = std::tuple<std::string, std::uint64_t, std::string, std::string, bool, std::string>;
 
-// alltoallv's "zipf:1.2 seed 1", "" for a point without a skew: points measured under
+// alltoallv's "zipf:1.2 seed 1" ("... combine" for --direction combine), "" for a point without a
+// skew: points measured under
 // different skews (or seeds, which draw different blocks) move the same bytes over different
 // routes, and are not the same point.
 std::string skew_of(const nlohmann::json& entry) {
@@ -28,6 +29,9 @@ std::string skew_of(const nlohmann::json& entry) {
                            : "?";
     if (skew.contains("seed") && skew["seed"].is_number_unsigned())
         text += " seed " + std::to_string(skew["seed"].get<std::uint64_t>());
+    // The combine moves the dispatch's bytes the other way: another point. A report without the
+    // key predates --direction and measured the dispatch.
+    if (skew.contains("direction") && skew["direction"] == "combine") text += " combine";
     return text;
 }
 

@@ -6,8 +6,8 @@ namespace parbench {
 
 namespace {
 
-// alltoallv's skew and the imbalance it produced (max / mean bytes per rank, received and sent),
-// empty for the other collectives: the columns that tell a skewed point from a uniform one.
+// alltoallv's skew, the imbalance it produced (max / mean bytes per rank, received and sent) and
+// its direction (dispatch or combine), empty for the other collectives: the columns that tell a skewed point from a uniform one.
 std::string skew_cells(const CollectiveResult& r) {
     std::ostringstream cells;
     cells.precision(10);
@@ -16,6 +16,7 @@ std::string skew_cells(const CollectiveResult& r) {
     cells << ',';
     if (r.imbalance) cells << r.imbalance->received.max_over_mean() << ',' << r.imbalance->sent.max_over_mean();
     else cells << ',';
+    cells << ',' << (r.skew ? r.skew->direction : "");
     return cells.str();
 }
 
@@ -26,7 +27,7 @@ std::string to_csv(const std::vector<CollectiveResult>& results) {
     out.precision(10);
     out << "collective,bytes,requested_bytes,count,dtype,op,root,inplace,aggregation,reported_time_us,time_us_median,"
            "time_us_p95,time_us_mean,time_us_min,time_us_max,time_us_stddev,algbw_gbps,busbw_gbps,wrong,skipped,skew,skew_seed,"
-           "imbalance_received,imbalance_sent\n";
+           "imbalance_received,imbalance_sent,direction\n";
     for (const CollectiveResult& r : results) {
         out << r.collective << ',' << r.bytes << ',' << r.requested_bytes << ',' << r.count << ','
             << dtype_name(r.dtype) << ',' << (r.op ? std::string(reduce_op_name(*r.op)) : "") << ','

@@ -5,6 +5,7 @@
 #include "core/error.hpp"
 #include "theory/context_parallel.hpp"
 #include "theory/model_layout.hpp"
+#include "theory/moe_memory.hpp"
 #include "theory/rank_traffic.hpp"
 
 namespace parbench {
@@ -79,11 +80,21 @@ void matmul_items(const EngineLayout& l, const std::vector<MatmulShape>& shapes,
 // schedule's peak of activation slots per chunk (train/pipeline/pipeline_executor.cpp), each
 // holding its layers' stores, the zero-bubble stash, the boundary tensors and, on the last
 // stage, the head's. Returns whether this rank holds the head. Shared by the GPT and Llama items.
+// `moe_block`: what an MoE layer keeps instead of `block` (Llama models with "moe").
 bool layer_store_items(const EngineLayout& l, const PipelinePart& part, const std::string& norm, double block,
-                       double stash, double rc, double head, ItemList& items) {
+                       double stash, double rc, double head, ItemList& items, double moe_block = 0.0) {
     bool holds_head = true;
+    // Of layers [first, end): how many are MoE layers.
+    auto moe_layers = [&](int first, int end) {
+        int count = 0;
+        for (int layer = first; layer < end; ++layer) count += l.model.moe && l.model.moe->is_moe_layer(layer);
+        return static_cast<double>(count);
+    };
+    const std::string moe_stores = "MoE layer stores: attention, router, dispatch/combine buffers, expert activations";
     if (!part.active()) {
-        items.activation("layer stores (per layer)", l.model.layers, block);
+        const double moe = moe_layers(0, l.model.layers);
+        items.activation("layer stores (per layer)", l.model.layers - moe, block);
+        items.activation(moe_stores + " (per MoE layer)", moe, moe_block);
         items.activation("embedding output, backward running gradient", 2, rc);
         items.activation("final " + norm + ", logits, softmax stats", 1, head);
     } else {
@@ -91,10 +102,12 @@ bool layer_store_items(const EngineLayout& l, const PipelinePart& part, const st
         for (std::size_t c = 0; c < part.chunks.size(); ++c) {
             const LayerRange& range = part.chunks[c];
             const double slots = part.slots.at(c);
-            const double layers = range.end - range.first;
+            const double moe = moe_layers(range.first, range.end);
+            const double layers = range.end - range.first - moe;
             const std::string chunk = part.chunks.size() > 1 ? " of chunk " + std::to_string(c) : "";
             items.activation("activation slots" + chunk + " (schedule's peak in flight): layer stores", slots * layers,
                              block);
+            items.activation("activation slots" + chunk + ": " + moe_stores, slots * moe, moe_block);
             if (part.split_backward)
                 items.activation("activation slots" + chunk + ": zero-bubble weight-gradient stash", slots * layers,
                                  stash);
@@ -192,14 +205,33 @@ void llama_items(const EngineLayout& l, const PipelinePart& part, ItemList& item
     const double full_block = 4 * rc + 2 * R + 2 * q + 2 * kv + att + 3 * wide;
     const bool shares_probabilities = l.recompute == Recompute::selective && !context;
     const double block = l.recompute == Recompute::full ? rc : shares_probabilities ? full_block - att : full_block;
+    // An MoE layer keeps the MoE layer's buffers (theory/moe_memory.hpp, on every tp rank: the
+    // layer runs replicated over tp) in place of the SwiGLU's three.
+    const int moe_count = l.model.moe_layer_count();
+    MoeMemoryShape moe_shape;
+    if (l.model.moe)
+        moe_shape = MoeMemoryShape{static_cast<std::size_t>(rows), static_cast<std::size_t>(C),
+                                   static_cast<std::size_t>(l.model.moe->experts),
+                                   static_cast<std::size_t>(l.model.moe->top_k),
+                                   static_cast<std::size_t>(l.model.moe->expert_hidden),
+                                   static_cast<std::size_t>(l.model.moe->shared_experts),
+                                   static_cast<std::size_t>(l.ep)};
+    const double moe_kept = static_cast<double>(moe_kept_bytes(moe_shape)) / f32;
+    const double moe_block = l.recompute == Recompute::full ? rc : block - 3 * wide + moe_kept;
+    const double full_recompute_work = (moe_count < l.model.layers ? full_block : full_block - 3 * wide) +
+                                       (moe_count > 0 ? moe_kept : 0.0);
     const double stash = 2 * btc + 2 * wide + q + 2 * kv;
     const double head = rc + R + logits + 3 * rows;
 
     items.add(MemoryCategory::activations, "tokens, targets, losses (per micro-batch)", 3.0 * l.microbatches,
               rows * f32);
-    if (l.recompute == Recompute::full) items.activation("full recompute: one layer's buffers, shared", 1, full_block);
+    if (l.recompute == Recompute::full)
+        items.activation("full recompute: one layer's buffers, shared", 1, full_recompute_work);
     if (shares_probabilities) items.activation("selective recompute: probabilities, shared", 1, att);
-    const bool holds_head = layer_store_items(l, part, "RMSNorm", block, stash, rc, head, items);
+    const bool holds_head = layer_store_items(l, part, "RMSNorm", block, stash, rc, head, items, moe_block);
+    if (moe_count > 0)
+        items.activation("MoE scratch, shared by the MoE layers (theory/moe_memory.hpp)", 1,
+                         static_cast<double>(moe_scratch_bytes(moe_shape)) / f32);
     if (context)
         items.activation("context-parallel attention workspace (train/context/)", 1,
                          static_cast<double>(cp_floats.workspace));

@@ -50,6 +50,7 @@ struct EngineLayout {
     // Context parallelism: cp ranks split every sequence (seq_len / cp tokens each); the
     // gradients are averaged over dp x cp.
     int cp = 1;
+    int ep = 1;  // expert-parallel ranks (MoE models; theory/expert_parallel.hpp)
     ContextStyle cp_style = ContextStyle::ring;
     ContextBalance cp_balance = ContextBalance::zigzag;
     int gradient_ranks() const { return dp * cp; }

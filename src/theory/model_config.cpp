@@ -25,7 +25,8 @@ double positive_number(const JsonFields& document, const char* key, double fallb
 
 // A nested object's sizes, each known and in range: a typo in "moe" is refused like one at the top.
 ModelConfig::Moe parse_moe(const JsonFields& object, int layers) {
-    object.refuse_unknown_keys({"experts", "top_k", "shared_experts", "expert_hidden", "every", "first_dense"});
+    object.refuse_unknown_keys(
+        {"experts", "top_k", "shared_experts", "expert_hidden", "every", "first_dense", "router"});
     ModelConfig::Moe moe;
     moe.experts = positive_int(object, "experts", model_limits::max_hidden);
     moe.top_k = positive_int(object, "top_k", model_limits::max_hidden);
@@ -33,6 +34,11 @@ ModelConfig::Moe parse_moe(const JsonFields& object, int layers) {
     moe.shared_experts = static_cast<int>(object.optional_integer("shared_experts", 0, model_limits::max_hidden).value_or(0));
     moe.every = static_cast<int>(object.optional_integer("every", 1, model_limits::max_layers).value_or(1));
     moe.first_dense = static_cast<int>(object.optional_integer("first_dense", 0, model_limits::max_layers).value_or(0));
+    const std::string router = object.optional_string("router").value_or("softmax");
+    if (router != "softmax" && router != "sigmoid")
+        throw UsageError(object.name("router") + " is \"" + router +
+                         "\": use \"softmax\" (Mixtral) or \"sigmoid\" (DeepSeek-V3)");
+    moe.score = router == "sigmoid" ? MoeScore::sigmoid : MoeScore::softmax;
     if (moe.top_k > moe.experts)
         throw UsageError(object.name("top_k") + " (" + std::to_string(moe.top_k) + ") is above \"experts\" (" +
                          std::to_string(moe.experts) + "); a token picks at most every expert");
@@ -178,6 +184,11 @@ nlohmann::json to_json(const ModelConfig& config) {
         shape["rope_theta"] = config.rope_theta;
         shape["norm_eps"] = config.norm_eps;
     }
+    if (config.moe)
+        shape["moe"] = {{"experts", config.moe->experts},         {"top_k", config.moe->top_k},
+                        {"shared_experts", config.moe->shared_experts}, {"expert_hidden", config.moe->expert_hidden},
+                        {"every", config.moe->every},             {"first_dense", config.moe->first_dense},
+                        {"router", config.moe->score == MoeScore::sigmoid ? "sigmoid" : "softmax"}};
     return {{"name", config.name}, {"kind", model_kind_name(config.kind)}, {"source", config.source}, {"shape", shape}};
 }
 

@@ -9,6 +9,7 @@
 #include <optional>
 #include <string>
 
+#include "kernels/moe_router_math.hpp"
 #include "theory/moe.hpp"
 
 namespace parbench {
@@ -32,8 +33,8 @@ struct ModelConfig {
     double rope_theta = 10000.0;
     double norm_eps = 1e-5;
     // llama only, optional ("moe": {...}): a mixture of experts in the layers from
-    // first_dense on, every `every`-th of them (theory/moe.hpp). `parbench train` does not run
-    // MoE yet (issue 20 items 2-3); plan's counts of it are theory/moe.hpp's.
+    // first_dense on, every `every`-th of them (theory/moe.hpp; train/moe/ runs it). "router":
+    // the score function, "softmax" (Mixtral) or "sigmoid" (DeepSeek-V3).
     struct Moe {
         int experts = 0;
         int top_k = 0;
@@ -41,6 +42,9 @@ struct ModelConfig {
         int expert_hidden = 0;
         int every = 1;
         int first_dense = 0;
+        MoeScore score = MoeScore::softmax;
+        // Whether layer `layer` (0-based) is an MoE layer.
+        bool is_moe_layer(int layer) const { return layer >= first_dense && (layer - first_dense) % every == 0; }
     };
     std::optional<Moe> moe = std::nullopt;
     // llama only, optional ("mla": {...}): DeepSeek's latent attention, for counting its

@@ -77,11 +77,28 @@ Tensors build(const ModelConfig& config, const TensorSplit& split, ParameterLayo
         b.wo = layout.add_tensor(p + "wo", {C, C}, row_parallel_columns(C, C, split), InitKind::normal,
                                  residual_stddev);
         b.norm2 = layout.add_tensor(p + "norm2", {C}, InitKind::ones);
-        b.wgate = layout.add_tensor(p + "wgate", {F, C}, column_parallel_rows(F, C, split), InitKind::normal,
-                                    init_stddev);
-        b.wup = layout.add_tensor(p + "wup", {F, C}, column_parallel_rows(F, C, split), InitKind::normal, init_stddev);
-        b.wdown = layout.add_tensor(p + "wdown", {C, F}, row_parallel_columns(C, F, split), InitKind::normal,
-                                    residual_stddev);
+        if (config.moe && config.moe->is_moe_layer(l)) {
+            const int E = config.moe->experts;
+            const int Fe = config.moe->expert_hidden;
+            const int S = config.moe->shared_experts;
+            b.router = layout.add_tensor(p + "router", {E, C}, InitKind::normal, init_stddev);
+            b.experts_gate = layout.add_tensor(p + "experts.wgate", {E * Fe, C}, InitKind::normal, init_stddev);
+            b.experts_up = layout.add_tensor(p + "experts.wup", {E * Fe, C}, InitKind::normal, init_stddev);
+            b.experts_down = layout.add_tensor(p + "experts.wdown", {E * C, Fe}, InitKind::normal, residual_stddev);
+            if (S > 0) {
+                b.shared_gate = layout.add_tensor(p + "shared.wgate", {S * Fe, C}, InitKind::normal, init_stddev);
+                b.shared_up = layout.add_tensor(p + "shared.wup", {S * Fe, C}, InitKind::normal, init_stddev);
+                b.shared_down =
+                    layout.add_tensor(p + "shared.wdown", {C, S * Fe}, InitKind::normal, residual_stddev);
+            }
+        } else {
+            b.wgate = layout.add_tensor(p + "wgate", {F, C}, column_parallel_rows(F, C, split), InitKind::normal,
+                                        init_stddev);
+            b.wup =
+                layout.add_tensor(p + "wup", {F, C}, column_parallel_rows(F, C, split), InitKind::normal, init_stddev);
+            b.wdown = layout.add_tensor(p + "wdown", {C, F}, row_parallel_columns(C, F, split), InitKind::normal,
+                                        residual_stddev);
+        }
         tensors.blocks.push_back(b);
     }
     layout.add_unit("head");

@@ -73,8 +73,16 @@ namespace llama_layout {
 // projections (Wo, W_down) scaled by 1/sqrt(2L); RMSNorm gains 1.
 constexpr float init_stddev = 0.02f;
 
+// A dense block has wgate, wup, wdown; an MoE block (ModelConfig::Moe::is_moe_layer) has
+// instead the router (E,C), the E routed experts' SwiGLU matrices stacked expert-major
+// (experts_gate, experts_up (E·Fe, C); experts_down (E·C, Fe): expert e's (C,Fe) at row e·C)
+// and, with shared experts, their S matrices stacked as one SwiGLU of width S·Fe. Absent: -1.
+// Every MoE tensor is held whole by each tensor-parallel rank (the layer runs replicated over
+// tp; train/moe/moe_layer.hpp).
 struct BlockTensors {
-    int norm1, wq, wk, wv, wo, norm2, wgate, wup, wdown;
+    int norm1, wq, wk, wv, wo, norm2, wgate = -1, wup = -1, wdown = -1;
+    int router = -1, experts_gate = -1, experts_up = -1, experts_down = -1;
+    int shared_gate = -1, shared_up = -1, shared_down = -1;
 };
 
 struct Tensors {

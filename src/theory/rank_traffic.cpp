@@ -50,6 +50,8 @@ std::map<std::string, TrafficByOp> engine_rank_traffic(const EngineLayout& l, in
             part.chunks.push_back(range);
             stages.push_back(stage);
             share.layers += range.end - range.first;
+            for (int layer = range.first; layer < range.end; ++layer)
+                share.moe_layers += l.model.moe && l.model.moe->is_moe_layer(layer);
             share.first_stage = share.first_stage || range.first == 0;
             share.last_stage = share.last_stage || range.end == l.model.layers;
         }
@@ -72,6 +74,10 @@ std::map<std::string, TrafficByOp> engine_rank_traffic(const EngineLayout& l, in
         traffic["cp"] = context_parallel_traffic(
             context_local_gqa_shape(l.model, l.microbatch_size, l.local_seq_len(), split),
             ContextSplit{cp_rank, l.cp, l.cp_style, l.cp_balance}, share.layers, l.microbatches, l.recompute);
+    // Expert parallelism (MoE models): the dispatch and combine of this rank's MoE layers.
+    if (l.ep > 1 && share.moe_layers > 0)
+        traffic["ep"] = expert_parallel_traffic(l.model, static_cast<double>(l.microbatch_size) * l.local_seq_len(),
+                                                l.microbatches, l.ep, share, l.recompute);
     if (l.pp > 1) {
         const double rows = static_cast<double>(l.microbatch_size) * l.local_seq_len() / (l.sp ? l.tp : 1);
         const double boundary_bytes = rows * l.model.hidden * sizeof(float);

@@ -18,7 +18,22 @@ void add(TrafficByOp& traffic, const std::string& op, double calls, double eleme
 
 }  // namespace
 
-ModelShare whole_model_share(const ModelConfig& config) { return ModelShare{config.layers, true, true}; }
+ModelShare whole_model_share(const ModelConfig& config) {
+    return ModelShare{config.layers, true, true, config.moe_layer_count()};
+}
+
+TrafficByOp expert_parallel_traffic(const ModelConfig& config, double tokens, int microbatches, int ep,
+                                    const ModelShare& share, Recompute recompute) {
+    TrafficByOp traffic;
+    if (!config.moe || ep <= 1 || share.moe_layers == 0) return traffic;
+    const double forwards = recompute == Recompute::full ? 2.0 : 1.0;
+    const double layer_micro = static_cast<double>(share.moe_layers) * microbatches;
+    const double rows = tokens * config.moe->top_k;
+    // int32 counts and fp32 rows: both 4 bytes, add()'s element.
+    add(traffic, "alltoall", layer_micro * forwards, static_cast<double>(config.moe->experts));
+    add(traffic, "alltoallv", layer_micro * (2.0 * forwards + 2.0), rows * config.hidden);
+    return traffic;
+}
 
 TrafficByOp tensor_parallel_traffic(const ModelConfig& config, int seq_len, int microbatch_size, int microbatches,
                                     const TensorSplit& split, const ModelShare& share, Recompute recompute) {
@@ -33,8 +48,12 @@ TrafficByOp tensor_parallel_traffic(const ModelConfig& config, int seq_len, int 
         const double d = share.last_stage ? 1.0 : 0.0;
         const double r = static_cast<double>(microbatch_size) * seq_len;
         const double n = r * h;
+        // An MoE layer runs replicated over tp (train/moe/moe_layer.hpp): its MLP has neither the
+        // forward's all-reduce of the row-parallel output nor the backward's of the input
+        // gradient (MoE is refused with SP).
+        const double moe = share.moe_layers;
         if (!split.sequence_parallel) {
-            add(traffic, "allreduce", m * (4.0 * l + e + d), n);
+            add(traffic, "allreduce", m * (4.0 * l - 2.0 * moe + e + d), n);
             add(traffic, "allreduce", m * 3.0 * d, r);
         } else {
             add(traffic, "allgather", m * (6.0 * l + e + 2.0 * d), n);
@@ -51,7 +70,7 @@ TrafficByOp tensor_parallel_traffic(const ModelConfig& config, int seq_len, int 
                 add(traffic, "allgather", 2.0 * m * l, n);
                 add(traffic, "reducescatter", 2.0 * m * l, n);
             } else {
-                add(traffic, "allreduce", 2.0 * m * l, n);
+                add(traffic, "allreduce", m * (2.0 * l - moe), n);
             }
         }
         return traffic;

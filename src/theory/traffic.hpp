@@ -29,6 +29,7 @@ struct ModelShare {
     int layers = 0;            // transformer blocks (GPT) or layers (MLP)
     bool first_stage = true;   // holds the embedding
     bool last_stage = true;    // holds the head and the loss
+    int moe_layers = 0;        // of the layers, those with an MoE MLP (Llama with "moe")
 };
 ModelShare whole_model_share(const ModelConfig& config);
 
@@ -59,6 +60,20 @@ ModelShare whole_model_share(const ModelConfig& config);
 TrafficByOp tensor_parallel_traffic(const ModelConfig& config, int seq_len, int microbatch_size, int microbatches,
                                     const TensorSplit& split, const ModelShare& share,
                                     Recompute recompute = Recompute::none);
+
+// The expert-parallel group, per step, for a rank holding `share.moe_layers` MoE layers, as
+// train's MoE layer (train/moe/moe_layer.cpp) exchanges its `tokens` rows per micro-batch (every
+// tp rank routes all of them: the layer runs replicated over tp) over `ep` ranks, in fp32:
+//   per MoE layer and forward: an alltoall of the rows per expert (E int32 in all), the
+//     dispatch and the combine alltoallv; per backward the two mirrored (the output gradients
+//     to the experts, the input gradients back); full recompute repeats the forward's three
+//   alltoallv bytes as the communicator counts them, max(sent, received) elements per call:
+//     under balanced dropless routing each rank sends and receives its tokens x top_k rows
+//     of `hidden` floats. The routing moves that: dropless, a rank sends exactly that many and
+//     receives between 0 and ep times as many, so train counts at least these bytes (at most ep
+//     times them); capacity dropping sends fewer.
+TrafficByOp expert_parallel_traffic(const ModelConfig& config, double tokens, int microbatches, int ep,
+                                    const ModelShare& share, Recompute recompute = Recompute::none);
 
 // The pipeline group, per step, for one pipeline rank: its chunks are the virtual stages
 // `virtual_stages_held` of `virtual_stage_count`. Per micro-batch and chunk, one activation

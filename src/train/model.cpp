@@ -14,13 +14,15 @@ namespace parbench {
 std::unique_ptr<Model> make_model(const ModelConfig& config, const MicrobatchShape& shape, std::uint64_t seed,
                                   Ops& ops, MemoryLedger& ledger, const TensorParallelGroup& tp,
                                   const PipelinePart& part, Precision precision, Recompute recompute,
-                                  const ContextGroup& cp) {
+                                  const ContextGroup& cp, const MoeContext& moe) {
+    if (config.moe && config.kind != ModelKind::llama)
+        throw std::logic_error("make_model: mixture-of-experts layers are built in Llama models only");
     if (cp.active() && !config.has_sequence())
         throw std::logic_error("make_model: the MLP has no sequence to split over a context-parallel group");
     if (config.kind == ModelKind::gpt)
         return make_gpt_model(config, shape, seed, ops, ledger, tp, part, precision, recompute, cp);
     if (config.kind == ModelKind::llama)
-        return make_llama_model(config, shape, seed, ops, ledger, tp, part, precision, recompute, cp);
+        return make_llama_model(config, shape, seed, ops, ledger, tp, part, precision, recompute, cp, moe);
     if (recompute != Recompute::none) throw std::logic_error("make_model: the MLP has nothing to recompute");
     if (part.active()) throw std::logic_error("make_model: pipeline stages are cut from GPT and Llama models only");
     return make_mlp_model(config, shape, seed, ops, ledger, tp, precision);
@@ -42,5 +44,9 @@ int Model::shared_unit() const { return -1; }
 bool Model::computes_loss() const { return true; }
 ContextAttention* Model::context_attention() { return nullptr; }
 std::size_t Model::context_workspace_bytes() const { return 0; }
+double Model::auxiliary_loss(int) const { return 0.0; }
+std::vector<MoeLayerStats> Model::finish_step() { return {}; }
+std::vector<int> Model::moe_layers() const { return {}; }
+Model::MoeMemory Model::moe_memory() const { return {}; }
 
 }  // namespace parbench

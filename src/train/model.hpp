@@ -19,6 +19,7 @@
 #include "train/context/context_attention.hpp"
 #include "train/matmuls.hpp"
 #include "train/memory_ledger.hpp"
+#include "train/moe/moe_layer.hpp"
 #include "train/ops/ops.hpp"
 #include "train/tensor_parallel.hpp"
 
@@ -112,6 +113,25 @@ class Model {
     // Bytes the context-parallel attention took from the ledger at construction (its
     // workspace, shared by the layers); 0 without context parallelism.
     virtual std::size_t context_workspace_bytes() const;
+
+    // ---- mixture of experts (train/moe/) -----------------------------------------------
+    // The balancing losses L_aux of this rank's MoE layers for the micro-batch's last
+    // forward, summed (0 without MoE layers or --moe-aux-loss-coeff). The step's objective
+    // adds them, each weighted by its group's share of the step, to the loss mean_loss reports.
+    virtual double auxiliary_loss(int microbatch) const;
+    // After the optimizer: updates the aux-loss-free balancing biases (collective over the
+    // balance group when they are on) and returns this rank's MoE layers' figures of the step
+    // (one entry per MoE layer it holds, in layer order), starting the next step's from zero.
+    virtual std::vector<MoeLayerStats> finish_step();
+    // This rank's MoE layers (global indices), in the order finish_step lists them.
+    virtual std::vector<int> moe_layers() const;
+    // What the ledger gave one MoE layer's kept buffers (per micro-batch) and the MoE scratch,
+    // and the shape theory/moe_memory.hpp's formulas take; zeros without MoE layers.
+    struct MoeMemory {
+        std::size_t kept_bytes = 0, scratch_bytes = 0;
+        MoeMemoryShape shape;
+    };
+    virtual MoeMemory moe_memory() const;
 };
 
 // Builds the model of the config's kind; every buffer it holds is counted in `ledger`. With
@@ -120,6 +140,7 @@ class Model {
 std::unique_ptr<Model> make_model(const ModelConfig& config, const MicrobatchShape& shape, std::uint64_t seed,
                                   Ops& ops, MemoryLedger& ledger, const TensorParallelGroup& tp = {},
                                   const PipelinePart& part = {}, Precision precision = Precision::fp32,
-                                  Recompute recompute = Recompute::none, const ContextGroup& cp = {});
+                                  Recompute recompute = Recompute::none, const ContextGroup& cp = {},
+                                  const MoeContext& moe = {});
 
 }  // namespace parbench

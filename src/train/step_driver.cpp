@@ -58,6 +58,9 @@ StepRecord StepDriver::run_step(int step) {
         scheme_.end_backward();
         scheme_.optimizer_step(step + 1);  // AdamW's t counts from 1
     }
+    // The MoE balancing biases move after the optimizer, inside the step (a collective over
+    // dp when they are on).
+    record.moe = model_.finish_step();
     timer_->stop();
     record.time_ms = timer_->elapsed_us() / 1000.0;  // waits for the device's stop event
     if (pipeline_ != nullptr) record.pipeline.peer_wait_ms = pipeline_->settle_peer_waits();

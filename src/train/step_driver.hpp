@@ -57,6 +57,7 @@ struct StepRecord {
     double loss = 0.0;               // this rank's mean over its micro-batches (0 off the last stage)
     PipelineStepStats pipeline;      // pipeline runs only
     PassCounts passes;               // the compute passes this rank ran (the executor's with a pipeline)
+    std::vector<MoeLayerStats> moe;  // this rank's MoE layers (Model::moe_layers' order)
     // This rank's time outside communication (time_ms - blocked_ms): what the ranks that
     // wait for it wait for.
     double compute_ms() const { return time_ms - blocked_ms; }

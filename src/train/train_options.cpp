@@ -26,6 +26,38 @@ void resolve_context_parallel(TrainPlan& plan) {
     plan.cp_balance = choice.balance;
 }
 
+// The --moe-* flags, and what the MoE layers do not compose with yet. Each MoE layer routes one
+// group per micro-batch and rank (train/moe/router.hpp), so a layout that splits a
+// micro-batch's tokens over ranks (SP, CP) would route different groups than --check's reference.
+void check_moe(TrainPlan& plan) {
+    const TrainOptions& o = plan.options;
+    const bool any = o.moe_capacity_factor || o.moe_aux_loss_coeff != 0.0 || o.moe_bias_update_rate != 0.0;
+    if (!plan.model.moe) {
+        if (any)
+            throw UsageError("--moe-* flags: model " + plan.model.name + " has no mixture-of-experts layers (no \"moe\" "
+                             "in its config); drop the flags or pick an MoE model such as llama-moe-tiny");
+        return;
+    }
+    if (o.moe_capacity_factor && !(*o.moe_capacity_factor > 0.0 && std::isfinite(*o.moe_capacity_factor)))
+        throw UsageError("--moe-expert-capacity-factor must be a positive number (e.g. 1.25), or left out for "
+                         "dropless routing");
+    if (!(o.moe_aux_loss_coeff >= 0.0 && std::isfinite(o.moe_aux_loss_coeff)))
+        throw UsageError("--moe-aux-loss-coeff must be 0 (off) or a positive number (e.g. 0.01)");
+    if (!(o.moe_bias_update_rate >= 0.0 && std::isfinite(o.moe_bias_update_rate)))
+        throw UsageError("--moe-router-bias-update-rate must be 0 (off) or a positive number (e.g. 0.001)");
+    if (o.sp) throw UsageError("--sp with MoE model " + plan.model.name + ": the MoE layers do not run on "
+                               "sequence-parallel rows yet; drop --sp (--tp alone works)");
+    if (o.cp > 1) throw UsageError("--cp with MoE model " + plan.model.name + ": the MoE layers do not route "
+                                   "context-parallel token slices yet; drop --cp");
+    if (o.pp > 1 && o.schedule == "zb-h1")
+        throw UsageError("--schedule zb-h1 with MoE model " + plan.model.name + ": the MoE layers do not split "
+                         "their backward into B and W yet; use --schedule 1f1b, gpipe or interleaved");
+    if (o.precision != "fp32")
+        throw UsageError("--precision " + o.precision + " with MoE model " + plan.model.name + ": the MoE layers "
+                         "run fp32 only; use --precision fp32");
+    plan.moe = MoeSettings{o.moe_capacity_factor, o.moe_aux_loss_coeff, o.moe_bias_update_rate};
+}
+
 void resolve_pipeline(TrainPlan& plan) {
     const TrainOptions& o = plan.options;
     plan.schedule = parse_schedule_kind(o.schedule);
@@ -72,10 +104,11 @@ TrainPlan resolve_train_options(const TrainOptions& options) {
     // Sized from the config before anything is built: a model past the parameter limit is
     // refused here, not after minutes of allocation.
     check_model_size(plan.model, "--model " + options.model);
-    if (plan.model.moe || plan.model.mla)
-        throw UsageError("--model " + options.model + ": a mixture-of-experts model (\"moe\"/\"mla\" in " +
-                         plan.model.source + "); train does not run MoE layers or latent attention yet: pick a "
-                         "dense model");
+    if (plan.model.mla)
+        throw UsageError("--model " + options.model + ": multi-head latent attention (\"mla\" in " +
+                         plan.model.source + ") is counted by plan only; train does not run it: drop \"mla\" to "
+                         "train the model with grouped-query attention");
+    check_moe(plan);
     plan.seq_len = plan.model.seq_len;
     if (options.seq) {
         if (!plan.model.has_sequence())
@@ -123,6 +156,7 @@ MeshShape resolve_layout(const TrainPlan& plan, int world_size) {
         throw UsageError("--testing-slow-rank " + text(o.testing_slow_rank) + ": the job has ranks 0 to " +
                          text(world_size - 1) + "; name one of them");
     check_global_batch(o.global_batch, shape.dp, o.microbatches);
+    check_expert_parallel(plan.model, o.ep, shape.dp);
     return shape;
 }
 
@@ -155,6 +189,10 @@ nlohmann::json to_json(const TrainOptions& o) {
         {"cp", o.cp},
         {"cp_style", optional(o.cp_style)},
         {"cp_balance", optional(o.cp_balance)},
+        {"ep", o.ep},
+        {"moe_expert_capacity_factor", optional(o.moe_capacity_factor)},
+        {"moe_aux_loss_coeff", o.moe_aux_loss_coeff},
+        {"moe_router_bias_update_rate", o.moe_bias_update_rate},
         {"peak_tflops", optional(o.peak_tflops)},
         {"check", o.check},
         {"backend_requested", o.backend},
@@ -171,6 +209,7 @@ EngineLayout engine_layout(const TrainPlan& plan, const MeshShape& mesh) {
     l.microbatch_size = o.global_batch / mesh.dp / o.microbatches;
     l.dp = mesh.dp;
     l.cp = mesh.cp;
+    l.ep = o.ep;
     l.cp_style = plan.cp_style;
     l.cp_balance = plan.cp_balance;
     l.tp = mesh.tp;

@@ -11,6 +11,7 @@
 #include <vector>
 
 #include "theory/engine_defaults.hpp"
+#include "theory/expert_parallel.hpp"
 #include "theory/layout_check.hpp"
 #include "theory/memory.hpp"
 #include "theory/model_config.hpp"
@@ -56,6 +57,11 @@ struct TrainOptions {
     int cp = 1;
     std::optional<std::string> cp_style;    // ring (default) or alltoall
     std::optional<std::string> cp_balance;  // zigzag (default) or none
+    // Mixture of experts (a config with "moe"; Megatron-core's flag names and meanings).
+    int ep = 1;  // expert-parallel degree, carved from dp (theory/expert_parallel.hpp)
+    std::optional<double> moe_capacity_factor;  // unset: dropless
+    double moe_aux_loss_coeff = 0.0;
+    double moe_bias_update_rate = 0.0;  // 0: no aux-loss-free balancing bias
     std::optional<double> peak_tflops;
     bool check = false;
     std::string json_path;
@@ -83,6 +89,7 @@ struct TrainPlan {
     // Context parallelism (options.cp > 1).
     ContextStyle cp_style = ContextStyle::ring;
     ContextBalance cp_balance = ContextBalance::zigzag;
+    MoeSettings moe;  // from the --moe-* flags (a model with "moe" only)
     // Tokens of one sequence on each rank of a context-parallel group: seq_len / cp.
     int local_seq_len() const { return seq_len / options.cp; }
     ContextSplit context_split(int cp_rank) const { return ContextSplit{cp_rank, options.cp, cp_style, cp_balance}; }

@@ -105,6 +105,10 @@ nlohmann::json activation_json(const TrainSummaryInputs& in) {
     activation["recompute"] = recompute_name(in.plan.recompute);
     activation["formula_bytes_per_layer"] = formula.bytes;
     activation["formula"] = formula.formula;
+    if (in.plan.model.moe)
+        activation["moe_note"] = "measured: a dense layer's when the model has one, else an MoE layer's, which keeps "
+                                 "moe.memory.kept_bytes_per_layer in place of the SwiGLU's three buffers; the formula "
+                                 "is a dense layer's";
     if (!formula.paper_formula.empty()) {
         activation["paper_bytes_per_layer"] = formula.paper_bytes;
         activation["paper_formula"] = formula.paper_formula;
@@ -198,6 +202,101 @@ void print_context_summary(std::ostream& out, const nlohmann::json& c) {
     by_rank("sent (MB)", c["bytes_sent_by_rank"], 1e-6);
 }
 
+// "moe" of a model with MoE layers: its routing settings, per MoE layer the step's routing
+// (tokens per expert, drops, balancing loss) and all-to-alls, and its memory against
+// theory/moe_memory.hpp.
+nlohmann::json moe_json(const TrainSummaryInputs& in) {
+    const MoeMeasurements& m = *in.measurements.moe;
+    const ModelConfig::Moe& config = *in.plan.model.moe;
+    const TrainOptions& o = in.plan.options;
+    nlohmann::json layers = nlohmann::json::array();
+    for (const MoeLayerMeasurement& layer : m.layers) {
+        const auto& tokens = layer.tokens_per_expert;
+        double sum = 0.0, low = tokens.empty() ? 0.0 : tokens.front(), high = low;
+        for (double t : tokens) {
+            sum += t;
+            low = std::min(low, t);
+            high = std::max(high, t);
+        }
+        const double mean = tokens.empty() ? 0.0 : sum / static_cast<double>(tokens.size());
+        const double exchange_ms = layer.dispatch_ms + layer.combine_ms + layer.counts_ms;
+        layers.push_back({{"layer", layer.layer},
+                          {"tokens_per_expert", tokens},
+                          {"tokens_per_expert_min", low},
+                          {"tokens_per_expert_mean", mean},
+                          {"tokens_per_expert_max", high},
+                          {"imbalance", mean > 0.0 ? nlohmann::json(high / mean) : nlohmann::json(nullptr)},
+                          {"routed", layer.routed},
+                          {"dropped", layer.dropped},
+                          {"aux_loss", layer.aux_loss},
+                          {"dispatch_ms", layer.dispatch_ms},
+                          {"combine_ms", layer.combine_ms},
+                          {"counts_ms", layer.counts_ms},
+                          {"exposed_ms", exchange_ms},
+                          {"dispatch_bytes", layer.dispatch_bytes},
+                          {"combine_bytes", layer.combine_bytes}});
+    }
+    return {
+        {"experts", config.experts},
+        {"top_k", config.top_k},
+        {"shared_experts", config.shared_experts},
+        {"router", config.score == MoeScore::sigmoid ? "sigmoid" : "softmax"},
+        {"ep", o.ep},
+        {"capacity_factor", optional_number(o.moe_capacity_factor)},
+        {"dropless", !o.moe_capacity_factor},
+        {"aux_loss_coeff", o.moe_aux_loss_coeff},
+        {"bias_update_rate", o.moe_bias_update_rate},
+        {"routing_group", "one micro-batch on one data-parallel rank: the capacity and the balancing loss count "
+                          "over its tokens"},
+        {"mfu_basis", "active parameters (flops.formula): the router and the experts a token runs"},
+        {"layers", layers},
+        {"method", "per timed step (mean over steps): tokens per expert, routed and dropped assignments over the "
+                   "global batch; aux_loss the mean over routing groups of L_aux (alpha included); dispatch, "
+                   "combine (forward and the backward's mirror) and the row-count alltoall: this rank's "
+                   "expert-parallel calls, max over ranks; the calls block, so exposed_ms is all of their time "
+                   "(no overlap)"},
+        {"memory",
+         {{"kept_bytes_per_layer", {{"measured", m.kept_bytes_measured}, {"formula", m.kept_bytes_formula}}},
+          {"scratch_bytes", {{"measured", m.scratch_bytes_measured}, {"formula", m.scratch_bytes_formula}}},
+          {"dispatch_buffer_bytes_per_layer", m.dispatch_buffer_bytes_formula},
+          {"matches", m.kept_bytes_measured == m.kept_bytes_formula &&
+                          m.scratch_bytes_measured == m.scratch_bytes_formula},
+          {"formula", "theory/moe_memory.hpp: kept per MoE layer and micro-batch (router scores, routing, dispatch "
+                      "and combine buffers, expert activations), scratch once per model"}}},
+    };
+}
+
+void print_moe_summary(std::ostream& out, const nlohmann::json& moe) {
+    char line[320];
+    const std::string capacity =
+        moe["dropless"].get<bool>() ? "dropless" : "capacity factor " + moe["capacity_factor"].dump();
+    std::snprintf(line, sizeof line, "%-28s %d experts, top %d, %s router, ep %d, %s\n", "mixture of experts",
+                  moe["experts"].get<int>(), moe["top_k"].get<int>(), moe["router"].get<std::string>().c_str(),
+                  moe["ep"].get<int>(), capacity.c_str());
+    out << line;
+    for (const auto& layer : moe["layers"]) {
+        char imbalance[32] = "-";
+        if (!layer["imbalance"].is_null()) std::snprintf(imbalance, sizeof imbalance, "%.3f", layer["imbalance"].get<double>());
+        std::snprintf(line, sizeof line,
+                      "  layer %-3d tokens/expert %.0f/%.1f/%.0f (min/mean/max, imbalance %s), dropped %.0f, "
+                      "aux loss %.4g, dispatch %.3f ms %.3g MB, combine %.3f ms %.3g MB, exposed %.3f ms\n",
+                      layer["layer"].get<int>(), layer["tokens_per_expert_min"].get<double>(),
+                      layer["tokens_per_expert_mean"].get<double>(), layer["tokens_per_expert_max"].get<double>(),
+                      imbalance, layer["dropped"].get<double>(), layer["aux_loss"].get<double>(),
+                      layer["dispatch_ms"].get<double>(), layer["dispatch_bytes"].get<double>() / 1e6,
+                      layer["combine_ms"].get<double>(), layer["combine_bytes"].get<double>() / 1e6,
+                      layer["exposed_ms"].get<double>());
+        out << line;
+    }
+    const auto& memory = moe["memory"];
+    std::snprintf(line, sizeof line, "  %-26s %.4g MiB per MoE layer measured, %.4g formula; scratch %.4g / %.4g\n",
+                  "MoE buffers", memory["kept_bytes_per_layer"]["measured"].get<double>() / 1048576.0,
+                  memory["kept_bytes_per_layer"]["formula"].get<double>() / 1048576.0,
+                  memory["scratch_bytes"]["measured"].get<double>() / 1048576.0,
+                  memory["scratch_bytes"]["formula"].get<double>() / 1048576.0);
+    out << line;
+}
+
 }  // namespace
 
 std::string scheme_name(const TrainPlan& plan) {
@@ -254,6 +353,7 @@ nlohmann::json train_result_json(const TrainSummaryInputs& in) {
           {"prefetch", o.prefetch},
           {"recompute", recompute_name(in.plan.recompute)},
           {"cp", in.mesh.cp},
+          {"ep", o.ep},
           {"cp_style", in.mesh.cp > 1 ? nlohmann::json(context_style_name(in.plan.cp_style)) : nlohmann::json(nullptr)},
           {"cp_balance",
            in.mesh.cp > 1 ? nlohmann::json(context_balance_name(in.plan.cp_balance)) : nlohmann::json(nullptr)},
@@ -338,6 +438,7 @@ nlohmann::json train_result_json(const TrainSummaryInputs& in) {
     }
     if (m.pipeline) add_pipeline_results(result, in.plan, in.mesh, *m.pipeline, m.memory_by_rank);
     if (m.context) result["context"] = context_json(in, comm);
+    if (m.moe) result["moe"] = moe_json(in);
     result["thread_counters"] = thread_counters_json(
         m.counters_by_rank, m.step_ms.size(), "the timed steps, each from just before to just after its step; calls = steps");
     result["warnings"] = train_warnings(m);
@@ -400,8 +501,11 @@ void print_train_summary(std::ostream& out, const nlohmann::json& r) {
     if (r["mfu"].is_null())
         out << "MFU                          unknown (no peak for this device; give --peak-tflops)\n";
     else {
-        std::snprintf(line, sizeof line, "%-28s %.1f%% of %.4g TFLOP/s (%s)\n", "MFU", 100.0 * r["mfu"].get<double>(),
-                      r["peak_tflops_per_rank"].get<double>(), r["peak_source"].get<std::string>().c_str());
+        // A mixture of experts counts the parameters a token runs (theory/moe_active_flops.hpp).
+        const std::string basis = r.contains("moe") ? "; active parameters" : "";
+        std::snprintf(line, sizeof line, "%-28s %.1f%% of %.4g TFLOP/s (%s%s)\n", "MFU", 100.0 * r["mfu"].get<double>(),
+                      r["peak_tflops_per_rank"].get<double>(), r["peak_source"].get<std::string>().c_str(),
+                      basis.c_str());
         if (r["flops"]["recompute"] != "none") {
             out << line;
             std::snprintf(line, sizeof line,
@@ -413,6 +517,7 @@ void print_train_summary(std::ostream& out, const nlohmann::json& r) {
     }
     print_comm_summary(out, r);
     if (r.contains("context")) print_context_summary(out, r["context"]);
+    if (r.contains("moe")) print_moe_summary(out, r["moe"]);
     const auto& mem = r["memory_bytes"];
     const auto& theory = r["memory_theoretical_bytes"];
     std::snprintf(line, sizeof line, "%-28s %10s %10s %10s %10s %10s\n", "memory per rank (MiB)", "params", "grads",

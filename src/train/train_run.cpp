@@ -10,6 +10,8 @@
 
 #include "core/nvtx.hpp"
 #include "theory/context_parallel.hpp"
+#include "theory/expert_parallel.hpp"
+#include "theory/moe_memory.hpp"
 #include "theory/pipeline/partition.hpp"
 #include "train/expected_traffic.hpp"
 #include "train/model.hpp"
@@ -143,6 +145,112 @@ std::vector<float> assemble_pipeline_parameters(const TrainPlan& plan, Communica
     return whole;
 }
 
+void accumulate_moe(std::vector<MoeLayerStats>& totals, const std::vector<MoeLayerStats>& step) {
+    if (totals.empty()) {
+        totals = step;
+        return;
+    }
+    for (std::size_t i = 0; i < step.size(); ++i) {
+        MoeLayerStats& t = totals[i];
+        const MoeLayerStats& s = step[i];
+        for (std::size_t e = 0; e < s.tokens_per_expert.size(); ++e) t.tokens_per_expert[e] += s.tokens_per_expert[e];
+        t.routed += s.routed;
+        t.dropped += s.dropped;
+        t.aux_loss += s.aux_loss;
+        t.groups += s.groups;
+        t.exchange.dispatch_ms += s.exchange.dispatch_ms;
+        t.exchange.combine_ms += s.exchange.combine_ms;
+        t.exchange.counts_ms += s.exchange.counts_ms;
+        t.exchange.dispatch_bytes += s.exchange.dispatch_bytes;
+        t.exchange.combine_bytes += s.exchange.combine_bytes;
+        t.exchange.counts_bytes += s.exchange.counts_bytes;
+        t.exchange.alltoallv_calls += s.exchange.alltoallv_calls;
+        t.exchange.alltoall_calls += s.exchange.alltoall_calls;
+    }
+}
+
+// The MoE layers' figures of the whole model per timed step, from every rank's `totals` (its
+// layers `layers`) over `steps` timed steps. Collective over `control`.
+std::optional<MoeMeasurements> gather_moe(const std::vector<MoeLayerStats>& totals, const std::vector<int>& layers,
+                                          int steps, const TrainPlan& plan, Mesh& mesh, const Model& model,
+                                          Communicator& control) {
+    if (!plan.model.moe) return std::nullopt;
+    const std::size_t L = static_cast<std::size_t>(plan.model.layers);
+    const std::size_t E = static_cast<std::size_t>(plan.model.moe->experts);
+    // Sums over the routing groups (tp ranks route the same tokens: only tp rank 0 adds), and
+    // maxima over ranks, each indexed by layer.
+    constexpr std::size_t sum_fields = 4;  // routed, dropped, aux loss, groups
+    std::vector<double> sums(L * (E + sum_fields), 0.0);
+    constexpr std::size_t max_fields = 5;
+    std::vector<double> maxima(L * max_fields, 0.0);
+    const bool counts = mesh.coordinates().tp == 0;
+    for (std::size_t i = 0; i < totals.size(); ++i) {
+        const std::size_t l = static_cast<std::size_t>(layers.at(i));
+        const MoeLayerStats& s = totals[i];
+        double* sum = sums.data() + l * (E + sum_fields);
+        if (counts) {
+            for (std::size_t e = 0; e < E; ++e) sum[e] = static_cast<double>(s.tokens_per_expert[e]);
+            sum[E] = static_cast<double>(s.routed);
+            sum[E + 1] = static_cast<double>(s.dropped);
+            sum[E + 2] = s.aux_loss;
+            sum[E + 3] = s.groups;
+        }
+        double* max = maxima.data() + l * max_fields;
+        max[0] = s.exchange.dispatch_ms;
+        max[1] = s.exchange.combine_ms;
+        max[2] = s.exchange.counts_ms;
+        max[3] = s.exchange.dispatch_bytes;
+        max[4] = s.exchange.combine_bytes;
+    }
+    control.allreduce(sums.data(), sums.data(), sums.size(), DType::float64, ReduceOp::sum);
+    control.allreduce(maxima.data(), maxima.data(), maxima.size(), DType::float64, ReduceOp::max);
+    const Model::MoeMemory memory = model.moe_memory();
+    std::uint64_t sizes[2] = {memory.kept_bytes, memory.scratch_bytes};
+    control.allreduce(sizes, sizes, 2, DType::uint64, ReduceOp::max);
+    MoeMeasurements m;
+    m.kept_bytes_measured = sizes[0];
+    m.scratch_bytes_measured = sizes[1];
+    m.kept_bytes_formula = moe_kept_bytes(memory.shape);
+    m.scratch_bytes_formula = moe_scratch_bytes(memory.shape);
+    m.dispatch_buffer_bytes_formula = moe_dispatch_buffer_bytes(memory.shape);
+    const double per_step = 1.0 / std::max(steps, 1);
+    for (std::size_t l = 0; l < L; ++l) {
+        if (!plan.model.moe->is_moe_layer(static_cast<int>(l))) continue;
+        const double* sum = sums.data() + l * (E + sum_fields);
+        const double* max = maxima.data() + l * max_fields;
+        MoeLayerMeasurement layer;
+        layer.layer = static_cast<int>(l);
+        for (std::size_t e = 0; e < E; ++e) layer.tokens_per_expert.push_back(sum[e] * per_step);
+        layer.routed = sum[E] * per_step;
+        layer.dropped = sum[E + 1] * per_step;
+        layer.aux_loss = sum[E + 3] > 0 ? sum[E + 2] / sum[E + 3] : 0.0;
+        layer.dispatch_ms = max[0] * per_step;
+        layer.combine_ms = max[1] * per_step;
+        layer.counts_ms = max[2] * per_step;
+        layer.dispatch_bytes = max[3] * per_step;
+        layer.combine_bytes = max[4] * per_step;
+        m.layers.push_back(std::move(layer));
+    }
+    return m;
+}
+
+// Per step: the alltoall (rows per expert) and alltoallv (dispatch, combine) calls and bytes.
+TrafficByOp moe_exchange_traffic(const std::vector<MoeLayerStats>& totals, int steps) {
+    // Summed over the layers first and divided once, as measured_traffic divides the
+    // communicator's totals: the two must agree to the last bit.
+    double alltoall_calls = 0.0, alltoall_bytes = 0.0, alltoallv_calls = 0.0, alltoallv_bytes = 0.0;
+    for (const MoeLayerStats& layer : totals) {
+        alltoall_calls += layer.exchange.alltoall_calls;
+        alltoall_bytes += layer.exchange.counts_bytes;
+        alltoallv_calls += layer.exchange.alltoallv_calls;
+        alltoallv_bytes += layer.exchange.dispatch_bytes + layer.exchange.combine_bytes;
+    }
+    TrafficByOp traffic;
+    if (alltoall_calls > 0) traffic["alltoall"] = CollectiveVolume{alltoall_calls / steps, alltoall_bytes / steps};
+    if (alltoallv_calls > 0) traffic["alltoallv"] = CollectiveVolume{alltoallv_calls / steps, alltoallv_bytes / steps};
+    return traffic;
+}
+
 std::vector<double> max_over_ranks(std::vector<double> values, Communicator& control) {
     control.allreduce(values.data(), values.data(), values.size(), DType::float64, ReduceOp::max);
     return values;
@@ -185,8 +293,16 @@ TrainMeasurements run_training(const TrainPlan& plan, Mesh& mesh, Device& device
         part = pipeline_part(*schedule, mesh.coordinates().pp, plan.stage_ranges, plan.p2p);
     }
     const ContextGroup cp{&mesh.cp(), plan.context_split(mesh.coordinates().cp)};
+    // The balancing biases' loads are summed over the ranks that route the rest of the step's
+    // batch: the gradient group (dp x cp).
+    // The expert-parallel group: ep consecutive dp coordinates (theory/expert_parallel.hpp).
+    std::unique_ptr<Communicator> expert_group;
+    if (o.ep > 1)
+        expert_group = mesh.dp().split(expert_parallel_group(mesh.coordinates().dp, o.ep),
+                                       expert_parallel_rank(mesh.coordinates().dp, o.ep));
+    const MoeContext moe{plan.moe, &mesh.gradient_group(), expert_group.get()};
     std::unique_ptr<Model> model = make_model(plan.model, shape, o.seed, ops, ledger, tp, part, parse_precision(o.precision),
-                                              plan.recompute, cp);
+                                              plan.recompute, cp, moe);
     // Gradients are averaged over dp x cp (Mesh::gradient_group), so DDP and ZeRO run on it.
     std::unique_ptr<TrainingScheme> scheme =
         make_scheme(SchemeContext{device, ops, mesh.gradient_group(), ledger, *model}, plan.scheme);
@@ -215,6 +331,7 @@ TrainMeasurements run_training(const TrainPlan& plan, Mesh& mesh, Device& device
                                              {"cp", &mesh.cp()}}
                     : std::vector<CommGroup>{{"dp", &mesh.dp()}, {"tp", &mesh.tp()}, {"pp", &mesh.pp()}};
     for (const CommGroup& group : dimensions) (group.comm->size() > 1 ? groups : groups_of_one).push_back(group);
+    if (expert_group) groups.push_back({"ep", expert_group.get()});  // the MoE layers' dispatch and combine
     ContextAttention* context = model->context_attention();
     StepDriver driver(*model, *scheme, device, control, step_plan, groups, executor ? &*executor : nullptr);
     PipelineStepStats pipeline_totals;
@@ -227,6 +344,7 @@ TrainMeasurements run_training(const TrainPlan& plan, Mesh& mesh, Device& device
     control.allreduce(&local_parameters, &local_parameters, 1, DType::uint64, ReduceOp::max);
     result.parameters_per_rank = local_parameters;
     std::vector<double> step_ms, exposed_ms, compute_ms, losses;
+    std::vector<MoeLayerStats> moe_totals;  // this rank's MoE layers over the timed steps
     std::map<std::string, std::vector<double>> comm_ms_by_dimension, exposed_ms_by_dimension;
     double peer_wait_ms = 0.0;
     // The watchdog hears of every call of the steps, by dimension (world ranks name the peers).
@@ -290,6 +408,7 @@ TrainMeasurements run_training(const TrainPlan& plan, Mesh& mesh, Device& device
             comm_ms_by_dimension[group.dimension].push_back(record.comm_ms.at(group.dimension));
             exposed_ms_by_dimension[group.dimension].push_back(record.exposed_ms.at(group.dimension));
         }
+        accumulate_moe(moe_totals, record.moe);
         peer_wait_ms += record.pipeline.peer_wait_ms;
         pipeline_span_ms.push_back(record.pipeline.pipeline_ms);
         pipeline_totals.compute_ms += record.pipeline.compute_ms;
@@ -336,6 +455,10 @@ TrainMeasurements run_training(const TrainPlan& plan, Mesh& mesh, Device& device
     control.allreduce(&result.calls_on_groups_of_one, &result.calls_on_groups_of_one, 1, DType::uint64,
                       ReduceOp::sum);
     result.expected_traffic = expected_rank_traffic(plan, mesh.shape(), mesh.coordinates());
+    // The ep group's traffic follows the routing: expected is what the MoE layers say they sent.
+    if (expert_group) result.expected_traffic["ep"] = moe_exchange_traffic(moe_totals, o.steps);
+    result.moe = gather_moe(moe_totals, model->moe_layers(), static_cast<int>(step_ms.size()), plan, mesh, *model,
+                            control);
     for (const CommGroup& group : groups) {
         int matches = traffic_matches(result.expected_traffic[group.dimension],
                                       measured_traffic(group.comm->stats(), o.steps)) ? 1 : 0;
@@ -415,7 +538,7 @@ TrainMeasurements run_training(const TrainPlan& plan, Mesh& mesh, Device& device
     return result;
 }
 
-TrainPlan serial_reference_plan(const TrainPlan& plan) {
+TrainPlan serial_reference_plan(const TrainPlan& plan, int dp) {
     TrainPlan serial = plan;
     serial.options.dp = 1;
     serial.options.tp = 1;
@@ -424,12 +547,15 @@ TrainPlan serial_reference_plan(const TrainPlan& plan) {
     serial.tp_style = TensorParallelStyle::megatron;
     serial.options.pp = 1;
     serial.options.zero = 0;
-    serial.options.microbatches = 1;
+    // An MoE layer routes one group per micro-batch and rank (train/moe/router.hpp): its
+    // capacity and balancing loss count over the group. The reference routes the same groups,
+    // the global batch in micro-batches of one rank's size, in the same order.
+    serial.options.microbatches = plan.model.moe ? dp * plan.options.microbatches : 1;
     serial.options.overlap = false;
     serial.options.prefetch = false;
     serial.options.testing_slow_rank = -1;
     serial.scheme.zero_stage = 0;
-    serial.scheme.microbatches = 1;
+    serial.scheme.microbatches = serial.options.microbatches;
     serial.scheme.overlap = false;
     serial.scheme.prefetch = false;
     // The reference keeps every activation, so --check with --recompute shows the recompute
@@ -438,6 +564,7 @@ TrainPlan serial_reference_plan(const TrainPlan& plan) {
     serial.recompute = Recompute::none;
     // ... and computes attention over whole sequences on one rank.
     serial.options.cp = 1;
+    serial.options.ep = 1;
     serial.options.cp_style.reset();
     serial.options.cp_balance.reset();
     return serial;

@@ -80,6 +80,28 @@ class StepObserver {
     virtual void timeline_gathered(const std::vector<std::vector<TimelineEvent>>& /*step_events_by_rank*/) {}
 };
 
+// One MoE layer's figures per timed step (means over the timed steps). Routing figures count
+// the global batch (every data-parallel rank's groups, once per tp group); times and bytes are
+// the max over ranks of each rank's all-to-alls (its expert-parallel group's calls; the calls
+// block, so all of their time is exposed).
+struct MoeLayerMeasurement {
+    int layer = 0;
+    std::vector<double> tokens_per_expert;  // kept assignments per expert
+    double routed = 0.0;                    // assignments chosen
+    double dropped = 0.0;                   // of them dropped by the capacity
+    double aux_loss = 0.0;                  // L_aux, mean over the step's routing groups
+    double dispatch_ms = 0.0, combine_ms = 0.0, counts_ms = 0.0;
+    double dispatch_bytes = 0.0, combine_bytes = 0.0;
+};
+struct MoeMeasurements {
+    std::vector<MoeLayerMeasurement> layers;  // in layer order
+    // What one MoE layer keeps per micro-batch, and the MoE scratch, as the ledger counted
+    // them (max over ranks), beside theory/moe_memory.hpp's formulas for this rank's shape.
+    std::size_t kept_bytes_measured = 0, kept_bytes_formula = 0;
+    std::size_t scratch_bytes_measured = 0, scratch_bytes_formula = 0;
+    std::size_t dispatch_buffer_bytes_formula = 0;
+};
+
 struct TrainMeasurements {
     std::size_t parameters = 0;          // the whole model
     std::size_t parameters_per_rank = 0; // this rank's shard under tensor parallelism (max over ranks)
@@ -112,6 +134,7 @@ struct TrainMeasurements {
     std::vector<float> final_parameters; // canonical order; filled on rank 0 when asked
     std::optional<PipelineMeasurements> pipeline;  // --pp > 1
     std::optional<ContextMeasurements> context;    // --cp > 1
+    std::optional<MoeMeasurements> moe;            // a model with MoE layers
     // The step whose loss was NaN or infinite: training stopped after it, alike on every rank,
     // and the per-step figures above cover only the steps before it.
     std::optional<StepProgress> diverged;
@@ -125,7 +148,9 @@ TrainMeasurements run_training(const TrainPlan& plan, Mesh& mesh, Device& device
 // The serial reference of --check: the same model, seed, data, global batch and steps on a
 // world of one, plain data parallelism with one micro-batch, in the same precision (a bf16
 // run is compared with a bf16 reference: the same numerics, only the summation order differs).
-TrainPlan serial_reference_plan(const TrainPlan& plan);
+// A model with MoE layers is run in micro-batches of one rank's size (`dp`: the run's
+// data-parallel degree), so that its routing groups are the run's.
+TrainPlan serial_reference_plan(const TrainPlan& plan, int dp);
 
 struct CheckResult {
     double max_rel_diff_loss = 0.0;

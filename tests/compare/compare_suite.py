@@ -224,7 +224,12 @@ def run(s):
         received = entry["imbalance"]["received"]
         check(abs(float(row["imbalance_received"]) - received["max_bytes"] / received["mean_bytes"]) < 1e-6 and
               float(row["imbalance_received"]) > 1.0, f"csv imbalance {row} against {received}")
-    print("alltoallv: different skews not lined up, the same skew lined up, skew and imbalance in the CSV")
+    # The combine moves the dispatch's bytes the other way: another point, named so.
+    combine = s.measure("zipf-combine.json", 2, *skewed, "--skew", "zipf:1.2", "--direction", "combine")
+    s.refused("dispatch against combine", [zipf, combine], "share no point", "alltoallv (skew zipf:1.2 seed 1 combine)")
+    check(all(row["direction"] == "dispatch" for row in zipf_rows), f"csv direction column: {zipf_rows}")
+    print("alltoallv: different skews and directions not lined up, the same skew lined up, skew, imbalance and "
+          "direction in the CSV")
 
 
 def with_samples(report, samples_of_point):

@@ -448,7 +448,7 @@ def case_alltoallv_report(ctx):
         lines = [line for line in result.stdout.splitlines() if line.startswith("#   per rank max/mean: received")]
         check(len(lines) == 3, f"one imbalance line per size: {result.stdout}")
         for entry, line in zip(measured, lines):
-            check(entry["skew"] == {"distribution": skew, "seed": seed}, str(entry["skew"]))
+            check(entry["skew"] == {"distribution": skew, "seed": seed, "direction": "dispatch"}, str(entry["skew"]))
             check(entry["wrong"] == 0, f"{skew} {entry['bytes']} B: {entry['wrong']} wrong")
             element = 4
             count = entry["count"]
@@ -468,6 +468,27 @@ def case_alltoallv_report(ctx):
         if skew == "uniform":
             check(all(math.isclose(e["imbalance"]["received"]["max_over_mean"], 1.0, rel_tol=0.01) for e in measured),
                   "uniform is even")
+    # --direction combine: the transpose, every rank receiving its buffer back, the hot rank sending
+    # 2.7 buffers; validated the same way.
+    result = ctx.run(ranks, "alltoallv", "-b", "1K", "-e", "64K", "-f", "8", "--iters", "3", "--skew", "hot:1",
+                     "--direction", "combine", "--json", json_path)
+    check(result.returncode == 0, f"combine: exit {result.returncode}: {result.stderr}")
+    report = load_report(ctx, json_path)
+    check_consistent(report, ranks)
+    check(report["config"]["direction"] == "combine", str(report["config"]))
+    check("# alltoallv (--skew hot:1, seed 1, combine; size: each rank's receive buffer" in result.stdout,
+          result.stdout)
+    measured = [e for e in report["results"] if "skipped" not in e]
+    check(len(measured) == 3, "combine: 3 sizes out of place")
+    for entry in measured:
+        check(entry["skew"] == {"distribution": "hot:1", "seed": 1, "direction": "combine"}, str(entry["skew"]))
+        check(entry["wrong"] == 0, f"combine {entry['bytes']} B: {entry['wrong']} wrong")
+        blocks = skew_blocks(entry["count"], ranks, "hot:1")
+        sent, received = entry["imbalance"]["sent"], entry["imbalance"]["received"]
+        check(received["max_bytes"] == entry["bytes"] and math.isclose(received["max_over_mean"], 1.0), str(received))
+        check(sent["max_bytes"] == ranks * max(blocks) * 4, f"combine: {sent} vs {blocks}")
+    check(math.isclose(measured[-1]["imbalance"]["sent"]["max_over_mean"], 2.7, rel_tol=1e-3),
+          str(measured[-1]["imbalance"]))
     # `all` runs it too, with the skew given, and the report keeps the distribution.
     result = ctx.run(2, "all", "--size", "4K", "--iters", "2", "--skew", "hot:2", "--json", json_path)
     check(result.returncode == 0, result.stderr)
@@ -515,6 +536,8 @@ BAD_INPUT = [
     (2, ["alltoallv", "--skew", "pareto:2"], "--skew 'pareto:2'"),
     (2, ["allreduce", "--skew", "hot:1"], "--skew shapes alltoallv"),
     (2, ["broadcast", "--skew-seed", "3"], "--skew-seed shapes alltoallv"),
+    (2, ["alltoallv", "--direction", "back"], "--direction 'back'"),
+    (2, ["allreduce", "--direction", "combine"], "--direction shapes alltoallv"),
 ]
 
 

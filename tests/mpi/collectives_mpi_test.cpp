@@ -91,7 +91,8 @@ TEST(CollectivesOverMpi, EveryRootOfRootedCollectives) {
 }
 
 // alltoallv under every form of --skew, two seeds (two popularity orders), at counts below,
-// near and above the rank count (so empty blocks too), through the harness as the CLI runs it.
+// near and above the rank count (so empty blocks too), dispatch and its transpose the combine,
+// through the harness as the CLI runs it.
 TEST(CollectivesOverMpi, AlltoallvEverySkew) {
     const int nranks = world->data->size();
     const Collective& alltoallv = *find_collective("alltoallv");
@@ -99,12 +100,13 @@ TEST(CollectivesOverMpi, AlltoallvEverySkew) {
                                    std::string("zipf:40"), std::string("hot:1"), "hot:" + std::to_string(nranks)})
         for (std::uint64_t seed : {1u, 7u})
             for (DType type : {DType::float32, DType::int8, DType::float64})
-                for (std::size_t count : {1u, 7u, 1001u}) {
-                    const CollectiveParams params{type, ReduceOp::sum, 0, parse_skew(text, seed)};
-                    EXPECT_EQ(wrong_elements(alltoallv, count, params, false), 0u)
-                        << text << " seed " << seed << ' ' << dtype_name(type) << " count " << count << " ranks "
-                        << nranks;
-                }
+                for (std::size_t count : {1u, 7u, 1001u})
+                    for (ExchangeDirection direction : {ExchangeDirection::dispatch, ExchangeDirection::combine}) {
+                        const CollectiveParams params{type, ReduceOp::sum, 0, parse_skew(text, seed), direction};
+                        EXPECT_EQ(wrong_elements(alltoallv, count, params, false), 0u)
+                            << text << " seed " << seed << ' ' << dtype_name(type) << " count " << count << " ranks "
+                            << nranks << ' ' << direction_name(direction);
+                    }
 }
 
 // The communicator's alltoallv with a matrix whose rows all differ (skew's rows are alike),

@@ -5,7 +5,10 @@ loaded rank per category (params, grads, optimizer, activations, total) against 
 and the traffic of every parallel dimension (calls and bytes per collective) against what train
 counted, plus every pipeline rank's bytes sent, and every rank's compute passes of a step
 (forward, input gradient, weight gradient, and the weight gradients run as W actions of their
-own) against the schedule's counts for its stage. Issue 21 item 10 was two defaults that differed
+own) against the schedule's counts for its stage. Under expert parallelism (--ep) the ep group's
+calls and its counts' alltoall bytes are compared exactly, and its dispatch/combine alltoallv
+bytes, which follow the routing, must lie between plan's (balanced routing) and ep times them.
+Issue 21 item 10 was two defaults that differed
 (plan's --precision was bf16, train's fp32; plan's --global-batch dp x micro-batches, train's
 8), which a check that copies train's resolved settings into plan's flags cannot see; this one
 gives both the user's flags and nothing more.
@@ -14,8 +17,8 @@ gives both the user's flags and nothing more.
     check_plan_equals_train.py --parbench BIN --out DIR --mpiexec "mpirun ..." --random COUNT [--seed S]
 
 --random draws COUNT layouts that train runs here (at most 4 ranks; dp, tp, pp, cp, ZeRO stage,
-sp, recompute, schedule, virtual stages, micro-batches, overlap, prefetch, precision; GPT, Llama and MLP
-tiny models), prints the seed first so a failure can be replayed, and fails on the first layout
+sp, recompute, schedule, virtual stages, micro-batches, overlap, prefetch, precision; GPT, Llama, MLP
+and mixture-of-experts Llama tiny models), prints the seed first so a failure can be replayed, and fails on the first layout
 where the two disagree. A layout train refuses (exit status 2, a rule this generator does not
 know) is drawn again and counted apart; a refusal by plan of a layout train ran is a failure.
 """
@@ -30,6 +33,10 @@ import sys
 PIPE_GPT = {"kind": "gpt", "layers": 4, "hidden": 32, "heads": 2, "seq_len": 16, "vocab": 64}
 PIPE_LLAMA = {"kind": "llama", "layers": 4, "hidden": 32, "heads": 4, "kv_heads": 2, "ffn_hidden": 80,
               "seq_len": 16, "vocab": 64, "rope_theta": 10000.0, "norm_eps": 1e-5}
+# Layers 1 and 3 an MoE of 4 experts, top 2, with a shared expert (what train's MoE layer runs).
+PIPE_LLAMA_MOE = dict(PIPE_LLAMA, moe={"experts": 4, "top_k": 2, "expert_hidden": 24, "shared_experts": 1,
+                                       "first_dense": 1, "every": 2})
+PIPE_MODELS = {"gpt": PIPE_GPT, "llama": PIPE_LLAMA, "llama-moe": PIPE_LLAMA_MOE}
 
 
 class Mismatch(Exception):
@@ -69,6 +76,7 @@ def compare(args, ranks, flags, folder):
                                f"{predicted['memory_bytes'][plan_key]} B")
     layout = result["layout"]
     cp = layout.get("cp", 1)
+    ep = layout.get("ep", 1)
     comm = result["comm"]
     stage = comm["reported_rank"]["pp"]
     by_rank = predicted["traffic_by_pp_rank"]
@@ -86,6 +94,21 @@ def compare(args, ranks, flags, folder):
                 if p["calls"] != t["calls"] or p["bytes"] != t["bytes"]:
                     differences.append(f"{dimension} {op}: train counted {t['calls']} calls {t['bytes']} B, plan "
                                        f"{p['calls']} calls {p['bytes']} B")
+        if ep > 1:
+            # The MoE layers' exchanges: the calls and the counts' alltoall exactly; the alltoallv
+            # bytes follow the routing (max(sent, received) per call), which plan takes balanced:
+            # dropless, a rank sends exactly plan's rows and receives up to ep times as many.
+            counted, expected = comm.get("ep", {}), ours.get("ep", {})
+            for op in sorted(set(expected) | set(counted)):
+                p, t = expected.get(op, {"calls": 0, "bytes": 0}), counted.get(op, {"calls": 0, "bytes": 0})
+                if op == "alltoallv":
+                    agree = p["calls"] == t["calls"] and p["bytes"] <= t["bytes"] <= ep * p["bytes"]
+                else:
+                    agree = p["calls"] == t["calls"] and p["bytes"] == t["bytes"]
+                if not agree:
+                    differences.append(f"ep {op}: train counted {t['calls']} calls {t['bytes']} B, plan "
+                                       f"{p['calls']} calls {p['bytes']} B" +
+                                       (" (its bytes must lie in [plan, ep x plan])" if op == "alltoallv" else ""))
         if layout["pp"] > 1:
             for rank in result["bubble"]["by_rank"]:
                 sent = by_rank[rank["stage"]].get("pp", {}).get("send", {"bytes": 0})["bytes"]
@@ -116,13 +139,20 @@ def divisors(n):
 def draw(rng, folder):
     """One layout train can run on at most 4 ranks: (ranks, flags)."""
     ranks, flags = draw_layout(rng, folder)
-    if rng.random() < 0.25:
+    # train's MoE layers run fp32 only (train/train_options.cpp check_moe).
+    if rng.random() < 0.25 and not is_moe(flags):
         flags += ["--precision", "bf16"]  # bf16 matmul operand copies; fp32 is both commands' default
     return ranks, flags
 
 
+def is_moe(flags):
+    model = flags[flags.index("--model") + 1]
+    return "moe" in os.path.basename(model)
+
+
 def draw_layout(rng, folder):
-    kind = rng.choice(["gpt", "gpt", "llama", "llama", "mlp"])
+    kind = rng.choice(["gpt", "gpt", "llama", "llama", "llama-moe", "mlp"])
+    moe = kind == "llama-moe"
     ranks = rng.choice([1, 2, 2, 2, 4, 4])
     flags = []
     if kind == "mlp":
@@ -141,27 +171,30 @@ def draw_layout(rng, folder):
     pp = rng.choice([1, 1, 2]) if ranks >= 2 else 1
     rest = ranks // pp
     tp = rng.choice(divisors(rest))
-    cp = rng.choice(divisors(rest // tp)) if pp == 1 else 1
+    # train's MoE layers route whole micro-batches: no context parallelism, no sequence parallelism.
+    cp = rng.choice(divisors(rest // tp)) if pp == 1 and not moe else 1
     dp = rest // tp // cp
     if pp > 1:
         path = os.path.join(folder, f"{kind}-pipe.json")
         with open(path, "w") as out:
-            json.dump(PIPE_GPT if kind == "gpt" else PIPE_LLAMA, out)
+            json.dump(PIPE_MODELS[kind], out)
         flags += ["--model", path]
     else:
         flags += ["--model", f"{kind}-tiny"]
     flags += ["--dp", str(dp), "--tp", str(tp), "--pp", str(pp)]
+    if moe and dp > 1:
+        flags += ["--ep", str(rng.choice([e for e in divisors(dp) if 4 % e == 0]))]  # 4 experts
     if cp > 1:
         flags += ["--cp", str(cp), "--cp-style", rng.choice(["ring", "alltoall"]),
                   "--cp-balance", rng.choice(["zigzag", "none"])]
-    sp = tp > 1 and rng.random() < 0.5
+    sp = tp > 1 and not moe and rng.random() < 0.5
     if sp:
         flags.append("--sp")
     recompute = rng.choice(["none", "none", "selective", "full"])
     zero = rng.choice([0, 1]) if pp > 1 else rng.choice([0, 1, 2, 3])
     if pp > 1:
         schedule = rng.choice(["gpipe", "1f1b", "interleaved", "zb-h1"])
-        if schedule == "zb-h1" and (sp or recompute == "full"):
+        if schedule == "zb-h1" and (sp or recompute == "full" or moe):
             schedule = "1f1b"
         microbatches = rng.choice([2, 4])
         flags += ["--schedule", schedule]

@@ -118,7 +118,22 @@ def main():
     refused(binary, out, base + ["--ep", "2", "--moe-imbalance", "nan"], ["--moe-imbalance"], "imbalance_nan")
     refused(binary, out, base + ["--ep", "0"], ["--ep"], "ep_zero")
     refused(binary, out, base + ["--search", "--ep", "2"], ["--ep with --search"], "ep_with_search")
-    refused(binary, out, base + ["--ep", "2", "--states", "parbench"], ["--states parbench"], "moe_parbench_states")
+    # --states parbench plans parbench's own train (plan == train: tests/plan/CMakeLists.txt's
+    # plan.equals_train.moe_*), which runs MoE layers only where its engine does.
+    doc, result = planned(binary, out, "moe_parbench_ep2", ["--model", "llama-moe-tiny", "--gpus", "4", "--dp", "4",
+                                                            "--ep", "2", "--states", "parbench"])
+    if doc:
+        layout = doc["layouts"][0]
+        ep_traffic = layout["traffic_by_pp_rank"][0].get("ep", {})
+        check(layout["moe"]["ep"] == 2 and set(ep_traffic) == {"alltoall", "alltoallv"},
+              f"moe_parbench_ep2: no ep exchanges: {layout['moe']} {ep_traffic}")
+        check(layout["moe"]["alltoall"]["calls"] == ep_traffic["alltoall"]["calls"] + ep_traffic["alltoallv"]["calls"],
+              f"moe_parbench_ep2: the moe object's calls are not the ep lines': {layout['moe']}")
+    refused(binary, out, base + ["--sp", "--states", "parbench"], ["--sp", "drop --sp"], "moe_parbench_sp")
+    refused(binary, out, base + ["--states", "parbench", "--precision", "bf16"], ["--precision bf16", "fp32"],
+            "moe_parbench_bf16")
+    refused(binary, out, ["--model", "deepseek-v3", "--gpus", "64", "--states", "parbench"], ["\"mla\"", "--states"],
+            "moe_parbench_mla")
     refused(binary, out, base + ["--ep", "2", "--zero", "3", "--hybrid-shard"], ["--hybrid-shard"], "moe_hybrid_shard")
     refused(binary, out, base + ["--ep", "2"], ["--tp 2 without --sp", "add --sp"], "moe_tp_without_sp")
 

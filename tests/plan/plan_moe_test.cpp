@@ -193,5 +193,40 @@ TEST(PlanMoe, SearchRangesOverEpDividingExpertsAndDp) {
     EXPECT_EQ(seen, (std::set<int>{1, 2, 4}));
 }
 
+// Under --states parbench the layouts are train's: the MoE model itself on the engine (every
+// expert whole on every rank, the ep in the engine layout that sizes the receive buffers and the
+// exchanges), tp without sp kept (train runs the layer replicated), sp and zb-h1 dropped (train
+// refuses them for MoE); its memory counts the MoE model's parameters, not the skeleton's.
+TEST(PlanMoe, ParbenchStatesFollowTrainsMoeLayout) {
+    const auto engine_layout = [](int dp, int tp, bool sp) {
+        PlanLayout p = toy_layout(dp, 1);
+        p.states = StateConvention::parbench;
+        p.engine.model = toy_moe();
+        p.engine.precision = Precision::fp32;
+        p.engine.tp = tp;
+        p.engine.sp = sp;
+        return p;
+    };
+    PlanLayout zero_bubble = engine_layout(4, 1, false);
+    zero_bubble.engine.pp = 2;
+    zero_bubble.engine.schedule = ScheduleKind::zero_bubble_h1;
+    const std::vector<PlanLayout> formed =
+        with_expert_degrees({engine_layout(4, 1, false), engine_layout(2, 2, false), engine_layout(2, 2, true), zero_bubble});
+    std::vector<std::pair<int, int>> degrees;  // (tp, ep)
+    for (const PlanLayout& layout : formed) {
+        EXPECT_EQ(layout.engine.ep, layout.experts.ep);
+        EXPECT_FALSE(layout.engine.sp);
+        degrees.push_back({layout.engine.tp, layout.experts.ep});
+    }
+    EXPECT_EQ(degrees, (std::vector<std::pair<int, int>>{{1, 1}, {1, 2}, {1, 4}, {2, 1}, {2, 2}}));
+
+    const PlanLayout layout = engine_layout(2, 1, false);
+    const PlanPrediction prediction = predict_layout(layout, context_on(2, 8));
+    const double parameters = static_cast<double>(model_parameter_layout(toy_moe(), 16).total_numel());
+    EXPECT_DOUBLE_EQ(prediction.memory.params, 4.0 * parameters);  // fp32, every expert on the rank
+    EXPECT_DOUBLE_EQ(prediction.moe.dense_parameters_rank + prediction.moe.expert_parameters_rank, parameters);
+    EXPECT_EQ(prediction.moe.expert_dp, 2);  // train reduces the experts over every dp rank
+}
+
 }  // namespace
 }  // namespace parbench

@@ -1,6 +1,7 @@
 // The traffic formulas of src/theory/traffic.hpp on literal cases: a pipeline stage's tensor-
 // parallel collectives from the layers it holds (the stages add up to the whole model), the
-// pipeline transfers per rank, and the data-parallel reductions per scheme.
+// pipeline transfers per rank, the data-parallel reductions per scheme, and the expert-parallel
+// exchanges of MoE layers.
 #include <gtest/gtest.h>
 
 #include "theory/model_config.hpp"
@@ -75,6 +76,32 @@ TEST(Traffic, DataParallelReductionsPerScheme) {
     EXPECT_EQ(zero3.at("reducescatter").calls, 2.0 * 3);
     EXPECT_TRUE(traffic_matches(zero3, zero3));
     EXPECT_FALSE(traffic_matches(zero3, zero2));
+}
+
+// Expert parallelism, by hand: 2 MoE layers of E 4, k 2, hidden 32 on the rank, 16 tokens per
+// micro-batch, 3 micro-batches, ep 2. Per layer and micro-batch one counts' alltoall of 4 int32
+// and 4 alltoallv of 16 x 2 rows of 32 floats (4096 B); full recompute adds a forward's 1 + 2.
+TEST(Traffic, ExpertParallelExchangesByHand) {
+    ModelConfig model;
+    model.kind = ModelKind::llama;
+    model.layers = 3;
+    model.hidden = 32;
+    model.moe = ModelConfig::Moe{};
+    model.moe->experts = 4;
+    model.moe->top_k = 2;
+    model.moe->expert_hidden = 8;
+    ModelShare share{3, true, true, 2};
+    const TrafficByOp plain = expert_parallel_traffic(model, 16, 3, 2, share);
+    EXPECT_DOUBLE_EQ(plain.at("alltoall").calls, 6.0);
+    EXPECT_DOUBLE_EQ(plain.at("alltoall").bytes, 6.0 * 16);
+    EXPECT_DOUBLE_EQ(plain.at("alltoallv").calls, 24.0);
+    EXPECT_DOUBLE_EQ(plain.at("alltoallv").bytes, 24.0 * 4096);
+    const TrafficByOp recomputed = expert_parallel_traffic(model, 16, 3, 2, share, Recompute::full);
+    EXPECT_DOUBLE_EQ(recomputed.at("alltoall").calls, 12.0);
+    EXPECT_DOUBLE_EQ(recomputed.at("alltoallv").calls, 36.0);
+    EXPECT_TRUE(expert_parallel_traffic(model, 16, 3, 1, share).empty());  // no ep group
+    share.moe_layers = 0;
+    EXPECT_TRUE(expert_parallel_traffic(model, 16, 3, 2, share).empty());  // no MoE layer on the rank
 }
 
 }  // namespace

@@ -1,4 +1,4 @@
-// report/csv_report: alltoallv's skew and the imbalance it produced are columns of the CSV, empty
+// report/csv_report: alltoallv's skew, the imbalance it produced and its direction are columns of the CSV, empty
 // for the other collectives, and every row keeps the header's column count.
 #include <gtest/gtest.h>
 
@@ -24,7 +24,7 @@ TEST(CsvReport, SkewAndImbalanceColumns) {
     CollectiveResult skewed;
     skewed.collective = "alltoallv";
     skewed.bytes = 4096;
-    skewed.skew = SkewUsed{"zipf:1.2", 7};
+    skewed.skew = SkewUsed{"zipf:1.2", 7, "combine"};
     skewed.imbalance = TrafficImbalance{};
     skewed.imbalance->received = {300, 200.0, 1};
     skewed.imbalance->sent = {250, 200.0, 0};
@@ -53,10 +53,12 @@ TEST(CsvReport, SkewAndImbalanceColumns) {
     EXPECT_EQ(rows[0][column("skew_seed")], "7");
     EXPECT_EQ(rows[0][column("imbalance_received")], "1.5");
     EXPECT_EQ(rows[0][column("imbalance_sent")], "1.25");
-    for (const char* name : {"skew", "skew_seed", "imbalance_received", "imbalance_sent"})
+    EXPECT_EQ(rows[0][column("direction")], "combine");
+    for (const char* name : {"skew", "skew_seed", "imbalance_received", "imbalance_sent", "direction"})
         EXPECT_EQ(rows[1][column(name)], "") << name;
     EXPECT_EQ(rows[2][column("skew")], "zipf:1.2");  // a skipped point still says what it was
     EXPECT_EQ(rows[2][column("imbalance_received")], "");
+    EXPECT_EQ(rows[2][column("direction")], "combine");
 }
 
 }  // namespace

@@ -39,6 +39,21 @@ TEST(Skew, ParsesTheThreeForms) {
     EXPECT_EQ(skew_name(parse_skew("zipf:0", 1)), "zipf:0");
 }
 
+TEST(Skew, DirectionParsesBothAndRefusesTheRestNamingTheFlag) {
+    EXPECT_EQ(parse_direction("dispatch"), ExchangeDirection::dispatch);
+    EXPECT_EQ(parse_direction("combine"), ExchangeDirection::combine);
+    EXPECT_EQ(direction_name(ExchangeDirection::combine), "combine");
+    EXPECT_EQ(direction_name(ExchangeDirection::dispatch), "dispatch");
+    for (const char* text : {"", "Combine", "both", "transpose"}) {
+        try {
+            parse_direction(text);
+            ADD_FAILURE() << "accepted '" << text << "'";
+        } catch (const UsageError& error) {
+            EXPECT_NE(std::string(error.what()).find("--direction"), std::string::npos) << error.what();
+        }
+    }
+}
+
 TEST(Skew, RefusesMalformedAndOutOfRangeNamingTheFlag) {
     for (const char* text : {"", "zipf", "zipf:", "zipf:-1", "zipf:x", "zipf:1.2x", "zipf:inf", "zipf:nan", "hot",
                              "hot:", "hot:0", "hot:-2", "hot:1.5", "hot:99999999999", "gauss:1", "Uniform"}) {

@@ -78,6 +78,46 @@ TEST(ValidationData, AlltoallvLayoutMatchesHandWrittenExpectation) {
     }
 }
 
+// The combine is the dispatch transposed: under the same hot:1 at 3 ranks rank r sends each rank
+// back its block r (3 x block r in all) and receives `count` elements, run q (block q long,
+// where the blocks before q end) from rank q's send buffer at r x block q. Its traffic is the
+// dispatch's with sent and received swapped.
+TEST(ValidationData, AlltoallvCombineIsTheDispatchTransposed) {
+    const Collective& alltoallv = *find_collective("alltoallv");
+    const int nranks = 3;
+    const std::size_t count = 30;
+    const CollectiveParams dispatch{DType::int32, ReduceOp::sum, 0, parse_skew("hot:1", 11)};
+    const CollectiveParams combine{DType::int32, ReduceOp::sum, 0, parse_skew("hot:1", 11), ExchangeDirection::combine};
+    const std::vector<std::size_t> blocks = destination_counts(count, nranks, combine.skew);
+    for (int rank = 0; rank < nranks; ++rank) {
+        const std::size_t block = blocks[static_cast<std::size_t>(rank)];
+        const BufferShape shape = alltoallv.shape(count, nranks, rank, combine);
+        EXPECT_EQ(shape.send_count, block * nranks);
+        EXPECT_EQ(shape.recv_count, count);
+        const InputPattern pattern = input_pattern(alltoallv, combine, nranks, rank);
+        const std::vector<ExpectedSegment> segments =
+            alltoallv.expected_segments(count, nranks, rank, combine, pattern, shape.recv_count);
+        ASSERT_EQ(segments.size(), 3u);  // hot:1 at 3 ranks leaves no block empty
+        std::size_t start = 0;
+        for (int q = 0; q < nranks; ++q) {
+            const std::size_t from_q = blocks[static_cast<std::size_t>(q)];
+            const ExpectedSegment& segment = segments[static_cast<std::size_t>(q)];
+            EXPECT_EQ(segment.offset, start);
+            ASSERT_EQ(segment.count, from_q);
+            for (std::size_t k = 0; k < from_q; ++k) {
+                const std::size_t j = rank * from_q + k;
+                EXPECT_EQ(expected_value(segment.layout, k), static_cast<double>((j * 7 + q * 13 + 1) % 100))
+                    << rank << ' ' << q << ' ' << k;
+            }
+            start += from_q;
+        }
+    }
+    const RankTraffic out = *alltoallv.rank_traffic(count, nranks, dispatch);
+    const RankTraffic back = *alltoallv.rank_traffic(count, nranks, combine);
+    EXPECT_EQ(back.sent, out.received);
+    EXPECT_EQ(back.received, out.sent);
+}
+
 TEST(ValidationData, ReduceScatterLayoutMatchesHandWrittenExpectation) {
     const Collective& reducescatter = *find_collective("reducescatter");
     const int nranks = 4, rank = 2;

@@ -15,6 +15,12 @@
 // partial sums and are all-reduced (arXiv 2205.05198 sec. 4.2.2), as for GPT's LayerNorms.
 // There are no biases and no dropout.
 //
+// Mixture of experts (a config's "moe"): in its MoE layers the SwiGLU MLP is an MoeLayer over
+// the block's R = B·T rows, one routing group per micro-batch. Under tensor parallelism (no
+// SP: train_options.cpp refuses SP with MoE) every tp rank holds the MoE tensors whole and
+// runs the layer on the same rows, so its output needs no reduction and its input gradient is
+// already the whole sum (it skips the MLP's tp_.leave and tp_.enter_backward).
+//
 // Context parallelism (--cp, train/context/context_attention.hpp): the model holds T/c tokens
 // of every sequence, those of context_positions(), in that order; RoPE turns each by its own
 // position, and attention is ContextAttention's, which keeps for backward only its `saved`
@@ -24,6 +30,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <map>
 #include <numeric>
 #include <stdexcept>
 #include <string>
@@ -56,6 +63,7 @@ struct BlockActivations {
     float* up;         // (B,T,Fl)
     float* glu;        // (B,T,Fl): silu(gate) * up
     float* residual3;  // (R,C)
+    MoeActivations moe;  // an MoE layer's, in place of gate, up and glu
 };
 
 // A split backward's B keeps the output gradients of the seven matmuls whose weight
@@ -74,8 +82,8 @@ class LlamaModel : public Model {
   public:
     LlamaModel(const ModelConfig& config, const MicrobatchShape& shape, std::uint64_t seed, Ops& ops,
                MemoryLedger& ledger, const TensorParallelGroup& tp, const PipelinePart& part, Precision precision,
-               Recompute recompute, const ContextGroup& cp)
-        : recompute_(recompute), config_(config), shape_(shape), seed_(seed), ops_(ops), device_(ledger.device()), ledger_(ledger),
+               Recompute recompute, const ContextGroup& cp, const MoeContext& moe)
+        : recompute_(recompute), moe_context_(moe), config_(config), shape_(shape), seed_(seed), ops_(ops), device_(ledger.device()), ledger_(ledger),
           arena_(ledger), tp_(tp), B_(shape.batch), T_(shape.seq_len / cp.split.size), C_(config.hidden), NH_(config.heads),
           V_(config.vocab), L_(config.layers), hs_(config.hidden / config.heads),
           R_(tp.local_rows(shape.batch * (shape.seq_len / cp.split.size))), Cl_(config.hidden / tp.size()),
@@ -104,6 +112,26 @@ class LlamaModel : public Model {
             context_ = std::make_unique<ContextAttention>(*cp.comm, ops, ledger, cp.split, gqa_, shape.seq_len);
             context_workspace_bytes_ = ledger.usage().live_of(MemoryCategory::activations) - before;
         }
+        if (config.moe) {
+            const MoeMemoryShape moe_shape{rows(), static_cast<std::size_t>(C_),
+                                           static_cast<std::size_t>(config.moe->experts),
+                                           static_cast<std::size_t>(config.moe->top_k),
+                                           static_cast<std::size_t>(config.moe->expert_hidden),
+                                           static_cast<std::size_t>(config.moe->shared_experts),
+                                           static_cast<std::size_t>(moe.expert_group ? moe.expert_group->size() : 1)};
+            const std::size_t before = ledger.usage().live_of(MemoryCategory::activations);
+            moe_layer_ =
+                std::make_unique<MoeLayer>(moe_shape, config.moe->score, moe.settings, ops, arena_, moe.expert_group);
+            moe_scratch_bytes_ = ledger.usage().live_of(MemoryCategory::activations) - before;
+            for (int l = 0; l < L_; ++l) {
+                if (!is_moe(l) || local_unit_[static_cast<std::size_t>(l + 1)] < 0) continue;
+                moe_layer_index_[l] = static_cast<int>(moe_stats_.size());
+                moe_stats_.push_back(empty_moe_stats());
+                moe_bias_.emplace_back(static_cast<std::size_t>(config.moe->experts), 0.0f);
+                moe_routed_.emplace_back(static_cast<std::size_t>(config.moe->experts), 0.0);
+            }
+            aux_losses_.assign(static_cast<std::size_t>(shape.microbatches) * moe_stats_.size(), 0.0);
+        }
         allocate_activations();
         if (context_) {
             positions_host_ = context_positions(shape.seq_len, cp.split);
@@ -131,12 +159,14 @@ class LlamaModel : public Model {
     }
 
     void forward(int microbatch, ParameterAccess& access) override {
+        microbatch_ = microbatch;
         embedding_forward(microbatch, access);
         for (int l = 0; l < L_; ++l) block_forward(l, access);
         head_forward(microbatch, access);
     }
 
     void backward(int microbatch, float loss_scale, ParameterAccess& access) override {
+        loss_scale_ = loss_scale;
         head_backward(microbatch, loss_scale, access);
         for (int l = L_ - 1; l >= 0; --l) block_backward(l, BackwardPass::full, access);
         embedding_backward(microbatch, access);
@@ -154,6 +184,7 @@ class LlamaModel : public Model {
     void forward_chunk(int microbatch, int chunk, ParameterAccess& access) override {
         const LayerRange& range = part_.chunks.at(static_cast<std::size_t>(chunk));
         bind(slots_.take(microbatch, chunk), range);
+        microbatch_ = microbatch;
         if (range.first == 0) embedding_forward(microbatch, access);
         for (int l = range.first; l < range.end; ++l) block_forward(l, access);
         if (range.end == L_) {
@@ -168,6 +199,7 @@ class LlamaModel : public Model {
         const LayerRange& range = part_.chunks.at(static_cast<std::size_t>(chunk));
         ActivationSlot& s = slots_.held(microbatch, chunk);
         bind(s, range);
+        loss_scale_ = loss_scale;
         if (pass == BackwardPass::weight) {
             for (int l = range.end - 1; l >= range.first; --l) block_weights(l, access);
         } else {
@@ -187,8 +219,109 @@ class LlamaModel : public Model {
 
     double mean_loss(int microbatch) const override { return batch_.mean_loss(device_, microbatch); }
 
+    double auxiliary_loss(int microbatch) const override {
+        double sum = 0.0;
+        for (std::size_t i = 0; i < moe_stats_.size(); ++i)
+            sum += aux_losses_.at(static_cast<std::size_t>(microbatch) * moe_stats_.size() + i);
+        return sum;
+    }
+
+    MoeMemory moe_memory() const override {
+        if (!moe_layer_) return {};
+        return MoeMemory{moe_kept_bytes_, moe_scratch_bytes_, moe_layer_->shape()};
+    }
+
+    std::vector<int> moe_layers() const override {
+        std::vector<int> layers;
+        for (const auto& [layer, index] : moe_layer_index_) layers.push_back(layer);
+        return layers;
+    }
+
+    // DeepSeek-V3's auxiliary-loss-free balancing (arXiv 2412.19437 sec. 2.1.2; Wang et al.,
+    // arXiv 2408.15664): after each step every expert's bias moves by u towards balance,
+    // b_e += u · sign(mean load - load_e), the loads being the step's chosen assignments over
+    // the balance group, so every replica moves its biases alike.
+    std::vector<MoeLayerStats> finish_step() override {
+        const double rate = moe_context_.settings.bias_update_rate;
+        if (rate > 0.0 && !moe_routed_.empty()) {
+            std::vector<double> loads;
+            for (const std::vector<double>& layer : moe_routed_) loads.insert(loads.end(), layer.begin(), layer.end());
+            if (moe_context_.balance_group != nullptr && moe_context_.balance_group->size() > 1)
+                moe_context_.balance_group->allreduce(loads.data(), loads.data(), loads.size(), DType::float64,
+                                                      ReduceOp::sum);
+            const std::size_t E = moe_routed_.front().size();
+            for (std::size_t i = 0; i < moe_bias_.size(); ++i) {
+                double mean = 0.0;
+                for (std::size_t e = 0; e < E; ++e) mean += loads[i * E + e];
+                mean /= static_cast<double>(E);
+                for (std::size_t e = 0; e < E; ++e) {
+                    const double load = loads[i * E + e];
+                    const float step = static_cast<float>(rate);
+                    moe_bias_[i][e] += load < mean ? step : (load > mean ? -step : 0.0f);
+                }
+            }
+        }
+        std::vector<MoeLayerStats> finished = moe_stats_;
+        for (MoeLayerStats& stats : moe_stats_) stats = empty_moe_stats();
+        for (std::vector<double>& layer : moe_routed_) std::fill(layer.begin(), layer.end(), 0.0);
+        return finished;
+    }
+
   private:
     int head_unit() const { return L_ + 1; }
+
+    bool is_moe(int l) const { return config_.moe && config_.moe->is_moe_layer(l); }
+
+    MoeLayerStats empty_moe_stats() const {
+        MoeLayerStats stats;
+        stats.tokens_per_expert.assign(static_cast<std::size_t>(config_.moe->experts), 0);
+        return stats;
+    }
+
+    // A forward's routing of MoE layer `index` (this rank's numbering) into the step's figures.
+    void count_moe(int index, const MoeForwardResult& result) {
+        MoeLayerStats& stats = moe_stats_[static_cast<std::size_t>(index)];
+        std::vector<double>& routed = moe_routed_[static_cast<std::size_t>(index)];
+        const RoutingCounts& counts = result.counts;
+        for (std::size_t e = 0; e < counts.kept.size(); ++e) {
+            stats.tokens_per_expert[e] += counts.kept[e];
+            stats.routed += counts.routed[e];
+            routed[e] += counts.routed[e];
+        }
+        stats.dropped += counts.dropped;
+        const double aux = result.aux_loss;
+        stats.aux_loss += aux;
+        ++stats.groups;
+        aux_losses_.at(static_cast<std::size_t>(microbatch_) * moe_stats_.size() + static_cast<std::size_t>(index)) = aux;
+    }
+
+    MoeWeights moe_weights(const float* p, const BlockTensors& w) const {
+        MoeWeights m;
+        m.router = param(p, w.router);
+        m.experts_gate = param(p, w.experts_gate);
+        m.experts_up = param(p, w.experts_up);
+        m.experts_down = param(p, w.experts_down);
+        if (w.shared_gate >= 0) {
+            m.shared_gate = param(p, w.shared_gate);
+            m.shared_up = param(p, w.shared_up);
+            m.shared_down = param(p, w.shared_down);
+        }
+        return m;
+    }
+
+    MoeGradients moe_gradients(float* g, const BlockTensors& w) const {
+        MoeGradients m;
+        m.router = grad(g, w.router);
+        m.experts_gate = grad(g, w.experts_gate);
+        m.experts_up = grad(g, w.experts_up);
+        m.experts_down = grad(g, w.experts_down);
+        if (w.shared_gate >= 0) {
+            m.shared_gate = grad(g, w.shared_gate);
+            m.shared_up = grad(g, w.shared_up);
+            m.shared_down = grad(g, w.shared_down);
+        }
+        return m;
+    }
 
     void embedding_forward(int microbatch, ParameterAccess& access) {
         const int BT = B_ * T_;
@@ -238,11 +371,20 @@ class LlamaModel : public Model {
         ops_.residual_forward(a.residual2, residual, attention, residual_elements());
         ops_.rmsnorm_forward(a.norm2, a.rstd2, a.residual2, param(p, w.norm2), R_, C_, eps);
         const float* n2 = tp_.enter(a.norm2, gathered_, BT, C_);
-        matmuls_.forward(a.gate, n2, param(p, w.wgate), nullptr, BT, C_, Fl_);
-        matmuls_.forward(a.up, n2, param(p, w.wup), nullptr, BT, C_, Fl_);
-        ops_.swiglu_forward(a.glu, a.gate, a.up, rows() * Fl_);
-        matmuls_.forward(projection_, a.glu, param(p, w.wdown), nullptr, BT, Fl_, C_);
-        const float* mlp = tp_.leave(projection_, projection_local_, BT, C_);
+        const float* mlp = projection_;
+        if (is_moe(l)) {
+            const int index = moe_layer_index_.at(l);
+            const MoeForwardResult routed =
+                moe_layer_->forward(projection_, a.moe, n2, moe_weights(p, w), moe_bias_[static_cast<std::size_t>(index)].data(),
+                                    moe_stats_[static_cast<std::size_t>(index)].exchange);
+            if (!recomputing_) count_moe(index, routed);
+        } else {
+            matmuls_.forward(a.gate, n2, param(p, w.wgate), nullptr, BT, C_, Fl_);
+            matmuls_.forward(a.up, n2, param(p, w.wup), nullptr, BT, C_, Fl_);
+            ops_.swiglu_forward(a.glu, a.gate, a.up, rows() * Fl_);
+            matmuls_.forward(projection_, a.glu, param(p, w.wdown), nullptr, BT, Fl_, C_);
+            mlp = tp_.leave(projection_, projection_local_, BT, C_);
+        }
         ops_.residual_forward(a.residual3, a.residual2, mlp, residual_elements());
     }
 
@@ -304,7 +446,9 @@ class LlamaModel : public Model {
         float* g = access.gradients(unit(l + 1));
         if (recompute_ == Recompute::full) {
             NvtxRange recompute_range("h" + std::to_string(l) + " recompute");
+            recomputing_ = true;
             block_forward_compute(l, p);
+            recomputing_ = false;
         }
         const BlockTensors& w = tensors_.blocks[static_cast<std::size_t>(l)];
         const BlockActivations& a = blocks_[static_cast<std::size_t>(l)];
@@ -322,17 +466,29 @@ class LlamaModel : public Model {
         norms_.begin(2);
         // dresidual_ holds d(residual3): it flows unchanged into both branches' sums.
         const float* dmlp = tp_.leave_backward(dresidual_, dgathered_, BT, C_);
-        if (defer) copy_floats(ops_, stash->dmlp, dmlp, btc);
-        ops_.fill(dwide_, 0.0f, wide);
-        matmuls_.backward(dwide_, weight_grad(w.wdown), nullptr, dmlp, a.glu, param(p, w.wdown), BT, Fl_, C_);
-        ops_.fill(dgate, 0.0f, wide);
-        ops_.fill(dup, 0.0f, wide);
-        ops_.swiglu_backward(dgate, dup, dwide_, a.gate, a.up, wide);
-        const float* n2 = tp_.enter(a.norm2, gathered_, BT, C_);
-        ops_.fill(dnormed_, 0.0f, btc);
-        matmuls_.backward(dnormed_, weight_grad(w.wgate), nullptr, dgate, n2, param(p, w.wgate), BT, C_, Fl_);
-        matmuls_.backward(dnormed_, weight_grad(w.wup), nullptr, dup, n2, param(p, w.wup), BT, C_, Fl_);
-        const float* dn2 = tp_.enter_backward(dnormed_, dnormed_local_, BT, C_);
+        const float* dn2 = dnormed_;
+        if (is_moe(l)) {
+            // (zero-bubble's split backward is refused with MoE: nothing is deferred here)
+            const float* n2 = tp_.enter(a.norm2, gathered_, BT, C_);
+            ops_.fill(dnormed_, 0.0f, btc);
+            // The group's balancing loss weighs in the step loss as its rows do (loss_scale_
+            // per row): alpha · rows · loss_scale_.
+            const double balance_weight = moe_context_.settings.aux_loss_coeff * static_cast<double>(rows()) * loss_scale_;
+            moe_layer_->backward(dnormed_, moe_gradients(g, w), dmlp, a.moe, n2, moe_weights(p, w), balance_weight,
+                                 moe_stats_[static_cast<std::size_t>(moe_layer_index_.at(l))].exchange);
+        } else {
+            if (defer) copy_floats(ops_, stash->dmlp, dmlp, btc);
+            ops_.fill(dwide_, 0.0f, wide);
+            matmuls_.backward(dwide_, weight_grad(w.wdown), nullptr, dmlp, a.glu, param(p, w.wdown), BT, Fl_, C_);
+            ops_.fill(dgate, 0.0f, wide);
+            ops_.fill(dup, 0.0f, wide);
+            ops_.swiglu_backward(dgate, dup, dwide_, a.gate, a.up, wide);
+            const float* n2 = tp_.enter(a.norm2, gathered_, BT, C_);
+            ops_.fill(dnormed_, 0.0f, btc);
+            matmuls_.backward(dnormed_, weight_grad(w.wgate), nullptr, dgate, n2, param(p, w.wgate), BT, C_, Fl_);
+            matmuls_.backward(dnormed_, weight_grad(w.wup), nullptr, dup, n2, param(p, w.wup), BT, C_, Fl_);
+            dn2 = tp_.enter_backward(dnormed_, dnormed_local_, BT, C_);
+        }
         ops_.rmsnorm_backward(dresidual_, norms_.gradient(grad(g, w.norm2), 1), dn2, a.residual2, param(p, w.norm2),
                               a.rstd2, R_, C_);
         // dresidual_ now holds d(residual2).
@@ -466,7 +622,7 @@ class LlamaModel : public Model {
     // is the layer's own, the rest is the shared set every layer's recompute overwrites; under
     // selective recompute the attention probabilities are shared. Counted per layer: what is
     // the layer's own.
-    BlockActivations allocate_block() {
+    BlockActivations allocate_block(int l) {
         const std::size_t before = ledger_.usage().live_of(MemoryCategory::activations);
         BlockActivations a{};
         if (recompute_ == Recompute::full) {
@@ -476,15 +632,19 @@ class LlamaModel : public Model {
             // Context-parallel attention keeps only its small saved state, which backward needs
             // whatever the recompute: selective shares nothing then.
             const bool shared_probabilities = recompute_ == Recompute::selective && !context_;
-            a = allocate_block_buffers(!shared_probabilities);
+            a = allocate_block_buffers(!shared_probabilities, !is_moe(l), is_moe(l));
             if (shared_probabilities) a.att = recompute_work_.att;
         }
-        layer_activation_bytes_ = ledger_.usage().live_of(MemoryCategory::activations) - before;
+        // A dense layer's (the formula's) when the model has one; an MoE layer's otherwise
+        // (what it keeps in place of the SwiGLU's is the report's moe.memory).
+        if (!is_moe(l) || config_.moe_layer_count() == L_)
+            layer_activation_bytes_ = ledger_.usage().live_of(MemoryCategory::activations) - before;
         return a;
     }
 
-    // Every buffer of a layer (the probabilities too when `with_probabilities`).
-    BlockActivations allocate_block_buffers(bool with_probabilities) {
+    // Every buffer of a layer (the probabilities too when `with_probabilities`), with a dense
+    // MLP's and/or an MoE MLP's.
+    BlockActivations allocate_block_buffers(bool with_probabilities, bool dense_mlp, bool moe_mlp) {
         const std::size_t rc = residual_elements();
         const std::size_t r = static_cast<std::size_t>(R_);
         const std::size_t q_elements = rows() * static_cast<std::size_t>(Cl_);
@@ -501,9 +661,16 @@ class LlamaModel : public Model {
         a.residual2 = arena_.floats(rc);
         a.norm2 = arena_.floats(rc);
         a.rstd2 = arena_.floats(r);
-        a.gate = arena_.floats(wide);
-        a.up = arena_.floats(wide);
-        a.glu = arena_.floats(wide);
+        if (dense_mlp) {
+            a.gate = arena_.floats(wide);
+            a.up = arena_.floats(wide);
+            a.glu = arena_.floats(wide);
+        }
+        if (moe_mlp) {
+            const std::size_t before = ledger_.usage().live_of(MemoryCategory::activations);
+            a.moe = moe_layer_->allocate_activations(arena_);
+            moe_kept_bytes_ = ledger_.usage().live_of(MemoryCategory::activations) - before;
+        }
         a.residual3 = arena_.floats(rc);
         return a;
     }
@@ -540,7 +707,7 @@ class LlamaModel : public Model {
                 s.blocks.resize(static_cast<std::size_t>(L_));
                 if (part_.split_backward) s.stash.resize(static_cast<std::size_t>(L_));
                 for (int l = range.first; l < range.end; ++l) {
-                    s.blocks[static_cast<std::size_t>(l)] = allocate_block();
+                    s.blocks[static_cast<std::size_t>(l)] = allocate_block(l);
                     if (part_.split_backward) s.stash[static_cast<std::size_t>(l)] = allocate_stash();
                 }
                 if (range.end == L_)
@@ -557,13 +724,14 @@ class LlamaModel : public Model {
         const std::size_t kv_elements = rows() * static_cast<std::size_t>(KVl_);
         const std::size_t wide = rows() * static_cast<std::size_t>(Fl_);
         batch_.allocate(arena_, shape_.microbatches, rows());
-        if (recompute_ == Recompute::full) recompute_work_ = allocate_block_buffers(true);
+        if (recompute_ == Recompute::full)
+            recompute_work_ = allocate_block_buffers(true, config_.moe_layer_count() < L_, config_.moe_layer_count() > 0);
         if (recompute_ == Recompute::selective && !context_) recompute_work_.att = arena_.floats(gqa_.score_elements());
         if (part_.active()) {
             allocate_slots();
         } else {
             encoded_ = arena_.floats(rc);
-            for (int l = 0; l < L_; ++l) blocks_.push_back(allocate_block());
+            for (int l = 0; l < L_; ++l) blocks_.push_back(allocate_block(l));
             allocate_head(norm_final_, rstd_final_, logits_, maxes_, sums_, target_logits_);
             dresidual_ = arena_.floats(rc);
         }
@@ -605,6 +773,18 @@ class LlamaModel : public Model {
     std::size_t residual_elements() const { return static_cast<std::size_t>(R_) * static_cast<std::size_t>(C_); }
 
     Recompute recompute_;
+    MoeContext moe_context_;
+    std::unique_ptr<MoeLayer> moe_layer_;    // null without MoE layers
+    std::size_t moe_scratch_bytes_ = 0;      // what it took from the ledger
+    std::size_t moe_kept_bytes_ = 0;         // what one MoE layer's kept buffers took
+    std::map<int, int> moe_layer_index_;     // global layer -> this rank's MoE layer index
+    std::vector<MoeLayerStats> moe_stats_;   // this step's, per MoE layer held
+    std::vector<std::vector<float>> moe_bias_;     // (E) per MoE layer held: the balancing bias
+    std::vector<std::vector<double>> moe_routed_;  // (E) per MoE layer held: the step's loads
+    std::vector<double> aux_losses_;         // (micro-batches x MoE layers held) last forward's L_aux
+    bool recomputing_ = false;               // a full-recompute forward: counts nothing
+    float loss_scale_ = 0.0f;                // the running backward's
+    int microbatch_ = 0;                     // the running forward's
     BlockActivations recompute_work_{};  // full: one layer's buffers; selective: .att only
     ModelConfig config_;
     MicrobatchShape shape_;
@@ -656,8 +836,8 @@ class LlamaModel : public Model {
 std::unique_ptr<Model> make_llama_model(const ModelConfig& config, const MicrobatchShape& shape, std::uint64_t seed,
                                         Ops& ops, MemoryLedger& ledger, const TensorParallelGroup& tp,
                                         const PipelinePart& part, Precision precision, Recompute recompute,
-                                        const ContextGroup& cp) {
-    return std::make_unique<LlamaModel>(config, shape, seed, ops, ledger, tp, part, precision, recompute, cp);
+                                        const ContextGroup& cp, const MoeContext& moe) {
+    return std::make_unique<LlamaModel>(config, shape, seed, ops, ledger, tp, part, precision, recompute, cp, moe);
 }
 
 }  // namespace parbench

@@ -1,0 +1,60 @@
+// What the training engine's MoE layer (train/moe/moe_layer.hpp) holds in memory, as formulas,
+// in fp32 elements of 4 bytes (the routing's integers are 4 bytes too). N tokens per routing
+// group (a micro-batch's rows on one rank), C hidden, E experts, k routed per token, Fe an
+// expert's SwiGLU width, S shared experts. Dropless routing can send all N·k assignments to
+// the experts, so the expert-side buffers are sized for N·k rows whatever the capacity factor.
+//
+//   kept per MoE layer and micro-batch (what backward needs)
+//     router scores                      N·E
+//     chosen experts, combine weights,
+//       expert-major row of each          3·N·k
+//     expert offsets, chosen per expert  2·E + 1
+//     dispatch buffer (tokens' rows,
+//       expert-major)                    N·k·C
+//     expert gate, up, silu(gate)·up     3·N·k·Fe
+//     combine buffer (experts' outputs)  N·k·C
+//     shared experts' gate, up, product  3·N·S·Fe
+//   shared scratch (one set for every MoE layer)
+//     logits, their gradient             2·N·E
+//     weight gradients                   N·k
+//     expert-output and dispatch grads   2·N·k·C
+//     SwiGLU gradients (3 of them)       3·max(N·k·Fe, N·S·Fe)
+//
+// The dispatch and combine buffers are the rows the all-to-alls of expert parallelism carry
+// (the dispatch sends the dispatch buffer's rows to their experts' ranks, the combine brings
+// the combine buffer's back).
+//
+// Expert parallelism over ep > 1 ranks (each holding E/ep experts) runs the experts on the rows
+// the rank receives, which dropless routing bounds only by R = ep·N·k (every peer's every
+// assignment to this rank's experts). Then the experts' gate, up and product have R rows
+// (3·R·Fe kept, in place of 3·N·k·Fe), and each rank adds
+//     kept:    received rows R·C, the experts' outputs before the combine R·C, the rows
+//              received per (source, local expert) E
+//     scratch: their gradients 2·R·C, and the SwiGLU gradients 3·max(R·Fe, N·S·Fe)
+#pragma once
+
+#include <cstddef>
+
+namespace parbench {
+
+struct MoeMemoryShape {
+    std::size_t tokens = 0;          // N
+    std::size_t hidden = 0;          // C
+    std::size_t experts = 0;         // E
+    std::size_t top_k = 0;           // k
+    std::size_t expert_hidden = 0;   // Fe
+    std::size_t shared_experts = 0;  // S
+    std::size_t ep = 1;              // expert-parallel ranks
+    // Rows the experts of this rank run on at most: N·k, or ep·N·k under expert parallelism.
+    std::size_t expert_rows() const { return ep > 1 ? ep * tokens * top_k : tokens * top_k; }
+};
+
+// Bytes of the dispatch and combine buffers of one MoE layer and micro-batch: 2·N·k·C·4.
+std::size_t moe_dispatch_buffer_bytes(const MoeMemoryShape& shape);
+// Bytes one MoE layer keeps for backward per micro-batch (the kept table above; the dispatch
+// and combine buffers included).
+std::size_t moe_kept_bytes(const MoeMemoryShape& shape);
+// Bytes of the scratch one model's MoE layers share.
+std::size_t moe_scratch_bytes(const MoeMemoryShape& shape);
+
+}  // namespace parbench

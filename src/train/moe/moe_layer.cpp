@@ -1,0 +1,282 @@
+#include "train/moe/moe_layer.hpp"
+
+#include <algorithm>
+#include <chrono>
+#include <optional>
+#include <stdexcept>
+
+#include "core/nvtx.hpp"
+#include "train/models/transformer_parts.hpp"
+
+namespace parbench {
+namespace {
+
+int as_int(std::size_t n) { return static_cast<int>(n); }
+
+}  // namespace
+
+MoeLayer::MoeLayer(const MoeMemoryShape& shape, MoeScore score, const MoeSettings& settings, Ops& ops,
+                   ActivationArena& arena, Communicator* expert_group)
+    : shape_(shape), settings_(settings), ops_(ops), expert_group_(shape.ep > 1 ? expert_group : nullptr),
+      local_experts_(as_int(shape.experts / shape.ep)), kept_per_expert_(shape.experts) {
+    if (shape.ep > 1 && (expert_group == nullptr || static_cast<std::size_t>(expert_group->size()) != shape.ep))
+        throw std::logic_error("MoeLayer: an expert-parallel shape needs its group of ep ranks");
+    if (shape.experts % shape.ep != 0) throw std::logic_error("MoeLayer: ep must divide the experts");
+    router_ = RouterShape{as_int(shape.tokens), as_int(shape.experts), as_int(shape.top_k), score,
+                          settings.capacity_factor};
+    const std::size_t N = shape.tokens, E = shape.experts, k = shape.top_k, C = shape.hidden;
+    const std::size_t R = shape.expert_rows();
+    const std::size_t widest = std::max(R, N * shape.shared_experts) * shape.expert_hidden;
+    // moe_scratch_bytes' list, in its order.
+    logits_ = arena.floats(N * E);
+    dlogits_ = arena.floats(N * E);
+    dweights_ = arena.floats(N * k);
+    dexpert_out_ = arena.floats(N * k * C);
+    ddispatched_ = arena.floats(N * k * C);
+    if (parallel()) {
+        dreceived_out_ = arena.floats(R * C);
+        dreceived_ = arena.floats(R * C);
+    }
+    dglu_ = arena.floats(widest);
+    dgate_ = arena.floats(widest);
+    dup_ = arena.floats(widest);
+}
+
+MoeActivations MoeLayer::allocate_activations(ActivationArena& arena) const {
+    const std::size_t N = shape_.tokens, E = shape_.experts, k = shape_.top_k, C = shape_.hidden;
+    const std::size_t Fe = shape_.expert_hidden, S = shape_.shared_experts, R = shape_.expert_rows();
+    // moe_kept_bytes' list, in its order.
+    MoeActivations a;
+    a.routing.scores = arena.floats(N * E);
+    a.routing.chosen = arena.buffer(N * k * sizeof(int)).as<int>();
+    a.routing.weights = arena.floats(N * k);
+    a.routing.slot = arena.buffer(N * k * sizeof(int)).as<int>();
+    a.routing.expert_start = arena.buffer((E + 1) * sizeof(int)).as<int>();
+    a.routing.routed = arena.buffer(E * sizeof(int)).as<int>();
+    a.dispatched = arena.floats(N * k * C);
+    a.gate = arena.floats(R * Fe);
+    a.up = arena.floats(R * Fe);
+    a.glu = arena.floats(R * Fe);
+    a.expert_out = arena.floats(N * k * C);
+    if (S > 0) {
+        a.shared_gate = arena.floats(N * S * Fe);
+        a.shared_up = arena.floats(N * S * Fe);
+        a.shared_glu = arena.floats(N * S * Fe);
+    }
+    if (parallel()) {
+        a.received = arena.floats(R * C);
+        a.received_out = arena.floats(R * C);
+        a.received_counts = arena.buffer(E * sizeof(int)).as<int>();
+    } else {
+        a.received = a.dispatched;
+        a.received_out = a.expert_out;
+    }
+    return a;
+}
+
+std::vector<MoeLayer::ExpertChunk> MoeLayer::expert_chunks(const MoeActivations& a) const {
+    std::vector<ExpertChunk> chunks;
+    const int E = as_int(shape_.experts);
+    if (!parallel()) {
+        for (int e = 0; e < E; ++e)
+            chunks.push_back({e, a.routing.expert_start[e], a.routing.expert_start[e + 1] - a.routing.expert_start[e]});
+        return chunks;
+    }
+    const int first_expert = expert_group_->rank() * local_experts_;
+    int row = 0;
+    for (int source = 0; source < expert_group_->size(); ++source)
+        for (int j = 0; j < local_experts_; ++j) {
+            const int rows = a.received_counts[source * local_experts_ + j];
+            chunks.push_back({first_expert + j, row, rows});
+            row += rows;
+        }
+    return chunks;
+}
+
+MoeLayer::ExchangePlan MoeLayer::exchange_plan(const MoeActivations& a) const {
+    const std::size_t C = shape_.hidden;
+    const int ranks = expert_group_->size();
+    ExchangePlan plan;
+    std::size_t received = 0;
+    for (int q = 0; q < ranks; ++q) {
+        const int first = a.routing.expert_start[q * local_experts_];
+        const int end = a.routing.expert_start[(q + 1) * local_experts_];
+        plan.send_offsets.push_back(static_cast<std::size_t>(first) * C);
+        plan.send_counts.push_back(static_cast<std::size_t>(end - first) * C);
+        std::size_t rows = 0;
+        for (int j = 0; j < local_experts_; ++j) rows += static_cast<std::size_t>(a.received_counts[q * local_experts_ + j]);
+        plan.recv_offsets.push_back(received * C);
+        plan.recv_counts.push_back(rows * C);
+        received += rows;
+    }
+    return plan;
+}
+
+void MoeLayer::exchange(const float* from, float* to, const ExchangePlan& plan, bool back, double& ms, double& bytes,
+                        MoeExchangeStats& stats) {
+    const auto start = std::chrono::steady_clock::now();
+    if (!back)
+        expert_group_->alltoallv(from, plan.send_counts, plan.send_offsets, to, plan.recv_counts, plan.recv_offsets,
+                                 DType::float32);
+    else
+        expert_group_->alltoallv(from, plan.recv_counts, plan.recv_offsets, to, plan.send_counts, plan.send_offsets,
+                                 DType::float32);
+    ms += std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - start).count();
+    std::size_t sent = 0, received = 0;
+    for (std::size_t n : plan.send_counts) sent += n;
+    for (std::size_t n : plan.recv_counts) received += n;
+    bytes += static_cast<double>(std::max(sent, received) * sizeof(float));
+    ++stats.alltoallv_calls;
+}
+
+MoeForwardResult MoeLayer::forward(float* out, const MoeActivations& a, const float* x, const MoeWeights& w,
+                                   const float* bias, MoeExchangeStats& stats) {
+    const int N = as_int(shape_.tokens), E = as_int(shape_.experts), k = as_int(shape_.top_k);
+    const int C = as_int(shape_.hidden), Fe = as_int(shape_.expert_hidden), SFe = as_int(shape_.shared_experts) * Fe;
+    // The router in fp32 whatever the precision (Megatron-core's router dtype fp32 keeps the
+    // choice stable).
+    ops_.matmul_forward(logits_, x, w.router, nullptr, N, C, E);
+    MoeForwardResult result;
+    result.counts = route_tokens(a.routing, logits_, bias, router_);
+    const std::size_t row = static_cast<std::size_t>(C);
+    // Permutation: each kept assignment's token row into its expert-major row.
+    for (int t = 0; t < N; ++t)
+        for (int i = 0; i < k; ++i) {
+            const int slot = a.routing.slot[t * k + i];
+            if (slot >= 0)
+                std::copy_n(x + static_cast<std::size_t>(t) * row, C, a.dispatched + static_cast<std::size_t>(slot) * row);
+        }
+    std::optional<ExchangePlan> plan;
+    if (parallel()) {
+        NvtxRange range("moe dispatch");
+        for (int e = 0; e < E; ++e) kept_per_expert_[static_cast<std::size_t>(e)] = result.counts.kept[static_cast<std::size_t>(e)];
+        const auto start = std::chrono::steady_clock::now();
+        expert_group_->alltoall(kept_per_expert_.data(), a.received_counts, static_cast<std::size_t>(local_experts_),
+                                DType::int32);
+        stats.counts_ms += std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - start).count();
+        stats.counts_bytes += static_cast<double>(E * sizeof(int));
+        ++stats.alltoall_calls;
+        plan = exchange_plan(a);
+        exchange(a.dispatched, a.received, *plan, false, stats.dispatch_ms, stats.dispatch_bytes, stats);
+    }
+    // Each expert over its rows.
+    for (const ExpertChunk& chunk : expert_chunks(a)) {
+        if (chunk.rows == 0) continue;
+        const std::size_t in = static_cast<std::size_t>(chunk.first) * C, wide = static_cast<std::size_t>(chunk.first) * Fe;
+        const std::size_t weight = static_cast<std::size_t>(chunk.expert) * Fe * C;
+        ops_.matmul_forward(a.gate + wide, a.received + in, w.experts_gate + weight, nullptr, chunk.rows, C, Fe);
+        ops_.matmul_forward(a.up + wide, a.received + in, w.experts_up + weight, nullptr, chunk.rows, C, Fe);
+        ops_.swiglu_forward(a.glu + wide, a.gate + wide, a.up + wide, static_cast<std::size_t>(chunk.rows) * Fe);
+        ops_.matmul_forward(a.received_out + in, a.glu + wide, w.experts_down + weight, nullptr, chunk.rows, Fe, C);
+    }
+    if (plan) {
+        NvtxRange range("moe combine");
+        exchange(a.received_out, a.expert_out, *plan, true, stats.combine_ms, stats.combine_bytes, stats);
+    }
+    // Shared experts over every token (one SwiGLU of width S·Fe), then the combine adds the
+    // routed outputs with their weights.
+    if (SFe > 0) {
+        ops_.matmul_forward(a.shared_gate, x, w.shared_gate, nullptr, N, C, SFe);
+        ops_.matmul_forward(a.shared_up, x, w.shared_up, nullptr, N, C, SFe);
+        ops_.swiglu_forward(a.shared_glu, a.shared_gate, a.shared_up, static_cast<std::size_t>(N) * SFe);
+        ops_.matmul_forward(out, a.shared_glu, w.shared_down, nullptr, N, SFe, C);
+    } else {
+        ops_.fill(out, 0.0f, static_cast<std::size_t>(N) * C);
+    }
+    for (int t = 0; t < N; ++t) {
+        float* out_row = out + static_cast<std::size_t>(t) * C;
+        for (int i = 0; i < k; ++i) {
+            const int slot = a.routing.slot[t * k + i];
+            if (slot < 0) continue;
+            const float weight = a.routing.weights[t * k + i];
+            const float* expert_row = a.expert_out + static_cast<std::size_t>(slot) * C;
+            for (int c = 0; c < C; ++c) out_row[c] += weight * expert_row[c];
+        }
+    }
+    if (settings_.aux_loss_coeff > 0.0)
+        result.aux_loss = balancing_loss(a.routing, result.counts, router_, settings_.aux_loss_coeff);
+    return result;
+}
+
+void MoeLayer::backward(float* dx, const MoeGradients& g, const float* dout, const MoeActivations& a, const float* x,
+                        const MoeWeights& w, double balance_weight, MoeExchangeStats& stats) {
+    const int N = as_int(shape_.tokens), k = as_int(shape_.top_k);
+    const int C = as_int(shape_.hidden), Fe = as_int(shape_.expert_hidden), SFe = as_int(shape_.shared_experts) * Fe;
+    // The combine's backward: d(weight) = dy · FFN(x), d(FFN(x)) = weight · dy.
+    for (int t = 0; t < N; ++t) {
+        const float* dy = dout + static_cast<std::size_t>(t) * C;
+        for (int i = 0; i < k; ++i) {
+            const int slot = a.routing.slot[t * k + i];
+            dweights_[t * k + i] = 0.0f;
+            if (slot < 0) continue;
+            const float* expert_row = a.expert_out + static_cast<std::size_t>(slot) * C;
+            float* dexpert_row = dexpert_out_ + static_cast<std::size_t>(slot) * C;
+            const float weight = a.routing.weights[t * k + i];
+            float dot = 0.0f;
+            for (int c = 0; c < C; ++c) {
+                dot += dy[c] * expert_row[c];
+                dexpert_row[c] = weight * dy[c];
+            }
+            dweights_[t * k + i] = dot;
+        }
+    }
+    // The output gradients to the experts' ranks (the combine's mirror), the experts' backward
+    // on the rows they ran, the input gradients back (the dispatch's mirror).
+    std::optional<ExchangePlan> plan;
+    const float* dreceived_out = dexpert_out_;
+    float* dreceived = ddispatched_;
+    const std::vector<ExpertChunk> chunks = expert_chunks(a);
+    if (parallel()) {
+        NvtxRange range("moe combine backward");
+        plan = exchange_plan(a);
+        exchange(dexpert_out_, dreceived_out_, *plan, false, stats.combine_ms, stats.combine_bytes, stats);
+        dreceived_out = dreceived_out_;
+        dreceived = dreceived_;
+    }
+    const int rows_here = chunks.empty() ? 0 : chunks.back().first + chunks.back().rows;
+    ops_.fill(dreceived, 0.0f, static_cast<std::size_t>(rows_here) * C);
+    for (const ExpertChunk& chunk : chunks) {
+        if (chunk.rows == 0) continue;
+        const std::size_t in = static_cast<std::size_t>(chunk.first) * C, wide = static_cast<std::size_t>(chunk.first) * Fe;
+        const std::size_t weight = static_cast<std::size_t>(chunk.expert) * Fe * C;
+        const std::size_t n = static_cast<std::size_t>(chunk.rows) * Fe;
+        ops_.fill(dglu_, 0.0f, n);
+        ops_.matmul_backward(dglu_, g.experts_down + weight, nullptr, dreceived_out + in, a.glu + wide,
+                             w.experts_down + weight, chunk.rows, Fe, C);
+        ops_.fill(dgate_, 0.0f, n);
+        ops_.fill(dup_, 0.0f, n);
+        ops_.swiglu_backward(dgate_, dup_, dglu_, a.gate + wide, a.up + wide, n);
+        ops_.matmul_backward(dreceived + in, g.experts_gate + weight, nullptr, dgate_, a.received + in,
+                             w.experts_gate + weight, chunk.rows, C, Fe);
+        ops_.matmul_backward(dreceived + in, g.experts_up + weight, nullptr, dup_, a.received + in,
+                             w.experts_up + weight, chunk.rows, C, Fe);
+    }
+    if (plan) {
+        NvtxRange range("moe dispatch backward");
+        exchange(dreceived_, ddispatched_, *plan, true, stats.dispatch_ms, stats.dispatch_bytes, stats);
+    }
+    // Un-permute: each kept assignment's input gradient back to its token.
+    for (int t = 0; t < N; ++t) {
+        float* row = dx + static_cast<std::size_t>(t) * C;
+        for (int i = 0; i < k; ++i) {
+            const int slot = a.routing.slot[t * k + i];
+            if (slot < 0) continue;
+            const float* drow = ddispatched_ + static_cast<std::size_t>(slot) * C;
+            for (int c = 0; c < C; ++c) row[c] += drow[c];
+        }
+    }
+    if (SFe > 0) {
+        const std::size_t n = static_cast<std::size_t>(N) * SFe;
+        ops_.fill(dglu_, 0.0f, n);
+        ops_.matmul_backward(dglu_, g.shared_down, nullptr, dout, a.shared_glu, w.shared_down, N, SFe, C);
+        ops_.fill(dgate_, 0.0f, n);
+        ops_.fill(dup_, 0.0f, n);
+        ops_.swiglu_backward(dgate_, dup_, dglu_, a.shared_gate, a.shared_up, n);
+        ops_.matmul_backward(dx, g.shared_gate, nullptr, dgate_, x, w.shared_gate, N, C, SFe);
+        ops_.matmul_backward(dx, g.shared_up, nullptr, dup_, x, w.shared_up, N, C, SFe);
+    }
+    route_backward(dlogits_, dweights_, a.routing, router_, balance_weight);
+    ops_.matmul_backward(dx, g.router, nullptr, dlogits_, x, w.router, N, C, as_int(shape_.experts));
+}
+
+}  // namespace parbench

@@ -1,0 +1,191 @@
+// The mixture-of-experts MLP of a Llama block (Shazeer et al., arXiv 1701.06538; Mixtral,
+// arXiv 2401.04088; DeepSeek-V3, arXiv 2412.19437 sec. 2.1.2), on host memory:
+//
+//   y_t = sum_{i < k, kept} w_ti · FFN_{e_ti}(x_t) + sum_{s < S} FFN_s(x_t)
+//
+// in five steps: the router (logits = x W_rᵀ (N,E) in fp32, then train/moe/router.hpp), the
+// permutation of the kept assignments' rows into expert-major order (the dispatch), one SwiGLU
+// FFN per expert over its contiguous rows, the combine (each token's kept outputs summed with
+// their weights) and the shared experts over every token. Backward mirrors it: the combine
+// gives each assignment its output gradient w·dy and its weight gradient dy·FFN(x), the
+// experts' backward runs on the expert-major rows, the un-permutation adds them back to the
+// tokens, and the router's backward turns the weight gradients (and the balancing loss's) into
+// d(logits), then into d(x) and d(W_r).
+//
+// Expert parallelism (--ep, Megatron-core's expert-model-parallel size): the ep ranks of an
+// expert-parallel group each run E/ep experts (rank q experts [q·E/ep, (q+1)·E/ep)). Routing stays
+// on the tokens' rank; the dispatch is an alltoall of the kept rows' counts per expert and an
+// alltoallv of the rows themselves (the expert-major order makes each destination's rows
+// contiguous), the experts run on what arrives (source-major, expert-major within a source),
+// and the combine is the alltoallv back, into the dispatch order, where the weighted sum runs
+// as without ep. Backward sends the experts' output gradients the same way and their input
+// gradients back. The parameters of every expert stay on every rank (the layout is the
+// model's): a rank's gradients of the experts it does not run stay zero, so the data-parallel
+// average over dp is the expert-data-parallel one (see README "Mixture of experts").
+//
+// One MoeLayer serves every MoE layer of a model: its scratch is shared, each layer's kept
+// state is an MoeActivations the model holds per layer (and per pipeline slot). Its sizes are
+// theory/moe_memory.hpp's, which the memory ledger's counts are tested against.
+//
+// Host only: the engine refuses MoE models on a GPU (train_options.cpp).
+#pragma once
+
+#include <cstdint>
+#include <vector>
+
+#include "comm/communicator.hpp"
+#include "theory/moe_memory.hpp"
+#include "train/moe/router.hpp"
+#include "train/ops/ops.hpp"
+
+namespace parbench {
+
+class ActivationArena;
+
+// What one MoE layer keeps from forward for backward, one micro-batch (MoeMemoryShape's
+// kept buffers, in its order).
+struct MoeActivations {
+    RoutingBuffers routing;
+    float* dispatched = nullptr;  // (N·k, C) the kept assignments' input rows, expert-major
+    float* gate = nullptr;        // (Re, Fe); Re = MoeMemoryShape::expert_rows()
+    float* up = nullptr;          // (Re, Fe)
+    float* glu = nullptr;         // (Re, Fe)
+    float* expert_out = nullptr;  // (N·k, C) each kept assignment's expert output
+    // Under expert parallelism: the rows received (Re, C), the experts' outputs for them
+    // (Re, C), and the rows received per (source, local expert) (ep x E/ep). Without it the
+    // first two are dispatched and expert_out, the counts null.
+    float* received = nullptr;
+    float* received_out = nullptr;
+    int* received_counts = nullptr;
+    float* shared_gate = nullptr;  // (N, S·Fe), null without shared experts
+    float* shared_up = nullptr;
+    float* shared_glu = nullptr;
+};
+
+// What a forward of one group decided, for the step's figures.
+struct MoeForwardResult {
+    RoutingCounts counts;
+    double aux_loss = 0.0;  // the group's L_aux (0 when alpha is 0)
+};
+
+// The parameters of one MoE layer (pointers into its unit), and their gradients (same shapes).
+struct MoeWeights {
+    const float* router = nullptr;        // (E,C)
+    const float* experts_gate = nullptr;  // (E·Fe, C)
+    const float* experts_up = nullptr;    // (E·Fe, C)
+    const float* experts_down = nullptr;  // (E·C, Fe)
+    const float* shared_gate = nullptr;   // (S·Fe, C) or null
+    const float* shared_up = nullptr;
+    const float* shared_down = nullptr;   // (C, S·Fe)
+};
+struct MoeGradients {
+    float* router = nullptr;
+    float* experts_gate = nullptr;
+    float* experts_up = nullptr;
+    float* experts_down = nullptr;
+    float* shared_gate = nullptr;
+    float* shared_up = nullptr;
+    float* shared_down = nullptr;
+};
+
+// Megatron-core's MoE flags, as train takes them (README "Mixture of experts").
+struct MoeSettings {
+    std::optional<double> capacity_factor;  // --moe-expert-capacity-factor; unset: dropless
+    double aux_loss_coeff = 0.0;            // --moe-aux-loss-coeff (alpha)
+    double bias_update_rate = 0.0;          // --moe-router-bias-update-rate (u); 0: no bias
+};
+
+// What a model's MoE layers need from the run: the settings, the group whose ranks route the
+// other parts of the step's batch (the gradient group, dp x cp), over which the aux-loss-free
+// bias update sums the experts' loads (null: this rank alone), and the expert-parallel group
+// (null or of one rank: every expert runs here).
+struct MoeContext {
+    MoeSettings settings;
+    Communicator* balance_group = nullptr;
+    Communicator* expert_group = nullptr;
+};
+
+// The all-to-alls of one MoE layer over the step so far (forward and backward, a full
+// recompute's forward included), as the expert-parallel communicator counts them.
+struct MoeExchangeStats {
+    double dispatch_ms = 0.0;  // the dispatch alltoallv, forward, and the output gradients' in backward
+    double combine_ms = 0.0;   // the combine alltoallv, forward, and the input gradients' in backward
+    double counts_ms = 0.0;    // the alltoall of the rows per expert before each forward's dispatch
+    double dispatch_bytes = 0.0;  // what the communicator counts per call: max(sent, received)
+    double combine_bytes = 0.0;
+    double counts_bytes = 0.0;
+    int alltoallv_calls = 0;
+    int alltoall_calls = 0;
+};
+
+// One MoE layer's figures over the step so far (the model sums them over its micro-batches).
+struct MoeLayerStats {
+    std::vector<std::int64_t> tokens_per_expert;  // (E) kept assignments
+    std::int64_t routed = 0;                      // assignments chosen
+    std::int64_t dropped = 0;                     // of them dropped by the capacity
+    double aux_loss = 0.0;                        // L_aux summed over the step's groups
+    int groups = 0;                               // routing groups (micro-batches) counted
+    MoeExchangeStats exchange;                    // under expert parallelism
+};
+
+class MoeLayer {
+  public:
+    // N tokens per group (a micro-batch's rows on this rank), C the hidden size.
+    // shape.ep must be the size of `expert_group` (null: 1).
+    MoeLayer(const MoeMemoryShape& shape, MoeScore score, const MoeSettings& settings, Ops& ops,
+             ActivationArena& arena, Communicator* expert_group = nullptr);
+
+    MoeActivations allocate_activations(ActivationArena& arena) const;
+
+    // out (N,C) = the layer's output for input x (N,C). `bias` (E): the layer's balancing bias.
+    // `exchange`: where the all-to-alls are counted.
+    MoeForwardResult forward(float* out, const MoeActivations& a, const float* x, const MoeWeights& w,
+                             const float* bias, MoeExchangeStats& exchange);
+    // dx (N,C) += the input gradient from dout (N,C); grads +=. `balance_weight`: alpha times
+    // the group's weight in the step loss.
+    void backward(float* dx, const MoeGradients& g, const float* dout, const MoeActivations& a, const float* x,
+                  const MoeWeights& w, double balance_weight, MoeExchangeStats& exchange);
+
+    const MoeMemoryShape& shape() const { return shape_; }
+    const RouterShape& router_shape() const { return router_; }
+    const MoeSettings& settings() const { return settings_; }
+
+  private:
+    // A run of rows on the experts' side that one expert computes: rows [first, first + rows).
+    struct ExpertChunk {
+        int expert, first, rows;
+    };
+    std::vector<ExpertChunk> expert_chunks(const MoeActivations& a) const;
+    bool parallel() const { return shape_.ep > 1; }
+    // The per-rank row counts (elements of C floats) and offsets of an exchange: what this rank
+    // sends (its dispatch order) and receives (source-major).
+    struct ExchangePlan {
+        std::vector<std::size_t> send_counts, send_offsets, recv_counts, recv_offsets;
+    };
+    ExchangePlan exchange_plan(const MoeActivations& a) const;
+    // Sends `from` (dispatch order) to the experts' ranks, into `to` (received order); `back`:
+    // the other way. Timed into `ms`, its bytes counted into `bytes` (as the communicator counts them).
+    void exchange(const float* from, float* to, const ExchangePlan& plan, bool back, double& ms, double& bytes,
+                  MoeExchangeStats& stats);
+
+    MoeMemoryShape shape_;
+    RouterShape router_;
+    MoeSettings settings_;
+    Ops& ops_;
+    Communicator* expert_group_;  // null without expert parallelism
+    int local_experts_;           // E / ep
+    std::vector<int> kept_per_expert_;  // (E) the alltoall's send buffer
+    // Scratch shared by the layers.
+    float* logits_;       // (N,E)
+    float* dlogits_;      // (N,E)
+    float* dweights_;     // (N,k)
+    float* dexpert_out_;  // (N·k, C)
+    float* ddispatched_;  // (N·k, C)
+    float* dreceived_out_ = nullptr;  // (Re, C) under ep: the output gradients received
+    float* dreceived_ = nullptr;      // (Re, C) under ep: the input gradients sent back
+    float* dglu_;         // (Re, Fe); the shared experts' (N, S·Fe) reuse it when wider
+    float* dgate_;        // likewise
+    float* dup_;          // likewise
+};
+
+}  // namespace parbench

@@ -1,0 +1,169 @@
+// The MoE router (train/moe/router.hpp) on cases worked by hand, and the MoE layer's buffers
+// against theory/moe_memory.hpp's formulas.
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <vector>
+
+#include "device/cpu_device.hpp"
+#include "theory/model_flops.hpp"
+#include "theory/model_layout.hpp"
+#include "theory/moe_active_flops.hpp"
+#include "theory/moe_memory.hpp"
+#include "train/memory_ledger.hpp"
+#include "train/models/transformer_parts.hpp"
+#include "train/moe/moe_layer.hpp"
+#include "train/moe/router.hpp"
+
+namespace parbench {
+namespace {
+
+// Host buffers for routing a group.
+struct Group {
+    Group(int N, int E, int k)
+        : scores(static_cast<std::size_t>(N * E)), weights(static_cast<std::size_t>(N * k)),
+          chosen(static_cast<std::size_t>(N * k)), slot(static_cast<std::size_t>(N * k)),
+          expert_start(static_cast<std::size_t>(E + 1)), routed(static_cast<std::size_t>(E)) {}
+    RoutingBuffers buffers() {
+        return RoutingBuffers{scores.data(), chosen.data(), weights.data(), slot.data(), expert_start.data(),
+                              routed.data()};
+    }
+    std::vector<float> scores, weights;
+    std::vector<int> chosen, slot, expert_start, routed;
+};
+
+TEST(MoeRouter, TopKTiesGoToTheLowerExpert) {
+    const float scores[4] = {0.25f, 0.25f, 0.25f, 0.25f};
+    int chosen[2] = {-1, -1};
+    moe_top_k(chosen, scores, nullptr, 4, 2);
+    EXPECT_EQ(chosen[0], 0);
+    EXPECT_EQ(chosen[1], 1);
+    // The bias steers the choice (DeepSeek-V3's balancing), largest first.
+    const float bias[4] = {0.0f, 0.0f, 0.1f, 0.05f};
+    moe_top_k(chosen, scores, bias, 4, 2);
+    EXPECT_EQ(chosen[0], 2);
+    EXPECT_EQ(chosen[1], 3);
+}
+
+TEST(MoeRouter, SoftmaxWeightsAreTheChosenScoresNormalised) {
+    Group g(1, 4, 2);
+    const float logits[4] = {1.0f, 2.0f, 3.0f, 0.0f};
+    const RouterShape shape{1, 4, 2, MoeScore::softmax, std::nullopt};
+    const RoutingCounts counts = route_tokens(g.buffers(), logits, nullptr, shape);
+    EXPECT_EQ(g.chosen[0], 2);
+    EXPECT_EQ(g.chosen[1], 1);
+    const double e = std::exp(1.0);
+    EXPECT_NEAR(g.weights[0], e / (e + 1.0), 1e-5);  // e^3 / (e^3 + e^2)
+    EXPECT_NEAR(g.weights[1], 1.0 / (e + 1.0), 1e-5);
+    EXPECT_EQ(counts.dropped, 0);
+    EXPECT_EQ(expert_capacity(shape), -1);  // dropless
+    // Expert-major rows: expert 1's assignment first, then expert 2's.
+    EXPECT_EQ(g.slot[1], 0);
+    EXPECT_EQ(g.slot[0], 1);
+    EXPECT_EQ(g.expert_start, (std::vector<int>{0, 0, 1, 2, 2}));
+}
+
+TEST(MoeRouter, SigmoidWeightsNormaliseTheChosenSigmoids) {
+    Group g(1, 3, 2);
+    const float logits[3] = {0.0f, 1.0f, -1.0f};
+    route_tokens(g.buffers(), logits, nullptr, RouterShape{1, 3, 2, MoeScore::sigmoid, std::nullopt});
+    const double s0 = 0.5, s1 = 1.0 / (1.0 + std::exp(-1.0));
+    EXPECT_EQ(g.chosen[0], 1);
+    EXPECT_EQ(g.chosen[1], 0);
+    EXPECT_NEAR(g.weights[0], s1 / (s0 + s1), 1e-5);
+    EXPECT_NEAR(g.weights[1], s0 / (s0 + s1), 1e-5);
+}
+
+// 4 tokens, 3 experts, top 2, capacity factor 0.75: ceil(4·2/3·0.75) = 2 per expert. Token t's
+// logits (a_t, 0, -5) choose experts 0 and 1 with weights sigmoid(a_t) and 1 - sigmoid(a_t).
+// Expert 0 keeps the two largest sigmoid(a_t) (tokens 1 and 2), expert 1 the two largest
+// 1 - sigmoid(a_t) (tokens 3 and 0); four assignments are dropped.
+TEST(MoeRouter, CapacityDropsTheLowestWeightAssignments) {
+    Group g(4, 3, 2);
+    const float a[4] = {1.0f, 3.0f, 2.0f, 0.5f};
+    std::vector<float> logits;
+    for (float at : a) logits.insert(logits.end(), {at, 0.0f, -5.0f});
+    const RouterShape shape{4, 3, 2, MoeScore::softmax, 0.75};
+    EXPECT_EQ(expert_capacity(shape), 2);
+    const RoutingCounts counts = route_tokens(g.buffers(), logits.data(), nullptr, shape);
+    EXPECT_EQ(counts.routed, (std::vector<int>{4, 4, 0}));
+    EXPECT_EQ(counts.kept, (std::vector<int>{2, 2, 0}));
+    EXPECT_EQ(counts.dropped, 4);
+    // slot[t·2 + i]; expert 0's rows in token order (1, 2), then expert 1's (0, 3).
+    EXPECT_EQ(g.slot, (std::vector<int>{-1, 2, 0, -1, 1, -1, -1, 3}));
+    EXPECT_EQ(g.expert_start, (std::vector<int>{0, 2, 4, 4}));
+}
+
+// N = 2, E = 2, k = 1: L_aux = alpha · 2/4 · sum_e routed_e · sum_t P_te.
+TEST(MoeRouter, BalancingLossByHand) {
+    const float ln3 = std::log(3.0f);
+    const RouterShape shape{2, 2, 1, MoeScore::softmax, std::nullopt};
+    {  // Balanced: P = (1/4, 3/4) and (3/4, 1/4), one token each: alpha · 1/2 · (1·1 + 1·1) = alpha.
+        Group g(2, 2, 1);
+        const float logits[4] = {0.0f, ln3, ln3, 0.0f};
+        const RoutingCounts counts = route_tokens(g.buffers(), logits, nullptr, shape);
+        EXPECT_NEAR(balancing_loss(g.buffers(), counts, shape, 0.01), 0.01, 1e-7);
+    }
+    {  // Both to expert 1: alpha · 1/2 · (0·0.5 + 2·1.5) = 1.5 alpha.
+        Group g(2, 2, 1);
+        const float logits[4] = {0.0f, ln3, 0.0f, ln3};
+        const RoutingCounts counts = route_tokens(g.buffers(), logits, nullptr, shape);
+        EXPECT_NEAR(balancing_loss(g.buffers(), counts, shape, 0.01), 0.015, 1e-7);
+    }
+}
+
+// What the MoE layer takes from the ledger is theory/moe_memory.hpp's formula, byte for byte.
+TEST(MoeMemory, LedgerMatchesFormula) {
+    for (const MoeMemoryShape shape : {MoeMemoryShape{16, 32, 4, 2, 24, 1}, MoeMemoryShape{64, 8, 8, 3, 5, 0},
+                                       MoeMemoryShape{10, 16, 2, 1, 40, 2}}) {
+        CpuDevice device;
+        MemoryLedger ledger(device);
+        std::unique_ptr<Ops> ops = make_ops(device);
+        ActivationArena arena(ledger);
+        const MoeLayer layer(shape, MoeScore::softmax, MoeSettings{}, *ops, arena);
+        const std::size_t scratch = ledger.usage().live_of(MemoryCategory::activations);
+        EXPECT_EQ(scratch, moe_scratch_bytes(shape));
+        layer.allocate_activations(arena);
+        EXPECT_EQ(ledger.usage().live_of(MemoryCategory::activations) - scratch, moe_kept_bytes(shape));
+        EXPECT_EQ(moe_dispatch_buffer_bytes(shape), 2 * shape.tokens * shape.top_k * shape.hidden * sizeof(float));
+    }
+}
+
+}  // namespace
+}  // namespace parbench
+
+namespace parbench {
+namespace {
+
+// The engine's layout holds the parameters theory/moe.hpp counts (what plan reports), for a
+// published model and for the test configs (dense layers, shared experts).
+TEST(MoeLayout, ParametersMatchTheTheoryCount) {
+    for (const char* name : {"mixtral-8x7b", "llama-moe-tiny", "llama-moe-small"}) {
+        const ModelConfig config = load_model_config(name);
+        ASSERT_TRUE(config.moe) << name;
+        EXPECT_EQ(static_cast<std::int64_t>(model_parameter_layout(config, config.seq_len).total_numel()),
+                  moe_parameter_count(moe_shape(config)).total)
+            << name;
+    }
+}
+
+}  // namespace
+}  // namespace parbench
+
+namespace parbench {
+namespace {
+
+// llama-moe-tiny's one MoE layer (h 32, E 4, k 2, S 1, f_e 32) in place of a dense SwiGLU of
+// f 64: h·E + (k + S)·3·h·f_e - 3·h·f = 128 + 9216 - 6144 = 3200 weights more per token, so
+// the model FLOPs per step grow by 6·B·s·3200 over the dense model of the same config.
+TEST(MoeFlops, ActiveWeightsByHand) {
+    ModelConfig moe = load_model_config("llama-moe-tiny");
+    EXPECT_EQ(moe_active_weight_delta(moe), 3200.0);
+    ModelConfig dense = moe;
+    dense.moe.reset();
+    EXPECT_EQ(moe_active_weight_delta(dense), 0.0);
+    EXPECT_DOUBLE_EQ(model_flops_per_step(moe, 8, 16) - model_flops_per_step(dense, 8, 16), 6.0 * 8 * 16 * 3200.0);
+}
+
+}  // namespace
+}  // namespace parbench
