@@ -154,6 +154,7 @@ void PipelineExecutor::compute(const Action& action, float loss_scale) {
         if (action.chunk == 0) scheme_.begin_microbatch(action.microbatch);
         NvtxRange range("F" + std::to_string(action.microbatch));
         model_.forward_chunk(action.microbatch, action.chunk, scheme_);
+        ++stats_.passes.forward;
         add_event(TimelineKind::forward, start, Clock::now(), action.microbatch, stage_of(action.chunk));
         return;
     }
@@ -162,11 +163,15 @@ void PipelineExecutor::compute(const Action& action, float loss_scale) {
         NvtxRange range("B" + std::to_string(action.microbatch));
         model_.backward_chunk(action.microbatch, action.chunk, loss_scale,
                               schedule_.split_backward ? BackwardPass::input : BackwardPass::full, scheme_);
+        ++stats_.passes.input_grad;
+        if (!schedule_.split_backward) ++stats_.passes.weight_grad;
         add_event(TimelineKind::backward, start, Clock::now(), action.microbatch, stage_of(action.chunk));
         return;
     }
     NvtxRange range("W" + std::to_string(action.microbatch));
     model_.backward_chunk(action.microbatch, action.chunk, loss_scale, BackwardPass::weight, scheme_);
+    ++stats_.passes.weight_grad;
+    ++stats_.passes.weight_grad_deferred;
     add_event(TimelineKind::weight, start, Clock::now(), action.microbatch, stage_of(action.chunk));
 }
 
