@@ -18,14 +18,19 @@ PARBENCH_HD float rope_angle(int position, int pair, int head_size, float theta)
     return static_cast<float>(position) * expf(exponent * logf(theta));
 }
 
-// Turns (x0, x1) by `direction` * angle: +1 forward, -1 backward.
-PARBENCH_HD void rope_rotate(float& x0, float& x1, float angle, float direction) {
-    const float c = cosf(angle);
-    const float s = direction * sinf(angle);
+// The pair turned by the angle whose cosine is c and whose sine, times the direction, is s:
+// rope_rotate with the trigonometry done by the caller, which turns every head (and every
+// sequence of the batch) by the same angles.
+PARBENCH_HD void rope_rotate_by(float& x0, float& x1, float c, float s) {
     const float y0 = x0 * c - x1 * s;
     const float y1 = x0 * s + x1 * c;
     x0 = y0;
     x1 = y1;
+}
+
+// Turns (x0, x1) by `direction` * angle: +1 forward, -1 backward.
+PARBENCH_HD void rope_rotate(float& x0, float& x1, float angle, float direction) {
+    rope_rotate_by(x0, x1, cosf(angle), direction * sinf(angle));
 }
 
 }  // namespace parbench

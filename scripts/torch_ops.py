@@ -1,8 +1,8 @@
 #!/usr/bin/env python3
-"""PyTorch's time for each op of parbench-ops' gpt-small table (micro-batch 4, one thread),
-set beside parbench-ops' own figures: the op-by-op view of scripts/bench_vs_torch.sh.
+"""PyTorch's time for each op of parbench-ops' gpt-small and llama-small tables (micro-batch 4,
+one thread), set beside parbench-ops' own figures: the op-by-op view of scripts/bench_vs_torch.sh.
 
-    build/parbench-ops --benchmark_filter='cpu/gpt-small/' --benchmark_format=json > ops.json
+    build/parbench-ops --benchmark_filter='cpu/(gpt|llama)-small/' --benchmark_format=json > ops.json
     .venv-torch/bin/python scripts/torch_ops.py --parbench-ops ops.json [--json FILE]
 
 Each torch op is timed as parbench-ops times its own: one call, median of --repeats calls after
@@ -20,6 +20,7 @@ import torch
 import torch.nn.functional as F
 
 B, T, C, NH, V = 4, 128, 256, 8, 2048  # parbench-ops' gpt-small shapes
+NKV, FFN, EPS, THETA = 4, 688, 1e-5, 10000.0  # and llama-small's (configs/models/llama-small.json)
 CLOCK_NAME = "cpu"
 N = B * T
 
@@ -92,16 +93,48 @@ def torch_ops(repeats):
     return times
 
 
+def rope(x, cos, sin):
+    """Turns each channel pair (2i, 2i+1) of x (..., hs) by the angles whose cos and sin are given
+    (T, hs/2): parbench's layout (kernels/rope_math.hpp), interleaved pairs."""
+    x0, x1 = x[..., 0::2], x[..., 1::2]
+    return torch.stack((x0 * cos - x1 * sin, x0 * sin + x1 * cos), dim=-1).flatten(-2)
+
+
+def torch_llama_ops(repeats):
+    """llama-small's own ops, as parbench-ops' llama-small table has them."""
+    times = {}
+    hs = C // NH
+    x, w = param(N, C), param(C)
+    times["rmsnorm_forward"], times["rmsnorm_backward"] = forward_backward(
+        lambda: (F.rms_norm(x, (C,), w, EPS), [x, w]), repeats)
+    gate, up = param(N, FFN), param(N, FFN)
+    times["swiglu_forward"], times["swiglu_backward"] = forward_backward(
+        lambda: (F.silu(gate) * up, [gate, up]), repeats)
+    # the queries' rotation; the angles are a cached buffer in PyTorch models (parbench
+    # computes them per call, once per position and pair)
+    angles = torch.outer(torch.arange(T, dtype=torch.float32),
+                         THETA ** (-2.0 * torch.arange(hs // 2, dtype=torch.float32) / hs))
+    cos, sin = angles.cos()[:, None, :], angles.sin()[:, None, :]
+    q = param(B, T, NH, hs)
+    times["rope_forward"], times["rope_backward"] = forward_backward(lambda: (rope(q, cos, sin), [q]), repeats)
+    qh, kh, vh = param(B, NH, T, hs), param(B, NKV, T, hs), param(B, NKV, T, hs)
+    times["gqa_attention_forward"], times["gqa_attention_backward"] = forward_backward(
+        lambda: (F.scaled_dot_product_attention(qh, kh, vh, is_causal=True, enable_gqa=True), [qh, kh, vh]),
+        repeats)
+    return times
+
+
 def parbench_ops(path, clock):
+    """{"gpt-small/op": {"us", "roofline"}, "llama-small/op": ...} from a parbench-ops JSON report."""
     with open(path) as f:
         report = json.load(f)
     ops = {}
     for bench in report["benchmarks"]:
         parts = bench["name"].split("/")
-        if len(parts) >= 3 and parts[0] == "cpu" and parts[1] == "gpt-small":
+        if len(parts) >= 3 and parts[0] == "cpu" and parts[1] in ("gpt-small", "llama-small"):
             scale = {"ns": 1e-3, "us": 1.0, "ms": 1e3, "s": 1e6}[bench.get("time_unit", "us")]
             time_key = "cpu_time" if clock == "cpu" else "real_time"
-            ops[parts[2]] = {"us": bench[time_key] * scale, "roofline": bench.get("roofline")}
+            ops[parts[1] + "/" + parts[2]] = {"us": bench[time_key] * scale, "roofline": bench.get("roofline")}
     return ops
 
 
@@ -115,10 +148,11 @@ def main():
     global CLOCK_NAME
     CLOCK_NAME = args.clock
     torch.set_num_threads(1)
-    times = torch_ops(args.repeats)
+    times = {"gpt-small/" + op: us for op, us in torch_ops(args.repeats).items()}
+    times.update({"llama-small/" + op: us for op, us in torch_llama_ops(args.repeats).items()})
     ours = parbench_ops(args.parbench_ops, args.clock) if args.parbench_ops else {}
     rows = []
-    print(f"{'op (gpt-small, B=4)':<26} {'parbench us':>12} {'torch us':>10} {'ratio':>7} {'roofline':>9}"
+    print(f"{'op (B=4)':<36} {'parbench us':>12} {'torch us':>10} {'ratio':>7} {'roofline':>9}"
           f"   ({args.clock} time)")
     for op, torch_us in times.items():
         mine = ours.get(op, {})
@@ -126,7 +160,7 @@ def main():
         rows.append({"op": op, "torch_us": torch_us, "parbench_us": mine.get("us"), "ratio": ratio,
                      "parbench_roofline": mine.get("roofline")})
         fmt = lambda v, spec: format(v, spec) if v is not None else "-"
-        print(f"{op:<26} {fmt(mine.get('us'), '12.1f'):>12} {torch_us:10.1f} {fmt(ratio, '7.2f'):>7} "
+        print(f"{op:<36} {fmt(mine.get('us'), '12.1f'):>12} {torch_us:10.1f} {fmt(ratio, '7.2f'):>7} "
               f"{fmt(mine.get('roofline'), '9.2f'):>9}")
     if args.json:
         with open(args.json, "w") as f:

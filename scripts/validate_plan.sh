@@ -24,10 +24,14 @@ for tool in "$pb" "$build/parbench-ops"; do
   [[ -x $tool ]] || { echo "error: $tool is missing; build first (cmake --build $build)" >&2; exit 1; }
 done
 
+# Other processes on the host slow calibration and measurement unevenly (the calibration's short
+# bursts less than the train runs): the 1-minute load average is recorded beside each phase.
+load_now() { cut -d' ' -f1 /proc/loadavg; }
 if [[ -n ${REUSE_CALIBRATION:-} && -f $out/ops.json ]]; then
   echo "# calibration: reusing $out/coll-np*.json and ops.json" >&2
 else
   echo "# calibration: collective sweeps at 2 and 4 ranks, the gpt-small ops" >&2
+  load_now > "$out/load-calibration.txt"
   for np in 2 4; do
     "${mpi[@]}" -np $np "$pb" all -b 8 -e 32M -f 4 -q --json "$out/coll-np$np.json" < /dev/null
   done
@@ -85,6 +89,7 @@ if [[ -n ${REUSE_MEASUREMENTS:-} ]]; then
   rounds_to_run=0
 else
   echo "# measurements: $rounds alternating rounds of $steps timed steps" >&2
+  load_now > "$out/load-measurements.txt"
   rounds_to_run=$rounds
 fi
 for round in $(seq 1 "$rounds_to_run"); do
@@ -96,8 +101,9 @@ for round in $(seq 1 "$rounds_to_run"); do
   done
 done
 
+if [[ $rounds_to_run -gt 0 ]]; then load_now >> "$out/load-measurements.txt"; fi
 python3 - "$out" "$rounds" "${layouts[@]}" <<'PY'
-import json, statistics, sys
+import json, os, statistics, sys
 out, rounds, entries = sys.argv[1], int(sys.argv[2]), sys.argv[3:]
 rows = []
 for entry in entries:
@@ -136,4 +142,17 @@ for np in (2, 4):
     print(f"\n{np} ranks{' (oversubscribed on 2 cores)' if np > 2 else ''}: median |error| "
           f"{100 * statistics.median(errors):.1f}%, Kendall tau {tau:.2f} over {len(subset)} layouts; best measured "
           f"{best_measured}, predicted top 2 {top2}: {'in' if best_measured in top2 else 'NOT in'} the top 2")
+cores = os.cpu_count() or 1
+loads = {}
+for phase in ("calibration", "measurements"):
+    try:
+        loads[phase] = [float(x) for x in open(f"{out}/load-{phase}.txt").read().split()]
+    except (OSError, ValueError):
+        loads[phase] = []
+shown = "; ".join(f"{phase} {', '.join(f'{x:.1f}' for x in values)}" for phase, values in loads.items() if values)
+if shown:
+    print(f"\nload average (1 min) on {cores} cores: {shown}")
+    if max(x for values in loads.values() for x in values) > cores:
+        print("warning: the host was busier than its cores: other processes slowed the runs (and the calibration "
+              "unevenly), so the errors above measure the load as much as the plan; rerun on an idle host")
 PY

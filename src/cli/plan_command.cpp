@@ -19,7 +19,6 @@
 #include "theory/moe_work.hpp"
 #include "theory/pipeline/partition.hpp"
 #include "train/model.hpp"
-#include "train/train_options.hpp"
 
 namespace parbench {
 namespace {
@@ -287,23 +286,15 @@ class PlanCommand : public Command {
         checked_product(factors, what, static_cast<std::uint64_t>(limit), hint);
     }
 
-    // Context parallelism as train takes it (train_options.hpp): the same flags and checks.
+    // Context parallelism as train takes it: the same flags, one check (theory/layout_check.hpp).
     void resolve_context(PlanLayout& p, const ModelConfig& config) const {
         EngineLayout& l = p.engine;
-        if (cp < 1) throw UsageError("--cp must be at least 1 (the ranks that split each sequence)");
-        if (cp == 1) {
-            if (cp_style || cp_balance)
-                throw UsageError(std::string(cp_style ? "--cp-style" : "--cp-balance") +
-                                 " chooses how context parallelism splits attention; add --cp 2 or more, or drop it");
-            return;
-        }
+        const ContextChoice choice = check_context_parallel(config, config.seq_len, ContextRequest{cp, cp_style, cp_balance});
+        if (cp == 1) return;
         if (search) throw UsageError("--cp with --search: the search does not range over cp; give the layout, or drop --cp");
-        if (config.kind == ModelKind::mlp)
-            throw UsageError("--cp: an MLP has no sequence to split; use a transformer model or --cp 1");
         l.cp = cp;
-        if (cp_style) l.cp_style = parse_context_style(*cp_style);
-        if (cp_balance) l.cp_balance = parse_context_balance(*cp_balance);
-        check_context_sequence(config.seq_len, cp, l.cp_balance);
+        l.cp_style = choice.style;
+        l.cp_balance = choice.balance;
     }
 
     // --states parbench plans parbench's own train, which runs an MoE model only where its engine
@@ -415,16 +406,35 @@ class PlanCommand : public Command {
         l.virtual_stages = virtual_stages;
         l.schedule = parse_schedule_kind(schedule);
         l.p2p = parse_p2p_mode(p2p);
-        if (tp < 1 || pp < 1 || microbatches < 1 || virtual_stages < 1)
-            throw UsageError("--tp, --pp, --microbatches and --virtual-stages must be at least 1");
-        if (zero < 0 || zero > 3) throw UsageError("--zero " + std::to_string(zero) + ": use 0, 1, 2 or 3");
-        if (sp && tp < 2) throw UsageError("--sp splits the sequence across the tensor-parallel group; it needs --tp 2 or more");
-        if (prefetch && zero != 3) throw UsageError("--prefetch gathers ZeRO-3's parameters; add --zero 3 or drop it");
+        // train's rules, one copy (theory/layout_check.hpp).
+        check_degrees(tp, pp, cp, zero, microbatches, sp, prefetch, TensorParallelStyle::megatron);
         resolve_context(p, config);
-        if (!stage_layers.empty() && (pp < 2 || search))
-            throw UsageError(search ? "--stage-layers with --search: the search cuts balanced stages; drop one of them"
-                                    : "--stage-layers cuts pipeline stages; it needs --pp 2 or more");
-        l.dp = search ? 1 : dp.value_or(cluster.gpus / (tp * pp * cp));
+        if (!stage_layers.empty() && search)
+            throw UsageError("--stage-layers with --search: the search cuts balanced stages; drop one of them");
+        if (!search) {
+            if (tp > cluster.gpus_per_host && !allow_cross_host_tp)
+                throw UsageError("--tp " + std::to_string(tp) + " is above --gpus-per-host " +
+                                 std::to_string(cluster.gpus_per_host) +
+                                 ": tensor parallelism across hosts is slow; lower --tp or add --allow-cross-host-tp");
+            check_tensor_split(config, tp, sp, TensorParallelStyle::megatron, l.local_seq_len(), cp);
+            // Uneven stages as train takes them (--stage-layers, one count per virtual stage);
+            // parbench's own engine's limits only when the plan is of its runs.
+            PipelineRequest request;
+            request.pp = pp;
+            request.schedule = l.schedule;
+            request.p2p = l.p2p;
+            request.virtual_stages = virtual_stages;
+            request.stage_layers = stage_layers;
+            request.microbatches = microbatches;
+            request.zero = zero;
+            request.overlap = overlap;
+            request.prefetch = prefetch;
+            request.sp = sp;
+            request.recompute = l.recompute;
+            request.engine = p.states == StateConvention::parbench;
+            l.stage_ranges = check_pipeline(config, request);
+        }
+        l.dp = search ? 1 : check_world(dp, tp, pp, cp, WorldSize{cluster.gpus, "GPUs", "--gpus"});
         if (no_reshard || hybrid_shard) {
             const std::string flag = no_reshard ? "--no-reshard" : "--hybrid-shard";
             if (zero != 3 || p.states == StateConvention::parbench)
@@ -442,34 +452,6 @@ class PlanCommand : public Command {
                                      " must be a larger multiple of it, or drop --hybrid-shard");
             }
         }
-        if (!search) {
-            const std::string cp_factor = cp > 1 ? " x --cp " + std::to_string(cp) : "";
-            if (l.dp < 1 || l.dp * tp * pp * cp != cluster.gpus)
-                throw UsageError("--dp " + std::to_string(l.dp) + " x --tp " + std::to_string(tp) + " x --pp " +
-                                 std::to_string(pp) + cp_factor + " = " + std::to_string(l.dp * tp * pp * cp) +
-                                 " GPUs, but --gpus is " + std::to_string(cluster.gpus) + "; make the product equal --gpus");
-            if (tp > cluster.gpus_per_host && !allow_cross_host_tp)
-                throw UsageError("--tp " + std::to_string(tp) + " is above --gpus-per-host " +
-                                 std::to_string(cluster.gpus_per_host) +
-                                 ": tensor parallelism across hosts is slow; lower --tp or add --allow-cross-host-tp");
-            // train's rules, one copy (theory/layout_check.hpp).
-            check_tensor_split(config, tp, sp, TensorParallelStyle::megatron, l.local_seq_len(), cp);
-            if (pp > 1) {
-                if (config.kind == ModelKind::mlp) throw UsageError("--pp: pipeline stages are cut from transformer blocks; an MLP has none");
-                validate_schedule_shape(l.schedule, ScheduleShape{pp, microbatches, virtual_stages});
-                // Uneven stages as train takes them (--stage-layers, one count per virtual stage).
-                l.stage_ranges = virtual_stage_layers(config.layers, pp, virtual_stages, stage_layers);
-                if (p.states == StateConvention::parbench && l.recompute == Recompute::full &&
-                    l.schedule == ScheduleKind::zero_bubble_h1)
-                    throw UsageError("--recompute full with --schedule zb-h1: parbench's train cannot defer the weight "
-                                     "gradients of a recomputed layer; use --recompute selective, another schedule, "
-                                     "or --states zero|megatron");
-                if (p.states == StateConvention::parbench && zero > 1)
-                    throw UsageError("--pp with --zero " + std::to_string(zero) +
-                                     ": parbench's train runs ZeRO-2/3 without a pipeline; use --zero 0 or 1, or "
-                                     "--states zero|megatron");
-            }
-        }
         resolve_experts(p, config);
         // Not given: a plan of parbench's own run (--states parbench, one layout) takes train's
         // default, so the same flags count the same bytes; otherwise one sequence per micro-batch
@@ -478,12 +460,9 @@ class PlanCommand : public Command {
         p.global_batch = global_batch > 0 ? global_batch
                          : engine_batch   ? engine_default_global_batch
                                           : std::max(1, l.dp * microbatches);
-        if (!search && p.global_batch % (l.dp * microbatches) != 0)
-            throw UsageError("--global-batch " + std::to_string(p.global_batch) +
-                             (engine_batch ? " (train's default, which --states parbench plans)" : "") +
-                             " does not divide into --dp " +
-                             std::to_string(l.dp) + " x --microbatches " + std::to_string(microbatches) +
-                             "; use a multiple of " + std::to_string(l.dp * microbatches));
+        if (!search)
+            check_global_batch(p.global_batch, l.dp, microbatches,
+                               engine_batch ? " (train's default, which --states parbench plans)" : "");
         l.microbatch_size = p.global_batch / l.dp / microbatches;
         // The search forms its own tp degrees (and checks each divides the model): the flags' tp is
         // not one of its layouts, and may not divide the vocabulary.

@@ -61,6 +61,13 @@ class Workspace {
         return static_cast<int*>(keep(host.data(), n * sizeof(int)));
     }
 
+    // 0, 1, ..., n - 1: the positions of a whole sequence.
+    int* positions(std::size_t n) {
+        std::vector<int> host(n);
+        for (std::size_t p = 0; p < n; ++p) host[p] = static_cast<int>(p);
+        return static_cast<int*>(keep(host.data(), n * sizeof(int)));
+    }
+
   private:
     void* keep(const void* host, std::size_t bytes) {
         buffers_.push_back(device_.allocate(bytes));
@@ -233,6 +240,79 @@ void register_gpt(const Target& t, const GptShape& s) {
     register_adamw(t, prefix, params);
 }
 
+// Llama's own ops at a Llama config's shapes (the linear layers are the GPT table's GEMMs).
+struct LlamaShape {
+    std::string config;
+    int B, T, C, NH, NKV, F;
+    float eps, theta;
+};
+
+void register_llama(const Target& t, const LlamaShape& s) {
+    const std::string prefix = t.name + "/" + s.config + "/";
+    const int B = s.B, T = s.T, C = s.C, N = B * T, hs = C / s.NH;
+    const float eps = s.eps, theta = s.theta;
+    const std::size_t rows = static_cast<std::size_t>(N), width = static_cast<std::size_t>(C);
+    register_op(t, prefix + "rmsnorm_forward", rmsnorm_forward_cost(N, C), [=](Workspace& w, Ops& ops) {
+        float *out = w.random(rows * width), *rstd = w.random(rows), *inp = w.random(rows * width),
+              *weight = w.random(width);
+        return [=, &ops] { ops.rmsnorm_forward(out, rstd, inp, weight, N, C, eps); };
+    });
+    register_op(t, prefix + "rmsnorm_backward", rmsnorm_backward_cost(N, C), [=](Workspace& w, Ops& ops) {
+        float *dinp = w.random(rows * width), *dweight = w.random(width), *dout = w.random(rows * width),
+              *inp = w.random(rows * width), *weight = w.random(width), *rstd = w.constant(rows, 1.0f);
+        return [=, &ops] { ops.rmsnorm_backward(dinp, dweight, dout, inp, weight, rstd, N, C); };
+    });
+    const std::size_t hidden = rows * static_cast<std::size_t>(s.F);
+    register_op(t, prefix + "swiglu_forward", swiglu_forward_cost(static_cast<double>(hidden)),
+                [=](Workspace& w, Ops& ops) {
+                    float *out = w.random(hidden), *gate = w.random(hidden), *up = w.random(hidden);
+                    return [=, &ops] { ops.swiglu_forward(out, gate, up, hidden); };
+                });
+    register_op(t, prefix + "swiglu_backward", swiglu_backward_cost(static_cast<double>(hidden)),
+                [=](Workspace& w, Ops& ops) {
+                    float *dgate = w.random(hidden), *dup = w.random(hidden), *dout = w.random(hidden),
+                          *gate = w.random(hidden), *up = w.random(hidden);
+                    return [=, &ops] { ops.swiglu_backward(dgate, dup, dout, gate, up, hidden); };
+                });
+    // the queries' rotation (the keys' is the same op on NKV heads)
+    register_op(t, prefix + "rope_forward", rope_cost(B, T, s.NH, hs), [=](Workspace& w, Ops& ops) {
+        float* x = w.random(rows * width);
+        const int* positions = w.positions(static_cast<std::size_t>(T));
+        return [=, &ops] { ops.rope_forward(x, positions, B, T, s.NH, hs, theta); };
+    });
+    register_op(t, prefix + "rope_backward", rope_cost(B, T, s.NH, hs), [=](Workspace& w, Ops& ops) {
+        float* dx = w.random(rows * width);
+        const int* positions = w.positions(static_cast<std::size_t>(T));
+        return [=, &ops] { ops.rope_backward(dx, positions, B, T, s.NH, hs, theta); };
+    });
+    GqaShape shape;
+    shape.B = B;
+    shape.T = T;
+    shape.NH = s.NH;
+    shape.NKV = s.NKV;
+    shape.hs = hs;
+    shape.queries_per_kv = s.NH / s.NKV;
+    register_op(t, prefix + "gqa_attention_forward", gqa_attention_forward_cost(B, T, s.NH, s.NKV, hs),
+                [=](Workspace& w, Ops& ops) {
+                    float *out = w.random(shape.q_elements()), *preatt = w.random(shape.score_elements()),
+                          *att = w.random(shape.score_elements()), *q = w.random(shape.q_elements()),
+                          *k = w.random(shape.kv_elements()), *v = w.random(shape.kv_elements());
+                    return [=, &ops] { ops.gqa_attention_forward(out, preatt, att, q, k, v, shape); };
+                });
+    register_op(t, prefix + "gqa_attention_backward", gqa_attention_backward_cost(B, T, s.NH, s.NKV, hs),
+                [=](Workspace& w, Ops& ops) {
+                    float *dq = w.random(shape.q_elements()), *dk = w.random(shape.kv_elements()),
+                          *dv = w.random(shape.kv_elements()), *dpreatt = w.random(shape.score_elements()),
+                          *datt = w.random(shape.score_elements()), *dout = w.random(shape.q_elements()),
+                          *q = w.random(shape.q_elements()), *k = w.random(shape.kv_elements()),
+                          *v = w.random(shape.kv_elements()),
+                          *att = w.constant(shape.score_elements(), 1.0f / static_cast<float>(T));
+                    return [=, &ops] {
+                        ops.gqa_attention_backward(dq, dk, dv, dpreatt, datt, dout, q, k, v, att, shape);
+                    };
+                });
+}
+
 void register_mlp(const Target& t, const std::string& config, int layers, int width, int rows) {
     const std::string prefix = t.name + "/" + config + "/";
     const int N = rows, C = width;
@@ -324,6 +404,7 @@ void register_device(const Target& t, bool gpu) {
     register_peaks(t, gpu);
     register_gpt(t, GptShape{"gpt-tiny", gpt_batch, 32, 64, 4, 256, 2});
     register_gpt(t, GptShape{"gpt-small", gpt_batch, 128, 256, 8, 2048, 4});
+    register_llama(t, LlamaShape{"llama-small", gpt_batch, 128, 256, 8, 4, 688, 1e-5f, 10000.0f});
     register_mlp(t, "mlp-deep", 8, 1024, 64);
 }
 

@@ -158,11 +158,13 @@ std::vector<CollectiveFit> fit_collective_documents(const std::vector<NamedDocum
             const JsonFields point = fields.element("results", i);
             if (!point.has("collective") || !point.has("bytes")) continue;
             const std::string collective = point.string("collective");
-            const double bytes = static_cast<double>(point.integer("bytes", 1, max_calibration_bytes));
             if (has_out && point.optional_string("placement").value_or("") == "in") continue;
-            // "skipped" is a reason (a string) or a flag; "wrong" a count.
+            // "skipped" is a reason (a string) or a flag; "wrong" a count. A skipped size (8 B
+            // that a 4-rank allgather cannot split) is reported with 0 bytes: passed over before
+            // its bytes are read.
             const nlohmann::json skipped = point.json().value("skipped", nlohmann::json(nullptr));
             if (!(skipped.is_null() || skipped == false)) continue;
+            const double bytes = static_cast<double>(point.integer("bytes", 1, max_calibration_bytes));
             if (point.has("wrong") && !point.json()["wrong"].is_null() &&
                 point.number("wrong", 0, std::numeric_limits<double>::max()) != 0)
                 continue;

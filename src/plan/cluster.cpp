@@ -12,7 +12,9 @@ namespace {
 // Dense peaks and capacities from NVIDIA's data sheets (SXM parts). Links: NVLink 3/4/5 at
 // 300/450/900 GB/s per direction and 200/400/400 Gb/s InfiniBand per GPU, at ~80% as NCCL's
 // bus bandwidth; latencies are typical NCCL small-message figures. Assumptions, not
-// measurements: --calibrate replaces them.
+// measurements: --calibrate replaces them. GEMM efficiency: only A100's is fitted on published
+// runs (device_compute.cpp); H100, H200 and B200 carry A100's curve, an assumption with no cited
+// measurement behind it, which --gemm-curve replaces.
 DeviceSpec preset(const std::string& name) {
     if (name == "A100") return {"A100", 312.0, 19.5, 80.0, 2039.0, {10.0, 240.0}, {20.0, 20.0}, "preset A100 SXM 80GB", true};
     if (name == "H100") return {"H100", 989.0, 67.0, 80.0, 3350.0, {10.0, 360.0}, {20.0, 40.0}, "preset H100 SXM", true};

@@ -338,7 +338,11 @@ PlanPrediction predict_layout(const PlanLayout& p, const PlanContext& context, c
     // Megatron-LM's pipeline transfers across hosts with tp > 1 (scatter-gather, arXiv 2104.04473
     // sec. 4.1): each tp rank sends 1/t of the activation over its own NIC, then the t ranks of the
     // receiving stage all-gather it over NVLink. parbench's engine sends the whole tensor per rank.
-    if (p.states != StateConvention::parbench && l.tp > 1 && placement_of(world, cluster) == Placement::cross_host) {
+    // Under sequence parallelism each tp rank holds and sends its own s/t shard already (the
+    // traffic above counts the shard), which the next stage's sequence-parallel region takes as
+    // it is: no scatter, no gather.
+    if (p.states != StateConvention::parbench && l.tp > 1 && !l.sp &&
+        placement_of(world, cluster) == Placement::cross_host) {
         for (CommLine& line : out.comm) {
             if (line.dimension != "pp" || line.collective != "send" || line.calls <= 0) continue;
             const double each = line.bytes / line.calls;
@@ -385,6 +389,8 @@ PlanPrediction predict_layout(const PlanLayout& p, const PlanContext& context, c
         const double rank_tflops = context.rate.tflops_per_gpu * out.compute_share.share;
         out.compute_ms = out.hardware_flops_per_step / (world * rank_tflops * 1e12) * 1e3;
     }
+    out.passes_by_pp_rank = l.pp > 1 ? pass_counts(pipeline->schedule)
+                                     : std::vector<PassCounts>{unpipelined_pass_counts(l.microbatches)};
     if (l.pp > 1) {
         const ScheduleShape shape{l.pp, l.microbatches, l.virtual_stages};
         const Schedule& schedule = pipeline->schedule;
@@ -504,6 +510,12 @@ nlohmann::json to_json(const PlanPrediction& p) {
         }
         by_rank.push_back(entry);
     }
+    nlohmann::json passes = nlohmann::json::array();
+    for (std::size_t r = 0; r < p.passes_by_pp_rank.size(); ++r) {
+        const PassCounts& c = p.passes_by_pp_rank[r];
+        passes.push_back({{"pp_rank", r}, {"forward", c.forward}, {"input_grad", c.input_grad},
+                          {"weight_grad", c.weight_grad}, {"weight_grad_deferred", c.weight_grad_deferred}});
+    }
     nlohmann::json stages = nlohmann::json::array();
     for (const StageCompute& stage : p.stages)
         stages.push_back({{"pp_rank", stage.pp_rank}, {"layers", stage.layers},
@@ -535,6 +547,7 @@ nlohmann::json to_json(const PlanPrediction& p) {
               {"activation_bytes_per_layer", p.memory.activation_bytes_per_layer}, {"items", items}}},
             {"comm", comm},
             {"traffic_by_pp_rank", by_rank},
+            {"passes_by_pp_rank", passes},
             {"bubble",
              {{"formula", p.bubble_formula}, {"formula_text", p.bubble_formula_text},
               {"simulated", p.bubble_simulated}}},

@@ -108,6 +108,9 @@ struct PlanPrediction {
     // convention (fp32, as its counters count): theory/rank_traffic.hpp, exactly what train
     // expects and measures on that rank; `comm` scales these to the convention's wire bytes.
     std::vector<std::map<std::string, TrafficByOp>> traffic_by_pp_rank;
+    // Per pipeline rank (one without a pipeline): the compute passes of a step, F, B and W, as
+    // the schedule runs them (theory/pipeline/schedule.hpp) and train's engine counts them.
+    std::vector<PassCounts> passes_by_pp_rank;
     double bubble_formula = 0, bubble_simulated = 0;
     std::string bubble_formula_text;
     double flops_per_step = 0;

@@ -74,6 +74,38 @@ constexpr OpCost crossentropy_backward_cost(double BT, double V) {
     return {2.0 * BT * V, detail::f32 * (3.0 * BT * V + BT) + detail::i32 * BT};
 }
 
+// ---- Llama's ops (kernels/{rmsnorm,swiglu,rope,gqa}_math.hpp) ----
+// sum of squares, then scale and weight: about 4 operations per element
+constexpr OpCost rmsnorm_forward_cost(double N, double C) {
+    return {4.0 * N * C, detail::f32 * (2.0 * N * C + C + N)};
+}
+// reads dout and inp, dinp +=, dweight +=: about 10 per element
+constexpr OpCost rmsnorm_backward_cost(double N, double C) {
+    return {10.0 * N * C, detail::f32 * (2.0 * N * C + 2.0 * N * C + C + 2.0 * C + N)};
+}
+// silu(gate) * up, the sigmoid's exp counted as one: about 6 per element
+constexpr OpCost swiglu_forward_cost(double n) { return {6.0 * n, detail::f32 * 3.0 * n}; }
+// reads dout, gate, up; dgate and dup +=: about 12 per element
+constexpr OpCost swiglu_backward_cost(double n) { return {12.0 * n, detail::f32 * 7.0 * n}; }
+// in place on (B,T,H*hs): each pair 4 multiplies and 2 adds (the angles, per position and
+// pair, are not counted); backward is the same turn by the negative angle
+constexpr OpCost rope_cost(double B, double T, double H, double hs) {
+    return {3.0 * B * T * H * hs, detail::f32 * 2.0 * B * T * H * hs + detail::i32 * T};
+}
+// causal grouped-query attention, NH query heads over NKV key/value heads of size hs, counted
+// as attention_forward_cost (full T x T, Megatron's convention): the GEMM work is the query
+// heads', the traffic reads the smaller K and V
+constexpr OpCost gqa_attention_forward_cost(double B, double T, double NH, double NKV, double hs) {
+    return {4.0 * B * T * T * NH * hs + 5.0 * B * NH * T * T,
+            detail::f32 * (B * T * (2.0 * NH + 2.0 * NKV) * hs + 2.0 * B * NH * T * T)};
+}
+// reads dout, q, k, v and att; writes dpreatt and datt; dq, dk, dv +=
+constexpr OpCost gqa_attention_backward_cost(double B, double T, double NH, double NKV, double hs) {
+    return {8.0 * B * T * T * NH * hs + 4.0 * B * NH * T * T,
+            detail::f32 * (B * T * NH * hs + 3.0 * B * NH * T * T + B * T * (NH + 2.0 * NKV) * hs +
+                           2.0 * B * T * (NH + 2.0 * NKV) * hs)};
+}
+
 constexpr OpCost mse_forward_cost(double N, double D) { return {3.0 * N * D, detail::f32 * (2.0 * N * D + N)}; }
 constexpr OpCost mse_backward_cost(double N, double D) { return {4.0 * N * D, detail::f32 * (4.0 * N * D + N)}; }
 

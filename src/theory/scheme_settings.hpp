@@ -25,6 +25,13 @@ struct SchemeSettings {
     bool overlap = false;                    // launch each bucket's collective as soon as it is ready
     bool prefetch = false;                   // ZeRO-3: gather the next unit while this one computes
     int microbatches = 1;
+    // DDP on a gradient group of one rank, no pipeline: each unit's AdamW runs as soon as the
+    // last micro-batch's backward has completed its gradient (nothing is reduced after that),
+    // while the unit's gradient and parameters are still in cache, instead of one pass over
+    // every array after backward. The same arithmetic, element by element. Off where a
+    // gradient changes after gradients_complete (a pipeline's tied embedding is summed
+    // across stages after backward).
+    bool update_in_backward = false;
     AdamWSettings adamw;
 };
 

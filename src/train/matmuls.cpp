@@ -51,6 +51,16 @@ void Matmuls::forward(float* out, const float* inp, const float* weight, const f
     ops_.matmul_forward_bf16(out, inp_.as<BFloat16>(), weight_.as<BFloat16>(), bias, N, C, OC);
 }
 
+void Matmuls::backward_overwrite_input(float* dinp, float* dweight, float* dbias, const float* dout,
+                                       const float* inp, const float* weight, int N, int C, int OC) {
+    if (precision_ == Precision::fp32) {
+        ops_.matmul_backward_overwrite_input(dinp, dweight, dbias, dout, inp, weight, N, C, OC);
+        return;
+    }
+    if (dinp != nullptr) ops_.fill(dinp, 0.0f, static_cast<std::size_t>(N) * static_cast<std::size_t>(C));
+    backward(dinp, dweight, dbias, dout, inp, weight, N, C, OC);
+}
+
 void Matmuls::backward(float* dinp, float* dweight, float* dbias, const float* dout, const float* inp,
                        const float* weight, int N, int C, int OC) {
     if (precision_ == Precision::fp32) {

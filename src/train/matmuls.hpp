@@ -30,6 +30,10 @@ class Matmuls {
     void forward(float* out, const float* inp, const float* weight, const float* bias, int N, int C, int OC);
     void backward(float* dinp, float* dweight, float* dbias, const float* dout, const float* inp,
                   const float* weight, int N, int C, int OC);
+    // backward with dinp OVERWRITTEN (Ops::matmul_backward_overwrite_input): its first write,
+    // no fill(0) before.
+    void backward_overwrite_input(float* dinp, float* dweight, float* dbias, const float* dout, const float* inp,
+                                  const float* weight, int N, int C, int OC);
 
   private:
     Ops& ops_;

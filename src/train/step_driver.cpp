@@ -39,17 +39,21 @@ StepRecord StepDriver::run_step(int step) {
     if (pipeline_ != nullptr) {
         NvtxRange step_range("step " + std::to_string(step));
         record.pipeline = pipeline_->run_step(step, rank_loss_scale, step_start);
+        record.passes = record.pipeline.passes;
     } else {
         NvtxRange step_range("step " + std::to_string(step));
-        scheme_.begin_step();
+        scheme_.begin_step(step + 1);
         for (int k = 0; k < plan_.microbatches; ++k) {
             scheme_.begin_microbatch(k);
             {
                 NvtxRange range("forward");
                 model_.forward(k, scheme_);
             }
+            ++record.passes.forward;
             NvtxRange range("backward");
             model_.backward(k, rank_loss_scale, scheme_);
+            ++record.passes.input_grad;  // a whole backward: input and weight gradients
+            ++record.passes.weight_grad;
         }
         scheme_.end_backward();
         scheme_.optimizer_step(step + 1);  // AdamW's t counts from 1

@@ -56,6 +56,7 @@ struct StepRecord {
     double blocked_ms = 0.0;         // in every group's calls, peer waits included
     double loss = 0.0;               // this rank's mean over its micro-batches (0 off the last stage)
     PipelineStepStats pipeline;      // pipeline runs only
+    PassCounts passes;               // the compute passes this rank ran (the executor's with a pipeline)
     std::vector<MoeLayerStats> moe;  // this rank's MoE layers (Model::moe_layers' order)
     // This rank's time outside communication (time_ms - blocked_ms): what the ranks that
     // wait for it wait for.

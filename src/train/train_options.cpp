@@ -16,31 +16,16 @@ namespace {
 
 std::string text(int value) { return std::to_string(value); }
 
-// Context parallelism (train/context/context_attention.hpp) splits every sequence over the
-// cp group: c contiguous chunks (balance none), or 2c chunks of which each rank holds one
-// from each end (zigzag). The heads' divisibility for --cp-style alltoall is ContextAttention's
-// to check (its constructor refuses, alike on every rank).
-void check_context_parallel(TrainPlan& plan) {
+// Context parallelism and the pipeline as theory/layout_check.hpp checks them for train and
+// plan alike.
+void resolve_context_parallel(TrainPlan& plan) {
     const TrainOptions& o = plan.options;
-    if (o.cp < 1) throw UsageError("--cp must be at least 1 (the ranks that split each sequence)");
-    if (o.cp == 1) {
-        if (o.cp_style || o.cp_balance)
-            throw UsageError(std::string(o.cp_style ? "--cp-style" : "--cp-balance") +
-                             " chooses how context parallelism splits attention, and this run has none; add --cp 2 "
-                             "or more, or drop it");
-        return;
-    }
-    const std::string cp = "--cp " + text(o.cp);
-    if (o.cp_style) plan.cp_style = parse_context_style(*o.cp_style);
-    if (o.cp_balance) plan.cp_balance = parse_context_balance(*o.cp_balance);
-    if (!plan.model.has_sequence())
-        throw UsageError(cp + ": model " + plan.model.name + " is an MLP, which has no sequence to split; use a gpt "
-                         "or llama model, or --cp 1");
-    check_context_sequence(plan.seq_len, o.cp, plan.cp_balance);
+    const ContextChoice choice =
+        check_context_parallel(plan.model, plan.seq_len, ContextRequest{o.cp, o.cp_style, o.cp_balance});
+    plan.cp_style = choice.style;
+    plan.cp_balance = choice.balance;
 }
 
-// Pipeline stages are cut from GPT blocks; the data-parallel schemes that keep whole
-// gradient buffers (DDP, ZeRO-1, as Megatron-LM's distributed optimizer) compose with them.
 // The --moe-* flags, and what the MoE layers do not compose with yet. Each MoE layer routes one
 // group per micro-batch and rank (train/moe/router.hpp), so a layout that splits a
 // micro-batch's tokens over ranks (SP, CP) would route different groups than --check's reference.
@@ -73,57 +58,26 @@ void check_moe(TrainPlan& plan) {
     plan.moe = MoeSettings{o.moe_capacity_factor, o.moe_aux_loss_coeff, o.moe_bias_update_rate};
 }
 
-void check_pipeline(TrainPlan& plan) {
+void resolve_pipeline(TrainPlan& plan) {
     const TrainOptions& o = plan.options;
     plan.schedule = parse_schedule_kind(o.schedule);
     plan.p2p = parse_p2p_mode(o.p2p);
-    if (o.pp == 1) {
-        if (o.virtual_stages != 1 || !o.stage_layers.empty())
-            throw UsageError("--virtual-stages and --stage-layers cut pipeline stages; they need --pp 2 or more");
-        return;
-    }
-    const std::string pp = "--pp " + text(o.pp);
-    if (!plan.model.has_sequence())
-        throw UsageError(pp + ": pipeline stages are cut from transformer blocks, and model " + plan.model.name +
-                         " is an MLP; use a gpt or llama model or --pp 1");
-    if (o.zero > 1)
-        throw UsageError(pp + " with --zero " + text(o.zero) + ": ZeRO-2/3 reduce or gather per micro-batch, which a "
-                         "pipeline interleaves; use --zero 0 or 1");
-    if (o.overlap || o.prefetch)
-        throw UsageError(pp + " with --overlap/--prefetch: a pipeline's backwards of different micro-batches "
-                         "interleave, so buckets cannot be launched mid-step; drop them");
-    if (plan.schedule == ScheduleKind::zero_bubble_h1 && o.sp)
-        throw UsageError("--schedule zb-h1 with --sp: the deferred weight gradients would gather the sequence again; "
-                         "drop --sp or use another schedule");
-    validate_p2p_mode(plan.schedule, plan.p2p);
-    validate_schedule_shape(plan.schedule, plan.schedule_shape());
-    plan.stage_ranges = virtual_stage_layers(plan.model.layers, o.pp, o.virtual_stages, o.stage_layers);
+    PipelineRequest request;
+    request.pp = o.pp;
+    request.schedule = plan.schedule;
+    request.p2p = plan.p2p;
+    request.virtual_stages = o.virtual_stages;
+    request.stage_layers = o.stage_layers;
+    request.microbatches = o.microbatches;
+    request.zero = o.zero;
+    request.overlap = o.overlap;
+    request.prefetch = o.prefetch;
+    request.sp = o.sp;
+    request.recompute = plan.recompute;
+    plan.stage_ranges = check_pipeline(plan.model, request);
 }
 
 }  // namespace
-
-ContextStyle parse_context_style(const std::string& name) {
-    if (name == "ring") return ContextStyle::ring;
-    if (name == "alltoall") return ContextStyle::alltoall;
-    throw UsageError("--cp-style '" + name + "': use ring (K/V blocks passed around the group) or alltoall (sequence "
-                     "to heads and back)");
-}
-
-ContextBalance parse_context_balance(const std::string& name) {
-    if (name == "zigzag") return ContextBalance::zigzag;
-    if (name == "none") return ContextBalance::none;
-    throw UsageError("--cp-balance '" + name + "': use zigzag (two chunks per rank, one from each end) or none "
-                     "(contiguous chunks)");
-}
-
-void check_context_sequence(int seq_len, int cp, ContextBalance balance) {
-    const bool zigzag = balance == ContextBalance::zigzag;
-    const int chunks = zigzag ? 2 * cp : cp;
-    if (seq_len % chunks != 0)
-        throw UsageError("--cp " + text(cp) + ": sequence length " + text(seq_len) + " does not split into " +
-                         text(chunks) + (zigzag ? " chunks (the zigzag balance gives each rank two of 2 x cp)" : " chunks") +
-                         "; use a --seq that is a multiple of " + text(chunks) + (zigzag ? ", or --cp-balance none" : ""));
-}
 
 TrainPlan resolve_train_options(const TrainOptions& options) {
     TrainPlan plan;
@@ -133,21 +87,13 @@ TrainPlan resolve_train_options(const TrainOptions& options) {
     if (options.warmup < 0) throw UsageError("--warmup must be 0 or more");
     if (!(options.lr > 0.0) || !std::isfinite(options.lr)) throw UsageError("--lr must be a positive number");
     if (options.dp && *options.dp < 1) throw UsageError("--dp must be at least 1");
-    if (options.tp < 1 || options.pp < 1) throw UsageError("--tp and --pp must be at least 1");
     if (options.tp_style != "megatron" && options.tp_style != "allgather")
         throw UsageError("--tp-style '" + options.tp_style + "': use megatron or allgather");
-    if (options.sp && options.tp < 2)
-        throw UsageError("--sp splits the sequence across the tensor-parallel group; it needs --tp 2 or more");
-    if (options.tp_style == "allgather" && options.tp < 2)
-        throw UsageError("--tp-style allgather splits every layer across the tensor-parallel group; it needs --tp 2 "
-                         "or more");
-    if (options.zero < 0 || options.zero > 3) throw UsageError("--zero " + text(options.zero) + ": use 0, 1, 2 or 3");
-    if (options.microbatches < 1) throw UsageError("--microbatches must be at least 1");
+    plan.tp_style = options.tp_style == "allgather" ? TensorParallelStyle::allgather : TensorParallelStyle::megatron;
+    check_degrees(options.tp, options.pp, options.cp, options.zero, options.microbatches, options.sp, options.prefetch,
+                  plan.tp_style);
     if (options.bucket_mb && (!(*options.bucket_mb > 0.0) || !std::isfinite(*options.bucket_mb)))
         throw UsageError("--bucket-mb must be a positive number of MiB (e.g. 25)");
-    if (options.prefetch && options.zero != 3)
-        throw UsageError("--prefetch gathers the next layer's parameters, which only ZeRO-3 shards; add --zero 3 or "
-                         "drop --prefetch");
     parse_precision(options.precision);  // refuses anything but fp32 and bf16
     if (!(options.testing_slow_ms > 0.0) || !std::isfinite(options.testing_slow_ms))
         throw UsageError("--testing-slow-ms must be a positive number of milliseconds");
@@ -171,21 +117,16 @@ TrainPlan resolve_train_options(const TrainOptions& options) {
         plan.seq_len = *options.seq;
     }
 
-    plan.tp_style = options.tp_style == "allgather" ? TensorParallelStyle::allgather : TensorParallelStyle::megatron;
-    check_context_parallel(plan);
+    resolve_context_parallel(plan);
     check_tensor_split(plan.model, options.tp, options.sp, plan.tp_style, plan.local_seq_len(), options.cp);
 
-    check_pipeline(plan);
-
     plan.recompute = parse_recompute(options.recompute);
+    resolve_pipeline(plan);
+
     if (plan.recompute != Recompute::none && !plan.model.has_sequence())
         throw UsageError("--recompute " + options.recompute + ": model " + plan.model.name +
                          " is an MLP, which has no attention core or transformer layer to recompute; use "
                          "--recompute none or a gpt or llama model");
-    if (plan.recompute == Recompute::full && plan.schedule == ScheduleKind::zero_bubble_h1 && options.pp > 1)
-        throw UsageError("--recompute full with --schedule zb-h1: the deferred weight gradients need the layer's "
-                         "activations after the next layer's recompute overwrote them; use --recompute selective or "
-                         "another schedule");
 
     plan.scheme.zero_stage = options.zero;
     if (options.bucket_mb) {
@@ -210,26 +151,11 @@ MeshShape resolve_layout(const TrainPlan& plan, int world_size) {
     shape.tp = o.tp;
     shape.pp = o.pp;
     shape.cp = o.cp;
-    const std::string cp_factor = o.cp > 1 ? " x --cp " + text(o.cp) : "";
-    if (o.dp) {
-        shape.dp = *o.dp;
-    } else {
-        if (world_size % (o.tp * o.pp * o.cp) != 0)
-            throw UsageError("--tp " + text(o.tp) + " x --pp " + text(o.pp) + cp_factor + " does not divide the " +
-                             text(world_size) + " ranks; change the degrees or the rank count (mpirun -np)");
-        shape.dp = world_size / (o.tp * o.pp * o.cp);
-    }
-    if (shape.world() != world_size)
-        throw UsageError("--dp " + text(shape.dp) + " x --tp " + text(shape.tp) + " x --pp " + text(shape.pp) +
-                         cp_factor + " = " + text(shape.world()) + " ranks, but the job has " + text(world_size) +
-                         "; make the product equal mpirun -np (or leave --dp out to fill the world)");
+    shape.dp = check_world(o.dp, o.tp, o.pp, o.cp, WorldSize{world_size, "ranks", "mpirun -np"});
     if (o.testing_slow_rank >= world_size)
         throw UsageError("--testing-slow-rank " + text(o.testing_slow_rank) + ": the job has ranks 0 to " +
                          text(world_size - 1) + "; name one of them");
-    if (o.global_batch % (shape.dp * o.microbatches) != 0)
-        throw UsageError("--global-batch " + text(o.global_batch) + " does not divide into --dp " + text(shape.dp) +
-                         " x --microbatches " + text(o.microbatches) + " = " + text(shape.dp * o.microbatches) +
-                         " equal micro-batches; use a multiple of " + text(shape.dp * o.microbatches));
+    check_global_batch(o.global_batch, shape.dp, o.microbatches);
     check_expert_parallel(plan.model, o.ep, shape.dp);
     return shape;
 }

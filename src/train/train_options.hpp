@@ -12,6 +12,7 @@
 
 #include "theory/engine_defaults.hpp"
 #include "theory/expert_parallel.hpp"
+#include "theory/layout_check.hpp"
 #include "theory/memory.hpp"
 #include "theory/model_config.hpp"
 #include "theory/pipeline/partition.hpp"
@@ -106,12 +107,6 @@ TrainPlan resolve_train_options(const TrainOptions& options);
 MeshShape resolve_layout(const TrainPlan& plan, int world_size);
 
 nlohmann::json to_json(const TrainOptions& options);
-
-// --cp-style and --cp-balance by name, and the sequence split they need (c chunks, or 2c under
-// zigzag, must divide seq_len): UsageError naming the flag otherwise. Shared with `plan`.
-ContextStyle parse_context_style(const std::string& name);
-ContextBalance parse_context_balance(const std::string& name);
-void check_context_sequence(int seq_len, int cp, ContextBalance balance);
 
 // The layout `train` runs for these resolved options on this mesh.
 EngineLayout engine_layout(const TrainPlan& plan, const MeshShape& mesh);

@@ -15,6 +15,18 @@
 namespace parbench {
 namespace {
 
+// Per world rank: the compute passes of a timed step as the engine ran them (forward, input
+// gradient B, weight gradient, and how many of those ran as W actions of their own), beside
+// theory/pipeline/schedule.hpp's pass_counts, which `plan` reports per pipeline rank.
+nlohmann::json passes_json(const TrainMeasurements& m) {
+    nlohmann::json ranks = nlohmann::json::array();
+    for (std::size_t r = 0; r < m.passes_by_rank.size(); ++r)
+        ranks.push_back({{"rank", r}, {"pp_rank", m.pp_rank_of_rank[r]}, {"forward", m.passes_by_rank[r][0]},
+                         {"input_grad", m.passes_by_rank[r][1]}, {"weight_grad", m.passes_by_rank[r][2]},
+                         {"weight_grad_deferred", m.passes_by_rank[r][3]}});
+    return ranks;
+}
+
 nlohmann::json optional_number(const std::optional<double>& value) {
     return value ? nlohmann::json(*value) : nlohmann::json(nullptr);
 }
@@ -375,6 +387,7 @@ nlohmann::json train_result_json(const TrainSummaryInputs& in) {
         {"hfu", in.peak.tflops ? nlohmann::json(hardware_tflops / *in.peak.tflops) : nlohmann::json(nullptr)},
         {"memory_bytes", memory_json(largest)},
         {"memory_bytes_by_rank", by_rank},
+        {"passes_by_rank", passes_json(m)},
         {"memory_method", "device buffers allocated by the engine, tagged by category (peak per category; "
                           "total_peak is the peak of the sum); the largest rank"},
         {"memory_theoretical_bytes",

@@ -311,9 +311,14 @@ TrainMeasurements run_training(const TrainPlan& plan, Mesh& mesh, Device& device
                                               plan.recompute, cp, moe);
     // Gradients are averaged over dp x cp (Mesh::gradient_group), so DDP and ZeRO run on it; the
     // routed experts' over the expert-data-parallel group.
+    // A pipeline sums its tied embedding's gradient across stages after backward, so it keeps
+    // the optimizer after backward too.
+    SchemeSettings scheme_settings = plan.scheme;
+    scheme_settings.update_in_backward = !pipelined;
     std::unique_ptr<TrainingScheme> scheme =
         make_model_scheme(device, ops, mesh.gradient_group(),
-                          expert_data_group ? *expert_data_group : mesh.gradient_group(), ledger, *model, plan.scheme);
+                          expert_data_group ? *expert_data_group : mesh.gradient_group(), ledger, *model,
+                          scheme_settings);
     scheme->initialize_parameters(o.seed);
 
     StepPlan step_plan;
@@ -345,6 +350,7 @@ TrainMeasurements run_training(const TrainPlan& plan, Mesh& mesh, Device& device
     ContextAttention* context = model->context_attention();
     StepDriver driver(*model, *scheme, device, control, step_plan, groups, executor ? &*executor : nullptr);
     PipelineStepStats pipeline_totals;
+    std::array<double, 4> passes_total{};  // forward, input_grad, weight_grad, weight_grad_deferred
     std::vector<double> pipeline_span_ms;
 
     TrainMeasurements result;
@@ -424,6 +430,20 @@ TrainMeasurements run_training(const TrainPlan& plan, Mesh& mesh, Device& device
         pipeline_totals.recv_wait_ms += record.pipeline.recv_wait_ms;
         pipeline_totals.send_ms += record.pipeline.send_ms;
         pipeline_totals.p2p_bytes += record.pipeline.p2p_bytes;
+        passes_total[0] += record.passes.forward;
+        passes_total[1] += record.passes.input_grad;
+        passes_total[2] += record.passes.weight_grad;
+        passes_total[3] += record.passes.weight_grad_deferred;
+    }
+    {
+        const double steps = static_cast<double>(std::max<std::size_t>(step_ms.size(), 1));
+        for (double rank : allgather_values(mesh.coordinates().pp, control))
+            result.pp_rank_of_rank.push_back(static_cast<int>(rank));
+        result.passes_by_rank.resize(result.pp_rank_of_rank.size());
+        for (std::size_t kind = 0; kind < passes_total.size(); ++kind) {
+            const std::vector<double> all = allgather_values(passes_total[kind] / steps, control);
+            for (std::size_t r = 0; r < all.size(); ++r) result.passes_by_rank[r][kind] = all[r];
+        }
     }
     if (observer) observer->gathering_results();
     if (executor) {

@@ -3,6 +3,7 @@
 // --check compares against, and the comparison itself.
 #pragma once
 
+#include <array>
 #include <map>
 #include <optional>
 #include <string>
@@ -120,6 +121,11 @@ struct TrainMeasurements {
     std::uint64_t calls_on_groups_of_one = 0;  // over every rank and timed step: 0, as they issue nothing
     std::map<std::string, bool> expected_matches_all_ranks;
     std::vector<std::vector<double>> compute_ms_by_rank;  // per rank, per timed step: StepRecord::compute_ms
+    // Per world rank: its pipeline coordinate, and the compute passes it ran per timed step
+    // (StepRecord::passes, the mean over the timed steps: a whole number when every step ran the
+    // same passes, as the schedule says they do).
+    std::vector<int> pp_rank_of_rank;
+    std::vector<std::array<double, 4>> passes_by_rank;  // forward, input_grad, weight_grad, weight_grad_deferred
     std::vector<std::string> host_of_rank;
     // Every rank's timing-thread page faults and involuntary switches summed over the timed
     // steps, each read just outside run_step (bench/thread_counters.hpp).

@@ -3,6 +3,7 @@
 #include <gtest/gtest.h>
 
 #include <cmath>
+#include <vector>
 
 #include "gradient_check.hpp"
 #include "kernels/adamw_math.hpp"
@@ -185,6 +186,70 @@ TEST(CpuOps, AdamWUpdatesEveryElementLikeTheFormula) {
         EXPECT_NEAR(v[i], ev, ev * 2e-5 + 1e-12);
         EXPECT_NEAR(params[i], ep, 1e-6);
     }
+}
+
+// The overwrite forms write what the += forms add to a zeroed buffer, whatever the buffer held
+// (NaN here: a form that read it would spread it), bit for bit; parameter gradients still +=.
+TEST(CpuOps, OverwriteFormsEqualTheAccumulatingFormsOnZeroedBuffers) {
+    CpuOps ops;
+    const float garbage = std::nanf("");
+    const int N = 5, C = 37, OC = 19;  // 37: a remainder after 16-wide loops
+    const auto inp = random_vector(N * C, 40), weight = random_vector(OC * C, 41), dout = random_vector(N * OC, 42);
+    std::vector<float> zeroed(N * C, 0.0f), written(N * C, garbage);
+    auto dweight = prefilled(OC * C), dweight_overwrite = prefilled(OC * C);
+    auto dbias = prefilled(OC), dbias_overwrite = prefilled(OC);
+    ops.matmul_backward(zeroed.data(), dweight.data(), dbias.data(), dout.data(), inp.data(), weight.data(), N, C, OC);
+    ops.matmul_backward_overwrite_input(written.data(), dweight_overwrite.data(), dbias_overwrite.data(), dout.data(),
+                                        inp.data(), weight.data(), N, C, OC);
+    EXPECT_EQ(written, zeroed);
+    EXPECT_EQ(dweight_overwrite, dweight);
+    EXPECT_EQ(dbias_overwrite, dbias);
+
+    const std::size_t n = 37;
+    const auto x = random_vector(n, 43), gate = random_vector(n, 44), up = random_vector(n, 45),
+               dy = random_vector(n, 46);
+    std::vector<float> gelu_zeroed(n, 0.0f), gelu_written(n, garbage);
+    ops.gelu_backward(gelu_zeroed.data(), x.data(), dy.data(), n);
+    ops.gelu_backward_overwrite(gelu_written.data(), x.data(), dy.data(), n);
+    EXPECT_EQ(gelu_written, gelu_zeroed);
+    std::vector<float> dgate(n, 0.0f), dup(n, 0.0f), dgate_written(n, garbage), dup_written(n, garbage);
+    ops.swiglu_backward(dgate.data(), dup.data(), dy.data(), gate.data(), up.data(), n);
+    ops.swiglu_backward_overwrite(dgate_written.data(), dup_written.data(), dy.data(), gate.data(), up.data(), n);
+    EXPECT_EQ(dgate_written, dgate);
+    EXPECT_EQ(dup_written, dup);
+
+    // a vocabulary shard [3, 40) of 37 logits: one target inside it, one outside
+    const int BT = 2, V = 37;
+    const VocabShard shard{3, V};
+    const auto logits = random_vector(BT * V, 47);
+    const std::vector<int> targets{10, 1};
+    std::vector<float> maxes(BT), sums(BT), dlosses{0.5f, 0.25f};
+    ops.row_max(maxes.data(), logits.data(), BT, V);
+    ops.row_sum_exp(sums.data(), logits.data(), maxes.data(), BT, V);
+    std::vector<float> dlogits(BT * V, 0.0f), dlogits_written(BT * V, garbage);
+    ops.crossentropy_shard_backward(dlogits.data(), dlosses.data(), logits.data(), maxes.data(), sums.data(),
+                                    targets.data(), BT, V, shard);
+    ops.crossentropy_shard_backward_overwrite(dlogits_written.data(), dlosses.data(), logits.data(), maxes.data(),
+                                              sums.data(), targets.data(), BT, V, shard);
+    EXPECT_EQ(dlogits_written, dlogits);
+}
+
+// The DDP scheme's update: the same bits as adamw_update (every vector width: n = 37 leaves a
+// remainder after 16- and 8-wide loops), and the gradients left zero for the next step.
+TEST(CpuOps, AdamWClearingGradsUpdatesLikeAdamWAndZeroesTheGradients) {
+    CpuOps ops;
+    const std::size_t n = 37;
+    auto params = random_vector(n, 30), m = random_vector(n, 31, -0.1f, 0.1f), v = random_vector(n, 32, 0.0f, 0.01f);
+    auto grads = random_vector(n, 33);
+    auto expected_p = params, expected_m = m, expected_v = v;
+    ops.adamw_update(expected_p.data(), grads.data(), expected_m.data(), expected_v.data(), n, 1e-3f, 0.9f, 0.95f,
+                     1e-8f, 0.1f, 4);
+    ops.adamw_update_clearing_grads(params.data(), grads.data(), m.data(), v.data(), n, 1e-3f, 0.9f, 0.95f, 1e-8f,
+                                    0.1f, 4);
+    EXPECT_EQ(params, expected_p);
+    EXPECT_EQ(m, expected_m);
+    EXPECT_EQ(v, expected_v);
+    EXPECT_EQ(grads, std::vector<float>(n, 0.0f));
 }
 
 }  // namespace

@@ -67,6 +67,21 @@ TEST(Schedule, EveryPassOncePerMicrobatchAndChunkInDependencyOrder) {
     }
 }
 
+// F/B/W per rank, counted by hand: every micro-batch and chunk once forward and once backward;
+// the weight gradient fused into B, or deferred to a W of its own under zb-h1.
+TEST(Schedule, PassCountsPerRank) {
+    for (const PassCounts& c : pass_counts(make_schedule(ScheduleKind::one_f_one_b, {2, 4, 1})))
+        EXPECT_EQ(c, (PassCounts{4, 4, 4, 0}));
+    for (const PassCounts& c : pass_counts(make_schedule(ScheduleKind::gpipe, {3, 2, 1})))
+        EXPECT_EQ(c, (PassCounts{2, 2, 2, 0}));
+    for (const PassCounts& c : pass_counts(make_schedule(ScheduleKind::interleaved, {2, 4, 2})))
+        EXPECT_EQ(c, (PassCounts{8, 8, 8, 0}));
+    const std::vector<PassCounts> zero_bubble = pass_counts(make_schedule(ScheduleKind::zero_bubble_h1, {2, 4, 1}));
+    ASSERT_EQ(zero_bubble.size(), 2u);
+    for (const PassCounts& c : zero_bubble) EXPECT_EQ(c, (PassCounts{4, 4, 4, 4}));
+    EXPECT_EQ(unpipelined_pass_counts(3), (PassCounts{3, 3, 3, 0}));
+}
+
 TEST(Schedule, RanksRunAgainstEachOtherWithoutDeadlockInBothModes) {
     for (const Case& c : cases()) {
         SCOPED_TRACE(name(c));

@@ -3,9 +3,12 @@
 train only --steps/--warmup/--json) must count the same bytes, exactly: the memory of the most
 loaded rank per category (params, grads, optimizer, activations, total) against train's ledger,
 and the traffic of every parallel dimension (calls and bytes per collective) against what train
-counted, plus every pipeline rank's bytes sent. Under expert parallelism (--ep) the ep group's calls and
-its counts' alltoall bytes are compared exactly, and its dispatch/combine alltoallv bytes, which
-follow the routing, must lie between plan's (balanced routing) and ep times them. Issue 21 item 10 was two defaults that differed
+counted, plus every pipeline rank's bytes sent, and every rank's compute passes of a step
+(forward, input gradient, weight gradient, and the weight gradients run as W actions of their
+own) against the schedule's counts for its stage. Under expert parallelism (--ep) the ep group's
+calls and its counts' alltoall bytes are compared exactly, and its dispatch/combine alltoallv
+bytes, which follow the routing, must lie between plan's (balanced routing) and ep times them.
+Issue 21 item 10 was two defaults that differed
 (plan's --precision was bf16, train's fp32; plan's --global-batch dp x micro-batches, train's
 8), which a check that copies train's resolved settings into plan's flags cannot see; this one
 gives both the user's flags and nothing more.
@@ -115,10 +118,21 @@ def compare(args, ranks, flags, folder):
                 if sent != rank["p2p_bytes_sent"]:
                     differences.append(f"rank {rank['rank']} (stage {rank['stage']}) sent {rank['p2p_bytes_sent']} B, "
                                        f"plan {sent} B")
+    # The schedule's F/B/W: every rank's passes as the engine ran them against plan's for its stage.
+    passes = predicted["passes_by_pp_rank"]
+    if len(passes) != layout["pp"]:
+        differences.append(f"plan gives {len(passes)} pipeline ranks' passes for pp {layout['pp']}")
+    else:
+        for rank in result["passes_by_rank"]:
+            ours = passes[rank["pp_rank"]]
+            for key in ("forward", "input_grad", "weight_grad", "weight_grad_deferred"):
+                if rank[key] != ours[key]:
+                    differences.append(f"rank {rank['rank']} (stage {rank['pp_rank']}) ran {rank[key]} {key} passes, "
+                                       f"plan {ours[key]}")
     if differences:
         raise Mismatch("\n  ".join(["flags: " + " ".join(flags)] + differences) + "\n$ " + " ".join(train) +
                        "\n$ " + " ".join(plan))
-    return f"{predicted['label']}: memory {measured['total_peak']} B, equal per category and per dimension"
+    return f"{predicted['label']}: memory {measured['total_peak']} B, equal per category, per dimension and in F/B/W passes"
 
 
 def divisors(n):

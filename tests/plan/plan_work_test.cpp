@@ -221,6 +221,12 @@ TEST(FsdpForms, NoReshardHoldsTheGatheredParametersAndHybridShardsInsideAHost) {
     EXPECT_DOUBLE_EQ(hybrid.optimizer, 2.0 * sharded.optimizer);
 }
 
+double prediction_send_bytes(const PlanPrediction& prediction) {
+    for (const CommLine& line : prediction.comm)
+        if (line.dimension == "pp" && line.collective == "send") return line.bytes;
+    return 0;
+}
+
 TEST(PipelineTransfers, AcrossHostsScatterOverTpThenGatherInside) {
     PlanLayout p = hand_layout();
     EngineLayout& l = p.engine;
@@ -245,6 +251,20 @@ TEST(PipelineTransfers, AcrossHostsScatterOverTpThenGatherInside) {
                                 (context.comm.time_us("sendrecv", each / 8, 2, Placement::cross_host) +
                                  context.comm.time_us("allgather", each, 8, Placement::intra_host)) / 1e3;
         EXPECT_DOUBLE_EQ(line.time_ms, expected);
+        found = true;
+    }
+    EXPECT_TRUE(found);
+    // Sequence parallel: each tp rank's send is its s/t shard already (an eighth of the whole
+    // activation here), one cross-host transfer with no scatter and no gather (the
+    // scatter divided the shard by t again).
+    l.sp = true;
+    const PlanPrediction shards = predict_layout(p, context);
+    found = false;
+    for (const CommLine& line : shards.comm) {
+        if (line.dimension != "pp" || line.collective != "send") continue;
+        const double each = line.bytes / line.calls;
+        EXPECT_DOUBLE_EQ(each * 8, prediction_send_bytes(prediction) / line.calls);
+        EXPECT_DOUBLE_EQ(line.time_ms, line.calls * context.comm.time_us("sendrecv", each, 2, Placement::cross_host) / 1e3);
         found = true;
     }
     EXPECT_TRUE(found);

@@ -201,4 +201,32 @@ void print_schedule(std::ostream& out, const Schedule& schedule) {
     }
 }
 
+PassCounts& PassCounts::operator+=(const PassCounts& other) {
+    forward += other.forward;
+    input_grad += other.input_grad;
+    weight_grad += other.weight_grad;
+    weight_grad_deferred += other.weight_grad_deferred;
+    return *this;
+}
+
+std::vector<PassCounts> pass_counts(const Schedule& schedule) {
+    std::vector<PassCounts> counts(schedule.ranks.size());
+    for (std::size_t r = 0; r < schedule.ranks.size(); ++r) {
+        for (const Action& action : schedule.ranks[r]) {
+            if (action.kind == ActionKind::forward) {
+                ++counts[r].forward;
+            } else if (action.kind == ActionKind::backward) {
+                ++counts[r].input_grad;
+                if (!schedule.split_backward) ++counts[r].weight_grad;
+            } else if (action.kind == ActionKind::weight) {
+                ++counts[r].weight_grad;
+                ++counts[r].weight_grad_deferred;
+            }
+        }
+    }
+    return counts;
+}
+
+PassCounts unpipelined_pass_counts(int microbatches) { return PassCounts{microbatches, microbatches, microbatches, 0}; }
+
 }  // namespace parbench

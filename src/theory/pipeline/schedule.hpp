@@ -72,6 +72,20 @@ std::string bubble_formula(ScheduleKind kind);
 // are still held (until B, or until W when the backward is split). The model allocates that
 // many activation slots per chunk.
 std::vector<std::vector<int>> peak_in_flight(const Schedule& schedule);
+
+// The compute passes of one step on one rank, over all its chunks: forwards (F), input-gradient
+// passes (B), and weight-gradient passes, fused into B unless the backward is split, where they
+// run as W actions of their own (`weight_grad_deferred`, zero-bubble schedules). What train's
+// executor counts as it runs them (PipelineStepStats::passes) and plan reports.
+struct PassCounts {
+    int forward = 0, input_grad = 0, weight_grad = 0, weight_grad_deferred = 0;
+    bool operator==(const PassCounts&) const = default;
+    PassCounts& operator+=(const PassCounts& other);
+};
+// Per pipeline rank, in the schedule's order.
+std::vector<PassCounts> pass_counts(const Schedule& schedule);
+// Without a pipeline: each of `microbatches` micro-batches forward, then a whole backward.
+PassCounts unpipelined_pass_counts(int microbatches);
 // The same for the ranks' actions in another order (blocking transfers pull receives ahead).
 std::vector<std::vector<int>> peak_in_flight(const Schedule& schedule, const std::vector<std::vector<Action>>& order);
 

@@ -278,23 +278,19 @@ class GptModel : public Model {
 
     void head_backward(int microbatch, float loss_scale, ParameterAccess& access) {
         const int BT = B_ * T_;
-        const std::size_t btc = rows() * static_cast<std::size_t>(C_);  // a whole (B,T,C) activation
         const EmbeddingTensors& e = tensors_.embedding;
         float* embedding_grads = access.gradients(unit(0));
         NvtxRange range("head backward");
         // Acquired by forward's head and kept, unless a pipeline ran other micro-batches since.
         const float* p = head_params_ != nullptr ? head_params_ : access.acquire(unit(0));
         ops_.fill(dlosses_, loss_scale, rows());
-        ops_.fill(dlogits_, 0.0f, rows() * static_cast<std::size_t>(vocab_.size));
-        ops_.crossentropy_shard_backward(dlogits_, dlosses_, logits_, maxes_, sums_,
-                                         batch_.targets(microbatch), BT, vocab_.size,
-                                         vocab_);
+        ops_.crossentropy_shard_backward_overwrite(dlogits_, dlosses_, logits_, maxes_, sums_,
+                                                   batch_.targets(microbatch), BT, vocab_.size, vocab_);
         // SP keeps only token chunks; a split region's input is gathered again for its
         // weight gradient (arXiv 2205.05198 sec. 4.2.2), here and in every block.
         const float* lnf = tp_.enter(lnf_, gathered_, BT, C_);
-        ops_.fill(dnormed_, 0.0f, btc);
-        matmuls_.backward(dnormed_, grad(embedding_grads, e.wte), nullptr, dlogits_, lnf, param(p, e.wte), BT,
-                          C_, vocab_.size);
+        matmuls_.backward_overwrite_input(dnormed_, grad(embedding_grads, e.wte), nullptr, dlogits_, lnf,
+                                          param(p, e.wte), BT, C_, vocab_.size);
         const float* dlnf = tp_.enter_backward(dnormed_, dnormed_local_, BT, C_);
         ops_.fill(dresidual_, 0.0f, residual_elements());
         norms_.begin(2);
@@ -333,15 +329,12 @@ class GptModel : public Model {
         // dresidual_ holds d(residual3): it flows unchanged into both branches' sums.
         const float* dmlp = tp_.leave_backward(dresidual_, dgathered_, BT, C_);
         if (defer) copy_floats(ops_, stash->dmlp, dmlp, btc);
-        ops_.fill(dwide_, 0.0f, wide);
-        matmuls_.backward(dwide_, weight_grad(w.fcprojw), weight_grad(w.fcprojb), dmlp, a.fch_gelu,
-                          param(p, w.fcprojw), BT, Fl_, C_);
-        ops_.fill(dwide2, 0.0f, wide);
-        ops_.gelu_backward(dwide2, a.fch, dwide_, wide);
+        matmuls_.backward_overwrite_input(dwide_, weight_grad(w.fcprojw), weight_grad(w.fcprojb), dmlp, a.fch_gelu,
+                                          param(p, w.fcprojw), BT, Fl_, C_);
+        ops_.gelu_backward_overwrite(dwide2, a.fch, dwide_, wide);
         const float* ln2 = tp_.enter(a.ln2, gathered_, BT, C_);
-        ops_.fill(dnormed_, 0.0f, btc);
-        matmuls_.backward(dnormed_, weight_grad(w.fcw), weight_grad(w.fcb), dwide2, ln2, param(p, w.fcw), BT, C_,
-                          Fl_);
+        matmuls_.backward_overwrite_input(dnormed_, weight_grad(w.fcw), weight_grad(w.fcb), dwide2, ln2,
+                                          param(p, w.fcw), BT, C_, Fl_);
         const float* dln2 = tp_.enter_backward(dnormed_, dnormed_local_, BT, C_);
         ops_.layernorm_backward(dresidual_, norms_.gradient(grad(g, w.ln2w), 2), norms_.gradient(grad(g, w.ln2b), 3),
                                 dln2, a.residual2, param(p, w.ln2w), a.ln2_mean, a.ln2_rstd, R_, C_);
@@ -350,13 +343,12 @@ class GptModel : public Model {
         if (defer) copy_floats(ops_, stash->dattention, dattention, btc);
         if (recompute_ == Recompute::selective && !context_) {
             // The attention core again, from the kept QKV: its probabilities into the shared
-            // buffer (its output, already kept, lands in scratch that is zeroed next).
+            // buffer (its output, already kept, lands in scratch that is overwritten next).
             NvtxRange recompute_range("h" + std::to_string(l) + " recompute attention");
             ops_.attention_forward(datty_, preatt_, a.att, a.qkv, B_, T_, Cl_, NHl_);
         }
-        ops_.fill(datty_, 0.0f, local_channels);
-        matmuls_.backward(datty_, weight_grad(w.attprojw), weight_grad(w.attprojb), dattention, a.atty,
-                          param(p, w.attprojw), BT, Cl_, C_);
+        matmuls_.backward_overwrite_input(datty_, weight_grad(w.attprojw), weight_grad(w.attprojb), dattention,
+                                          a.atty, param(p, w.attprojw), BT, Cl_, C_);
         ops_.fill(dqkv, 0.0f, 3 * local_channels);
         if (context_)
             context_->backward(qkv_part(dqkv, 0), qkv_part(dqkv, 1), qkv_part(dqkv, 2), datty_, a.atty, a.att,

@@ -417,19 +417,15 @@ class LlamaModel : public Model {
 
     void head_backward(int microbatch, float loss_scale, ParameterAccess& access) {
         const int BT = B_ * T_;
-        const std::size_t btc = rows() * static_cast<std::size_t>(C_);
         float* g = access.gradients(unit(head_unit()));
         NvtxRange range("head backward");
         const float* p = head_params_ != nullptr ? head_params_ : access.acquire(unit(head_unit()));
         ops_.fill(dlosses_, loss_scale, rows());
-        ops_.fill(dlogits_, 0.0f, rows() * static_cast<std::size_t>(vocab_.size));
-        ops_.crossentropy_shard_backward(dlogits_, dlosses_, logits_, maxes_, sums_,
-                                         batch_.targets(microbatch), BT, vocab_.size,
-                                         vocab_);
+        ops_.crossentropy_shard_backward_overwrite(dlogits_, dlosses_, logits_, maxes_, sums_,
+                                                   batch_.targets(microbatch), BT, vocab_.size, vocab_);
         const float* nf = tp_.enter(norm_final_, gathered_, BT, C_);
-        ops_.fill(dnormed_, 0.0f, btc);
-        matmuls_.backward(dnormed_, grad(g, tensors_.wout), nullptr, dlogits_, nf, param(p, tensors_.wout), BT, C_,
-                          vocab_.size);
+        matmuls_.backward_overwrite_input(dnormed_, grad(g, tensors_.wout), nullptr, dlogits_, nf,
+                                          param(p, tensors_.wout), BT, C_, vocab_.size);
         const float* dnf = tp_.enter_backward(dnormed_, dnormed_local_, BT, C_);
         ops_.fill(dresidual_, 0.0f, residual_elements());
         norms_.begin(1);
@@ -487,14 +483,12 @@ class LlamaModel : public Model {
                                  moe_stats_[static_cast<std::size_t>(moe_layer_index_.at(l))].exchange);
         } else {
             if (defer) copy_floats(ops_, stash->dmlp, dmlp, btc);
-            ops_.fill(dwide_, 0.0f, wide);
-            matmuls_.backward(dwide_, weight_grad(w.wdown), nullptr, dmlp, a.glu, param(p, w.wdown), BT, Fl_, C_);
-            ops_.fill(dgate, 0.0f, wide);
-            ops_.fill(dup, 0.0f, wide);
-            ops_.swiglu_backward(dgate, dup, dwide_, a.gate, a.up, wide);
+            matmuls_.backward_overwrite_input(dwide_, weight_grad(w.wdown), nullptr, dmlp, a.glu, param(p, w.wdown), BT,
+                                              Fl_, C_);
+            ops_.swiglu_backward_overwrite(dgate, dup, dwide_, a.gate, a.up, wide);
             const float* n2 = tp_.enter(a.norm2, gathered_, BT, C_);
-            ops_.fill(dnormed_, 0.0f, btc);
-            matmuls_.backward(dnormed_, weight_grad(w.wgate), nullptr, dgate, n2, param(p, w.wgate), BT, C_, Fl_);
+            matmuls_.backward_overwrite_input(dnormed_, weight_grad(w.wgate), nullptr, dgate, n2, param(p, w.wgate), BT,
+                                              C_, Fl_);
             matmuls_.backward(dnormed_, weight_grad(w.wup), nullptr, dup, n2, param(p, w.wup), BT, C_, Fl_);
             dn2 = tp_.enter_backward(dnormed_, dnormed_local_, BT, C_);
         }
@@ -505,12 +499,12 @@ class LlamaModel : public Model {
         if (defer) copy_floats(ops_, stash->dattention, dattention, btc);
         if (recompute_ == Recompute::selective && !context_) {
             // The attention core again from the kept (rotated) Q, K and V: its probabilities
-            // into the shared buffer, its output into scratch that is zeroed next.
+            // into the shared buffer, its output into scratch that is overwritten next.
             NvtxRange recompute_range("h" + std::to_string(l) + " recompute attention");
             ops_.gqa_attention_forward(datty_, preatt_, a.att, a.q, a.k, a.v, gqa_);
         }
-        ops_.fill(datty_, 0.0f, q_elements);
-        matmuls_.backward(datty_, weight_grad(w.wo), nullptr, dattention, a.atty, param(p, w.wo), BT, Cl_, C_);
+        matmuls_.backward_overwrite_input(datty_, weight_grad(w.wo), nullptr, dattention, a.atty, param(p, w.wo), BT,
+                                          Cl_, C_);
         ops_.fill(dq, 0.0f, q_elements);
         ops_.fill(dk, 0.0f, kv_elements);
         ops_.fill(dv, 0.0f, kv_elements);
@@ -521,8 +515,7 @@ class LlamaModel : public Model {
         ops_.rope_backward(dq, positions_.as<int>(), B_, T_, NHl_, hs_, theta);
         ops_.rope_backward(dk, positions_.as<int>(), B_, T_, NKVl_, hs_, theta);
         const float* n1 = tp_.enter(a.norm1, gathered_, BT, C_);
-        ops_.fill(dnormed_, 0.0f, btc);
-        matmuls_.backward(dnormed_, weight_grad(w.wq), nullptr, dq, n1, param(p, w.wq), BT, C_, Cl_);
+        matmuls_.backward_overwrite_input(dnormed_, weight_grad(w.wq), nullptr, dq, n1, param(p, w.wq), BT, C_, Cl_);
         matmuls_.backward(dnormed_, nullptr, nullptr, dk, n1, param(p, w.wk), BT, C_, KVl_);
         matmuls_.backward(dnormed_, nullptr, nullptr, dv, n1, param(p, w.wv), BT, C_, KVl_);
         if (!defer) key_value_weight_gradients(g, w, n1, dk, dv);

@@ -152,8 +152,7 @@ class MlpModel : public Model {
             linear_backward(l, microbatch, grad(g, t.weight), grad(g, t.bias), param(p, t.weight));
             if (l > 0) {
                 const std::size_t n = rows() * static_cast<std::size_t>(width_of(l - 1));
-                ops_.fill(dpre_, 0.0f, n);
-                ops_.gelu_backward(dpre_, pre_[static_cast<std::size_t>(l - 1)], dpost_, n);
+                ops_.gelu_backward_overwrite(dpre_, pre_[static_cast<std::size_t>(l - 1)], dpost_, n);
             }
             access.release(l);
             access.gradients_complete(l);
@@ -208,20 +207,21 @@ class MlpModel : public Model {
         const float* x = l == 0 ? inputs_[static_cast<std::size_t>(microbatch)].as<float>()
                                 : gathered_[i - 1] != nullptr ? gathered_[i - 1] : post_[i - 1];
         float* dx = l == 0 ? nullptr : dpost_;
-        if (dx != nullptr) ops_.fill(dx, 0.0f, rows() * static_cast<std::size_t>(input_width(l)));
+        // Each input gradient below is written whole by its first (and only) matmul: no fill.
         if (split_of(l) == LinearSplit::row) {
             // dpre_ is whole and the same on every rank: dx is this rank's slice, no communication.
-            matmuls_.backward(dx, dweight, dbias, dpre_, x, weight, B_, Hl_, H_);
+            matmuls_.backward_overwrite_input(dx, dweight, dbias, dpre_, x, weight, B_, Hl_, H_);
         } else if (input_in_slices(tp_.split(), l)) {
-            ops_.fill(dgathered_, 0.0f, rows() * static_cast<std::size_t>(H_));
+            // slice q of dgathered_ is (B, H/t) at slice_offset(q): disjoint, each written once
             for (int q = 0; q < tp_.size(); ++q)
-                matmuls_.backward(dgathered_ + slice_offset(q), dweight + block_offset(q), q == 0 ? dbias : nullptr,
-                                  dpre_, x + slice_offset(q), weight + block_offset(q), B_, Hl_, Hl_);
+                matmuls_.backward_overwrite_input(dgathered_ + slice_offset(q), dweight + block_offset(q),
+                                                  q == 0 ? dbias : nullptr, dpre_, x + slice_offset(q),
+                                                  weight + block_offset(q), B_, Hl_, Hl_);
             // The backward of the all-gather: sum the ranks' partial gradients of every slice
             // and keep this rank's.
             tp_.reduce_scatter(dgathered_, dpost_, rows() * static_cast<std::size_t>(Hl_));
         } else {
-            matmuls_.backward(dx, dweight, dbias, dpre_, x, weight, B_, H_, Hl_);
+            matmuls_.backward_overwrite_input(dx, dweight, dbias, dpre_, x, weight, B_, H_, Hl_);
             if (dx != nullptr) tp_.allreduce_sum(dx, rows() * static_cast<std::size_t>(H_));  // Megatron's f
         }
     }

@@ -93,8 +93,19 @@ class CpuOps : public Ops {
     void mse_backward(float* dpred, const float* dlosses, const float* pred, const float* target, int N,
                       int D) override;
 
+    void matmul_backward_overwrite_input(float* dinp, float* dweight, float* dbias, const float* dout,
+                                         const float* inp, const float* weight, int N, int C, int OC) override;
+    void gelu_backward_overwrite(float* dinp, const float* inp, const float* dout, std::size_t n) override;
+    void swiglu_backward_overwrite(float* dgate, float* dup, const float* dout, const float* gate, const float* up,
+                                   std::size_t n) override;
+    void crossentropy_shard_backward_overwrite(float* dlogits, const float* dlosses, const float* logits,
+                                               const float* maxes, const float* sums, const int* targets, int BT,
+                                               int V, VocabShard shard) override;
+
     void adamw_update(float* params, const float* grads, float* m, float* v, std::size_t n, float lr, float beta1,
                       float beta2, float eps, float weight_decay, int step) override;
+    void adamw_update_clearing_grads(float* params, float* grads, float* m, float* v, std::size_t n, float lr,
+                                     float beta1, float beta2, float eps, float weight_decay, int step) override;
 
     // bf16 as an exact emulation of the GPU's: the same round-to-nearest-even cast
     // (kernels/half_types.hpp), then the bf16 operands widened to fp32 (exact) and multiplied
@@ -111,6 +122,8 @@ class CpuOps : public Ops {
     // device memory a GPU run would hold (the engine's bf16 copies are in the ledger). They
     // only grow, to the largest matmul, so after the first step nothing is allocated.
     std::vector<float> widened_inp_, widened_weight_, widened_dout_;
+    // RoPE's cosines and sines of one position (rope.cpp): grown to the head size once.
+    std::vector<float> rope_turns_;
 };
 
 }  // namespace parbench

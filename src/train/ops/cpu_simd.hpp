@@ -1,7 +1,7 @@
 // What the CPU ops' hot loops need to vectorise while the binary still runs on any x86-64:
-// - PARBENCH_SIMD_CLONES: GCC/Clang function multiversioning, an AVX2 body and the baseline
+// - PARBENCH_SIMD_CLONES: GCC/Clang function multiversioning, an AVX-512, an AVX2 and the baseline
 //   (SSE2) body of the same function, picked at load time by the CPU's features. No FMA in
-//   either (the project compiles with -std=c++20, so no contraction), so both give the same
+//   any (the project compiles with -std=c++20, so no contraction), so all give the same
 //   bits: the clones differ in vector width only.
 // - Reductions in a fixed order: a float sum vectorises only if its order may change, so
 //   these keep `lanes` partial sums, element i into lane i % lanes, then add the lanes in
@@ -12,7 +12,7 @@
 #include <cstddef>
 
 #if defined(__GNUC__) && defined(__x86_64__) && !defined(__SANITIZE_ADDRESS__) && !defined(__CUDACC__)
-#define PARBENCH_SIMD_CLONES __attribute__((target_clones("avx2", "default")))
+#define PARBENCH_SIMD_CLONES __attribute__((target_clones("avx512f", "avx2", "default")))
 #else
 #define PARBENCH_SIMD_CLONES
 #endif

@@ -1,4 +1,5 @@
-// GELU (tanh approximation) on the CPU. Backward accumulates (+=) into dinp. The loops are
+// GELU (tanh approximation) on the CPU. Backward accumulates (+=) into dinp (the overwrite form
+// writes it). The loops are
 // branch-free and call no library function (gelu_math.hpp's fast_exp), so they vectorise.
 #include "kernels/gelu_math.hpp"
 #include "train/ops/cpu_ops.hpp"
@@ -16,12 +17,21 @@ PARBENCH_SIMD_CLONES void gelu_backward_loop(float* __restrict dinp, const float
     for (std::size_t i = 0; i < n; ++i) dinp[i] += gelu_derivative(inp[i]) * dout[i];
 }
 
+PARBENCH_SIMD_CLONES void gelu_backward_overwrite_loop(float* __restrict dinp, const float* __restrict inp,
+                                                       const float* __restrict dout, std::size_t n) {
+    for (std::size_t i = 0; i < n; ++i) dinp[i] = gelu_derivative(inp[i]) * dout[i];
+}
+
 }  // namespace
 
 void CpuOps::gelu_forward(float* out, const float* inp, std::size_t n) { gelu_forward_loop(out, inp, n); }
 
 void CpuOps::gelu_backward(float* dinp, const float* inp, const float* dout, std::size_t n) {
     gelu_backward_loop(dinp, inp, dout, n);
+}
+
+void CpuOps::gelu_backward_overwrite(float* dinp, const float* inp, const float* dout, std::size_t n) {
+    gelu_backward_overwrite_loop(dinp, inp, dout, n);
 }
 
 }  // namespace parbench

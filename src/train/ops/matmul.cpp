@@ -1,12 +1,25 @@
-// Linear layers on the CPU through OpenBLAS. Backward accumulates (+=): beta = 1.
+// Linear layers on the CPU through OpenBLAS. Backward accumulates (+=): beta = 1 (beta = 0 for the
+// overwrite form's input gradient).
 #include <cblas.h>
 
+#include <algorithm>
 #include <cstddef>
 #include <vector>
 
 #include "train/ops/cpu_ops.hpp"
+#include "train/ops/cpu_simd.hpp"
 
 namespace parbench {
+namespace {
+
+// dbias (OC) += the column sums of dout (N,OC), row by row (the same order as a scalar loop).
+PARBENCH_SIMD_CLONES void add_column_sums(float* __restrict dbias, const float* __restrict dout, std::size_t N,
+                                          std::size_t OC) {
+    for (std::size_t n = 0; n < N; ++n)
+        for (std::size_t o = 0; o < OC; ++o) dbias[o] += dout[n * OC + o];
+}
+
+}  // namespace
 
 // out (N,OC) = inp (N,C) · weight (OC,C)ᵀ + bias (OC)
 void CpuOps::matmul_forward(float* out, const float* inp, const float* weight, const float* bias, int N, int C,
@@ -15,24 +28,37 @@ void CpuOps::matmul_forward(float* out, const float* inp, const float* weight, c
     float beta = 0.0f;
     if (bias != nullptr) {
         for (std::size_t n = 0; n < static_cast<std::size_t>(N); ++n)
-            for (int o = 0; o < OC; ++o) out[n * OC + o] = bias[o];
+            std::copy(bias, bias + OC, out + n * static_cast<std::size_t>(OC));
         beta = 1.0f;
     }
     cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, N, OC, C, 1.0f, inp, C, weight, C, beta, out, OC);
 }
 
-void CpuOps::matmul_backward(float* dinp, float* dweight, float* dbias, const float* dout, const float* inp,
-                             const float* weight, int N, int C, int OC) {
-    // dinp (N,C) += dout (N,OC) · weight (OC,C)
+namespace {
+// dinp (N,C) = dinp_beta dinp + dout (N,OC) · weight (OC,C); dweight, dbias +=.
+void linear_backward(float* dinp, float dinp_beta, float* dweight, float* dbias, const float* dout, const float* inp,
+                     const float* weight, int N, int C, int OC) {
     if (dinp != nullptr)
-        cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, N, C, OC, 1.0f, dout, OC, weight, C, 1.0f, dinp, C);
+        cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, N, C, OC, 1.0f, dout, OC, weight, C, dinp_beta, dinp,
+                    C);
     // dweight (OC,C) += dout (N,OC)ᵀ · inp (N,C)
     if (dweight != nullptr)
         cblas_sgemm(CblasRowMajor, CblasTrans, CblasNoTrans, OC, C, N, 1.0f, dout, OC, inp, C, 1.0f, dweight, C);
     // dbias (OC) += column sums of dout
-    if (dbias != nullptr)
-        for (std::size_t n = 0; n < static_cast<std::size_t>(N); ++n)
-            for (int o = 0; o < OC; ++o) dbias[o] += dout[n * OC + o];
+    if (dbias != nullptr) add_column_sums(dbias, dout, static_cast<std::size_t>(N), static_cast<std::size_t>(OC));
+}
+}  // namespace
+
+void CpuOps::matmul_backward(float* dinp, float* dweight, float* dbias, const float* dout, const float* inp,
+                             const float* weight, int N, int C, int OC) {
+    linear_backward(dinp, 1.0f, dweight, dbias, dout, inp, weight, N, C, OC);
+}
+
+// beta = 0: sgemm writes dinp without reading it (0 + x is x: the same values as the += form
+// on a zeroed buffer).
+void CpuOps::matmul_backward_overwrite_input(float* dinp, float* dweight, float* dbias, const float* dout,
+                                             const float* inp, const float* weight, int N, int C, int OC) {
+    linear_backward(dinp, 0.0f, dweight, dbias, dout, inp, weight, N, C, OC);
 }
 
 namespace {

@@ -25,6 +25,37 @@ void Ops::matmul_backward_bf16(float*, float*, float*, const BFloat16*, const BF
     throw_no_bf16(*this);
 }
 
+void Ops::matmul_backward_overwrite_input(float* dinp, float* dweight, float* dbias, const float* dout,
+                                          const float* inp, const float* weight, int N, int C, int OC) {
+    if (dinp != nullptr) fill(dinp, 0.0f, static_cast<std::size_t>(N) * static_cast<std::size_t>(C));
+    matmul_backward(dinp, dweight, dbias, dout, inp, weight, N, C, OC);
+}
+
+void Ops::gelu_backward_overwrite(float* dinp, const float* inp, const float* dout, std::size_t n) {
+    fill(dinp, 0.0f, n);
+    gelu_backward(dinp, inp, dout, n);
+}
+
+void Ops::swiglu_backward_overwrite(float* dgate, float* dup, const float* dout, const float* gate, const float* up,
+                                    std::size_t n) {
+    fill(dgate, 0.0f, n);
+    fill(dup, 0.0f, n);
+    swiglu_backward(dgate, dup, dout, gate, up, n);
+}
+
+void Ops::crossentropy_shard_backward_overwrite(float* dlogits, const float* dlosses, const float* logits,
+                                                const float* maxes, const float* sums, const int* targets, int BT,
+                                                int V, VocabShard shard) {
+    fill(dlogits, 0.0f, static_cast<std::size_t>(BT) * static_cast<std::size_t>(V));
+    crossentropy_shard_backward(dlogits, dlosses, logits, maxes, sums, targets, BT, V, shard);
+}
+
+void Ops::adamw_update_clearing_grads(float* params, float* grads, float* m, float* v, std::size_t n, float lr,
+                                      float beta1, float beta2, float eps, float weight_decay, int step) {
+    adamw_update(params, grads, m, v, n, lr, beta1, beta2, eps, weight_decay, step);
+    fill(grads, 0.0f, n);
+}
+
 std::unique_ptr<Ops> make_ops(const Device& device) {
     if (device.kind() == "cpu") return std::make_unique<CpuOps>();
     // A CUDA device was made by the CUDA plugin, so it is loaded already.

@@ -192,9 +192,31 @@ class Ops {
     virtual void mse_backward(float* dpred, const float* dlosses, const float* pred, const float* target, int N,
                               int D) = 0;
 
+    // ---- first writes: the backward ops above with their input gradient OVERWRITTEN (=) -----
+    // An input gradient's first contribution in a step would otherwise need a fill(0) before
+    // the accumulating op: a pass of writes, then the op reading the zeros back. Same
+    // arguments and results as the += forms on a zeroed buffer (parameter gradients still +=).
+    // The defaults are that fill and the += op; CpuOps writes directly.
+    // matmul_backward with dinp (N,C) overwritten; dweight, dbias += (each or nullptr).
+    virtual void matmul_backward_overwrite_input(float* dinp, float* dweight, float* dbias, const float* dout,
+                                                 const float* inp, const float* weight, int N, int C, int OC);
+    virtual void gelu_backward_overwrite(float* dinp, const float* inp, const float* dout, std::size_t n);
+    virtual void swiglu_backward_overwrite(float* dgate, float* dup, const float* dout, const float* gate,
+                                           const float* up, std::size_t n);
+    virtual void crossentropy_shard_backward_overwrite(float* dlogits, const float* dlosses, const float* logits,
+                                                       const float* maxes, const float* sums, const int* targets,
+                                                       int BT, int V, VocabShard shard);
+
     // ---- AdamW on fp32 master weights and state; step counts from 1 ------------------------
     virtual void adamw_update(float* params, const float* grads, float* m, float* v, std::size_t n, float lr,
                               float beta1, float beta2, float eps, float weight_decay, int step) = 0;
+    // adamw_update, then grads (n) = 0: a scheme that accumulates into one gradient buffer
+    // across steps leaves it zeroed for the next step without a separate fill. The default
+    // is those two calls; CpuOps clears each gradient in the same pass that reads it (the
+    // line is in cache and written back anyway, so the clearing costs no extra traffic).
+    virtual void adamw_update_clearing_grads(float* params, float* grads, float* m, float* v, std::size_t n,
+                                             float lr, float beta1, float beta2, float eps, float weight_decay,
+                                             int step);
 
     // ---- bf16 compute with fp32 master weights (--precision bf16, train/matmuls.hpp) ------
     // has_bf16() says whether the ops below exist (CUDA: cuBLAS bf16 GEMMs; CPU: an exact

@@ -154,6 +154,7 @@ void PipelineExecutor::compute(const Action& action, float loss_scale) {
         if (action.chunk == 0) scheme_.begin_microbatch(action.microbatch);
         NvtxRange range("F" + std::to_string(action.microbatch));
         model_.forward_chunk(action.microbatch, action.chunk, scheme_);
+        ++stats_.passes.forward;
         add_event(TimelineKind::forward, start, Clock::now(), action.microbatch, stage_of(action.chunk));
         return;
     }
@@ -162,11 +163,15 @@ void PipelineExecutor::compute(const Action& action, float loss_scale) {
         NvtxRange range("B" + std::to_string(action.microbatch));
         model_.backward_chunk(action.microbatch, action.chunk, loss_scale,
                               schedule_.split_backward ? BackwardPass::input : BackwardPass::full, scheme_);
+        ++stats_.passes.input_grad;
+        if (!schedule_.split_backward) ++stats_.passes.weight_grad;
         add_event(TimelineKind::backward, start, Clock::now(), action.microbatch, stage_of(action.chunk));
         return;
     }
     NvtxRange range("W" + std::to_string(action.microbatch));
     model_.backward_chunk(action.microbatch, action.chunk, loss_scale, BackwardPass::weight, scheme_);
+    ++stats_.passes.weight_grad;
+    ++stats_.passes.weight_grad_deferred;
     add_event(TimelineKind::weight, start, Clock::now(), action.microbatch, stage_of(action.chunk));
 }
 
@@ -258,7 +263,7 @@ void PipelineExecutor::sum_shared_gradients() {
 PipelineStepStats PipelineExecutor::run_step(int step, float loss_scale, Clock::time_point step_start) {
     step_ = step;
     stats_ = PipelineStepStats{};
-    scheme_.begin_step();
+    scheme_.begin_step(step + 1);
     for (const Step& s : steps_) {
         if (s.compute)
             compute(*s.compute, loss_scale);

@@ -58,6 +58,7 @@ struct PipelineStepStats {
     // exchange) spent before the peer had issued its side: waiting for a peer that is still
     // computing, which is bubble, not communication (settle_peer_waits).
     double peer_wait_ms = 0.0;
+    PassCounts passes;  // the compute passes this rank ran, counted as they run
 };
 
 class PipelineExecutor {

@@ -3,6 +3,12 @@
 // and averages gradients with one all-reduce per bucket. Buckets are filled in backward
 // order; with overlap a bucket's iallreduce starts as soon as its last unit's gradient is
 // complete (DDP sec. 3.2.3), and the optimizer waits for all of them.
+// The gradient buffer is zeroed once; AdamW clears each gradient as it reads it, so a step
+// starts on zeroed gradients without a fill. On a group of one (update_in_backward) each unit
+// is updated as soon as its gradient is complete (PyTorch's optimizer-in-backward idea:
+// the unit's arrays are still in cache), and optimizer_step updates only what is left.
+#include <algorithm>
+#include <stdexcept>
 #include <vector>
 
 #include "core/nvtx.hpp"
@@ -23,6 +29,8 @@ class DataParallel : public TrainingScheme {
         adam_m_ = context.ledger.allocate(MemoryCategory::optimizer, bytes);
         adam_v_ = context.ledger.allocate(MemoryCategory::optimizer, bytes);
         remaining_units_.resize(flat_.segments().size());
+        updated_.assign(context.layout.units().size(), 0);
+        ops_.fill(grads_.as<float>(), 0.0f, flat_.padded_numel());
     }
 
     std::string name() const override { return "ddp"; }
@@ -36,7 +44,11 @@ class DataParallel : public TrainingScheme {
         }
     }
 
-    void begin_step() override { ops_.fill(grads_.as<float>(), 0.0f, flat_.padded_numel()); }
+    // The gradients are zero here: zeroed once when allocated, then cleared by every update.
+    void begin_step(int step) override {
+        step_ = step;
+        std::fill(updated_.begin(), updated_.end(), 0);
+    }
 
     void begin_microbatch(int index) override {
         microbatch_ = index;
@@ -49,6 +61,10 @@ class DataParallel : public TrainingScheme {
     float* gradients(int unit) override { return grads_.as<float>() + flat_.unit_offset(unit); }
 
     void gradients_complete(int unit) override {
+        if (updates_in_backward()) {
+            update_unit(unit);
+            return;
+        }
         const int segment = flat_.segment_index_of_unit(unit);
         if (--remaining_units_[static_cast<std::size_t>(segment)] > 0) return;
         if (!settings_.overlap || microbatch_ + 1 < settings_.microbatches || dp_.size() == 1) return;
@@ -77,9 +93,13 @@ class DataParallel : public TrainingScheme {
 
     void optimizer_step(int step) override {
         NvtxRange range("optimizer");
-        const AdamWSettings& a = settings_.adamw;
-        ops_.adamw_update(params_.as<float>(), grads_.as<float>(), adam_m_.as<float>(), adam_v_.as<float>(),
-                          flat_.padded_numel(), a.lr, a.beta1, a.beta2, a.eps, a.weight_decay, step);
+        if (step != step_) throw std::logic_error("DataParallel: optimizer_step for another step than begin_step's");
+        if (std::find(updated_.begin(), updated_.end(), 1) == updated_.end()) {
+            update(0, flat_.padded_numel());  // one pass over everything
+            return;
+        }
+        for (int unit = 0; unit < static_cast<int>(updated_.size()); ++unit)
+            if (updated_[static_cast<std::size_t>(unit)] == 0) update_unit(unit);
     }
 
     std::vector<float> canonical_parameters() override {
@@ -89,6 +109,27 @@ class DataParallel : public TrainingScheme {
     }
 
   private:
+    bool updates_in_backward() const {
+        return settings_.update_in_backward && dp_.size() == 1 && microbatch_ + 1 == settings_.microbatches;
+    }
+
+    // Elements [begin, end) of the flat buffers, gradients cleared.
+    void update(std::size_t begin, std::size_t end) {
+        const AdamWSettings& a = settings_.adamw;
+        ops_.adamw_update_clearing_grads(params_.as<float>() + begin, grads_.as<float>() + begin,
+                                         adam_m_.as<float>() + begin, adam_v_.as<float>() + begin, end - begin, a.lr,
+                                         a.beta1, a.beta2, a.eps, a.weight_decay, step_);
+    }
+
+    // A unit's elements: up to the next unit of its segment, or the segment's padded end.
+    void update_unit(int unit) {
+        const Segment& s = flat_.segment_of_unit(unit);
+        const std::size_t end =
+            unit + 1 < s.end_unit ? flat_.unit_offset(unit + 1) : s.offset + s.padded_numel;
+        update(flat_.unit_offset(unit), end);
+        updated_[static_cast<std::size_t>(unit)] = 1;
+    }
+
     Device& device_;
     Ops& ops_;
     Communicator& dp_;
@@ -98,6 +139,8 @@ class DataParallel : public TrainingScheme {
     std::vector<int> remaining_units_;  // per bucket, in this micro-batch's backward
     std::vector<Request> in_flight_;
     int microbatch_ = 0;
+    int step_ = 0;                // AdamW's t of the step in progress
+    std::vector<char> updated_;   // per unit: updated in this step's backward already
 };
 
 }  // namespace

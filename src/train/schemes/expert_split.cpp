@@ -50,9 +50,9 @@ class ExpertSplitScheme : public TrainingScheme {
         dense_->initialize_parameters(seed);
         experts_->initialize_parameters(seed);
     }
-    void begin_step() override {
-        dense_->begin_step();
-        experts_->begin_step();
+    void begin_step(int step) override {
+        dense_->begin_step(step);
+        experts_->begin_step(step);
     }
     void begin_microbatch(int index) override {
         dense_->begin_microbatch(index);

@@ -26,11 +26,13 @@ class TrainingScheme : public ParameterAccess {
     virtual std::string name() const = 0;  // "ddp", "zero1", "zero2", "zero3"
     // Sets this rank's parameters (full or shard) to the model's seeded initial values.
     virtual void initialize_parameters(std::uint64_t seed) = 0;
-    virtual void begin_step() = 0;
+    // `step`: AdamW's t of this step (from 1), the same that optimizer_step is given.
+    virtual void begin_step(int step) = 0;
     virtual void begin_microbatch(int index) = 0;
     // After the last micro-batch's backward: every gradient reduction has completed.
     virtual void end_backward() = 0;
-    // AdamW on what this rank owns, then whatever makes parameters usable for the next step.
+    // AdamW on what this rank owns (what backward has not updated already: see
+    // SchemeSettings::update_in_backward), then whatever makes parameters usable for the next step.
     virtual void optimizer_step(int step) = 0;
     // All parameters in tensor order (FlatLayout::canonical), gathered if sharded.
     // Collective over the data-parallel group; not for timed regions.

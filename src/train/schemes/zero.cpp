@@ -100,7 +100,7 @@ class Zero : public TrainingScheme {
         }
     }
 
-    void begin_step() override {
+    void begin_step(int) override {
         if (stage() == 1) ops_.fill(grads_full_.as<float>(), 0.0f, flat_.padded_numel());
     }
 
