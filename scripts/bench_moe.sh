@@ -38,9 +38,10 @@ for name in layouts:
     combine = med(lambda r: sum(l["combine_ms"] for l in layers(r)))
     exposed = med(lambda r: sum(l["exposed_ms"] for l in layers(r)))
     moved = med(lambda r: sum(l["dispatch_bytes"] + l["combine_bytes"] for l in layers(r)))
-    bandwidth = moved / ((dispatch + combine) / 1e3) / 1e9 if dispatch + combine > 0 else float("nan")
+    # ep 1 exchanges nothing: no bandwidth to print
+    bandwidth = f"{moved / ((dispatch + combine) / 1e3) / 1e9:6.2f}" if dispatch + combine > 0 else f"{'-':>6}"
     imbalance = med(lambda r: max(l["imbalance"] or 1.0 for l in layers(r)))
     dropped = med(lambda r: sum(l["dropped"] for l in layers(r)))
     print(f"{name:<15} {med(lambda r: r['step_time_ms']['median']):8.2f} {exposed:11.3f} {dispatch:11.3f} "
-          f"{combine:10.3f} {moved / 1e6:8.3f} {bandwidth:6.2f} {imbalance:9.3f} {dropped:12.1f}")
+          f"{combine:10.3f} {moved / 1e6:8.3f} {bandwidth} {imbalance:9.3f} {dropped:12.1f}")
 PY
