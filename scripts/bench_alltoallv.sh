@@ -22,13 +22,12 @@ run() {  # run CONFIG ROUND: one report in $out/<index>_<round>.json
     { cat "$out/${index}_$round.err" >&2; exit 1; }
 }
 
-echo "machine: $(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2 | sed 's/^ //'), $(nproc) cores," \
+echo "machine: $(machine_description)," \
      "$(uptime | sed 's/.*load average: /load /')"
 echo "$ranks ranks, $size per rank (each rank's send buffer), float32, out of place, 5 warm-up + 20 timed" \
      "iterations per run; medians over $rounds alternating rounds"
 for round in $(seq 1 "$rounds"); do
-  if (( round % 2 )); then order=$(seq 0 $(( ${#configs[@]} - 1 ))); else order=$(seq $(( ${#configs[@]} - 1 )) -1 0); fi
-  for index in $order; do run "${configs[$index]}" "$index" "$round"; done
+  for index in $(alternating_order ${#configs[@]} "$round"); do run "${configs[$index]}" "$index" "$round"; done
 done
 
 python3 - "$out" "$rounds" "${configs[@]}" <<'PY'

@@ -11,7 +11,7 @@ source "$(dirname "$0")/bench_common.sh" "${1:-}"
 rounds=${ROUNDS:-3}
 args=(train --model llama-small --global-batch 4 --warmup 1 --steps 4)
 
-echo "machine: $(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2 | sed 's/^ //'), $(nproc) cores"
+echo "machine: $(machine_description)"
 echo "command: mpirun -np 1 parbench ${args[*]} --recompute MODE   ($rounds alternating rounds, medians)"
 echo
 for round in $(seq "$rounds"); do

@@ -17,7 +17,7 @@ layouts=("cp1:1:" "ring-zigzag:2:--cp 2 --cp-style ring --cp-balance zigzag"
          "alltoall-zigzag:2:--cp 2 --cp-style alltoall --cp-balance zigzag"
          "alltoall-none:2:--cp 2 --cp-style alltoall --cp-balance none")
 
-echo "machine: $(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2 | sed 's/^ //'), $(nproc) cores"
+echo "machine: $(machine_description)"
 echo "command: mpirun -np N parbench ${args[*]} [--cp 2 --cp-style S --cp-balance B]   ($rounds alternating rounds, medians)"
 echo
 for round in $(seq "$rounds"); do

@@ -16,7 +16,7 @@ declare -A ranks=([tp2]=2 [tp2_sp]=2 [pp2]=2 [dp2_tp2_pp2]=8)
 declare -A flags=([tp2]="--tp 2" [tp2_sp]="--tp 2 --sp" [pp2]="--pp 2 --microbatches 4"
                   [dp2_tp2_pp2]="--dp 2 --tp 2 --pp 2 --microbatches 2")
 
-echo "machine: $(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2 | sed 's/^ //'), $(nproc) cores; $(uptime | sed 's/.*load/load/')"
+echo "machine: $(machine_description); $(uptime | sed 's/.*load/load/')"
 for round in $(seq 1 "$rounds"); do
   for layout in "${layouts[@]}"; do
     # shellcheck disable=SC2086

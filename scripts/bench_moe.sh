@@ -15,7 +15,7 @@ args=(train --model llama-moe-small --global-batch 8 --warmup 2 --steps 5)
 layouts=("ep1-dropless:" "ep2-dropless:--ep 2" "ep1-capacity1:--moe-expert-capacity-factor 1.0"
          "ep2-capacity1:--ep 2 --moe-expert-capacity-factor 1.0")
 
-echo "machine: $(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2 | sed 's/^ //'), $(nproc) cores"
+echo "machine: $(machine_description)"
 echo "command: mpirun -np 2 parbench ${args[*]} [--ep 2] [--moe-expert-capacity-factor 1.0]   ($rounds alternating rounds, medians)"
 echo
 for round in $(seq "$rounds"); do

@@ -41,14 +41,13 @@ run() {  # run INDEX ROUND: one report in $out/<index>_<round>.json
     { cat "$out/$1_$2.err" >&2; exit 1; }
 }
 
-echo "machine: $(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2 | sed 's/^ //'), $(nproc) cores," \
+echo "machine: $(machine_description)," \
      "$(uptime | sed 's/.*load average: /load /')"
 echo "dispatch (and its transpose, the combine) of $tokens tokens x hidden $hidden x top $top_k x 2 B = $bytes B" \
      "per rank (float32 elements), out of place, 5 warm-up + 20 timed iterations per run; medians over $rounds" \
      "rounds alternating the order"
 for round in $(seq 1 "$rounds"); do
-  if (( round % 2 )); then order=$(seq 0 $(( ${#configs[@]} - 1 ))); else order=$(seq $(( ${#configs[@]} - 1 )) -1 0); fi
-  for index in $order; do run "$index" "$round"; done
+  for index in $(alternating_order ${#configs[@]} "$round"); do run "$index" "$round"; done
 done
 
 python3 - "$out" "$rounds" "${configs[@]}" <<'PY'

@@ -11,7 +11,7 @@ set -euo pipefail
 source "$(dirname "$0")/bench_common.sh" "${1:-}"
 field() { python3 -c "import json,sys; r=json.load(open(sys.argv[1]))['results'][0]; print(eval(sys.argv[2], {}, {'r': r}))" "$@"; }
 
-echo "machine: $(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2 | sed 's/^ //'), $(nproc) cores"
+echo "machine: $(machine_description)"
 echo
 
 echo "== 1. gpt-small, 1 rank: achieved FLOP/s vs the measured sgemm peak"
