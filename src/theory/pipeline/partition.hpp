@@ -29,10 +29,11 @@ PipelinePart pipeline_part(const Schedule& schedule, int pp_rank, const std::vec
 // gives them back. Each count is the schedule's peak of what the rank holds at once
 // (peak_held over part.occupancy), not the sum of every chunk's own peak: the chunks peak at
 // different moments. Under Megatron-LM's interleaved 1F1B (arXiv 2104.04473 sec. 2.2) rank r
-// runs (p-r-1)*2 + (v-1)*p warm-up forwards and holds one micro-batch more in steady state, so
-// rank 0 holds p*v + p - 1 (micro-batch, chunk) pairs of L/(p*v) layers:
-// L*(1 + (p-1)/(p*v)) layer stores (arXiv 2205.05198 sec. 4.2.3), against the per-chunk pools'
-// v*p*L/(p*v) = L*... more (tests/pipeline/activation_pool_test.cpp holds the bound).
+// runs min((p-r-1)*2 + (v-1)*p, m*v) warm-up forwards and holds one pair more in steady state,
+// so rank 0 holds p*v + p - 1 (micro-batch, chunk) pairs of L/(p*v) layers:
+// L*(1 + (p-1)/(p*v)) layer stores (arXiv 2205.05198 sec. 4.2.3). parbench's interleaved order
+// is Megatron's, and the pool is exactly that count on every rank, where per-chunk pools held
+// more whenever m > p (tests/pipeline/schedule_test.cpp, ActivationPoolIsTheRanksPeakHeldAtOnce).
 struct ActivationPool {
     int slots = 0;                  // (micro-batch, chunk) pairs held at once
     std::vector<int> layer_stores;  // per kind of layer store (layer_kind): layers held at once
