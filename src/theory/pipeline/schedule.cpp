@@ -209,9 +209,14 @@ void print_schedule(std::ostream& out, const Schedule& schedule) {
     out << "# theoretical bubble " << bubble << " = " << bubble_formula(schedule.kind)
         << " (idle / step time, balanced stages, free transfers)\n";
     out << "# peak micro-batches in flight per rank:";
-    for (const auto& chunks : peak_in_flight(schedule)) {
+    const std::vector<ChunkOccupancy> occupancy = chunk_occupancy(schedule, schedule.ranks);
+    const std::vector<std::vector<int>> peaks = peak_in_flight(schedule);
+    for (std::size_t rank = 0; rank < peaks.size(); ++rank) {
+        const std::vector<int>& chunks = peaks[rank];
         out << " ";
         for (std::size_t c = 0; c < chunks.size(); ++c) out << (c ? "+" : "") << chunks[c];
+        // The chunks share one pool, sized by what they hold at once (partition.hpp).
+        if (chunks.size() > 1) out << " (" << peak_held(occupancy[rank], std::vector<int>(chunks.size(), 1)) << " at once)";
     }
     out << "\n";
     if (s.virtual_stages > 1) out << "# labels: <pass><micro-batch>.<chunk>; chunk c of rank r is virtual stage c*p + r\n";
