@@ -86,6 +86,7 @@ struct EngineRank {
 struct EnginePipeline {
     Schedule schedule;
     std::vector<std::vector<int>> in_flight;  // per rank, per chunk (schedule_simulation.hpp)
+    std::vector<ChunkOccupancy> occupancy;    // per rank (schedule_simulation.hpp)
 };
 std::optional<EnginePipeline> engine_pipeline(const EngineLayout& layout);
 EngineRank engine_rank(const EngineLayout& layout, int pp_rank, const EnginePipeline* pipeline = nullptr);
