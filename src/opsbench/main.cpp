@@ -28,6 +28,7 @@
 
 #include "device/cpu_device.hpp"
 #include "opsbench/gpu_device.hpp"
+#include "theory/memory.hpp"
 #include "theory/op_flops.hpp"
 #include "train/ops/ops.hpp"
 
@@ -343,6 +344,37 @@ void register_mlp(const Target& t, const std::string& config, int layers, int wi
         return [=, &ops] { ops.mse_backward(dpred, dlosses, pred, target, N, C); };
     });
     register_adamw(t, prefix, static_cast<std::size_t>(layers) * (C * C + C));
+    // One layer's weight gradient and its AdamW, as the step runs them on one rank: unfused (the
+    // whole gradient written, then read back by the update, which clears it) and fused
+    // (train/models/mlp.cpp: mlp_gradient_piece_rows rows at a time into a buffer that stays in
+    // cache, each piece updated at once). The same work; the least traffic is the inputs and the
+    // parameters and moments read and written once (the gradient need not leave the cache).
+    const std::size_t weights = static_cast<std::size_t>(C) * C;
+    const OpCost update_cost{matmul_flops(N, C, C) + adamw_cost(static_cast<double>(weights)).flops,
+                             4.0 * (2.0 * static_cast<double>(n) + 6.0 * static_cast<double>(weights))};
+    register_op(t, prefix + "weight_gradient_then_adamw", update_cost, [=](Workspace& w, Ops& ops) {
+        float *p = w.random(weights), *g = w.constant(weights, 0.0f), *m = w.random(weights),
+              *v = w.constant(weights, 0.01f), *dout = w.random(n), *inp = w.random(n);
+        return [=, &ops] {
+            ops.matmul_backward(nullptr, g, nullptr, dout, inp, nullptr, N, C, C);
+            ops.adamw_update_clearing_grads(p, g, m, v, weights, 3e-4f, 0.9f, 0.95f, 1e-8f, 0.1f, 10);
+        };
+    });
+    if (t.ops->has_weight_gradient_rows()) {
+        const int piece_rows = std::min(C, mlp_gradient_piece_rows);
+        register_op(t, prefix + "weight_gradient_adamw_fused", update_cost, [=](Workspace& w, Ops& ops) {
+            float *p = w.random(weights), *piece = w.random(static_cast<std::size_t>(piece_rows) * C),
+                  *m = w.random(weights), *v = w.constant(weights, 0.01f), *dout = w.random(n), *inp = w.random(n);
+            return [=, &ops] {
+                for (int first = 0; first < C; first += piece_rows) {
+                    const int rows = std::min(piece_rows, C - first);
+                    const std::size_t at = static_cast<std::size_t>(first) * C, count = static_cast<std::size_t>(rows) * C;
+                    ops.matmul_weight_gradient_rows(piece, dout, inp, N, C, C, first, rows);
+                    ops.adamw_update(p + at, piece, m + at, v + at, count, 3e-4f, 0.9f, 0.95f, 1e-8f, 0.1f, 10);
+                }
+            };
+        });
+    }
 }
 
 // The yardsticks: a GEMM large enough to reach the device's sgemm peak, and streams large
