@@ -318,13 +318,13 @@ void register_llama(const Target& t, const LlamaShape& s) {
 // Causal attention at longer sequences, the standard way (gqa_attention_*: the T x T scores and
 // probabilities kept) and the block way (block_attention_* over the whole sequence as one causal
 // block, FlashAttention-style: nothing of size T x T kept), at llama-small's heads (8 query
-// heads, 4 key/value heads of 32). T = 128 at the op table's micro-batch of 4, longer ones at
-// 1 sequence: where the block way overtakes the standard one.
+// heads, 4 key/value heads of 32). T = 128 at the op table's micro-batch of 4, then 512 tokens
+// (T = 256: 2 sequences) and one sequence above: where the block way overtakes the standard one.
 void register_attention_lengths(const Target& t) {
     const int NH = 8, NKV = 4, hs = 32;
-    for (int T : {128, 512, 1024, 2048}) {
+    for (int T : {128, 256, 512, 1024, 2048}) {
         GqaShape s;
-        s.B = T == 128 ? gpt_batch : 1;
+        s.B = T == 128 ? gpt_batch : std::max(1, 512 / T);
         s.T = T;
         s.NH = NH;
         s.NKV = NKV;
