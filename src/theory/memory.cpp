@@ -279,6 +279,9 @@ void mlp_items(const EngineLayout& l, ItemList& items) {
     items.activation("layer stores (all layers)", 1, stored);
     items.activation("backward scratch (loss gradient, two activation gradients)", 1, b + 2 * b * H);
     if (allgather) items.activation("allgather-style scratch (slice, gathered gradient)", 1, b * Hl + b * H);
+    if (mlp_holds_gradient_piece(l.tp, l.precision, l.microbatches))
+        items.activation("weight-gradient piece (AdamW fused with the weight gradient)", 1,
+                         std::min(H, static_cast<double>(mlp_gradient_piece_rows)) * H);
     matmul_items(l, {{static_cast<int>(b), static_cast<int>(H), static_cast<int>(H)}}, items);
 }
 

@@ -95,6 +95,9 @@ class CpuOps : public Ops {
 
     void matmul_backward_overwrite_input(float* dinp, float* dweight, float* dbias, const float* dout,
                                          const float* inp, const float* weight, int N, int C, int OC) override;
+    bool has_weight_gradient_rows() const override { return true; }
+    void matmul_weight_gradient_rows(float* dweight_rows, const float* dout, const float* inp, int N, int C, int OC,
+                                     int first, int rows) override;
     void gelu_backward_overwrite(float* dinp, const float* inp, const float* dout, std::size_t n) override;
     void swiglu_backward_overwrite(float* dgate, float* dup, const float* dout, const float* gate, const float* up,
                                    std::size_t n) override;

@@ -207,6 +207,18 @@ class Ops {
                                                        const float* maxes, const float* sums, const int* targets,
                                                        int BT, int V, VocabShard shard);
 
+    // ---- a weight gradient in pieces, for an optimizer fused with it ------------------------
+    // Rows [first, first + rows) of a linear layer's weight gradient, OVERWRITTEN:
+    // dweight_rows (rows,C) = dout[:, first:first+rows]ᵀ · inp, dout (N,OC), inp (N,C): the values
+    // matmul_backward adds into those rows of a zeroed dweight. A model whose scheme updates a
+    // unit piece by piece (ParameterAccess::updates_in_pieces) computes each piece into a buffer
+    // that stays in cache and hands it straight to the update, so the gradient never makes the
+    // round trip through memory. has_weight_gradient_rows() says whether the op exists (CpuOps);
+    // the default throws std::logic_error.
+    virtual bool has_weight_gradient_rows() const { return false; }
+    virtual void matmul_weight_gradient_rows(float* dweight_rows, const float* dout, const float* inp, int N, int C,
+                                             int OC, int first, int rows);
+
     // ---- AdamW on fp32 master weights and state; step counts from 1 ------------------------
     virtual void adamw_update(float* params, const float* grads, float* m, float* v, std::size_t n, float lr,
                               float beta1, float beta2, float eps, float weight_decay, int step) = 0;
