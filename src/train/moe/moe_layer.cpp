@@ -115,6 +115,9 @@ MoeLayer::ExchangePlan MoeLayer::exchange_plan() const {
 
 void MoeLayer::exchange(const float* from, float* to, const ExchangePlan& plan, bool back, double& ms, double& bytes,
                         MoeExchangeStats& stats) {
+    // On a GPU the alltoallv is only enqueued: waiting for the work before it and then for it
+    // makes the time the exchange's own (no-ops on the CPU).
+    ops_.synchronize();
     const auto start = std::chrono::steady_clock::now();
     if (!back)
         expert_group_->alltoallv(from, plan.send_counts, plan.send_offsets, to, plan.recv_counts, plan.recv_offsets,
@@ -122,6 +125,7 @@ void MoeLayer::exchange(const float* from, float* to, const ExchangePlan& plan, 
     else
         expert_group_->alltoallv(from, plan.recv_counts, plan.recv_offsets, to, plan.send_counts, plan.send_offsets,
                                  DType::float32);
+    ops_.synchronize();
     ms += std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - start).count();
     std::size_t sent = 0, received = 0;
     for (std::size_t n : plan.send_counts) sent += n;
@@ -148,6 +152,7 @@ MoeForwardResult MoeLayer::forward(float* out, const MoeActivations& a, const fl
         // The counts go through the device's memory (NCCL reads no host memory): dlogits_ is idle here.
         int* kept_counts = reinterpret_cast<int*>(dlogits_);
         ops_.copy_from_host(kept_counts, kept_per_expert_.data(), static_cast<std::size_t>(E) * sizeof(int));
+        ops_.synchronize();  // the time below is the alltoall's and the copy of its result (which waits)
         const auto start = std::chrono::steady_clock::now();
         expert_group_->alltoall(kept_counts, a.received_counts, static_cast<std::size_t>(local_experts_),
                                 DType::int32);

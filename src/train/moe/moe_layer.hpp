@@ -35,7 +35,8 @@
 // experts"): in forward, to copy the chosen experts and weights (N·k each) to the host and the
 // rows back, and in backward, to copy the layer's rows per expert (E+1, and E under ep) back
 // for the expert loop and the exchange's sizes. With the balancing loss, forward also copies
-// the scores (N·E) for it.
+// the scores (N·E) for it. Under ep each all-to-all is timed between two syncs, so the
+// reported dispatch and combine times are the exchanges' own.
 #pragma once
 
 #include <cstdint>
