@@ -247,9 +247,15 @@ class LlamaModel : public Model {
         if (rate > 0.0 && !moe_routed_.empty()) {
             std::vector<double> loads;
             for (const std::vector<double>& layer : moe_routed_) loads.insert(loads.end(), layer.begin(), layer.end());
-            if (moe_context_.balance_group != nullptr && moe_context_.balance_group->size() > 1)
-                moe_context_.balance_group->allreduce(loads.data(), loads.data(), loads.size(), DType::float64,
-                                                      ReduceOp::sum);
+            if (moe_context_.balance_group != nullptr && moe_context_.balance_group->size() > 1) {
+                // Summed in the device's memory: an NCCL group reads none of the host's.
+                const std::size_t bytes = loads.size() * sizeof(double);
+                if (moe_loads_.bytes() < bytes) moe_loads_ = device_.allocate(bytes);
+                device_.copy_from_host(moe_loads_, loads.data(), bytes);
+                moe_context_.balance_group->allreduce(moe_loads_.data(), moe_loads_.data(), loads.size(),
+                                                      DType::float64, ReduceOp::sum);
+                device_.copy_to_host(loads.data(), moe_loads_, bytes);
+            }
             const std::size_t E = moe_routed_.front().size();
             for (std::size_t i = 0; i < moe_bias_.size(); ++i) {
                 double mean = 0.0;
@@ -793,6 +799,7 @@ class LlamaModel : public Model {
     std::vector<MoeLayerStats> moe_stats_;   // this step's, per MoE layer held
     std::vector<std::vector<float>> moe_bias_;     // (E) per MoE layer held: the balancing bias
     std::vector<std::vector<double>> moe_routed_;  // (E) per MoE layer held: the step's loads
+    Buffer moe_loads_;  // the bias update's loads (MoE layers x E doubles) while the balance group sums them
     std::vector<double> aux_losses_;         // (micro-batches x MoE layers held) last forward's L_aux
     bool recomputing_ = false;               // a full-recompute forward: counts nothing
     float loss_scale_ = 0.0f;                // the running backward's
