@@ -124,7 +124,8 @@ struct PlanPrediction {
     double exposed_ep_ms = 0;  // MoE: every all-to-all (plan/moe_plan.hpp)
     MoePrediction moe;
     double step_ms = 0, tokens_per_s = 0, mfu = 0;  // MoE: MFU on the active parameters' FLOPs
-    double memory_capacity = 0;
+    double memory_capacity = 0;  // what the layout may use: the HBM less memory_reserved
+    double memory_reserved = 0;  // the allocator's and runtime's share (zero, megatron conventions)
     bool fits = true;
     double exposed_ms() const { return exposed_tp_ms + exposed_dp_ms + exposed_pp_ms + exposed_cp_ms + exposed_ep_ms; }
 };

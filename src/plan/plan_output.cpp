@@ -171,12 +171,16 @@ void print_plan_console(std::ostream& out, const PlanInputs& inputs, const std::
         out << "layout: " << layout_label(p.layout) << " (global batch " << p.layout.global_batch << ", micro-batch "
             << p.layout.engine.microbatch_size << ")\n";
         char line[512];
+        char reserve[128] = "";
+        if (p.memory_reserved > 0)
+            std::snprintf(reserve, sizeof reserve, " usable (%s kept by the allocator and runtime)",
+                          memory_text(p.memory_reserved).c_str());
         std::snprintf(line, sizeof line, "memory per GPU (rank of stage %d, --states %s): params %s, grads %s, "
-                      "optimizer %s, activations %s, buffers %s; total %s of %s: %s\n",
+                      "optimizer %s, activations %s, buffers %s; total %s of %s%s: %s\n",
                       p.memory.pp_rank, states_name(p.layout.states).c_str(), memory_text(p.memory.params).c_str(),
                       memory_text(p.memory.grads).c_str(), memory_text(p.memory.optimizer).c_str(),
                       memory_text(p.memory.activations).c_str(), memory_text(p.memory.buffers).c_str(),
-                      memory_text(p.memory.total).c_str(), memory_text(p.memory_capacity).c_str(),
+                      memory_text(p.memory.total).c_str(), memory_text(p.memory_capacity).c_str(), reserve,
                       p.fits ? "fits" : "DOES NOT FIT");
         out << line;
         out << "  states: " << p.memory.convention << "\n  activations: " << p.memory.activation_formula << "\n";
