@@ -339,5 +339,64 @@ TEST(RingLatency, CrossHostGathersAddAStepPerRank) {
                 cluster.device.intra_host.latency_us + 1e6 * 7.0 / 8.0 / (cluster.device.intra_host.busbw_gbps * 1e3), 1e-6);
 }
 
+// A hidden collective is not free: the compute beside it runs overlap_compute_slowdown slower
+// (arXiv 2507.03114, 18.9 % on average) for as long as the collective lasts; exposed time is
+// already in the step. With one measured rate instead of the device's curve, nothing is added.
+TEST(OverlapSlowdown, HiddenCollectivesSlowTheComputeBesideThem) {
+    PlanLayout p = hand_layout();
+    p.engine.dp = 4;
+    p.engine.zero = 3;
+    p.engine.prefetch = true;
+    p.engine.overlap = true;
+    p.global_batch = 4;
+    ClusterSpec cluster;
+    cluster.device = device_preset("A100");
+    cluster.gpus = 4;
+    ComputeRate rate;
+    rate.tflops_per_gpu = 100;
+    PlanContext context{cluster, CommModel(cluster), rate, PassCosts{}, false, true, hand_device()};
+    const PlanPrediction x = predict_layout(p, context);
+    double dp_ms = 0;
+    for (const CommLine& line : x.comm)
+        if (line.dimension == "dp") dp_ms += line.time_ms;
+    const double hidden_ms = dp_ms - x.exposed_dp_ms;
+    ASSERT_GT(hidden_ms, 0.0);
+    EXPECT_DOUBLE_EQ(x.overlap_slowdown_ms, overlap_compute_slowdown * std::min(hidden_ms, x.compute_ms));
+    EXPECT_DOUBLE_EQ(x.step_ms, x.compute_ms + x.bubble_ms + x.optimizer_ms + x.exposed_ms() + x.overlap_slowdown_ms);
+    context.device_compute.reset();
+    EXPECT_EQ(predict_layout(p, context).overlap_slowdown_ms, 0.0);
+}
+
+// Megatron's convention keeps fp32 gradients but gathers bf16 parameters (its distributed
+// optimizer, FSDP's param_dtype): the dp all-gather moves 2 B per parameter, the
+// reduce-scatter 4; ZeRO's convention moves 2 B both ways. train's counters (fp32) are the base.
+TEST(WireBytes, MegatronGathersBf16ParametersAndReducesFp32Gradients) {
+    PlanLayout p = hand_layout();
+    p.engine.dp = 4;
+    p.engine.zero = 3;
+    p.global_batch = 4;
+    ClusterSpec cluster;
+    cluster.device = device_preset("A100");
+    cluster.gpus = 4;
+    ComputeRate rate;
+    rate.tflops_per_gpu = 100;
+    const PlanContext context{cluster, CommModel(cluster), rate, PassCosts{}, false, true, std::nullopt};
+    for (const StateConvention states : {StateConvention::megatron, StateConvention::zero}) {
+        p.states = states;
+        const PlanPrediction x = predict_layout(p, context);
+        const auto& counted = x.traffic_by_pp_rank.at(0).at("dp");
+        int lines = 0;
+        for (const CommLine& line : x.comm) {
+            if (line.dimension != "dp") continue;
+            const double fp32 = counted.at(line.collective).bytes;
+            const bool gradients = line.collective == "reducescatter";
+            EXPECT_DOUBLE_EQ(line.bytes, fp32 * (states == StateConvention::megatron && gradients ? 1.0 : 0.5))
+                << states_name(states) << " " << line.collective;
+            ++lines;
+        }
+        EXPECT_EQ(lines, 2);
+    }
+}
+
 }  // namespace
 }  // namespace parbench
