@@ -51,12 +51,13 @@ struct DeviceSpec {
     double memory_reserved_gib = 0.0;
 };
 
-// The GPU presets' memory_reserved_gib: GMLake (Guo et al., ASPLOS'24, arXiv 2401.08156, abstract and
-// sec. 6) measured PyTorch's caching allocator holding on average 9.2 GB (up to 25 GB) of an
-// A100-80GB beyond the tensors in use, over eight LLMs trained with DeepSpeed/FSDP-style memory
-// reductions (15 % fragmentation on average, up to 33 %): memory a job cannot use. The CUDA
-// context and NCCL's per-communicator buffers come on top and are not counted (no cited figure
-// for them), so this is a floor. Measured on A100; the other presets assume the same.
+// The GPU presets' memory_reserved_gib: GMLake (Guo et al., ASPLOS'24, arXiv 2401.08156, abstract)
+// trained eight LLMs on A100-80GB with recomputation, offloading, distributed training or LoRA
+// and found PyTorch's caching allocator reserving on average 9.2 GB (up to 25 GB) more than the
+// same runs needed without its fragmentation (15 % fragmentation on average, up to 33 %): memory a job cannot give
+// its tensors. The CUDA context and NCCL's per-communicator buffers come on top and are not
+// counted (no cited figure for them), so this is a floor. Measured on A100; the other presets
+// assume the same.
 inline constexpr double framework_memory_reserve_gib = 9.2e9 / (1024.0 * 1024.0 * 1024.0);
 
 struct ClusterSpec {

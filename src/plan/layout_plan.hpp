@@ -62,8 +62,8 @@ ModelStateBytes model_state_bytes(StateConvention states, double parameters, int
 
 // How much slower a GPU computes while a collective runs beside it: 18.9 % on average (40 % at
 // most) over GPT and Llama training on A100, H100, MI250 and MI210, against the same compute
-// alone (Agrawal et al., "Characterizing Compute-Communication Overlap in GPU-Accelerated
-// Distributed Deep Learning", arXiv 2507.03114, abstract and sec. 5). The average is taken for
+// alone ("Characterizing Compute-Communication Overlap in GPU-Accelerated Distributed Deep
+// Learning: Performance and Power Implications", arXiv 2507.03114, abstract). The average is taken for
 // every device preset; it is charged on as much compute as the hidden collectives last.
 inline constexpr double overlap_compute_slowdown = 0.189;
 

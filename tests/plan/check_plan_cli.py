@@ -108,7 +108,8 @@ def main():
         first = layouts[0]
         time = first["time_ms"]
         parts = time["compute"] + time["bubble"] + time["optimizer"] + time["exposed_tp"] + time["exposed_dp"] + \
-            time["exposed_pp"] + time.get("exposed_cp", 0.0)
+            time["exposed_pp"] + time.get("exposed_cp", 0.0) + time.get("exposed_ep", 0.0) + \
+            time.get("overlap_slowdown", 0.0)
         if abs(parts - time["step"]) > 1e-6 * time["step"]:
             failures.append(f"{name}: step {time['step']} is not the sum of its parts {parts}")
         if name == "search":
