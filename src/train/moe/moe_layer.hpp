@@ -27,10 +27,25 @@
 // state is an MoeActivations the model holds per layer (and per pipeline slot). Its sizes are
 // theory/moe_memory.hpp's, which the memory ledger's counts are tested against.
 //
+// Overlap (--moe-a2a-overlap, MoeSettings::a2a_overlap): each exchange goes as two non-blocking
+// alltoallv halves, so one half's all-to-all runs while the other half's experts compute, the
+// pipelining of Tutel (arXiv 2206.03382 sec. 3.3, degree 2) and the two-part split DeepSeek-V3
+// overlaps prefilling with (arXiv 2412.19437 sec. 3.4.1), within one layer and micro-batch:
+// forward, both dispatch halves go out, the first half's experts run while the second arrives,
+// its combine goes back while the second half's experts run, and the shared experts run while
+// the combines travel; backward mirrors it, the shared experts' and the router's weight
+// gradients computed while the last input gradients travel (their input gradients are added
+// after the un-permutation, in the blocking order). The halves are the first and second half
+// of each rank's local experts (E/ep >= 2), else of the source ranks (E/ep = 1); both keep the
+// blocking path's received layout, chunks and per-expert accumulation order, so results are
+// bit-identical to it. Open MPI progresses a non-blocking collective on one host only inside
+// MPI calls: the layer polls the halves in flight (test()) after every expert op.
+//
 // Host only: the engine refuses MoE models on a GPU (train_options.cpp).
 #pragma once
 
 #include <cstdint>
+#include <utility>
 #include <vector>
 
 #include "comm/communicator.hpp"
@@ -94,6 +109,7 @@ struct MoeSettings {
     std::optional<double> capacity_factor;  // --moe-expert-capacity-factor; unset: dropless
     double aux_loss_coeff = 0.0;            // --moe-aux-loss-coeff (alpha)
     double bias_update_rate = 0.0;          // --moe-router-bias-update-rate (u); 0: no bias
+    bool a2a_overlap = false;               // --moe-a2a-overlap: dispatch/combine in two overlapped halves
 };
 
 // What a model's MoE layers need from the run: the settings, the group whose ranks route the
@@ -112,6 +128,12 @@ struct MoeExchangeStats {
     double dispatch_ms = 0.0;  // the dispatch alltoallv, forward, and the output gradients' in backward
     double combine_ms = 0.0;   // the combine alltoallv, forward, and the input gradients' in backward
     double counts_ms = 0.0;    // the alltoall of the rows per expert before each forward's dispatch
+    // The host's time blocked in the calls above (the counts' alltoall blocks: all of counts_ms
+    // is exposed). A blocking call is all exposed; an overlapped half counts its issue, every
+    // test() that polled it and its wait(), while *_ms counts it from its issue to the test or
+    // wait that saw it complete (the communicator's convention), compute it overlapped included.
+    double dispatch_exposed_ms = 0.0;
+    double combine_exposed_ms = 0.0;
     double dispatch_bytes = 0.0;  // what the communicator counts per call: max(sent, received)
     double combine_bytes = 0.0;
     double counts_bytes = 0.0;
@@ -155,6 +177,7 @@ class MoeLayer {
     // A run of rows on the experts' side that one expert computes: rows [first, first + rows).
     struct ExpertChunk {
         int expert, first, rows;
+        int source = 0;  // the rank whose tokens they are (0 without ep)
     };
     std::vector<ExpertChunk> expert_chunks(const MoeActivations& a) const;
     bool parallel() const { return shape_.ep > 1; }
@@ -165,11 +188,20 @@ class MoeLayer {
     struct ExchangePlan {
         std::vector<std::size_t> send_counts, send_offsets, recv_counts, recv_offsets;
     };
-    ExchangePlan exchange_plan(const MoeActivations& a) const;
+    // `half` (0, 1) under --moe-a2a-overlap: only the rows of that half's chunks; -1: all of them.
+    ExchangePlan exchange_plan(const MoeActivations& a, int half = -1) const;
+    // The local experts [first, end) of `source`'s chunks in `half` (-1: all of them).
+    std::pair<int, int> half_experts(int source, int half) const;
+    bool in_half(const ExpertChunk& chunk, int half) const;
     // Sends `from` (dispatch order) to the experts' ranks, into `to` (received order); `back`:
-    // the other way. Timed into `ms`, its bytes counted into `bytes` (as the communicator counts them).
-    void exchange(const float* from, float* to, const ExchangePlan& plan, bool back, double& ms, double& bytes,
-                  MoeExchangeStats& stats);
+    // the other way. Timed into `ms` and `exposed_ms`, its bytes counted into `bytes` (as the
+    // communicator counts them).
+    void exchange(const float* from, float* to, const ExchangePlan& plan, bool back, double& ms, double& exposed_ms,
+                  double& bytes, MoeExchangeStats& stats);
+    // The same exchange issued without waiting (--moe-a2a-overlap), timed when it completes.
+    class InFlight;
+    InFlight issue_exchange(const float* from, float* to, const ExchangePlan& plan, bool back, double& ms,
+                            double& exposed_ms, double& bytes, MoeExchangeStats& stats);
 
     MoeMemoryShape shape_;
     RouterShape router_;
