@@ -463,6 +463,17 @@ PlanPrediction predict_layout(const PlanLayout& p, const PlanContext& context, c
         else
             out.exposed_pp_ms += line.time_ms;
     }
+    if (p.experts.a2a_overlap && out.exposed_ep_ms > 0) {
+        // Under parbench's states the ep lines are train's: the counts' alltoall blocks, the
+        // alltoallv halves overlap; Megatron-core's one line is dispatch and combine.
+        double blocking_ms = 0, overlappable_ms = 0;
+        for (const CommLine& line : out.comm) {
+            if (line.dimension != "ep") continue;
+            const bool counts = p.states == StateConvention::parbench && line.collective == "alltoall";
+            (counts ? blocking_ms : overlappable_ms) += line.time_ms;
+        }
+        out.exposed_ep_ms = moe_overlapped_exposure(blocking_ms, overlappable_ms, out.compute_ms);
+    }
     out.step_ms = out.compute_ms + out.bubble_ms + out.optimizer_ms + out.exposed_ms();
     const double tokens = static_cast<double>(p.global_batch) * (l.model.kind != ModelKind::mlp ? l.seq_len : 1);
     out.tokens_per_s = tokens / (out.step_ms / 1e3);
@@ -537,7 +548,7 @@ nlohmann::json to_json(const PlanPrediction& p) {
               {"recompute", recompute_name(l.recompute)}, {"p2p", p2p_mode_name(l.p2p)},
               {"attention", attention_name(p.layout.attention)},
               {"reshard_after_forward", p.layout.reshard_after_forward}, {"shard_group", p.layout.shard_group},
-              {"ep", p.layout.experts.ep}}},
+              {"ep", p.layout.experts.ep}, {"moe_a2a_overlap", p.layout.experts.a2a_overlap}}},
             {"memory_bytes",
              {{"states", states_name(p.layout.states)}, {"pp_rank", p.memory.pp_rank}, {"params", p.memory.params},
               {"grads", p.memory.grads}, {"optimizer", p.memory.optimizer}, {"activations", p.memory.activations},
