@@ -11,11 +11,12 @@
 # the assignments dropped. Runs alternate between the layouts (alternating_order, ROUNDS rounds)
 # and each figure is the median over rounds, since run-to-run noise on these VMs is large; the
 # 1-minute load average is printed before and after, since a busy host distorts every figure.
-# Usage: scripts/bench_moe.sh [build-dir]   (default: build/; ROUNDS=3 by default)
+# Usage: scripts/bench_moe.sh [build-dir]   (default: build/; ROUNDS=3, GLOBAL_BATCH=8 by default:
+# a larger batch moves more rows per exchange, where the overlap has more to hide)
 set -euo pipefail
 source "$(dirname "$0")/bench_common.sh" "${1:-}"
 rounds=${ROUNDS:-3}
-args=(train --model llama-moe-small --global-batch 8 --warmup 2 --steps 5)
+args=(train --model llama-moe-small --global-batch "${GLOBAL_BATCH:-8}" --warmup 2 --steps 5)
 layouts=("ep1-dropless:" "ep2-dropless:--ep 2" "ep2-dropless-overlap:--ep 2 --moe-a2a-overlap"
          "ep1-capacity1:--moe-expert-capacity-factor 1.0" "ep2-capacity1:--ep 2 --moe-expert-capacity-factor 1.0"
          "ep2-capacity1-overlap:--ep 2 --moe-expert-capacity-factor 1.0 --moe-a2a-overlap")
