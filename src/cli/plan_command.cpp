@@ -345,6 +345,9 @@ class PlanCommand : public Command {
             return;
         }
         p.experts.ep = ep.value_or(1);
+        if (moe_a2a_overlap && p.experts.ep == 1)  // train's message (train_options.cpp check_moe)
+            throw UsageError("--moe-a2a-overlap needs --ep 2 or more: without expert parallelism there is no "
+                             "all-to-all to overlap; add --ep N or drop the flag");
         // parbench's engine formulas size the MoE layers' receive buffers and exchanges by ep.
         if (p.states == StateConvention::parbench) p.engine.ep = p.experts.ep;
         const int experts = config.moe->experts, dp = p.engine.dp;
