@@ -29,7 +29,7 @@
 //
 // Overlap (--moe-a2a-overlap, MoeSettings::a2a_overlap): each exchange goes as two non-blocking
 // alltoallv halves, so one half's all-to-all runs while the other half's experts compute, the
-// pipelining of Tutel (arXiv 2206.03382 sec. 3.3, degree 2) and the two-part split DeepSeek-V3
+// adaptive pipelining of Tutel (arXiv 2206.03382) at degree 2 and the two-part split DeepSeek-V3
 // overlaps prefilling with (arXiv 2412.19437 sec. 3.4.1), within one layer and micro-batch:
 // forward, both dispatch halves go out, the first half's experts run while the second arrives,
 // its combine goes back while the second half's experts run, and the shared experts run while
@@ -39,7 +39,8 @@
 // of each rank's local experts (E/ep >= 2), else of the source ranks (E/ep = 1); both keep the
 // blocking path's received layout, chunks and per-expert accumulation order, so results are
 // bit-identical to it. Open MPI progresses a non-blocking collective on one host only inside
-// MPI calls: the layer polls the halves in flight (test()) after every expert op.
+// MPI calls: the layer polls the halves in flight (test()) after each chunk of an expert's rows
+// and between the shared experts' ops.
 //
 // Host only: the engine refuses MoE models on a GPU (train_options.cpp).
 #pragma once
