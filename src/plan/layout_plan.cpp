@@ -9,15 +9,16 @@
 #include "theory/llama_activation_memory.hpp"
 #include "theory/model_flops.hpp"
 #include "theory/moe_work.hpp"
+#include "theory/pipeline/partition.hpp"
 
 namespace parbench {
 
 // Megatron-LM's interleaved schedule runs (p - r - 1) x 2 + (v - 1) x p warm-up forwards on
 // rank r before its first backward (at most m x v), each holding one chunk of L / (p v) layers,
 // one more in steady state: on rank 0, L (1 + (p - 1) / (p v)) layers of activations (arXiv
-// 2205.05198 sec. 4.2.3). parbench's engine allocates a slot per chunk and micro-batch in
-// flight (`engine_layers`, what memory.hpp counts), which is more; uneven chunks keep the
-// engine's count, the formula assuming equal ones.
+// 2205.05198 sec. 4.2.3). parbench's engine holds the same count on equal chunks: one pool per
+// rank, its peak held at once (`engine_layers`, theory/pipeline/partition.hpp); uneven chunks
+// keep the engine's count, the formula assuming equal ones.
 double megatron_interleaved_layers_in_flight(int layers, int p, int v, int m, int pp_rank, double engine_layers) {
     if (layers % (p * v) != 0) return engine_layers;
     const int warmup = std::min((p - pp_rank - 1) * 2 + (v - 1) * p, m * v);
@@ -66,9 +67,9 @@ PlanMemory convention_memory(const PlanLayout& p, int pp_rank, const EnginePipel
                                      l.sp, l.cp};
     double layer_micro = l.model.layers;
     if (rank.part.active()) {
-        layer_micro = 0;
-        for (std::size_t c = 0; c < rank.part.chunks.size(); ++c)
-            layer_micro += (rank.part.chunks[c].end - rank.part.chunks[c].first) * rank.part.slots[c];
+        // The layers the rank's pool holds at once (every layer one kind: the count, not the bytes).
+        layer_micro = activation_pool(rank.part, std::vector<int>(static_cast<std::size_t>(l.model.layers), 0))
+                          .layer_stores.at(0);
         const bool even_chunks = std::all_of(l.stage_ranges.begin(), l.stage_ranges.end(), [&](const LayerRange& r) {
             return (r.end - r.first) * l.pp * l.virtual_stages == l.model.layers;
         });

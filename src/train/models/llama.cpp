@@ -37,6 +37,7 @@
 #include <vector>
 
 #include "core/nvtx.hpp"
+#include "theory/pipeline/partition.hpp"
 #include "theory/rank_traffic.hpp"
 #include "train/models/transformer_parts.hpp"
 #include "train/tensor_parallel.hpp"
@@ -172,7 +173,7 @@ class LlamaModel : public Model {
         embedding_backward(microbatch, access);
     }
 
-    // ---- pipeline chunks (as gpt.cpp: a pool of activation slots per chunk) -------------
+    // ---- pipeline chunks (as gpt.cpp: one pool of kept activations for the rank's chunks) --
     std::size_t boundary_numel() const override { return residual_elements(); }
     float* boundary_input(int microbatch, int chunk) override { return slots_.take(microbatch, chunk).input; }
     const float* boundary_output(int microbatch, int chunk) override {
@@ -246,9 +247,15 @@ class LlamaModel : public Model {
         if (rate > 0.0 && !moe_routed_.empty()) {
             std::vector<double> loads;
             for (const std::vector<double>& layer : moe_routed_) loads.insert(loads.end(), layer.begin(), layer.end());
-            if (moe_context_.balance_group != nullptr && moe_context_.balance_group->size() > 1)
-                moe_context_.balance_group->allreduce(loads.data(), loads.data(), loads.size(), DType::float64,
-                                                      ReduceOp::sum);
+            if (moe_context_.balance_group != nullptr && moe_context_.balance_group->size() > 1) {
+                // Summed in the device's memory: an NCCL group reads none of the host's.
+                const std::size_t bytes = loads.size() * sizeof(double);
+                if (moe_loads_.bytes() < bytes) moe_loads_ = device_.allocate(bytes);
+                device_.copy_from_host(moe_loads_, loads.data(), bytes);
+                moe_context_.balance_group->allreduce(moe_loads_.data(), moe_loads_.data(), loads.size(),
+                                                      DType::float64, ReduceOp::sum);
+                device_.copy_to_host(loads.data(), moe_loads_, bytes);
+            }
             const std::size_t E = moe_routed_.front().size();
             for (std::size_t i = 0; i < moe_bias_.size(); ++i) {
                 double mean = 0.0;
@@ -582,16 +589,12 @@ class LlamaModel : public Model {
         access.gradients_complete(unit(0));
     }
 
-    struct ActivationSlot {
-        int microbatch = -1;
-        int previous = -1;
-        float* input = nullptr;     // (R,C)
-        float* gradient = nullptr;  // (R,C)
-        std::vector<BlockActivations> blocks;
-        std::vector<WeightGradientStash> stash;
+    struct HeadActivations {
         float *norm_final = nullptr, *rstd_final = nullptr, *logits = nullptr, *maxes = nullptr, *sums = nullptr,
               *target_logits = nullptr;
     };
+    using KeptPool = KeptActivations<BlockActivations, WeightGradientStash, HeadActivations>;
+    using ActivationSlot = KeptPool::Slot;
 
     int unit(int global_unit) const {
         const int local = local_unit_.at(static_cast<std::size_t>(global_unit));
@@ -606,12 +609,12 @@ class LlamaModel : public Model {
         stash_ = s.stash;
         dresidual_ = s.gradient;
         if (range.end == L_) {
-            norm_final_ = s.norm_final;
-            rstd_final_ = s.rstd_final;
-            logits_ = s.logits;
-            maxes_ = s.maxes;
-            sums_ = s.sums;
-            target_logits_ = s.target_logits;
+            norm_final_ = s.head.norm_final;
+            rstd_final_ = s.head.rstd_final;
+            logits_ = s.head.logits;
+            maxes_ = s.head.maxes;
+            sums_ = s.head.sums;
+            target_logits_ = s.head.target_logits;
         }
     }
 
@@ -701,25 +704,34 @@ class LlamaModel : public Model {
         target_logits = arena_.floats(rows());
     }
 
+    // The rank's pool (theory/pipeline/partition.hpp's activation_pool, what plan counts): layer
+    // stores of each kind (dense, MoE) apart.
     void allocate_slots() {
         const std::size_t rc = residual_elements();
-        for (std::size_t c = 0; c < part_.chunks.size(); ++c) {
-            const LayerRange& range = part_.chunks[c];
-            holds_last_stage_ = holds_last_stage_ || range.end == L_;
-            std::vector<ActivationSlot> pool(static_cast<std::size_t>(part_.slots.at(c)));
-            for (ActivationSlot& s : pool) {
-                s.input = arena_.floats(rc);
-                s.gradient = arena_.floats(rc);
-                s.blocks.resize(static_cast<std::size_t>(L_));
-                if (part_.split_backward) s.stash.resize(static_cast<std::size_t>(L_));
-                for (int l = range.first; l < range.end; ++l) {
-                    s.blocks[static_cast<std::size_t>(l)] = allocate_block(l);
-                    if (part_.split_backward) s.stash[static_cast<std::size_t>(l)] = allocate_stash();
+        for (const LayerRange& range : part_.chunks) holds_last_stage_ = holds_last_stage_ || range.end == L_;
+        const std::vector<int> kinds = transformer_layer_store_kinds(config_, recompute_);
+        const ActivationPool pool = activation_pool(part_, kinds);
+        slots_ = KeptPool("Llama", part_.chunks, kinds);
+        for (int i = 0; i < pool.slots; ++i) slots_.add_slot(arena_.floats(rc), arena_.floats(rc));
+        for (std::size_t kind = 0; kind < pool.layer_stores.size(); ++kind) {
+            // A layer of that kind stands for all of them, their stores being alike; a dense one
+            // where the kind has one (under full recompute MoE layers are kind 0 too), so the
+            // per-layer figure stays a dense layer's.
+            int layer = -1;
+            for (int l = 0; l < L_; ++l)
+                if (kinds[static_cast<std::size_t>(l)] == static_cast<int>(kind) && (layer < 0 || !is_moe(l))) {
+                    layer = l;
+                    if (!is_moe(l)) break;
                 }
-                if (range.end == L_)
-                    allocate_head(s.norm_final, s.rstd_final, s.logits, s.maxes, s.sums, s.target_logits);
+            for (int i = 0; i < pool.layer_stores[kind]; ++i) {
+                const BlockActivations block = allocate_block(layer);
+                slots_.add_store(static_cast<int>(kind), block, part_.split_backward ? allocate_stash() : WeightGradientStash{});
             }
-            slots_.add_chunk(std::move(pool));
+        }
+        for (int i = 0; i < pool.heads; ++i) {
+            HeadActivations head;
+            allocate_head(head.norm_final, head.rstd_final, head.logits, head.maxes, head.sums, head.target_logits);
+            slots_.add_head(head);
         }
     }
 
@@ -787,6 +799,7 @@ class LlamaModel : public Model {
     std::vector<MoeLayerStats> moe_stats_;   // this step's, per MoE layer held
     std::vector<std::vector<float>> moe_bias_;     // (E) per MoE layer held: the balancing bias
     std::vector<std::vector<double>> moe_routed_;  // (E) per MoE layer held: the step's loads
+    Buffer moe_loads_;  // the bias update's loads (MoE layers x E doubles) while the balance group sums them
     std::vector<double> aux_losses_;         // (micro-batches x MoE layers held) last forward's L_aux
     bool recomputing_ = false;               // a full-recompute forward: counts nothing
     float loss_scale_ = 0.0f;                // the running backward's
@@ -815,7 +828,7 @@ class LlamaModel : public Model {
     std::vector<int> local_unit_;
     bool holds_last_stage_ = false;
     int first_layer_ = 0;
-    ActivationSlots<ActivationSlot> slots_{"Llama"};
+    KeptPool slots_{"Llama", {}, {}};  // the rank's chunks' (pipeline only)
     std::vector<WeightGradientStash> stash_;
     LlamaTensors tensors_;
     std::unique_ptr<ContextAttention> context_;

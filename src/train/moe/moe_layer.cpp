@@ -27,9 +27,11 @@ double ms_between(Clock::time_point start, Clock::time_point end) {
 class MoeLayer::InFlight {
   public:
     InFlight() = default;
-    InFlight(Request request, Clock::time_point issued, double& ms, double& exposed_ms)
-        : request_(std::move(request)), issued_(issued), ms_(&ms), exposed_ms_(&exposed_ms), done_(false) {}
-    // Lets MPI progress the exchange (and notices its completion) without waiting for it.
+    InFlight(Request request, Ops& ops, Clock::time_point issued, double& ms, double& exposed_ms)
+        : request_(std::move(request)), ops_(&ops), issued_(issued), ms_(&ms), exposed_ms_(&exposed_ms),
+          done_(false) {}
+    // Lets MPI progress the exchange (and notices its completion) without waiting for it. On a
+    // GPU it asks whether the half's event has passed; once it has, its rows are in place.
     void poll() {
         if (done_) return;
         const auto start = Clock::now();
@@ -38,10 +40,15 @@ class MoeLayer::InFlight {
         *exposed_ms_ += ms_between(start, end);
         if (done) finish(end);
     }
+    // On a GPU, wait() only makes the stream wait for the half (NCCL's side stream): the syncs
+    // around it leave out the compute queued before it and time how long the stream stands
+    // waiting for the half, the host's blocked time as on the CPU (no-ops there).
     void wait() {
         if (done_) return;
+        ops_->synchronize();
         const auto start = Clock::now();
         request_.wait();
+        ops_->synchronize();
         const auto end = Clock::now();
         *exposed_ms_ += ms_between(start, end);
         finish(end);
@@ -53,6 +60,7 @@ class MoeLayer::InFlight {
         done_ = true;
     }
     Request request_;
+    Ops* ops_ = nullptr;
     Clock::time_point issued_;
     double* ms_ = nullptr;
     double* exposed_ms_ = nullptr;
@@ -118,19 +126,19 @@ MoeActivations MoeLayer::allocate_activations(ActivationArena& arena) const {
     return a;
 }
 
-std::vector<MoeLayer::ExpertChunk> MoeLayer::expert_chunks(const MoeActivations& a) const {
+std::vector<MoeLayer::ExpertChunk> MoeLayer::expert_chunks() const {
     std::vector<ExpertChunk> chunks;
     const int E = as_int(shape_.experts);
     if (!parallel()) {
         for (int e = 0; e < E; ++e)
-            chunks.push_back({e, a.routing.expert_start[e], a.routing.expert_start[e + 1] - a.routing.expert_start[e]});
+            chunks.push_back({e, host_.expert_start[e], host_.expert_start[e + 1] - host_.expert_start[e]});
         return chunks;
     }
     const int first_expert = first_local_expert();
     int row = 0;
     for (int source = 0; source < expert_group_->size(); ++source)
         for (int j = 0; j < local_experts_; ++j) {
-            const int rows = a.received_counts[source * local_experts_ + j];
+            const int rows = host_.received_counts[static_cast<std::size_t>(source * local_experts_ + j)];
             chunks.push_back({first_expert + j, row, rows, source});
             row += rows;
         }
@@ -157,21 +165,21 @@ bool MoeLayer::in_half(const ExpertChunk& chunk, int half) const {
     return local >= first && local < end;
 }
 
-MoeLayer::ExchangePlan MoeLayer::exchange_plan(const MoeActivations& a, int half) const {
+MoeLayer::ExchangePlan MoeLayer::exchange_plan(int half) const {
     const std::size_t C = shape_.hidden;
     const int ranks = expert_group_->size();
     const auto [send_first, send_end] = half_experts(expert_group_->rank(), half);
     ExchangePlan plan;
     std::size_t received = 0;
     for (int q = 0; q < ranks; ++q) {
-        const int first = a.routing.expert_start[q * local_experts_ + send_first];
-        const int end = a.routing.expert_start[q * local_experts_ + send_end];
+        const int first = host_.expert_start[static_cast<std::size_t>(q * local_experts_ + send_first)];
+        const int end = host_.expert_start[static_cast<std::size_t>(q * local_experts_ + send_end)];
         plan.send_offsets.push_back(static_cast<std::size_t>(first) * C);
         plan.send_counts.push_back(static_cast<std::size_t>(end - first) * C);
         const auto [recv_first, recv_end] = half_experts(q, half);
         std::size_t before = 0, rows = 0, all = 0;
         for (int j = 0; j < local_experts_; ++j) {
-            const auto n = static_cast<std::size_t>(a.received_counts[q * local_experts_ + j]);
+            const auto n = static_cast<std::size_t>(host_.received_counts[static_cast<std::size_t>(q * local_experts_ + j)]);
             if (j < recv_first) before += n;
             else if (j < recv_end) rows += n;
             all += n;
@@ -185,6 +193,9 @@ MoeLayer::ExchangePlan MoeLayer::exchange_plan(const MoeActivations& a, int half
 
 void MoeLayer::exchange(const float* from, float* to, const ExchangePlan& plan, bool back, double& ms,
                         double& exposed_ms, double& bytes, MoeExchangeStats& stats) {
+    // On a GPU the alltoallv is only enqueued: waiting for the work before it and then for it
+    // makes the time the exchange's own (no-ops on the CPU).
+    ops_.synchronize();
     const auto start = Clock::now();
     if (!back)
         expert_group_->alltoallv(from, plan.send_counts, plan.send_offsets, to, plan.recv_counts, plan.recv_offsets,
@@ -192,6 +203,7 @@ void MoeLayer::exchange(const float* from, float* to, const ExchangePlan& plan, 
     else
         expert_group_->alltoallv(from, plan.recv_counts, plan.recv_offsets, to, plan.send_counts, plan.send_offsets,
                                  DType::float32);
+    ops_.synchronize();
     const double took = ms_between(start, Clock::now());
     ms += took;
     exposed_ms += took;  // the host waited for all of it
@@ -204,6 +216,9 @@ void MoeLayer::exchange(const float* from, float* to, const ExchangePlan& plan, 
 
 MoeLayer::InFlight MoeLayer::issue_exchange(const float* from, float* to, const ExchangePlan& plan, bool back,
                                             double& ms, double& exposed_ms, double& bytes, MoeExchangeStats& stats) {
+    // On a GPU the half starts on NCCL's side stream once the work queued before it is done:
+    // waiting for that work here starts its time when its data is ready (a no-op on the CPU).
+    ops_.synchronize();
     const auto start = Clock::now();
     Request request =
         !back ? expert_group_->ialltoallv(from, plan.send_counts, plan.send_offsets, to, plan.recv_counts,
@@ -216,7 +231,7 @@ MoeLayer::InFlight MoeLayer::issue_exchange(const float* from, float* to, const 
     for (std::size_t n : plan.recv_counts) received += n;
     bytes += static_cast<double>(std::max(sent, received) * sizeof(float));
     ++stats.alltoallv_calls;
-    return InFlight(std::move(request), start, ms, exposed_ms);
+    return InFlight(std::move(request), ops_, start, ms, exposed_ms);
 }
 
 MoeForwardResult MoeLayer::forward(float* out, const MoeActivations& a, const float* x, const MoeWeights& w,
@@ -227,15 +242,9 @@ MoeForwardResult MoeLayer::forward(float* out, const MoeActivations& a, const fl
     // choice stable).
     ops_.matmul_forward(logits_, x, w.router, nullptr, N, C, E);
     MoeForwardResult result;
-    result.counts = route_tokens(a.routing, logits_, bias, router_);
-    const std::size_t row = static_cast<std::size_t>(C);
+    result.counts = route(a.routing, bias);
     // Permutation: each kept assignment's token row into its expert-major row.
-    for (int t = 0; t < N; ++t)
-        for (int i = 0; i < k; ++i) {
-            const int slot = a.routing.slot[t * k + i];
-            if (slot >= 0)
-                std::copy_n(x + static_cast<std::size_t>(t) * row, C, a.dispatched + static_cast<std::size_t>(slot) * row);
-        }
+    ops_.moe_dispatch(a.dispatched, x, a.routing.slot, N, k, C);
     std::optional<ExchangePlan> plan;
     const bool overlapped = parallel() && settings_.a2a_overlap;
     std::vector<ExchangePlan> halves;
@@ -246,27 +255,34 @@ MoeForwardResult MoeLayer::forward(float* out, const MoeActivations& a, const fl
     if (parallel()) {
         NvtxRange range("moe dispatch");
         for (int e = 0; e < E; ++e) kept_per_expert_[static_cast<std::size_t>(e)] = result.counts.kept[static_cast<std::size_t>(e)];
-        const auto start = std::chrono::steady_clock::now();
-        expert_group_->alltoall(kept_per_expert_.data(), a.received_counts, static_cast<std::size_t>(local_experts_),
+        // The counts go through the device's memory (NCCL reads no host memory): dlogits_ is idle here.
+        int* kept_counts = reinterpret_cast<int*>(dlogits_);
+        ops_.copy_from_host(kept_counts, kept_per_expert_.data(), static_cast<std::size_t>(E) * sizeof(int));
+        ops_.synchronize();  // the time below is the alltoall's and the copy of its result (which waits)
+        const auto start = Clock::now();
+        expert_group_->alltoall(kept_counts, a.received_counts, static_cast<std::size_t>(local_experts_),
                                 DType::int32);
-        stats.counts_ms += std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - start).count();
+        // The plans (both halves' too) and the chunks read these host copies: in place before either is made.
+        host_.received_counts.resize(static_cast<std::size_t>(E));
+        ops_.copy_to_host(host_.received_counts.data(), a.received_counts, static_cast<std::size_t>(E) * sizeof(int));
+        stats.counts_ms += ms_between(start, Clock::now());
         stats.counts_bytes += static_cast<double>(E * sizeof(int));
         ++stats.alltoall_calls;
-        plan = exchange_plan(a);
+        plan = exchange_plan();
         if (!overlapped) {
             exchange(a.dispatched, a.received, *plan, false, stats.dispatch_ms, stats.dispatch_exposed_ms,
                      stats.dispatch_bytes, stats);
         } else {
             for (int half = 0; half < 2; ++half) {
-                halves.push_back(exchange_plan(a, half));
+                halves.push_back(exchange_plan(half));
                 dispatch[half] = issue_exchange(a.dispatched, a.received, halves.back(), false, stats.dispatch_ms,
                                                 stats.dispatch_exposed_ms, stats.dispatch_bytes, stats);
             }
         }
     }
-    // Each expert over its rows; under overlap one half's once they have arrived, their
-    // outputs sent back while the other half's experts run.
-    const std::vector<ExpertChunk> chunks = expert_chunks(a);
+    // Each expert over its rows; under overlap one half's once they have arrived (on a GPU,
+    // queued behind their arrival), their outputs sent back while the other half's experts run.
+    const std::vector<ExpertChunk> chunks = expert_chunks();
     for (const int half : overlapped ? std::vector<int>{0, 1} : std::vector<int>{-1}) {
         if (half >= 0) dispatch[half].wait();
         for (const ExpertChunk& chunk : chunks) {
@@ -304,18 +320,14 @@ MoeForwardResult MoeLayer::forward(float* out, const MoeActivations& a, const fl
         ops_.fill(out, 0.0f, static_cast<std::size_t>(N) * C);
     }
     for (InFlight& half : combine) half.wait();
-    for (int t = 0; t < N; ++t) {
-        float* out_row = out + static_cast<std::size_t>(t) * C;
-        for (int i = 0; i < k; ++i) {
-            const int slot = a.routing.slot[t * k + i];
-            if (slot < 0) continue;
-            const float weight = a.routing.weights[t * k + i];
-            const float* expert_row = a.expert_out + static_cast<std::size_t>(slot) * C;
-            for (int c = 0; c < C; ++c) out_row[c] += weight * expert_row[c];
-        }
+    ops_.moe_combine(out, a.expert_out, a.routing.slot, a.routing.weights, N, k, C);
+    if (settings_.aux_loss_coeff > 0.0) {
+        host_.scores.resize(static_cast<std::size_t>(N) * E);
+        ops_.copy_to_host(host_.scores.data(), a.routing.scores, host_.scores.size() * sizeof(float));
+        RoutingBuffers scores_on_host;
+        scores_on_host.scores = host_.scores.data();
+        result.aux_loss = balancing_loss(scores_on_host, result.counts, router_, settings_.aux_loss_coeff);
     }
-    if (settings_.aux_loss_coeff > 0.0)
-        result.aux_loss = balancing_loss(a.routing, result.counts, router_, settings_.aux_loss_coeff);
     return result;
 }
 
@@ -324,29 +336,15 @@ void MoeLayer::backward(float* dx, const MoeGradients& g, const float* dout, con
     const int N = as_int(shape_.tokens), k = as_int(shape_.top_k);
     const int C = as_int(shape_.hidden), Fe = as_int(shape_.expert_hidden), SFe = as_int(shape_.shared_experts) * Fe;
     // The combine's backward: d(weight) = dy · FFN(x), d(FFN(x)) = weight · dy.
-    for (int t = 0; t < N; ++t) {
-        const float* dy = dout + static_cast<std::size_t>(t) * C;
-        for (int i = 0; i < k; ++i) {
-            const int slot = a.routing.slot[t * k + i];
-            dweights_[t * k + i] = 0.0f;
-            if (slot < 0) continue;
-            const float* expert_row = a.expert_out + static_cast<std::size_t>(slot) * C;
-            float* dexpert_row = dexpert_out_ + static_cast<std::size_t>(slot) * C;
-            const float weight = a.routing.weights[t * k + i];
-            float dot = 0.0f;
-            for (int c = 0; c < C; ++c) {
-                dot += dy[c] * expert_row[c];
-                dexpert_row[c] = weight * dy[c];
-            }
-            dweights_[t * k + i] = dot;
-        }
-    }
+    ops_.moe_combine_backward(dexpert_out_, dweights_, dout, a.expert_out, a.routing.slot, a.routing.weights, N, k, C);
+    // The row counts the chunks and the plans (both halves' under overlap) read, on the host first.
+    fetch_row_counts(a);
     // The output gradients to the experts' ranks (the combine's mirror), the experts' backward
     // on the rows they ran, the input gradients back (the dispatch's mirror).
     std::optional<ExchangePlan> plan;
     const float* dreceived_out = dexpert_out_;
     float* dreceived = ddispatched_;
-    const std::vector<ExpertChunk> chunks = expert_chunks(a);
+    const std::vector<ExpertChunk> chunks = expert_chunks();
     const bool overlapped = parallel() && settings_.a2a_overlap;
     std::vector<ExchangePlan> halves;
     InFlight combine[2], dispatch[2];
@@ -355,13 +353,13 @@ void MoeLayer::backward(float* dx, const MoeGradients& g, const float* dout, con
     };
     if (parallel()) {
         NvtxRange range("moe combine backward");
-        plan = exchange_plan(a);
+        plan = exchange_plan();
         if (!overlapped) {
             exchange(dexpert_out_, dreceived_out_, *plan, false, stats.combine_ms, stats.combine_exposed_ms,
                      stats.combine_bytes, stats);
         } else {
             for (int half = 0; half < 2; ++half) {
-                halves.push_back(exchange_plan(a, half));
+                halves.push_back(exchange_plan(half));
                 combine[half] = issue_exchange(dexpert_out_, dreceived_out_, halves.back(), false, stats.combine_ms,
                                                stats.combine_exposed_ms, stats.combine_bytes, stats);
             }
@@ -405,6 +403,10 @@ void MoeLayer::backward(float* dx, const MoeGradients& g, const float* dout, con
     // Under overlap, while the last input gradients travel: the shared experts' backward and
     // the router's, all but their input gradients, which are added below in the blocking order.
     const std::size_t shared_n = static_cast<std::size_t>(N) * SFe;
+    const auto router_backward = [&] {
+        ops_.moe_route_backward(dlogits_, dweights_, a.routing.scores, a.routing.weights, a.routing.chosen,
+                                a.routing.routed, balance_weight, N, as_int(shape_.experts), k, router_.score);
+    };
     if (overlapped) {
         if (SFe > 0) {
             ops_.fill(dglu_, 0.0f, shared_n);
@@ -418,33 +420,25 @@ void MoeLayer::backward(float* dx, const MoeGradients& g, const float* dout, con
             ops_.matmul_backward(nullptr, g.shared_up, nullptr, dup_, x, w.shared_up, N, C, SFe);
             poll();
         }
-        route_backward(dlogits_, dweights_, a.routing, router_, balance_weight);
+        router_backward();
         ops_.matmul_backward(nullptr, g.router, nullptr, dlogits_, x, w.router, N, C, as_int(shape_.experts));
+        // The un-permutation below reads ddispatched_, where the halves arrive.
         for (InFlight& half : dispatch) half.wait();
     }
     // Un-permute: each kept assignment's input gradient back to its token.
-    for (int t = 0; t < N; ++t) {
-        float* row = dx + static_cast<std::size_t>(t) * C;
-        for (int i = 0; i < k; ++i) {
-            const int slot = a.routing.slot[t * k + i];
-            if (slot < 0) continue;
-            const float* drow = ddispatched_ + static_cast<std::size_t>(slot) * C;
-            for (int c = 0; c < C; ++c) row[c] += drow[c];
-        }
-    }
+    ops_.moe_dispatch_backward(dx, ddispatched_, a.routing.slot, N, k, C);
     if (SFe > 0) {
-        const std::size_t n = shared_n;
         if (!overlapped) {
-            ops_.fill(dglu_, 0.0f, n);
+            ops_.fill(dglu_, 0.0f, shared_n);
             ops_.matmul_backward(dglu_, g.shared_down, nullptr, dout, a.shared_glu, w.shared_down, N, SFe, C);
-            ops_.fill(dgate_, 0.0f, n);
-            ops_.fill(dup_, 0.0f, n);
-            ops_.swiglu_backward(dgate_, dup_, dglu_, a.shared_gate, a.shared_up, n);
+            ops_.fill(dgate_, 0.0f, shared_n);
+            ops_.fill(dup_, 0.0f, shared_n);
+            ops_.swiglu_backward(dgate_, dup_, dglu_, a.shared_gate, a.shared_up, shared_n);
         }
         ops_.matmul_backward(dx, overlapped ? nullptr : g.shared_gate, nullptr, dgate_, x, w.shared_gate, N, C, SFe);
         ops_.matmul_backward(dx, overlapped ? nullptr : g.shared_up, nullptr, dup_, x, w.shared_up, N, C, SFe);
     }
-    if (!overlapped) route_backward(dlogits_, dweights_, a.routing, router_, balance_weight);
+    if (!overlapped) router_backward();
     ops_.matmul_backward(dx, overlapped ? nullptr : g.router, nullptr, dlogits_, x, w.router, N, C,
                          as_int(shape_.experts));
 }

@@ -38,11 +38,28 @@
 // after the un-permutation, in the blocking order). The halves are the first and second half
 // of each rank's local experts (E/ep >= 2), else of the source ranks (E/ep = 1); both keep the
 // blocking path's received layout, chunks and per-expert accumulation order, so results are
-// bit-identical to it. Open MPI progresses a non-blocking collective on one host only inside
-// MPI calls: the layer polls the halves in flight (test()) after each chunk of an expert's rows
-// and between the shared experts' ops.
+// bit-identical to it. Their sizes come from host_'s row counts, which are on the host before
+// the first half goes out (forward: after the counts' alltoall; backward: fetch_row_counts).
+// Open MPI progresses a non-blocking collective on one host only inside MPI calls: the layer
+// polls the halves in flight (test()) after each chunk of an expert's rows and between the
+// shared experts' ops.
 //
-// Host only: the engine refuses MoE models on a GPU (train_options.cpp).
+// Device-agnostic: the per-token and per-element steps are Ops calls (CpuOps, or CudaOps's
+// kernels/moe.cu and cuBLAS on a GPU), the alltoall(v)s the expert group's Communicator's (NCCL
+// on GPUs). The capacity and the expert-major order are decided on the host, in
+// assign_expert_rows (train/moe/router.hpp), the same code on either device, so routing is
+// deterministic; on a GPU that makes each MoE layer sync its stream twice (README "Mixture of
+// experts"): in forward, to copy the chosen experts and weights (N·k each) to the host and the
+// rows back, and in backward, to copy the layer's rows per expert (E+1, and E under ep) back
+// for the expert loop and the exchange's sizes. With the balancing loss, forward also copies
+// the scores (N·E) for it. Under ep each blocking all-to-all is timed between two syncs, so the
+// reported dispatch and combine times are the exchanges' own. Under --moe-a2a-overlap on a GPU
+// the halves run on NCCL's side stream (comm/nccl_communicator.hpp) and a half's wait() makes
+// the layer's stream wait for it, so no kernel reads a half's rows before they arrive; the
+// stream is synced before each half is issued and around each wait, so a half's time runs from
+// when its data is ready and its exposed time is how long the stream stood waiting for it,
+// the host's blocked time as on the CPU (more syncs per layer than the blocking path's: the
+// price of measuring the exposure).
 #pragma once
 
 #include <cstdint>
@@ -131,8 +148,9 @@ struct MoeExchangeStats {
     double counts_ms = 0.0;    // the alltoall of the rows per expert before each forward's dispatch
     // The host's time blocked in the calls above (the counts' alltoall blocks: all of counts_ms
     // is exposed). A blocking call is all exposed; an overlapped half counts its issue, every
-    // test() that polled it and its wait(), while *_ms counts it from its issue to the test or
-    // wait that saw it complete (the communicator's convention), compute it overlapped included.
+    // test() that polled it and its wait() (on a GPU each blocking call and each wait between
+    // two stream syncs: the stream's wait for it), while *_ms counts it from its issue to the test
+    // or wait that saw it complete (the communicator's convention), compute it overlapped included.
     double dispatch_exposed_ms = 0.0;
     double combine_exposed_ms = 0.0;
     double dispatch_bytes = 0.0;  // what the communicator counts per call: max(sent, received)
@@ -180,17 +198,18 @@ class MoeLayer {
         int expert, first, rows;
         int source = 0;  // the rank whose tokens they are (0 without ep)
     };
-    std::vector<ExpertChunk> expert_chunks(const MoeActivations& a) const;
+    // Those of the group whose row counts host_ holds (route, or fetch_row_counts in backward).
+    std::vector<ExpertChunk> expert_chunks() const;
     bool parallel() const { return shape_.ep > 1; }
     // The first expert whose weights this rank holds (its E/ep experts are stacked from it).
     int first_local_expert() const { return parallel() ? expert_group_->rank() * local_experts_ : 0; }
     // The per-rank row counts (elements of C floats) and offsets of an exchange: what this rank
-    // sends (its dispatch order) and receives (source-major).
+    // sends (its dispatch order) and receives (source-major), for the group host_ holds.
     struct ExchangePlan {
         std::vector<std::size_t> send_counts, send_offsets, recv_counts, recv_offsets;
     };
     // `half` (0, 1) under --moe-a2a-overlap: only the rows of that half's chunks; -1: all of them.
-    ExchangePlan exchange_plan(const MoeActivations& a, int half = -1) const;
+    ExchangePlan exchange_plan(int half = -1) const;
     // The local experts [first, end) of `source`'s chunks in `half` (-1: all of them).
     std::pair<int, int> half_experts(int source, int half) const;
     bool in_half(const ExpertChunk& chunk, int half) const;
@@ -204,16 +223,31 @@ class MoeLayer {
     InFlight issue_exchange(const float* from, float* to, const ExchangePlan& plan, bool back, double& ms,
                             double& exposed_ms, double& bytes, MoeExchangeStats& stats);
 
+    // Routes a group: the router's per-token part through ops_ (from logits_), the rest on
+    // the host (assign_expert_rows), its decisions copied into `routing` (device memory) and
+    // kept in host_ for the expert loop and the exchange (train/moe/moe_host_routing.cpp).
+    RoutingCounts route(const RoutingBuffers& routing, const float* bias);
+    // Fills host_'s row counts from a's (device memory) before its backward.
+    void fetch_row_counts(const MoeActivations& a);
+    // The host copies of what routing decided, for the steps that run on the host; expert_start
+    // and received_counts are those of the forward or backward running now.
+    struct HostRouting {
+        std::vector<int> chosen, slot, expert_start, routed, received_counts;
+        std::vector<float> weights, scores;
+    };
+    HostRouting host_;
+
     MoeMemoryShape shape_;
     RouterShape router_;
     MoeSettings settings_;
     Ops& ops_;
     Communicator* expert_group_;  // null without expert parallelism
     int local_experts_;           // E / ep
-    std::vector<int> kept_per_expert_;  // (E) the alltoall's send buffer
+    std::vector<int> kept_per_expert_;  // (E) the alltoall's send counts, staged into dlogits_
     // Scratch shared by the layers.
     float* logits_;       // (N,E)
-    float* dlogits_;      // (N,E)
+    float* dlogits_;      // (N,E); idle in forward, where it stages the bias and the kept
+                          // counts (E each) in the device's memory
     float* dweights_;     // (N,k)
     float* dexpert_out_;  // (N·k, C)
     float* ddispatched_;  // (N·k, C)
