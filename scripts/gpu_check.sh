@@ -3,8 +3,9 @@
 # build with CUDA, run the GPU and NVTX tests, then measure every collective with
 # validation over NCCL, alltoallv under skews, allreduce with and without CUDA graphs, the MFU
 # of a gpt2-124m training step, and MoE models trained on the GPU against --check's reference
-# (ep 1 on one GPU; ep 2 too where two GPUs are seen). Everything it prints, logs and reports
-# lands in OUTDIR; the summary at the end says which steps failed.
+# (ep 1 on one GPU; ep 2, blocking and with --moe-a2a-overlap, too where two GPUs are seen).
+# Everything it prints, logs and reports lands in OUTDIR; the summary at the end says which
+# steps failed.
 #
 #   scripts/gpu_check.sh OUTDIR
 #
@@ -153,8 +154,14 @@ if (( $(nvidia-smi -L 2>/dev/null | grep -c '^GPU') >= 2 )); then
     run_step train_moe_ep2_nccl_check 90 mpirun --allow-run-as-root -np 2 "$PARBENCH" train --model llama-moe-tiny \
         --backend nccl --ep 2 --warmup 1 --steps 3 --check --moe-expert-capacity-factor 1.0 \
         --json "$OUT/train_moe_ep2_nccl.json"
+    # The same with each exchange as two ialltoallv halves on NCCL's side stream, overlapping
+    # the other half's experts (--moe-a2a-overlap): --check holds only if no kernel reads a
+    # half's rows before it has arrived.
+    run_step train_moe_ep2_overlap_nccl_check 90 mpirun --allow-run-as-root -np 2 "$PARBENCH" train \
+        --model llama-moe-tiny --backend nccl --ep 2 --moe-a2a-overlap --warmup 1 --steps 3 --check \
+        --moe-expert-capacity-factor 1.0 --json "$OUT/train_moe_ep2_overlap_nccl.json"
 else
-    echo "train_moe_ep2_nccl_check: skipped, one GPU here (ep 2 needs two ranks, one GPU each)"
+    echo "train_moe_ep2_nccl_check, train_moe_ep2_overlap_nccl_check: skipped, one GPU here (ep 2 needs two ranks, one GPU each)"
 fi
 
 step "summary"

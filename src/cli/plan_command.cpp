@@ -91,6 +91,7 @@ class PlanCommand : public Command {
     std::string calibrate_compute;
     std::optional<int> ep;                 // MoE models only (plan/moe_plan.hpp)
     std::optional<double> moe_imbalance;
+    bool moe_a2a_overlap = false;
     bool search = false;
     int top = 10;
     std::string microbatch_list = "1,2,4,8,16,32,64,128,256,512";
@@ -176,7 +177,7 @@ class PlanCommand : public Command {
             inputs.model["parameters"] = static_cast<double>(count.total);
             inputs.model["active_parameters"] = static_cast<double>(count.active);
             inputs.model["routed_expert_parameters"] = static_cast<double>(count.routed_experts);
-            inputs.model["moe_approximations"] = moe_approximations(resolved.config);
+            inputs.model["moe_approximations"] = moe_approximations(resolved.config, moe_a2a_overlap);
         }
         inputs.cluster = to_json(cluster);
         inputs.compute = to_json(context.rate);
@@ -323,8 +324,9 @@ class PlanCommand : public Command {
     // dense one and where plan does not model MoE.
     void resolve_experts(PlanLayout& p, const ModelConfig& config) const {
         if (!config.moe) {
-            if (ep || moe_imbalance)
-                throw UsageError(std::string(ep ? "--ep" : "--moe-imbalance") + ": --model has no experts (no \"moe\" "
+            if (ep || moe_imbalance || moe_a2a_overlap)
+                throw UsageError(std::string(ep ? "--ep" : moe_imbalance ? "--moe-imbalance" : "--moe-a2a-overlap") +
+                                 ": --model has no experts (no \"moe\" "
                                  "in its config); expert parallelism needs a mixture-of-experts model, e.g. --model "
                                  "mixtral-8x7b, or drop the flag");
             if (!config.mla) return;
@@ -335,12 +337,17 @@ class PlanCommand : public Command {
                              "experts of an MoE model; drop it");
         p.experts.model = config;
         p.experts.imbalance = moe_imbalance.value_or(1.0);
+        p.experts.a2a_overlap = moe_a2a_overlap;
+        p.engine.moe_a2a_overlap = moe_a2a_overlap;  // train's call counts: two halves per alltoallv
         if (!config.moe) return;
         if (search) {
             if (ep) throw UsageError("--ep with --search: the search ranges over ep (divisors of the experts and dp); drop --ep");
             return;
         }
         p.experts.ep = ep.value_or(1);
+        if (moe_a2a_overlap && p.experts.ep == 1)  // train's message (train_options.cpp check_moe)
+            throw UsageError("--moe-a2a-overlap needs --ep 2 or more: without expert parallelism there is no "
+                             "all-to-all to overlap; add --ep N or drop the flag");
         // parbench's engine formulas size the MoE layers' receive buffers and exchanges by ep.
         if (p.states == StateConvention::parbench) p.engine.ep = p.experts.ep;
         const int experts = config.moe->experts, dp = p.engine.dp;
@@ -542,6 +549,9 @@ std::unique_ptr<Command> add_plan_command(CLI::App& app) {
                     "MoE: expert-parallel degree, carved from the dp ranks (divides the experts and --dp; default 1)");
     sub->add_option("--moe-imbalance", c.moe_imbalance,
                     "MoE: max/mean tokens per ep rank, what `parbench alltoallv --skew` reports (default 1, balanced)");
+    sub->add_flag("--moe-a2a-overlap", c.moe_a2a_overlap,
+                  "MoE: train's --moe-a2a-overlap, dispatch and combine in two halves, one overlapping the other's "
+                  "expert compute: half of them exposed, the other half hidden up to the step's compute");
     sub->add_flag("--search", c.search, "Rank every layout that divides the GPUs and the model (and ep for MoE)");
     sub->add_option("--top", c.top, "Layouts to show with --search")->capture_default_str();
     sub->add_option("--microbatch-list", c.microbatch_list, "Micro-batch counts --search tries")->capture_default_str();

@@ -480,6 +480,10 @@ std::unique_ptr<Command> add_train_command(CLI::App& app) {
                     "MoE: DeepSeek-V3's aux-loss-free balancing, each expert's bias moves so much per step "
                     "(0: off)")
         ->capture_default_str();
+    sub->add_flag("--moe-a2a-overlap", o.moe_a2a_overlap,
+                  "MoE with --ep: each dispatch and combine goes as two non-blocking alltoallv halves, one half's "
+                  "all-to-all overlapping the other half's expert compute (and the shared experts'); results "
+                  "bit-identical to the blocking exchange");
     sub->add_option("--peak-tflops", o.peak_tflops, "Peak TFLOP/s per rank for MFU (default: table or measured)");
     sub->add_flag("-c,--check", o.check, "Compare loss and final parameters with a serial run; fail if they differ");
     sub->add_option("--timeout", command->run_options().timeout_s,

@@ -51,6 +51,21 @@ class CountedCall {
 
 std::size_t bytes_of(std::size_t count, DType type) { return count * dtype_size(type); }
 
+// alltoallv's arguments checked (blocking and non-blocking alike), and its byte count:
+// nccl-tests' convention again, the larger of the two buffers, here the larger total.
+std::size_t checked_alltoallv_bytes(const void* send, std::span<const std::size_t> send_counts,
+                                    std::span<const std::size_t> send_offsets, const void* recv,
+                                    std::span<const std::size_t> recv_counts,
+                                    std::span<const std::size_t> recv_offsets, DType type, int ranks) {
+    const auto n = static_cast<std::size_t>(ranks);
+    if (send_counts.size() != n || send_offsets.size() != n || recv_counts.size() != n || recv_offsets.size() != n)
+        throw std::invalid_argument("alltoallv: counts and offsets need one entry per rank (" + std::to_string(n) + ")");
+    if (send == recv) throw std::invalid_argument("alltoallv: in place is not supported; give two buffers");
+    const std::size_t sent = std::accumulate(send_counts.begin(), send_counts.end(), std::size_t{0});
+    const std::size_t received = std::accumulate(recv_counts.begin(), recv_counts.end(), std::size_t{0});
+    return bytes_of(std::max(sent, received), type);
+}
+
 // Issues a non-blocking call, named for Nsight Systems, and has the request count itself
 // when it completes (Request::count_in).
 template <class Issue>
@@ -227,18 +242,12 @@ void Communicator::alltoall(const void* send, void* recv, std::size_t count_per_
     CountedCall call(stats_, "alltoall", bytes_of(count_per_peer * size(), type));
     do_alltoall(send, recv, count_per_peer, type);
 }
-// nccl-tests' convention again: the larger of the two buffers, here the larger total.
 void Communicator::alltoallv(const void* send, std::span<const std::size_t> send_counts,
                              std::span<const std::size_t> send_offsets, void* recv,
                              std::span<const std::size_t> recv_counts, std::span<const std::size_t> recv_offsets,
                              DType type) {
-    const auto n = static_cast<std::size_t>(size());
-    if (send_counts.size() != n || send_offsets.size() != n || recv_counts.size() != n || recv_offsets.size() != n)
-        throw std::invalid_argument("alltoallv: counts and offsets need one entry per rank (" + std::to_string(n) + ")");
-    if (send == recv) throw std::invalid_argument("alltoallv: in place is not supported; give two buffers");
-    const std::size_t sent = std::accumulate(send_counts.begin(), send_counts.end(), std::size_t{0});
-    const std::size_t received = std::accumulate(recv_counts.begin(), recv_counts.end(), std::size_t{0});
-    const std::size_t bytes = bytes_of(std::max(sent, received), type);
+    const std::size_t bytes = checked_alltoallv_bytes(send, send_counts, send_offsets, recv, recv_counts, recv_offsets,
+                                                      type, size());
     ObservedCall observed(*this, "alltoallv", bytes);
     CountedCall call(stats_, "alltoallv", bytes);
     do_alltoallv(send, send_counts, send_offsets, recv, recv_counts, recv_offsets, type);
@@ -300,6 +309,19 @@ Request Communicator::irecv(void* buffer, std::size_t count, DType type, int pee
     return observed_request(counted_request(stats_, "recv", bytes_of(count, type),
                                             [&] { return do_irecv(buffer, count, type, peer); }),
                             {"recv", bytes_of(count, type), -1, peer});
+}
+Request Communicator::ialltoallv(const void* send, std::span<const std::size_t> send_counts,
+                                 std::span<const std::size_t> send_offsets, void* recv,
+                                 std::span<const std::size_t> recv_counts, std::span<const std::size_t> recv_offsets,
+                                 DType type) {
+    const std::size_t bytes = checked_alltoallv_bytes(send, send_counts, send_offsets, recv, recv_counts, recv_offsets,
+                                                      type, size());
+    return observed_request(counted_request(stats_, "alltoallv", bytes,
+                                            [&] {
+                                                return do_ialltoallv(send, send_counts, send_offsets, recv,
+                                                                     recv_counts, recv_offsets, type);
+                                            }),
+                            {"alltoallv", bytes});
 }
 
 }  // namespace parbench

@@ -220,6 +220,14 @@ class Communicator {
     Request ireduce_scatter(const void* send, void* recv, std::size_t recv_count, DType type, ReduceOp op);
     Request isend(const void* buffer, std::size_t count, DType type, int peer);
     Request irecv(void* buffer, std::size_t count, DType type, int peer);
+    // alltoallv's arguments; the counts and offsets are copied (the caller's may go at once),
+    // the buffers must stay untouched until the request completes. MPI: MPI_Ialltoallv, which
+    // Open MPI progresses only inside MPI calls (poll with test() while computing, or it moves
+    // when waited for). NCCL: grouped sends and receives on the side stream, see
+    // nccl_communicator.hpp for when the data may be read.
+    Request ialltoallv(const void* send, std::span<const std::size_t> send_counts,
+                       std::span<const std::size_t> send_offsets, void* recv, std::span<const std::size_t> recv_counts,
+                       std::span<const std::size_t> recv_offsets, DType type);
 
     // Ranks with the same color form a new communicator, ordered by key (MPI_Comm_split,
     // ncclCommSplit). Collective over this communicator.
@@ -275,6 +283,10 @@ class Communicator {
                                        ReduceOp op) = 0;
     virtual Request do_isend(const void* buffer, std::size_t count, DType type, int peer) = 0;
     virtual Request do_irecv(void* buffer, std::size_t count, DType type, int peer) = 0;
+    virtual Request do_ialltoallv(const void* send, std::span<const std::size_t> send_counts,
+                                  std::span<const std::size_t> send_offsets, void* recv,
+                                  std::span<const std::size_t> recv_counts, std::span<const std::size_t> recv_offsets,
+                                  DType type) = 0;
 
   private:
     friend class CallObservation;

@@ -23,6 +23,14 @@ int mpi_count(std::size_t count, const char* call) {
     return static_cast<int>(count);
 }
 
+// Counts or displacements for MPI, each checked against INT_MAX.
+std::vector<int> mpi_counts(std::span<const std::size_t> values, const char* call) {
+    std::vector<int> converted;
+    converted.reserve(values.size());
+    for (std::size_t value : values) converted.push_back(mpi_count(value, call));
+    return converted;
+}
+
 // One tag for every point-to-point call, so a send matches a sendrecv's receive and the
 // reverse; MPI keeps messages between a pair in order.
 constexpr int point_to_point_tag = 0;
@@ -65,10 +73,13 @@ void create_ops(MPI_Op (&ops)[4]) {
     check_mpi(MPI_Op_create(&reduce_16bit<Storage, 3>, 1, &ops[3]), "MPI_Op_create(min16)");
 }
 
-// Completes an MPI request, then runs what must follow it (avg's division).
+// Completes an MPI request, then runs what must follow it (avg's division). `arguments`:
+// what MPI reads until the request completes (MPI_Ialltoallv's counts and displacements:
+// MPI 4.0 sec. 6.12 forbids changing them before completion), kept alive with it.
 class MpiRequest : public Request::Impl {
   public:
-    MpiRequest(MPI_Request request, std::function<void()> after) : request_(request), after_(std::move(after)) {}
+    MpiRequest(MPI_Request request, std::function<void()> after, std::vector<int> arguments = {})
+        : request_(request), after_(std::move(after)), arguments_(std::move(arguments)) {}
     void wait() override {
         check_mpi(MPI_Wait(&request_, MPI_STATUS_IGNORE), "MPI_Wait");
         finish();
@@ -87,6 +98,7 @@ class MpiRequest : public Request::Impl {
     }
     MPI_Request request_;
     std::function<void()> after_;
+    std::vector<int> arguments_;
 };
 
 }  // namespace
@@ -300,12 +312,7 @@ void MpiCommunicator::do_alltoallv(const void* send, std::span<const std::size_t
                                    std::span<const std::size_t> send_offsets, void* recv,
                                    std::span<const std::size_t> recv_counts, std::span<const std::size_t> recv_offsets,
                                    DType type) {
-    const auto ints = [](std::span<const std::size_t> values) {
-        std::vector<int> converted;
-        converted.reserve(values.size());
-        for (std::size_t value : values) converted.push_back(mpi_count(value, "MPI_Alltoallv"));
-        return converted;
-    };
+    const auto ints = [](std::span<const std::size_t> values) { return mpi_counts(values, "MPI_Alltoallv"); };
     const MPI_Datatype datatype = types_->datatype(type);
     issue("MPI_Alltoallv", [=, send_n = ints(send_counts), send_at = ints(send_offsets), recv_n = ints(recv_counts),
                             recv_at = ints(recv_offsets), comm = comm_] {
@@ -409,6 +416,28 @@ Request MpiCommunicator::do_isend(const void* buffer, std::size_t count, DType t
                         &request),
               "MPI_Isend");
     return Request(std::make_unique<MpiRequest>(request, nullptr));
+}
+
+// One vector holds the four arrays (send counts, send displacements, receive counts, receive
+// displacements, n each), owned by the request until MPI_Ialltoallv completes.
+Request MpiCommunicator::do_ialltoallv(const void* send, std::span<const std::size_t> send_counts,
+                                      std::span<const std::size_t> send_offsets, void* recv,
+                                      std::span<const std::size_t> recv_counts,
+                                      std::span<const std::size_t> recv_offsets, DType type) {
+    refuse_while_recording("MPI_Ialltoallv");
+    const std::size_t n = send_counts.size();
+    std::vector<int> arguments;
+    arguments.reserve(4 * n);
+    for (auto values : {send_counts, send_offsets, recv_counts, recv_offsets}) {
+        const std::vector<int> converted = mpi_counts(values, "MPI_Ialltoallv");
+        arguments.insert(arguments.end(), converted.begin(), converted.end());
+    }
+    const MPI_Datatype datatype = types_->datatype(type);
+    MPI_Request request = MPI_REQUEST_NULL;
+    check_mpi(MPI_Ialltoallv(send, arguments.data(), arguments.data() + n, datatype, recv, arguments.data() + 2 * n,
+                             arguments.data() + 3 * n, datatype, comm_, &request),
+              "MPI_Ialltoallv");
+    return Request(std::make_unique<MpiRequest>(request, nullptr, std::move(arguments)));
 }
 
 Request MpiCommunicator::do_irecv(void* buffer, std::size_t count, DType type, int peer) {

@@ -71,6 +71,10 @@ class MpiCommunicator : public Communicator {
                                ReduceOp op) override;
     Request do_isend(const void* buffer, std::size_t count, DType type, int peer) override;
     Request do_irecv(void* buffer, std::size_t count, DType type, int peer) override;
+    Request do_ialltoallv(const void* send, std::span<const std::size_t> send_counts,
+                          std::span<const std::size_t> send_offsets, void* recv,
+                          std::span<const std::size_t> recv_counts, std::span<const std::size_t> recv_offsets,
+                          DType type) override;
 
   private:
     // One MPI call with its arguments decided, named for the error message, or a host step

@@ -95,6 +95,14 @@ class NcclCommunicator : public Communicator {
                                ReduceOp op) override;
     Request do_isend(const void* buffer, std::size_t count, DType type, int peer) override;
     Request do_irecv(void* buffer, std::size_t count, DType type, int peer) override;
+    // Grouped ncclSend/ncclRecv on the side stream. The caller's semantics are those of every
+    // request here: wait() only orders the main stream after the exchange (the host does not
+    // block), so the received rows may be read by work enqueued on the main stream after
+    // wait(), and by the host only after synchronize(); test() true means they have landed.
+    Request do_ialltoallv(const void* send, std::span<const std::size_t> send_counts,
+                          std::span<const std::size_t> send_offsets, void* recv,
+                          std::span<const std::size_t> recv_counts, std::span<const std::size_t> recv_offsets,
+                          DType type) override;
 
   private:
     cudaStream_t main_stream() const { return stream_->get(); }
@@ -109,6 +117,10 @@ class NcclCommunicator : public Communicator {
                                 cudaStream_t stream);
     void enqueue_send(const void* buffer, std::size_t count, DType type, int peer, cudaStream_t stream);
     void enqueue_recv(void* buffer, std::size_t count, DType type, int peer, cudaStream_t stream);
+    void enqueue_alltoallv(const void* send, std::span<const std::size_t> send_counts,
+                           std::span<const std::size_t> send_offsets, void* recv,
+                           std::span<const std::size_t> recv_counts, std::span<const std::size_t> recv_offsets,
+                           DType type, cudaStream_t stream);
 
     std::shared_ptr<NcclComm> comm_;
     std::shared_ptr<CudaStream> stream_;

@@ -238,20 +238,27 @@ void NcclCommunicator::do_alltoall(const void* send, void* recv, std::size_t cou
 // Every non-empty block as its own send or receive, all in one group. A pair whose block is
 // empty posts nothing on either side (both ranks agree on the counts), so no zero-byte
 // operation waits for a partner that never posts it.
-void NcclCommunicator::do_alltoallv(const void* send, std::span<const std::size_t> send_counts,
-                                    std::span<const std::size_t> send_offsets, void* recv,
-                                    std::span<const std::size_t> recv_counts,
-                                    std::span<const std::size_t> recv_offsets, DType type) {
+void NcclCommunicator::enqueue_alltoallv(const void* send, std::span<const std::size_t> send_counts,
+                                         std::span<const std::size_t> send_offsets, void* recv,
+                                         std::span<const std::size_t> recv_counts,
+                                         std::span<const std::size_t> recv_offsets, DType type, cudaStream_t stream) {
     const std::size_t element = dtype_size(type);
     NcclGroup group;
     for (int peer = 0; peer < size_; ++peer) {
         const auto q = static_cast<std::size_t>(peer);
         if (send_counts[q] > 0)
-            enqueue_send(offset(send, send_offsets[q] * element), send_counts[q], type, peer, main_stream());
+            enqueue_send(offset(send, send_offsets[q] * element), send_counts[q], type, peer, stream);
         if (recv_counts[q] > 0)
-            enqueue_recv(offset(recv, recv_offsets[q] * element), recv_counts[q], type, peer, main_stream());
+            enqueue_recv(offset(recv, recv_offsets[q] * element), recv_counts[q], type, peer, stream);
     }
     group.end(comm_->get());
+}
+
+void NcclCommunicator::do_alltoallv(const void* send, std::span<const std::size_t> send_counts,
+                                    std::span<const std::size_t> send_offsets, void* recv,
+                                    std::span<const std::size_t> recv_counts,
+                                    std::span<const std::size_t> recv_offsets, DType type) {
+    enqueue_alltoallv(send, send_counts, send_offsets, recv, recv_counts, recv_offsets, type, main_stream());
 }
 
 // The root's own block is a device copy (nothing to move in place); the others arrive by
@@ -337,6 +344,16 @@ Request NcclCommunicator::do_isend(const void* buffer, std::size_t count, DType 
 
 Request NcclCommunicator::do_irecv(void* buffer, std::size_t count, DType type, int peer) {
     return on_side_stream([&](cudaStream_t stream) { enqueue_recv(buffer, count, type, peer, stream); });
+}
+
+// The counts are read while the group is enqueued, so the caller's may go once this returns.
+Request NcclCommunicator::do_ialltoallv(const void* send, std::span<const std::size_t> send_counts,
+                                       std::span<const std::size_t> send_offsets, void* recv,
+                                       std::span<const std::size_t> recv_counts,
+                                       std::span<const std::size_t> recv_offsets, DType type) {
+    return on_side_stream([&](cudaStream_t stream) {
+        enqueue_alltoallv(send, send_counts, send_offsets, recv, recv_counts, recv_offsets, type, stream);
+    });
 }
 
 }  // namespace parbench

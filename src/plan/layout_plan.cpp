@@ -479,12 +479,26 @@ PlanPrediction predict_layout(const PlanLayout& p, const PlanContext& context, c
         else
             out.exposed_pp_ms += line.time_ms;
     }
+    double hidden_ep_ms = 0;
+    if (p.experts.a2a_overlap && out.exposed_ep_ms > 0) {
+        // Under parbench's states the ep lines are train's: the counts' alltoall blocks, the
+        // alltoallv halves overlap; Megatron-core's one line is dispatch and combine.
+        double blocking_ms = 0, overlappable_ms = 0;
+        for (const CommLine& line : out.comm) {
+            if (line.dimension != "ep") continue;
+            const bool counts = p.states == StateConvention::parbench && line.collective == "alltoall";
+            (counts ? blocking_ms : overlappable_ms) += line.time_ms;
+        }
+        out.exposed_ep_ms = moe_overlapped_exposure(blocking_ms, overlappable_ms, out.compute_ms);
+        hidden_ep_ms = std::max(0.0, blocking_ms + overlappable_ms - out.exposed_ep_ms);
+    }
     // What the collectives hid, they took from the compute beside them (arXiv 2507.03114): on a
     // GPU's compute model, that compute runs overlap_compute_slowdown slower for as long as the
-    // hidden collectives last. A measured rate (a train report) holds its own slowdown already.
+    // hidden collectives (dp, pp and the overlapped all-to-alls) last. A measured rate (a train
+    // report) holds its own slowdown already.
     if (context.device_compute) {
         const double hidden_ms = std::max(0.0, reduce_ms_total + gather_ms_total - out.exposed_dp_ms) +
-                                 std::max(0.0, pp_ms - out.exposed_pp_ms);
+                                 std::max(0.0, pp_ms - out.exposed_pp_ms) + hidden_ep_ms;
         out.overlap_slowdown_ms = overlap_compute_slowdown * std::min(hidden_ms, out.compute_ms);
     }
     out.step_ms = out.compute_ms + out.bubble_ms + out.optimizer_ms + out.exposed_ms() + out.overlap_slowdown_ms;
@@ -561,7 +575,7 @@ nlohmann::json to_json(const PlanPrediction& p) {
               {"recompute", recompute_name(l.recompute)}, {"p2p", p2p_mode_name(l.p2p)},
               {"attention", attention_name(p.layout.attention)},
               {"reshard_after_forward", p.layout.reshard_after_forward}, {"shard_group", p.layout.shard_group},
-              {"ep", p.layout.experts.ep}}},
+              {"ep", p.layout.experts.ep}, {"moe_a2a_overlap", p.layout.experts.a2a_overlap}}},
             {"memory_bytes",
              {{"states", states_name(p.layout.states)}, {"pp_rank", p.memory.pp_rank}, {"params", p.memory.params},
               {"grads", p.memory.grads}, {"optimizer", p.memory.optimizer}, {"activations", p.memory.activations},

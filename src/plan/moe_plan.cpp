@@ -198,9 +198,16 @@ std::vector<PlanLayout> with_expert_degrees(const std::vector<PlanLayout>& layou
     return out;
 }
 
-std::string moe_approximations(const ModelConfig& config) {
-    std::string text = "routed experts' work as E/ep GEMMs of the busiest rank's tokens per expert; all-to-all fully "
-                       "exposed (no dispatch/compute overlap)";
+double moe_overlapped_exposure(double blocking_ms, double overlappable_ms, double compute_ms) {
+    const double half = overlappable_ms / 2.0;
+    return blocking_ms + half + std::max(0.0, half - compute_ms);
+}
+
+std::string moe_approximations(const ModelConfig& config, bool a2a_overlap) {
+    std::string text = "routed experts' work as E/ep GEMMs of the busiest rank's tokens per expert; ";
+    text += a2a_overlap ? "all-to-all under --moe-a2a-overlap: half of the dispatch/combine exposed, the other half "
+                          "hidden up to the step's compute (an upper bound on what it overlaps)"
+                        : "all-to-all fully exposed (no dispatch/compute overlap)";
     if (config.mla)
         text += "; multi-head latent attention counted exactly in parameters (states, optimizer, FLOPs of its "
                 "projections), its compute, activations and attention core as " + std::to_string(config.heads) +

@@ -41,6 +41,9 @@ struct ExpertParallel {
     // --moe-imbalance: max / mean tokens received per ep rank, what `parbench alltoallv --skew`
     // reports as its imbalance; the busiest rank sets the all-to-all's and the experts' time.
     double imbalance = 1.0;
+    // --moe-a2a-overlap: each dispatch and combine in two halves, one overlapping the other's
+    // expert compute (train/moe/moe_layer.hpp); moe_overlapped_exposure gives what stays exposed.
+    bool a2a_overlap = false;
     bool active() const { return model.has_value(); }
     bool has_experts() const { return model && model->moe.has_value(); }
     // A rank receives at most every copy, so max / mean is at most ep (1 with one rank).
@@ -91,7 +94,14 @@ void apply_moe_traffic(PlanPrediction& out, const PlanContext& context, double s
 std::vector<PlanLayout> with_expert_degrees(const std::vector<PlanLayout>& layouts);
 
 // What plan approximates for MoE models, for its output and JSON.
-std::string moe_approximations(const ModelConfig& config);
+std::string moe_approximations(const ModelConfig& config, bool a2a_overlap = false);
+
+// The exposed part of a step's ep all-to-all under --moe-a2a-overlap: `blocking_ms` (the counts'
+// alltoall) stays exposed; of `overlappable_ms` (the dispatch and combine) the first dispatch
+// half and the last combine half of every pass wait with nothing to overlap, and the other
+// half is hidden up to `compute_ms`, the step's compute (an upper bound: in train it overlaps
+// the MoE layers' expert GEMMs only).
+double moe_overlapped_exposure(double blocking_ms, double overlappable_ms, double compute_ms);
 
 nlohmann::json to_json(const MoePrediction& moe);
 

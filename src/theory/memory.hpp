@@ -61,6 +61,7 @@ struct EngineLayout {
     // gradients are averaged over dp x cp.
     int cp = 1;
     int ep = 1;  // expert-parallel ranks (MoE models; theory/expert_parallel.hpp)
+    bool moe_a2a_overlap = false;  // --moe-a2a-overlap: each alltoallv of the MoE layers as two halves
     ContextStyle cp_style = ContextStyle::ring;
     ContextBalance cp_balance = ContextBalance::zigzag;
     int gradient_ranks() const { return dp * cp; }

@@ -108,7 +108,7 @@ std::map<std::string, TrafficByOp> engine_rank_traffic(const EngineLayout& l, in
     // Expert parallelism (MoE models): the dispatch and combine of this rank's MoE layers.
     if (l.ep > 1 && share.moe_layers > 0)
         traffic["ep"] = expert_parallel_traffic(l.model, static_cast<double>(l.microbatch_size) * l.local_seq_len(),
-                                                l.microbatches, l.ep, share, l.recompute);
+                                                l.microbatches, l.ep, share, l.recompute, l.moe_a2a_overlap ? 2 : 1);
     if (l.pp > 1) {
         const double rows = static_cast<double>(l.microbatch_size) * l.local_seq_len() / (l.sp ? l.tp : 1);
         const double boundary_bytes = rows * l.model.hidden * sizeof(float);

@@ -23,7 +23,7 @@ ModelShare whole_model_share(const ModelConfig& config) {
 }
 
 TrafficByOp expert_parallel_traffic(const ModelConfig& config, double tokens, int microbatches, int ep,
-                                    const ModelShare& share, Recompute recompute) {
+                                    const ModelShare& share, Recompute recompute, int alltoallv_parts) {
     TrafficByOp traffic;
     if (!config.moe || ep <= 1 || share.moe_layers == 0) return traffic;
     const double forwards = recompute == Recompute::full ? 2.0 : 1.0;
@@ -31,7 +31,8 @@ TrafficByOp expert_parallel_traffic(const ModelConfig& config, double tokens, in
     const double rows = tokens * config.moe->top_k;
     // int32 counts and fp32 rows: both 4 bytes, add()'s element.
     add(traffic, "alltoall", layer_micro * forwards, static_cast<double>(config.moe->experts));
-    add(traffic, "alltoallv", layer_micro * (2.0 * forwards + 2.0), rows * config.hidden);
+    add(traffic, "alltoallv", layer_micro * (2.0 * forwards + 2.0) * alltoallv_parts,
+        rows * config.hidden / alltoallv_parts);
     return traffic;
 }
 

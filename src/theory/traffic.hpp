@@ -72,8 +72,12 @@ TrafficByOp tensor_parallel_traffic(const ModelConfig& config, int seq_len, int 
 //     of `hidden` floats. The routing moves that: dropless, a rank sends exactly that many and
 //     receives between 0 and ep times as many, so train counts at least these bytes (at most ep
 //     times them); capacity dropping sends fewer.
+//   `alltoallv_parts` 2 under --moe-a2a-overlap: each alltoallv goes as two halves (each rank's
+//     first and second half of its local experts, or of the source ranks when it holds one
+//     expert), twice the calls, each of half the rows under balanced routing
 TrafficByOp expert_parallel_traffic(const ModelConfig& config, double tokens, int microbatches, int ep,
-                                    const ModelShare& share, Recompute recompute = Recompute::none);
+                                    const ModelShare& share, Recompute recompute = Recompute::none,
+                                    int alltoallv_parts = 1);
 
 // The pipeline group, per step, for one pipeline rank: its chunks are the virtual stages
 // `virtual_stages_held` of `virtual_stage_count`. Per micro-batch and chunk, one activation

@@ -31,7 +31,8 @@ void resolve_context_parallel(TrainPlan& plan) {
 // micro-batch's tokens over ranks (SP, CP) would route different groups than --check's reference.
 void check_moe(TrainPlan& plan) {
     const TrainOptions& o = plan.options;
-    const bool any = o.moe_capacity_factor || o.moe_aux_loss_coeff != 0.0 || o.moe_bias_update_rate != 0.0;
+    const bool any =
+        o.moe_capacity_factor || o.moe_aux_loss_coeff != 0.0 || o.moe_bias_update_rate != 0.0 || o.moe_a2a_overlap;
     if (!plan.model.moe) {
         if (any)
             throw UsageError("--moe-* flags: model " + plan.model.name + " has no mixture-of-experts layers (no \"moe\" "
@@ -55,7 +56,10 @@ void check_moe(TrainPlan& plan) {
     if (o.precision != "fp32")
         throw UsageError("--precision " + o.precision + " with MoE model " + plan.model.name + ": the MoE layers "
                          "run fp32 only; use --precision fp32");
-    plan.moe = MoeSettings{o.moe_capacity_factor, o.moe_aux_loss_coeff, o.moe_bias_update_rate};
+    if (o.moe_a2a_overlap && o.ep <= 1)
+        throw UsageError("--moe-a2a-overlap needs --ep 2 or more: without expert parallelism there is no all-to-all "
+                         "to overlap; add --ep N or drop the flag");
+    plan.moe = MoeSettings{o.moe_capacity_factor, o.moe_aux_loss_coeff, o.moe_bias_update_rate, o.moe_a2a_overlap};
 }
 
 void resolve_pipeline(TrainPlan& plan) {
@@ -193,6 +197,7 @@ nlohmann::json to_json(const TrainOptions& o) {
         {"moe_expert_capacity_factor", optional(o.moe_capacity_factor)},
         {"moe_aux_loss_coeff", o.moe_aux_loss_coeff},
         {"moe_router_bias_update_rate", o.moe_bias_update_rate},
+        {"moe_a2a_overlap", o.moe_a2a_overlap},
         {"peak_tflops", optional(o.peak_tflops)},
         {"check", o.check},
         {"backend_requested", o.backend},
@@ -210,6 +215,7 @@ EngineLayout engine_layout(const TrainPlan& plan, const MeshShape& mesh) {
     l.dp = mesh.dp;
     l.cp = mesh.cp;
     l.ep = o.ep;
+    l.moe_a2a_overlap = o.moe_a2a_overlap;
     l.cp_style = plan.cp_style;
     l.cp_balance = plan.cp_balance;
     l.tp = mesh.tp;

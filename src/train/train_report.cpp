@@ -219,7 +219,8 @@ nlohmann::json moe_json(const TrainSummaryInputs& in) {
             high = std::max(high, t);
         }
         const double mean = tokens.empty() ? 0.0 : sum / static_cast<double>(tokens.size());
-        const double exchange_ms = layer.dispatch_ms + layer.combine_ms + layer.counts_ms;
+        // The counts' alltoall blocks: all of it is exposed.
+        const double exposed_ms = layer.dispatch_exposed_ms + layer.combine_exposed_ms + layer.counts_ms;
         layers.push_back({{"layer", layer.layer},
                           {"tokens_per_expert", tokens},
                           {"tokens_per_expert_min", low},
@@ -232,7 +233,9 @@ nlohmann::json moe_json(const TrainSummaryInputs& in) {
                           {"dispatch_ms", layer.dispatch_ms},
                           {"combine_ms", layer.combine_ms},
                           {"counts_ms", layer.counts_ms},
-                          {"exposed_ms", exchange_ms},
+                          {"dispatch_exposed_ms", layer.dispatch_exposed_ms},
+                          {"combine_exposed_ms", layer.combine_exposed_ms},
+                          {"exposed_ms", exposed_ms},
                           {"dispatch_bytes", layer.dispatch_bytes},
                           {"combine_bytes", layer.combine_bytes}});
     }
@@ -246,6 +249,7 @@ nlohmann::json moe_json(const TrainSummaryInputs& in) {
         {"dropless", !o.moe_capacity_factor},
         {"aux_loss_coeff", o.moe_aux_loss_coeff},
         {"bias_update_rate", o.moe_bias_update_rate},
+        {"a2a_overlap", o.moe_a2a_overlap},
         {"routing_group", "one micro-batch on one data-parallel rank: the capacity and the balancing loss count "
                           "over its tokens"},
         {"mfu_basis", "active parameters (flops.formula): the router and the experts a token runs"},
@@ -253,8 +257,10 @@ nlohmann::json moe_json(const TrainSummaryInputs& in) {
         {"method", "per timed step (mean over steps): tokens per expert, routed and dropped assignments over the "
                    "global batch; aux_loss the mean over routing groups of L_aux (alpha included); dispatch, "
                    "combine (forward and the backward's mirror) and the row-count alltoall: this rank's "
-                   "expert-parallel calls, max over ranks; the calls block, so exposed_ms is all of their time "
-                   "(no overlap)"},
+                   "expert-parallel calls, max over ranks; a blocking call's *_ms is its duration, an overlapped "
+                   "half's (--moe-a2a-overlap) runs from its issue to the test or wait that saw it complete; "
+                   "*_exposed_ms is the host's time blocked in them (a blocking call's whole duration, an overlapped "
+                   "half's issue, polls and wait), exposed_ms their sum with the counts' blocking alltoall"},
         {"memory",
          {{"kept_bytes_per_layer", {{"measured", m.kept_bytes_measured}, {"formula", m.kept_bytes_formula}}},
           {"scratch_bytes", {{"measured", m.scratch_bytes_measured}, {"formula", m.scratch_bytes_formula}}},
@@ -279,13 +285,13 @@ void print_moe_summary(std::ostream& out, const nlohmann::json& moe) {
         if (!layer["imbalance"].is_null()) std::snprintf(imbalance, sizeof imbalance, "%.3f", layer["imbalance"].get<double>());
         std::snprintf(line, sizeof line,
                       "  layer %-3d tokens/expert %.0f/%.1f/%.0f (min/mean/max, imbalance %s), dropped %.0f, "
-                      "aux loss %.4g, dispatch %.3f ms %.3g MB, combine %.3f ms %.3g MB, exposed %.3f ms\n",
+                      "aux loss %.4g, dispatch %.3f ms %.3g MB, combine %.3f ms %.3g MB, exposed %.3f ms%s\n",
                       layer["layer"].get<int>(), layer["tokens_per_expert_min"].get<double>(),
                       layer["tokens_per_expert_mean"].get<double>(), layer["tokens_per_expert_max"].get<double>(),
                       imbalance, layer["dropped"].get<double>(), layer["aux_loss"].get<double>(),
                       layer["dispatch_ms"].get<double>(), layer["dispatch_bytes"].get<double>() / 1e6,
                       layer["combine_ms"].get<double>(), layer["combine_bytes"].get<double>() / 1e6,
-                      layer["exposed_ms"].get<double>());
+                      layer["exposed_ms"].get<double>(), moe["a2a_overlap"].get<bool>() ? " (overlapped)" : "");
         out << line;
     }
     const auto& memory = moe["memory"];

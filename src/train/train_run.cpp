@@ -161,6 +161,8 @@ void accumulate_moe(std::vector<MoeLayerStats>& totals, const std::vector<MoeLay
         t.exchange.dispatch_ms += s.exchange.dispatch_ms;
         t.exchange.combine_ms += s.exchange.combine_ms;
         t.exchange.counts_ms += s.exchange.counts_ms;
+        t.exchange.dispatch_exposed_ms += s.exchange.dispatch_exposed_ms;
+        t.exchange.combine_exposed_ms += s.exchange.combine_exposed_ms;
         t.exchange.dispatch_bytes += s.exchange.dispatch_bytes;
         t.exchange.combine_bytes += s.exchange.combine_bytes;
         t.exchange.counts_bytes += s.exchange.counts_bytes;
@@ -181,7 +183,7 @@ std::optional<MoeMeasurements> gather_moe(const std::vector<MoeLayerStats>& tota
     // maxima over ranks, each indexed by layer.
     constexpr std::size_t sum_fields = 4;  // routed, dropped, aux loss, groups
     std::vector<double> sums(L * (E + sum_fields), 0.0);
-    constexpr std::size_t max_fields = 5;
+    constexpr std::size_t max_fields = 7;
     std::vector<double> maxima(L * max_fields, 0.0);
     const bool counts = mesh.coordinates().tp == 0;
     for (std::size_t i = 0; i < totals.size(); ++i) {
@@ -201,6 +203,8 @@ std::optional<MoeMeasurements> gather_moe(const std::vector<MoeLayerStats>& tota
         max[2] = s.exchange.counts_ms;
         max[3] = s.exchange.dispatch_bytes;
         max[4] = s.exchange.combine_bytes;
+        max[5] = s.exchange.dispatch_exposed_ms;
+        max[6] = s.exchange.combine_exposed_ms;
     }
     control.allreduce(sums.data(), sums.data(), sums.size(), DType::float64, ReduceOp::sum);
     control.allreduce(maxima.data(), maxima.data(), maxima.size(), DType::float64, ReduceOp::max);
@@ -229,6 +233,8 @@ std::optional<MoeMeasurements> gather_moe(const std::vector<MoeLayerStats>& tota
         layer.counts_ms = max[2] * per_step;
         layer.dispatch_bytes = max[3] * per_step;
         layer.combine_bytes = max[4] * per_step;
+        layer.dispatch_exposed_ms = max[5] * per_step;
+        layer.combine_exposed_ms = max[6] * per_step;
         m.layers.push_back(std::move(layer));
     }
     return m;

@@ -93,6 +93,7 @@ struct MoeLayerMeasurement {
     double dropped = 0.0;                   // of them dropped by the capacity
     double aux_loss = 0.0;                  // L_aux, mean over the step's routing groups
     double dispatch_ms = 0.0, combine_ms = 0.0, counts_ms = 0.0;
+    double dispatch_exposed_ms = 0.0, combine_exposed_ms = 0.0;  // the host's time blocked in them
     double dispatch_bytes = 0.0, combine_bytes = 0.0;
 };
 struct MoeMeasurements {

@@ -135,6 +135,32 @@ TEST_F(NcclCommunicatorTest, NonBlockingAllreduceOrdersTheMainStream) {
     EXPECT_FALSE(request.pending());
 }
 
+// ialltoallv with even blocks is the registry's alltoall: its expected layout checks it, after
+// wait() ordered a copy on the main stream behind it (what the MoE layer's overlap relies on).
+TEST_F(NcclCommunicatorTest, NonBlockingAlltoallvOrdersTheMainStream) {
+    comm().stats().reset();
+    const Collective* alltoall = find_collective("alltoall");
+    const CollectiveParams params{DType::float32, ReduceOp::sum, 0};
+    const auto n = static_cast<std::size_t>(comm().size());
+    const std::size_t per_peer = 1 << 16, count = per_peer * n;
+    const InputPattern pattern = pattern_of(*alltoall, params, comm().rank());
+    Buffer send = device().allocate(count * 4);
+    Buffer recv = device().allocate(count * 4);
+    Buffer copy = device().allocate(count * 4);
+    device().fill_input(send, 0, count, params.type, pattern);
+    std::vector<std::size_t> counts(n, per_peer), offsets(n);
+    for (std::size_t q = 0; q < n; ++q) offsets[q] = q * per_peer;
+    Request request = comm().ialltoallv(send.data(), counts, offsets, recv.data(), counts, offsets, params.type);
+    request.wait();
+    device().copy(copy, 0, recv, 0, count * 4);
+    comm().synchronize();
+    const auto layout = alltoall->expected(count, comm().size(), comm().rank(), params, pattern);
+    ASSERT_TRUE(layout.has_value());
+    EXPECT_EQ(device().count_wrong(copy, 0, count, params.type, *layout), 0u);
+    EXPECT_FALSE(request.pending());
+    EXPECT_EQ(comm().stats().by_op.at("alltoallv").calls, 1u);
+}
+
 TEST_F(NcclCommunicatorTest, NonBlockingRequestTestsComplete) {
     const std::size_t count = 1 << 16;
     Buffer send = device().allocate(count * 4);

@@ -109,46 +109,96 @@ TEST(CollectivesOverMpi, AlltoallvEverySkew) {
                     }
 }
 
-// The communicator's alltoallv with a matrix whose rows all differ (skew's rows are alike),
-// empty blocks and blocks out of order in the buffer: rank s sends (s + 2d) % 3 + s % 2
-// elements to rank d, placed in reverse rank order, each element naming s, d and its index.
+// A matrix whose rows all differ (skew's rows are alike), with empty blocks and blocks out of
+// order in the buffer: rank s sends (s + 2d) % 3 + s % 2 elements to rank d, placed in reverse
+// rank order, each element naming s, d and its index.
+struct AnyMatrix {
+    static std::size_t block(int s, int d) { return static_cast<std::size_t>((s + 2 * d) % 3 + s % 2); }
+    static std::int32_t value(int s, int d, std::size_t i) { return static_cast<std::int32_t>(s * 10000 + d * 100 + i); }
+    AnyMatrix(int n, int me) : n(n), me(me) {
+        const auto un = static_cast<std::size_t>(n);
+        send_counts.resize(un);
+        send_offsets.resize(un);
+        recv_counts.resize(un);
+        recv_offsets.resize(un);
+        for (int d = n - 1; d >= 0; --d) {  // blocks in reverse rank order in the send buffer
+            send_counts[static_cast<std::size_t>(d)] = block(me, d);
+            send_offsets[static_cast<std::size_t>(d)] = sent;
+            sent += block(me, d);
+        }
+        for (int s = 0; s < n; ++s) {
+            recv_counts[static_cast<std::size_t>(s)] = block(s, me);
+            recv_offsets[static_cast<std::size_t>(s)] = received;
+            received += block(s, me);
+        }
+        send.assign(sent + 1, 0);  // +1: never empty
+        recv.assign(received + 1, -1);
+        for (int d = 0; d < n; ++d)
+            for (std::size_t i = 0; i < block(me, d); ++i)
+                send[send_offsets[static_cast<std::size_t>(d)] + i] = value(me, d, i);
+    }
+    void expect_received() const {
+        for (int s = 0; s < n; ++s)
+            for (std::size_t i = 0; i < block(s, me); ++i)
+                EXPECT_EQ(recv[recv_offsets[static_cast<std::size_t>(s)] + i], value(s, me, i)) << "from " << s << " " << i;
+        EXPECT_EQ(recv[received], -1) << "wrote past its blocks";
+    }
+    int n, me;
+    std::vector<std::size_t> send_counts, send_offsets, recv_counts, recv_offsets;
+    std::size_t sent = 0, received = 0;
+    std::vector<std::int32_t> send, recv;
+};
+
 TEST(CollectivesOverMpi, AlltoallvMovesAnyMatrix) {
     Communicator& comm = *world->data;
     comm.stats().reset();
-    const int n = comm.size(), me = comm.rank();
-    const auto block = [](int s, int d) { return static_cast<std::size_t>((s + 2 * d) % 3 + s % 2); };
-    const auto value = [](int s, int d, std::size_t i) { return static_cast<std::int32_t>(s * 10000 + d * 100 + i); };
-    const auto un = static_cast<std::size_t>(n);
-    std::vector<std::size_t> send_counts(un), send_offsets(un), recv_counts(un), recv_offsets(un);
-    std::size_t sent = 0, received = 0;
-    for (int d = n - 1; d >= 0; --d) {  // blocks in reverse rank order in the send buffer
-        send_counts[static_cast<std::size_t>(d)] = block(me, d);
-        send_offsets[static_cast<std::size_t>(d)] = sent;
-        sent += block(me, d);
-    }
-    for (int s = 0; s < n; ++s) {
-        recv_counts[static_cast<std::size_t>(s)] = block(s, me);
-        recv_offsets[static_cast<std::size_t>(s)] = received;
-        received += block(s, me);
-    }
-    std::vector<std::int32_t> send(sent + 1), recv(received + 1, -1);  // +1: never empty
-    for (int d = 0; d < n; ++d)
-        for (std::size_t i = 0; i < block(me, d); ++i)
-            send[send_offsets[static_cast<std::size_t>(d)] + i] = value(me, d, i);
-    comm.alltoallv(send.data(), send_counts, send_offsets, recv.data(), recv_counts, recv_offsets, DType::int32);
-    for (int s = 0; s < n; ++s)
-        for (std::size_t i = 0; i < block(s, me); ++i)
-            EXPECT_EQ(recv[recv_offsets[static_cast<std::size_t>(s)] + i], value(s, me, i)) << "from " << s << " " << i;
-    EXPECT_EQ(recv[received], -1) << "wrote past its blocks";
+    AnyMatrix m(comm.size(), comm.rank());
+    const auto un = static_cast<std::size_t>(comm.size());
+    comm.alltoallv(m.send.data(), m.send_counts, m.send_offsets, m.recv.data(), m.recv_counts, m.recv_offsets,
+                   DType::int32);
+    m.expect_received();
     const CommCounter& counted = comm.stats().by_op.at("alltoallv");
     EXPECT_EQ(counted.calls, 1u);
-    EXPECT_EQ(counted.bytes, std::max(sent, received) * sizeof(std::int32_t));
+    EXPECT_EQ(counted.bytes, std::max(m.sent, m.received) * sizeof(std::int32_t));
     // One entry per rank, and two buffers: anything else is a caller's bug, refused.
-    EXPECT_THROW(comm.alltoallv(send.data(), std::span(send_counts).first(un - 1), send_offsets, recv.data(),
-                                recv_counts, recv_offsets, DType::int32),
+    EXPECT_THROW(comm.alltoallv(m.send.data(), std::span(m.send_counts).first(un - 1), m.send_offsets, m.recv.data(),
+                                m.recv_counts, m.recv_offsets, DType::int32),
                  std::invalid_argument);
-    EXPECT_THROW(comm.alltoallv(send.data(), send_counts, send_offsets, send.data(), recv_counts, recv_offsets,
-                                DType::int32),
+    EXPECT_THROW(comm.alltoallv(m.send.data(), m.send_counts, m.send_offsets, m.send.data(), m.recv_counts,
+                                m.recv_offsets, DType::int32),
+                 std::invalid_argument);
+}
+
+// ialltoallv moves the same matrix: two in flight at once (the MoE overlap issues a layer's two
+// halves together), the caller's counts gone before completion (the request keeps its copy),
+// completed by polling test() for one and wait() for the other, each counted once with its
+// blocked time within its time.
+TEST(CollectivesOverMpi, NonBlockingAlltoallvMovesAnyMatrix) {
+    Communicator& comm = *world->data;
+    comm.stats().reset();
+    AnyMatrix first(comm.size(), comm.rank()), second(comm.size(), comm.rank());
+    Request polled, waited;
+    {
+        AnyMatrix arguments(comm.size(), comm.rank());  // counts and offsets that go before completion
+        polled = comm.ialltoallv(first.send.data(), arguments.send_counts, arguments.send_offsets, first.recv.data(),
+                                 arguments.recv_counts, arguments.recv_offsets, DType::int32);
+        waited = comm.ialltoallv(second.send.data(), arguments.send_counts, arguments.send_offsets,
+                                 second.recv.data(), arguments.recv_counts, arguments.recv_offsets, DType::int32);
+        arguments.send_counts.assign(arguments.send_counts.size(), 1u << 20);
+        arguments.recv_offsets.assign(arguments.recv_offsets.size(), 1u << 20);
+    }
+    while (!polled.test()) {
+    }
+    EXPECT_FALSE(polled.pending());
+    waited.wait();
+    first.expect_received();
+    second.expect_received();
+    const CommCounter& counted = comm.stats().by_op.at("alltoallv");
+    EXPECT_EQ(counted.calls, 2u);
+    EXPECT_EQ(counted.bytes, 2 * std::max(first.sent, first.received) * sizeof(std::int32_t));
+    EXPECT_LE(counted.blocked_ms, counted.time_ms);
+    EXPECT_THROW(comm.ialltoallv(first.send.data(), first.send_counts, first.send_offsets, first.send.data(),
+                                 first.recv_counts, first.recv_offsets, DType::int32),
                  std::invalid_argument);
 }
 

@@ -186,7 +186,10 @@ def draw_layout(rng, folder):
         flags += ["--model", f"{kind}-tiny"]
     flags += ["--dp", str(dp), "--tp", str(tp), "--pp", str(pp)]
     if moe and dp > 1:
-        flags += ["--ep", str(rng.choice([e for e in divisors(dp) if 4 % e == 0]))]  # 4 experts
+        ep = rng.choice([e for e in divisors(dp) if 4 % e == 0])  # 4 experts
+        flags += ["--ep", str(ep)]
+        if ep > 1 and rng.random() < 0.5:
+            flags.append("--moe-a2a-overlap")  # each alltoallv as two halves: twice the calls
     if cp > 1:
         flags += ["--cp", str(cp), "--cp-style", rng.choice(["ring", "alltoall"]),
                   "--cp-balance", rng.choice(["zigzag", "none"])]

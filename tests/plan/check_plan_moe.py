@@ -117,6 +117,22 @@ def main():
             "imbalance_below_one")
     refused(binary, out, base + ["--ep", "2", "--moe-imbalance", "nan"], ["--moe-imbalance"], "imbalance_nan")
     refused(binary, out, base + ["--ep", "0"], ["--ep"], "ep_zero")
+    refused(binary, out, ["--model", "llama3-8b", "--gpus", "8", "--moe-a2a-overlap"], ["--moe-a2a-overlap", "no experts"],
+            "a2a_overlap_on_dense")
+    refused(binary, out, base + ["--moe-a2a-overlap"], ["--moe-a2a-overlap needs --ep 2 or more"], "a2a_overlap_without_ep")
+    # --moe-a2a-overlap hides half of the dispatch/combine (up to the compute): less exposed ep.
+    exposed = {}
+    for name, extra in (("blocking", []), ("a2a_overlap", ["--moe-a2a-overlap"])):
+        doc, _ = planned(binary, out, "mixtral_ep8_" + name, ["--model", "mixtral-8x7b", "--gpus", "64", "--dp", "16",
+                                                              "--pp", "4", "--microbatches", "16", "--ep", "8",
+                                                              "--global-batch", "256"] + extra)
+        if doc:
+            exposed[name] = doc["layouts"][0]["time_ms"]["exposed_ep"]
+            check(doc["layouts"][0]["layout"]["moe_a2a_overlap"] == (name == "a2a_overlap"),
+                  f"mixtral_ep8_{name}: layout.moe_a2a_overlap is {doc['layouts'][0]['layout']['moe_a2a_overlap']}")
+    if len(exposed) == 2:
+        check(0 < exposed["a2a_overlap"] < exposed["blocking"],
+              f"mixtral_ep8: exposed ep with overlap {exposed['a2a_overlap']} not below blocking {exposed['blocking']}")
     refused(binary, out, base + ["--search", "--ep", "2"], ["--ep with --search"], "ep_with_search")
     # --states parbench plans parbench's own train (plan == train: tests/plan/CMakeLists.txt's
     # plan.equals_train.moe_*), which runs MoE layers only where its engine does.

@@ -135,6 +135,24 @@ TEST(PlanMoe, AlltoallBytesTimeAndPlacement) {
     for (const CommLine& line : none.comm) EXPECT_NE(line.dimension, "ep");
 }
 
+// --moe-a2a-overlap: the counts' alltoall stays exposed, half the dispatch/combine too, and the
+// other half is hidden up to the step's compute.
+TEST(PlanMoe, OverlapHidesHalfTheAlltoallUpToTheCompute) {
+    EXPECT_DOUBLE_EQ(moe_overlapped_exposure(1.0, 10.0, 100.0), 1.0 + 5.0);
+    EXPECT_DOUBLE_EQ(moe_overlapped_exposure(1.0, 10.0, 2.0), 1.0 + 5.0 + 3.0);
+    EXPECT_DOUBLE_EQ(moe_overlapped_exposure(0.0, 10.0, 0.0), 10.0);  // nothing to overlap: all exposed
+    const PlanContext context = context_on(4, 8);
+    PlanLayout layout = toy_layout(4, 2);
+    const PlanPrediction blocking = predict_layout(layout, context);
+    layout.experts.a2a_overlap = true;
+    const PlanPrediction overlapped = predict_layout(layout, context);
+    EXPECT_DOUBLE_EQ(overlapped.exposed_ep_ms, moe_overlapped_exposure(0.0, blocking.exposed_ep_ms, blocking.compute_ms));
+    EXPECT_LT(overlapped.exposed_ep_ms, blocking.exposed_ep_ms);
+    EXPECT_NEAR(overlapped.step_ms, blocking.step_ms - (blocking.exposed_ep_ms - overlapped.exposed_ep_ms),
+                1e-9 * blocking.step_ms);
+    EXPECT_DOUBLE_EQ(overlapped.moe.alltoall_bytes, blocking.moe.alltoall_bytes);  // the same traffic
+}
+
 TEST(PlanMoe, ExpertGradientsReduceOverTheirOwnGroup) {
     // The skeleton's dp bytes split by parameter: the dense part and, over the expert-dp group,
     // the experts' part (none with ep = dp, whose experts have no replica).

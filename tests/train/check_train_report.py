@@ -73,6 +73,16 @@ def check_comm(result, output):
             fail(f"the expected {dimension} traffic differs from the measured "
                  f"(expected {comm['expected_calls'][dimension]} calls, {comm['expected_bytes'][dimension]} B; "
                  f"measured {comm[dimension]}; every rank: {comm['expected_matches_all_ranks'][dimension]})", output)
+    # The MoE layers' all-to-alls: the exposed part is the time blocked in them, never more than
+    # their time; without --moe-a2a-overlap every call blocks, so it is all of it, exactly.
+    for layer in result.get("moe", {}).get("layers", []):
+        for part in ("dispatch", "combine"):
+            time, exposed = layer[f"{part}_ms"], layer[f"{part}_exposed_ms"]
+            if not 0 <= exposed <= time + slack:
+                fail(f"moe layer {layer['layer']}: {part}_exposed_ms {exposed} is not within [0, {part}_ms {time}]",
+                     output)
+            if not result["moe"]["a2a_overlap"] and exposed != time:
+                fail(f"moe layer {layer['layer']}: blocking {part} exposed {exposed} ms != its time {time} ms", output)
     total = sum(comm["exposed_ms"].values())
     if result["exposed_comm_ms"] > total + slack:
         fail(f"exposed_comm_ms {result['exposed_comm_ms']} exceeds the sum over dimensions {total}", output)

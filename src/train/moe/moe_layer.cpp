@@ -13,7 +13,59 @@ namespace {
 
 int as_int(std::size_t n) { return static_cast<int>(n); }
 
+using Clock = std::chrono::steady_clock;
+
+double ms_between(Clock::time_point start, Clock::time_point end) {
+    return std::chrono::duration<double, std::milli>(end - start).count();
+}
+
 }  // namespace
+
+// One exchange half in flight (--moe-a2a-overlap), timed by MoeExchangeStats' convention: `ms`
+// from its issue to the test() or wait() that saw it complete, `exposed_ms` the issue (counted
+// by issue_exchange), every test() and the wait(). Default-constructed: nothing in flight.
+class MoeLayer::InFlight {
+  public:
+    InFlight() = default;
+    InFlight(Request request, Ops& ops, Clock::time_point issued, double& ms, double& exposed_ms)
+        : request_(std::move(request)), ops_(&ops), issued_(issued), ms_(&ms), exposed_ms_(&exposed_ms),
+          done_(false) {}
+    // Lets MPI progress the exchange (and notices its completion) without waiting for it. On a
+    // GPU it asks whether the half's event has passed; once it has, its rows are in place.
+    void poll() {
+        if (done_) return;
+        const auto start = Clock::now();
+        const bool done = request_.test();
+        const auto end = Clock::now();
+        *exposed_ms_ += ms_between(start, end);
+        if (done) finish(end);
+    }
+    // On a GPU, wait() only makes the stream wait for the half (NCCL's side stream): the syncs
+    // around it leave out the compute queued before it and time how long the stream stands
+    // waiting for the half, the host's blocked time as on the CPU (no-ops there).
+    void wait() {
+        if (done_) return;
+        ops_->synchronize();
+        const auto start = Clock::now();
+        request_.wait();
+        ops_->synchronize();
+        const auto end = Clock::now();
+        *exposed_ms_ += ms_between(start, end);
+        finish(end);
+    }
+
+  private:
+    void finish(Clock::time_point end) {
+        *ms_ += ms_between(issued_, end);
+        done_ = true;
+    }
+    Request request_;
+    Ops* ops_ = nullptr;
+    Clock::time_point issued_;
+    double* ms_ = nullptr;
+    double* exposed_ms_ = nullptr;
+    bool done_ = true;
+};
 
 MoeLayer::MoeLayer(const MoeMemoryShape& shape, MoeScore score, const MoeSettings& settings, Ops& ops,
                    ActivationArena& arena, Communicator* expert_group)
@@ -87,38 +139,64 @@ std::vector<MoeLayer::ExpertChunk> MoeLayer::expert_chunks() const {
     for (int source = 0; source < expert_group_->size(); ++source)
         for (int j = 0; j < local_experts_; ++j) {
             const int rows = host_.received_counts[static_cast<std::size_t>(source * local_experts_ + j)];
-            chunks.push_back({first_expert + j, row, rows});
+            chunks.push_back({first_expert + j, row, rows, source});
             row += rows;
         }
     return chunks;
 }
 
-MoeLayer::ExchangePlan MoeLayer::exchange_plan() const {
+// Halves by local expert keep each expert's chunks in one half, in source order; halves by
+// source keep the sources in order: either way each expert's weight gradient sums its chunks
+// in the blocking path's order, and every chunk's rows sit where the blocking path puts them.
+std::pair<int, int> MoeLayer::half_experts(int source, int half) const {
+    if (half < 0) return {0, local_experts_};
+    if (local_experts_ >= 2) {
+        const int middle = local_experts_ / 2;
+        return half == 0 ? std::pair{0, middle} : std::pair{middle, local_experts_};
+    }
+    const bool first_sources = source < expert_group_->size() / 2;
+    return (half == 0) == first_sources ? std::pair{0, local_experts_} : std::pair{0, 0};
+}
+
+bool MoeLayer::in_half(const ExpertChunk& chunk, int half) const {
+    if (half < 0) return true;
+    const auto [first, end] = half_experts(chunk.source, half);
+    const int local = chunk.expert - first_local_expert();
+    return local >= first && local < end;
+}
+
+MoeLayer::ExchangePlan MoeLayer::exchange_plan(int half) const {
     const std::size_t C = shape_.hidden;
     const int ranks = expert_group_->size();
+    const auto [send_first, send_end] = half_experts(expert_group_->rank(), half);
     ExchangePlan plan;
     std::size_t received = 0;
     for (int q = 0; q < ranks; ++q) {
-        const int first = host_.expert_start[static_cast<std::size_t>(q * local_experts_)];
-        const int end = host_.expert_start[static_cast<std::size_t>((q + 1) * local_experts_)];
+        const int first = host_.expert_start[static_cast<std::size_t>(q * local_experts_ + send_first)];
+        const int end = host_.expert_start[static_cast<std::size_t>(q * local_experts_ + send_end)];
         plan.send_offsets.push_back(static_cast<std::size_t>(first) * C);
         plan.send_counts.push_back(static_cast<std::size_t>(end - first) * C);
-        std::size_t rows = 0;
-        for (int j = 0; j < local_experts_; ++j)
-            rows += static_cast<std::size_t>(host_.received_counts[static_cast<std::size_t>(q * local_experts_ + j)]);
-        plan.recv_offsets.push_back(received * C);
+        const auto [recv_first, recv_end] = half_experts(q, half);
+        std::size_t before = 0, rows = 0, all = 0;
+        for (int j = 0; j < local_experts_; ++j) {
+            const auto n = static_cast<std::size_t>(host_.received_counts[static_cast<std::size_t>(q * local_experts_ + j)]);
+            if (j < recv_first) before += n;
+            else if (j < recv_end) rows += n;
+            all += n;
+        }
+        plan.recv_offsets.push_back((received + before) * C);
         plan.recv_counts.push_back(rows * C);
-        received += rows;
+        received += all;
     }
     return plan;
 }
 
-void MoeLayer::exchange(const float* from, float* to, const ExchangePlan& plan, bool back, double& ms, double& bytes,
-                        MoeExchangeStats& stats) {
+void MoeLayer::exchange(const float* from, float* to, const ExchangePlan& plan, bool back, double& ms,
+                        double& exposed_ms, double& bytes, MoeExchangeStats& stats) {
     // On a GPU the alltoallv is only enqueued: waiting for the work before it and then for it
     // makes the time the exchange's own (no-ops on the CPU).
     ops_.synchronize();
-    const auto start = std::chrono::steady_clock::now();
+    const auto start = Clock::now();
     if (!back)
         expert_group_->alltoallv(from, plan.send_counts, plan.send_offsets, to, plan.recv_counts, plan.recv_offsets,
                                  DType::float32);
@@ -126,12 +204,34 @@ void MoeLayer::exchange(const float* from, float* to, const ExchangePlan& plan, 
         expert_group_->alltoallv(from, plan.recv_counts, plan.recv_offsets, to, plan.send_counts, plan.send_offsets,
                                  DType::float32);
     ops_.synchronize();
-    ms += std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - start).count();
+    const double took = ms_between(start, Clock::now());
+    ms += took;
+    exposed_ms += took;  // the host waited for all of it
     std::size_t sent = 0, received = 0;
     for (std::size_t n : plan.send_counts) sent += n;
     for (std::size_t n : plan.recv_counts) received += n;
     bytes += static_cast<double>(std::max(sent, received) * sizeof(float));
     ++stats.alltoallv_calls;
+}
+
+MoeLayer::InFlight MoeLayer::issue_exchange(const float* from, float* to, const ExchangePlan& plan, bool back,
+                                            double& ms, double& exposed_ms, double& bytes, MoeExchangeStats& stats) {
+    // On a GPU the half starts on NCCL's side stream once the work queued before it is done:
+    // waiting for that work here starts its time when its data is ready (a no-op on the CPU).
+    ops_.synchronize();
+    const auto start = Clock::now();
+    Request request =
+        !back ? expert_group_->ialltoallv(from, plan.send_counts, plan.send_offsets, to, plan.recv_counts,
+                                          plan.recv_offsets, DType::float32)
+              : expert_group_->ialltoallv(from, plan.recv_counts, plan.recv_offsets, to, plan.send_counts,
+                                          plan.send_offsets, DType::float32);
+    exposed_ms += ms_between(start, Clock::now());
+    std::size_t sent = 0, received = 0;
+    for (std::size_t n : plan.send_counts) sent += n;
+    for (std::size_t n : plan.recv_counts) received += n;
+    bytes += static_cast<double>(std::max(sent, received) * sizeof(float));
+    ++stats.alltoallv_calls;
+    return InFlight(std::move(request), ops_, start, ms, exposed_ms);
 }
 
 MoeForwardResult MoeLayer::forward(float* out, const MoeActivations& a, const float* x, const MoeWeights& w,
@@ -146,6 +246,12 @@ MoeForwardResult MoeLayer::forward(float* out, const MoeActivations& a, const fl
     // Permutation: each kept assignment's token row into its expert-major row.
     ops_.moe_dispatch(a.dispatched, x, a.routing.slot, N, k, C);
     std::optional<ExchangePlan> plan;
+    const bool overlapped = parallel() && settings_.a2a_overlap;
+    std::vector<ExchangePlan> halves;
+    InFlight dispatch[2], combine[2];
+    const auto poll = [&] {
+        for (InFlight* half : {&dispatch[0], &dispatch[1], &combine[0], &combine[1]}) half->poll();
+    };
     if (parallel()) {
         NvtxRange range("moe dispatch");
         for (int e = 0; e < E; ++e) kept_per_expert_[static_cast<std::size_t>(e)] = result.counts.kept[static_cast<std::size_t>(e)];
@@ -153,41 +259,67 @@ MoeForwardResult MoeLayer::forward(float* out, const MoeActivations& a, const fl
         int* kept_counts = reinterpret_cast<int*>(dlogits_);
         ops_.copy_from_host(kept_counts, kept_per_expert_.data(), static_cast<std::size_t>(E) * sizeof(int));
         ops_.synchronize();  // the time below is the alltoall's and the copy of its result (which waits)
-        const auto start = std::chrono::steady_clock::now();
+        const auto start = Clock::now();
         expert_group_->alltoall(kept_counts, a.received_counts, static_cast<std::size_t>(local_experts_),
                                 DType::int32);
+        // The plans (both halves' too) and the chunks read these host copies: in place before either is made.
         host_.received_counts.resize(static_cast<std::size_t>(E));
         ops_.copy_to_host(host_.received_counts.data(), a.received_counts, static_cast<std::size_t>(E) * sizeof(int));
-        stats.counts_ms += std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - start).count();
+        stats.counts_ms += ms_between(start, Clock::now());
         stats.counts_bytes += static_cast<double>(E * sizeof(int));
         ++stats.alltoall_calls;
         plan = exchange_plan();
-        exchange(a.dispatched, a.received, *plan, false, stats.dispatch_ms, stats.dispatch_bytes, stats);
+        if (!overlapped) {
+            exchange(a.dispatched, a.received, *plan, false, stats.dispatch_ms, stats.dispatch_exposed_ms,
+                     stats.dispatch_bytes, stats);
+        } else {
+            for (int half = 0; half < 2; ++half) {
+                halves.push_back(exchange_plan(half));
+                dispatch[half] = issue_exchange(a.dispatched, a.received, halves.back(), false, stats.dispatch_ms,
+                                                stats.dispatch_exposed_ms, stats.dispatch_bytes, stats);
+            }
+        }
     }
-    // Each expert over its rows.
-    for (const ExpertChunk& chunk : expert_chunks()) {
-        if (chunk.rows == 0) continue;
-        const std::size_t in = static_cast<std::size_t>(chunk.first) * C, wide = static_cast<std::size_t>(chunk.first) * Fe;
-        const std::size_t weight = static_cast<std::size_t>(chunk.expert - first_local_expert()) * Fe * C;
-        ops_.matmul_forward(a.gate + wide, a.received + in, w.experts_gate + weight, nullptr, chunk.rows, C, Fe);
-        ops_.matmul_forward(a.up + wide, a.received + in, w.experts_up + weight, nullptr, chunk.rows, C, Fe);
-        ops_.swiglu_forward(a.glu + wide, a.gate + wide, a.up + wide, static_cast<std::size_t>(chunk.rows) * Fe);
-        ops_.matmul_forward(a.received_out + in, a.glu + wide, w.experts_down + weight, nullptr, chunk.rows, Fe, C);
+    // Each expert over its rows; under overlap one half's once they have arrived (on a GPU,
+    // queued behind their arrival), their outputs sent back while the other half's experts run.
+    const std::vector<ExpertChunk> chunks = expert_chunks();
+    for (const int half : overlapped ? std::vector<int>{0, 1} : std::vector<int>{-1}) {
+        if (half >= 0) dispatch[half].wait();
+        for (const ExpertChunk& chunk : chunks) {
+            if (chunk.rows == 0 || !in_half(chunk, half)) continue;
+            const std::size_t in = static_cast<std::size_t>(chunk.first) * C;
+            const std::size_t wide = static_cast<std::size_t>(chunk.first) * Fe;
+            const std::size_t weight = static_cast<std::size_t>(chunk.expert - first_local_expert()) * Fe * C;
+            ops_.matmul_forward(a.gate + wide, a.received + in, w.experts_gate + weight, nullptr, chunk.rows, C, Fe);
+            ops_.matmul_forward(a.up + wide, a.received + in, w.experts_up + weight, nullptr, chunk.rows, C, Fe);
+            ops_.swiglu_forward(a.glu + wide, a.gate + wide, a.up + wide, static_cast<std::size_t>(chunk.rows) * Fe);
+            ops_.matmul_forward(a.received_out + in, a.glu + wide, w.experts_down + weight, nullptr, chunk.rows, Fe, C);
+            poll();
+        }
+        if (half >= 0) {
+            NvtxRange range("moe combine");
+            combine[half] = issue_exchange(a.received_out, a.expert_out, halves[static_cast<std::size_t>(half)], true,
+                                           stats.combine_ms, stats.combine_exposed_ms, stats.combine_bytes, stats);
+        }
     }
-    if (plan) {
+    if (plan && !overlapped) {
         NvtxRange range("moe combine");
-        exchange(a.received_out, a.expert_out, *plan, true, stats.combine_ms, stats.combine_bytes, stats);
+        exchange(a.received_out, a.expert_out, *plan, true, stats.combine_ms, stats.combine_exposed_ms,
+                 stats.combine_bytes, stats);
     }
-    // Shared experts over every token (one SwiGLU of width S·Fe), then the combine adds the
-    // routed outputs with their weights.
+    // Shared experts over every token (one SwiGLU of width S·Fe; under overlap while the
+    // combines travel), then the combine adds the routed outputs with their weights.
     if (SFe > 0) {
         ops_.matmul_forward(a.shared_gate, x, w.shared_gate, nullptr, N, C, SFe);
+        poll();
         ops_.matmul_forward(a.shared_up, x, w.shared_up, nullptr, N, C, SFe);
+        poll();
         ops_.swiglu_forward(a.shared_glu, a.shared_gate, a.shared_up, static_cast<std::size_t>(N) * SFe);
         ops_.matmul_forward(out, a.shared_glu, w.shared_down, nullptr, N, SFe, C);
     } else {
         ops_.fill(out, 0.0f, static_cast<std::size_t>(N) * C);
     }
+    for (InFlight& half : combine) half.wait();
     ops_.moe_combine(out, a.expert_out, a.routing.slot, a.routing.weights, N, k, C);
     if (settings_.aux_loss_coeff > 0.0) {
         host_.scores.resize(static_cast<std::size_t>(N) * E);
@@ -205,6 +337,7 @@ void MoeLayer::backward(float* dx, const MoeGradients& g, const float* dout, con
     const int C = as_int(shape_.hidden), Fe = as_int(shape_.expert_hidden), SFe = as_int(shape_.shared_experts) * Fe;
     // The combine's backward: d(weight) = dy · FFN(x), d(FFN(x)) = weight · dy.
     ops_.moe_combine_backward(dexpert_out_, dweights_, dout, a.expert_out, a.routing.slot, a.routing.weights, N, k, C);
+    // The row counts the chunks and the plans (both halves' under overlap) read, on the host first.
     fetch_row_counts(a);
     // The output gradients to the experts' ranks (the combine's mirror), the experts' backward
     // on the rows they ran, the input gradients back (the dispatch's mirror).
@@ -212,50 +345,102 @@ void MoeLayer::backward(float* dx, const MoeGradients& g, const float* dout, con
     const float* dreceived_out = dexpert_out_;
     float* dreceived = ddispatched_;
     const std::vector<ExpertChunk> chunks = expert_chunks();
+    const bool overlapped = parallel() && settings_.a2a_overlap;
+    std::vector<ExchangePlan> halves;
+    InFlight combine[2], dispatch[2];
+    const auto poll = [&] {
+        for (InFlight* half : {&combine[0], &combine[1], &dispatch[0], &dispatch[1]}) half->poll();
+    };
     if (parallel()) {
         NvtxRange range("moe combine backward");
         plan = exchange_plan();
-        exchange(dexpert_out_, dreceived_out_, *plan, false, stats.combine_ms, stats.combine_bytes, stats);
+        if (!overlapped) {
+            exchange(dexpert_out_, dreceived_out_, *plan, false, stats.combine_ms, stats.combine_exposed_ms,
+                     stats.combine_bytes, stats);
+        } else {
+            for (int half = 0; half < 2; ++half) {
+                halves.push_back(exchange_plan(half));
+                combine[half] = issue_exchange(dexpert_out_, dreceived_out_, halves.back(), false, stats.combine_ms,
+                                               stats.combine_exposed_ms, stats.combine_bytes, stats);
+            }
+        }
         dreceived_out = dreceived_out_;
         dreceived = dreceived_;
     }
     const int rows_here = chunks.empty() ? 0 : chunks.back().first + chunks.back().rows;
     ops_.fill(dreceived, 0.0f, static_cast<std::size_t>(rows_here) * C);
-    for (const ExpertChunk& chunk : chunks) {
-        if (chunk.rows == 0) continue;
-        const std::size_t in = static_cast<std::size_t>(chunk.first) * C, wide = static_cast<std::size_t>(chunk.first) * Fe;
-        const std::size_t weight = static_cast<std::size_t>(chunk.expert - first_local_expert()) * Fe * C;
-        const std::size_t n = static_cast<std::size_t>(chunk.rows) * Fe;
-        ops_.fill(dglu_, 0.0f, n);
-        ops_.matmul_backward(dglu_, g.experts_down + weight, nullptr, dreceived_out + in, a.glu + wide,
-                             w.experts_down + weight, chunk.rows, Fe, C);
-        ops_.fill(dgate_, 0.0f, n);
-        ops_.fill(dup_, 0.0f, n);
-        ops_.swiglu_backward(dgate_, dup_, dglu_, a.gate + wide, a.up + wide, n);
-        ops_.matmul_backward(dreceived + in, g.experts_gate + weight, nullptr, dgate_, a.received + in,
-                             w.experts_gate + weight, chunk.rows, C, Fe);
-        ops_.matmul_backward(dreceived + in, g.experts_up + weight, nullptr, dup_, a.received + in,
-                             w.experts_up + weight, chunk.rows, C, Fe);
+    for (const int half : overlapped ? std::vector<int>{0, 1} : std::vector<int>{-1}) {
+        if (half >= 0) combine[half].wait();
+        for (const ExpertChunk& chunk : chunks) {
+            if (chunk.rows == 0 || !in_half(chunk, half)) continue;
+            const std::size_t in = static_cast<std::size_t>(chunk.first) * C;
+            const std::size_t wide = static_cast<std::size_t>(chunk.first) * Fe;
+            const std::size_t weight = static_cast<std::size_t>(chunk.expert - first_local_expert()) * Fe * C;
+            const std::size_t n = static_cast<std::size_t>(chunk.rows) * Fe;
+            ops_.fill(dglu_, 0.0f, n);
+            ops_.matmul_backward(dglu_, g.experts_down + weight, nullptr, dreceived_out + in, a.glu + wide,
+                                 w.experts_down + weight, chunk.rows, Fe, C);
+            ops_.fill(dgate_, 0.0f, n);
+            ops_.fill(dup_, 0.0f, n);
+            ops_.swiglu_backward(dgate_, dup_, dglu_, a.gate + wide, a.up + wide, n);
+            ops_.matmul_backward(dreceived + in, g.experts_gate + weight, nullptr, dgate_, a.received + in,
+                                 w.experts_gate + weight, chunk.rows, C, Fe);
+            ops_.matmul_backward(dreceived + in, g.experts_up + weight, nullptr, dup_, a.received + in,
+                                 w.experts_up + weight, chunk.rows, C, Fe);
+            poll();
+        }
+        if (half >= 0) {
+            NvtxRange range("moe dispatch backward");
+            dispatch[half] = issue_exchange(dreceived_, ddispatched_, halves[static_cast<std::size_t>(half)], true,
+                                            stats.dispatch_ms, stats.dispatch_exposed_ms, stats.dispatch_bytes, stats);
+        }
     }
-    if (plan) {
+    if (plan && !overlapped) {
         NvtxRange range("moe dispatch backward");
-        exchange(dreceived_, ddispatched_, *plan, true, stats.dispatch_ms, stats.dispatch_bytes, stats);
+        exchange(dreceived_, ddispatched_, *plan, true, stats.dispatch_ms, stats.dispatch_exposed_ms,
+                 stats.dispatch_bytes, stats);
+    }
+    // Under overlap, while the last input gradients travel: the shared experts' backward and
+    // the router's, all but their input gradients, which are added below in the blocking order.
+    const std::size_t shared_n = static_cast<std::size_t>(N) * SFe;
+    const auto router_backward = [&] {
+        ops_.moe_route_backward(dlogits_, dweights_, a.routing.scores, a.routing.weights, a.routing.chosen,
+                                a.routing.routed, balance_weight, N, as_int(shape_.experts), k, router_.score);
+    };
+    if (overlapped) {
+        if (SFe > 0) {
+            ops_.fill(dglu_, 0.0f, shared_n);
+            ops_.matmul_backward(dglu_, g.shared_down, nullptr, dout, a.shared_glu, w.shared_down, N, SFe, C);
+            poll();
+            ops_.fill(dgate_, 0.0f, shared_n);
+            ops_.fill(dup_, 0.0f, shared_n);
+            ops_.swiglu_backward(dgate_, dup_, dglu_, a.shared_gate, a.shared_up, shared_n);
+            ops_.matmul_backward(nullptr, g.shared_gate, nullptr, dgate_, x, w.shared_gate, N, C, SFe);
+            poll();
+            ops_.matmul_backward(nullptr, g.shared_up, nullptr, dup_, x, w.shared_up, N, C, SFe);
+            poll();
+        }
+        router_backward();
+        ops_.matmul_backward(nullptr, g.router, nullptr, dlogits_, x, w.router, N, C, as_int(shape_.experts));
+        // The un-permutation below reads ddispatched_, where the halves arrive.
+        for (InFlight& half : dispatch) half.wait();
     }
     // Un-permute: each kept assignment's input gradient back to its token.
     ops_.moe_dispatch_backward(dx, ddispatched_, a.routing.slot, N, k, C);
     if (SFe > 0) {
-        const std::size_t n = static_cast<std::size_t>(N) * SFe;
-        ops_.fill(dglu_, 0.0f, n);
-        ops_.matmul_backward(dglu_, g.shared_down, nullptr, dout, a.shared_glu, w.shared_down, N, SFe, C);
-        ops_.fill(dgate_, 0.0f, n);
-        ops_.fill(dup_, 0.0f, n);
-        ops_.swiglu_backward(dgate_, dup_, dglu_, a.shared_gate, a.shared_up, n);
-        ops_.matmul_backward(dx, g.shared_gate, nullptr, dgate_, x, w.shared_gate, N, C, SFe);
-        ops_.matmul_backward(dx, g.shared_up, nullptr, dup_, x, w.shared_up, N, C, SFe);
+        if (!overlapped) {
+            ops_.fill(dglu_, 0.0f, shared_n);
+            ops_.matmul_backward(dglu_, g.shared_down, nullptr, dout, a.shared_glu, w.shared_down, N, SFe, C);
+            ops_.fill(dgate_, 0.0f, shared_n);
+            ops_.fill(dup_, 0.0f, shared_n);
+            ops_.swiglu_backward(dgate_, dup_, dglu_, a.shared_gate, a.shared_up, shared_n);
+        }
+        ops_.matmul_backward(dx, overlapped ? nullptr : g.shared_gate, nullptr, dgate_, x, w.shared_gate, N, C, SFe);
+        ops_.matmul_backward(dx, overlapped ? nullptr : g.shared_up, nullptr, dup_, x, w.shared_up, N, C, SFe);
     }
-    ops_.moe_route_backward(dlogits_, dweights_, a.routing.scores, a.routing.weights, a.routing.chosen,
-                            a.routing.routed, balance_weight, N, as_int(shape_.experts), k, router_.score);
-    ops_.matmul_backward(dx, g.router, nullptr, dlogits_, x, w.router, N, C, as_int(shape_.experts));
+    if (!overlapped) router_backward();
+    ops_.matmul_backward(dx, overlapped ? nullptr : g.router, nullptr, dlogits_, x, w.router, N, C,
+                         as_int(shape_.experts));
 }
 
 }  // namespace parbench

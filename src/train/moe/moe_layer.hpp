@@ -27,6 +27,23 @@
 // state is an MoeActivations the model holds per layer (and per pipeline slot). Its sizes are
 // theory/moe_memory.hpp's, which the memory ledger's counts are tested against.
 //
+// Overlap (--moe-a2a-overlap, MoeSettings::a2a_overlap): each exchange goes as two non-blocking
+// alltoallv halves, so one half's all-to-all runs while the other half's experts compute, the
+// adaptive pipelining of Tutel (arXiv 2206.03382) at degree 2 and the two-part split DeepSeek-V3
+// overlaps prefilling with (arXiv 2412.19437 sec. 3.4.1), within one layer and micro-batch:
+// forward, both dispatch halves go out, the first half's experts run while the second arrives,
+// its combine goes back while the second half's experts run, and the shared experts run while
+// the combines travel; backward mirrors it, the shared experts' and the router's weight
+// gradients computed while the last input gradients travel (their input gradients are added
+// after the un-permutation, in the blocking order). The halves are the first and second half
+// of each rank's local experts (E/ep >= 2), else of the source ranks (E/ep = 1); both keep the
+// blocking path's received layout, chunks and per-expert accumulation order, so results are
+// bit-identical to it. Their sizes come from host_'s row counts, which are on the host before
+// the first half goes out (forward: after the counts' alltoall; backward: fetch_row_counts).
+// Open MPI progresses a non-blocking collective on one host only inside MPI calls: the layer
+// polls the halves in flight (test()) after each chunk of an expert's rows and between the
+// shared experts' ops.
+//
 // Device-agnostic: the per-token and per-element steps are Ops calls (CpuOps, or CudaOps's
 // kernels/moe.cu and cuBLAS on a GPU), the alltoall(v)s the expert group's Communicator's (NCCL
 // on GPUs). The capacity and the expert-major order are decided on the host, in
@@ -35,11 +52,18 @@
 // experts"): in forward, to copy the chosen experts and weights (N·k each) to the host and the
 // rows back, and in backward, to copy the layer's rows per expert (E+1, and E under ep) back
 // for the expert loop and the exchange's sizes. With the balancing loss, forward also copies
-// the scores (N·E) for it. Under ep each all-to-all is timed between two syncs, so the
-// reported dispatch and combine times are the exchanges' own.
+// the scores (N·E) for it. Under ep each blocking all-to-all is timed between two syncs, so the
+// reported dispatch and combine times are the exchanges' own. Under --moe-a2a-overlap on a GPU
+// the halves run on NCCL's side stream (comm/nccl_communicator.hpp) and a half's wait() makes
+// the layer's stream wait for it, so no kernel reads a half's rows before they arrive; the
+// stream is synced before each half is issued and around each wait, so a half's time runs from
+// when its data is ready and its exposed time is how long the stream stood waiting for it,
+// the host's blocked time as on the CPU (more syncs per layer than the blocking path's: the
+// price of measuring the exposure).
 #pragma once
 
 #include <cstdint>
+#include <utility>
 #include <vector>
 
 #include "comm/communicator.hpp"
@@ -103,6 +127,7 @@ struct MoeSettings {
     std::optional<double> capacity_factor;  // --moe-expert-capacity-factor; unset: dropless
     double aux_loss_coeff = 0.0;            // --moe-aux-loss-coeff (alpha)
     double bias_update_rate = 0.0;          // --moe-router-bias-update-rate (u); 0: no bias
+    bool a2a_overlap = false;               // --moe-a2a-overlap: dispatch/combine in two overlapped halves
 };
 
 // What a model's MoE layers need from the run: the settings, the group whose ranks route the
@@ -121,6 +146,13 @@ struct MoeExchangeStats {
     double dispatch_ms = 0.0;  // the dispatch alltoallv, forward, and the output gradients' in backward
     double combine_ms = 0.0;   // the combine alltoallv, forward, and the input gradients' in backward
     double counts_ms = 0.0;    // the alltoall of the rows per expert before each forward's dispatch
+    // The host's time blocked in the calls above (the counts' alltoall blocks: all of counts_ms
+    // is exposed). A blocking call is all exposed; an overlapped half counts its issue, every
+    // test() that polled it and its wait() (on a GPU each blocking call and each wait between
+    // two stream syncs: the stream's wait for it), while *_ms counts it from its issue to the test
+    // or wait that saw it complete (the communicator's convention), compute it overlapped included.
+    double dispatch_exposed_ms = 0.0;
+    double combine_exposed_ms = 0.0;
     double dispatch_bytes = 0.0;  // what the communicator counts per call: max(sent, received)
     double combine_bytes = 0.0;
     double counts_bytes = 0.0;
@@ -164,6 +196,7 @@ class MoeLayer {
     // A run of rows on the experts' side that one expert computes: rows [first, first + rows).
     struct ExpertChunk {
         int expert, first, rows;
+        int source = 0;  // the rank whose tokens they are (0 without ep)
     };
     // Those of the group whose row counts host_ holds (route, or fetch_row_counts in backward).
     std::vector<ExpertChunk> expert_chunks() const;
@@ -175,11 +208,20 @@ class MoeLayer {
     struct ExchangePlan {
         std::vector<std::size_t> send_counts, send_offsets, recv_counts, recv_offsets;
     };
-    ExchangePlan exchange_plan() const;
+    // `half` (0, 1) under --moe-a2a-overlap: only the rows of that half's chunks; -1: all of them.
+    ExchangePlan exchange_plan(int half = -1) const;
+    // The local experts [first, end) of `source`'s chunks in `half` (-1: all of them).
+    std::pair<int, int> half_experts(int source, int half) const;
+    bool in_half(const ExpertChunk& chunk, int half) const;
     // Sends `from` (dispatch order) to the experts' ranks, into `to` (received order); `back`:
-    // the other way. Timed into `ms`, its bytes counted into `bytes` (as the communicator counts them).
-    void exchange(const float* from, float* to, const ExchangePlan& plan, bool back, double& ms, double& bytes,
-                  MoeExchangeStats& stats);
+    // the other way. Timed into `ms` and `exposed_ms`, its bytes counted into `bytes` (as the
+    // communicator counts them).
+    void exchange(const float* from, float* to, const ExchangePlan& plan, bool back, double& ms, double& exposed_ms,
+                  double& bytes, MoeExchangeStats& stats);
+    // The same exchange issued without waiting (--moe-a2a-overlap), timed when it completes.
+    class InFlight;
+    InFlight issue_exchange(const float* from, float* to, const ExchangePlan& plan, bool back, double& ms,
+                            double& exposed_ms, double& bytes, MoeExchangeStats& stats);
 
     // Routes a group: the router's per-token part through ops_ (from logits_), the rest on
     // the host (assign_expert_rows), its decisions copied into `routing` (device memory) and
