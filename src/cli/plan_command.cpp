@@ -172,7 +172,7 @@ class PlanCommand : public Command {
         inputs.model["parameters"] = static_cast<double>(
             model_parameter_layout(resolved.config, resolved.config.seq_len).total_numel());
         if (resolved.config.moe) {
-            const MoeParameterCount count = moe_parameter_count(moe_shape(resolved.config));
+            const MoeParameterCount count = moe_parameter_count(resolved.config);
             inputs.model["parameters"] = static_cast<double>(count.total);
             inputs.model["active_parameters"] = static_cast<double>(count.active);
             inputs.model["routed_expert_parameters"] = static_cast<double>(count.routed_experts);
@@ -330,6 +330,10 @@ class PlanCommand : public Command {
             if (!config.mla) return;
         }
         if (p.states == StateConvention::parbench) check_engine_moe_layout(p, config);
+        if (config.kind == ModelKind::gpt && p.states != StateConvention::parbench)
+            throw UsageError("--model " + config.name + ": a GPT mixture of experts is planned with --states parbench "
+                             "only (the frameworks' MoE conventions count a Llama skeleton: SwiGLU MLPs, no biases); "
+                             "add --states parbench");
         if (no_reshard || hybrid_shard)
             throw UsageError(std::string(no_reshard ? "--no-reshard" : "--hybrid-shard") + " is not modelled for the "
                              "experts of an MoE model; drop it");

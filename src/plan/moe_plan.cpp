@@ -103,7 +103,7 @@ void apply_moe_traffic(PlanPrediction& out, const PlanContext& context, double s
     moe.dense_parameters_rank = r.dense;
     moe.expert_parameters_rank = r.routed;
     if (model.moe) {
-        const MoeParameterCount count = moe_parameter_count(moe_shape(model));
+        const MoeParameterCount count = moe_parameter_count(model);
         moe.total_parameters = static_cast<double>(count.total);
         moe.active_parameters = static_cast<double>(count.active);
     }

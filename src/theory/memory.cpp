@@ -77,6 +77,17 @@ void scheme_items(const EngineLayout& l, const ParameterLayout& layout, int unit
                      "routed experts (this rank's E/ep; shards 1/(dp x cp / ep)): ", items);
 }
 
+// The MoE layer's shape as train builds it (train/models/gpt.cpp, llama.cpp): `tokens` rows per
+// routing group; empty without "moe".
+MoeMemoryShape engine_moe_memory_shape(const EngineLayout& l, double tokens) {
+    if (!l.model.moe) return {};
+    const ModelConfig::Moe& moe = *l.model.moe;
+    return MoeMemoryShape{static_cast<std::size_t>(tokens),       static_cast<std::size_t>(l.model.hidden),
+                          static_cast<std::size_t>(moe.experts),  static_cast<std::size_t>(moe.top_k),
+                          static_cast<std::size_t>(moe.expert_hidden), static_cast<std::size_t>(moe.shared_experts),
+                          static_cast<std::size_t>(l.ep),         moe.activation};
+}
+
 // bf16 operand copies of the largest matmul (train/matmuls.cpp).
 void matmul_items(const EngineLayout& l, const std::vector<MatmulShape>& shapes, ItemList& items) {
     if (l.precision != Precision::bf16) return;
@@ -95,7 +106,7 @@ void matmul_items(const EngineLayout& l, const std::vector<MatmulShape>& shapes,
 // schedule's peak of activation slots per chunk (train/pipeline/pipeline_executor.cpp), each
 // holding its layers' stores, the zero-bubble stash, the boundary tensors and, on the last
 // stage, the head's. Returns whether this rank holds the head. Shared by the GPT and Llama items.
-// `moe_block`: what an MoE layer keeps instead of `block` (Llama models with "moe").
+// `moe_block`: what an MoE layer keeps instead of `block` (models with "moe").
 bool layer_store_items(const EngineLayout& l, const PipelinePart& part, const std::string& norm, double block,
                        double stash, double rc, double head, ItemList& items, double moe_block = 0.0) {
     bool holds_head = true;
@@ -159,13 +170,25 @@ void gpt_items(const EngineLayout& l, const PipelinePart& part, ItemList& items)
     // set all layers share.
     const bool shares_probabilities = l.recompute == Recompute::selective && !context;
     const double block = l.recompute == Recompute::full ? rc : shares_probabilities ? full_block - att : full_block;
-    if (l.recompute == Recompute::full) items.activation("full recompute: one layer's buffers, shared", 1, full_block);
+    // An MoE layer keeps the MoE layer's buffers (theory/moe_memory.hpp) in place of the MLP's two.
+    const int moe_count = l.model.moe_layer_count();
+    const MoeMemoryShape moe_shape = engine_moe_memory_shape(l, rows);
+    const double moe_kept = static_cast<double>(moe_kept_bytes(moe_shape)) / f32;
+    const double moe_block = l.recompute == Recompute::full ? rc : block - 2 * wide + moe_kept;
+    if (l.recompute == Recompute::full)
+        items.activation("full recompute: one layer's buffers, shared", 1,
+                         (moe_count < l.model.layers ? full_block : full_block - 2 * wide) +
+                             (moe_count > 0 ? moe_kept : 0.0));
     if (shares_probabilities) items.activation("selective recompute: probabilities, shared", 1, att);
     const double stash = rows * C + wide + rows * C + 3 * local;
 
     items.add(MemoryCategory::activations, "tokens, targets, losses (per micro-batch)", 3.0 * l.microbatches,
               rows * f32);
-    const bool holds_head = layer_store_items(l, part, "LayerNorm", block, stash, rc, rc + 2 * R + logits + 3 * rows, items);
+    const bool holds_head =
+        layer_store_items(l, part, "LayerNorm", block, stash, rc, rc + 2 * R + logits + 3 * rows, items, moe_block);
+    if (moe_count > 0)
+        items.activation("MoE scratch, shared by the MoE layers (theory/moe_memory.hpp)", 1,
+                         static_cast<double>(moe_scratch_bytes(moe_shape)) / f32);
     if (context) {
         items.activation("context-parallel attention workspace (train/context/)", 1,
                          static_cast<double>(cp_floats.workspace));
@@ -223,14 +246,7 @@ void llama_items(const EngineLayout& l, const PipelinePart& part, ItemList& item
     // An MoE layer keeps the MoE layer's buffers (theory/moe_memory.hpp, on every tp rank: the
     // layer runs replicated over tp) in place of the SwiGLU's three.
     const int moe_count = l.model.moe_layer_count();
-    MoeMemoryShape moe_shape;
-    if (l.model.moe)
-        moe_shape = MoeMemoryShape{static_cast<std::size_t>(rows), static_cast<std::size_t>(C),
-                                   static_cast<std::size_t>(l.model.moe->experts),
-                                   static_cast<std::size_t>(l.model.moe->top_k),
-                                   static_cast<std::size_t>(l.model.moe->expert_hidden),
-                                   static_cast<std::size_t>(l.model.moe->shared_experts),
-                                   static_cast<std::size_t>(l.ep)};
+    const MoeMemoryShape moe_shape = engine_moe_memory_shape(l, rows);
     const double moe_kept = static_cast<double>(moe_kept_bytes(moe_shape)) / f32;
     const double moe_block = l.recompute == Recompute::full ? rc : block - 3 * wide + moe_kept;
     const double full_recompute_work = (moe_count < l.model.layers ? full_block : full_block - 3 * wide) +

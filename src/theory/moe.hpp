@@ -7,9 +7,10 @@
 // An MoE layer (Shazeer et al., arXiv 1701.06538; Switch, arXiv 2101.03961; Mixtral,
 // arXiv 2401.04088; DeepSeek-V3, arXiv 2412.19437 sec. 2.1.2) holds a router W_r (h x E, no
 // bias) and E routed experts plus S shared experts, each a SwiGLU MLP of width f_e
-// (3·h·f_e). Each token runs its top-k routed experts and every shared expert, so
-//     total  per MoE layer = h·E + (E + S)·3·h·f_e
-//     active per MoE layer = h·E + (k + S)·3·h·f_e
+// (3·h·f_e; a GELU expert, GPT's form without biases, has 2·h·f_e: m matrices below). Each
+// token runs its top-k routed experts and every shared expert, so
+//     total  per MoE layer = h·E + (E + S)·m·h·f_e
+//     active per MoE layer = h·E + (k + S)·m·h·f_e
 // (the router runs for every token, so it counts as active). Dense layers keep 3·h·f.
 #pragma once
 
@@ -42,6 +43,7 @@ struct MoeShape {
     std::int64_t shared_experts = 0;    // S, run for every token
     std::int64_t expert_hidden = 0;     // f_e
     std::int64_t attention_per_layer = 0;  // 0: grouped-query attention's; else (MLA) this count
+    std::int64_t expert_matrices = 3;      // h x f_e matrices per expert: 3 SwiGLU, 2 GELU
 };
 
 struct MoeParameterCount {

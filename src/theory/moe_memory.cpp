@@ -14,8 +14,9 @@ std::size_t moe_dispatch_buffer_bytes(const MoeMemoryShape& s) {
 std::size_t moe_kept_bytes(const MoeMemoryShape& s) {
     const std::size_t N = s.tokens, k = s.top_k;
     const std::size_t R = s.expert_rows();
-    std::size_t elements = N * s.experts + 3 * N * k + (2 * s.experts + 1) + 3 * R * s.expert_hidden +
-                           3 * N * s.shared_experts * s.expert_hidden;
+    const std::size_t w = s.wide_buffers();
+    std::size_t elements = N * s.experts + 3 * N * k + (2 * s.experts + 1) + w * R * s.expert_hidden +
+                           w * N * s.shared_experts * s.expert_hidden;
     if (s.ep > 1) elements += 2 * R * s.hidden + s.experts;
     return elements * element_bytes + moe_dispatch_buffer_bytes(s);
 }
@@ -25,7 +26,7 @@ std::size_t moe_scratch_bytes(const MoeMemoryShape& s) {
     const std::size_t R = s.expert_rows();
     const std::size_t widest = std::max(R * s.expert_hidden, N * s.shared_experts * s.expert_hidden);
     const std::size_t exchange = s.ep > 1 ? 2 * R * s.hidden : 0;
-    return (2 * N * s.experts + N * k + 2 * N * k * s.hidden + exchange + 3 * widest) * element_bytes;
+    return (2 * N * s.experts + N * k + 2 * N * k * s.hidden + exchange + s.wide_buffers() * widest) * element_bytes;
 }
 
 }  // namespace parbench

@@ -1,7 +1,10 @@
 // What the training engine's MoE layer (train/moe/moe_layer.hpp) holds in memory, as formulas,
 // in fp32 elements of 4 bytes (the routing's integers are 4 bytes too). N tokens per routing
 // group (a micro-batch's rows on one rank), C hidden, E experts, k routed per token, Fe an
-// expert's SwiGLU width, S shared experts. Dropless routing can send all N·k assignments to
+// expert's width, S shared experts. An expert is a SwiGLU MLP (Llama's: gate and up matrices,
+// then down) or a GELU MLP (GPT's: up, GELU, down; no biases, as Megatron-core's grouped
+// experts): the tables below count a SwiGLU's three wide buffers (gate, up, product), of which
+// a GELU expert keeps two (pre-activation, GELU output) and needs two gradients. Dropless routing can send all N·k assignments to
 // the experts, so the expert-side buffers are sized for N·k rows whatever the capacity factor.
 //
 //   kept per MoE layer and micro-batch (what backward needs)
@@ -37,6 +40,9 @@
 
 namespace parbench {
 
+// The experts' MLP form (a config's "expert_activation").
+enum class ExpertActivation { swiglu, gelu };
+
 struct MoeMemoryShape {
     std::size_t tokens = 0;          // N
     std::size_t hidden = 0;          // C
@@ -45,6 +51,10 @@ struct MoeMemoryShape {
     std::size_t expert_hidden = 0;   // Fe
     std::size_t shared_experts = 0;  // S
     std::size_t ep = 1;              // expert-parallel ranks
+    ExpertActivation activation = ExpertActivation::swiglu;
+    // Wide (rows x Fe) buffers an expert keeps per row, and gradients its backward needs: 3 for
+    // SwiGLU (gate, up, product), 2 for GELU (pre-activation, output).
+    std::size_t wide_buffers() const { return activation == ExpertActivation::swiglu ? 3 : 2; }
     // Rows the experts of this rank run on at most: N·k, or ep·N·k under expert parallelism.
     std::size_t expert_rows() const { return ep > 1 ? ep * tokens * top_k : tokens * top_k; }
 };

@@ -45,7 +45,7 @@ int moe_layers_in(const ModelConfig& config, int first, int end) {
 MoeLayerParameters moe_layer_parameters(const ModelConfig& config) {
     MoeLayerParameters p;
     if (config.moe) {
-        const double h = config.hidden, expert = 3.0 * h * config.moe->expert_hidden;
+        const double h = config.hidden, expert = config.moe->matrices_per_expert() * h * config.moe->expert_hidden;
         p.dense_mlp = 3.0 * h * config.ffn_hidden;
         p.router = h * config.moe->experts;
         p.shared = config.moe->shared_experts * expert;

@@ -18,11 +18,10 @@ std::vector<int> model_parameter_use_order(const ModelConfig& config, const Pipe
     const std::vector<LayerRange> chunks = part.active() ? part.chunks : std::vector<LayerRange>{{0, L}};
     for (const LayerRange& chunk : chunks) {
         if (chunk.first == 0) order.push_back(0);
-        // Block l is unit l + 1; an MoE layer's routed experts (Llama) are acquired after it.
+        // Block l is unit l + 1; an MoE layer's routed experts are acquired after it.
         auto push_block = [&](int l) {
             order.push_back(l + 1);
-            if (config.kind == ModelKind::llama && llama_expert_unit(config, l) >= 0)
-                order.push_back(llama_expert_unit(config, l));
+            if (moe_expert_unit(config, l) >= 0) order.push_back(moe_expert_unit(config, l));
         };
         for (int l = chunk.first; l < chunk.end; ++l) push_block(l);
         // GPT's whole model keeps the embedding held from the encoder into the head.

@@ -39,7 +39,7 @@ MoeLayer::MoeLayer(const MoeMemoryShape& shape, MoeScore score, const MoeSetting
     }
     dglu_ = arena.floats(widest);
     dgate_ = arena.floats(widest);
-    dup_ = arena.floats(widest);
+    if (gated()) dup_ = arena.floats(widest);
 }
 
 MoeActivations MoeLayer::allocate_activations(ActivationArena& arena) const {
@@ -55,12 +55,12 @@ MoeActivations MoeLayer::allocate_activations(ActivationArena& arena) const {
     a.routing.routed = arena.buffer(E * sizeof(int)).as<int>();
     a.dispatched = arena.floats(N * k * C);
     a.gate = arena.floats(R * Fe);
-    a.up = arena.floats(R * Fe);
+    if (gated()) a.up = arena.floats(R * Fe);
     a.glu = arena.floats(R * Fe);
     a.expert_out = arena.floats(N * k * C);
     if (S > 0) {
         a.shared_gate = arena.floats(N * S * Fe);
-        a.shared_up = arena.floats(N * S * Fe);
+        if (gated()) a.shared_up = arena.floats(N * S * Fe);
         a.shared_glu = arena.floats(N * S * Fe);
     }
     if (parallel()) {
@@ -129,6 +129,38 @@ void MoeLayer::exchange(const float* from, float* to, const ExchangePlan& plan, 
     ++stats.alltoallv_calls;
 }
 
+void MoeLayer::expert_forward(float* out, float* gate, float* up, float* act, const float* x, const float* w_gate,
+                              const float* w_up, const float* w_down, int rows, int width) {
+    const int C = as_int(shape_.hidden);
+    const std::size_t n = static_cast<std::size_t>(rows) * width;
+    ops_.matmul_forward(gate, x, w_gate, nullptr, rows, C, width);
+    if (gated()) {
+        ops_.matmul_forward(up, x, w_up, nullptr, rows, C, width);
+        ops_.swiglu_forward(act, gate, up, n);
+    } else {
+        ops_.gelu_forward(act, gate, n);
+    }
+    ops_.matmul_forward(out, act, w_down, nullptr, rows, width, C);
+}
+
+void MoeLayer::expert_backward(float* dx, float* g_gate, float* g_up, float* g_down, const float* dout,
+                               const float* gate, const float* up, const float* act, const float* x,
+                               const float* w_gate, const float* w_up, const float* w_down, int rows, int width) {
+    const int C = as_int(shape_.hidden);
+    const std::size_t n = static_cast<std::size_t>(rows) * width;
+    ops_.fill(dglu_, 0.0f, n);
+    ops_.matmul_backward(dglu_, g_down, nullptr, dout, act, w_down, rows, width, C);
+    ops_.fill(dgate_, 0.0f, n);
+    if (gated()) {
+        ops_.fill(dup_, 0.0f, n);
+        ops_.swiglu_backward(dgate_, dup_, dglu_, gate, up, n);
+    } else {
+        ops_.gelu_backward(dgate_, gate, dglu_, n);
+    }
+    ops_.matmul_backward(dx, g_gate, nullptr, dgate_, x, w_gate, rows, C, width);
+    if (gated()) ops_.matmul_backward(dx, g_up, nullptr, dup_, x, w_up, rows, C, width);
+}
+
 MoeForwardResult MoeLayer::forward(float* out, const MoeActivations& a, const float* x, const MoeWeights& w,
                                    const float* bias, MoeExchangeStats& stats) {
     const int N = as_int(shape_.tokens), E = as_int(shape_.experts), k = as_int(shape_.top_k);
@@ -164,22 +196,19 @@ MoeForwardResult MoeLayer::forward(float* out, const MoeActivations& a, const fl
         if (chunk.rows == 0) continue;
         const std::size_t in = static_cast<std::size_t>(chunk.first) * C, wide = static_cast<std::size_t>(chunk.first) * Fe;
         const std::size_t weight = static_cast<std::size_t>(chunk.expert - first_local_expert()) * Fe * C;
-        ops_.matmul_forward(a.gate + wide, a.received + in, w.experts_gate + weight, nullptr, chunk.rows, C, Fe);
-        ops_.matmul_forward(a.up + wide, a.received + in, w.experts_up + weight, nullptr, chunk.rows, C, Fe);
-        ops_.swiglu_forward(a.glu + wide, a.gate + wide, a.up + wide, static_cast<std::size_t>(chunk.rows) * Fe);
-        ops_.matmul_forward(a.received_out + in, a.glu + wide, w.experts_down + weight, nullptr, chunk.rows, Fe, C);
+        expert_forward(a.received_out + in, a.gate + wide, gated() ? a.up + wide : nullptr, a.glu + wide,
+                       a.received + in, w.experts_gate + weight, gated() ? w.experts_up + weight : nullptr,
+                       w.experts_down + weight, chunk.rows, Fe);
     }
     if (plan) {
         NvtxRange range("moe combine");
         exchange(a.received_out, a.expert_out, *plan, true, stats.combine_ms, stats.combine_bytes, stats);
     }
-    // Shared experts over every token (one SwiGLU of width S·Fe), then the combine adds the
+    // Shared experts over every token (one expert MLP of width S·Fe), then the combine adds the
     // routed outputs with their weights.
     if (SFe > 0) {
-        ops_.matmul_forward(a.shared_gate, x, w.shared_gate, nullptr, N, C, SFe);
-        ops_.matmul_forward(a.shared_up, x, w.shared_up, nullptr, N, C, SFe);
-        ops_.swiglu_forward(a.shared_glu, a.shared_gate, a.shared_up, static_cast<std::size_t>(N) * SFe);
-        ops_.matmul_forward(out, a.shared_glu, w.shared_down, nullptr, N, SFe, C);
+        expert_forward(out, a.shared_gate, a.shared_up, a.shared_glu, x, w.shared_gate, w.shared_up, w.shared_down, N,
+                       SFe);
     } else {
         ops_.fill(out, 0.0f, static_cast<std::size_t>(N) * C);
     }
@@ -239,17 +268,10 @@ void MoeLayer::backward(float* dx, const MoeGradients& g, const float* dout, con
         if (chunk.rows == 0) continue;
         const std::size_t in = static_cast<std::size_t>(chunk.first) * C, wide = static_cast<std::size_t>(chunk.first) * Fe;
         const std::size_t weight = static_cast<std::size_t>(chunk.expert - first_local_expert()) * Fe * C;
-        const std::size_t n = static_cast<std::size_t>(chunk.rows) * Fe;
-        ops_.fill(dglu_, 0.0f, n);
-        ops_.matmul_backward(dglu_, g.experts_down + weight, nullptr, dreceived_out + in, a.glu + wide,
-                             w.experts_down + weight, chunk.rows, Fe, C);
-        ops_.fill(dgate_, 0.0f, n);
-        ops_.fill(dup_, 0.0f, n);
-        ops_.swiglu_backward(dgate_, dup_, dglu_, a.gate + wide, a.up + wide, n);
-        ops_.matmul_backward(dreceived + in, g.experts_gate + weight, nullptr, dgate_, a.received + in,
-                             w.experts_gate + weight, chunk.rows, C, Fe);
-        ops_.matmul_backward(dreceived + in, g.experts_up + weight, nullptr, dup_, a.received + in,
-                             w.experts_up + weight, chunk.rows, C, Fe);
+        expert_backward(dreceived + in, g.experts_gate + weight, gated() ? g.experts_up + weight : nullptr,
+                        g.experts_down + weight, dreceived_out + in, a.gate + wide, gated() ? a.up + wide : nullptr,
+                        a.glu + wide, a.received + in, w.experts_gate + weight,
+                        gated() ? w.experts_up + weight : nullptr, w.experts_down + weight, chunk.rows, Fe);
     }
     if (plan) {
         NvtxRange range("moe dispatch backward");
@@ -265,16 +287,9 @@ void MoeLayer::backward(float* dx, const MoeGradients& g, const float* dout, con
             for (int c = 0; c < C; ++c) row[c] += drow[c];
         }
     }
-    if (SFe > 0) {
-        const std::size_t n = static_cast<std::size_t>(N) * SFe;
-        ops_.fill(dglu_, 0.0f, n);
-        ops_.matmul_backward(dglu_, g.shared_down, nullptr, dout, a.shared_glu, w.shared_down, N, SFe, C);
-        ops_.fill(dgate_, 0.0f, n);
-        ops_.fill(dup_, 0.0f, n);
-        ops_.swiglu_backward(dgate_, dup_, dglu_, a.shared_gate, a.shared_up, n);
-        ops_.matmul_backward(dx, g.shared_gate, nullptr, dgate_, x, w.shared_gate, N, C, SFe);
-        ops_.matmul_backward(dx, g.shared_up, nullptr, dup_, x, w.shared_up, N, C, SFe);
-    }
+    if (SFe > 0)
+        expert_backward(dx, g.shared_gate, g.shared_up, g.shared_down, dout, a.shared_gate, a.shared_up, a.shared_glu, x,
+                        w.shared_gate, w.shared_up, w.shared_down, N, SFe);
     route_backward(dlogits_, dweights_, a.routing, router_, balance_weight);
     ops_.matmul_backward(dx, g.router, nullptr, dlogits_, x, w.router, N, C, as_int(shape_.experts));
 }

@@ -1,0 +1,77 @@
+#include "train/moe/moe_model_state.hpp"
+
+#include <algorithm>
+
+namespace parbench {
+
+MoeModelState::MoeModelState(const ModelConfig& config, const MoeContext& context, int microbatches,
+                             const std::vector<int>& held_layers)
+    : experts_(config.moe ? config.moe->experts : 0), context_(context), layers_(held_layers) {
+    for (int layer : layers_) {
+        index_[layer] = static_cast<int>(stats_.size());
+        stats_.push_back(empty_stats());
+        bias_.emplace_back(static_cast<std::size_t>(experts_), 0.0f);
+        routed_.emplace_back(static_cast<std::size_t>(experts_), 0.0);
+    }
+    aux_losses_.assign(static_cast<std::size_t>(microbatches) * layers_.size(), 0.0);
+}
+
+MoeLayerStats MoeModelState::empty_stats() const {
+    MoeLayerStats stats;
+    stats.tokens_per_expert.assign(static_cast<std::size_t>(experts_), 0);
+    return stats;
+}
+
+void MoeModelState::count(int layer, int microbatch, const MoeForwardResult& result) {
+    const std::size_t i = index(layer);
+    MoeLayerStats& stats = stats_[i];
+    std::vector<double>& routed = routed_[i];
+    const RoutingCounts& counts = result.counts;
+    for (std::size_t e = 0; e < counts.kept.size(); ++e) {
+        stats.tokens_per_expert[e] += counts.kept[e];
+        stats.routed += counts.routed[e];
+        routed[e] += counts.routed[e];
+    }
+    stats.dropped += counts.dropped;
+    stats.aux_loss += result.aux_loss;
+    ++stats.groups;
+    aux_losses_.at(static_cast<std::size_t>(microbatch) * layers_.size() + i) = result.aux_loss;
+}
+
+double MoeModelState::auxiliary_loss(int microbatch) const {
+    double sum = 0.0;
+    for (std::size_t i = 0; i < layers_.size(); ++i)
+        sum += aux_losses_.at(static_cast<std::size_t>(microbatch) * layers_.size() + i);
+    return sum;
+}
+
+// DeepSeek-V3's auxiliary-loss-free balancing (arXiv 2412.19437 sec. 2.1.2; Wang et al.,
+// arXiv 2408.15664): after each step every expert's bias moves by u towards balance,
+// b_e += u · sign(mean load - load_e), the loads being the step's chosen assignments over
+// the balance group, so every replica moves its biases alike.
+std::vector<MoeLayerStats> MoeModelState::finish_step() {
+    const double rate = context_.settings.bias_update_rate;
+    if (rate > 0.0 && !routed_.empty()) {
+        std::vector<double> loads;
+        for (const std::vector<double>& layer : routed_) loads.insert(loads.end(), layer.begin(), layer.end());
+        if (context_.balance_group != nullptr && context_.balance_group->size() > 1)
+            context_.balance_group->allreduce(loads.data(), loads.data(), loads.size(), DType::float64, ReduceOp::sum);
+        const std::size_t E = routed_.front().size();
+        for (std::size_t i = 0; i < bias_.size(); ++i) {
+            double mean = 0.0;
+            for (std::size_t e = 0; e < E; ++e) mean += loads[i * E + e];
+            mean /= static_cast<double>(E);
+            for (std::size_t e = 0; e < E; ++e) {
+                const double load = loads[i * E + e];
+                const float step = static_cast<float>(rate);
+                bias_[i][e] += load < mean ? step : (load > mean ? -step : 0.0f);
+            }
+        }
+    }
+    std::vector<MoeLayerStats> finished = stats_;
+    for (MoeLayerStats& stats : stats_) stats = empty_stats();
+    for (std::vector<double>& layer : routed_) std::fill(layer.begin(), layer.end(), 0.0);
+    return finished;
+}
+
+}  // namespace parbench
