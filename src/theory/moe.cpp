@@ -47,8 +47,8 @@ double moe_mlp_activation_bytes(const MoeActivationShape& m) {
 }
 
 double moe_mlp_forward_flops_per_token(double hidden, double experts, double top_k, double shared_experts,
-                                       double expert_hidden) {
-    return 2.0 * hidden * experts + (top_k + shared_experts) * 2.0 * 3.0 * hidden * expert_hidden;
+                                       double expert_hidden, double expert_matrices) {
+    return 2.0 * hidden * experts + (top_k + shared_experts) * 2.0 * expert_matrices * hidden * expert_hidden;
 }
 
 double expert_state_bytes_per_rank(double routed_parameters, int ep, int expert_dp, int zero_stage,

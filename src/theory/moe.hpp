@@ -99,9 +99,9 @@ inline constexpr const char* moe_mlp_activation_formula = "4TE + 2Tkρh + 6T(kρ
 
 // Forward FLOPs per token of an MoE layer's MLP part (Megatron-LM's convention, 2 per
 // multiply-add, matmuls only; arXiv 2104.04473 sec. 5.1): the router 2·h·E and k routed plus S
-// shared SwiGLU experts, 2·3·h·f_e each. Backward is twice the forward.
+// shared experts, 2·m·h·f_e each (m = 3 SwiGLU, 2 GELU matrices). Backward is twice the forward.
 double moe_mlp_forward_flops_per_token(double hidden, double experts, double top_k, double shared_experts,
-                                       double expert_hidden);
+                                       double expert_hidden, double expert_matrices = 3.0);
 
 // Bytes of the routed experts' training state on one rank: their parameters split over the
 // ep ranks of the expert-parallel group, then over the expert-data-parallel group (the

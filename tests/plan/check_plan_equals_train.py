@@ -36,7 +36,10 @@ PIPE_LLAMA = {"kind": "llama", "layers": 4, "hidden": 32, "heads": 4, "kv_heads"
 # Layers 1 and 3 an MoE of 4 experts, top 2, with a shared expert (what train's MoE layer runs).
 PIPE_LLAMA_MOE = dict(PIPE_LLAMA, moe={"experts": 4, "top_k": 2, "expert_hidden": 24, "shared_experts": 1,
                                        "first_dense": 1, "every": 2})
-PIPE_MODELS = {"gpt": PIPE_GPT, "llama": PIPE_LLAMA, "llama-moe": PIPE_LLAMA_MOE}
+# The same in a GPT: GELU experts, no biases.
+PIPE_GPT_MOE = dict(PIPE_GPT, moe={"experts": 4, "top_k": 2, "expert_hidden": 48, "shared_experts": 1,
+                                   "first_dense": 1, "every": 2})
+PIPE_MODELS = {"gpt": PIPE_GPT, "llama": PIPE_LLAMA, "llama-moe": PIPE_LLAMA_MOE, "gpt-moe": PIPE_GPT_MOE}
 
 
 class Mismatch(Exception):
@@ -154,8 +157,8 @@ def is_moe(flags):
 
 
 def draw_layout(rng, folder):
-    kind = rng.choice(["gpt", "gpt", "llama", "llama", "llama-moe", "mlp"])
-    moe = kind == "llama-moe"
+    kind = rng.choice(["gpt", "gpt", "llama", "llama", "llama-moe", "gpt-moe", "mlp"])
+    moe = kind.endswith("-moe")
     ranks = rng.choice([1, 2, 2, 2, 4, 4])
     flags = []
     if kind == "mlp":
