@@ -305,12 +305,6 @@ class PlanCommand : public Command {
         if (config.mla)
             throw UsageError("--states parbench with --model " + config.name + ": multi-head latent attention (\"mla\") "
                              "is counted by the frameworks' conventions only; train does not run it" + fix);
-        if (l.sp)
-            throw UsageError("--sp with MoE model " + config.name + " under --states parbench: train's MoE layers do not "
-                             "run on sequence-parallel rows; drop --sp (--tp alone works)" + fix);
-        if (l.cp > 1)
-            throw UsageError("--cp with MoE model " + config.name + " under --states parbench: train's MoE layers do not "
-                             "route context-parallel token slices; drop --cp" + fix);
         if (l.pp > 1 && l.schedule == ScheduleKind::zero_bubble_h1)
             throw UsageError("--schedule zb-h1 with MoE model " + config.name + " under --states parbench: train's MoE "
                              "layers do not split their backward; use --schedule 1f1b, gpipe or interleaved" + fix);

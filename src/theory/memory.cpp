@@ -172,7 +172,8 @@ void gpt_items(const EngineLayout& l, const PipelinePart& part, ItemList& items)
     const double block = l.recompute == Recompute::full ? rc : shares_probabilities ? full_block - att : full_block;
     // An MoE layer keeps the MoE layer's buffers (theory/moe_memory.hpp) in place of the MLP's two.
     const int moe_count = l.model.moe_layer_count();
-    const MoeMemoryShape moe_shape = engine_moe_memory_shape(l, rows);
+    // An MoE layer routes the rank's R rows (B·T/t under SP: train/models/gpt.cpp, llama.cpp).
+    const MoeMemoryShape moe_shape = engine_moe_memory_shape(l, R);
     const double moe_kept = static_cast<double>(moe_kept_bytes(moe_shape)) / f32;
     const double moe_block = l.recompute == Recompute::full ? rc : block - 2 * wide + moe_kept;
     if (l.recompute == Recompute::full)
@@ -189,6 +190,9 @@ void gpt_items(const EngineLayout& l, const PipelinePart& part, ItemList& items)
     if (moe_count > 0)
         items.activation("MoE scratch, shared by the MoE layers (theory/moe_memory.hpp)", 1,
                          static_cast<double>(moe_scratch_bytes(moe_shape)) / f32);
+    if (moe_count > 0 && l.sp)
+        items.activation("sequence-parallel MoE gradient pack (router, shared and this rank's experts)", 1,
+                         static_cast<double>(moe_sequence_parallel_pack_floats(moe_shape)));
     if (context) {
         items.activation("context-parallel attention workspace (train/context/)", 1,
                          static_cast<double>(cp_floats.workspace));
@@ -246,7 +250,8 @@ void llama_items(const EngineLayout& l, const PipelinePart& part, ItemList& item
     // An MoE layer keeps the MoE layer's buffers (theory/moe_memory.hpp, on every tp rank: the
     // layer runs replicated over tp) in place of the SwiGLU's three.
     const int moe_count = l.model.moe_layer_count();
-    const MoeMemoryShape moe_shape = engine_moe_memory_shape(l, rows);
+    // An MoE layer routes the rank's R rows (B·T/t under SP: train/models/gpt.cpp, llama.cpp).
+    const MoeMemoryShape moe_shape = engine_moe_memory_shape(l, R);
     const double moe_kept = static_cast<double>(moe_kept_bytes(moe_shape)) / f32;
     const double moe_block = l.recompute == Recompute::full ? rc : block - 3 * wide + moe_kept;
     const double full_recompute_work = (moe_count < l.model.layers ? full_block : full_block - 3 * wide) +
@@ -263,6 +268,9 @@ void llama_items(const EngineLayout& l, const PipelinePart& part, ItemList& item
     if (moe_count > 0)
         items.activation("MoE scratch, shared by the MoE layers (theory/moe_memory.hpp)", 1,
                          static_cast<double>(moe_scratch_bytes(moe_shape)) / f32);
+    if (moe_count > 0 && l.sp)
+        items.activation("sequence-parallel MoE gradient pack (router, shared and this rank's experts)", 1,
+                         static_cast<double>(moe_sequence_parallel_pack_floats(moe_shape)));
     if (context)
         items.activation("context-parallel attention workspace (train/context/)", 1,
                          static_cast<double>(cp_floats.workspace));

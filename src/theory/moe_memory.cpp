@@ -21,6 +21,10 @@ std::size_t moe_kept_bytes(const MoeMemoryShape& s) {
     return elements * element_bytes + moe_dispatch_buffer_bytes(s);
 }
 
+std::size_t moe_sequence_parallel_pack_floats(const MoeMemoryShape& s) {
+    return s.experts * s.hidden + (s.experts / s.ep + s.shared_experts) * s.wide_buffers() * s.expert_hidden * s.hidden;
+}
+
 std::size_t moe_scratch_bytes(const MoeMemoryShape& s) {
     const std::size_t N = s.tokens, k = s.top_k;
     const std::size_t R = s.expert_rows();

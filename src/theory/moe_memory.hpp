@@ -53,7 +53,7 @@ struct MoeMemoryShape {
     std::size_t ep = 1;              // expert-parallel ranks
     ExpertActivation activation = ExpertActivation::swiglu;
     // Wide (rows x Fe) buffers an expert keeps per row, and gradients its backward needs: 3 for
-    // SwiGLU (gate, up, product), 2 for GELU (pre-activation, output).
+    // SwiGLU (gate, up, product), 2 for GELU (pre-activation, output); as many as its matrices.
     std::size_t wide_buffers() const { return activation == ExpertActivation::swiglu ? 3 : 2; }
     // Rows the experts of this rank run on at most: N·k, or ep·N·k under expert parallelism.
     std::size_t expert_rows() const { return ep > 1 ? ep * tokens * top_k : tokens * top_k; }
@@ -66,5 +66,10 @@ std::size_t moe_dispatch_buffer_bytes(const MoeMemoryShape& shape);
 std::size_t moe_kept_bytes(const MoeMemoryShape& shape);
 // Bytes of the scratch one model's MoE layers share.
 std::size_t moe_scratch_bytes(const MoeMemoryShape& shape);
+// Under sequence parallelism each tp rank routes its own rows, so an MoE layer's parameter
+// gradients are partial sums over tp, summed through one pack per layer and micro-batch
+// (train/moe/moe_model_state.hpp MoeGradientPack): its floats, the router E·C, the shared
+// experts' and this rank's E/ep routed experts' matrices.
+std::size_t moe_sequence_parallel_pack_floats(const MoeMemoryShape& shape);
 
 }  // namespace parbench

@@ -99,14 +99,15 @@ std::map<std::string, TrafficByOp> engine_rank_traffic(const EngineLayout& l, in
     }
     if (l.tp > 1)
         traffic["tp"] = tensor_parallel_traffic(l.model, l.local_seq_len(), l.microbatch_size, l.microbatches, split, share,
-                                                l.recompute);
+                                                l.recompute, l.ep);
     if (l.cp > 1)
         traffic["cp"] = context_parallel_traffic(
             context_local_gqa_shape(l.model, l.microbatch_size, l.local_seq_len(), split),
             ContextSplit{cp_rank, l.cp, l.cp_style, l.cp_balance}, share.layers, l.microbatches, l.recompute);
     // Expert parallelism (MoE models): the dispatch and combine of this rank's MoE layers.
     if (l.ep > 1 && share.moe_layers > 0)
-        traffic["ep"] = expert_parallel_traffic(l.model, static_cast<double>(l.microbatch_size) * l.local_seq_len(),
+        traffic["ep"] = expert_parallel_traffic(l.model,
+                                                static_cast<double>(l.microbatch_size) * l.local_seq_len() / (l.sp ? l.tp : 1),
                                                 l.microbatches, l.ep, share, l.recompute);
     if (l.pp > 1) {
         const double rows = static_cast<double>(l.microbatch_size) * l.local_seq_len() / (l.sp ? l.tp : 1);

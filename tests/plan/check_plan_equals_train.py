@@ -177,8 +177,7 @@ def draw_layout(rng, folder):
     pp = rng.choice([1, 1, 2]) if ranks >= 2 else 1
     rest = ranks // pp
     tp = rng.choice(divisors(rest))
-    # train's MoE layers route whole micro-batches: no context parallelism, no sequence parallelism.
-    cp = rng.choice(divisors(rest // tp)) if pp == 1 and not moe else 1
+    cp = rng.choice(divisors(rest // tp)) if pp == 1 else 1
     dp = rest // tp // cp
     if pp > 1:
         path = os.path.join(folder, f"{kind}-pipe.json")
@@ -193,7 +192,7 @@ def draw_layout(rng, folder):
     if cp > 1:
         flags += ["--cp", str(cp), "--cp-style", rng.choice(["ring", "alltoall"]),
                   "--cp-balance", rng.choice(["zigzag", "none"])]
-    sp = tp > 1 and not moe and rng.random() < 0.5
+    sp = tp > 1 and rng.random() < 0.5
     if sp:
         flags.append("--sp")
     recompute = rng.choice(["none", "none", "selective", "full"])

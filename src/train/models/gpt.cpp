@@ -120,7 +120,9 @@ class GptModel : public Model {
             }
         }
         if (config.moe) {
-            const MoeMemoryShape moe_shape{rows(), static_cast<std::size_t>(C_),
+            // One routing group per micro-batch and rank: its R rows (B·T/t under SP: each tp rank
+            // routes its own, the layer's parameter gradients summed over tp by moe_pack_).
+            const MoeMemoryShape moe_shape{static_cast<std::size_t>(R_), static_cast<std::size_t>(C_),
                                            static_cast<std::size_t>(config.moe->experts),
                                            static_cast<std::size_t>(config.moe->top_k),
                                            static_cast<std::size_t>(config.moe->expert_hidden),
@@ -293,13 +295,14 @@ class GptModel : public Model {
         ops_.residual_forward(a.residual2, residual, attention, residual_elements());
         ops_.layernorm_forward(a.ln2, a.ln2_mean, a.ln2_rstd, a.residual2, param(p, w.ln2w), param(p, w.ln2b), R_,
                                C_);
-        const float* ln2 = tp_.enter(a.ln2, gathered_, BT, C_);
         const float* mlp = projection_;
         if (is_moe(l)) {
-            const MoeForwardResult routed = moe_layer_->forward(projection_, a.moe, ln2, moe_weights(full_layout_, p, e, w),
+            // On this rank's R rows of ln2 (all of them without SP): no gather, no reduction.
+            const MoeForwardResult routed = moe_layer_->forward(projection_, a.moe, a.ln2, moe_weights(full_layout_, p, e, w),
                                                                 moe_state_->bias(l), moe_state_->exchange(l));
             if (!recomputing_) moe_state_->count(l, microbatch_, routed);
         } else {
+            const float* ln2 = tp_.enter(a.ln2, gathered_, BT, C_);
             matmuls_.forward(a.fch, ln2, param(p, w.fcw), param(p, w.fcb), BT, C_, Fl_);
             ops_.gelu_forward(a.fch_gelu, a.fch, rows() * Fl_);
             matmuls_.forward(projection_, a.fch_gelu, param(p, w.fcprojw), replicated_term(p, w.fcprojb), BT, Fl_,
@@ -387,18 +390,20 @@ class GptModel : public Model {
         float* dqkv = defer ? stash->dqkv : dqkv_;
         norms_.begin(4);
         // dresidual_ holds d(residual3): it flows unchanged into both branches' sums.
-        const float* dmlp = tp_.leave_backward(dresidual_, dgathered_, BT, C_);
         const float* dln2 = dnormed_;
         if (is_moe(l)) {
             // (zero-bubble's split backward is refused with MoE: nothing is deferred here)
-            const float* ln2 = tp_.enter(a.ln2, gathered_, BT, C_);
-            ops_.fill(dnormed_, 0.0f, btc);
-            // The group's balancing loss weighs in the step loss as its rows do (loss_scale_
-            // per row): alpha · rows · loss_scale_.
-            const double balance_weight = moe_context_.settings.aux_loss_coeff * static_cast<double>(rows()) * loss_scale_;
-            moe_layer_->backward(dnormed_, moe_gradients(full_layout_, g, access.gradients(experts_unit), w), dmlp, a.moe,
-                                 ln2, moe_weights(full_layout_, p, e, w), balance_weight, moe_state_->exchange(l));
+            // On this rank's R rows, as the forward: d(residual3) and ln2 as they are.
+            ops_.fill(dnormed_, 0.0f, residual_elements());
+            // The group's balancing loss weighs in the step loss as its R rows do (loss_scale_
+            // per row): alpha · R · loss_scale_.
+            const double balance_weight = moe_context_.settings.aux_loss_coeff * static_cast<double>(R_) * loss_scale_;
+            const MoeGradients whole = moe_gradients(full_layout_, g, access.gradients(experts_unit), w);
+            moe_layer_->backward(dnormed_, moe_pack_.begin(whole), dresidual_, a.moe, a.ln2,
+                                 moe_weights(full_layout_, p, e, w), balance_weight, moe_state_->exchange(l));
+            moe_pack_.finish(whole);
         } else {
+            const float* dmlp = tp_.leave_backward(dresidual_, dgathered_, BT, C_);
             if (defer) copy_floats(ops_, stash->dmlp, dmlp, btc);
             matmuls_.backward_overwrite_input(dwide_, weight_grad(w.fcprojw), weight_grad(w.fcprojb), dmlp, a.fch_gelu,
                                               param(p, w.fcprojw), BT, Fl_, C_);
@@ -716,6 +721,7 @@ class GptModel : public Model {
             datt_ = arena_.floats(att);
         }
         norms_.allocate(arena_, 4);
+        if (moe_layer_) moe_pack_.allocate(arena_, moe_layer_->shape());
         if (sp) {
             // Whole (B,T,C) scratch for the gathers and the chunks the reduce-scatters leave.
             gathered_ = arena_.floats(btc);
@@ -779,6 +785,7 @@ class GptModel : public Model {
     // Sequence parallelism only (nullptr otherwise).
     float *gathered_ = nullptr, *dgathered_ = nullptr, *projection_local_ = nullptr, *dnormed_local_ = nullptr;
     NormGradientPack norms_{ops_, tp_, C_};  // the LayerNorms' partial sums under SP
+    MoeGradientPack moe_pack_{ops_, tp_};    // the MoE layers' partial sums under SP
     float *dlosses_ = nullptr, *dlogits_ = nullptr, *dnormed_ = nullptr, *dresidual_ = nullptr;
     float *dwide_ = nullptr, *dwide2_ = nullptr, *datty_ = nullptr, *dqkv_ = nullptr, *dpreatt_ = nullptr,
           *datt_ = nullptr;

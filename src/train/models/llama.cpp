@@ -118,7 +118,9 @@ class LlamaModel : public Model {
             context_workspace_bytes_ = ledger.usage().live_of(MemoryCategory::activations) - before;
         }
         if (config.moe) {
-            const MoeMemoryShape moe_shape{rows(), static_cast<std::size_t>(C_),
+            // One routing group per micro-batch and rank: its R rows (B·T/t under SP: each tp rank
+            // routes its own, the layer's parameter gradients summed over tp by moe_pack_).
+            const MoeMemoryShape moe_shape{static_cast<std::size_t>(R_), static_cast<std::size_t>(C_),
                                            static_cast<std::size_t>(config.moe->experts),
                                            static_cast<std::size_t>(config.moe->top_k),
                                            static_cast<std::size_t>(config.moe->expert_hidden),
@@ -288,13 +290,14 @@ class LlamaModel : public Model {
         const float* attention = tp_.leave(projection_, projection_local_, BT, C_);
         ops_.residual_forward(a.residual2, residual, attention, residual_elements());
         ops_.rmsnorm_forward(a.norm2, a.rstd2, a.residual2, param(p, w.norm2), R_, C_, eps);
-        const float* n2 = tp_.enter(a.norm2, gathered_, BT, C_);
         const float* mlp = projection_;
         if (is_moe(l)) {
-            const MoeForwardResult routed = moe_layer_->forward(projection_, a.moe, n2, moe_weights(full_layout_, p, e, w),
+            // On this rank's R rows of norm2 (all of them without SP): no gather, no reduction.
+            const MoeForwardResult routed = moe_layer_->forward(projection_, a.moe, a.norm2, moe_weights(full_layout_, p, e, w),
                                                                 moe_state_->bias(l), moe_state_->exchange(l));
             if (!recomputing_) moe_state_->count(l, microbatch_, routed);
         } else {
+            const float* n2 = tp_.enter(a.norm2, gathered_, BT, C_);
             matmuls_.forward(a.gate, n2, param(p, w.wgate), nullptr, BT, C_, Fl_);
             matmuls_.forward(a.up, n2, param(p, w.wup), nullptr, BT, C_, Fl_);
             ops_.swiglu_forward(a.glu, a.gate, a.up, rows() * Fl_);
@@ -379,18 +382,20 @@ class LlamaModel : public Model {
         float* dv = defer ? stash->dv : dv_;
         norms_.begin(2);
         // dresidual_ holds d(residual3): it flows unchanged into both branches' sums.
-        const float* dmlp = tp_.leave_backward(dresidual_, dgathered_, BT, C_);
         const float* dn2 = dnormed_;
         if (is_moe(l)) {
             // (zero-bubble's split backward is refused with MoE: nothing is deferred here)
-            const float* n2 = tp_.enter(a.norm2, gathered_, BT, C_);
-            ops_.fill(dnormed_, 0.0f, btc);
-            // The group's balancing loss weighs in the step loss as its rows do (loss_scale_
-            // per row): alpha · rows · loss_scale_.
-            const double balance_weight = moe_context_.settings.aux_loss_coeff * static_cast<double>(rows()) * loss_scale_;
-            moe_layer_->backward(dnormed_, moe_gradients(full_layout_, g, access.gradients(experts_unit), w), dmlp, a.moe,
-                                 n2, moe_weights(full_layout_, p, e, w), balance_weight, moe_state_->exchange(l));
+            // On this rank's R rows, as the forward: d(residual3) and norm2 as they are.
+            ops_.fill(dnormed_, 0.0f, residual_elements());
+            // The group's balancing loss weighs in the step loss as its R rows do (loss_scale_
+            // per row): alpha · R · loss_scale_.
+            const double balance_weight = moe_context_.settings.aux_loss_coeff * static_cast<double>(R_) * loss_scale_;
+            const MoeGradients whole = moe_gradients(full_layout_, g, access.gradients(experts_unit), w);
+            moe_layer_->backward(dnormed_, moe_pack_.begin(whole), dresidual_, a.moe, a.norm2,
+                                 moe_weights(full_layout_, p, e, w), balance_weight, moe_state_->exchange(l));
+            moe_pack_.finish(whole);
         } else {
+            const float* dmlp = tp_.leave_backward(dresidual_, dgathered_, BT, C_);
             if (defer) copy_floats(ops_, stash->dmlp, dmlp, btc);
             matmuls_.backward_overwrite_input(dwide_, weight_grad(w.wdown), nullptr, dmlp, a.glu, param(p, w.wdown), BT,
                                               Fl_, C_);
@@ -669,6 +674,7 @@ class LlamaModel : public Model {
         }
         if (!kv_split_ && tp_.size() > 1) kv_gradients_ = arena_.floats(2 * static_cast<std::size_t>(KVl_) * C_);
         norms_.allocate(arena_, 2);
+        if (moe_layer_) moe_pack_.allocate(arena_, moe_layer_->shape());
         if (tp_.sequence_parallel()) {
             gathered_ = arena_.floats(btc);
             dgathered_ = arena_.floats(btc);
@@ -737,6 +743,7 @@ class LlamaModel : public Model {
     float *gathered_ = nullptr, *dgathered_ = nullptr, *projection_local_ = nullptr, *dnormed_local_ = nullptr,
           *kv_gradients_ = nullptr;
     NormGradientPack norms_{ops_, tp_, C_};  // the RMSNorms' partial sums under SP
+    MoeGradientPack moe_pack_{ops_, tp_};    // the MoE layers' partial sums under SP
     float *dlosses_ = nullptr, *dlogits_ = nullptr, *dnormed_ = nullptr, *dresidual_ = nullptr;
     float *dwide_ = nullptr, *dgate_ = nullptr, *dup_ = nullptr, *datty_ = nullptr, *dq_ = nullptr, *dk_ = nullptr,
           *dv_ = nullptr, *dpreatt_ = nullptr, *datt_ = nullptr;

@@ -1,6 +1,7 @@
 #include "train/moe/moe_model_state.hpp"
 
 #include <algorithm>
+#include <stdexcept>
 
 namespace parbench {
 
@@ -72,6 +73,59 @@ std::vector<MoeLayerStats> MoeModelState::finish_step() {
     for (MoeLayerStats& stats : stats_) stats = empty_stats();
     for (std::vector<double>& layer : routed_) std::fill(layer.begin(), layer.end(), 0.0);
     return finished;
+}
+
+namespace {
+
+std::array<std::size_t, 7> gradient_sizes(const MoeMemoryShape& s) {
+    const std::size_t C = s.hidden, local = s.experts / s.ep, Fe = s.expert_hidden, SFe = s.shared_experts * Fe;
+    const bool gated = s.activation == ExpertActivation::swiglu;
+    return {s.experts * C, local * Fe * C, gated ? local * Fe * C : 0, local * C * Fe,
+            SFe * C,       gated ? SFe * C : 0, C * SFe};
+}
+
+std::array<float*, 7> pointers(const MoeGradients& g) {
+    return {g.router, g.experts_gate, g.experts_up, g.experts_down, g.shared_gate, g.shared_up, g.shared_down};
+}
+
+}  // namespace
+
+void MoeGradientPack::allocate(ActivationArena& arena, const MoeMemoryShape& shape) {
+    if (!tp_.sequence_parallel()) return;
+    sizes_ = gradient_sizes(shape);
+    std::size_t total = 0;
+    for (std::size_t n : sizes_) total += n;
+    if (total != moe_sequence_parallel_pack_floats(shape))
+        throw std::logic_error("MoeGradientPack: its tensors differ from theory/moe_memory's pack");
+    pack_ = arena.floats(total);
+}
+
+MoeGradients MoeGradientPack::begin(const MoeGradients& whole) {
+    if (!tp_.sequence_parallel()) return whole;
+    std::size_t total = 0;
+    for (std::size_t n : sizes_) total += n;
+    ops_.fill(pack_, 0.0f, total);
+    std::array<float*, 7> in_pack{};
+    const std::array<float*, 7> wholes = pointers(whole);
+    float* next = pack_;
+    for (std::size_t i = 0; i < sizes_.size(); ++i) {
+        in_pack[i] = wholes[i] ? next : nullptr;
+        next += sizes_[i];
+    }
+    return MoeGradients{in_pack[0], in_pack[1], in_pack[2], in_pack[3], in_pack[4], in_pack[5], in_pack[6]};
+}
+
+void MoeGradientPack::finish(const MoeGradients& whole) {
+    if (!tp_.sequence_parallel()) return;
+    std::size_t total = 0;
+    for (std::size_t n : sizes_) total += n;
+    tp_.allreduce_sum(pack_, total);
+    const std::array<float*, 7> wholes = pointers(whole);
+    const float* next = pack_;
+    for (std::size_t i = 0; i < sizes_.size(); ++i) {
+        if (wholes[i]) ops_.add_inplace(wholes[i], next, sizes_[i]);
+        next += sizes_[i];
+    }
 }
 
 }  // namespace parbench

@@ -5,12 +5,15 @@
 // layers.
 #pragma once
 
+#include <array>
 #include <map>
 #include <vector>
 
 #include "theory/model_config.hpp"
 #include "theory/parameter_layout.hpp"
+#include "train/models/transformer_parts.hpp"
 #include "train/moe/moe_layer.hpp"
+#include "train/tensor_parallel.hpp"
 
 namespace parbench {
 
@@ -43,6 +46,27 @@ class MoeModelState {
     std::vector<std::vector<float>> bias_;   // (E) the balancing bias
     std::vector<std::vector<double>> routed_;  // (E) the step's loads (chosen assignments)
     std::vector<double> aux_losses_;         // (micro-batches x layers) the last forward's L_aux
+};
+
+// Under sequence parallelism each tp rank routes its own R/t rows, so the gradients of an MoE
+// layer's parameters (held whole on every tp rank) are partial sums: the layer's backward
+// writes them into this pack, which is summed over the tp group and added to the gradients
+// (as NormGradientPack does for the norms, arXiv 2205.05198 sec. 4.2.2). Without SP it is
+// empty and the backward writes the gradients themselves.
+class MoeGradientPack {
+  public:
+    MoeGradientPack(Ops& ops, TensorParallelGroup& tp) : ops_(ops), tp_(tp) {}
+    void allocate(ActivationArena& arena, const MoeMemoryShape& shape);
+    // Where the backward writes the gradients whose wholes are `whole` (zeroed pack, or `whole`).
+    MoeGradients begin(const MoeGradients& whole);
+    // Sums the pack over the group and adds it into `whole`.
+    void finish(const MoeGradients& whole);
+
+  private:
+    std::array<std::size_t, 7> sizes_{};  // MoeGradients' tensors, in its order
+    Ops& ops_;
+    TensorParallelGroup& tp_;
+    float* pack_ = nullptr;
 };
 
 // An MoE block's parameters (or gradients) as the MoE layer takes them: `block` the block's
