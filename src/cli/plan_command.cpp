@@ -305,9 +305,6 @@ class PlanCommand : public Command {
         if (config.mla)
             throw UsageError("--states parbench with --model " + config.name + ": multi-head latent attention (\"mla\") "
                              "is counted by the frameworks' conventions only; train does not run it" + fix);
-        if (l.pp > 1 && l.schedule == ScheduleKind::zero_bubble_h1)
-            throw UsageError("--schedule zb-h1 with MoE model " + config.name + " under --states parbench: train's MoE "
-                             "layers do not split their backward; use --schedule 1f1b, gpipe or interleaved" + fix);
         if (l.precision != Precision::fp32)
             throw UsageError("--precision bf16 with MoE model " + config.name + " under --states parbench: train's MoE "
                              "layers run fp32 only; use --precision fp32" + fix);

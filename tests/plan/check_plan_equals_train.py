@@ -199,7 +199,7 @@ def draw_layout(rng, folder):
     zero = rng.choice([0, 1]) if pp > 1 else rng.choice([0, 1, 2, 3])
     if pp > 1:
         schedule = rng.choice(["gpipe", "1f1b", "interleaved", "zb-h1"])
-        if schedule == "zb-h1" and (sp or recompute == "full" or moe):
+        if schedule == "zb-h1" and (sp or recompute == "full"):
             schedule = "1f1b"
         microbatches = rng.choice([2, 4])
         flags += ["--schedule", schedule]

@@ -356,7 +356,9 @@ class LlamaModel : public Model {
         const int BT = B_ * T_;
         const std::size_t btc = rows() * static_cast<std::size_t>(C_);
         NvtxRange range("h" + std::to_string(l) + (pass == BackwardPass::input ? " backward (B)" : " backward"));
-        const bool defer = pass == BackwardPass::input;
+        // An MoE layer defers nothing: its input pass computes its weight gradients too (the
+        // router's and experts' come out of the MoE layer's backward with its input gradient).
+        const bool defer = pass == BackwardPass::input && !is_moe(l);
         const float* p = access.acquire(unit(l + 1));
         float* g = access.gradients(unit(l + 1));
         const int experts_unit = is_moe(l) ? unit(moe_expert_unit(config_, l)) : -1;
@@ -384,7 +386,6 @@ class LlamaModel : public Model {
         // dresidual_ holds d(residual3): it flows unchanged into both branches' sums.
         const float* dn2 = dnormed_;
         if (is_moe(l)) {
-            // (zero-bubble's split backward is refused with MoE: nothing is deferred here)
             // On this rank's R rows, as the forward: d(residual3) and norm2 as they are.
             ops_.fill(dnormed_, 0.0f, residual_elements());
             // The group's balancing loss weighs in the step loss as its R rows do (loss_scale_
@@ -470,6 +471,7 @@ class LlamaModel : public Model {
     // (train_options.cpp), so the kept normed inputs are whole rows here.
     void block_weights(int l, ParameterAccess& access) {
         const int BT = B_ * T_;
+        if (is_moe(l)) return;  // its input pass took every weight gradient
         NvtxRange range("h" + std::to_string(l) + " weight gradients (W)");
         access.acquire(unit(l + 1));
         float* g = access.gradients(unit(l + 1));
@@ -628,7 +630,8 @@ class LlamaModel : public Model {
                 if (part_.split_backward) s.stash.resize(static_cast<std::size_t>(L_));
                 for (int l = range.first; l < range.end; ++l) {
                     s.blocks[static_cast<std::size_t>(l)] = allocate_block(l);
-                    if (part_.split_backward) s.stash[static_cast<std::size_t>(l)] = allocate_stash();
+                    // An MoE layer defers nothing to W: no stash.
+                    if (part_.split_backward && !is_moe(l)) s.stash[static_cast<std::size_t>(l)] = allocate_stash();
                 }
                 if (range.end == L_)
                     allocate_head(s.norm_final, s.rstd_final, s.logits, s.maxes, s.sums, s.target_logits);
