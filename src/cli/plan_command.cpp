@@ -305,9 +305,6 @@ class PlanCommand : public Command {
         if (config.mla)
             throw UsageError("--states parbench with --model " + config.name + ": multi-head latent attention (\"mla\") "
                              "is counted by the frameworks' conventions only; train does not run it" + fix);
-        if (l.precision != Precision::fp32)
-            throw UsageError("--precision bf16 with MoE model " + config.name + " under --states parbench: train's MoE "
-                             "layers run fp32 only; use --precision fp32" + fix);
     }
 
     // --ep and --moe-imbalance for a mixture-of-experts model (plan/moe_plan.hpp); refused for a

@@ -215,6 +215,8 @@ void gpt_items(const EngineLayout& l, const PipelinePart& part, ItemList& items)
                                     {static_cast<int>(rows), static_cast<int>(4 * C / t), static_cast<int>(C)}};
     if (holds_head)
         shapes.push_back({static_cast<int>(rows), static_cast<int>(C), static_cast<int>(vocab_local)});
+    if (moe_count > 0)
+        for (const MatmulShape& s : moe_expert_matmul_shapes(moe_shape)) shapes.push_back(s);
     matmul_items(l, shapes, items);
 }
 
@@ -294,6 +296,8 @@ void llama_items(const EngineLayout& l, const PipelinePart& part, ItemList& item
                                     {i(rows), i(C), i(l.model.ffn_hidden / t)},
                                     {i(rows), i(l.model.ffn_hidden / t), i(C)}};
     if (holds_head) shapes.push_back({i(rows), i(C), i(V / t)});
+    if (moe_count > 0)
+        for (const MatmulShape& s : moe_expert_matmul_shapes(moe_shape)) shapes.push_back(s);
     matmul_items(l, shapes, items);
 }
 

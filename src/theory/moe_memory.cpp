@@ -25,6 +25,17 @@ std::size_t moe_sequence_parallel_pack_floats(const MoeMemoryShape& s) {
     return s.experts * s.hidden + (s.experts / s.ep + s.shared_experts) * s.wide_buffers() * s.expert_hidden * s.hidden;
 }
 
+std::vector<MatmulShape> moe_expert_matmul_shapes(const MoeMemoryShape& s) {
+    const int rows = static_cast<int>(s.expert_rows()), N = static_cast<int>(s.tokens), C = static_cast<int>(s.hidden);
+    const int Fe = static_cast<int>(s.expert_hidden), SFe = static_cast<int>(s.shared_experts * s.expert_hidden);
+    std::vector<MatmulShape> shapes{{rows, C, Fe}, {rows, Fe, C}};
+    if (SFe > 0) {
+        shapes.push_back({N, C, SFe});
+        shapes.push_back({N, SFe, C});
+    }
+    return shapes;
+}
+
 std::size_t moe_scratch_bytes(const MoeMemoryShape& s) {
     const std::size_t N = s.tokens, k = s.top_k;
     const std::size_t R = s.expert_rows();

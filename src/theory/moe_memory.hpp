@@ -37,6 +37,9 @@
 #pragma once
 
 #include <cstddef>
+#include <vector>
+
+#include "theory/precision.hpp"
 
 namespace parbench {
 
@@ -71,5 +74,10 @@ std::size_t moe_scratch_bytes(const MoeMemoryShape& shape);
 // (train/moe/moe_model_state.hpp MoeGradientPack): its floats, the router E·C, the shared
 // experts' and this rank's E/ep routed experts' matrices.
 std::size_t moe_sequence_parallel_pack_floats(const MoeMemoryShape& shape);
+// The experts' matmuls (train/moe/moe_layer.cpp expert_forward): up to expert_rows() rows
+// through an expert's C -> Fe and Fe -> C matrices, and the shared experts' N rows through
+// C -> S·Fe -> C. Under bf16 they size the operand copies with the dense matmuls
+// (train/matmuls.hpp); the router's matmul stays fp32.
+std::vector<MatmulShape> moe_expert_matmul_shapes(const MoeMemoryShape& shape);
 
 }  // namespace parbench

@@ -61,9 +61,6 @@ void check_moe(TrainPlan& plan) {
                          "model " + plan.model.name + ": each rank routes its own token slice, the reference whole "
                          "micro-batches, so capacity and balancing loss count different groups; drop the flag for "
                          "--check (dropless, aux-loss-free runs compare exactly) or drop --check");
-    if (o.precision != "fp32")
-        throw UsageError("--precision " + o.precision + " with MoE model " + plan.model.name + ": the MoE layers "
-                         "run fp32 only; use --precision fp32");
     plan.moe = MoeSettings{o.moe_capacity_factor, o.moe_aux_loss_coeff, o.moe_bias_update_rate};
 }
 

@@ -145,15 +145,9 @@ def divisors(n):
 def draw(rng, folder):
     """One layout train can run on at most 4 ranks: (ranks, flags)."""
     ranks, flags = draw_layout(rng, folder)
-    # train's MoE layers run fp32 only (train/train_options.cpp check_moe).
-    if rng.random() < 0.25 and not is_moe(flags):
+    if rng.random() < 0.25:
         flags += ["--precision", "bf16"]  # bf16 matmul operand copies; fp32 is both commands' default
     return ranks, flags
-
-
-def is_moe(flags):
-    model = flags[flags.index("--model") + 1]
-    return "moe" in os.path.basename(model)
 
 
 def draw_layout(rng, folder):

@@ -132,8 +132,6 @@ def main():
     # A GPT MoE is planned with --states parbench only (the frameworks' MoE terms count a Llama skeleton).
     refused(binary, out, ["--model", "gpt-moe-small", "--gpus", "4", "--dp", "4", "--global-batch", "8"],
             ["gpt-moe-small", "--states parbench"], "moe_gpt_frameworks")
-    refused(binary, out, base + ["--states", "parbench", "--precision", "bf16"], ["--precision bf16", "fp32"],
-            "moe_parbench_bf16")
     refused(binary, out, ["--model", "deepseek-v3", "--gpus", "64", "--states", "parbench"], ["\"mla\"", "--states"],
             "moe_parbench_mla")
     refused(binary, out, base + ["--ep", "2", "--zero", "3", "--hybrid-shard"], ["--hybrid-shard"], "moe_hybrid_shard")

@@ -122,16 +122,11 @@ class GptModel : public Model {
         if (config.moe) {
             // One routing group per micro-batch and rank: its R rows (B·T/t under SP: each tp rank
             // routes its own, the layer's parameter gradients summed over tp by moe_pack_).
-            const MoeMemoryShape moe_shape{static_cast<std::size_t>(R_), static_cast<std::size_t>(C_),
-                                           static_cast<std::size_t>(config.moe->experts),
-                                           static_cast<std::size_t>(config.moe->top_k),
-                                           static_cast<std::size_t>(config.moe->expert_hidden),
-                                           static_cast<std::size_t>(config.moe->shared_experts),
-                                           static_cast<std::size_t>(moe.expert_group ? moe.expert_group->size() : 1),
-                                           config.moe->activation};
+            const MoeMemoryShape moe_shape = model_moe_shape(config, R_, moe);
             const std::size_t before = ledger.usage().live_of(MemoryCategory::activations);
             moe_layer_ =
-                std::make_unique<MoeLayer>(moe_shape, config.moe->score, moe.settings, ops, arena_, moe.expert_group);
+                std::make_unique<MoeLayer>(moe_shape, config.moe->score, moe.settings, ops, arena_, moe.expert_group,
+                                           &matmuls_);
             moe_scratch_bytes_ = ledger.usage().live_of(MemoryCategory::activations) - before;
             std::vector<int> held;
             for (int l = 0; l < L_; ++l)
@@ -570,6 +565,9 @@ class GptModel : public Model {
         const bool head = !part.active() || std::any_of(part.chunks.begin(), part.chunks.end(),
                                                         [&](const LayerRange& r) { return r.end == L_; });
         if (head) shapes.push_back({BT, C_, vocab_.size});
+        if (config_.moe)
+            for (const MatmulShape& s : moe_expert_matmul_shapes(model_moe_shape(config_, R_, moe_context_)))
+                shapes.push_back(s);
         return shapes;
     }
 

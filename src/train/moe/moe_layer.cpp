@@ -16,8 +16,9 @@ int as_int(std::size_t n) { return static_cast<int>(n); }
 }  // namespace
 
 MoeLayer::MoeLayer(const MoeMemoryShape& shape, MoeScore score, const MoeSettings& settings, Ops& ops,
-                   ActivationArena& arena, Communicator* expert_group)
-    : shape_(shape), settings_(settings), ops_(ops), expert_group_(shape.ep > 1 ? expert_group : nullptr),
+                   ActivationArena& arena, Communicator* expert_group, Matmuls* expert_matmuls)
+    : shape_(shape), settings_(settings), ops_(ops), expert_matmuls_(expert_matmuls),
+      expert_group_(shape.ep > 1 ? expert_group : nullptr),
       local_experts_(as_int(shape.experts / shape.ep)), kept_per_expert_(shape.experts) {
     if (shape.ep > 1 && (expert_group == nullptr || static_cast<std::size_t>(expert_group->size()) != shape.ep))
         throw std::logic_error("MoeLayer: an expert-parallel shape needs its group of ep ranks");
@@ -133,14 +134,20 @@ void MoeLayer::expert_forward(float* out, float* gate, float* up, float* act, co
                               const float* w_up, const float* w_down, int rows, int width) {
     const int C = as_int(shape_.hidden);
     const std::size_t n = static_cast<std::size_t>(rows) * width;
-    ops_.matmul_forward(gate, x, w_gate, nullptr, rows, C, width);
+    auto matmul = [&](float* o, const float* i, const float* w, int N, int in, int outs) {
+        if (expert_matmuls_)
+            expert_matmuls_->forward(o, i, w, nullptr, N, in, outs);
+        else
+            ops_.matmul_forward(o, i, w, nullptr, N, in, outs);
+    };
+    matmul(gate, x, w_gate, rows, C, width);
     if (gated()) {
-        ops_.matmul_forward(up, x, w_up, nullptr, rows, C, width);
+        matmul(up, x, w_up, rows, C, width);
         ops_.swiglu_forward(act, gate, up, n);
     } else {
         ops_.gelu_forward(act, gate, n);
     }
-    ops_.matmul_forward(out, act, w_down, nullptr, rows, width, C);
+    matmul(out, act, w_down, rows, width, C);
 }
 
 void MoeLayer::expert_backward(float* dx, float* g_gate, float* g_up, float* g_down, const float* dout,
@@ -148,8 +155,15 @@ void MoeLayer::expert_backward(float* dx, float* g_gate, float* g_up, float* g_d
                                const float* w_gate, const float* w_up, const float* w_down, int rows, int width) {
     const int C = as_int(shape_.hidden);
     const std::size_t n = static_cast<std::size_t>(rows) * width;
+    auto matmul_backward = [&](float* di, float* dw, const float* d, const float* i, const float* w, int N, int in,
+                               int outs) {
+        if (expert_matmuls_)
+            expert_matmuls_->backward(di, dw, nullptr, d, i, w, N, in, outs);
+        else
+            ops_.matmul_backward(di, dw, nullptr, d, i, w, N, in, outs);
+    };
     ops_.fill(dglu_, 0.0f, n);
-    ops_.matmul_backward(dglu_, g_down, nullptr, dout, act, w_down, rows, width, C);
+    matmul_backward(dglu_, g_down, dout, act, w_down, rows, width, C);
     ops_.fill(dgate_, 0.0f, n);
     if (gated()) {
         ops_.fill(dup_, 0.0f, n);
@@ -157,8 +171,8 @@ void MoeLayer::expert_backward(float* dx, float* g_gate, float* g_up, float* g_d
     } else {
         ops_.gelu_backward(dgate_, gate, dglu_, n);
     }
-    ops_.matmul_backward(dx, g_gate, nullptr, dgate_, x, w_gate, rows, C, width);
-    if (gated()) ops_.matmul_backward(dx, g_up, nullptr, dup_, x, w_up, rows, C, width);
+    matmul_backward(dx, g_gate, dgate_, x, w_gate, rows, C, width);
+    if (gated()) matmul_backward(dx, g_up, dup_, x, w_up, rows, C, width);
 }
 
 MoeForwardResult MoeLayer::forward(float* out, const MoeActivations& a, const float* x, const MoeWeights& w,

@@ -36,6 +36,7 @@
 
 #include "comm/communicator.hpp"
 #include "theory/moe_memory.hpp"
+#include "train/matmuls.hpp"
 #include "train/moe/router.hpp"
 #include "train/ops/ops.hpp"
 
@@ -134,8 +135,11 @@ class MoeLayer {
   public:
     // N tokens per group (a micro-batch's rows on this rank), C the hidden size.
     // shape.ep must be the size of `expert_group` (null: 1).
+    // `expert_matmuls`: the run's precision for the experts' matmuls (train/matmuls.hpp; bf16
+    // operands under --precision bf16, as Megatron-core's experts); null: fp32. The router
+    // stays fp32 whatever the precision (Megatron-core's router dtype fp32).
     MoeLayer(const MoeMemoryShape& shape, MoeScore score, const MoeSettings& settings, Ops& ops,
-             ActivationArena& arena, Communicator* expert_group = nullptr);
+             ActivationArena& arena, Communicator* expert_group = nullptr, Matmuls* expert_matmuls = nullptr);
 
     MoeActivations allocate_activations(ActivationArena& arena) const;
 
@@ -185,6 +189,7 @@ class MoeLayer {
     RouterShape router_;
     MoeSettings settings_;
     Ops& ops_;
+    Matmuls* expert_matmuls_;     // null: the experts' matmuls in fp32 through ops_
     Communicator* expert_group_;  // null without expert parallelism
     int local_experts_;           // E / ep
     std::vector<int> kept_per_expert_;  // (E) the alltoall's send buffer

@@ -5,6 +5,18 @@
 
 namespace parbench {
 
+MoeMemoryShape model_moe_shape(const ModelConfig& config, int rows, const MoeContext& context) {
+    const ModelConfig::Moe& moe = *config.moe;
+    return MoeMemoryShape{static_cast<std::size_t>(rows),
+                          static_cast<std::size_t>(config.hidden),
+                          static_cast<std::size_t>(moe.experts),
+                          static_cast<std::size_t>(moe.top_k),
+                          static_cast<std::size_t>(moe.expert_hidden),
+                          static_cast<std::size_t>(moe.shared_experts),
+                          static_cast<std::size_t>(context.expert_group ? context.expert_group->size() : 1),
+                          moe.activation};
+}
+
 MoeModelState::MoeModelState(const ModelConfig& config, const MoeContext& context, int microbatches,
                              const std::vector<int>& held_layers)
     : experts_(config.moe ? config.moe->experts : 0), context_(context), layers_(held_layers) {

@@ -17,6 +17,10 @@
 
 namespace parbench {
 
+// The MoE layer a model builds: one routing group of `rows` tokens per micro-batch and rank,
+// the config's experts, ep from the context's expert group. config.moe must be set.
+MoeMemoryShape model_moe_shape(const ModelConfig& config, int rows, const MoeContext& context);
+
 class MoeModelState {
   public:
     // `held_layers`: the global MoE layers this rank holds, ascending.
