@@ -29,7 +29,7 @@ struct ModelShare {
     int layers = 0;            // transformer blocks (GPT) or layers (MLP)
     bool first_stage = true;   // holds the embedding
     bool last_stage = true;    // holds the head and the loss
-    int moe_layers = 0;        // of the layers, those with an MoE MLP (Llama with "moe")
+    int moe_layers = 0;        // of the layers, those with an MoE MLP (a config with "moe")
 };
 ModelShare whole_model_share(const ModelConfig& config);
 

@@ -25,8 +25,10 @@
 // MoeLayer over the block's rows (GELU experts by default, GPT's MLP form without biases, as
 // Megatron-core's grouped experts), one routing group per micro-batch, the router and shared
 // experts in the block's unit and the routed experts in a unit of their own (moe_expert_unit).
-// Under tensor parallelism without SP every tp rank holds the MoE tensors whole and runs the
-// layer on the same rows, so it skips the MLP's tp_.leave and tp_.enter_backward.
+// Under tensor parallelism every tp rank holds the MoE tensors whole: without SP it runs the
+// layer on the same rows, so it skips the MLP's tp_.leave and tp_.enter_backward; under SP on
+// its own R = B·T/t rows (no gather or reduce-scatter either), its parameters' partial
+// gradients summed over tp (MoeGradientPack).
 #include "train/models/gpt.hpp"
 
 #include <algorithm>

@@ -16,10 +16,11 @@
 // There are no biases and no dropout.
 //
 // Mixture of experts (a config's "moe"): in its MoE layers the SwiGLU MLP is an MoeLayer over
-// the block's R = B·T rows, one routing group per micro-batch. Under tensor parallelism (no
-// SP: train_options.cpp refuses SP with MoE) every tp rank holds the MoE tensors whole and
-// runs the layer on the same rows, so its output needs no reduction and its input gradient is
-// already the whole sum (it skips the MLP's tp_.leave and tp_.enter_backward).
+// the block's R = B·T rows, one routing group per micro-batch. Under tensor parallelism every
+// tp rank holds the MoE tensors whole; without SP it runs the layer on the same rows, so its
+// output needs no reduction and its input gradient is already the whole sum (it skips the
+// MLP's tp_.leave and tp_.enter_backward); under SP on its own R = B·T/t rows (no gather or
+// reduce-scatter either), its parameters' partial gradients summed over tp (MoeGradientPack).
 //
 // Context parallelism (--cp, train/context/context_attention.hpp): the model holds T/c tokens
 // of every sequence, those of context_positions(), in that order; RoPE turns each by its own
