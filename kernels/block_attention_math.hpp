@@ -17,6 +17,7 @@
 #include <cmath>
 #include <cstddef>
 
+#include "fast_exp_math.hpp"
 #include "gqa_math.hpp"
 #include "host_device.hpp"
 
@@ -112,7 +113,8 @@ PARBENCH_HD OnlineSoftmaxMerge online_softmax_merge(float running_max, float run
 // log sum_j exp(s_j) of a row from its max and its sum of exp(s_j - max).
 PARBENCH_HD float log_sum_exp(float row_max, float row_sum) { return row_max + logf(row_sum); }
 
-// Softmax probability of a score, recomputed from the row's log-sum-exp.
-PARBENCH_HD float block_probability(float score, float lse) { return expf(score - lse); }
+// Softmax probability of a score, recomputed from the row's log-sum-exp, with the exponential
+// the forward's terms used (fast_exp, as softmax_term): the CPU evaluates it in vectorised rows.
+PARBENCH_HD float block_probability(float score, float lse) { return fast_exp(score - lse); }
 
 }  // namespace parbench

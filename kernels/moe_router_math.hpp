@@ -1,6 +1,6 @@
-// A mixture-of-experts router's per-token math (train/moe/router.cpp calls it; a CUDA kernel
-// would call the same functions). One token's E router logits z give scores s and the top-k
-// experts, whose combine weights w scale the experts' outputs:
+// A mixture-of-experts router's per-token math (train/moe/router.cpp and the CPU ops call it,
+// kernels/moe.cu's kernels call the same functions). One token's E router logits z give
+// scores s and the top-k experts, whose combine weights w scale the experts' outputs:
 //
 //   softmax (Mixtral, arXiv 2401.04088 sec. 2.1; Megatron-core's default score function):
 //     s = softmax(z); chosen = top-k of s; w_i = s_i / sum_{j chosen} s_j  (= softmax over the
@@ -63,6 +63,15 @@ PARBENCH_HD void moe_combine_weights(float* weights, const float* scores, const 
     for (int i = 0; i < k; ++i) weights[i] = scores[chosen[i]] / sum;
 }
 
+// One token's routing: its scores (E), chosen experts (k) and combine weights (k) from its
+// logits (E), the three steps above in order. bias (E) or null, as for moe_top_k.
+PARBENCH_HD void moe_route_token(float* scores, int* chosen, float* weights, const float* logits, const float* bias,
+                                 int E, int k, MoeScore score) {
+    moe_scores(scores, logits, E, score);
+    moe_top_k(chosen, scores, bias, E, k);
+    moe_combine_weights(weights, scores, chosen, k);
+}
+
 // dlogits (E) += the gradient through the weights' normalisation and the score function, from
 // dweights (k); the header's formulas.
 PARBENCH_HD void moe_weights_backward(float* dlogits, const float* dweights, const float* weights, const float* scores,
@@ -92,6 +101,13 @@ PARBENCH_HD void moe_balance_probabilities(float* probabilities, const float* sc
     float sum = 0.0f;
     for (int e = 0; e < E; ++e) sum += scores[e];
     for (int e = 0; e < E; ++e) probabilities[e] = scores[e] / sum;
+}
+
+// The balancing loss's per-expert coefficient c_e = balance_weight · d(L_aux / alpha)/d(P_te)
+// = balance_weight · E · routed_e / (N² k), the same for every token of a group of N tokens
+// (train/moe/router.hpp gives L_aux). Computed in double, rounded once.
+PARBENCH_HD float moe_balance_coefficient(double balance_weight, int E, int routed, int N, int k) {
+    return static_cast<float>(balance_weight * E * routed / (static_cast<double>(N) * N * k));
 }
 
 // dlogits (E) += the gradient of sum_e c_e P_e (c_e: the loss's per-expert coefficient, the

@@ -9,6 +9,7 @@
 #include "kernels/block_attention_math.hpp"
 #include "kernels/gqa_math.hpp"
 #include "kernels/half_types.hpp"
+#include "kernels/moe_router_math.hpp"
 
 struct CUstream_st;
 
@@ -107,6 +108,20 @@ void launch_crossentropy_shard_backward(float* dlogits, const float* dlosses, co
 void launch_mse_forward(float* losses, const float* pred, const float* target, int N, int D, GpuStream stream);
 void launch_mse_backward(float* dpred, const float* dlosses, const float* pred, const float* target, int N, int D,
                          GpuStream stream);
+
+// moe.cu: a mixture-of-experts layer's routing, permutation and combine
+void launch_moe_route(float* scores, int* chosen, float* weights, const float* logits, const float* bias, int N, int E,
+                      int k, MoeScore score, GpuStream stream);
+void launch_moe_dispatch(float* dispatched, const float* x, const int* slot, int N, int k, int C, GpuStream stream);
+void launch_moe_combine(float* out, const float* expert_out, const int* slot, const float* weights, int N, int k, int C,
+                        GpuStream stream);
+void launch_moe_combine_backward(float* dexpert_out, float* dweights, const float* dout, const float* expert_out,
+                                 const int* slot, const float* weights, int N, int k, int C, GpuStream stream);
+void launch_moe_dispatch_backward(float* dx, const float* ddispatched, const int* slot, int N, int k, int C,
+                                  GpuStream stream);
+void launch_moe_route_backward(float* dlogits, const float* dweights, const float* scores, const float* weights,
+                               const int* chosen, const int* routed, double balance_weight, int N, int E, int k,
+                               MoeScore score, GpuStream stream);
 
 // adamw.cu
 void launch_adamw_update(float* params, const float* grads, float* m, float* v, std::size_t n, float lr, float beta1,

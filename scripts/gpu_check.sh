@@ -1,9 +1,10 @@
 #!/usr/bin/env bash
-# Checks the GPU path on a machine with NVIDIA GPUs, in one go and in under 8 minutes:
+# Checks the GPU path on a machine with NVIDIA GPUs, in one go and in under 10 minutes:
 # build with CUDA, run the GPU and NVTX tests, then measure every collective with
-# validation over NCCL, allreduce with and without CUDA graphs, the MFU of a gpt2-124m
-# training step, and that an MoE model is refused over NCCL (no CUDA MoE ops yet). Everything it prints,
-# logs and reports lands in OUTDIR; the summary at the end says which steps failed.
+# validation over NCCL, alltoallv under skews, allreduce with and without CUDA graphs, the MFU
+# of a gpt2-124m training step, and MoE models trained on the GPU against --check's reference
+# (ep 1 on one GPU; ep 2 too where two GPUs are seen). Everything it prints, logs and reports
+# lands in OUTDIR; the summary at the end says which steps failed.
 #
 #   scripts/gpu_check.sh OUTDIR
 #
@@ -104,9 +105,12 @@ run_step nvtx_tests 60 ctest --test-dir "$BUILD" -L nvtx --output-on-failure
 run_step info 30 "${MPIRUN[@]}" "$PARBENCH" info --json "$OUT/info.json"
 run_step all_collectives 180 "${MPIRUN[@]}" "$PARBENCH" all -b 8 -e 256M -f 4 --check --backend nccl \
     --json "$OUT/all.json"
-# alltoallv's grouped send/recv with skewed blocks (the even one ran in `all`).
+# alltoallv's grouped send/recv with skewed blocks (the even one ran in `all`). On one GPU
+# (one rank) each call is the rank's block to itself: the path runs, the skew cannot show.
 run_step alltoallv_skew 60 "${MPIRUN[@]}" "$PARBENCH" alltoallv -b 8 -e 64M -f 8 --skew hot:1 --check --backend nccl \
     --json "$OUT/alltoallv_hot1.json"
+run_step alltoallv_zipf 45 "${MPIRUN[@]}" "$PARBENCH" alltoallv -b 8 -e 16M -f 8 --skew zipf:1.2 --check --backend nccl \
+    --json "$OUT/alltoallv_zipf.json"
 # Its transpose, an MoE layer's combine: the hot rank sends, every rank receives its buffer back.
 run_step alltoallv_combine 60 "${MPIRUN[@]}" "$PARBENCH" alltoallv -b 8 -e 64M -f 8 --skew hot:1 --direction combine \
     --check --backend nccl --json "$OUT/alltoallv_hot1_combine.json"
@@ -135,15 +139,27 @@ print("gpt2-124m train step: %.2f ms median, %.2f TFLOP/s per rank, MFU %s" % (
 PY
 fi
 
-# Mixture of experts: the MoE layers (src/train/moe/) have no CUDA ops yet, so train over NCCL
-# must refuse an MoE model in one line with exit 2 (not crash, not fall back silently); the
-# same model then trains on this machine's CPUs (--backend mpi) and passes --check.
-run_step train_moe_nccl_refused 60 bash -c 'status=0; out=$("$@" 2>&1) || status=$?; echo "$out"
-    [[ $status -eq 2 ]] || { echo "expected exit 2 (refused), got $status"; exit 1; }
-    grep -q "MoE layers run on the CPU only" <<< "$out" || { echo "refused, but not for MoE"; exit 1; }' moe_refused \
-    "${MPIRUN[@]}" "$PARBENCH" train --model llama-moe-tiny --backend nccl --warmup 0 --steps 1
-run_step train_moe_cpu_check 90 "${MPIRUN[@]}" "$PARBENCH" train --model llama-moe-tiny --backend mpi --warmup 1 \
-    --steps 3 --check --moe-expert-capacity-factor 1.0 --moe-aux-loss-coeff 0.01 --json "$OUT/train_moe_cpu.json"
+# Mixture of experts on the GPU (kernels/moe.cu, cuBLAS experts, NCCL dispatch/combine), each
+# run against --check's single-process reference: Mixtral-style softmax routing with capacity
+# dropping and the balancing loss, DeepSeek-V3-style sigmoid routing with the bias update, and
+# GPT's GELU experts.
+# One GPU is one rank, so ep 1 (dispatch and combine are local); with two GPUs, ep 2 runs the
+# alltoallv between them.
+run_step train_moe_nccl_check 90 "${MPIRUN[@]}" "$PARBENCH" train --model llama-moe-tiny --backend nccl --warmup 1 \
+    --steps 3 --check --moe-expert-capacity-factor 1.0 --moe-aux-loss-coeff 0.01 --json "$OUT/train_moe_nccl.json"
+run_step train_moe_sigmoid_nccl_check 60 "${MPIRUN[@]}" "$PARBENCH" train --model "$ROOT/tests/train/llama-moe-sigmoid.json" \
+    --backend nccl --warmup 1 --steps 3 --check --moe-router-bias-update-rate 0.01 --moe-expert-capacity-factor 1.0 \
+    --json "$OUT/train_moe_sigmoid_nccl.json"
+# GPT's MoE layers: GELU experts through the same kernels, with dropping and the balancing loss.
+run_step train_moe_gpt_nccl_check 90 "${MPIRUN[@]}" "$PARBENCH" train --model gpt-moe-tiny --backend nccl --warmup 1 \
+    --steps 3 --check --moe-expert-capacity-factor 1.0 --moe-aux-loss-coeff 0.01 --json "$OUT/train_moe_gpt_nccl.json"
+if (( $(nvidia-smi -L 2>/dev/null | grep -c '^GPU') >= 2 )); then
+    run_step train_moe_ep2_nccl_check 90 mpirun --allow-run-as-root -np 2 "$PARBENCH" train --model llama-moe-tiny \
+        --backend nccl --ep 2 --warmup 1 --steps 3 --check --moe-expert-capacity-factor 1.0 \
+        --json "$OUT/train_moe_ep2_nccl.json"
+else
+    echo "train_moe_ep2_nccl_check: skipped, one GPU here (ep 2 needs two ranks, one GPU each)"
+fi
 
 step "summary"
 if [[ ${#FAILED[@]} -eq 0 ]]; then

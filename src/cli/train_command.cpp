@@ -275,10 +275,6 @@ class TrainCommand : public Command {
         watchdog->enter({"setup", "start-up", 0, 0});
         Backend backend = make_backend(backend_choice, session, control);
         Device& device = *backend.device;
-        // auto picks the GPU on every rank or on none: refused alike on every rank.
-        if (plan.model.moe && device.is_gpu())
-            throw UsageError("--model " + options_.model + ": the MoE layers run on the CPU only (no CUDA ops for "
-                             "routing and dispatch yet); use --backend mpi");
         // Once the device is known (a GPU's free memory is checked too), before the model is built.
         throw_if_any_rank_failed(
             control,

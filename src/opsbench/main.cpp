@@ -18,6 +18,7 @@
 #include <benchmark/benchmark.h>
 
 #include <algorithm>
+#include <cmath>
 #include <cstdio>
 #include <ctime>
 #include <functional>
@@ -28,6 +29,7 @@
 
 #include "device/cpu_device.hpp"
 #include "opsbench/gpu_device.hpp"
+#include "theory/memory.hpp"
 #include "theory/op_flops.hpp"
 #include "train/ops/ops.hpp"
 
@@ -313,6 +315,68 @@ void register_llama(const Target& t, const LlamaShape& s) {
                 });
 }
 
+// Causal attention at longer sequences, the standard way (gqa_attention_*: the T x T scores and
+// probabilities kept) and the block way (block_attention_* over the whole sequence as one causal
+// block, FlashAttention-style: nothing of size T x T kept), at llama-small's heads (8 query
+// heads, 4 key/value heads of 32). T = 128 at the op table's micro-batch of 4, then 512 tokens
+// (T = 256: 2 sequences) and one sequence above: where the block way overtakes the standard one.
+void register_attention_lengths(const Target& t) {
+    const int NH = 8, NKV = 4, hs = 32;
+    for (int T : {128, 256, 512, 1024, 2048}) {
+        GqaShape s;
+        s.B = T == 128 ? gpt_batch : std::max(1, 512 / T);
+        s.T = T;
+        s.NH = NH;
+        s.NKV = NKV;
+        s.hs = hs;
+        s.queries_per_kv = NH / NKV;
+        const std::string prefix = t.name + "/attention-T" + std::to_string(T) + "/";
+        register_op(t, prefix + "standard_forward", gqa_attention_forward_cost(s.B, T, NH, NKV, hs),
+                    [=](Workspace& w, Ops& ops) {
+                        float *out = w.random(s.q_elements()), *preatt = w.random(s.score_elements()),
+                              *att = w.random(s.score_elements()), *q = w.random(s.q_elements()),
+                              *k = w.random(s.kv_elements()), *v = w.random(s.kv_elements());
+                        return [=, &ops] { ops.gqa_attention_forward(out, preatt, att, q, k, v, s); };
+                    });
+        register_op(t, prefix + "standard_backward", gqa_attention_backward_cost(s.B, T, NH, NKV, hs),
+                    [=](Workspace& w, Ops& ops) {
+                        float *dq = w.random(s.q_elements()), *dk = w.random(s.kv_elements()),
+                              *dv = w.random(s.kv_elements()), *dpreatt = w.random(s.score_elements()),
+                              *datt = w.random(s.score_elements()), *dout = w.random(s.q_elements()),
+                              *q = w.random(s.q_elements()), *k = w.random(s.kv_elements()),
+                              *v = w.random(s.kv_elements()),
+                              *att = w.constant(s.score_elements(), 1.0f / static_cast<float>(T));
+                        return [=, &ops] { ops.gqa_attention_backward(dq, dk, dv, dpreatt, datt, dout, q, k, v, att, s); };
+                    });
+        const AttentionBlock block = attention_block(s, 0, T, 0, T, BlockMask::causal);
+        const std::size_t rows = block.query_rows();
+        register_op(t, prefix + "block_forward", block_attention_forward_cost(s.B, T, NH, NKV, hs),
+                    [=](Workspace& w, Ops& ops) {
+                        float *out = w.random(s.q_elements()), *row_max = w.random(rows), *row_sum = w.random(rows),
+                              *lse = w.random(rows), *scores = w.random(block.tile_elements()),
+                              *q = w.random(s.q_elements()), *k = w.random(s.kv_elements()),
+                              *v = w.random(s.kv_elements());
+                        return [=, &ops] {
+                            ops.block_attention_forward(out, row_max, row_sum, scores, q, k, v, block);
+                            ops.block_attention_finish(out, lse, row_max, row_sum, rows, hs);
+                        };
+                    });
+        register_op(t, prefix + "block_backward", block_attention_backward_cost(s.B, T, NH, NKV, hs),
+                    [=](Workspace& w, Ops& ops) {
+                        float *dq = w.random(s.q_elements()), *dk = w.random(s.kv_elements()),
+                              *dv = w.random(s.kv_elements()), *scratch = w.random(2 * block.tile_elements()),
+                              *dout = w.random(s.q_elements()), *out = w.random(s.q_elements()),
+                              *q = w.random(s.q_elements()), *k = w.random(s.kv_elements()),
+                              *v = w.random(s.kv_elements()), *delta = w.random(rows),
+                              *lse = w.constant(rows, static_cast<float>(std::log(T)));
+                        return [=, &ops] {
+                            ops.block_attention_delta(delta, dout, out, rows, hs);
+                            ops.block_attention_backward(dq, dk, dv, scratch, dout, q, k, v, lse, delta, block);
+                        };
+                    });
+    }
+}
+
 void register_mlp(const Target& t, const std::string& config, int layers, int width, int rows) {
     const std::string prefix = t.name + "/" + config + "/";
     const int N = rows, C = width;
@@ -343,6 +407,37 @@ void register_mlp(const Target& t, const std::string& config, int layers, int wi
         return [=, &ops] { ops.mse_backward(dpred, dlosses, pred, target, N, C); };
     });
     register_adamw(t, prefix, static_cast<std::size_t>(layers) * (C * C + C));
+    // One layer's weight gradient and its AdamW, as the step runs them on one rank: unfused (the
+    // whole gradient written, then read back by the update, which clears it) and fused
+    // (train/models/mlp.cpp: mlp_gradient_piece_rows rows at a time into a buffer that stays in
+    // cache, each piece updated at once). The same work; the least traffic is the inputs and the
+    // parameters and moments read and written once (the gradient need not leave the cache).
+    const std::size_t weights = static_cast<std::size_t>(C) * C;
+    const OpCost update_cost{matmul_flops(N, C, C) + adamw_cost(static_cast<double>(weights)).flops,
+                             4.0 * (2.0 * static_cast<double>(n) + 6.0 * static_cast<double>(weights))};
+    register_op(t, prefix + "weight_gradient_then_adamw", update_cost, [=](Workspace& w, Ops& ops) {
+        float *p = w.random(weights), *g = w.constant(weights, 0.0f), *m = w.random(weights),
+              *v = w.constant(weights, 0.01f), *dout = w.random(n), *inp = w.random(n);
+        return [=, &ops] {
+            ops.matmul_backward(nullptr, g, nullptr, dout, inp, nullptr, N, C, C);
+            ops.adamw_update_clearing_grads(p, g, m, v, weights, 3e-4f, 0.9f, 0.95f, 1e-8f, 0.1f, 10);
+        };
+    });
+    if (t.ops->has_weight_gradient_rows()) {
+        const int piece_rows = std::min(C, mlp_gradient_piece_rows);
+        register_op(t, prefix + "weight_gradient_adamw_fused", update_cost, [=](Workspace& w, Ops& ops) {
+            float *p = w.random(weights), *piece = w.random(static_cast<std::size_t>(piece_rows) * C),
+                  *m = w.random(weights), *v = w.constant(weights, 0.01f), *dout = w.random(n), *inp = w.random(n);
+            return [=, &ops] {
+                for (int first = 0; first < C; first += piece_rows) {
+                    const int rows = std::min(piece_rows, C - first);
+                    const std::size_t at = static_cast<std::size_t>(first) * C, count = static_cast<std::size_t>(rows) * C;
+                    ops.matmul_weight_gradient_rows(piece, dout, inp, N, C, C, first, rows);
+                    ops.adamw_update(p + at, piece, m + at, v + at, count, 3e-4f, 0.9f, 0.95f, 1e-8f, 0.1f, 10);
+                }
+            };
+        });
+    }
 }
 
 // The yardsticks: a GEMM large enough to reach the device's sgemm peak, and streams large
@@ -406,6 +501,7 @@ void register_device(const Target& t, bool gpu) {
     register_gpt(t, GptShape{"gpt-small", gpt_batch, 128, 256, 8, 2048, 4});
     register_llama(t, LlamaShape{"llama-small", gpt_batch, 128, 256, 8, 4, 688, 1e-5f, 10000.0f});
     register_mlp(t, "mlp-deep", 8, 1024, 64);
+    register_attention_lengths(t);
 }
 
 std::string roofline_text(const Roofline& roofline) {

@@ -111,13 +111,24 @@ const CollectiveFit* CommModel::find(const std::string& collective, Placement pl
     return nullptr;
 }
 
-double CommModel::time_us(const std::string& collective, double bytes, int ranks, Placement placement) const {
+double CommModel::time_us(const std::string& collective, double bytes, int ranks, Placement placement,
+                          int members_per_host) const {
     if (ranks <= 1) return 0.0;
     const double factor = bus_factor(collective, ranks);
     if (const CollectiveFit* fit = find(collective, placement))
         return fit->alpha_us + bytes * factor / (fit->busbw_gbps * 1e3);
     const LinkModel& link = placement == Placement::intra_host ? cluster_.device.intra_host : cluster_.device.cross_host;
-    return link.latency_us + bytes * factor / (link.busbw_gbps * 1e3);
+    double latency = link.latency_us;
+    // NCCL runs these as rings (no tree for them before its PAT algorithm), whose latency grows
+    // with the ranks: at 512 ranks on 128 hosts a call waits about 2.5 ms before its bandwidth
+    // term. All-reduce across hosts takes NCCL's tree (log hosts) and keeps the per-call figure.
+    if (placement == Placement::cross_host && members_per_host > 0 &&
+        (collective == "allgather" || collective == "reducescatter")) {
+        const int hosts = (ranks + members_per_host - 1) / members_per_host;
+        latency += (hosts - 1) * cluster_.device.cross_host.ring_step_us +
+                   (ranks - hosts) * cluster_.device.intra_host.ring_step_us;
+    }
+    return latency + bytes * factor / (link.busbw_gbps * 1e3);
 }
 
 std::string CommModel::source(const std::string& collective, Placement placement) const {

@@ -60,8 +60,11 @@ class CommModel {
     explicit CommModel(const ClusterSpec& cluster);
     void add_fit(const CollectiveFit& fit);
     // Microseconds for one call moving `bytes` (nccl-tests' size) on a group of `ranks`; 0 for
-    // a group of one.
-    double time_us(const std::string& collective, double bytes, int ranks, Placement placement) const;
+    // a group of one. A cross-host all-gather or reduce-scatter on the cluster's links (not a
+    // calibrated fit, whose alpha holds its own group's steps) with `members_per_host` > 0 adds
+    // its ring's per-step latencies: (hosts - 1) network steps and (ranks - hosts) NVLink steps.
+    double time_us(const std::string& collective, double bytes, int ranks, Placement placement,
+                   int members_per_host = 0) const;
     // Where the figure for this collective and placement comes from.
     std::string source(const std::string& collective, Placement placement) const;
     const std::vector<CollectiveFit>& fits() const { return fits_; }

@@ -16,13 +16,19 @@ namespace {
 // runs (device_compute.cpp); H100, H200 and B200 carry A100's curve, an assumption with no cited
 // measurement behind it, which --gemm-curve replaces.
 DeviceSpec preset(const std::string& name) {
-    if (name == "A100") return {"A100", 312.0, 19.5, 80.0, 2039.0, {10.0, 240.0}, {20.0, 20.0}, "preset A100 SXM 80GB", true};
-    if (name == "H100") return {"H100", 989.0, 67.0, 80.0, 3350.0, {10.0, 360.0}, {20.0, 40.0}, "preset H100 SXM", true};
-    if (name == "H200") return {"H200", 989.0, 67.0, 141e9 / (1u << 30), 4800.0, {10.0, 360.0}, {20.0, 40.0},
+    DeviceSpec spec;
+    if (name == "A100") spec = {"A100", 312.0, 19.5, 80.0, 2039.0, {10.0, 240.0}, {20.0, 20.0}, "preset A100 SXM 80GB", true};
+    if (name == "H100") spec = {"H100", 989.0, 67.0, 80.0, 3350.0, {10.0, 360.0}, {20.0, 40.0}, "preset H100 SXM", true};
+    if (name == "H200") spec = {"H200", 989.0, 67.0, 141e9 / (1u << 30), 4800.0, {10.0, 360.0}, {20.0, 40.0},
                                 "preset H200 SXM 141GB", true};
-    if (name == "B200") return {"B200", 2250.0, 80.0, 180e9 / (1u << 30), 8000.0, {8.0, 720.0}, {20.0, 40.0},
+    if (name == "B200") spec = {"B200", 2250.0, 80.0, 180e9 / (1u << 30), 8000.0, {8.0, 720.0}, {20.0, 40.0},
                                 "preset B200 (HGX, 180GB)", true};
-    return {};
+    if (!spec.name.empty()) {
+        spec.memory_reserved_gib = framework_memory_reserve_gib;
+        spec.intra_host.ring_step_us = nccl_ring_step_nvlink_us;
+        spec.cross_host.ring_step_us = nccl_ring_step_network_us;
+    }
+    return spec;
 }
 
 }  // namespace
@@ -68,7 +74,7 @@ ClusterSpec parse_cluster(const nlohmann::json& document, const std::string& sou
         const JsonFields fields = root.object("device");
         fields.refuse_unknown_keys({"name", "peak_tflops_bf16", "peak_tflops_fp32", "memory_gib",
                                     "memory_bandwidth_gbps", "intra_host", "cross_host", "gemm_sustained",
-                                    "gemm_overhead_us", "memory_fraction"});
+                                    "gemm_overhead_us", "memory_fraction", "memory_reserved_gib"});
         DeviceSpec& d = cluster.device;
         d.name = fields.optional_string("name").value_or("custom");
         d.peak_tflops_bf16 = fields.number("peak_tflops_bf16", 0, cluster_limits::max_tflops, true);
@@ -79,8 +85,9 @@ ClusterSpec parse_cluster(const nlohmann::json& document, const std::string& sou
             fields.optional_number("memory_bandwidth_gbps", 0, cluster_limits::max_gbps, true).value_or(2000.0);
         for (const auto& [key, link] : {std::pair{"intra_host", &d.intra_host}, std::pair{"cross_host", &d.cross_host}}) {
             const JsonFields figures = fields.object(key);
-            figures.refuse_unknown_keys({"latency_us", "busbw_gbps"});
+            figures.refuse_unknown_keys({"latency_us", "busbw_gbps", "ring_step_us"});
             link->latency_us = figures.number("latency_us", 0, cluster_limits::max_latency_us);
+            link->ring_step_us = figures.optional_number("ring_step_us", 0, cluster_limits::max_latency_us).value_or(0.0);
             link->busbw_gbps = figures.number("busbw_gbps", 0, cluster_limits::max_gbps, true);
         }
         d.source = "--cluster " + source;
@@ -88,6 +95,11 @@ ClusterSpec parse_cluster(const nlohmann::json& document, const std::string& sou
         d.gemm_sustained = fields.optional_number("gemm_sustained", 0, 1, true).value_or(0.0);
         d.gemm_overhead_us = fields.optional_number("gemm_overhead_us", 0, cluster_limits::max_latency_us).value_or(0.0);
         d.memory_fraction = fields.optional_number("memory_fraction", 0, 1, true).value_or(0.0);
+        d.memory_reserved_gib = fields.optional_number("memory_reserved_gib", 0, cluster_limits::max_memory_gib).value_or(0.0);
+        if (d.memory_reserved_gib >= d.memory_gib)
+            throw UsageError(fields.name("memory_reserved_gib") + " is " + std::to_string(d.memory_reserved_gib) +
+                             " GiB, not below memory_gib (" + std::to_string(d.memory_gib) +
+                             "): give what the runtime and allocator keep from the tensors, less than the HBM");
     } else {
         throw UsageError(root.name("device") + " must be a preset name (A100, H100, H200, B200) or an object, got " +
                          device.dump());
@@ -113,7 +125,9 @@ ClusterSpec read_cluster_file(const std::string& path) {
 
 nlohmann::json to_json(const ClusterSpec& c) {
     const DeviceSpec& d = c.device;
-    auto link = [](const LinkModel& l) { return nlohmann::json{{"latency_us", l.latency_us}, {"busbw_gbps", l.busbw_gbps}}; };
+    auto link = [](const LinkModel& l) {
+        return nlohmann::json{{"latency_us", l.latency_us}, {"busbw_gbps", l.busbw_gbps}, {"ring_step_us", l.ring_step_us}};
+    };
     return {{"gpus", c.gpus},
             {"gpus_per_host", c.gpus_per_host},
             {"cores_per_host", c.cores_per_host > 0 ? nlohmann::json(c.cores_per_host) : nlohmann::json(nullptr)},
@@ -125,6 +139,7 @@ nlohmann::json to_json(const ClusterSpec& c) {
               {"peak_tflops_fp32", d.peak_tflops_fp32},
               {"memory_gib", d.memory_gib},
               {"memory_bandwidth_gbps", d.memory_bandwidth_gbps},
+              {"memory_reserved_gib", d.memory_reserved_gib},
               {"intra_host", link(d.intra_host)},
               {"cross_host", link(d.cross_host)},
               {"preset", d.preset},

@@ -15,7 +15,19 @@ namespace parbench {
 struct LinkModel {
     double latency_us = 0.0;   // alpha of one collective call
     double busbw_gbps = 0.0;   // decimal GB/s of bus bandwidth (nccl-tests' convention)
+    // Latency each step of a ring adds over this link ("ring_step_us"): a ring all-gather or
+    // reduce-scatter over n ranks takes n - 1 steps, each waiting for its chunk from the previous
+    // rank (NCCL's own cost model, src/graph/tuning.cc: latency = base + (steps - inter-host
+    // steps) x NVLink hop + inter-host steps x network hop). 0: no per-step term.
+    double ring_step_us = 0.0;
 };
+
+// NCCL's ring latencies per step for its Simple protocol, the one large transfers use
+// (NVIDIA/nccl src/graph/tuning.cc, hwLat, Ring/Simple, as of commit 01afd20: NVLink 3.4 us,
+// network 9.6 us). NCCL ran all-gather and reduce-scatter as rings only until its PAT algorithm
+// (arXiv 2506.20252: "its linear latency would show poor performance ... at scale").
+inline constexpr double nccl_ring_step_nvlink_us = 3.4;
+inline constexpr double nccl_ring_step_network_us = 9.6;
 
 struct DeviceSpec {
     std::string name;
@@ -32,7 +44,21 @@ struct DeviceSpec {
     double gemm_sustained = 0.0;
     double gemm_overhead_us = 0.0;
     double memory_fraction = 0.0;
+    // HBM a framework's job cannot give its tensors ("memory_reserved_gib"): what PyTorch's
+    // caching allocator holds reserved beyond the allocated tensors (fragmentation), the CUDA
+    // context and NCCL's buffers. Layouts under --states zero|megatron fit in memory_gib less
+    // this; parbench's own convention counts its engine's buffers and keeps the whole HBM.
+    double memory_reserved_gib = 0.0;
 };
+
+// The GPU presets' memory_reserved_gib: GMLake (Guo et al., ASPLOS'24, arXiv 2401.08156, abstract)
+// trained eight LLMs on A100-80GB with recomputation, offloading, distributed training or LoRA
+// and found PyTorch's caching allocator reserving on average 9.2 GB (up to 25 GB) more than the
+// same runs needed without its fragmentation (15 % fragmentation on average, up to 33 %): memory a job cannot give
+// its tensors. The CUDA context and NCCL's per-communicator buffers come on top and are not
+// counted (no cited figure for them), so this is a floor. Measured on A100; the other presets
+// assume the same.
+inline constexpr double framework_memory_reserve_gib = 9.2e9 / (1024.0 * 1024.0 * 1024.0);
 
 struct ClusterSpec {
     DeviceSpec device;

@@ -9,15 +9,16 @@
 #include "theory/llama_activation_memory.hpp"
 #include "theory/model_flops.hpp"
 #include "theory/moe_work.hpp"
+#include "theory/pipeline/partition.hpp"
 
 namespace parbench {
 
 // Megatron-LM's interleaved schedule runs (p - r - 1) x 2 + (v - 1) x p warm-up forwards on
 // rank r before its first backward (at most m x v), each holding one chunk of L / (p v) layers,
 // one more in steady state: on rank 0, L (1 + (p - 1) / (p v)) layers of activations (arXiv
-// 2205.05198 sec. 4.2.3). parbench's engine allocates a slot per chunk and micro-batch in
-// flight (`engine_layers`, what memory.hpp counts), which is more; uneven chunks keep the
-// engine's count, the formula assuming equal ones.
+// 2205.05198 sec. 4.2.3). parbench's engine holds the same count on equal chunks: one pool per
+// rank, its peak held at once (`engine_layers`, theory/pipeline/partition.hpp); uneven chunks
+// keep the engine's count, the formula assuming equal ones.
 double megatron_interleaved_layers_in_flight(int layers, int p, int v, int m, int pp_rank, double engine_layers) {
     if (layers % (p * v) != 0) return engine_layers;
     const int warmup = std::min((p - pp_rank - 1) * 2 + (v - 1) * p, m * v);
@@ -66,9 +67,9 @@ PlanMemory convention_memory(const PlanLayout& p, int pp_rank, const EnginePipel
                                      l.sp, l.cp};
     double layer_micro = l.model.layers;
     if (rank.part.active()) {
-        layer_micro = 0;
-        for (std::size_t c = 0; c < rank.part.chunks.size(); ++c)
-            layer_micro += (rank.part.chunks[c].end - rank.part.chunks[c].first) * rank.part.slots[c];
+        // The layers the rank's pool holds at once (every layer one kind: the count, not the bytes).
+        layer_micro = activation_pool(rank.part, std::vector<int>(static_cast<std::size_t>(l.model.layers), 0))
+                          .layer_stores.at(0);
         const bool even_chunks = std::all_of(l.stage_ranges.begin(), l.stage_ranges.end(), [&](const LayerRange& r) {
             return (r.end - r.first) * l.pp * l.virtual_stages == l.model.layers;
         });
@@ -221,7 +222,10 @@ PlanPrediction predict_layout(const PlanLayout& p, const PlanContext& context, c
     if (shared == nullptr && l.pp > 1) shared = &built.emplace(*engine_pipeline(l));
     const EnginePipeline* pipeline = shared;
     out.memory = plan_memory(p, shared);
-    out.memory_capacity = cluster.device.memory_gib * 1024.0 * 1024.0 * 1024.0;
+    // The frameworks' jobs (zero, megatron) lose the allocator's reserve and the runtime's memory
+    // (DeviceSpec::memory_reserved_gib); parbench's convention counts its engine's own buffers.
+    out.memory_reserved = p.states == StateConvention::parbench ? 0.0 : cluster.device.memory_reserved_gib * 1024.0 * 1024.0 * 1024.0;
+    out.memory_capacity = cluster.device.memory_gib * 1024.0 * 1024.0 * 1024.0 - out.memory_reserved;
     out.fits = out.memory.total <= out.memory_capacity;
 
     const int world = l.dp * l.tp * l.pp * l.cp;
@@ -261,8 +265,11 @@ PlanPrediction predict_layout(const PlanLayout& p, const PlanContext& context, c
         shard.dp = p.shard_group;
         shard_traffic = engine_rank_traffic(shard, out.memory.pp_rank, 0, &whole);
     }
+    // `stride`: how many ranks apart the group's members are (its members per host set a ring's
+    // network steps, CommModel::time_us); 0 for point-to-point lines.
     auto add_lines = [&](const std::string& dimension, int pp_rank, int group, Placement placement, double scale,
-                         double nics = 1.0) {
+                         double nics = 1.0, int stride = 0) {
+        const int members_per_host = stride > 0 ? std::clamp(cluster.gpus_per_host / stride, 1, group) : 0;
         const auto& by_dimension = dimension == "dp" && shard_traffic
                                        ? *shard_traffic
                                        : out.traffic_by_pp_rank.at(static_cast<std::size_t>(pp_rank));
@@ -270,33 +277,39 @@ PlanPrediction predict_layout(const PlanLayout& p, const PlanContext& context, c
         if (found == by_dimension.end()) return;
         for (const auto& [op, volume] : found->second) {
             if (volume.calls <= 0) continue;
-            CommLine line{dimension, op, volume.calls, volume.bytes * scale, group, placement, 0, ""};
+            // Megatron's convention reduces fp32 gradients but all-gathers the bf16 parameters
+            // (its distributed optimizer, and ZeRO-3/FSDP's param_dtype): 2 bytes, not 4.
+            const bool bf16_parameters = p.states == StateConvention::megatron && op == "allgather" &&
+                                         dimension == "dp";
+            CommLine line{dimension, op, volume.calls, volume.bytes * (bf16_parameters ? 0.5 : scale), group,
+                          placement, 0, ""};
             if (op == "recv") {
                 line.source = "its time is the matching send's (one transfer)";
             } else {
                 const std::string model_op = op == "send" ? "sendrecv" : op;
                 const double share = placement == Placement::cross_host ? nics : 1.0;
                 line.time_ms = volume.calls * context.comm.time_us(model_op, line.bytes / volume.calls / share,
-                                                                   op == "send" ? 2 : group, placement) / 1e3;
+                                                                   op == "send" ? 2 : group, placement,
+                                                                   op == "send" ? 0 : members_per_host) / 1e3;
                 line.source = context.comm.source(model_op, placement);
             }
             out.comm.push_back(line);
         }
     };
-    add_lines("tp", out.memory.pp_rank, l.tp, placement_of(l.tp, cluster), wire);
+    add_lines("tp", out.memory.pp_rank, l.tp, placement_of(l.tp, cluster), wire, 1.0, 1);
     // Under context parallelism the gradients are averaged over dp x cp ranks (one group).
     // The dp x cp group's ranks are tp apart (Megatron-LM's order: tp, cp, dp, pp).
     const int sharded_over = p.shard_group > 0 ? p.shard_group : l.gradient_ranks();
     add_lines("dp", out.memory.pp_rank, sharded_over, placement_of(sharded_over * l.tp, cluster),
               p.states == StateConvention::zero ? 0.5 : 1.0,
-              nics_used(std::min(sharded_over, std::max(1, cluster.gpus_per_host / l.tp))));
+              nics_used(std::min(sharded_over, std::max(1, cluster.gpus_per_host / l.tp))), l.tp);
     // parbench's engine: the MoE layers' exchanges over the ep group (members tp x cp apart).
     // And the routed experts' gradients over the expert-data-parallel group (members tp x cp x ep apart).
     if (p.states == StateConvention::parbench && l.ep > 1) {
-        add_lines("ep", out.memory.pp_rank, l.ep, placement_of(l.ep * l.tp * l.cp, cluster), 1.0);
+        add_lines("ep", out.memory.pp_rank, l.ep, placement_of(l.ep * l.tp * l.cp, cluster), 1.0, 1.0, l.tp * l.cp);
         const int edp = expert_data_parallel_size(l.gradient_ranks(), l.ep);
         add_lines("edp", out.memory.pp_rank, edp, placement_of(edp * l.ep * l.tp * l.cp, cluster), 1.0,
-                  nics_used(std::min(edp, std::max(1, cluster.gpus_per_host / (l.tp * l.cp * l.ep)))));
+                  nics_used(std::min(edp, std::max(1, cluster.gpus_per_host / (l.tp * l.cp * l.ep)))), l.tp * l.cp * l.ep);
     }
     if (p.experts.active()) {
         // MoE: the ep group's members are tp x cp apart, the expert-dp group's tp x cp x ep apart.
@@ -354,7 +367,7 @@ PlanPrediction predict_layout(const PlanLayout& p, const PlanContext& context, c
     }
     // The cp group's attention transfers (theory/context_parallel.hpp); a ring's receives are the
     // other end of its sends, so the sends alone carry the time.
-    add_lines("cp", out.memory.pp_rank, l.cp, placement_of(l.cp * l.tp, cluster), wire);
+    add_lines("cp", out.memory.pp_rank, l.cp, placement_of(l.cp * l.tp, cluster), wire, 1.0, l.tp);
 
     // Compute, bubble, optimizer.
     out.flops_per_step = p.experts.active() ? moe_model_flops_per_step(*p.experts.model, p.global_batch, l.seq_len)
@@ -446,6 +459,7 @@ PlanPrediction predict_layout(const PlanLayout& p, const PlanContext& context, c
             largest_reduce_ms = std::max(largest_reduce_ms, each);
         }
     }
+    const double reduce_ms_total = reduce_ms, gather_ms_total = gather_ms;
     if (l.zero == 3 && l.prefetch && l.overlap && l.gradient_ranks() > 1 && gather_calls >= 2 && reduce_calls > 0) {
         // The replicas' all-reduce (hybrid sharding) follows each reduce-scatter on the same link.
         out.exposed_dp_ms = zero3_exposed_ms(gather_ms, gather_calls, reduce_ms, reduce_calls, forward_ms, backward_ms,
@@ -456,14 +470,24 @@ PlanPrediction predict_layout(const PlanLayout& p, const PlanContext& context, c
             gather_ms = std::max(largest_gather_ms, gather_ms - out.compute_ms);
         out.exposed_dp_ms = reduce_ms + gather_ms;
     }
+    double pp_ms = 0;
     for (const CommLine& line : out.comm) {
         if (line.dimension != "pp") continue;
+        pp_ms += line.time_ms;
         if (line.collective == "send" && l.p2p == P2pMode::nonblocking)
             out.exposed_pp_ms += std::min(line.calls, 2.0 * (l.pp - 1)) * line.time_ms / line.calls;
         else
             out.exposed_pp_ms += line.time_ms;
     }
-    out.step_ms = out.compute_ms + out.bubble_ms + out.optimizer_ms + out.exposed_ms();
+    // What the collectives hid, they took from the compute beside them (arXiv 2507.03114): on a
+    // GPU's compute model, that compute runs overlap_compute_slowdown slower for as long as the
+    // hidden collectives last. A measured rate (a train report) holds its own slowdown already.
+    if (context.device_compute) {
+        const double hidden_ms = std::max(0.0, reduce_ms_total + gather_ms_total - out.exposed_dp_ms) +
+                                 std::max(0.0, pp_ms - out.exposed_pp_ms);
+        out.overlap_slowdown_ms = overlap_compute_slowdown * std::min(hidden_ms, out.compute_ms);
+    }
+    out.step_ms = out.compute_ms + out.bubble_ms + out.optimizer_ms + out.exposed_ms() + out.overlap_slowdown_ms;
     const double tokens = static_cast<double>(p.global_batch) * (l.model.kind != ModelKind::mlp ? l.seq_len : 1);
     out.tokens_per_s = tokens / (out.step_ms / 1e3);
     const double peak = l.precision == Precision::bf16 ? cluster.device.peak_tflops_bf16 : cluster.device.peak_tflops_fp32;
@@ -541,7 +565,7 @@ nlohmann::json to_json(const PlanPrediction& p) {
             {"memory_bytes",
              {{"states", states_name(p.layout.states)}, {"pp_rank", p.memory.pp_rank}, {"params", p.memory.params},
               {"grads", p.memory.grads}, {"optimizer", p.memory.optimizer}, {"activations", p.memory.activations},
-              {"buffers", p.memory.buffers}, {"total", p.memory.total}, {"capacity", p.memory_capacity},
+              {"buffers", p.memory.buffers}, {"total", p.memory.total}, {"capacity", p.memory_capacity}, {"reserved", p.memory_reserved},
               {"fits", p.fits}, {"convention", p.memory.convention},
               {"activation_formula", p.memory.activation_formula},
               {"activation_bytes_per_layer", p.memory.activation_bytes_per_layer}, {"items", items}}},
@@ -555,6 +579,7 @@ nlohmann::json to_json(const PlanPrediction& p) {
              {{"compute", p.compute_ms}, {"bubble", p.bubble_ms}, {"optimizer", p.optimizer_ms},
               {"exposed_tp", p.exposed_tp_ms}, {"exposed_dp", p.exposed_dp_ms}, {"exposed_pp", p.exposed_pp_ms},
               {"exposed_cp", p.exposed_cp_ms}, {"exposed_ep", p.exposed_ep_ms},
+              {"overlap_slowdown", p.overlap_slowdown_ms},
               {"step", p.step_ms}}},
             {"compute_sharing",
              {{"ranks_per_host", p.compute_share.ranks_per_host},

@@ -97,7 +97,7 @@ nlohmann::json plan_document(const PlanInputs& inputs, const std::vector<PlanPre
          {{"model", inputs.model}, {"cluster", inputs.cluster}, {"compute", inputs.compute}, {"comm", inputs.comm},
           {"pass_costs", inputs.pass_costs}, {"states", inputs.states}}},
         {"method",
-         "step = compute + bubble + optimizer + exposed comm (src/plan/layout_plan.hpp); compute = micro-batches x "
+         "step = compute + bubble + optimizer + exposed comm + the compute slowed beside hidden comm (src/plan/layout_plan.hpp); compute = micro-batches x "
          "the busiest pipeline rank's forward, backward and recompute work (GEMMs on the device's curve, element-wise "
          "bytes at HBM bandwidth, src/plan/stage_compute.hpp), or with one rate (model + recompute FLOPs) / "
          "(GPUs x rate); comm per collective t = alpha + S x busfactor(n) / busbw per "
@@ -171,12 +171,16 @@ void print_plan_console(std::ostream& out, const PlanInputs& inputs, const std::
         out << "layout: " << layout_label(p.layout) << " (global batch " << p.layout.global_batch << ", micro-batch "
             << p.layout.engine.microbatch_size << ")\n";
         char line[512];
+        char reserve[128] = "";
+        if (p.memory_reserved > 0)
+            std::snprintf(reserve, sizeof reserve, " usable (%s kept by the allocator and runtime)",
+                          memory_text(p.memory_reserved).c_str());
         std::snprintf(line, sizeof line, "memory per GPU (rank of stage %d, --states %s): params %s, grads %s, "
-                      "optimizer %s, activations %s, buffers %s; total %s of %s: %s\n",
+                      "optimizer %s, activations %s, buffers %s; total %s of %s%s: %s\n",
                       p.memory.pp_rank, states_name(p.layout.states).c_str(), memory_text(p.memory.params).c_str(),
                       memory_text(p.memory.grads).c_str(), memory_text(p.memory.optimizer).c_str(),
                       memory_text(p.memory.activations).c_str(), memory_text(p.memory.buffers).c_str(),
-                      memory_text(p.memory.total).c_str(), memory_text(p.memory_capacity).c_str(),
+                      memory_text(p.memory.total).c_str(), memory_text(p.memory_capacity).c_str(), reserve,
                       p.fits ? "fits" : "DOES NOT FIT");
         out << line;
         out << "  states: " << p.memory.convention << "\n  activations: " << p.memory.activation_formula << "\n";
@@ -204,9 +208,9 @@ void print_plan_console(std::ostream& out, const PlanInputs& inputs, const std::
             out << line;
         }
         std::snprintf(line, sizeof line, "step time: %.3f ms = compute %.3f + bubble %.3f + optimizer %.3f + exposed "
-                      "tp %.3f + dp %.3f + pp %.3f%s\n",
+                      "tp %.3f + dp %.3f + pp %.3f%s + overlap slowdown %.3f\n",
                       p.step_ms, p.compute_ms, p.bubble_ms, p.optimizer_ms, p.exposed_tp_ms, p.exposed_dp_ms,
-                      p.exposed_pp_ms, cp_part);
+                      p.exposed_pp_ms, cp_part, p.overlap_slowdown_ms);
         out << line;
         std::snprintf(line, sizeof line, "MFU %.1f%% (%s%s), %.4g tokens/s (model FLOPs per step %.4g)\n", 100.0 * p.mfu,
                       assumed ? "assumed" : "calibrated", p.moe.active ? ", on active parameters" : "", p.tokens_per_s,

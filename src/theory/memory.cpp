@@ -6,6 +6,7 @@
 #include "theory/context_parallel.hpp"
 #include "theory/model_layout.hpp"
 #include "theory/moe_memory.hpp"
+#include "theory/pipeline/partition.hpp"
 #include "theory/rank_traffic.hpp"
 
 namespace parbench {
@@ -102,49 +103,36 @@ void matmul_items(const EngineLayout& l, const std::vector<MatmulShape>& shapes,
 }
 
 // What a transformer keeps per layer and at its ends (element counts; items.activation counts
-// fp32 bytes): without a pipeline every layer's stores and the embedding/head buffers; with one, the
-// schedule's peak of activation slots per chunk (train/pipeline/pipeline_executor.cpp), each
-// holding its layers' stores, the zero-bubble stash, the boundary tensors and, on the last
-// stage, the head's. Returns whether this rank holds the head. Shared by the GPT and Llama items.
-// `moe_block`: what an MoE layer keeps instead of `block` (models with "moe").
+// fp32 bytes): without a pipeline every layer's stores and the embedding/head buffers; with one,
+// the rank's activation pool shared by its chunks (theory/pipeline/partition.hpp's
+// activation_pool, what train/models/transformer_parts.hpp allocates): slots of boundary
+// tensors, layer stores (with the zero-bubble stash) and, on the last stage, the head's.
+// Returns whether this rank holds the head. Shared by the GPT and Llama items.
+// `moe_block`: what an MoE layer keeps instead of `block` (models with "moe"); its stores are a
+// kind of their own unless full recompute makes every layer keep the same. An MoE layer defers
+// nothing to W, so only the dense stores have a zero-bubble stash (zb-h1 refuses full recompute).
 bool layer_store_items(const EngineLayout& l, const PipelinePart& part, const std::string& norm, double block,
                        double stash, double rc, double head, ItemList& items, double moe_block = 0.0) {
-    bool holds_head = true;
-    // Of layers [first, end): how many are MoE layers.
-    auto moe_layers = [&](int first, int end) {
-        int count = 0;
-        for (int layer = first; layer < end; ++layer) count += l.model.moe && l.model.moe->is_moe_layer(layer);
-        return static_cast<double>(count);
-    };
     const std::string moe_stores = "MoE layer stores: attention, router, dispatch/combine buffers, expert activations";
     if (!part.active()) {
-        const double moe = moe_layers(0, l.model.layers);
+        double moe = 0;
+        for (int layer = 0; layer < l.model.layers; ++layer) moe += l.model.moe && l.model.moe->is_moe_layer(layer);
         items.activation("layer stores (per layer)", l.model.layers - moe, block);
         items.activation(moe_stores + " (per MoE layer)", moe, moe_block);
         items.activation("embedding output, backward running gradient", 2, rc);
         items.activation("final " + norm + ", logits, softmax stats", 1, head);
-    } else {
-        holds_head = false;
-        for (std::size_t c = 0; c < part.chunks.size(); ++c) {
-            const LayerRange& range = part.chunks[c];
-            const double slots = part.slots.at(c);
-            const double moe = moe_layers(range.first, range.end);
-            const double layers = range.end - range.first - moe;
-            const std::string chunk = part.chunks.size() > 1 ? " of chunk " + std::to_string(c) : "";
-            items.activation("activation slots" + chunk + " (schedule's peak in flight): layer stores", slots * layers,
-                             block);
-            items.activation("activation slots" + chunk + ": " + moe_stores, slots * moe, moe_block);
-            if (part.split_backward)
-                items.activation("activation slots" + chunk + ": zero-bubble weight-gradient stash", slots * layers,
-                                 stash);
-            items.activation("activation slots" + chunk + ": boundary input and gradient", 2 * slots, rc);
-            if (range.end == l.model.layers) {
-                holds_head = true;
-                items.activation("activation slots" + chunk + ": final " + norm + ", logits, softmax stats", slots, head);
-            }
-        }
+        return true;
     }
-    return holds_head;
+    const ActivationPool pool = activation_pool(part, transformer_layer_store_kinds(l.model, l.recompute));
+    const double dense = pool.layer_stores.at(0);
+    const double moe = pool.layer_stores.size() > 1 ? pool.layer_stores[1] : 0.0;
+    const std::string what = "activation pool (the schedule's peak held at once over the rank's chunks)";
+    items.activation(what + ": layer stores", dense, block);
+    items.activation(what + ": " + moe_stores, moe, moe_block);
+    if (part.split_backward) items.activation(what + ": zero-bubble weight-gradient stash", dense, stash);
+    items.activation(what + ": boundary input and gradient", 2.0 * pool.slots, rc);
+    items.activation(what + ": final " + norm + ", logits, softmax stats", pool.heads, head);
+    return pool.heads > 0;
 }
 
 // train/models/gpt.cpp's allocate_activations: per-micro-batch data, per-layer stores (in pipeline
@@ -320,6 +308,9 @@ void mlp_items(const EngineLayout& l, ItemList& items) {
     items.activation("layer stores (all layers)", 1, stored);
     items.activation("backward scratch (loss gradient, two activation gradients)", 1, b + 2 * b * H);
     if (allgather) items.activation("allgather-style scratch (slice, gathered gradient)", 1, b * Hl + b * H);
+    if (mlp_holds_gradient_piece(l.tp, l.precision, l.microbatches))
+        items.activation("weight-gradient piece (AdamW fused with the weight gradient)", 1,
+                         std::min(H, static_cast<double>(mlp_gradient_piece_rows)) * H);
     matmul_items(l, {{static_cast<int>(b), static_cast<int>(H), static_cast<int>(H)}}, items);
 }
 
@@ -327,8 +318,9 @@ void mlp_items(const EngineLayout& l, ItemList& items) {
 
 std::optional<EnginePipeline> engine_pipeline(const EngineLayout& l) {
     if (l.pp <= 1) return std::nullopt;
-    EnginePipeline pipeline{make_schedule(l.schedule, ScheduleShape{l.pp, l.microbatches, l.virtual_stages}), {}};
+    EnginePipeline pipeline{make_schedule(l.schedule, ScheduleShape{l.pp, l.microbatches, l.virtual_stages}), {}, {}};
     pipeline.in_flight = peak_in_flight(pipeline.schedule, l.p2p);
+    pipeline.occupancy = chunk_occupancy(pipeline.schedule, l.p2p);
     return pipeline;
 }
 
@@ -343,6 +335,7 @@ EngineRank engine_rank(const EngineLayout& l, int pp_rank, const EnginePipeline*
         // pipeline_part (theory/pipeline/partition.cpp) with the peak computed once.
         rank.part.split_backward = pipeline->schedule.split_backward;
         rank.part.slots = pipeline->in_flight.at(static_cast<std::size_t>(pp_rank));
+        rank.part.occupancy = pipeline->occupancy.at(static_cast<std::size_t>(pp_rank));
         for (int c = 0; c < l.virtual_stages; ++c)
             rank.part.chunks.push_back(l.stage_ranges.at(static_cast<std::size_t>(c * l.pp + pp_rank)));
         rank.layout = rank.layout.select_units(pipeline_part_units(l.model, rank.part));

@@ -26,6 +26,16 @@
 
 namespace parbench {
 
+// train/models/mlp.cpp fuses each layer's weight gradient with its AdamW update when its scheme
+// updates in pieces (ParameterAccess::updates_in_pieces): rows of the gradient are computed into
+// one buffer of this many rows (fewer in a narrower layer), small enough to stay in a core's L2
+// beside the update's streams, and updated from there. The MLP holds that buffer whenever the
+// fusion can happen: whole layers (tp 1), fp32 matmuls, one micro-batch.
+inline constexpr int mlp_gradient_piece_rows = 128;
+inline bool mlp_holds_gradient_piece(int tp, Precision precision, int microbatches) {
+    return tp == 1 && precision == Precision::fp32 && microbatches == 1;
+}
+
 // A layout as parbench's engine would run it: everything the ledger's contents depend on.
 struct EngineLayout {
     ModelConfig model;
@@ -86,6 +96,7 @@ struct EngineRank {
 struct EnginePipeline {
     Schedule schedule;
     std::vector<std::vector<int>> in_flight;  // per rank, per chunk (schedule_simulation.hpp)
+    std::vector<ChunkOccupancy> occupancy;    // per rank (schedule_simulation.hpp)
 };
 std::optional<EnginePipeline> engine_pipeline(const EngineLayout& layout);
 EngineRank engine_rank(const EngineLayout& layout, int pp_rank, const EnginePipeline* pipeline = nullptr);

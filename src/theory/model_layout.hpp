@@ -23,7 +23,10 @@ struct LayerRange {
 };
 struct PipelinePart {
     std::vector<LayerRange> chunks;  // empty: the whole model, run by forward / backward
-    std::vector<int> slots;          // per chunk
+    std::vector<int> slots;          // per chunk: its own peak of micro-batches held
+    // The chunks' held micro-batches at each moment one is taken (theory/pipeline/schedule.hpp's
+    // ChunkOccupancy): what sizes the pool the chunks share (theory/pipeline/partition.hpp).
+    std::vector<std::vector<int>> occupancy;
     bool split_backward = false;     // the schedule runs B (input gradient) and W (weights) apart
     bool active() const { return !chunks.empty(); }
 };

@@ -106,6 +106,22 @@ constexpr OpCost gqa_attention_backward_cost(double B, double T, double NH, doub
                            2.0 * B * T * (NH + 2.0 * NKV) * hs)};
 }
 
+// Block (FlashAttention-style) attention over whole sequences, causal (CpuOps::block_attention_*:
+// one causal block, then finish; backward: delta, then the block). The FLOPs by the convention
+// above (the full T x T matrix); the traffic has no T x T term: the scores never leave the cache.
+// forward: reads q, k, v; writes out and lse
+constexpr OpCost block_attention_forward_cost(double B, double T, double NH, double NKV, double hs) {
+    return {4.0 * B * T * T * NH * hs + 5.0 * B * NH * T * T,
+            detail::f32 * (B * T * (2.0 * NH + 2.0 * NKV) * hs + B * T * NH)};
+}
+// backward: the standard backward's work plus the recomputed scores (2 T^2 hs a head) and D;
+// reads dout, out, q, k, v and lse; dq, dk, dv +=
+constexpr OpCost block_attention_backward_cost(double B, double T, double NH, double NKV, double hs) {
+    return {10.0 * B * T * T * NH * hs + 4.0 * B * NH * T * T + 2.0 * B * T * NH * hs,
+            detail::f32 * (2.0 * B * T * NH * hs + B * T * (NH + 2.0 * NKV) * hs + B * T * NH +
+                           2.0 * B * T * (NH + 2.0 * NKV) * hs)};
+}
+
 constexpr OpCost mse_forward_cost(double N, double D) { return {3.0 * N * D, detail::f32 * (2.0 * N * D + N)}; }
 constexpr OpCost mse_backward_cost(double N, double D) { return {4.0 * N * D, detail::f32 * (4.0 * N * D + N)}; }
 

@@ -34,6 +34,10 @@ namespace {
 }
 }  // namespace
 
+void ParameterAccess::update_piece(int, std::size_t, std::size_t, const float*) {
+    throw std::logic_error("ParameterAccess::update_piece: this scheme does not update in pieces");
+}
+
 std::size_t Model::boundary_numel() const { no_pipeline("boundary_numel"); }
 float* Model::boundary_input(int, int) { no_pipeline("boundary_input"); }
 const float* Model::boundary_output(int, int) { no_pipeline("boundary_output"); }

@@ -35,6 +35,15 @@ class ParameterAccess {
     virtual float* gradients(int unit) = 0;
     // Every contribution of this micro-batch to the unit's gradient has been added.
     virtual void gradients_complete(int unit) = 0;
+    // The optimizer fused with the gradient, piece by piece: true when this micro-batch's
+    // contribution is the unit's whole gradient and gradients_complete(unit) would update the
+    // unit at once. The model may then, before gradients_complete(unit), hand over complete
+    // gradients of adjacent pieces of the unit with update_piece instead of adding them to
+    // gradients(unit) (whose elements there stay untouched); gradients_complete updates the rest.
+    // A piece is updated at once: the model must be done reading those parameters.
+    virtual bool updates_in_pieces(int /*unit*/) const { return false; }
+    // Elements [first, first + count) of the unit (layout order) updated with `gradient` (count).
+    virtual void update_piece(int unit, std::size_t first, std::size_t count, const float* gradient);
 };
 
 struct MicrobatchShape {

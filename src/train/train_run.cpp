@@ -457,6 +457,9 @@ TrainMeasurements run_training(const TrainPlan& plan, Mesh& mesh, Device& device
         pm.p2p_bytes = allgather_values(static_cast<double>(pipeline_totals.p2p_bytes) / steps, control);
         pm.peer_wait_ms = allgather_values(peer_wait_ms / steps, control);
         pm.in_flight = peak_in_flight(*schedule, plan.p2p);
+        for (int r = 0; r < o.pp; ++r)
+            pm.kept_pools.push_back(activation_pool(pipeline_part(*schedule, r, plan.stage_ranges, plan.p2p),
+                                                    transformer_layer_store_kinds(plan.model, plan.recompute)));
         pm.events = std::move(traced_events);
         result.pipeline = std::move(pm);
     }

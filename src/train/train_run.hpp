@@ -13,6 +13,7 @@
 #include "comm/communicator.hpp"
 #include "device/device.hpp"
 #include "theory/parameter_layout.hpp"
+#include "theory/pipeline/partition.hpp"
 #include "theory/traffic.hpp"
 #include "train/matmuls.hpp"
 #include "train/memory_ledger.hpp"
@@ -34,6 +35,7 @@ struct PipelineMeasurements {
     std::vector<double> p2p_bytes;          // per rank, per step, sent
     std::vector<double> peer_wait_ms;       // per rank, per step: PipelineStepStats::peer_wait_ms
     std::vector<std::vector<int>> in_flight;  // per pipeline rank, per chunk: the schedule's peak
+    std::vector<ActivationPool> kept_pools;   // per pipeline rank: what its model allocated (partition.hpp)
     std::vector<std::vector<TimelineEvent>> events;  // rank 0, per world rank, when traced (gathered after each step)
 };
 

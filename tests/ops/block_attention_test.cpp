@@ -123,6 +123,35 @@ TEST(CpuOps, BlockwiseCausalAttentionEqualsWholeSequence) {
         }
 }
 
+// A block longer than the kernels' 32-row query sub-blocks (80 rows: 32, 32 and 16, the last
+// short), the whole sequence in one block (the FlashAttention-style use) or in two, against the
+// standard attention on the whole sequence.
+TEST(CpuOps, LongBlocksInQuerySubBlocksEqualTheStandardAttention) {
+    CpuOps ops;
+    const GqaShape s{2, 80, 4, 2, 8, 0, 2};
+    const auto q = random_vector(s.q_elements(), 90), k = random_vector(s.kv_elements(), 91),
+               v = random_vector(s.kv_elements(), 92), dout = random_vector(s.q_elements(), 93);
+    std::vector<float> expected(s.q_elements()), preatt(s.score_elements()), att(s.score_elements()),
+        dpreatt(s.score_elements()), datt(s.score_elements());
+    ops.gqa_attention_forward(expected.data(), preatt.data(), att.data(), q.data(), k.data(), v.data(), s);
+    auto expected_dq = prefilled(s.q_elements()), expected_dk = prefilled(s.kv_elements()),
+         expected_dv = prefilled(s.kv_elements());
+    ops.gqa_attention_backward(expected_dq.data(), expected_dk.data(), expected_dv.data(), dpreatt.data(), datt.data(),
+                               dout.data(), q.data(), k.data(), v.data(), att.data(), s);
+    for (int blocks : {1, 2}) {
+        SCOPED_TRACE(::testing::Message() << blocks << " blocks");
+        const Blockwise blockwise{ops, s, blocks};
+        std::vector<float> out(s.q_elements()), lse;
+        blockwise.forward(out, lse, q, k, v);
+        EXPECT_TRUE(all_close(out, expected));
+        auto dq = prefilled(s.q_elements()), dk = prefilled(s.kv_elements()), dv = prefilled(s.kv_elements());
+        blockwise.backward(dq, dk, dv, dout, out, lse, q, k, v);
+        EXPECT_TRUE(all_close(dq, expected_dq, 1e-5, 1e-4));
+        EXPECT_TRUE(all_close(dk, expected_dk, 1e-5, 1e-4));
+        EXPECT_TRUE(all_close(dv, expected_dv, 1e-5, 1e-4));
+    }
+}
+
 // The gradient of the blockwise composition (3 blocks, causal, grouped heads) is d(loss) of
 // the blockwise forward itself, block backward summed over the pairs.
 TEST(CpuOps, BlockwiseBackwardMatchesFiniteDifferences) {

@@ -414,6 +414,70 @@ TEST_F(CudaOpsTest, Mse) {
     EXPECT_TRUE(all_close(download(d_dpred, dpred.size()), dpred));
 }
 
+// The MoE ops (kernels/moe.cu) on a routed group with dropped assignments: routing, dispatch,
+// combine and their backward, and the host copies the MoE layer syncs with.
+TEST_F(CudaOpsTest, MoeRouteDispatchCombine) {
+    const int N = 41, E = 6, k = 2, C = 37;
+    const auto logits = random_vector(static_cast<std::size_t>(N) * E, 90, -3.0f, 3.0f);
+    const auto bias = random_vector(E, 91, -0.1f, 0.1f);
+    for (MoeScore score : {MoeScore::softmax, MoeScore::sigmoid}) {
+        std::vector<float> scores(static_cast<std::size_t>(N) * E), weights(static_cast<std::size_t>(N) * k);
+        std::vector<int> chosen(static_cast<std::size_t>(N) * k);
+        Buffer d_logits = upload(logits), d_bias = upload(bias), d_scores = upload(scores), d_weights = upload(weights),
+               d_chosen = upload(chosen);
+        cpu_.moe_route(scores.data(), chosen.data(), weights.data(), logits.data(), bias.data(), N, E, k, score);
+        gpu_->moe_route(d_scores.as<float>(), d_chosen.as<int>(), d_weights.as<float>(), d_logits.as<float>(),
+                        d_bias.as<float>(), N, E, k, score);
+        EXPECT_TRUE(all_close(download(d_scores, scores.size()), scores));
+        EXPECT_TRUE(all_close(download(d_weights, weights.size()), weights));
+        EXPECT_EQ(download<int>(d_chosen, chosen.size()), chosen);
+
+        // Rows as the capacity leaves them: every third assignment dropped, the rest in order.
+        std::vector<int> slot(chosen.size()), routed(E, 0);
+        int rows = 0;
+        for (std::size_t a = 0; a < slot.size(); ++a) slot[a] = a % 3 == 2 ? -1 : rows++;
+        for (int e : chosen) ++routed[static_cast<std::size_t>(e)];
+        const auto x = random_vector(static_cast<std::size_t>(N) * C, 92), dout = random_vector(x.size(), 93);
+        const auto expert_out = random_vector(static_cast<std::size_t>(rows) * C, 94);
+        std::vector<float> dispatched(expert_out.size(), 0.0f), out = random_vector(x.size(), 95),
+                                                                dx = random_vector(x.size(), 96);
+        std::vector<float> dexpert_out(expert_out.size()), dweights(weights.size()), dlogits(scores.size());
+        Buffer d_slot = upload(slot), d_routed = upload(routed), d_x = upload(x), d_dout = upload(dout),
+               d_expert_out = upload(expert_out), d_dispatched = upload(dispatched), d_out = upload(out),
+               d_dx = upload(dx), d_dexpert_out = upload(dexpert_out), d_dweights = upload(dweights),
+               d_dlogits = upload(dlogits);
+        cpu_.moe_dispatch(dispatched.data(), x.data(), slot.data(), N, k, C);
+        cpu_.moe_combine(out.data(), expert_out.data(), slot.data(), weights.data(), N, k, C);
+        cpu_.moe_combine_backward(dexpert_out.data(), dweights.data(), dout.data(), expert_out.data(), slot.data(),
+                                  weights.data(), N, k, C);
+        cpu_.moe_dispatch_backward(dx.data(), expert_out.data(), slot.data(), N, k, C);
+        cpu_.moe_route_backward(dlogits.data(), dweights.data(), scores.data(), weights.data(), chosen.data(),
+                                routed.data(), 0.25, N, E, k, score);
+        // The GPU's backward from the CPU's scores and weights, so only the op under test differs.
+        Buffer d_cpu_scores = upload(scores), d_cpu_weights = upload(weights);
+        gpu_->moe_dispatch(d_dispatched.as<float>(), d_x.as<float>(), d_slot.as<int>(), N, k, C);
+        gpu_->moe_combine(d_out.as<float>(), d_expert_out.as<float>(), d_slot.as<int>(), d_cpu_weights.as<float>(), N,
+                          k, C);
+        gpu_->moe_combine_backward(d_dexpert_out.as<float>(), d_dweights.as<float>(), d_dout.as<float>(),
+                                   d_expert_out.as<float>(), d_slot.as<int>(), d_cpu_weights.as<float>(), N, k, C);
+        gpu_->moe_dispatch_backward(d_dx.as<float>(), d_expert_out.as<float>(), d_slot.as<int>(), N, k, C);
+        gpu_->moe_route_backward(d_dlogits.as<float>(), d_dweights.as<float>(), d_cpu_scores.as<float>(),
+                                 d_cpu_weights.as<float>(), d_chosen.as<int>(), d_routed.as<int>(), 0.25, N, E, k,
+                                 score);
+        EXPECT_EQ(download(d_dispatched, dispatched.size()), dispatched);  // copies: exact
+        EXPECT_TRUE(all_close(download(d_out, out.size()), out));
+        EXPECT_TRUE(all_close(download(d_dexpert_out, dexpert_out.size()), dexpert_out));
+        EXPECT_TRUE(all_close(download(d_dweights, dweights.size()), dweights, {1e-5, 1e-4}));
+        EXPECT_TRUE(all_close(download(d_dx, dx.size()), dx));
+        EXPECT_TRUE(all_close(download(d_dlogits, dlogits.size()), dlogits, {1e-5, 1e-4}));
+
+        std::vector<int> back(slot.size());
+        gpu_->copy_from_host(d_chosen.as<int>(), slot.data(), slot.size() * sizeof(int));
+        gpu_->copy_to_host(back.data(), d_chosen.as<int>(), back.size() * sizeof(int));
+        EXPECT_EQ(back, slot);
+    }
+}
+
 TEST_F(CudaOpsTest, AdamW) {
     const std::size_t n = 777;
     auto params = random_vector(n, 43), m = random_vector(n, 44, -0.1f, 0.1f), v = random_vector(n, 45, 0.0f, 0.01f);

@@ -2,6 +2,7 @@
 // naive loops and backward against central finite differences.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cmath>
 #include <vector>
 
@@ -232,6 +233,28 @@ TEST(CpuOps, OverwriteFormsEqualTheAccumulatingFormsOnZeroedBuffers) {
     ops.crossentropy_shard_backward_overwrite(dlogits_written.data(), dlosses.data(), logits.data(), maxes.data(),
                                               sums.data(), targets.data(), BT, V, shard);
     EXPECT_EQ(dlogits_written, dlogits);
+}
+
+// The MLP's optimizer fused with its weight gradient (train/models/mlp.cpp) computes the
+// gradient piece by piece into a buffer holding anything: each piece must be the same bits as
+// those rows of the whole gradient added to zeros, so that the fused update equals the unfused
+// one (pieces of 7 rows of 19: a short last piece; C = 37 a remainder after 16-wide loops).
+TEST(CpuOps, WeightGradientRowsAreTheRowsOfTheWholeWeightGradient) {
+    CpuOps ops;
+    ASSERT_TRUE(ops.has_weight_gradient_rows());
+    const int N = 64, C = 37, OC = 19, piece_rows = 7;
+    const auto inp = random_vector(N * C, 50), dout = random_vector(N * OC, 51);
+    std::vector<float> whole(OC * C, 0.0f);
+    ops.matmul_backward(nullptr, whole.data(), nullptr, dout.data(), inp.data(), nullptr, N, C, OC);
+    for (int first = 0; first < OC; first += piece_rows) {
+        const int rows = std::min(piece_rows, OC - first);
+        std::vector<float> piece(static_cast<std::size_t>(piece_rows * C), std::nanf(""));
+        ops.matmul_weight_gradient_rows(piece.data(), dout.data(), inp.data(), N, C, OC, first, rows);
+        for (int r = 0; r < rows; ++r)
+            for (int c = 0; c < C; ++c)
+                ASSERT_EQ(piece[static_cast<std::size_t>(r * C + c)], whole[static_cast<std::size_t>((first + r) * C + c)])
+                    << "row " << first + r << ", column " << c;
+    }
 }
 
 // The DDP scheme's update: the same bits as adamw_update (every vector width: n = 37 leaves a

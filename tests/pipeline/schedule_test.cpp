@@ -9,6 +9,7 @@
 
 #include "core/error.hpp"
 #include "tests/support/usage_error_text.hpp"
+#include "theory/pipeline/partition.hpp"
 #include "theory/pipeline/schedule.hpp"
 #include "theory/pipeline/schedule_simulation.hpp"
 
@@ -119,6 +120,64 @@ TEST(Schedule, PeakActivationsInFlight) {
     // ZB-H1 keeps p in flight on every rank: 1F1B's peak, held until W.
     EXPECT_EQ(peak_in_flight(make_schedule(ScheduleKind::zero_bubble_h1, shape)),
               (std::vector<std::vector<int>>{{4}, {4}, {4}, {4}}));
+}
+
+// One pool per rank, sized by the peak held at once over its chunks: under the interleaved
+// schedule exactly Megatron-LM's count, min((p-r-1)*2 + (v-1)*p, m*v) + 1 (micro-batch, chunk)
+// pairs on rank r (arXiv 2104.04473 sec. 2.2), p*v + p - 1 on rank 0: L(1 + (p-1)/(p*v)) layers
+// (arXiv 2205.05198 sec. 4.2.3); fewer than the sum of the chunks' own peaks. With one chunk
+// (GPipe, 1F1B, ZB-H1) the pool is that chunk's peak.
+TEST(Schedule, ActivationPoolIsTheRanksPeakHeldAtOnce) {
+    for (int p : {2, 3, 4, 8})
+        for (int v : {2, 3, 4})
+            for (int m : {p, 2 * p, 4 * p}) {
+                const int layers = 2 * p * v;  // chunks of 2 layers
+                const Schedule s = make_schedule(ScheduleKind::interleaved, ScheduleShape{p, m, v});
+                const std::vector<LayerRange> ranges = virtual_stage_layers(layers, p, v, {});
+                bool below_per_chunk_pools = false;
+                for (int r = 0; r < p; ++r) {
+                    SCOPED_TRACE("p=" + std::to_string(p) + " v=" + std::to_string(v) + " m=" + std::to_string(m) +
+                                 " rank " + std::to_string(r));
+                    const PipelinePart part = pipeline_part(s, r, ranges);
+                    const ActivationPool pool = activation_pool(part, std::vector<int>(static_cast<std::size_t>(layers), 0));
+                    const int megatron = std::min(std::min((p - r - 1) * 2 + (v - 1) * p, m * v) + 1, m * v);
+                    EXPECT_EQ(pool.slots, megatron);
+                    EXPECT_EQ(pool.layer_stores, std::vector<int>{2 * megatron});
+                    if (r == 0 && m * v >= p * v + p - 1)  // enough micro-batches to fill the warm-up
+                        EXPECT_EQ(pool.layer_stores[0] * p * v, layers * (p * v + p - 1))
+                            << "rank 0: L(1 + (p-1)/(p v)) layers";
+                    int per_chunk_pools = 0;
+                    for (int held : part.slots) per_chunk_pools += held;
+                    EXPECT_LE(pool.slots, per_chunk_pools);
+                    below_per_chunk_pools = below_per_chunk_pools || pool.slots < per_chunk_pools;
+                    EXPECT_EQ(pool.heads, r == p - 1 ? 1 : 0);  // the last stage runs each micro-batch's F then B
+                }
+                // With m = p the chunks' peaks coincide (every chunk's micro-batches are all in
+                // flight at the end of the warm-up) and the pool saves nothing; with more it does.
+                if (m > p) EXPECT_TRUE(below_per_chunk_pools) << "p=" << p << " v=" << v << " m=" << m;
+            }
+    for (ScheduleKind kind : {ScheduleKind::gpipe, ScheduleKind::one_f_one_b, ScheduleKind::zero_bubble_h1}) {
+        const Schedule s = make_schedule(kind, ScheduleShape{4, 8, 1});
+        for (int r = 0; r < 4; ++r) {
+            const PipelinePart part = pipeline_part(s, r, virtual_stage_layers(8, 4, 1, {}));
+            const ActivationPool pool = activation_pool(part, std::vector<int>(8, 0));
+            EXPECT_EQ(pool.slots, part.slots.at(0));
+            EXPECT_EQ(pool.layer_stores, std::vector<int>{2 * part.slots.at(0)});
+        }
+    }
+}
+
+// Layer stores of different kinds (dense, MoE) are pooled apart: each kind's peak.
+TEST(Schedule, ActivationPoolCountsEachKindOfLayerStore) {
+    const Schedule s = make_schedule(ScheduleKind::interleaved, ScheduleShape{2, 4, 2});
+    // 8 layers in 4 chunks of 2; odd layers MoE: every chunk one of each.
+    const std::vector<int> kinds{0, 1, 0, 1, 0, 1, 0, 1};
+    const PipelinePart part = pipeline_part(s, 0, virtual_stage_layers(8, 2, 2, {}));
+    const ActivationPool pool = activation_pool(part, kinds);
+    EXPECT_EQ(pool.layer_stores, (std::vector<int>{pool.slots, pool.slots}));
+    // Rank 0's chunks hold layers 0-1 (dense) and 4-5 (MoE): each kind peaks with its chunk's own peak.
+    const ActivationPool split = activation_pool(part, {0, 0, 0, 0, 1, 1, 1, 1});
+    EXPECT_EQ(split.layer_stores, (std::vector<int>{2 * part.slots.at(0), 2 * part.slots.at(1)}));
 }
 
 TEST(Schedule, MismatchedOrdersAreCaught) {

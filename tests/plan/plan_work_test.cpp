@@ -270,5 +270,133 @@ TEST(PipelineTransfers, AcrossHostsScatterOverTpThenGatherInside) {
     EXPECT_TRUE(found);
 }
 
+// A framework's job cannot use the whole HBM: the caching allocator's reserve and the runtime keep
+// memory_reserved_gib of it (GMLake, arXiv 2401.08156). The zero and megatron conventions fit in
+// what is left; parbench's convention, which counts its own engine's buffers, keeps the whole.
+TEST(MemoryReserve, FrameworkConventionsFitInTheHbmLessTheReserve) {
+    ClusterSpec cluster;
+    cluster.device = device_preset("A100");
+    EXPECT_NEAR(cluster.device.memory_reserved_gib, 9.2e9 / (1u << 30), 1e-9);
+    cluster.gpus = 8;
+    ComputeRate rate;
+    rate.tflops_per_gpu = 100;
+    const PlanContext context{cluster, CommModel(cluster), rate, PassCosts{}, false, true, std::nullopt};
+    PlanLayout p = hand_layout();
+    p.engine.dp = 2;
+    p.global_batch = 2;
+    const double gib = 1024.0 * 1024.0 * 1024.0;
+    const PlanPrediction zero = predict_layout(p, context);
+    EXPECT_DOUBLE_EQ(zero.memory_reserved, cluster.device.memory_reserved_gib * gib);
+    EXPECT_DOUBLE_EQ(zero.memory_capacity, (80.0 - cluster.device.memory_reserved_gib) * gib);
+    // A layout that needs more than what is left does not fit, though it is below 80 GiB.
+    ClusterSpec small = cluster;
+    small.device.memory_gib = zero.memory.total / gib + 1.0;
+    small.device.memory_reserved_gib = 2.0;
+    const PlanContext tight{small, CommModel(small), rate, PassCosts{}, false, true, std::nullopt};
+    EXPECT_FALSE(predict_layout(p, tight).fits);
+    small.device.memory_reserved_gib = 0.5;
+    const PlanContext roomy{small, CommModel(small), rate, PassCosts{}, false, true, std::nullopt};
+    EXPECT_TRUE(predict_layout(p, roomy).fits);
+    p.states = StateConvention::parbench;
+    p.engine.precision = Precision::fp32;
+    EXPECT_EQ(predict_layout(p, context).memory_reserved, 0.0);
+}
+
+TEST(MemoryReserve, AClusterFileReserveAtOrAboveTheHbmIsRefusedNamingTheKey) {
+    const nlohmann::json document = nlohmann::json::parse(
+        R"({"device": {"peak_tflops_bf16": 100, "memory_gib": 16, "memory_reserved_gib": 16,
+            "intra_host": {"latency_us": 1, "busbw_gbps": 10}, "cross_host": {"latency_us": 1, "busbw_gbps": 1}},
+            "gpus": 8})");
+    try {
+        parse_cluster(document, "--cluster c.json");
+        FAIL() << "accepted a reserve equal to the HBM";
+    } catch (const UsageError& error) {
+        EXPECT_NE(std::string(error.what()).find("memory_reserved_gib"), std::string::npos) << error.what();
+    }
+}
+
+// NCCL runs all-gather and reduce-scatter as rings: each of the n - 1 steps adds its hop's
+// latency (src/graph/tuning.cc), so a call across 128 hosts waits milliseconds, where the
+// per-call figure alone said 20 us. All-reduce (NCCL's tree across hosts) and calibrated fits
+// keep their own alpha.
+TEST(RingLatency, CrossHostGathersAddAStepPerRank) {
+    ClusterSpec cluster;
+    cluster.device = device_preset("A100");
+    const CommModel model(cluster);
+    const LinkModel& net = cluster.device.cross_host;
+    const double bandwidth_us = 1e6 * 511.0 / 512.0 / (net.busbw_gbps * 1e3);
+    // 512 ranks, 4 on each of 128 hosts: 127 network steps and 384 NVLink steps.
+    EXPECT_NEAR(model.time_us("allgather", 1e6, 512, Placement::cross_host, 4),
+                net.latency_us + 127 * 9.6 + 384 * 3.4 + bandwidth_us, 1e-6);
+    EXPECT_NEAR(model.time_us("reducescatter", 1e6, 512, Placement::cross_host, 4),
+                model.time_us("allgather", 1e6, 512, Placement::cross_host, 4), 1e-9);
+    // Without the members per host (a point-to-point line), and for all-reduce, the per-call figure.
+    EXPECT_NEAR(model.time_us("allgather", 1e6, 512, Placement::cross_host), net.latency_us + bandwidth_us, 1e-6);
+    EXPECT_NEAR(model.time_us("allreduce", 1e6, 512, Placement::cross_host, 4),
+                net.latency_us + 2 * bandwidth_us, 1e-6);
+    // Inside a host the preset's per-call figure holds (at most 8 ranks).
+    EXPECT_NEAR(model.time_us("allgather", 1e6, 8, Placement::intra_host, 8),
+                cluster.device.intra_host.latency_us + 1e6 * 7.0 / 8.0 / (cluster.device.intra_host.busbw_gbps * 1e3), 1e-6);
+}
+
+// A hidden collective is not free: the compute beside it runs overlap_compute_slowdown slower
+// (arXiv 2507.03114, 18.9 % on average) for as long as the collective lasts; exposed time is
+// already in the step. With one measured rate instead of the device's curve, nothing is added.
+TEST(OverlapSlowdown, HiddenCollectivesSlowTheComputeBesideThem) {
+    PlanLayout p = hand_layout();
+    p.engine.dp = 4;
+    p.engine.zero = 3;
+    p.engine.prefetch = true;
+    p.engine.overlap = true;
+    p.global_batch = 4;
+    ClusterSpec cluster;
+    cluster.device = device_preset("A100");
+    cluster.gpus = 4;
+    ComputeRate rate;
+    rate.tflops_per_gpu = 100;
+    PlanContext context{cluster, CommModel(cluster), rate, PassCosts{}, false, true, hand_device()};
+    const PlanPrediction x = predict_layout(p, context);
+    double dp_ms = 0;
+    for (const CommLine& line : x.comm)
+        if (line.dimension == "dp") dp_ms += line.time_ms;
+    const double hidden_ms = dp_ms - x.exposed_dp_ms;
+    ASSERT_GT(hidden_ms, 0.0);
+    EXPECT_DOUBLE_EQ(x.overlap_slowdown_ms, overlap_compute_slowdown * std::min(hidden_ms, x.compute_ms));
+    EXPECT_DOUBLE_EQ(x.step_ms, x.compute_ms + x.bubble_ms + x.optimizer_ms + x.exposed_ms() + x.overlap_slowdown_ms);
+    context.device_compute.reset();
+    EXPECT_EQ(predict_layout(p, context).overlap_slowdown_ms, 0.0);
+}
+
+// Megatron's convention keeps fp32 gradients but gathers bf16 parameters (its distributed
+// optimizer, FSDP's param_dtype): the dp all-gather moves 2 B per parameter, the
+// reduce-scatter 4; ZeRO's convention moves 2 B both ways. train's counters (fp32) are the base.
+TEST(WireBytes, MegatronGathersBf16ParametersAndReducesFp32Gradients) {
+    PlanLayout p = hand_layout();
+    p.engine.dp = 4;
+    p.engine.zero = 3;
+    p.global_batch = 4;
+    ClusterSpec cluster;
+    cluster.device = device_preset("A100");
+    cluster.gpus = 4;
+    ComputeRate rate;
+    rate.tflops_per_gpu = 100;
+    const PlanContext context{cluster, CommModel(cluster), rate, PassCosts{}, false, true, std::nullopt};
+    for (const StateConvention states : {StateConvention::megatron, StateConvention::zero}) {
+        p.states = states;
+        const PlanPrediction x = predict_layout(p, context);
+        const auto& counted = x.traffic_by_pp_rank.at(0).at("dp");
+        int lines = 0;
+        for (const CommLine& line : x.comm) {
+            if (line.dimension != "dp") continue;
+            const double fp32 = counted.at(line.collective).bytes;
+            const bool gradients = line.collective == "reducescatter";
+            EXPECT_DOUBLE_EQ(line.bytes, fp32 * (states == StateConvention::megatron && gradients ? 1.0 : 0.5))
+                << states_name(states) << " " << line.collective;
+            ++lines;
+        }
+        EXPECT_EQ(lines, 2);
+    }
+}
+
 }  // namespace
 }  // namespace parbench

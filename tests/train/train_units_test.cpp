@@ -146,30 +146,50 @@ TEST(SyntheticData, SamplesDependOnlyOnTheirGlobalIndex) {
     EXPECT_FLOAT_EQ(y[5], std::sin(x[5]));
 }
 
-struct TestSlot {
-    int microbatch = -1;
-    int previous = -1;
+struct TestStore {
     int id = 0;
 };
 
-TEST(ActivationSlots, AMicrobatchKeepsItsSlotUntilGivenBackAndThenUntilTaken) {
-    ActivationSlots<TestSlot> slots("Test");
-    slots.add_chunk({TestSlot{-1, -1, 10}, TestSlot{-1, -1, 11}});
-    slots.add_chunk({TestSlot{-1, -1, 20}});
-    EXPECT_EQ(slots.take(0, 0).id, 10);
-    EXPECT_EQ(slots.take(1, 0).id, 11);
-    EXPECT_EQ(slots.take(0, 0).id, 10);  // the one it holds
-    EXPECT_EQ(slots.take(0, 1).id, 20);  // each chunk its own pool
-    try {
-        slots.take(2, 0);
-        FAIL() << "a third micro-batch found a slot in a pool of two";
-    } catch (const std::logic_error& e) {
-        EXPECT_NE(std::string(e.what()).find("Test: more micro-batches in flight on chunk 0"), std::string::npos);
-    }
-    slots.give_back(slots.held(0, 0));
-    EXPECT_EQ(slots.held(0, 0).id, 10);  // given back, its buffers still intact
-    EXPECT_EQ(slots.take(2, 0).id, 10);  // taken by the next one
-    EXPECT_THROW(slots.held(0, 0), std::logic_error);
+// Two chunks of a 3-layer model, layers 0-1 (kind 0) and layer 2 (kind 1, ends the model).
+TEST(KeptActivations, ChunksShareOnePoolAndTakeNoMoreThanItHolds) {
+    KeptActivations<TestStore, TestStore, TestStore> pool("Test", {{0, 2}, {2, 3}}, {0, 0, 1});
+    float boundary[4] = {};
+    pool.add_slot(&boundary[0], &boundary[1]);
+    pool.add_slot(&boundary[2], &boundary[3]);
+    for (int id : {1, 2, 3}) pool.add_store(0, TestStore{id}, TestStore{-id});
+    pool.add_store(1, TestStore{9}, TestStore{-9});
+    pool.add_head(TestStore{7});
+
+    auto& first = pool.take(0, 0);
+    EXPECT_EQ(first.input, &boundary[0]);
+    EXPECT_NE(first.blocks[0].id, 0);
+    EXPECT_NE(first.blocks[1].id, 0);
+    EXPECT_EQ(first.stash[0].id, -first.blocks[0].id);  // a layer's stash travels with its store
+    EXPECT_EQ(first.blocks[2].id, 0);                   // not the chunk's layer
+    EXPECT_EQ(&pool.take(0, 0), &first);                // the one it holds
+    auto& last = pool.take(0, 1);                       // the same micro-batch on the other chunk
+    EXPECT_EQ(last.input, &boundary[2]);
+    EXPECT_EQ(last.blocks[2].id, 9);
+    EXPECT_EQ(last.head.id, 7);
+
+    auto expect_refused = [&](int microbatch, int chunk, const std::string& what) {
+        try {
+            pool.take(microbatch, chunk);
+            ADD_FAILURE() << "micro-batch " << microbatch << " took " << what << " beyond the pool";
+        } catch (const std::logic_error& e) {
+            EXPECT_NE(std::string(e.what()).find("Test: taking micro-batch's " + what), std::string::npos) << e.what();
+        }
+    };
+    expect_refused(1, 0, "slots");
+    pool.give_back(pool.held(0, 1));
+    EXPECT_EQ(pool.held(0, 1).gradient, &boundary[3]);  // given back, its boundary buffers still there
+    expect_refused(1, 0, "layer stores");                 // a slot is free, but one kind-0 store only
+    EXPECT_EQ(pool.held(0, 1).gradient, &boundary[3]);  // the refused take left it free
+    pool.give_back(pool.held(0, 0));
+    auto& again = pool.take(1, 0);  // now two stores are free
+    EXPECT_EQ(again.input, &boundary[0]);
+    EXPECT_THROW(pool.held(0, 0), std::logic_error);  // its slot is taken by another
+    EXPECT_EQ(pool.take(1, 1).head.id, 7);           // the head came back too
 }
 
 TEST(MicrobatchTokens, ARankOfAContextGroupKeepsItsPositionsOfTheWholeSequences) {

@@ -1,5 +1,6 @@
 #include "theory/pipeline/partition.hpp"
 
+#include <algorithm>
 #include <numeric>
 #include <string>
 
@@ -49,9 +50,36 @@ PipelinePart pipeline_part(const Schedule& schedule, int pp_rank, const std::vec
     PipelinePart part;
     part.split_backward = schedule.split_backward;
     part.slots = peak_in_flight(schedule, mode).at(static_cast<std::size_t>(pp_rank));
+    part.occupancy = chunk_occupancy(schedule, mode).at(static_cast<std::size_t>(pp_rank));
     for (int c = 0; c < schedule.shape.virtual_stages; ++c)
         part.chunks.push_back(ranges.at(static_cast<std::size_t>(c * p + pp_rank)));
     return part;
+}
+
+ActivationPool activation_pool(const PipelinePart& part, const std::vector<int>& layer_kind) {
+    const int layers = static_cast<int>(layer_kind.size());
+    const int kinds = layer_kind.empty() ? 0 : *std::max_element(layer_kind.begin(), layer_kind.end()) + 1;
+    const std::size_t v = part.chunks.size();
+    ActivationPool pool;
+    pool.slots = peak_held(part.occupancy, std::vector<int>(v, 1));
+    for (int kind = 0; kind < kinds; ++kind) {
+        std::vector<int> stores(v, 0);
+        for (std::size_t c = 0; c < v; ++c)
+            for (int l = part.chunks[c].first; l < part.chunks[c].end; ++l)
+                stores[c] += layer_kind.at(static_cast<std::size_t>(l)) == kind;
+        pool.layer_stores.push_back(peak_held(part.occupancy, stores));
+    }
+    std::vector<int> head(v, 0);
+    for (std::size_t c = 0; c < v; ++c) head[c] = part.chunks[c].end == layers;
+    pool.heads = peak_held(part.occupancy, head);
+    return pool;
+}
+
+std::vector<int> transformer_layer_store_kinds(const ModelConfig& model, Recompute recompute) {
+    std::vector<int> kinds(static_cast<std::size_t>(model.layers), 0);
+    if (recompute == Recompute::full || !model.moe) return kinds;
+    for (int l = 0; l < model.layers; ++l) kinds[static_cast<std::size_t>(l)] = model.moe->is_moe_layer(l) ? 1 : 0;
+    return kinds;
 }
 
 }  // namespace parbench

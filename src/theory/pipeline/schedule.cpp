@@ -136,25 +136,47 @@ std::vector<std::vector<int>> peak_in_flight(const Schedule& schedule) {
     return peak_in_flight(schedule, schedule.ranks);
 }
 
-std::vector<std::vector<int>> peak_in_flight(const Schedule& schedule, const std::vector<std::vector<Action>>& order) {
+std::vector<ChunkOccupancy> chunk_occupancy(const Schedule& schedule, const std::vector<std::vector<Action>>& order) {
     const auto v = static_cast<std::size_t>(schedule.shape.virtual_stages);
     const ActionKind release = schedule.split_backward ? ActionKind::weight : ActionKind::backward;
-    std::vector<std::vector<int>> peaks;
-    for (const auto& actions : order) {
+    std::vector<ChunkOccupancy> ranks;
+    for (std::size_t rank = 0; rank < order.size(); ++rank) {
         std::vector<int> held(v, 0);
-        std::vector<int> peak(v, 0);
-        for (const Action& action : actions) {
-            auto& count = held[static_cast<std::size_t>(action.chunk)];
-            // A micro-batch's slot is taken by its input's arrival (its forward on stage 0).
-            const bool first_stage = action.chunk * schedule.shape.stages +
-                                         static_cast<int>(&actions - order.data()) == 0;
-            if (action.kind == ActionKind::recv_activation ||
-                (action.kind == ActionKind::forward && first_stage)) {
-                ++count;
-                peak[static_cast<std::size_t>(action.chunk)] = std::max(peak[static_cast<std::size_t>(action.chunk)], count);
+        ChunkOccupancy moments;
+        for (const Action& action : order[rank]) {
+            // A micro-batch is taken by its input's arrival (its forward on stage 0).
+            const bool first_stage = action.chunk * schedule.shape.stages + static_cast<int>(rank) == 0;
+            if (action.kind == ActionKind::recv_activation || (action.kind == ActionKind::forward && first_stage)) {
+                ++held[static_cast<std::size_t>(action.chunk)];
+                moments.push_back(held);
             } else if (action.kind == release) {
-                --count;
+                --held[static_cast<std::size_t>(action.chunk)];
             }
+        }
+        ranks.push_back(std::move(moments));
+    }
+    return ranks;
+}
+
+int peak_held(const ChunkOccupancy& occupancy, const std::vector<int>& per_chunk) {
+    int peak = 0;
+    for (const std::vector<int>& held : occupancy) {
+        int sum = 0;
+        for (std::size_t c = 0; c < held.size(); ++c) sum += held[c] * per_chunk.at(c);
+        peak = std::max(peak, sum);
+    }
+    return peak;
+}
+
+std::vector<std::vector<int>> peak_in_flight(const Schedule& schedule, const std::vector<std::vector<Action>>& order) {
+    const auto v = static_cast<std::size_t>(schedule.shape.virtual_stages);
+    std::vector<std::vector<int>> peaks;
+    for (const ChunkOccupancy& occupancy : chunk_occupancy(schedule, order)) {
+        std::vector<int> peak(v, 0);
+        for (std::size_t c = 0; c < v; ++c) {
+            std::vector<int> only_c(v, 0);
+            only_c[c] = 1;
+            peak[c] = peak_held(occupancy, only_c);
         }
         peaks.push_back(peak);
     }
@@ -187,9 +209,14 @@ void print_schedule(std::ostream& out, const Schedule& schedule) {
     out << "# theoretical bubble " << bubble << " = " << bubble_formula(schedule.kind)
         << " (idle / step time, balanced stages, free transfers)\n";
     out << "# peak micro-batches in flight per rank:";
-    for (const auto& chunks : peak_in_flight(schedule)) {
+    const std::vector<ChunkOccupancy> occupancy = chunk_occupancy(schedule, schedule.ranks);
+    const std::vector<std::vector<int>> peaks = peak_in_flight(schedule);
+    for (std::size_t rank = 0; rank < peaks.size(); ++rank) {
+        const std::vector<int>& chunks = peaks[rank];
         out << " ";
         for (std::size_t c = 0; c < chunks.size(); ++c) out << (c ? "+" : "") << chunks[c];
+        // The chunks share one pool, sized by what they hold at once (partition.hpp).
+        if (chunks.size() > 1) out << " (" << peak_held(occupancy[rank], std::vector<int>(chunks.size(), 1)) << " at once)";
     }
     out << "\n";
     if (s.virtual_stages > 1) out << "# labels: <pass><micro-batch>.<chunk>; chunk c of rank r is virtual stage c*p + r\n";

@@ -69,9 +69,19 @@ double theoretical_bubble(ScheduleKind kind, const ScheduleShape& shape);
 std::string bubble_formula(ScheduleKind kind);
 
 // Per rank and chunk: the most micro-batches whose forward has run and whose activations
-// are still held (until B, or until W when the backward is split). The model allocates that
-// many activation slots per chunk.
+// are still held (until B, or until W when the backward is split).
 std::vector<std::vector<int>> peak_in_flight(const Schedule& schedule);
+
+// One rank's activations held over a step: for every moment it takes a micro-batch (its input
+// arrives, or its forward on stage 0 starts), how many micro-batches each chunk holds just after.
+// Any sum over the chunks (layers, buffers) peaks at one of these moments, since only a take
+// raises it; the chunks' own peaks fall at different moments, so the peak of the sum is less
+// than the sum of the peaks.
+using ChunkOccupancy = std::vector<std::vector<int>>;  // [moment][chunk]
+// Per rank, in the order `order` issues the actions.
+std::vector<ChunkOccupancy> chunk_occupancy(const Schedule& schedule, const std::vector<std::vector<Action>>& order);
+// The most of sum over chunks c of held[c] * per_chunk[c] at once (0 for a rank that holds nothing).
+int peak_held(const ChunkOccupancy& occupancy, const std::vector<int>& per_chunk);
 
 // The compute passes of one step on one rank, over all its chunks: forwards (F), input-gradient
 // passes (B), and weight-gradient passes, fused into B unless the backward is split, where they

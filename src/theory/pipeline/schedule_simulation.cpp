@@ -218,7 +218,7 @@ std::vector<Step> rank_steps(const std::vector<Action>& actions, P2pMode mode) {
     return steps;
 }
 
-std::vector<std::vector<int>> peak_in_flight(const Schedule& schedule, P2pMode mode) {
+std::vector<std::vector<Action>> issue_order(const Schedule& schedule, P2pMode mode) {
     std::vector<std::vector<Action>> order;
     for (const auto& actions : schedule.ranks) {
         std::vector<Action> issued;
@@ -227,7 +227,15 @@ std::vector<std::vector<int>> peak_in_flight(const Schedule& schedule, P2pMode m
                 if (*part) issued.push_back(**part);
         order.push_back(std::move(issued));
     }
-    return peak_in_flight(schedule, order);
+    return order;
+}
+
+std::vector<std::vector<int>> peak_in_flight(const Schedule& schedule, P2pMode mode) {
+    return peak_in_flight(schedule, issue_order(schedule, mode));
+}
+
+std::vector<ChunkOccupancy> chunk_occupancy(const Schedule& schedule, P2pMode mode) {
+    return chunk_occupancy(schedule, issue_order(schedule, mode));
 }
 
 PassCosts balanced_costs(const Schedule& schedule) {

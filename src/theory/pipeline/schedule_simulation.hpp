@@ -32,8 +32,12 @@ struct Step {
     std::optional<Action> recv;
 };
 std::vector<Step> rank_steps(const std::vector<Action>& actions, P2pMode mode);
-// peak_in_flight in the order the executor issues the actions in `mode`.
+// Every rank's actions in the order the executor issues them in `mode` (blocking mode pulls
+// a receive ahead to pair it with a send).
+std::vector<std::vector<Action>> issue_order(const Schedule& schedule, P2pMode mode);
+// peak_in_flight and chunk_occupancy in that order.
 std::vector<std::vector<int>> peak_in_flight(const Schedule& schedule, P2pMode mode);
+std::vector<ChunkOccupancy> chunk_occupancy(const Schedule& schedule, P2pMode mode);
 
 // Compute time of one pass of one micro-batch on one chunk; transfers are free.
 struct PassCosts {

@@ -39,6 +39,7 @@
 #include <vector>
 
 #include "core/nvtx.hpp"
+#include "theory/pipeline/partition.hpp"
 #include "theory/rank_traffic.hpp"
 #include "train/models/transformer_parts.hpp"
 #include "train/moe/moe_model_state.hpp"
@@ -133,7 +134,7 @@ class GptModel : public Model {
             std::vector<int> held;
             for (int l = 0; l < L_; ++l)
                 if (is_moe(l) && local_unit_[static_cast<std::size_t>(l + 1)] >= 0) held.push_back(l);
-            moe_state_.emplace(config, moe, shape.microbatches, held);
+            moe_state_.emplace(config, moe, shape.microbatches, held, device_);
         }
         allocate_activations();
     }
@@ -167,8 +168,8 @@ class GptModel : public Model {
     }
 
     // ---- pipeline chunks ----------------------------------------------------------------
-    // Each chunk runs its micro-batches in a pool of activation slots (transformer_parts.hpp);
-    // a pass runs with the model's activation pointers bound to its slot.
+    // The rank's chunks run their micro-batches in one pool of kept activations
+    // (transformer_parts.hpp); a pass runs with the model's activation pointers bound to its slot.
     std::size_t boundary_numel() const override { return residual_elements(); }
 
     float* boundary_input(int microbatch, int chunk) override { return slots_.take(microbatch, chunk).input; }
@@ -522,18 +523,15 @@ class GptModel : public Model {
                               weight ? weight + qkv_weight_offset(part) : nullptr, BT, C_, Cl_);
     }
 
-    // One micro-batch's activations of one chunk: blocks indexed by layer (only the chunk's
-    // are set), the head's on the last stage, and the boundary buffers.
-    struct ActivationSlot {
-        int microbatch = -1;  // the micro-batch holding it, or -1 when free
-        int previous = -1;    // the micro-batch that held it last
-        float* input = nullptr;     // (R,C): the chunk's input (the embedding's output on stage 0)
-        float* gradient = nullptr;  // (R,C): d(output) received, d(input) after the backward
-        std::vector<BlockActivations> blocks;
-        std::vector<WeightGradientStash> stash;  // split backward only
+    // The head's buffers of one micro-batch (the last stage's).
+    struct HeadActivations {
         float *lnf = nullptr, *lnf_mean = nullptr, *lnf_rstd = nullptr, *logits = nullptr, *maxes = nullptr,
               *sums = nullptr, *target_logits = nullptr;
     };
+    using KeptPool = KeptActivations<BlockActivations, WeightGradientStash, HeadActivations>;
+    // One micro-batch's activations of one chunk: blocks indexed by layer (only the chunk's
+    // are set), the head's on the last stage, and the boundary buffers.
+    using ActivationSlot = KeptPool::Slot;
 
     int unit(int global_unit) const {
         const int local = local_unit_.at(static_cast<std::size_t>(global_unit));
@@ -548,13 +546,13 @@ class GptModel : public Model {
         stash_ = s.stash;
         dresidual_ = s.gradient;
         if (range.end == L_) {
-            lnf_ = s.lnf;
-            lnf_mean_ = s.lnf_mean;
-            lnf_rstd_ = s.lnf_rstd;
-            logits_ = s.logits;
-            maxes_ = s.maxes;
-            sums_ = s.sums;
-            target_logits_ = s.target_logits;
+            lnf_ = s.head.lnf;
+            lnf_mean_ = s.head.lnf_mean;
+            lnf_rstd_ = s.head.lnf_rstd;
+            logits_ = s.head.logits;
+            maxes_ = s.head.maxes;
+            sums_ = s.head.sums;
+            target_logits_ = s.head.target_logits;
         }
     }
 
@@ -629,38 +627,52 @@ class GptModel : public Model {
         return a;
     }
 
+    // The rank's pool (theory/pipeline/partition.hpp's activation_pool, what plan counts): layer
+    // stores of each kind (dense, MoE) apart, as llama.cpp's.
     void allocate_slots() {
         const std::size_t rc = residual_elements();
         const std::size_t logits = rows() * static_cast<std::size_t>(vocab_.size);
-        for (std::size_t c = 0; c < part_.chunks.size(); ++c) {
-            const LayerRange& range = part_.chunks[c];
+        for (const LayerRange& range : part_.chunks) {
             holds_first_stage_ = holds_first_stage_ || range.first == 0;
             holds_last_stage_ = holds_last_stage_ || range.end == L_;
-            std::vector<ActivationSlot> pool(static_cast<std::size_t>(part_.slots.at(c)));
-            for (ActivationSlot& s : pool) {
-                s.input = arena_.floats(rc);
-                s.gradient = arena_.floats(rc);
-                s.blocks.resize(static_cast<std::size_t>(L_));
-                if (part_.split_backward) s.stash.resize(static_cast<std::size_t>(L_));
-                for (int l = range.first; l < range.end; ++l) {
-                    s.blocks[static_cast<std::size_t>(l)] = allocate_block(l);
-                    if (!part_.split_backward || is_moe(l)) continue;  // an MoE layer defers nothing
-                    s.stash[static_cast<std::size_t>(l)] =
-                        WeightGradientStash{arena_.floats(rows() * static_cast<std::size_t>(C_)),
-                                            arena_.floats(rows() * static_cast<std::size_t>(Fl_)),
-                                            arena_.floats(rows() * static_cast<std::size_t>(C_)),
-                                            arena_.floats(3 * rows() * static_cast<std::size_t>(Cl_))};
+        }
+        const std::vector<int> kinds = transformer_layer_store_kinds(config_, recompute_);
+        const ActivationPool pool = activation_pool(part_, kinds);
+        slots_ = KeptPool("GPT", part_.chunks, kinds);
+        for (int i = 0; i < pool.slots; ++i) slots_.add_slot(arena_.floats(rc), arena_.floats(rc));
+        for (std::size_t kind = 0; kind < pool.layer_stores.size(); ++kind) {
+            // A layer of that kind stands for all of them, their stores being alike; a dense one
+            // where the kind has one (under full recompute MoE layers are kind 0 too), so the
+            // per-layer figure stays a dense layer's.
+            int layer = -1;
+            for (int l = 0; l < L_; ++l)
+                if (kinds[static_cast<std::size_t>(l)] == static_cast<int>(kind) && (layer < 0 || !is_moe(l))) {
+                    layer = l;
+                    if (!is_moe(l)) break;
                 }
-                if (range.end != L_) continue;
-                s.lnf = arena_.floats(rc);
-                s.lnf_mean = arena_.floats(static_cast<std::size_t>(R_));
-                s.lnf_rstd = arena_.floats(static_cast<std::size_t>(R_));
-                s.logits = arena_.floats(logits);
-                s.maxes = arena_.floats(rows());
-                s.sums = arena_.floats(rows());
-                s.target_logits = arena_.floats(rows());
+            for (int i = 0; i < pool.layer_stores[kind]; ++i) {
+                const BlockActivations block = allocate_block(layer);
+                // An MoE layer defers nothing to W: its stores have no stash (zb-h1 refuses full
+                // recompute, so the MoE layers' kind is their own there).
+                WeightGradientStash stash{};
+                if (part_.split_backward && !is_moe(layer))
+                    stash = WeightGradientStash{arena_.floats(rows() * static_cast<std::size_t>(C_)),
+                                                arena_.floats(rows() * static_cast<std::size_t>(Fl_)),
+                                                arena_.floats(rows() * static_cast<std::size_t>(C_)),
+                                                arena_.floats(3 * rows() * static_cast<std::size_t>(Cl_))};
+                slots_.add_store(static_cast<int>(kind), block, stash);
             }
-            slots_.add_chunk(std::move(pool));
+        }
+        for (int i = 0; i < pool.heads; ++i) {
+            HeadActivations head;
+            head.lnf = arena_.floats(rc);
+            head.lnf_mean = arena_.floats(static_cast<std::size_t>(R_));
+            head.lnf_rstd = arena_.floats(static_cast<std::size_t>(R_));
+            head.logits = arena_.floats(logits);
+            head.maxes = arena_.floats(rows());
+            head.sums = arena_.floats(rows());
+            head.target_logits = arena_.floats(rows());
+            slots_.add_head(head);
         }
     }
 
@@ -764,7 +776,7 @@ class GptModel : public Model {
     std::vector<int> local_unit_;  // global unit -> index in layout_, or -1
     bool holds_first_stage_ = false, holds_last_stage_ = false;
     int first_layer_ = 0;          // of the chunk being run
-    ActivationSlots<ActivationSlot> slots_{"GPT"};  // per chunk (pipeline only)
+    KeptPool slots_{"GPT", {}, {}};                  // the rank's chunks' (pipeline only)
     std::vector<WeightGradientStash> stash_;          // bound from a slot (split backward only)
     GptTensors tensors_;
     // Context parallelism only: the attention, each held token's position, and the runs of

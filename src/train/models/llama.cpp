@@ -38,6 +38,7 @@
 #include <vector>
 
 #include "core/nvtx.hpp"
+#include "theory/pipeline/partition.hpp"
 #include "theory/rank_traffic.hpp"
 #include "train/models/transformer_parts.hpp"
 #include "train/moe/moe_model_state.hpp"
@@ -130,7 +131,7 @@ class LlamaModel : public Model {
             std::vector<int> held;
             for (int l = 0; l < L_; ++l)
                 if (is_moe(l) && local_unit_[static_cast<std::size_t>(l + 1)] >= 0) held.push_back(l);
-            moe_state_.emplace(config, moe, shape.microbatches, held);
+            moe_state_.emplace(config, moe, shape.microbatches, held, device_);
         }
         allocate_activations();
         if (context_) {
@@ -168,7 +169,7 @@ class LlamaModel : public Model {
         embedding_backward(microbatch, access);
     }
 
-    // ---- pipeline chunks (as gpt.cpp: a pool of activation slots per chunk) -------------
+    // ---- pipeline chunks (as gpt.cpp: one pool of kept activations for the rank's chunks) --
     std::size_t boundary_numel() const override { return residual_elements(); }
     float* boundary_input(int microbatch, int chunk) override { return slots_.take(microbatch, chunk).input; }
     const float* boundary_output(int microbatch, int chunk) override {
@@ -494,16 +495,12 @@ class LlamaModel : public Model {
         access.gradients_complete(unit(0));
     }
 
-    struct ActivationSlot {
-        int microbatch = -1;
-        int previous = -1;
-        float* input = nullptr;     // (R,C)
-        float* gradient = nullptr;  // (R,C)
-        std::vector<BlockActivations> blocks;
-        std::vector<WeightGradientStash> stash;
+    struct HeadActivations {
         float *norm_final = nullptr, *rstd_final = nullptr, *logits = nullptr, *maxes = nullptr, *sums = nullptr,
               *target_logits = nullptr;
     };
+    using KeptPool = KeptActivations<BlockActivations, WeightGradientStash, HeadActivations>;
+    using ActivationSlot = KeptPool::Slot;
 
     int unit(int global_unit) const {
         const int local = local_unit_.at(static_cast<std::size_t>(global_unit));
@@ -518,12 +515,12 @@ class LlamaModel : public Model {
         stash_ = s.stash;
         dresidual_ = s.gradient;
         if (range.end == L_) {
-            norm_final_ = s.norm_final;
-            rstd_final_ = s.rstd_final;
-            logits_ = s.logits;
-            maxes_ = s.maxes;
-            sums_ = s.sums;
-            target_logits_ = s.target_logits;
+            norm_final_ = s.head.norm_final;
+            rstd_final_ = s.head.rstd_final;
+            logits_ = s.head.logits;
+            maxes_ = s.head.maxes;
+            sums_ = s.head.sums;
+            target_logits_ = s.head.target_logits;
         }
     }
 
@@ -616,26 +613,37 @@ class LlamaModel : public Model {
         target_logits = arena_.floats(rows());
     }
 
+    // The rank's pool (theory/pipeline/partition.hpp's activation_pool, what plan counts): layer
+    // stores of each kind (dense, MoE) apart.
     void allocate_slots() {
         const std::size_t rc = residual_elements();
-        for (std::size_t c = 0; c < part_.chunks.size(); ++c) {
-            const LayerRange& range = part_.chunks[c];
-            holds_last_stage_ = holds_last_stage_ || range.end == L_;
-            std::vector<ActivationSlot> pool(static_cast<std::size_t>(part_.slots.at(c)));
-            for (ActivationSlot& s : pool) {
-                s.input = arena_.floats(rc);
-                s.gradient = arena_.floats(rc);
-                s.blocks.resize(static_cast<std::size_t>(L_));
-                if (part_.split_backward) s.stash.resize(static_cast<std::size_t>(L_));
-                for (int l = range.first; l < range.end; ++l) {
-                    s.blocks[static_cast<std::size_t>(l)] = allocate_block(l);
-                    // An MoE layer defers nothing to W: no stash.
-                    if (part_.split_backward && !is_moe(l)) s.stash[static_cast<std::size_t>(l)] = allocate_stash();
+        for (const LayerRange& range : part_.chunks) holds_last_stage_ = holds_last_stage_ || range.end == L_;
+        const std::vector<int> kinds = transformer_layer_store_kinds(config_, recompute_);
+        const ActivationPool pool = activation_pool(part_, kinds);
+        slots_ = KeptPool("Llama", part_.chunks, kinds);
+        for (int i = 0; i < pool.slots; ++i) slots_.add_slot(arena_.floats(rc), arena_.floats(rc));
+        for (std::size_t kind = 0; kind < pool.layer_stores.size(); ++kind) {
+            // A layer of that kind stands for all of them, their stores being alike; a dense one
+            // where the kind has one (under full recompute MoE layers are kind 0 too), so the
+            // per-layer figure stays a dense layer's.
+            int layer = -1;
+            for (int l = 0; l < L_; ++l)
+                if (kinds[static_cast<std::size_t>(l)] == static_cast<int>(kind) && (layer < 0 || !is_moe(l))) {
+                    layer = l;
+                    if (!is_moe(l)) break;
                 }
-                if (range.end == L_)
-                    allocate_head(s.norm_final, s.rstd_final, s.logits, s.maxes, s.sums, s.target_logits);
+            for (int i = 0; i < pool.layer_stores[kind]; ++i) {
+                const BlockActivations block = allocate_block(layer);
+                // An MoE layer defers nothing to W: its stores have no stash (zb-h1 refuses full
+                // recompute, so the MoE layers' kind is their own there).
+                slots_.add_store(static_cast<int>(kind), block,
+                                 part_.split_backward && !is_moe(layer) ? allocate_stash() : WeightGradientStash{});
             }
-            slots_.add_chunk(std::move(pool));
+        }
+        for (int i = 0; i < pool.heads; ++i) {
+            HeadActivations head;
+            allocate_head(head.norm_final, head.rstd_final, head.logits, head.maxes, head.sums, head.target_logits);
+            slots_.add_head(head);
         }
     }
 
@@ -728,7 +736,7 @@ class LlamaModel : public Model {
     std::vector<int> local_unit_;
     bool holds_last_stage_ = false;
     int first_layer_ = 0;
-    ActivationSlots<ActivationSlot> slots_{"Llama"};
+    KeptPool slots_{"Llama", {}, {}};  // the rank's chunks' (pipeline only)
     std::vector<WeightGradientStash> stash_;
     LlamaTensors tensors_;
     std::unique_ptr<ContextAttention> context_;

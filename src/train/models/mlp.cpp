@@ -1,11 +1,13 @@
 #include "train/models/mlp.hpp"
 
+#include <algorithm>
 #include <cmath>
 #include <stdexcept>
 #include <string>
 #include <vector>
 
 #include "core/nvtx.hpp"
+#include "theory/memory.hpp"
 #include "train/synthetic_data.hpp"
 
 // Tensor parallelism (tensor_parallel.hpp), two ways:
@@ -72,6 +74,10 @@ class MlpModel : public Model {
         if (allgather) {
             slice_ = floats(b * static_cast<std::size_t>(Hl_)).as<float>();
             dgathered_ = floats(full).as<float>();
+        }
+        if (mlp_holds_gradient_piece(tp.size(), precision, shape.microbatches)) {
+            piece_rows_ = std::min(H_, mlp_gradient_piece_rows);
+            piece_ = floats(static_cast<std::size_t>(piece_rows_) * static_cast<std::size_t>(H_)).as<float>();
         }
     }
 
@@ -149,7 +155,10 @@ class MlpModel : public Model {
             const LayerTensors& t = tensors_[static_cast<std::size_t>(l)];
             // dpre_ holds d(pre-activation of layer l); linear_backward leaves d(GELU output of
             // layer l - 1) in dpost_, whole or this rank's slice as that layer produced it.
-            linear_backward(l, microbatch, grad(g, t.weight), grad(g, t.bias), param(p, t.weight));
+            if (fuses_update(l, access))
+                linear_backward_updating_weight(l, microbatch, grad(g, t.bias), param(p, t.weight), access);
+            else
+                linear_backward(l, microbatch, grad(g, t.weight), grad(g, t.bias), param(p, t.weight));
             if (l > 0) {
                 const std::size_t n = rows() * static_cast<std::size_t>(width_of(l - 1));
                 ops_.gelu_backward_overwrite(dpre_, pre_[static_cast<std::size_t>(l - 1)], dpost_, n);
@@ -202,10 +211,41 @@ class MlpModel : public Model {
         }
     }
 
-    void linear_backward(int l, int microbatch, float* dweight, float* dbias, const float* weight) {
+    // Layer l's input, as forward gave it to the matmul.
+    const float* layer_input(int l, int microbatch) const {
         const auto i = static_cast<std::size_t>(l);
-        const float* x = l == 0 ? inputs_[static_cast<std::size_t>(microbatch)].as<float>()
-                                : gathered_[i - 1] != nullptr ? gathered_[i - 1] : post_[i - 1];
+        return l == 0 ? inputs_[static_cast<std::size_t>(microbatch)].as<float>()
+                      : gathered_[i - 1] != nullptr ? gathered_[i - 1] : post_[i - 1];
+    }
+
+    // The weight's AdamW fused with its gradient (whole layers only: the piece buffer exists
+    // then), where the scheme and the ops allow it.
+    bool fuses_update(int l, const ParameterAccess& access) const {
+        return piece_ != nullptr && ops_.has_weight_gradient_rows() && access.updates_in_pieces(l);
+    }
+
+    // linear_backward of a whole layer with its weight gradient computed piece_rows_ rows at a
+    // time into piece_ and handed to the scheme's update at once: a piece (512 KB at H = 1024)
+    // stays in L2 between the GEMM that writes it and the update that reads it, where the whole
+    // gradient (4 MB) would go to memory and back, and the gradient buffer is neither read,
+    // written nor cleared. The input gradient comes first: it needs the weight before update.
+    void linear_backward_updating_weight(int l, int microbatch, float* dbias, const float* weight,
+                                         ParameterAccess& access) {
+        const float* x = layer_input(l, microbatch);
+        float* dx = l == 0 ? nullptr : dpost_;
+        matmuls_.backward_overwrite_input(dx, nullptr, dbias, dpre_, x, weight, B_, H_, H_);
+        const std::size_t weight_first = layout_.tensor(tensors_[static_cast<std::size_t>(l)].weight).offset_in_unit;
+        for (int first = 0; first < H_; first += piece_rows_) {
+            const int rows = std::min(piece_rows_, H_ - first);
+            ops_.matmul_weight_gradient_rows(piece_, dpre_, x, B_, H_, H_, first, rows);
+            const std::size_t row = static_cast<std::size_t>(H_);
+            access.update_piece(l, weight_first + static_cast<std::size_t>(first) * row,
+                                static_cast<std::size_t>(rows) * row, piece_);
+        }
+    }
+
+    void linear_backward(int l, int microbatch, float* dweight, float* dbias, const float* weight) {
+        const float* x = layer_input(l, microbatch);
         float* dx = l == 0 ? nullptr : dpost_;
         // Each input gradient below is written whole by its first (and only) matmul: no fill.
         if (split_of(l) == LinearSplit::row) {
@@ -245,6 +285,8 @@ class MlpModel : public Model {
     std::vector<float*> gathered_;    // allgather style: per layer but the last, (t, B, H/t)
     float *dlosses_ = nullptr, *dpre_ = nullptr, *dpost_ = nullptr;
     float *slice_ = nullptr, *dgathered_ = nullptr;  // allgather style scratch
+    float* piece_ = nullptr;  // rows of a weight gradient (mlp_holds_gradient_piece), piece_rows_ x H
+    int piece_rows_ = 0;
     const float* last_params_ = nullptr;  // the last layer, acquired by forward, released by backward
     std::size_t activation_bytes_per_layer_ = 0;
 };

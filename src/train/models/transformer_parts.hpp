@@ -1,6 +1,6 @@
 // What the transformer models (gpt.cpp, llama.cpp) hold alike, whatever their layers: the
-// arena their activations come from, the pools of activation slots a pipeline chunk runs
-// its micro-batches in, each micro-batch's tokens, targets and losses, and the pack that
+// arena their activations come from, the pool of kept activations a pipeline rank's chunks
+// run their micro-batches in, each micro-batch's tokens, targets and losses, and the pack that
 // sums sequence-parallel norm gradients over the tensor-parallel group.
 #pragma once
 
@@ -9,9 +9,11 @@
 #include <initializer_list>
 #include <stdexcept>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "device/device.hpp"
+#include "theory/model_layout.hpp"
 #include "train/memory_ledger.hpp"
 #include "train/ops/ops.hpp"
 #include "train/tensor_parallel.hpp"
@@ -39,52 +41,149 @@ inline void copy_floats(Ops& ops, float* out, const float* in, std::size_t n) {
     ops.add_inplace(out, in, n);
 }
 
-// Each pipeline chunk owns a pool of activation slots, one per micro-batch it holds at once:
-// a slot is taken by the micro-batch's first touch (its input arriving, or its forward) and
-// given back after its backward (after W when the backward is split). `Slot` is the model's
-// struct of buffers with `int microbatch = -1` (its holder, -1 when free) and `int previous`
-// (its last holder).
-template <class Slot>
-class ActivationSlots {
+// One pipeline rank's kept activations: one pool its chunks share, sized by
+// theory/pipeline/partition.hpp's activation_pool (the schedule's peak of what the rank holds at
+// once, not the sum of every chunk's own peak; under the interleaved schedule no more than
+// Megatron-LM's L(1 + (p-1)/(p v)) layers). A micro-batch's first touch of a chunk (its input
+// arriving, or its forward) takes a slot (the chunk's input and gradient buffers), one layer
+// store per layer of the chunk and, on the chunk that ends the model, a head; its backward (its
+// W when the backward is split) gives them back. Taking more than the pool holds is a logic
+// error, so the schedule's figure is enforced, not estimated. `Block` and `Stash` are the
+// model's per-layer buffers (the stash is the zero-bubble weight-gradient inputs), `Head` the
+// final norm's, logits' and loss's.
+template <class Block, class Stash, class Head>
+class KeptActivations {
   public:
-    explicit ActivationSlots(std::string model) : model_(std::move(model)) {}
+    struct Slot {
+        int microbatch = -1, chunk = -1;         // its holder, -1 when free
+        int previous = -1, previous_chunk = -1;  // its last holder
+        float* input = nullptr;                  // (R,C): the chunk's input (the embedding's output on stage 0)
+        float* gradient = nullptr;               // (R,C): d(output) received, d(input) after the backward
+        std::vector<Block> blocks;               // indexed by layer: the holder's chunk's layers are set
+        std::vector<Stash> stash;                // likewise (split backward only)
+        Head head{};                             // the holder's, on the chunk that ends the model
+    };
 
-    void add_chunk(std::vector<Slot> pool) { pools_.push_back(std::move(pool)); }
+    // `layer_kind[l]`: which stores global layer l takes (theory/pipeline/partition.hpp).
+    KeptActivations(std::string model, std::vector<LayerRange> chunks, std::vector<int> layer_kind)
+        : model_(std::move(model)), chunks_(std::move(chunks)), layer_kind_(std::move(layer_kind)) {}
 
-    // The slot `microbatch` holds on `chunk`, taking a free one if it holds none.
+    // Called while allocating, before any take: references to slots stay valid after.
+    void add_slot(float* input, float* gradient) {
+        Slot s;
+        s.input = input;
+        s.gradient = gradient;
+        s.blocks.resize(layer_kind_.size());
+        s.stash.resize(layer_kind_.size());
+        slots_.push_back(std::move(s));
+    }
+    void add_store(int kind, const Block& block, const Stash& stash) {
+        if (static_cast<std::size_t>(kind) >= stores_.size()) stores_.resize(static_cast<std::size_t>(kind) + 1);
+        stores_[static_cast<std::size_t>(kind)].push_back(Store{block, stash});
+    }
+    void add_head(const Head& head) { heads_.push_back(head); }
+
+    // The slot `microbatch` holds on `chunk`, taking a free one and the chunk's stores if it holds none.
     Slot& take(int microbatch, int chunk) {
-        auto& pool = pools_.at(static_cast<std::size_t>(chunk));
-        for (Slot& s : pool)
-            if (s.microbatch == microbatch) return s;
-        for (Slot& s : pool)
+        for (Slot& s : slots_)
+            if (s.microbatch == microbatch && s.chunk == chunk) return s;
+        // Any free slot: the executor sends a slot's d(input) right after the backward that
+        // gave it back, before it takes another (blocking mode looks up the send's buffer first).
+        Slot* free = nullptr;
+        for (Slot& s : slots_)
             if (s.microbatch < 0) {
-                s.microbatch = microbatch;
-                return s;
+                free = &s;
+                break;
             }
-        throw std::logic_error(model_ + ": more micro-batches in flight on chunk " + std::to_string(chunk) +
-                               " than the schedule's peak of " + std::to_string(pool.size()));
+        if (free == nullptr) throw exhausted("slots", slots_.size(), chunk);
+        const LayerRange& range = chunks_.at(static_cast<std::size_t>(chunk));
+        std::vector<std::size_t> needed(stores_.size(), 0);
+        for (int l = range.first; l < range.end; ++l) {
+            const auto kind = static_cast<std::size_t>(layer_kind_.at(static_cast<std::size_t>(l)));
+            if (kind >= stores_.size() || ++needed[kind] > stores_[kind].size())
+                throw exhausted("layer stores", capacity(kind), chunk);
+        }
+        if (ends_model(range) && heads_.empty()) throw exhausted("heads", head_capacity(), chunk);
+        for (int l = range.first; l < range.end; ++l) {
+            auto& pool = stores_[static_cast<std::size_t>(layer_kind_[static_cast<std::size_t>(l)])];
+            free->blocks[static_cast<std::size_t>(l)] = pool.back().block;
+            free->stash[static_cast<std::size_t>(l)] = pool.back().stash;
+            pool.pop_back();
+        }
+        if (ends_model(range)) {
+            free->head = heads_.back();
+            heads_.pop_back();
+        }
+        free->microbatch = microbatch;
+        free->chunk = chunk;
+        return *free;
     }
 
-    // The slot it holds, or once given back the one it held last: its buffers stay intact
-    // until taken again, so its d(input) can still be sent from there.
+    // The slot it holds, or once given back the one it held last: its boundary buffers stay
+    // intact until taken again, so its d(input) can still be sent from there.
     Slot& held(int microbatch, int chunk) {
-        auto& pool = pools_.at(static_cast<std::size_t>(chunk));
-        for (Slot& s : pool)
-            if (s.microbatch == microbatch) return s;
-        for (Slot& s : pool)
-            if (s.microbatch < 0 && s.previous == microbatch) return s;
+        for (Slot& s : slots_)
+            if (s.microbatch == microbatch && s.chunk == chunk) return s;
+        for (Slot& s : slots_)
+            if (s.microbatch < 0 && s.previous == microbatch && s.previous_chunk == chunk) return s;
         throw std::logic_error(model_ + ": micro-batch " + std::to_string(microbatch) + " holds no slot on chunk " +
                                std::to_string(chunk));
     }
 
-    static void give_back(Slot& s) {
+    // Returns the slot's layer stores and head to the pool; its boundary buffers stay with it.
+    void give_back(Slot& s) {
+        const LayerRange& range = chunks_.at(static_cast<std::size_t>(s.chunk));
+        for (int l = range.first; l < range.end; ++l) {
+            const auto index = static_cast<std::size_t>(l);
+            stores_[static_cast<std::size_t>(layer_kind_[index])].push_back(Store{s.blocks[index], s.stash[index]});
+            s.blocks[index] = Block{};
+            s.stash[index] = Stash{};
+        }
+        if (ends_model(range)) {
+            heads_.push_back(s.head);
+            s.head = Head{};
+        }
         s.previous = s.microbatch;
+        s.previous_chunk = s.chunk;
         s.microbatch = -1;
+        s.chunk = -1;
     }
 
   private:
+    struct Store {
+        Block block;
+        Stash stash;
+    };
+    bool ends_model(const LayerRange& range) const { return range.end == static_cast<int>(layer_kind_.size()); }
+    std::size_t capacity(std::size_t kind) const {
+        std::size_t stores = kind < stores_.size() ? stores_[kind].size() : 0;
+        // Those held by slots, of that kind.
+        for (const Slot& s : slots_)
+            if (s.microbatch >= 0) {
+                const LayerRange& range = chunks_.at(static_cast<std::size_t>(s.chunk));
+                for (int l = range.first; l < range.end; ++l)
+                    stores += static_cast<std::size_t>(layer_kind_[static_cast<std::size_t>(l)]) == kind;
+            }
+        return stores;
+    }
+    std::size_t head_capacity() const {
+        std::size_t heads = heads_.size();
+        for (const Slot& s : slots_)
+            if (s.microbatch >= 0) heads += ends_model(chunks_.at(static_cast<std::size_t>(s.chunk)));
+        return heads;
+    }
+    std::logic_error exhausted(const std::string& what, std::size_t capacity, int chunk) const {
+        return std::logic_error(model_ + ": taking micro-batch's " + what + " on chunk " + std::to_string(chunk) +
+                                " would hold more than the schedule's peak of " + std::to_string(capacity) + " " +
+                                what + " (theory/pipeline/partition.hpp)");
+    }
+
     std::string model_;
-    std::vector<std::vector<Slot>> pools_;
+    std::vector<LayerRange> chunks_;
+    std::vector<int> layer_kind_;
+    std::vector<Slot> slots_;
+    std::vector<std::vector<Store>> stores_;  // free ones, per kind
+    std::vector<Head> heads_;                 // free ones
 };
 
 // Each micro-batch's tokens and targets (ints) and per-token losses (floats), `rows` of each:

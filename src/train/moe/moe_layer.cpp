@@ -75,37 +75,38 @@ MoeActivations MoeLayer::allocate_activations(ActivationArena& arena) const {
     return a;
 }
 
-std::vector<MoeLayer::ExpertChunk> MoeLayer::expert_chunks(const MoeActivations& a) const {
+std::vector<MoeLayer::ExpertChunk> MoeLayer::expert_chunks() const {
     std::vector<ExpertChunk> chunks;
     const int E = as_int(shape_.experts);
     if (!parallel()) {
         for (int e = 0; e < E; ++e)
-            chunks.push_back({e, a.routing.expert_start[e], a.routing.expert_start[e + 1] - a.routing.expert_start[e]});
+            chunks.push_back({e, host_.expert_start[e], host_.expert_start[e + 1] - host_.expert_start[e]});
         return chunks;
     }
     const int first_expert = first_local_expert();
     int row = 0;
     for (int source = 0; source < expert_group_->size(); ++source)
         for (int j = 0; j < local_experts_; ++j) {
-            const int rows = a.received_counts[source * local_experts_ + j];
+            const int rows = host_.received_counts[static_cast<std::size_t>(source * local_experts_ + j)];
             chunks.push_back({first_expert + j, row, rows});
             row += rows;
         }
     return chunks;
 }
 
-MoeLayer::ExchangePlan MoeLayer::exchange_plan(const MoeActivations& a) const {
+MoeLayer::ExchangePlan MoeLayer::exchange_plan() const {
     const std::size_t C = shape_.hidden;
     const int ranks = expert_group_->size();
     ExchangePlan plan;
     std::size_t received = 0;
     for (int q = 0; q < ranks; ++q) {
-        const int first = a.routing.expert_start[q * local_experts_];
-        const int end = a.routing.expert_start[(q + 1) * local_experts_];
+        const int first = host_.expert_start[static_cast<std::size_t>(q * local_experts_)];
+        const int end = host_.expert_start[static_cast<std::size_t>((q + 1) * local_experts_)];
         plan.send_offsets.push_back(static_cast<std::size_t>(first) * C);
         plan.send_counts.push_back(static_cast<std::size_t>(end - first) * C);
         std::size_t rows = 0;
-        for (int j = 0; j < local_experts_; ++j) rows += static_cast<std::size_t>(a.received_counts[q * local_experts_ + j]);
+        for (int j = 0; j < local_experts_; ++j)
+            rows += static_cast<std::size_t>(host_.received_counts[static_cast<std::size_t>(q * local_experts_ + j)]);
         plan.recv_offsets.push_back(received * C);
         plan.recv_counts.push_back(rows * C);
         received += rows;
@@ -115,6 +116,9 @@ MoeLayer::ExchangePlan MoeLayer::exchange_plan(const MoeActivations& a) const {
 
 void MoeLayer::exchange(const float* from, float* to, const ExchangePlan& plan, bool back, double& ms, double& bytes,
                         MoeExchangeStats& stats) {
+    // On a GPU the alltoallv is only enqueued: waiting for the work before it and then for it
+    // makes the time the exchange's own (no-ops on the CPU).
+    ops_.synchronize();
     const auto start = std::chrono::steady_clock::now();
     if (!back)
         expert_group_->alltoallv(from, plan.send_counts, plan.send_offsets, to, plan.recv_counts, plan.recv_offsets,
@@ -122,6 +126,7 @@ void MoeLayer::exchange(const float* from, float* to, const ExchangePlan& plan, 
     else
         expert_group_->alltoallv(from, plan.recv_counts, plan.recv_offsets, to, plan.send_counts, plan.send_offsets,
                                  DType::float32);
+    ops_.synchronize();
     ms += std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - start).count();
     std::size_t sent = 0, received = 0;
     for (std::size_t n : plan.send_counts) sent += n;
@@ -183,30 +188,30 @@ MoeForwardResult MoeLayer::forward(float* out, const MoeActivations& a, const fl
     // choice stable).
     ops_.matmul_forward(logits_, x, w.router, nullptr, N, C, E);
     MoeForwardResult result;
-    result.counts = route_tokens(a.routing, logits_, bias, router_);
-    const std::size_t row = static_cast<std::size_t>(C);
+    result.counts = route(a.routing, bias);
     // Permutation: each kept assignment's token row into its expert-major row.
-    for (int t = 0; t < N; ++t)
-        for (int i = 0; i < k; ++i) {
-            const int slot = a.routing.slot[t * k + i];
-            if (slot >= 0)
-                std::copy_n(x + static_cast<std::size_t>(t) * row, C, a.dispatched + static_cast<std::size_t>(slot) * row);
-        }
+    ops_.moe_dispatch(a.dispatched, x, a.routing.slot, N, k, C);
     std::optional<ExchangePlan> plan;
     if (parallel()) {
         NvtxRange range("moe dispatch");
         for (int e = 0; e < E; ++e) kept_per_expert_[static_cast<std::size_t>(e)] = result.counts.kept[static_cast<std::size_t>(e)];
+        // The counts go through the device's memory (NCCL reads no host memory): dlogits_ is idle here.
+        int* kept_counts = reinterpret_cast<int*>(dlogits_);
+        ops_.copy_from_host(kept_counts, kept_per_expert_.data(), static_cast<std::size_t>(E) * sizeof(int));
+        ops_.synchronize();  // the time below is the alltoall's and the copy of its result (which waits)
         const auto start = std::chrono::steady_clock::now();
-        expert_group_->alltoall(kept_per_expert_.data(), a.received_counts, static_cast<std::size_t>(local_experts_),
+        expert_group_->alltoall(kept_counts, a.received_counts, static_cast<std::size_t>(local_experts_),
                                 DType::int32);
+        host_.received_counts.resize(static_cast<std::size_t>(E));
+        ops_.copy_to_host(host_.received_counts.data(), a.received_counts, static_cast<std::size_t>(E) * sizeof(int));
         stats.counts_ms += std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - start).count();
         stats.counts_bytes += static_cast<double>(E * sizeof(int));
         ++stats.alltoall_calls;
-        plan = exchange_plan(a);
+        plan = exchange_plan();
         exchange(a.dispatched, a.received, *plan, false, stats.dispatch_ms, stats.dispatch_bytes, stats);
     }
     // Each expert over its rows.
-    for (const ExpertChunk& chunk : expert_chunks(a)) {
+    for (const ExpertChunk& chunk : expert_chunks()) {
         if (chunk.rows == 0) continue;
         const std::size_t in = static_cast<std::size_t>(chunk.first) * C, wide = static_cast<std::size_t>(chunk.first) * Fe;
         const std::size_t weight = static_cast<std::size_t>(chunk.expert - first_local_expert()) * Fe * C;
@@ -226,18 +231,14 @@ MoeForwardResult MoeLayer::forward(float* out, const MoeActivations& a, const fl
     } else {
         ops_.fill(out, 0.0f, static_cast<std::size_t>(N) * C);
     }
-    for (int t = 0; t < N; ++t) {
-        float* out_row = out + static_cast<std::size_t>(t) * C;
-        for (int i = 0; i < k; ++i) {
-            const int slot = a.routing.slot[t * k + i];
-            if (slot < 0) continue;
-            const float weight = a.routing.weights[t * k + i];
-            const float* expert_row = a.expert_out + static_cast<std::size_t>(slot) * C;
-            for (int c = 0; c < C; ++c) out_row[c] += weight * expert_row[c];
-        }
+    ops_.moe_combine(out, a.expert_out, a.routing.slot, a.routing.weights, N, k, C);
+    if (settings_.aux_loss_coeff > 0.0) {
+        host_.scores.resize(static_cast<std::size_t>(N) * E);
+        ops_.copy_to_host(host_.scores.data(), a.routing.scores, host_.scores.size() * sizeof(float));
+        RoutingBuffers scores_on_host;
+        scores_on_host.scores = host_.scores.data();
+        result.aux_loss = balancing_loss(scores_on_host, result.counts, router_, settings_.aux_loss_coeff);
     }
-    if (settings_.aux_loss_coeff > 0.0)
-        result.aux_loss = balancing_loss(a.routing, result.counts, router_, settings_.aux_loss_coeff);
     return result;
 }
 
@@ -246,32 +247,17 @@ void MoeLayer::backward(float* dx, const MoeGradients& g, const float* dout, con
     const int N = as_int(shape_.tokens), k = as_int(shape_.top_k);
     const int C = as_int(shape_.hidden), Fe = as_int(shape_.expert_hidden), SFe = as_int(shape_.shared_experts) * Fe;
     // The combine's backward: d(weight) = dy · FFN(x), d(FFN(x)) = weight · dy.
-    for (int t = 0; t < N; ++t) {
-        const float* dy = dout + static_cast<std::size_t>(t) * C;
-        for (int i = 0; i < k; ++i) {
-            const int slot = a.routing.slot[t * k + i];
-            dweights_[t * k + i] = 0.0f;
-            if (slot < 0) continue;
-            const float* expert_row = a.expert_out + static_cast<std::size_t>(slot) * C;
-            float* dexpert_row = dexpert_out_ + static_cast<std::size_t>(slot) * C;
-            const float weight = a.routing.weights[t * k + i];
-            float dot = 0.0f;
-            for (int c = 0; c < C; ++c) {
-                dot += dy[c] * expert_row[c];
-                dexpert_row[c] = weight * dy[c];
-            }
-            dweights_[t * k + i] = dot;
-        }
-    }
+    ops_.moe_combine_backward(dexpert_out_, dweights_, dout, a.expert_out, a.routing.slot, a.routing.weights, N, k, C);
+    fetch_row_counts(a);
     // The output gradients to the experts' ranks (the combine's mirror), the experts' backward
     // on the rows they ran, the input gradients back (the dispatch's mirror).
     std::optional<ExchangePlan> plan;
     const float* dreceived_out = dexpert_out_;
     float* dreceived = ddispatched_;
-    const std::vector<ExpertChunk> chunks = expert_chunks(a);
+    const std::vector<ExpertChunk> chunks = expert_chunks();
     if (parallel()) {
         NvtxRange range("moe combine backward");
-        plan = exchange_plan(a);
+        plan = exchange_plan();
         exchange(dexpert_out_, dreceived_out_, *plan, false, stats.combine_ms, stats.combine_bytes, stats);
         dreceived_out = dreceived_out_;
         dreceived = dreceived_;
@@ -292,19 +278,12 @@ void MoeLayer::backward(float* dx, const MoeGradients& g, const float* dout, con
         exchange(dreceived_, ddispatched_, *plan, true, stats.dispatch_ms, stats.dispatch_bytes, stats);
     }
     // Un-permute: each kept assignment's input gradient back to its token.
-    for (int t = 0; t < N; ++t) {
-        float* row = dx + static_cast<std::size_t>(t) * C;
-        for (int i = 0; i < k; ++i) {
-            const int slot = a.routing.slot[t * k + i];
-            if (slot < 0) continue;
-            const float* drow = ddispatched_ + static_cast<std::size_t>(slot) * C;
-            for (int c = 0; c < C; ++c) row[c] += drow[c];
-        }
-    }
+    ops_.moe_dispatch_backward(dx, ddispatched_, a.routing.slot, N, k, C);
     if (SFe > 0)
         expert_backward(dx, g.shared_gate, g.shared_up, g.shared_down, dout, a.shared_gate, a.shared_up, a.shared_glu, x,
                         w.shared_gate, w.shared_up, w.shared_down, N, SFe);
-    route_backward(dlogits_, dweights_, a.routing, router_, balance_weight);
+    ops_.moe_route_backward(dlogits_, dweights_, a.routing.scores, a.routing.weights, a.routing.chosen,
+                            a.routing.routed, balance_weight, N, as_int(shape_.experts), k, router_.score);
     ops_.matmul_backward(dx, g.router, nullptr, dlogits_, x, w.router, N, C, as_int(shape_.experts));
 }
 

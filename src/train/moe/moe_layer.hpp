@@ -28,7 +28,16 @@
 // state is an MoeActivations the model holds per layer (and per pipeline slot). Its sizes are
 // theory/moe_memory.hpp's, which the memory ledger's counts are tested against.
 //
-// Host only: the engine refuses MoE models on a GPU (train_options.cpp).
+// Device-agnostic: the per-token and per-element steps are Ops calls (CpuOps, or CudaOps's
+// kernels/moe.cu and cuBLAS on a GPU), the alltoall(v)s the expert group's Communicator's (NCCL
+// on GPUs). The capacity and the expert-major order are decided on the host, in
+// assign_expert_rows (train/moe/router.hpp), the same code on either device, so routing is
+// deterministic; on a GPU that makes each MoE layer sync its stream twice (README "Mixture of
+// experts"): in forward, to copy the chosen experts and weights (N·k each) to the host and the
+// rows back, and in backward, to copy the layer's rows per expert (E+1, and E under ep) back
+// for the expert loop and the exchange's sizes. With the balancing loss, forward also copies
+// the scores (N·E) for it. Under ep each all-to-all is timed between two syncs, so the
+// reported dispatch and combine times are the exchanges' own.
 #pragma once
 
 #include <cstdint>
@@ -161,7 +170,8 @@ class MoeLayer {
     struct ExpertChunk {
         int expert, first, rows;
     };
-    std::vector<ExpertChunk> expert_chunks(const MoeActivations& a) const;
+    // Those of the group whose row counts host_ holds (route, or fetch_row_counts in backward).
+    std::vector<ExpertChunk> expert_chunks() const;
     bool parallel() const { return shape_.ep > 1; }
     bool gated() const { return shape_.activation == ExpertActivation::swiglu; }
     // One expert MLP (or the shared experts' one of width S·Fe) over `rows` rows of x: gate
@@ -175,15 +185,29 @@ class MoeLayer {
     // The first expert whose weights this rank holds (its E/ep experts are stacked from it).
     int first_local_expert() const { return parallel() ? expert_group_->rank() * local_experts_ : 0; }
     // The per-rank row counts (elements of C floats) and offsets of an exchange: what this rank
-    // sends (its dispatch order) and receives (source-major).
+    // sends (its dispatch order) and receives (source-major), for the group host_ holds.
     struct ExchangePlan {
         std::vector<std::size_t> send_counts, send_offsets, recv_counts, recv_offsets;
     };
-    ExchangePlan exchange_plan(const MoeActivations& a) const;
+    ExchangePlan exchange_plan() const;
     // Sends `from` (dispatch order) to the experts' ranks, into `to` (received order); `back`:
     // the other way. Timed into `ms`, its bytes counted into `bytes` (as the communicator counts them).
     void exchange(const float* from, float* to, const ExchangePlan& plan, bool back, double& ms, double& bytes,
                   MoeExchangeStats& stats);
+
+    // Routes a group: the router's per-token part through ops_ (from logits_), the rest on
+    // the host (assign_expert_rows), its decisions copied into `routing` (device memory) and
+    // kept in host_ for the expert loop and the exchange (train/moe/moe_host_routing.cpp).
+    RoutingCounts route(const RoutingBuffers& routing, const float* bias);
+    // Fills host_'s row counts from a's (device memory) before its backward.
+    void fetch_row_counts(const MoeActivations& a);
+    // The host copies of what routing decided, for the steps that run on the host; expert_start
+    // and received_counts are those of the forward or backward running now.
+    struct HostRouting {
+        std::vector<int> chosen, slot, expert_start, routed, received_counts;
+        std::vector<float> weights, scores;
+    };
+    HostRouting host_;
 
     MoeMemoryShape shape_;
     RouterShape router_;
@@ -192,10 +216,11 @@ class MoeLayer {
     Matmuls* expert_matmuls_;     // null: the experts' matmuls in fp32 through ops_
     Communicator* expert_group_;  // null without expert parallelism
     int local_experts_;           // E / ep
-    std::vector<int> kept_per_expert_;  // (E) the alltoall's send buffer
+    std::vector<int> kept_per_expert_;  // (E) the alltoall's send counts, staged into dlogits_
     // Scratch shared by the layers.
     float* logits_;       // (N,E)
-    float* dlogits_;      // (N,E)
+    float* dlogits_;      // (N,E); idle in forward, where it stages the bias and the kept
+                          // counts (E each) in the device's memory
     float* dweights_;     // (N,k)
     float* dexpert_out_;  // (N·k, C)
     float* ddispatched_;  // (N·k, C)

@@ -18,8 +18,8 @@ MoeMemoryShape model_moe_shape(const ModelConfig& config, int rows, const MoeCon
 }
 
 MoeModelState::MoeModelState(const ModelConfig& config, const MoeContext& context, int microbatches,
-                             const std::vector<int>& held_layers)
-    : experts_(config.moe ? config.moe->experts : 0), context_(context), layers_(held_layers) {
+                             const std::vector<int>& held_layers, Device& device)
+    : experts_(config.moe ? config.moe->experts : 0), context_(context), device_(device), layers_(held_layers) {
     for (int layer : layers_) {
         index_[layer] = static_cast<int>(stats_.size());
         stats_.push_back(empty_stats());
@@ -67,8 +67,15 @@ std::vector<MoeLayerStats> MoeModelState::finish_step() {
     if (rate > 0.0 && !routed_.empty()) {
         std::vector<double> loads;
         for (const std::vector<double>& layer : routed_) loads.insert(loads.end(), layer.begin(), layer.end());
-        if (context_.balance_group != nullptr && context_.balance_group->size() > 1)
-            context_.balance_group->allreduce(loads.data(), loads.data(), loads.size(), DType::float64, ReduceOp::sum);
+        if (context_.balance_group != nullptr && context_.balance_group->size() > 1) {
+            // Summed in the device's memory: an NCCL group reads none of the host's.
+            const std::size_t bytes = loads.size() * sizeof(double);
+            if (loads_.bytes() < bytes) loads_ = device_.allocate(bytes);
+            device_.copy_from_host(loads_, loads.data(), bytes);
+            context_.balance_group->allreduce(loads_.data(), loads_.data(), loads.size(), DType::float64,
+                                              ReduceOp::sum);
+            device_.copy_to_host(loads.data(), loads_, bytes);
+        }
         const std::size_t E = routed_.front().size();
         for (std::size_t i = 0; i < bias_.size(); ++i) {
             double mean = 0.0;

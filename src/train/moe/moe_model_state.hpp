@@ -9,6 +9,7 @@
 #include <map>
 #include <vector>
 
+#include "device/device.hpp"
 #include "theory/model_config.hpp"
 #include "theory/parameter_layout.hpp"
 #include "train/models/transformer_parts.hpp"
@@ -23,9 +24,10 @@ MoeMemoryShape model_moe_shape(const ModelConfig& config, int rows, const MoeCon
 
 class MoeModelState {
   public:
-    // `held_layers`: the global MoE layers this rank holds, ascending.
+    // `held_layers`: the global MoE layers this rank holds, ascending. `device`: the model's,
+    // where the bias update's loads are summed over the balance group.
     MoeModelState(const ModelConfig& config, const MoeContext& context, int microbatches,
-                  const std::vector<int>& held_layers);
+                  const std::vector<int>& held_layers, Device& device);
 
     // The layer's balancing bias (E) and its all-to-all counters.
     const float* bias(int layer) const { return bias_[index(layer)].data(); }
@@ -44,11 +46,13 @@ class MoeModelState {
 
     int experts_;
     MoeContext context_;
+    Device& device_;
     std::vector<int> layers_;
     std::map<int, int> index_;               // global layer -> position in the vectors below
     std::vector<MoeLayerStats> stats_;       // this step's
     std::vector<std::vector<float>> bias_;   // (E) the balancing bias
     std::vector<std::vector<double>> routed_;  // (E) the step's loads (chosen assignments)
+    Buffer loads_;  // the bias update's loads (layers x E doubles) while the balance group sums them
     std::vector<double> aux_losses_;         // (micro-batches x layers) the last forward's L_aux
 };
 

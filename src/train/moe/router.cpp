@@ -15,18 +15,21 @@ int expert_capacity(const RouterShape& shape) {
 
 RoutingCounts route_tokens(const RoutingBuffers& routing, const float* logits, const float* bias,
                            const RouterShape& shape) {
+    const int E = shape.experts, k = shape.top_k;
+    for (int t = 0; t < shape.tokens; ++t) {
+        const std::size_t row = static_cast<std::size_t>(t) * E, choices = static_cast<std::size_t>(t) * k;
+        moe_route_token(routing.scores + row, routing.chosen + choices, routing.weights + choices, logits + row, bias,
+                        E, k, shape.score);
+    }
+    return assign_expert_rows(routing, shape);
+}
+
+RoutingCounts assign_expert_rows(const RoutingBuffers& routing, const RouterShape& shape) {
     const int N = shape.tokens, E = shape.experts, k = shape.top_k;
     RoutingCounts counts;
     counts.routed.assign(static_cast<std::size_t>(E), 0);
     counts.kept.assign(static_cast<std::size_t>(E), 0);
-    for (int t = 0; t < N; ++t) {
-        float* scores = routing.scores + static_cast<std::size_t>(t) * E;
-        int* chosen = routing.chosen + static_cast<std::size_t>(t) * k;
-        moe_scores(scores, logits + static_cast<std::size_t>(t) * E, E, shape.score);
-        moe_top_k(chosen, scores, bias, E, k);
-        moe_combine_weights(routing.weights + static_cast<std::size_t>(t) * k, scores, chosen, k);
-        for (int i = 0; i < k; ++i) ++counts.routed[static_cast<std::size_t>(chosen[i])];
-    }
+    for (int a = 0; a < N * k; ++a) ++counts.routed[static_cast<std::size_t>(routing.chosen[a])];
     // Each expert's assignments in token order; over capacity, those of the highest weight.
     std::vector<std::vector<int>> of_expert(static_cast<std::size_t>(E));
     for (int a = 0; a < N * k; ++a) of_expert[static_cast<std::size_t>(routing.chosen[a])].push_back(a);
@@ -73,8 +76,7 @@ void route_backward(float* dlogits, const float* dweights, const RoutingBuffers&
     // d(L_aux/alpha)/d(P_te) = E · routed_e / (N² k), the same for every token of the group.
     std::vector<float> coefficients(static_cast<std::size_t>(E));
     for (int e = 0; e < E; ++e)
-        coefficients[static_cast<std::size_t>(e)] = static_cast<float>(
-            balance_weight * E * routing.routed[e] / (static_cast<double>(N) * N * k));
+        coefficients[static_cast<std::size_t>(e)] = moe_balance_coefficient(balance_weight, E, routing.routed[e], N, k);
     std::vector<float> kept_dweights(static_cast<std::size_t>(k));
     for (int t = 0; t < N; ++t) {
         const std::size_t a = static_cast<std::size_t>(t) * k;

@@ -53,6 +53,11 @@ struct RoutingCounts {
 RoutingCounts route_tokens(const RoutingBuffers& routing, const float* logits, const float* bias,
                            const RouterShape& shape);
 
+// route_tokens' second half, for routing whose per-token part ran elsewhere (an Ops's
+// moe_route, on a GPU): from chosen and weights (host memory), the capacity and the
+// expert-major order: writes slot, expert_start and routed; scores is not read.
+RoutingCounts assign_expert_rows(const RoutingBuffers& routing, const RouterShape& shape);
+
 // The Switch-form balancing loss of a routed group (Fedus et al., arXiv 2101.03961 eq. 4-6,
 // with Megatron-core's top-k normalisation):
 //     L_aux = alpha · E / (N² k) · sum_e routed_e · sum_t P_te

@@ -95,6 +95,20 @@ class CudaOps : public Ops {
                                      const float* sums, const int* targets, int BT, int V,
                                      VocabShard shard) override;
 
+    void moe_route(float* scores, int* chosen, float* weights, const float* logits, const float* bias, int N, int E,
+                   int k, MoeScore score) override;
+    void moe_dispatch(float* dispatched, const float* x, const int* slot, int N, int k, int C) override;
+    void moe_combine(float* out, const float* expert_out, const int* slot, const float* weights, int N, int k,
+                     int C) override;
+    void moe_combine_backward(float* dexpert_out, float* dweights, const float* dout, const float* expert_out,
+                              const int* slot, const float* weights, int N, int k, int C) override;
+    void moe_dispatch_backward(float* dx, const float* ddispatched, const int* slot, int N, int k, int C) override;
+    void moe_route_backward(float* dlogits, const float* dweights, const float* scores, const float* weights,
+                            const int* chosen, const int* routed, double balance_weight, int N, int E, int k,
+                            MoeScore score) override;
+    void copy_to_host(void* host, const void* source, std::size_t bytes) override;
+    void copy_from_host(void* target, const void* host, std::size_t bytes) override;
+
     void mse_forward(float* losses, const float* pred, const float* target, int N, int D) override;
     void mse_backward(float* dpred, const float* dlosses, const float* pred, const float* target, int N,
                       int D) override;

@@ -9,6 +9,7 @@
 
 #include "core/nvtx.hpp"
 #include "core/error.hpp"
+#include "device/cuda_check.hpp"
 #include "device/cuda_device.hpp"
 #include "kernels/ops_launchers.hpp"
 #include "train/ops/cuda_ops.hpp"
@@ -300,6 +301,54 @@ void CudaOps::crossentropy_shard_backward(float* dlogits, const float* dlosses, 
                                           VocabShard shard) {
     launch_crossentropy_shard_backward(dlogits, dlosses, logits, maxes, sums, targets, BT, V, shard.start,
                                        resources_->stream->get());
+}
+
+void CudaOps::moe_route(float* scores, int* chosen, float* weights, const float* logits, const float* bias, int N,
+                        int E, int k, MoeScore score) {
+    launch_moe_route(scores, chosen, weights, logits, bias, N, E, k, score, resources_->stream->get());
+}
+
+void CudaOps::moe_dispatch(float* dispatched, const float* x, const int* slot, int N, int k, int C) {
+    launch_moe_dispatch(dispatched, x, slot, N, k, C, resources_->stream->get());
+}
+
+void CudaOps::moe_combine(float* out, const float* expert_out, const int* slot, const float* weights, int N, int k,
+                          int C) {
+    launch_moe_combine(out, expert_out, slot, weights, N, k, C, resources_->stream->get());
+}
+
+void CudaOps::moe_combine_backward(float* dexpert_out, float* dweights, const float* dout, const float* expert_out,
+                                   const int* slot, const float* weights, int N, int k, int C) {
+    launch_moe_combine_backward(dexpert_out, dweights, dout, expert_out, slot, weights, N, k, C,
+                                resources_->stream->get());
+}
+
+void CudaOps::moe_dispatch_backward(float* dx, const float* ddispatched, const int* slot, int N, int k, int C) {
+    launch_moe_dispatch_backward(dx, ddispatched, slot, N, k, C, resources_->stream->get());
+}
+
+void CudaOps::moe_route_backward(float* dlogits, const float* dweights, const float* scores, const float* weights,
+                                 const int* chosen, const int* routed, double balance_weight, int N, int E, int k,
+                                 MoeScore score) {
+    launch_moe_route_backward(dlogits, dweights, scores, weights, chosen, routed, balance_weight, N, E, k, score,
+                              resources_->stream->get());
+}
+
+// On the ops' stream, after the ops issued before; the host then waits for it (the sync an MoE
+// layer's routing needs, train/moe/moe_layer.hpp).
+void CudaOps::copy_to_host(void* host, const void* source, std::size_t bytes) {
+    if (bytes == 0) return;
+    const cudaStream_t stream = resources_->stream->get();
+    check_cuda(cudaMemcpyAsync(host, source, bytes, cudaMemcpyDeviceToHost, stream), "cudaMemcpyAsync (to host)");
+    check_cuda(cudaStreamSynchronize(stream), "cudaStreamSynchronize (after a copy to host)");
+}
+
+// From pageable host memory, cudaMemcpyAsync returns once the source has been staged, so the
+// caller may reuse `host` at once; the copy itself runs in stream order.
+void CudaOps::copy_from_host(void* target, const void* host, std::size_t bytes) {
+    if (bytes == 0) return;
+    check_cuda(cudaMemcpyAsync(target, host, bytes, cudaMemcpyHostToDevice, resources_->stream->get()),
+               "cudaMemcpyAsync (from host)");
 }
 
 void CudaOps::mse_forward(float* losses, const float* pred, const float* target, int N, int D) {

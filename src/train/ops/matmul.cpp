@@ -61,6 +61,15 @@ void CpuOps::matmul_backward_overwrite_input(float* dinp, float* dweight, float*
     linear_backward(dinp, 0.0f, dweight, dbias, dout, inp, weight, N, C, OC);
 }
 
+// Row-major dout[:, first:first+rows] is a (N, rows) matrix with leading dimension OC: sgemm
+// reads the piece in place. beta = 0 writes the rows without reading them (0 + x is x: the same
+// values as the += form on a zeroed buffer).
+void CpuOps::matmul_weight_gradient_rows(float* dweight_rows, const float* dout, const float* inp, int N, int C,
+                                         int OC, int first, int rows) {
+    cblas_sgemm(CblasRowMajor, CblasTrans, CblasNoTrans, rows, C, N, 1.0f, dout + first, OC, inp, C, 0.0f,
+                dweight_rows, C);
+}
+
 namespace {
 
 // The fp32 values of n bf16 numbers in `scratch` (exact: bf16 is a truncated fp32), or

@@ -1,5 +1,7 @@
 #include "train/ops/ops.hpp"
 
+#include <stdexcept>
+
 #include "core/error.hpp"
 #include "device/device.hpp"
 #include "device/cuda_plugin.hpp"
@@ -29,6 +31,11 @@ void Ops::matmul_backward_overwrite_input(float* dinp, float* dweight, float* db
                                           const float* inp, const float* weight, int N, int C, int OC) {
     if (dinp != nullptr) fill(dinp, 0.0f, static_cast<std::size_t>(N) * static_cast<std::size_t>(C));
     matmul_backward(dinp, dweight, dbias, dout, inp, weight, N, C, OC);
+}
+
+void Ops::matmul_weight_gradient_rows(float*, const float*, const float*, int, int, int, int, int) {
+    throw std::logic_error("Ops::matmul_weight_gradient_rows: not available on " + name() +
+                           " (ask has_weight_gradient_rows() first)");
 }
 
 void Ops::gelu_backward_overwrite(float* dinp, const float* inp, const float* dout, std::size_t n) {

@@ -23,6 +23,7 @@
 
 #include "kernels/block_attention_math.hpp"
 #include "kernels/gqa_math.hpp"
+#include "kernels/moe_router_math.hpp"
 #include "kernels/half_types.hpp"
 
 namespace parbench {
@@ -192,6 +193,39 @@ class Ops {
     virtual void mse_backward(float* dpred, const float* dlosses, const float* pred, const float* target, int N,
                               int D) = 0;
 
+    // ---- mixture of experts (kernels/moe_router_math.hpp, kernels/moe_dispatch_math.hpp) -----
+    // Assignment a = t·k + i is token t's i-th choice; slot (N,k) its expert-major row, -1 when
+    // dropped (train/moe/router.hpp decides it). Rows are C floats.
+    // Each token's routing: scores (N,E), chosen (N,k), weights (N,k) from logits (N,E); bias
+    // (E) or nullptr steers the choice only.
+    virtual void moe_route(float* scores, int* chosen, float* weights, const float* logits, const float* bias, int N,
+                           int E, int k, MoeScore score) = 0;
+    // dispatched row slot[a] = x (N,C) row t, for each kept assignment; other rows untouched.
+    virtual void moe_dispatch(float* dispatched, const float* x, const int* slot, int N, int k, int C) = 0;
+    // out (N,C) += each token's kept expert_out rows times their weights (N,k).
+    virtual void moe_combine(float* out, const float* expert_out, const int* slot, const float* weights, int N, int k,
+                             int C) = 0;
+    // dweights (N,k) = dout_t · expert_out[slot] (0 for a dropped assignment) and dexpert_out
+    // [slot] = weight · dout_t, both overwritten; dout (N,C).
+    virtual void moe_combine_backward(float* dexpert_out, float* dweights, const float* dout, const float* expert_out,
+                                      const int* slot, const float* weights, int N, int k, int C) = 0;
+    // dx (N,C) += each token's kept ddispatched rows. +=
+    virtual void moe_dispatch_backward(float* dx, const float* ddispatched, const int* slot, int N, int k, int C) = 0;
+    // dlogits (N,E) overwritten: the router's backward from dweights (N,k), which must be 0 for
+    // dropped assignments (moe_combine_backward writes them so), through the weights and the
+    // score function, plus the balancing loss's term with coefficients moe_balance_coefficient
+    // (balance_weight, E, routed[e], N, k); routed (E): assignments chosen per expert. The
+    // forward's scores (N,E), weights (N,k), chosen (N,k).
+    virtual void moe_route_backward(float* dlogits, const float* dweights, const float* scores, const float* weights,
+                                    const int* chosen, const int* routed, double balance_weight, int N, int E, int k,
+                                    MoeScore score) = 0;
+
+    // ---- copies between this device's memory and the host's ---------------------------------
+    // copy_to_host waits for the ops issued before it and for the copy (a GPU's stream syncs
+    // there); copy_from_host returns once `host` may be reused.
+    virtual void copy_to_host(void* host, const void* source, std::size_t bytes) = 0;
+    virtual void copy_from_host(void* target, const void* host, std::size_t bytes) = 0;
+
     // ---- first writes: the backward ops above with their input gradient OVERWRITTEN (=) -----
     // An input gradient's first contribution in a step would otherwise need a fill(0) before
     // the accumulating op: a pass of writes, then the op reading the zeros back. Same
@@ -206,6 +240,18 @@ class Ops {
     virtual void crossentropy_shard_backward_overwrite(float* dlogits, const float* dlosses, const float* logits,
                                                        const float* maxes, const float* sums, const int* targets,
                                                        int BT, int V, VocabShard shard);
+
+    // ---- a weight gradient in pieces, for an optimizer fused with it ------------------------
+    // Rows [first, first + rows) of a linear layer's weight gradient, OVERWRITTEN:
+    // dweight_rows (rows,C) = dout[:, first:first+rows]ᵀ · inp, dout (N,OC), inp (N,C): the values
+    // matmul_backward adds into those rows of a zeroed dweight. A model whose scheme updates a
+    // unit piece by piece (ParameterAccess::updates_in_pieces) computes each piece into a buffer
+    // that stays in cache and hands it straight to the update, so the gradient never makes the
+    // round trip through memory. has_weight_gradient_rows() says whether the op exists (CpuOps);
+    // the default throws std::logic_error.
+    virtual bool has_weight_gradient_rows() const { return false; }
+    virtual void matmul_weight_gradient_rows(float* dweight_rows, const float* dout, const float* inp, int N, int C,
+                                             int OC, int first, int rows);
 
     // ---- AdamW on fp32 master weights and state; step counts from 1 ------------------------
     virtual void adamw_update(float* params, const float* grads, float* m, float* v, std::size_t n, float lr,

@@ -160,6 +160,9 @@ void PipelineExecutor::compute(const Action& action, float loss_scale) {
     }
     if (action.kind == ActionKind::backward) {
         wait_for_send(model_.boundary_gradient(action.microbatch, action.chunk));
+        // Its layer stores go back to the rank's pool after it (after W when split), and another
+        // chunk may take the one its output was sent from: that send must be done.
+        wait_for_send(model_.boundary_output(action.microbatch, action.chunk));
         NvtxRange range("B" + std::to_string(action.microbatch));
         model_.backward_chunk(action.microbatch, action.chunk, loss_scale,
                               schedule_.split_backward ? BackwardPass::input : BackwardPass::full, scheme_);

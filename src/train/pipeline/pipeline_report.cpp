@@ -67,9 +67,12 @@ void add_pipeline_results(nlohmann::json& result, const TrainPlan& plan, const M
             const LayerRange& range = plan.stage_ranges[static_cast<std::size_t>(c * mesh.pp + s)];
             layers.push_back({range.first, range.end});
         }
+        const ActivationPool& pool = pm.kept_pools.at(static_cast<std::size_t>(s));
         stages.push_back({{"stage", s},
                           {"layers", layers},
                           {"microbatches_in_flight_peak", pm.in_flight[static_cast<std::size_t>(s)]},
+                          {"kept_activation_pool",
+                           {{"slots", pool.slots}, {"layer_stores", pool.layer_stores}, {"heads", pool.heads}}},
                           {"activations_peak_bytes", activations}});
     }
     result["pipeline"] = {
@@ -80,9 +83,11 @@ void add_pipeline_results(nlohmann::json& result, const TrainPlan& plan, const M
         {"p2p", p2p_mode_name(plan.p2p)},
         {"split_backward", plan.schedule == ScheduleKind::zero_bubble_h1},
         {"per_stage", stages},
-        {"memory_method", "activations_peak_bytes: the ledger's peak of activation buffers on the stage's ranks: one "
-                          "slot per micro-batch in flight (the schedule's peak, enforced when slots are taken), plus "
-                          "the micro-batches' inputs and the shared backward scratch"},
+        {"memory_method", "activations_peak_bytes: the ledger's peak of activation buffers on the stage's ranks: the "
+                          "pool of kept activations its chunks share (kept_activation_pool: slots of boundary "
+                          "tensors, layer stores per kind (dense, MoE), head buffers; each the schedule's peak held "
+                          "at once over the chunks, enforced when taken), plus the micro-batches' inputs and the "
+                          "shared backward scratch; microbatches_in_flight_peak: each chunk's own peak"},
     };
 }
 

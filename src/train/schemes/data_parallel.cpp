@@ -6,7 +6,9 @@
 // The gradient buffer is zeroed once; AdamW clears each gradient as it reads it, so a step
 // starts on zeroed gradients without a fill. On a group of one (update_in_backward) each unit
 // is updated as soon as its gradient is complete (PyTorch's optimizer-in-backward idea:
-// the unit's arrays are still in cache), and optimizer_step updates only what is left.
+// the unit's arrays are still in cache), and optimizer_step updates only what is left. With one
+// micro-batch a model may also hand a unit's gradient over in pieces (updates_in_pieces), each
+// updated as it arrives from a buffer still in cache; the unit's update then covers the rest.
 #include <algorithm>
 #include <stdexcept>
 #include <vector>
@@ -30,6 +32,7 @@ class DataParallel : public TrainingScheme {
         adam_v_ = context.ledger.allocate(MemoryCategory::optimizer, bytes);
         remaining_units_.resize(flat_.segments().size());
         updated_.assign(context.layout.units().size(), 0);
+        pieces_.assign(context.layout.units().size(), PieceRange{});
         ops_.fill(grads_.as<float>(), 0.0f, flat_.padded_numel());
     }
 
@@ -48,6 +51,7 @@ class DataParallel : public TrainingScheme {
     void begin_step(int step) override {
         step_ = step;
         std::fill(updated_.begin(), updated_.end(), 0);
+        std::fill(pieces_.begin(), pieces_.end(), PieceRange{});
     }
 
     void begin_microbatch(int index) override {
@@ -73,6 +77,25 @@ class DataParallel : public TrainingScheme {
         in_flight_.push_back(dp_.iallreduce(data, data, s.numel, DType::float32, ReduceOp::avg));
         // MPI progresses a non-blocking collective only inside MPI calls: poll the oldest.
         while (!in_flight_.empty() && in_flight_.front().test()) in_flight_.erase(in_flight_.begin());
+    }
+
+    // One micro-batch: its contribution is the whole gradient, so a piece needs nothing from
+    // the gradient buffer and is final when handed over.
+    bool updates_in_pieces(int) const override { return updates_in_backward() && settings_.microbatches == 1; }
+
+    void update_piece(int unit, std::size_t first, std::size_t count, const float* gradient) override {
+        if (!updates_in_pieces(unit)) throw std::logic_error("DataParallel: update_piece while not updating in pieces");
+        PieceRange& done = pieces_.at(static_cast<std::size_t>(unit));
+        if (done.end > done.begin && first != done.end)
+            throw std::logic_error("DataParallel: update_piece of a piece not adjacent to the previous one");
+        if (first + count > unit_end(unit) - flat_.unit_offset(unit))
+            throw std::logic_error("DataParallel: update_piece past the unit's end");
+        const std::size_t at = flat_.unit_offset(unit) + first;
+        const AdamWSettings& a = settings_.adamw;
+        ops_.adamw_update(params_.as<float>() + at, gradient, adam_m_.as<float>() + at, adam_v_.as<float>() + at,
+                          count, a.lr, a.beta1, a.beta2, a.eps, a.weight_decay, step_);
+        if (done.end == done.begin) done.begin = first;
+        done.end = first + count;
     }
 
     void end_backward() override {
@@ -122,13 +145,28 @@ class DataParallel : public TrainingScheme {
     }
 
     // A unit's elements: up to the next unit of its segment, or the segment's padded end.
-    void update_unit(int unit) {
+    std::size_t unit_end(int unit) const {
         const Segment& s = flat_.segment_of_unit(unit);
-        const std::size_t end =
-            unit + 1 < s.end_unit ? flat_.unit_offset(unit + 1) : s.offset + s.padded_numel;
-        update(flat_.unit_offset(unit), end);
+        return unit + 1 < s.end_unit ? flat_.unit_offset(unit + 1) : s.offset + s.padded_numel;
+    }
+
+    // The unit's elements but the pieces already updated (whose gradients were never written).
+    void update_unit(int unit) {
+        const std::size_t begin = flat_.unit_offset(unit), end = unit_end(unit);
+        const PieceRange done = pieces_[static_cast<std::size_t>(unit)];
+        if (done.begin < done.end) {
+            if (done.begin > 0) update(begin, begin + done.begin);
+            if (begin + done.end < end) update(begin + done.end, end);
+        } else {
+            update(begin, end);
+        }
         updated_[static_cast<std::size_t>(unit)] = 1;
     }
+
+    // Elements [begin, end) of a unit updated by update_piece in this step (empty: none).
+    struct PieceRange {
+        std::size_t begin = 0, end = 0;
+    };
 
     Device& device_;
     Ops& ops_;
@@ -137,6 +175,7 @@ class DataParallel : public TrainingScheme {
     FlatLayout flat_;
     Buffer params_, grads_, adam_m_, adam_v_;
     std::vector<int> remaining_units_;  // per bucket, in this micro-batch's backward
+    std::vector<PieceRange> pieces_;    // per unit
     std::vector<Request> in_flight_;
     int microbatch_ = 0;
     int step_ = 0;                // AdamW's t of the step in progress
