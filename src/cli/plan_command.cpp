@@ -299,8 +299,7 @@ class PlanCommand : public Command {
 
     // --states parbench plans parbench's own train, which runs an MoE model only where its engine
     // does (train/train_options.cpp check_moe): the same layouts refused, naming the flag.
-    void check_engine_moe_layout(const PlanLayout& p, const ModelConfig& config) const {
-        const EngineLayout& l = p.engine;
+    void check_engine_moe_layout(const ModelConfig& config) const {
         const std::string fix = "; or plan a framework's job with --states megatron|zero";
         if (config.mla)
             throw UsageError("--states parbench with --model " + config.name + ": multi-head latent attention (\"mla\") "
@@ -317,7 +316,7 @@ class PlanCommand : public Command {
                                  "mixtral-8x7b, or drop the flag");
             if (!config.mla) return;
         }
-        if (p.states == StateConvention::parbench) check_engine_moe_layout(p, config);
+        if (p.states == StateConvention::parbench) check_engine_moe_layout(config);
         if (config.kind == ModelKind::gpt && p.states != StateConvention::parbench)
             throw UsageError("--model " + config.name + ": a GPT mixture of experts is planned with --states parbench "
                              "only (the frameworks' MoE conventions count a Llama skeleton: SwiGLU MLPs, no biases); "
