@@ -142,7 +142,8 @@ fi
 
 # Mixture of experts on the GPU (kernels/moe.cu, cuBLAS experts, NCCL dispatch/combine), each
 # run against --check's single-process reference: Mixtral-style softmax routing with capacity
-# dropping and the balancing loss, and DeepSeek-V3-style sigmoid routing with the bias update.
+# dropping and the balancing loss, DeepSeek-V3-style sigmoid routing with the bias update, and
+# GPT's GELU experts.
 # One GPU is one rank, so ep 1 (dispatch and combine are local); with two GPUs, ep 2 runs the
 # alltoallv between them.
 run_step train_moe_nccl_check 90 "${MPIRUN[@]}" "$PARBENCH" train --model llama-moe-tiny --backend nccl --warmup 1 \
@@ -150,6 +151,9 @@ run_step train_moe_nccl_check 90 "${MPIRUN[@]}" "$PARBENCH" train --model llama-
 run_step train_moe_sigmoid_nccl_check 60 "${MPIRUN[@]}" "$PARBENCH" train --model "$ROOT/tests/train/llama-moe-sigmoid.json" \
     --backend nccl --warmup 1 --steps 3 --check --moe-router-bias-update-rate 0.01 --moe-expert-capacity-factor 1.0 \
     --json "$OUT/train_moe_sigmoid_nccl.json"
+# GPT's MoE layers: GELU experts through the same kernels, with dropping and the balancing loss.
+run_step train_moe_gpt_nccl_check 90 "${MPIRUN[@]}" "$PARBENCH" train --model gpt-moe-tiny --backend nccl --warmup 1 \
+    --steps 3 --check --moe-expert-capacity-factor 1.0 --moe-aux-loss-coeff 0.01 --json "$OUT/train_moe_gpt_nccl.json"
 if (( $(nvidia-smi -L 2>/dev/null | grep -c '^GPU') >= 2 )); then
     run_step train_moe_ep2_nccl_check 90 mpirun --allow-run-as-root -np 2 "$PARBENCH" train --model llama-moe-tiny \
         --backend nccl --ep 2 --warmup 1 --steps 3 --check --moe-expert-capacity-factor 1.0 \

@@ -173,7 +173,7 @@ class PlanCommand : public Command {
         inputs.model["parameters"] = static_cast<double>(
             model_parameter_layout(resolved.config, resolved.config.seq_len).total_numel());
         if (resolved.config.moe) {
-            const MoeParameterCount count = moe_parameter_count(moe_shape(resolved.config));
+            const MoeParameterCount count = moe_parameter_count(resolved.config);
             inputs.model["parameters"] = static_cast<double>(count.total);
             inputs.model["active_parameters"] = static_cast<double>(count.active);
             inputs.model["routed_expert_parameters"] = static_cast<double>(count.routed_experts);
@@ -300,24 +300,11 @@ class PlanCommand : public Command {
 
     // --states parbench plans parbench's own train, which runs an MoE model only where its engine
     // does (train/train_options.cpp check_moe): the same layouts refused, naming the flag.
-    void check_engine_moe_layout(const PlanLayout& p, const ModelConfig& config) const {
-        const EngineLayout& l = p.engine;
+    void check_engine_moe_layout(const ModelConfig& config) const {
         const std::string fix = "; or plan a framework's job with --states megatron|zero";
         if (config.mla)
             throw UsageError("--states parbench with --model " + config.name + ": multi-head latent attention (\"mla\") "
                              "is counted by the frameworks' conventions only; train does not run it" + fix);
-        if (l.sp)
-            throw UsageError("--sp with MoE model " + config.name + " under --states parbench: train's MoE layers do not "
-                             "run on sequence-parallel rows; drop --sp (--tp alone works)" + fix);
-        if (l.cp > 1)
-            throw UsageError("--cp with MoE model " + config.name + " under --states parbench: train's MoE layers do not "
-                             "route context-parallel token slices; drop --cp" + fix);
-        if (l.pp > 1 && l.schedule == ScheduleKind::zero_bubble_h1)
-            throw UsageError("--schedule zb-h1 with MoE model " + config.name + " under --states parbench: train's MoE "
-                             "layers do not split their backward; use --schedule 1f1b, gpipe or interleaved" + fix);
-        if (l.precision != Precision::fp32)
-            throw UsageError("--precision bf16 with MoE model " + config.name + " under --states parbench: train's MoE "
-                             "layers run fp32 only; use --precision fp32" + fix);
     }
 
     // --ep and --moe-imbalance for a mixture-of-experts model (plan/moe_plan.hpp); refused for a
@@ -331,7 +318,11 @@ class PlanCommand : public Command {
                                  "mixtral-8x7b, or drop the flag");
             if (!config.mla) return;
         }
-        if (p.states == StateConvention::parbench) check_engine_moe_layout(p, config);
+        if (p.states == StateConvention::parbench) check_engine_moe_layout(config);
+        if (config.kind == ModelKind::gpt && p.states != StateConvention::parbench)
+            throw UsageError("--model " + config.name + ": a GPT mixture of experts is planned with --states parbench "
+                             "only (the frameworks' MoE conventions count a Llama skeleton: SwiGLU MLPs, no biases); "
+                             "add --states parbench");
         if (no_reshard || hybrid_shard)
             throw UsageError(std::string(no_reshard ? "--no-reshard" : "--hybrid-shard") + " is not modelled for the "
                              "experts of an MoE model; drop it");

@@ -103,7 +103,7 @@ void apply_moe_traffic(PlanPrediction& out, const PlanContext& context, double s
     moe.dense_parameters_rank = r.dense;
     moe.expert_parameters_rank = r.routed;
     if (model.moe) {
-        const MoeParameterCount count = moe_parameter_count(moe_shape(model));
+        const MoeParameterCount count = moe_parameter_count(model);
         moe.total_parameters = static_cast<double>(count.total);
         moe.active_parameters = static_cast<double>(count.active);
     }
@@ -180,11 +180,7 @@ std::vector<PlanLayout> with_expert_degrees(const std::vector<PlanLayout>& layou
             continue;
         }
         const bool engine = layout.states == StateConvention::parbench;
-        // parbench's train runs its MoE layers replicated over tp (no sp) and without zb-h1's
-        // split backward (check_engine_moe_layout's rules); Megatron-core runs MoE under tensor
-        // parallelism only with sequence parallelism.
-        if (engine && (layout.engine.sp || (layout.engine.pp > 1 && layout.engine.schedule == ScheduleKind::zero_bubble_h1)))
-            continue;
+        // Megatron-core runs MoE under tensor parallelism only with sequence parallelism.
         if (!engine && (layout.shard_group > 0 || (layout.engine.tp > 1 && !layout.engine.sp))) continue;
         const int degrees = std::gcd(layout.experts.model->moe->experts, layout.engine.dp);
         for (int ep = 1; ep <= degrees; ++ep) {

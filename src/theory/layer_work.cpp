@@ -44,7 +44,7 @@ LayerWork transformer_layer_work(const LayerWorkShape& shape, AttentionKind atte
     const double t = shape.tp, h = model.hidden, heads = model.heads;
     const double head_dim = h / heads;
     const double kv = llama && model.kv_heads > 0 ? model.kv_heads * head_dim : h;
-    const double ffn = llama ? model.ffn_hidden : 4.0 * h;
+    const double ffn = !shape.mlp ? 0.0 : llama ? model.ffn_hidden : 4.0 * h;
     const double tokens = shape.micro * shape.seq;
     const double e = shape.element_bytes;
     LayerWork work;

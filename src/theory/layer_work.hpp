@@ -58,6 +58,7 @@ struct LayerWorkShape {
     int tp = 1;
     bool sp = false;
     double element_bytes = 2;  // of activations: 2 in bf16/fp16, 4 in fp32
+    bool mlp = true;           // false: the block's attention part only (an MoE layer's, theory/moe_work.hpp)
 };
 
 // One transformer block's work on one rank.

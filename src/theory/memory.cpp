@@ -78,6 +78,17 @@ void scheme_items(const EngineLayout& l, const ParameterLayout& layout, int unit
                      "routed experts (this rank's E/ep; shards 1/(dp x cp / ep)): ", items);
 }
 
+// The MoE layer's shape as train builds it (train/models/gpt.cpp, llama.cpp): `tokens` rows per
+// routing group; empty without "moe".
+MoeMemoryShape engine_moe_memory_shape(const EngineLayout& l, double tokens) {
+    if (!l.model.moe) return {};
+    const ModelConfig::Moe& moe = *l.model.moe;
+    return MoeMemoryShape{static_cast<std::size_t>(tokens),       static_cast<std::size_t>(l.model.hidden),
+                          static_cast<std::size_t>(moe.experts),  static_cast<std::size_t>(moe.top_k),
+                          static_cast<std::size_t>(moe.expert_hidden), static_cast<std::size_t>(moe.shared_experts),
+                          static_cast<std::size_t>(l.ep),         moe.activation};
+}
+
 // bf16 operand copies of the largest matmul (train/matmuls.cpp).
 void matmul_items(const EngineLayout& l, const std::vector<MatmulShape>& shapes, ItemList& items) {
     if (l.precision != Precision::bf16) return;
@@ -97,8 +108,9 @@ void matmul_items(const EngineLayout& l, const std::vector<MatmulShape>& shapes,
 // activation_pool, what train/models/transformer_parts.hpp allocates): slots of boundary
 // tensors, layer stores (with the zero-bubble stash) and, on the last stage, the head's.
 // Returns whether this rank holds the head. Shared by the GPT and Llama items.
-// `moe_block`: what an MoE layer keeps instead of `block` (Llama models with "moe"); its stores
-// are a kind of their own unless full recompute makes every layer keep the same.
+// `moe_block`: what an MoE layer keeps instead of `block` (models with "moe"); its stores are a
+// kind of their own unless full recompute makes every layer keep the same. An MoE layer defers
+// nothing to W, so only the dense stores have a zero-bubble stash (zb-h1 refuses full recompute).
 bool layer_store_items(const EngineLayout& l, const PipelinePart& part, const std::string& norm, double block,
                        double stash, double rc, double head, ItemList& items, double moe_block = 0.0) {
     const std::string moe_stores = "MoE layer stores: attention, router, dispatch/combine buffers, expert activations";
@@ -146,13 +158,29 @@ void gpt_items(const EngineLayout& l, const PipelinePart& part, ItemList& items)
     // set all layers share.
     const bool shares_probabilities = l.recompute == Recompute::selective && !context;
     const double block = l.recompute == Recompute::full ? rc : shares_probabilities ? full_block - att : full_block;
-    if (l.recompute == Recompute::full) items.activation("full recompute: one layer's buffers, shared", 1, full_block);
+    // An MoE layer keeps the MoE layer's buffers (theory/moe_memory.hpp) in place of the MLP's two.
+    const int moe_count = l.model.moe_layer_count();
+    // An MoE layer routes the rank's R rows (B·T/t under SP: train/models/gpt.cpp, llama.cpp).
+    const MoeMemoryShape moe_shape = engine_moe_memory_shape(l, R);
+    const double moe_kept = static_cast<double>(moe_kept_bytes(moe_shape)) / f32;
+    const double moe_block = l.recompute == Recompute::full ? rc : block - 2 * wide + moe_kept;
+    if (l.recompute == Recompute::full)
+        items.activation("full recompute: one layer's buffers, shared", 1,
+                         (moe_count < l.model.layers ? full_block : full_block - 2 * wide) +
+                             (moe_count > 0 ? moe_kept : 0.0));
     if (shares_probabilities) items.activation("selective recompute: probabilities, shared", 1, att);
     const double stash = rows * C + wide + rows * C + 3 * local;
 
     items.add(MemoryCategory::activations, "tokens, targets, losses (per micro-batch)", 3.0 * l.microbatches,
               rows * f32);
-    const bool holds_head = layer_store_items(l, part, "LayerNorm", block, stash, rc, rc + 2 * R + logits + 3 * rows, items);
+    const bool holds_head =
+        layer_store_items(l, part, "LayerNorm", block, stash, rc, rc + 2 * R + logits + 3 * rows, items, moe_block);
+    if (moe_count > 0)
+        items.activation("MoE scratch, shared by the MoE layers (theory/moe_memory.hpp)", 1,
+                         static_cast<double>(moe_scratch_bytes(moe_shape)) / f32);
+    if (moe_count > 0 && l.sp)
+        items.activation("sequence-parallel MoE gradient pack (router, shared and this rank's experts)", 1,
+                         static_cast<double>(moe_sequence_parallel_pack_floats(moe_shape)));
     if (context) {
         items.activation("context-parallel attention workspace (train/context/)", 1,
                          static_cast<double>(cp_floats.workspace));
@@ -175,6 +203,8 @@ void gpt_items(const EngineLayout& l, const PipelinePart& part, ItemList& items)
                                     {static_cast<int>(rows), static_cast<int>(4 * C / t), static_cast<int>(C)}};
     if (holds_head)
         shapes.push_back({static_cast<int>(rows), static_cast<int>(C), static_cast<int>(vocab_local)});
+    if (moe_count > 0)
+        for (const MatmulShape& s : moe_expert_matmul_shapes(moe_shape)) shapes.push_back(s);
     matmul_items(l, shapes, items);
 }
 
@@ -210,14 +240,8 @@ void llama_items(const EngineLayout& l, const PipelinePart& part, ItemList& item
     // An MoE layer keeps the MoE layer's buffers (theory/moe_memory.hpp, on every tp rank: the
     // layer runs replicated over tp) in place of the SwiGLU's three.
     const int moe_count = l.model.moe_layer_count();
-    MoeMemoryShape moe_shape;
-    if (l.model.moe)
-        moe_shape = MoeMemoryShape{static_cast<std::size_t>(rows), static_cast<std::size_t>(C),
-                                   static_cast<std::size_t>(l.model.moe->experts),
-                                   static_cast<std::size_t>(l.model.moe->top_k),
-                                   static_cast<std::size_t>(l.model.moe->expert_hidden),
-                                   static_cast<std::size_t>(l.model.moe->shared_experts),
-                                   static_cast<std::size_t>(l.ep)};
+    // An MoE layer routes the rank's R rows (B·T/t under SP: train/models/gpt.cpp, llama.cpp).
+    const MoeMemoryShape moe_shape = engine_moe_memory_shape(l, R);
     const double moe_kept = static_cast<double>(moe_kept_bytes(moe_shape)) / f32;
     const double moe_block = l.recompute == Recompute::full ? rc : block - 3 * wide + moe_kept;
     const double full_recompute_work = (moe_count < l.model.layers ? full_block : full_block - 3 * wide) +
@@ -234,6 +258,9 @@ void llama_items(const EngineLayout& l, const PipelinePart& part, ItemList& item
     if (moe_count > 0)
         items.activation("MoE scratch, shared by the MoE layers (theory/moe_memory.hpp)", 1,
                          static_cast<double>(moe_scratch_bytes(moe_shape)) / f32);
+    if (moe_count > 0 && l.sp)
+        items.activation("sequence-parallel MoE gradient pack (router, shared and this rank's experts)", 1,
+                         static_cast<double>(moe_sequence_parallel_pack_floats(moe_shape)));
     if (context)
         items.activation("context-parallel attention workspace (train/context/)", 1,
                          static_cast<double>(cp_floats.workspace));
@@ -257,6 +284,8 @@ void llama_items(const EngineLayout& l, const PipelinePart& part, ItemList& item
                                     {i(rows), i(C), i(l.model.ffn_hidden / t)},
                                     {i(rows), i(l.model.ffn_hidden / t), i(C)}};
     if (holds_head) shapes.push_back({i(rows), i(C), i(V / t)});
+    if (moe_count > 0)
+        for (const MatmulShape& s : moe_expert_matmul_shapes(moe_shape)) shapes.push_back(s);
     matmul_items(l, shapes, items);
 }
 

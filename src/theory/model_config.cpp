@@ -24,9 +24,10 @@ double positive_number(const JsonFields& document, const char* key, double fallb
 }
 
 // A nested object's sizes, each known and in range: a typo in "moe" is refused like one at the top.
-ModelConfig::Moe parse_moe(const JsonFields& object, int layers) {
+// `kind`: the family, whose own MLP form is the experts' default ("expert_activation").
+ModelConfig::Moe parse_moe(const JsonFields& object, int layers, ModelKind kind) {
     object.refuse_unknown_keys(
-        {"experts", "top_k", "shared_experts", "expert_hidden", "every", "first_dense", "router"});
+        {"experts", "top_k", "shared_experts", "expert_hidden", "every", "first_dense", "router", "expert_activation"});
     ModelConfig::Moe moe;
     moe.experts = positive_int(object, "experts", model_limits::max_hidden);
     moe.top_k = positive_int(object, "top_k", model_limits::max_hidden);
@@ -39,6 +40,12 @@ ModelConfig::Moe parse_moe(const JsonFields& object, int layers) {
         throw UsageError(object.name("router") + " is \"" + router +
                          "\": use \"softmax\" (Mixtral) or \"sigmoid\" (DeepSeek-V3)");
     moe.score = router == "sigmoid" ? MoeScore::sigmoid : MoeScore::softmax;
+    const std::string activation =
+        object.optional_string("expert_activation").value_or(kind == ModelKind::gpt ? "gelu" : "swiglu");
+    if (activation != "gelu" && activation != "swiglu")
+        throw UsageError(object.name("expert_activation") + " is \"" + activation +
+                         "\": use \"gelu\" (GPT's two-matrix MLP) or \"swiglu\" (Llama's three-matrix one)");
+    moe.activation = activation == "gelu" ? ExpertActivation::gelu : ExpertActivation::swiglu;
     if (moe.top_k > moe.experts)
         throw UsageError(object.name("top_k") + " (" + std::to_string(moe.top_k) + ") is above \"experts\" (" +
                          std::to_string(moe.experts) + "); a token picks at most every expert");
@@ -95,7 +102,7 @@ ModelConfig parse_model_config(const nlohmann::json& document, const std::string
     std::set<std::string> allowed = {"kind", "description", "layers", "hidden"};
     if (kind == "gpt") {
         config.kind = ModelKind::gpt;
-        allowed.insert({"heads", "seq_len", "vocab"});
+        allowed.insert({"heads", "seq_len", "vocab", "moe"});
     } else if (kind == "llama") {
         config.kind = ModelKind::llama;
         allowed.insert({"heads", "kv_heads", "ffn_hidden", "seq_len", "vocab", "rope_theta", "norm_eps", "moe", "mla"});
@@ -137,9 +144,9 @@ ModelConfig parse_model_config(const nlohmann::json& document, const std::string
         if ((config.hidden / config.heads) % 2 != 0)
             throw UsageError(source + ": the head size hidden/heads (" + std::to_string(config.hidden / config.heads) +
                              ") must be even: rotary embedding turns pairs of channels");
-        if (fields.has("moe")) config.moe = parse_moe(fields.object("moe"), config.layers);
         if (fields.has("mla")) config.mla = parse_mla(fields.object("mla"));
     }
+    if (config.has_sequence() && fields.has("moe")) config.moe = parse_moe(fields.object("moe"), config.layers, config.kind);
     return config;
 }
 
@@ -188,7 +195,8 @@ nlohmann::json to_json(const ModelConfig& config) {
         shape["moe"] = {{"experts", config.moe->experts},         {"top_k", config.moe->top_k},
                         {"shared_experts", config.moe->shared_experts}, {"expert_hidden", config.moe->expert_hidden},
                         {"every", config.moe->every},             {"first_dense", config.moe->first_dense},
-                        {"router", config.moe->score == MoeScore::sigmoid ? "sigmoid" : "softmax"}};
+                        {"router", config.moe->score == MoeScore::sigmoid ? "sigmoid" : "softmax"},
+                        {"expert_activation", config.moe->activation == ExpertActivation::gelu ? "gelu" : "swiglu"}};
     return {{"name", config.name}, {"kind", model_kind_name(config.kind)}, {"source", config.source}, {"shape", shape}};
 }
 
@@ -219,7 +227,27 @@ MoeShape moe_shape(const ModelConfig& config) {
     shape.shared_experts = config.moe->shared_experts;
     shape.expert_hidden = config.moe->expert_hidden;
     if (config.mla) shape.attention_per_layer = latent_attention_parameters(config.hidden, config.heads, *config.mla);
+    shape.expert_matrices = config.moe->matrices_per_expert();
     return shape;
+}
+
+MoeParameterCount moe_parameter_count(const ModelConfig& config) {
+    if (config.kind == ModelKind::llama) return moe_parameter_count(moe_shape(config));
+    // GPT-2's blocks (gpt_layout): embedding V·h + positions s·h + final LayerNorm 2h; per layer
+    // two LayerNorms 4h and attention 4h² + 4h (QKV and projection with biases); a dense
+    // layer's MLP 8h² + 5h (h -> 4h -> h with biases), an MoE layer's router h·E and experts of
+    // m·h·f_e (no biases).
+    const std::int64_t h = config.hidden, L = config.layers, moe_layers = config.moe_layer_count();
+    const std::int64_t E = config.moe->experts, k = config.moe->top_k, S = config.moe->shared_experts;
+    const std::int64_t expert = config.moe->matrices_per_expert() * h * config.moe->expert_hidden;
+    const std::int64_t common = (static_cast<std::int64_t>(config.vocab) + config.seq_len + 2) * h +
+                                L * (4 * h + 4 * h * h + 4 * h) + (L - moe_layers) * (8 * h * h + 5 * h) +
+                                moe_layers * h * E;
+    MoeParameterCount count;
+    count.routed_experts = moe_layers * E * expert;
+    count.total = common + moe_layers * (E + S) * expert;
+    count.active = common + moe_layers * (k + S) * expert;
+    return count;
 }
 
 }  // namespace parbench

@@ -11,6 +11,7 @@
 
 #include "kernels/moe_router_math.hpp"
 #include "theory/moe.hpp"
+#include "theory/moe_memory.hpp"
 
 namespace parbench {
 
@@ -32,9 +33,11 @@ struct ModelConfig {
     int ffn_hidden = 0;
     double rope_theta = 10000.0;
     double norm_eps = 1e-5;
-    // llama only, optional ("moe": {...}): a mixture of experts in the layers from
+    // gpt and llama, optional ("moe": {...}): a mixture of experts in the layers from
     // first_dense on, every `every`-th of them (theory/moe.hpp; train/moe/ runs it). "router":
-    // the score function, "softmax" (Mixtral) or "sigmoid" (DeepSeek-V3).
+    // the score function, "softmax" (Mixtral) or "sigmoid" (DeepSeek-V3). "expert_activation":
+    // the experts' MLP form (theory/moe_memory.hpp's ExpertActivation), by default the family's
+    // own: GELU for GPT, SwiGLU for Llama.
     struct Moe {
         int experts = 0;
         int top_k = 0;
@@ -43,6 +46,9 @@ struct ModelConfig {
         int every = 1;
         int first_dense = 0;
         MoeScore score = MoeScore::softmax;
+        ExpertActivation activation = ExpertActivation::swiglu;
+        // Matrices per expert: 3 (gate, up, down) for SwiGLU, 2 (up, down) for GELU.
+        int matrices_per_expert() const { return activation == ExpertActivation::swiglu ? 3 : 2; }
         // Whether layer `layer` (0-based) is an MoE layer.
         bool is_moe_layer(int layer) const { return layer >= first_dense && (layer - first_dense) % every == 0; }
     };
@@ -85,7 +91,10 @@ nlohmann::json to_json(const ModelConfig& config);
 struct LlamaShape;
 // The shape theory/llama_formulas.hpp's formulas take; config.kind must be llama.
 LlamaShape llama_shape(const ModelConfig& config);
-// The shape theory/moe.hpp's formulas take; config.moe must be set.
+// The shape theory/moe.hpp's formulas take; config.moe must be set, config.kind llama.
 MoeShape moe_shape(const ModelConfig& config);
+// Total, active and routed-expert parameters of an MoE GPT or Llama (config.moe set): the
+// Llama's by theory/moe.hpp's formulas, the GPT's by GPT-2's blocks with MoE MLPs.
+MoeParameterCount moe_parameter_count(const ModelConfig& config);
 
 }  // namespace parbench

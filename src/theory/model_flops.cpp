@@ -18,7 +18,8 @@ double model_flops_per_step(const ModelConfig& config, int global_batch, int seq
         return llama_model_flops(llama_shape(config), global_batch, seq_len) +
                6.0 * global_batch * seq_len * moe_active_weight_delta(config);
     if (config.kind == ModelKind::gpt)
-        return megatron_gpt_flops(global_batch, seq_len, config.layers, config.hidden, config.vocab);
+        return megatron_gpt_flops(global_batch, seq_len, config.layers, config.hidden, config.vocab) +
+               6.0 * global_batch * seq_len * moe_active_weight_delta(config);
     return mlp_flops(global_batch, config.layers, config.hidden);
 }
 
@@ -27,6 +28,11 @@ std::string flops_formula(const ModelConfig& config) {
         return "6*B*s*(l*(2h^2 + 2h*h_kv) + l_dense*3h*f + l_moe*(h*E + (k+S)*3h*f_e) + h*V) + 12*B*l*s^2*h: ACTIVE "
                "parameters, the router and the k routed plus S shared experts a token runs (Megatron-LM's "
                "convention, arXiv 2104.04473 sec. 5.1; no recompute; full s x s attention, no causal discount)";
+    if (config.kind == ModelKind::gpt && config.moe)
+        return "72*B*s*l*h^2*(1 + s/(6h) + V/(12*l*h)) + 6*B*s*l_moe*(h*E + (k+S)*m*h*f_e - 8h^2): ACTIVE parameters, "
+               "each MoE layer's 4h MLP replaced by the router and the k routed plus S shared experts a token runs, "
+               "m = 2 (GELU) or 3 (SwiGLU) matrices each (Megatron-LM's convention, arXiv 2104.04473 sec. 5.1; no "
+               "recompute; full s x s attention, no causal discount)";
     if (config.kind == ModelKind::llama)
         return "6*B*s*(l*(2h^2 + 2h*h_kv + 3h*f) + h*V) + 12*B*l*s^2*h (Megatron-LM's convention, arXiv 2104.04473 "
                "sec. 5.1, for SwiGLU's three matrices and grouped-query K/V of width h_kv; no recompute; full s x s "
@@ -44,7 +50,7 @@ double recompute_flops_per_step(const ModelConfig& config, int global_batch, int
     if (recompute == Recompute::selective) return core;
     if (config.kind == ModelKind::llama)
         return llama_layers_forward_flops(llama_shape(config), b, s) + 2.0 * b * s * moe_active_weight_delta(config);
-    return 24.0 * b * s * l * h * h + core;
+    return 24.0 * b * s * l * h * h + core + 2.0 * b * s * moe_active_weight_delta(config);
 }
 
 TheoreticalMemory zero_theoretical_memory(std::size_t parameters, int dp, int zero_stage) {

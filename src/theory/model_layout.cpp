@@ -7,9 +7,61 @@
 
 namespace parbench {
 
+namespace {
+
+// An MoE block's tensors that stay in the block's unit: the router (E,C) and, with shared
+// experts, their S MLPs stacked as one of width S·Fe (gate/up (S·Fe, C), down (C, S·Fe); a GELU
+// MLP has no up). `residual_stddev`: the output projection's initial scale.
+template <typename Block>
+void add_moe_block_tensors(const ModelConfig& config, const std::string& p, float stddev, float residual_stddev,
+                           ParameterLayout& layout, Block& b) {
+    const ModelConfig::Moe& moe = *config.moe;
+    const int C = config.hidden, E = moe.experts, SFe = moe.shared_experts * moe.expert_hidden;
+    const bool gated = moe.activation == ExpertActivation::swiglu;
+    b.router = layout.add_tensor(p + "router", {E, C}, InitKind::normal, stddev);
+    if (SFe == 0) return;
+    b.shared_gate = layout.add_tensor(p + (gated ? "shared.wgate" : "shared.fcw"), {SFe, C}, InitKind::normal, stddev);
+    if (gated) b.shared_up = layout.add_tensor(p + "shared.wup", {SFe, C}, InitKind::normal, stddev);
+    b.shared_down = layout.add_tensor(p + (gated ? "shared.wdown" : "shared.fcprojw"), {C, SFe}, InitKind::normal,
+                                      residual_stddev);
+}
+
+// The routed experts of every MoE layer, one unit each after the model's own units (marked
+// routed_experts), stacked expert-major: gate/up (E·Fe, C), down (E·C, Fe), expert e's (C, Fe)
+// at row e·C. An expert-parallel rank holds the rows of its E/ep experts (Megatron-core's
+// expert-model-parallel sharding).
+template <typename Block>
+void add_routed_expert_units(const ModelConfig& config, const ExpertSplit& experts, float stddev,
+                             float residual_stddev, ParameterLayout& layout, std::vector<Block>& blocks) {
+    const ModelConfig::Moe& moe = *config.moe;
+    const int C = config.hidden, E = moe.experts, Fe = moe.expert_hidden;
+    const bool gated = moe.activation == ExpertActivation::swiglu;
+    const int local = E / experts.size;
+    auto expert_rows = [&](int rows_each, int cols) {
+        if (experts.size == 1) return std::vector<TensorPiece>{};
+        return std::vector<TensorPiece>{TensorPiece{experts.rank * local * rows_each, 0, local * rows_each, cols}};
+    };
+    for (int l = 0; l < config.layers; ++l) {
+        if (!moe.is_moe_layer(l)) continue;
+        const std::string p = "h" + std::to_string(l) + ".";
+        layout.add_unit(p + "experts", /*routed_experts=*/true);
+        Block& b = blocks[static_cast<std::size_t>(l)];
+        b.experts_gate = layout.add_tensor(p + (gated ? "experts.wgate" : "experts.fcw"), {E * Fe, C},
+                                           expert_rows(Fe, C), InitKind::normal, stddev);
+        if (gated)
+            b.experts_up =
+                layout.add_tensor(p + "experts.wup", {E * Fe, C}, expert_rows(Fe, C), InitKind::normal, stddev);
+        b.experts_down = layout.add_tensor(p + (gated ? "experts.wdown" : "experts.fcprojw"), {E * C, Fe},
+                                           expert_rows(C, Fe), InitKind::normal, residual_stddev);
+    }
+}
+
+}  // namespace
+
 namespace gpt_layout {
 
-Tensors build(const ModelConfig& config, int seq_len, const TensorSplit& split, ParameterLayout& layout) {
+Tensors build(const ModelConfig& config, int seq_len, const TensorSplit& split, ParameterLayout& layout,
+              const ExpertSplit& experts) {
     const int C = config.hidden;
     const int V = config.vocab;
     const float residual_stddev = init_stddev / std::sqrt(2.0f * static_cast<float>(config.layers));
@@ -34,14 +86,19 @@ Tensors build(const ModelConfig& config, int seq_len, const TensorSplit& split, 
         b.attprojb = layout.add_tensor(p + "attprojb", {C}, InitKind::zeros);
         b.ln2w = layout.add_tensor(p + "ln2w", {C}, InitKind::ones);
         b.ln2b = layout.add_tensor(p + "ln2b", {C}, InitKind::zeros);
-        b.fcw = layout.add_tensor(p + "fcw", {4 * C, C}, column_parallel_rows(4 * C, C, split), InitKind::normal,
-                                  init_stddev);
-        b.fcb = layout.add_tensor(p + "fcb", {4 * C}, column_parallel_rows(4 * C, 1, split), InitKind::zeros);
-        b.fcprojw = layout.add_tensor(p + "fcprojw", {C, 4 * C}, row_parallel_columns(C, 4 * C, split),
-                                      InitKind::normal, residual_stddev);
-        b.fcprojb = layout.add_tensor(p + "fcprojb", {C}, InitKind::zeros);
+        if (config.moe && config.moe->is_moe_layer(l)) {
+            add_moe_block_tensors(config, p, init_stddev, residual_stddev, layout, b);
+        } else {
+            b.fcw = layout.add_tensor(p + "fcw", {4 * C, C}, column_parallel_rows(4 * C, C, split), InitKind::normal,
+                                      init_stddev);
+            b.fcb = layout.add_tensor(p + "fcb", {4 * C}, column_parallel_rows(4 * C, 1, split), InitKind::zeros);
+            b.fcprojw = layout.add_tensor(p + "fcprojw", {C, 4 * C}, row_parallel_columns(C, 4 * C, split),
+                                          InitKind::normal, residual_stddev);
+            b.fcprojb = layout.add_tensor(p + "fcprojb", {C}, InitKind::zeros);
+        }
         tensors.blocks.push_back(b);
     }
+    if (config.moe) add_routed_expert_units(config, experts, init_stddev, residual_stddev, layout, tensors.blocks);
     return tensors;
 }
 
@@ -79,16 +136,7 @@ Tensors build(const ModelConfig& config, const TensorSplit& split, ParameterLayo
                                  residual_stddev);
         b.norm2 = layout.add_tensor(p + "norm2", {C}, InitKind::ones);
         if (config.moe && config.moe->is_moe_layer(l)) {
-            const int E = config.moe->experts;
-            const int Fe = config.moe->expert_hidden;
-            const int S = config.moe->shared_experts;
-            b.router = layout.add_tensor(p + "router", {E, C}, InitKind::normal, init_stddev);
-            if (S > 0) {
-                b.shared_gate = layout.add_tensor(p + "shared.wgate", {S * Fe, C}, InitKind::normal, init_stddev);
-                b.shared_up = layout.add_tensor(p + "shared.wup", {S * Fe, C}, InitKind::normal, init_stddev);
-                b.shared_down =
-                    layout.add_tensor(p + "shared.wdown", {C, S * Fe}, InitKind::normal, residual_stddev);
-            }
+            add_moe_block_tensors(config, p, init_stddev, residual_stddev, layout, b);
         } else {
             b.wgate = layout.add_tensor(p + "wgate", {F, C}, column_parallel_rows(F, C, split), InitKind::normal,
                                         init_stddev);
@@ -102,28 +150,7 @@ Tensors build(const ModelConfig& config, const TensorSplit& split, ParameterLayo
     layout.add_unit("head");
     tensors.norm_final = layout.add_tensor("norm_final", {C}, InitKind::ones);
     tensors.wout = layout.add_tensor("wout", {V, C}, column_parallel_rows(V, C, split), InitKind::normal, init_stddev);
-    if (!config.moe) return tensors;
-    // The routed experts, stacked expert-major; an expert-parallel rank holds the rows of its
-    // E/ep experts (Megatron-core's expert-model-parallel sharding).
-    const int E = config.moe->experts;
-    const int Fe = config.moe->expert_hidden;
-    const int local = E / experts.size;
-    auto expert_rows = [&](int rows_each, int cols) {
-        if (experts.size == 1) return std::vector<TensorPiece>{};
-        return std::vector<TensorPiece>{TensorPiece{experts.rank * local * rows_each, 0, local * rows_each, cols}};
-    };
-    for (int l = 0; l < config.layers; ++l) {
-        if (!config.moe->is_moe_layer(l)) continue;
-        const std::string p = "h" + std::to_string(l) + ".";
-        layout.add_unit(p + "experts", /*routed_experts=*/true);
-        BlockTensors& b = tensors.blocks[static_cast<std::size_t>(l)];
-        b.experts_gate =
-            layout.add_tensor(p + "experts.wgate", {E * Fe, C}, expert_rows(Fe, C), InitKind::normal, init_stddev);
-        b.experts_up =
-            layout.add_tensor(p + "experts.wup", {E * Fe, C}, expert_rows(Fe, C), InitKind::normal, init_stddev);
-        b.experts_down =
-            layout.add_tensor(p + "experts.wdown", {E * C, Fe}, expert_rows(C, Fe), InitKind::normal, residual_stddev);
-    }
+    if (config.moe) add_routed_expert_units(config, experts, init_stddev, residual_stddev, layout, tensors.blocks);
     return tensors;
 }
 
@@ -165,9 +192,10 @@ std::vector<LayerTensors> build(const ModelConfig& config, const TensorSplit& sp
 
 }  // namespace mlp_layout
 
-ParameterLayout gpt_parameter_layout(const ModelConfig& config, int seq_len, const TensorSplit& split) {
+ParameterLayout gpt_parameter_layout(const ModelConfig& config, int seq_len, const TensorSplit& split,
+                                     const ExpertSplit& experts) {
     ParameterLayout layout;
-    gpt_layout::build(config, seq_len, split, layout);
+    gpt_layout::build(config, seq_len, split, layout, experts);
     return layout;
 }
 
@@ -178,11 +206,12 @@ ParameterLayout llama_parameter_layout(const ModelConfig& config, const TensorSp
     return layout;
 }
 
-int llama_expert_unit(const ModelConfig& config, int layer) {
+int moe_expert_unit(const ModelConfig& config, int layer) {
     if (!config.moe || !config.moe->is_moe_layer(layer)) return -1;
     int before = 0;
     for (int l = 0; l < layer; ++l) before += config.moe->is_moe_layer(l) ? 1 : 0;
-    return config.layers + 2 + before;
+    // After GPT's embedding and blocks, or Llama's embedding, blocks and head.
+    return config.layers + (config.kind == ModelKind::llama ? 2 : 1) + before;
 }
 
 ParameterLayout mlp_parameter_layout(const ModelConfig& config, const TensorSplit& split) {
@@ -195,7 +224,7 @@ bool llama_kv_heads_split(const ModelConfig& config, int tp) { return config.kv_
 
 ParameterLayout model_parameter_layout(const ModelConfig& config, int seq_len, const TensorSplit& split,
                                        const ExpertSplit& experts) {
-    if (config.kind == ModelKind::gpt) return gpt_parameter_layout(config, seq_len, split);
+    if (config.kind == ModelKind::gpt) return gpt_parameter_layout(config, seq_len, split, experts);
     if (config.kind == ModelKind::llama) return llama_parameter_layout(config, split, experts);
     return mlp_parameter_layout(config, split);
 }
@@ -210,7 +239,7 @@ std::vector<int> pipeline_part_units(const ModelConfig& config, const PipelinePa
             if (chunk.first == 0) units.push_back(0);
             for (int l = chunk.first; l < chunk.end; ++l) {
                 units.push_back(l + 1);
-                if (llama_expert_unit(config, l) >= 0) units.push_back(llama_expert_unit(config, l));
+                if (moe_expert_unit(config, l) >= 0) units.push_back(moe_expert_unit(config, l));
             }
             if (chunk.end == config.layers) units.push_back(config.layers + 1);
         }
@@ -218,13 +247,16 @@ std::vector<int> pipeline_part_units(const ModelConfig& config, const PipelinePa
         return units;
     }
     // GPT's unit 0 (embedding, final LayerNorm, tied output projection) sits on the first
-    // stage and the last; block l is unit l + 1.
+    // stage and the last; block l is unit l + 1, its routed experts (an MoE layer's) go with it.
     bool embedding = false;
     for (const LayerRange& chunk : part.chunks)
         embedding = embedding || chunk.first == 0 || chunk.end == config.layers;
     if (embedding) units.push_back(0);
     for (const LayerRange& chunk : part.chunks)
-        for (int l = chunk.first; l < chunk.end; ++l) units.push_back(l + 1);
+        for (int l = chunk.first; l < chunk.end; ++l) {
+            units.push_back(l + 1);
+            if (moe_expert_unit(config, l) >= 0) units.push_back(moe_expert_unit(config, l));
+        }
     std::sort(units.begin(), units.end());
     return units;
 }

@@ -39,13 +39,16 @@ std::vector<int> pipeline_part_units(const ModelConfig& config, const PipelinePa
 ParameterLayout model_parameter_layout(const ModelConfig& config, int seq_len, const TensorSplit& split = {},
                                        const ExpertSplit& experts = {});
 
-ParameterLayout gpt_parameter_layout(const ModelConfig& config, int seq_len, const TensorSplit& split);
+// Units: 0 the embedding (with the final LayerNorm and the tied output), 1..L the blocks, then
+// one unit of routed experts per MoE layer (moe_expert_unit).
+ParameterLayout gpt_parameter_layout(const ModelConfig& config, int seq_len, const TensorSplit& split,
+                                     const ExpertSplit& experts = {});
 // Units: 0 the embedding, 1..L the blocks, L + 1 the head (final RMSNorm and output), then
-// one unit of routed experts per MoE layer (llama_expert_unit).
+// one unit of routed experts per MoE layer (moe_expert_unit).
 ParameterLayout llama_parameter_layout(const ModelConfig& config, const TensorSplit& split = {},
                                        const ExpertSplit& experts = {});
 // The unit of MoE layer `layer`'s routed experts in the whole model's layout (-1: a dense layer).
-int llama_expert_unit(const ModelConfig& config, int layer);
+int moe_expert_unit(const ModelConfig& config, int layer);
 // Whether tensor parallelism of `tp` ranks splits the key/value heads (they divide) or every
 // rank holds them all (replicated), docs/training.md's rule.
 bool llama_kv_heads_split(const ModelConfig& config, int tp);
@@ -59,9 +62,14 @@ namespace gpt_layout {
 // (Radford et al. 2019 sec. 2.3); LayerNorm weight 1, biases 0.
 constexpr float init_stddev = 0.02f;
 
-// Tensor indices of one block, in layout order (llm.c's order).
+// Tensor indices of one block, in layout order (llm.c's order). An MoE block (ModelConfig::
+// Moe::is_moe_layer) has, in place of fcw..fcprojb, the router and shared experts as
+// llama_layout's (below; a GELU expert's first matrix in the *_gate slot, no *_up), and its
+// routed experts in a unit of their own (moe_expert_unit). Absent: -1.
 struct BlockTensors {
-    int ln1w, ln1b, qkvw, qkvb, attprojw, attprojb, ln2w, ln2b, fcw, fcb, fcprojw, fcprojb;
+    int ln1w, ln1b, qkvw, qkvb, attprojw, attprojb, ln2w, ln2b, fcw = -1, fcb = -1, fcprojw = -1, fcprojb = -1;
+    int router = -1, experts_gate = -1, experts_up = -1, experts_down = -1;
+    int shared_gate = -1, shared_up = -1, shared_down = -1;
 };
 
 struct EmbeddingTensors {
@@ -73,7 +81,8 @@ struct Tensors {
     std::vector<BlockTensors> blocks;
 };
 
-Tensors build(const ModelConfig& config, int seq_len, const TensorSplit& split, ParameterLayout& layout);
+Tensors build(const ModelConfig& config, int seq_len, const TensorSplit& split, ParameterLayout& layout,
+              const ExpertSplit& experts = {});
 
 }  // namespace gpt_layout
 
@@ -89,7 +98,7 @@ constexpr float init_stddev = 0.02f;
 // and, with shared experts, their S matrices stacked as one SwiGLU of width S·Fe. Absent: -1.
 // Every MoE tensor is held whole by each tensor-parallel rank (the layer runs replicated over
 // tp; train/moe/moe_layer.hpp). The routed experts' three tensors form a unit of their own
-// (llama_expert_unit, marked UnitSpec::routed_experts), of which an expert-parallel rank holds
+// (moe_expert_unit, marked UnitSpec::routed_experts), of which an expert-parallel rank holds
 // its E/ep experts' rows (ExpertSplit); the router and shared experts stay in the block.
 struct BlockTensors {
     int norm1, wq, wk, wv, wo, norm2, wgate = -1, wup = -1, wdown = -1;

@@ -14,7 +14,7 @@ MoeParameterCount moe_parameter_count(const MoeShape& shape) {
     const LlamaParameterCount dense = llama_parameter_count(shape.dense);
     const std::int64_t h = shape.dense.hidden;
     const std::int64_t attention = shape.attention_per_layer > 0 ? shape.attention_per_layer : dense.attention_per_layer;
-    const std::int64_t expert = 3 * h * shape.expert_hidden;
+    const std::int64_t expert = shape.expert_matrices * h * shape.expert_hidden;
     const std::int64_t router = h * shape.experts;
     const std::int64_t dense_layers = shape.dense.layers - shape.moe_layers;
     const std::int64_t outside = dense.embedding + dense.final_norm + dense.output;
@@ -47,8 +47,8 @@ double moe_mlp_activation_bytes(const MoeActivationShape& m) {
 }
 
 double moe_mlp_forward_flops_per_token(double hidden, double experts, double top_k, double shared_experts,
-                                       double expert_hidden) {
-    return 2.0 * hidden * experts + (top_k + shared_experts) * 2.0 * 3.0 * hidden * expert_hidden;
+                                       double expert_hidden, double expert_matrices) {
+    return 2.0 * hidden * experts + (top_k + shared_experts) * 2.0 * expert_matrices * hidden * expert_hidden;
 }
 
 double expert_state_bytes_per_rank(double routed_parameters, int ep, int expert_dp, int zero_stage,

@@ -7,9 +7,10 @@
 // An MoE layer (Shazeer et al., arXiv 1701.06538; Switch, arXiv 2101.03961; Mixtral,
 // arXiv 2401.04088; DeepSeek-V3, arXiv 2412.19437 sec. 2.1.2) holds a router W_r (h x E, no
 // bias) and E routed experts plus S shared experts, each a SwiGLU MLP of width f_e
-// (3·h·f_e). Each token runs its top-k routed experts and every shared expert, so
-//     total  per MoE layer = h·E + (E + S)·3·h·f_e
-//     active per MoE layer = h·E + (k + S)·3·h·f_e
+// (3·h·f_e; a GELU expert, GPT's form without biases, has 2·h·f_e: m matrices below). Each
+// token runs its top-k routed experts and every shared expert, so
+//     total  per MoE layer = h·E + (E + S)·m·h·f_e
+//     active per MoE layer = h·E + (k + S)·m·h·f_e
 // (the router runs for every token, so it counts as active). Dense layers keep 3·h·f.
 #pragma once
 
@@ -42,6 +43,7 @@ struct MoeShape {
     std::int64_t shared_experts = 0;    // S, run for every token
     std::int64_t expert_hidden = 0;     // f_e
     std::int64_t attention_per_layer = 0;  // 0: grouped-query attention's; else (MLA) this count
+    std::int64_t expert_matrices = 3;      // h x f_e matrices per expert: 3 SwiGLU, 2 GELU
 };
 
 struct MoeParameterCount {
@@ -97,9 +99,9 @@ inline constexpr const char* moe_mlp_activation_formula = "4TE + 2Tkρh + 6T(kρ
 
 // Forward FLOPs per token of an MoE layer's MLP part (Megatron-LM's convention, 2 per
 // multiply-add, matmuls only; arXiv 2104.04473 sec. 5.1): the router 2·h·E and k routed plus S
-// shared SwiGLU experts, 2·3·h·f_e each. Backward is twice the forward.
+// shared experts, 2·m·h·f_e each (m = 3 SwiGLU, 2 GELU matrices). Backward is twice the forward.
 double moe_mlp_forward_flops_per_token(double hidden, double experts, double top_k, double shared_experts,
-                                       double expert_hidden);
+                                       double expert_hidden, double expert_matrices = 3.0);
 
 // Bytes of the routed experts' training state on one rank: their parameters split over the
 // ep ranks of the expert-parallel group, then over the expert-data-parallel group (the

@@ -1,7 +1,10 @@
 // What the training engine's MoE layer (train/moe/moe_layer.hpp) holds in memory, as formulas,
 // in fp32 elements of 4 bytes (the routing's integers are 4 bytes too). N tokens per routing
 // group (a micro-batch's rows on one rank), C hidden, E experts, k routed per token, Fe an
-// expert's SwiGLU width, S shared experts. Dropless routing can send all N·k assignments to
+// expert's width, S shared experts. An expert is a SwiGLU MLP (Llama's: gate and up matrices,
+// then down) or a GELU MLP (GPT's: up, GELU, down; no biases, as Megatron-core's grouped
+// experts): the tables below count a SwiGLU's three wide buffers (gate, up, product), of which
+// a GELU expert keeps two (pre-activation, GELU output) and needs two gradients. Dropless routing can send all N·k assignments to
 // the experts, so the expert-side buffers are sized for N·k rows whatever the capacity factor.
 //
 //   kept per MoE layer and micro-batch (what backward needs)
@@ -34,8 +37,14 @@
 #pragma once
 
 #include <cstddef>
+#include <vector>
+
+#include "theory/precision.hpp"
 
 namespace parbench {
+
+// The experts' MLP form (a config's "expert_activation").
+enum class ExpertActivation { swiglu, gelu };
 
 struct MoeMemoryShape {
     std::size_t tokens = 0;          // N
@@ -45,6 +54,10 @@ struct MoeMemoryShape {
     std::size_t expert_hidden = 0;   // Fe
     std::size_t shared_experts = 0;  // S
     std::size_t ep = 1;              // expert-parallel ranks
+    ExpertActivation activation = ExpertActivation::swiglu;
+    // Wide (rows x Fe) buffers an expert keeps per row, and gradients its backward needs: 3 for
+    // SwiGLU (gate, up, product), 2 for GELU (pre-activation, output); as many as its matrices.
+    std::size_t wide_buffers() const { return activation == ExpertActivation::swiglu ? 3 : 2; }
     // Rows the experts of this rank run on at most: N·k, or ep·N·k under expert parallelism.
     std::size_t expert_rows() const { return ep > 1 ? ep * tokens * top_k : tokens * top_k; }
 };
@@ -56,5 +69,15 @@ std::size_t moe_dispatch_buffer_bytes(const MoeMemoryShape& shape);
 std::size_t moe_kept_bytes(const MoeMemoryShape& shape);
 // Bytes of the scratch one model's MoE layers share.
 std::size_t moe_scratch_bytes(const MoeMemoryShape& shape);
+// Under sequence parallelism each tp rank routes its own rows, so an MoE layer's parameter
+// gradients are partial sums over tp, summed through one pack per layer and micro-batch
+// (train/moe/moe_model_state.hpp MoeGradientPack): its floats, the router E·C, the shared
+// experts' and this rank's E/ep routed experts' matrices.
+std::size_t moe_sequence_parallel_pack_floats(const MoeMemoryShape& shape);
+// The experts' matmuls (train/moe/moe_layer.cpp expert_forward): up to expert_rows() rows
+// through an expert's C -> Fe and Fe -> C matrices, and the shared experts' N rows through
+// C -> S·Fe -> C. Under bf16 they size the operand copies with the dense matmuls
+// (train/matmuls.hpp); the router's matmul stays fp32.
+std::vector<MatmulShape> moe_expert_matmul_shapes(const MoeMemoryShape& shape);
 
 }  // namespace parbench

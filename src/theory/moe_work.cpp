@@ -45,8 +45,9 @@ int moe_layers_in(const ModelConfig& config, int first, int end) {
 MoeLayerParameters moe_layer_parameters(const ModelConfig& config) {
     MoeLayerParameters p;
     if (config.moe) {
-        const double h = config.hidden, expert = 3.0 * h * config.moe->expert_hidden;
-        p.dense_mlp = 3.0 * h * config.ffn_hidden;
+        const double h = config.hidden, expert = config.moe->matrices_per_expert() * h * config.moe->expert_hidden;
+        // The skeleton's MLP weights: Llama's SwiGLU 3·h·f, GPT's h -> 4h -> h.
+        p.dense_mlp = config.kind == ModelKind::llama ? 3.0 * h * config.ffn_hidden : 8.0 * h * h;
         p.router = h * config.moe->experts;
         p.shared = config.moe->shared_experts * expert;
         p.routed = config.moe->experts * expert;
@@ -62,7 +63,7 @@ LayerWork moe_layer_work(const LayerWorkShape& shape, AttentionKind attention, R
     const ModelConfig& model = shape.model;
     LayerWorkShape attention_only = shape;
     attention_only.model = dense_skeleton(model);
-    attention_only.model.ffn_hidden = 0;  // the skeleton's MLP GEMMs become empty, its SwiGLU traffic 0
+    attention_only.mlp = false;  // the skeleton's MLP GEMMs become empty, its SwiGLU / GELU traffic 0
     LayerWork work = transformer_layer_work(attention_only, attention, recompute);
     for (PassWork* pass : {&work.forward, &work.input_grad, &work.weight_grad, &work.recompute}) drop_empty_gemms(*pass);
 
@@ -73,15 +74,18 @@ LayerWork moe_layer_work(const LayerWorkShape& shape, AttentionKind attention, R
     const double received = tokens * moe.top_k * imbalance;  // copies the busiest rank's experts run
     const double per_expert = received / local_experts;
     add_linear(work, "router", tokens, h, moe.experts, 1, e);
-    add_linear(work, "expert gate/up", per_expert, h, 2.0 * f / t, local_experts, e);
+    // A SwiGLU expert's gate and up matrices, a GELU expert's one up matrix; then down.
+    const double up = moe.matrices_per_expert() - 1.0;
+    add_linear(work, "expert gate/up", per_expert, h, up * f / t, local_experts, e);
     add_linear(work, "expert down", per_expert, f / t, h, local_experts, e);
     if (moe.shared_experts > 0) {
-        add_linear(work, "shared experts gate/up", tokens, h, 2.0 * moe.shared_experts * f / t, 1, e);
+        add_linear(work, "shared experts gate/up", tokens, h, up * moe.shared_experts * f / t, 1, e);
         add_linear(work, "shared experts down", tokens, moe.shared_experts * f / t, h, 1, e);
     }
     double memory = 2.0 * tokens * moe.experts * 4.0;                // scores (fp32): read, write
     memory += 2.0 * (2.0 * tokens * moe.top_k * h * e);              // permute and unpermute: read, write
-    memory += 3.0 * (received + tokens * moe.shared_experts) * f / t * e;  // SwiGLU: read gate and up, write
+    // SwiGLU: read gate and up, write; GELU: read, write.
+    memory += (up + 1.0) * (received + tokens * moe.shared_experts) * f / t * e;
     memory += (tokens * moe.top_k * h + tokens * h) * e;             // weighted combine: read k copies, write 1
     work.forward.memory_bytes += memory;
     work.input_grad.memory_bytes += backward_memory_factor * memory;
@@ -96,7 +100,8 @@ double moe_layer_extra_forward_flops(const ModelConfig& config) {
     if (!config.moe) return 0.0;
     const MoeLayerParameters p = moe_layer_parameters(config);
     return moe_mlp_forward_flops_per_token(config.hidden, config.moe->experts, config.moe->top_k,
-                                           config.moe->shared_experts, config.moe->expert_hidden) -
+                                           config.moe->shared_experts, config.moe->expert_hidden,
+                                           config.moe->matrices_per_expert()) -
            2.0 * p.dense_mlp;
 }
 

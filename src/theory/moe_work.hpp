@@ -24,10 +24,10 @@ int moe_layers_in(const ModelConfig& config, int first, int end);
 
 // Per layer, what the MoE config holds beside or instead of its skeleton's parameters.
 struct MoeLayerParameters {
-    double dense_mlp = 0;        // the skeleton's SwiGLU, 3·h·f, which an MoE layer does not have
+    double dense_mlp = 0;        // the skeleton's MLP weights (Llama 3·h·f, GPT 8·h²), which an MoE layer does not have
     double router = 0;           // h·E, replicated over the tensor-parallel ranks
-    double shared = 0;           // S·3·h·f_e, split over tp
-    double routed = 0;           // E·3·h·f_e, split over ep and tp
+    double shared = 0;           // S·m·h·f_e (m = 3 SwiGLU, 2 GELU), split over tp
+    double routed = 0;           // E·m·h·f_e, split over ep and tp
     double attention_delta = 0;  // every layer: MLA's parameters less the skeleton's attention's (0 without mla)
 };
 MoeLayerParameters moe_layer_parameters(const ModelConfig& config);

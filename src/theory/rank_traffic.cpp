@@ -18,11 +18,10 @@ std::vector<int> model_parameter_use_order(const ModelConfig& config, const Pipe
     const std::vector<LayerRange> chunks = part.active() ? part.chunks : std::vector<LayerRange>{{0, L}};
     for (const LayerRange& chunk : chunks) {
         if (chunk.first == 0) order.push_back(0);
-        // Block l is unit l + 1; an MoE layer's routed experts (Llama) are acquired after it.
+        // Block l is unit l + 1; an MoE layer's routed experts are acquired after it.
         auto push_block = [&](int l) {
             order.push_back(l + 1);
-            if (config.kind == ModelKind::llama && llama_expert_unit(config, l) >= 0)
-                order.push_back(llama_expert_unit(config, l));
+            if (moe_expert_unit(config, l) >= 0) order.push_back(moe_expert_unit(config, l));
         };
         for (int l = chunk.first; l < chunk.end; ++l) push_block(l);
         // GPT's whole model keeps the embedding held from the encoder into the head.
@@ -100,14 +99,15 @@ std::map<std::string, TrafficByOp> engine_rank_traffic(const EngineLayout& l, in
     }
     if (l.tp > 1)
         traffic["tp"] = tensor_parallel_traffic(l.model, l.local_seq_len(), l.microbatch_size, l.microbatches, split, share,
-                                                l.recompute);
+                                                l.recompute, l.ep);
     if (l.cp > 1)
         traffic["cp"] = context_parallel_traffic(
             context_local_gqa_shape(l.model, l.microbatch_size, l.local_seq_len(), split),
             ContextSplit{cp_rank, l.cp, l.cp_style, l.cp_balance}, share.layers, l.microbatches, l.recompute);
     // Expert parallelism (MoE models): the dispatch and combine of this rank's MoE layers.
     if (l.ep > 1 && share.moe_layers > 0)
-        traffic["ep"] = expert_parallel_traffic(l.model, static_cast<double>(l.microbatch_size) * l.local_seq_len(),
+        traffic["ep"] = expert_parallel_traffic(l.model,
+                                                static_cast<double>(l.microbatch_size) * l.local_seq_len() / (l.sp ? l.tp : 1),
                                                 l.microbatches, l.ep, share, l.recompute, l.moe_a2a_overlap ? 2 : 1);
     if (l.pp > 1) {
         const double rows = static_cast<double>(l.microbatch_size) * l.local_seq_len() / (l.sp ? l.tp : 1);

@@ -22,7 +22,7 @@ namespace parbench {
 //          needs no weights). The whole model gathers 0 once: the encoder's copy stays held
 //          through the blocks for the head (as FSDP's root unit), so no second 0
 //   Llama: as a pipelined GPT with its untied head, unit L + 1, in place of the second 0;
-//          an MoE layer's routed experts (llama_expert_unit) right after its block, both ways
+//          an MoE layer's routed experts (moe_expert_unit) right after its block, both ways
 //   MLP:   0..L-1, then L-2..0 (the last layer stays held into backward; never pipelined)
 // A pipelined part's units are numbered as in its own layout (the held units, ascending).
 std::vector<int> model_parameter_use_order(const ModelConfig& config, const PipelinePart& part = {});

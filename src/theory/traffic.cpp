@@ -3,6 +3,7 @@
 #include <stdexcept>
 
 #include "theory/model_layout.hpp"
+#include "theory/moe_memory.hpp"
 
 namespace parbench {
 namespace {
@@ -37,7 +38,7 @@ TrafficByOp expert_parallel_traffic(const ModelConfig& config, double tokens, in
 }
 
 TrafficByOp tensor_parallel_traffic(const ModelConfig& config, int seq_len, int microbatch_size, int microbatches,
-                                    const TensorSplit& split, const ModelShare& share, Recompute recompute) {
+                                    const TensorSplit& split, const ModelShare& share, Recompute recompute, int ep) {
     TrafficByOp traffic;
     if (split.size == 1) return traffic;
     const double m = microbatches;
@@ -51,14 +52,24 @@ TrafficByOp tensor_parallel_traffic(const ModelConfig& config, int seq_len, int 
         const double n = r * h;
         // An MoE layer runs replicated over tp (train/moe/moe_layer.hpp): its MLP has neither the
         // forward's all-reduce of the row-parallel output nor the backward's of the input
-        // gradient (MoE is refused with SP).
+        // gradient. Under SP it runs on the rank's own rows: none of the MLP's three all-gathers
+        // (forward input, backward output gradient, backward input again) nor its two
+        // reduce-scatters, but one all-reduce of its parameters' partial gradients (a pack).
         const double moe = share.moe_layers;
         if (!split.sequence_parallel) {
             add(traffic, "allreduce", m * (4.0 * l - 2.0 * moe + e + d), n);
             add(traffic, "allreduce", m * 3.0 * d, r);
         } else {
-            add(traffic, "allgather", m * (6.0 * l + e + 2.0 * d), n);
-            add(traffic, "reducescatter", m * (4.0 * l + e + d), n);
+            add(traffic, "allgather", m * (6.0 * l - 3.0 * moe + e + 2.0 * d), n);
+            add(traffic, "reducescatter", m * (4.0 * l - 2.0 * moe + e + d), n);
+            if (config.moe && moe > 0) {
+                const ModelConfig::Moe& x = *config.moe;
+                const MoeMemoryShape shape{0, static_cast<std::size_t>(h), static_cast<std::size_t>(x.experts),
+                                           static_cast<std::size_t>(x.top_k), static_cast<std::size_t>(x.expert_hidden),
+                                           static_cast<std::size_t>(x.shared_experts), static_cast<std::size_t>(ep),
+                                           x.activation};
+                add(traffic, "allreduce", m * moe, static_cast<double>(moe_sequence_parallel_pack_floats(shape)));
+            }
             add(traffic, "allreduce", m * 3.0 * d, r);
             // The norms' partial weight gradients: LayerNorm weight and bias, RMSNorm gain only.
             add(traffic, "allreduce", m * l, (llama ? 2.0 : 4.0) * h);
@@ -68,8 +79,8 @@ TrafficByOp tensor_parallel_traffic(const ModelConfig& config, int seq_len, int 
             add(traffic, "allreduce", m * l, 2.0 * config.kv_heads * (config.hidden / config.heads) * h);
         if (recompute == Recompute::full) {
             if (split.sequence_parallel) {
-                add(traffic, "allgather", 2.0 * m * l, n);
-                add(traffic, "reducescatter", 2.0 * m * l, n);
+                add(traffic, "allgather", m * (2.0 * l - moe), n);
+                add(traffic, "reducescatter", m * (2.0 * l - moe), n);
             } else {
                 add(traffic, "allreduce", m * (2.0 * l - moe), n);
             }

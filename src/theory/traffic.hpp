@@ -29,7 +29,7 @@ struct ModelShare {
     int layers = 0;            // transformer blocks (GPT) or layers (MLP)
     bool first_stage = true;   // holds the embedding
     bool last_stage = true;    // holds the head and the loss
-    int moe_layers = 0;        // of the layers, those with an MoE MLP (Llama with "moe")
+    int moe_layers = 0;        // of the layers, those with an MoE MLP (a config with "moe")
 };
 ModelShare whole_model_share(const ModelConfig& config);
 
@@ -56,10 +56,15 @@ ModelShare whole_model_share(const ModelConfig& config);
 //                replicated Wk, Wv gradients; models/llama_cost.hpp)
 //   --recompute full reruns each block's forward in backward, its collectives with it:
 //                2l more all-reduces of n (TP), or 2l all-gathers and 2l reduce-scatters (SP)
+//   MoE layers (moe of the l; run replicated over tp, on the rank's own rows under SP): 2
+//                all-reduces fewer each (TP; 1 fewer under full recompute), or 3 all-gathers
+//                and 2 reduce-scatters fewer and 1 all-reduce of the layer's gradient pack
+//                (theory/moe_memory.hpp, `ep` setting its routed experts) (SP; 1 and 1 fewer
+//                under full recompute)
 // The whole model (l = L, e = d = 1) gives the unpipelined totals (4L + 2, 6L + 3, 4L + 2).
 TrafficByOp tensor_parallel_traffic(const ModelConfig& config, int seq_len, int microbatch_size, int microbatches,
                                     const TensorSplit& split, const ModelShare& share,
-                                    Recompute recompute = Recompute::none);
+                                    Recompute recompute = Recompute::none, int ep = 1);
 
 // The expert-parallel group, per step, for a rank holding `share.moe_layers` MoE layers, as
 // train's MoE layer (train/moe/moe_layer.cpp) exchanges its `tokens` rows per micro-batch (every

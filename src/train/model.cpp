@@ -15,12 +15,12 @@ std::unique_ptr<Model> make_model(const ModelConfig& config, const MicrobatchSha
                                   Ops& ops, MemoryLedger& ledger, const TensorParallelGroup& tp,
                                   const PipelinePart& part, Precision precision, Recompute recompute,
                                   const ContextGroup& cp, const MoeContext& moe) {
-    if (config.moe && config.kind != ModelKind::llama)
-        throw std::logic_error("make_model: mixture-of-experts layers are built in Llama models only");
+    if (config.moe && !config.has_sequence())
+        throw std::logic_error("make_model: mixture-of-experts layers are built in GPT and Llama models only");
     if (cp.active() && !config.has_sequence())
         throw std::logic_error("make_model: the MLP has no sequence to split over a context-parallel group");
     if (config.kind == ModelKind::gpt)
-        return make_gpt_model(config, shape, seed, ops, ledger, tp, part, precision, recompute, cp);
+        return make_gpt_model(config, shape, seed, ops, ledger, tp, part, precision, recompute, cp, moe);
     if (config.kind == ModelKind::llama)
         return make_llama_model(config, shape, seed, ops, ledger, tp, part, precision, recompute, cp, moe);
     if (recompute != Recompute::none) throw std::logic_error("make_model: the MLP has nothing to recompute");

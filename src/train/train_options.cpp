@@ -28,7 +28,7 @@ void resolve_context_parallel(TrainPlan& plan) {
 
 // The --moe-* flags, and what the MoE layers do not compose with yet. Each MoE layer routes one
 // group per micro-batch and rank (train/moe/router.hpp), so a layout that splits a
-// micro-batch's tokens over ranks (SP, CP) would route different groups than --check's reference.
+// micro-batch's tokens over ranks (SP, CP) routes different groups than --check's reference.
 void check_moe(TrainPlan& plan) {
     const TrainOptions& o = plan.options;
     const bool any =
@@ -46,16 +46,22 @@ void check_moe(TrainPlan& plan) {
         throw UsageError("--moe-aux-loss-coeff must be 0 (off) or a positive number (e.g. 0.01)");
     if (!(o.moe_bias_update_rate >= 0.0 && std::isfinite(o.moe_bias_update_rate)))
         throw UsageError("--moe-router-bias-update-rate must be 0 (off) or a positive number (e.g. 0.001)");
-    if (o.sp) throw UsageError("--sp with MoE model " + plan.model.name + ": the MoE layers do not run on "
-                               "sequence-parallel rows yet; drop --sp (--tp alone works)");
-    if (o.cp > 1) throw UsageError("--cp with MoE model " + plan.model.name + ": the MoE layers do not route "
-                                   "context-parallel token slices yet; drop --cp");
-    if (o.pp > 1 && o.schedule == "zb-h1")
-        throw UsageError("--schedule zb-h1 with MoE model " + plan.model.name + ": the MoE layers do not split "
-                         "their backward into B and W yet; use --schedule 1f1b, gpipe or interleaved");
-    if (o.precision != "fp32")
-        throw UsageError("--precision " + o.precision + " with MoE model " + plan.model.name + ": the MoE layers "
-                         "run fp32 only; use --precision fp32");
+    // Under --sp and --cp each rank routes its own slice of a micro-batch's tokens (its routing
+    // group), while --check's reference routes whole micro-batches: the same tokens reach the
+    // same experts only while neither the capacity nor the balancing loss looks at the group.
+    const bool sliced = o.sp || o.cp > 1;
+    // The aux-loss-free bias sums the loads over the gradient group (dp x cp); under SP the tp
+    // ranks' loads differ too, and their biases would drift apart.
+    if (o.sp && o.moe_bias_update_rate != 0.0)
+        throw UsageError("--sp with --moe-router-bias-update-rate on MoE model " + plan.model.name + ": the balancing "
+                         "bias sums expert loads over dp x cp only, while under --sp each tp rank routes its own "
+                         "tokens; drop one of the two");
+    if (o.check && sliced && (o.moe_capacity_factor || o.moe_aux_loss_coeff != 0.0))
+        throw UsageError(std::string(o.sp ? "--sp" : "--cp") + " with --check and " +
+                         (o.moe_capacity_factor ? "--moe-expert-capacity-factor" : "--moe-aux-loss-coeff") + " on MoE "
+                         "model " + plan.model.name + ": each rank routes its own token slice, the reference whole "
+                         "micro-batches, so capacity and balancing loss count different groups; drop the flag for "
+                         "--check (dropless, aux-loss-free runs compare exactly) or drop --check");
     if (o.moe_a2a_overlap && o.ep <= 1)
         throw UsageError("--moe-a2a-overlap needs --ep 2 or more: without expert parallelism there is no all-to-all "
                          "to overlap; add --ep N or drop the flag");

@@ -179,13 +179,13 @@ std::optional<MoeMeasurements> gather_moe(const std::vector<MoeLayerStats>& tota
     if (!plan.model.moe) return std::nullopt;
     const std::size_t L = static_cast<std::size_t>(plan.model.layers);
     const std::size_t E = static_cast<std::size_t>(plan.model.moe->experts);
-    // Sums over the routing groups (tp ranks route the same tokens: only tp rank 0 adds), and
-    // maxima over ranks, each indexed by layer.
+    // Sums over the routing groups (tp ranks route the same tokens: only tp rank 0 adds; under
+    // SP each routes its own: all add), and maxima over ranks, each indexed by layer.
     constexpr std::size_t sum_fields = 4;  // routed, dropped, aux loss, groups
     std::vector<double> sums(L * (E + sum_fields), 0.0);
     constexpr std::size_t max_fields = 7;
     std::vector<double> maxima(L * max_fields, 0.0);
-    const bool counts = mesh.coordinates().tp == 0;
+    const bool counts = mesh.coordinates().tp == 0 || plan.options.sp;
     for (std::size_t i = 0; i < totals.size(); ++i) {
         const std::size_t l = static_cast<std::size_t>(layers.at(i));
         const MoeLayerStats& s = totals[i];

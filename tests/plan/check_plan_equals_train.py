@@ -36,7 +36,10 @@ PIPE_LLAMA = {"kind": "llama", "layers": 4, "hidden": 32, "heads": 4, "kv_heads"
 # Layers 1 and 3 an MoE of 4 experts, top 2, with a shared expert (what train's MoE layer runs).
 PIPE_LLAMA_MOE = dict(PIPE_LLAMA, moe={"experts": 4, "top_k": 2, "expert_hidden": 24, "shared_experts": 1,
                                        "first_dense": 1, "every": 2})
-PIPE_MODELS = {"gpt": PIPE_GPT, "llama": PIPE_LLAMA, "llama-moe": PIPE_LLAMA_MOE}
+# The same in a GPT: GELU experts, no biases.
+PIPE_GPT_MOE = dict(PIPE_GPT, moe={"experts": 4, "top_k": 2, "expert_hidden": 48, "shared_experts": 1,
+                                   "first_dense": 1, "every": 2})
+PIPE_MODELS = {"gpt": PIPE_GPT, "llama": PIPE_LLAMA, "llama-moe": PIPE_LLAMA_MOE, "gpt-moe": PIPE_GPT_MOE}
 
 
 class Mismatch(Exception):
@@ -142,20 +145,14 @@ def divisors(n):
 def draw(rng, folder):
     """One layout train can run on at most 4 ranks: (ranks, flags)."""
     ranks, flags = draw_layout(rng, folder)
-    # train's MoE layers run fp32 only (train/train_options.cpp check_moe).
-    if rng.random() < 0.25 and not is_moe(flags):
+    if rng.random() < 0.25:
         flags += ["--precision", "bf16"]  # bf16 matmul operand copies; fp32 is both commands' default
     return ranks, flags
 
 
-def is_moe(flags):
-    model = flags[flags.index("--model") + 1]
-    return "moe" in os.path.basename(model)
-
-
 def draw_layout(rng, folder):
-    kind = rng.choice(["gpt", "gpt", "llama", "llama", "llama-moe", "mlp"])
-    moe = kind == "llama-moe"
+    kind = rng.choice(["gpt", "gpt", "llama", "llama", "llama-moe", "gpt-moe", "mlp"])
+    moe = kind.endswith("-moe")
     ranks = rng.choice([1, 2, 2, 2, 4, 4])
     flags = []
     if kind == "mlp":
@@ -174,8 +171,7 @@ def draw_layout(rng, folder):
     pp = rng.choice([1, 1, 2]) if ranks >= 2 else 1
     rest = ranks // pp
     tp = rng.choice(divisors(rest))
-    # train's MoE layers route whole micro-batches: no context parallelism, no sequence parallelism.
-    cp = rng.choice(divisors(rest // tp)) if pp == 1 and not moe else 1
+    cp = rng.choice(divisors(rest // tp)) if pp == 1 else 1
     dp = rest // tp // cp
     if pp > 1:
         path = os.path.join(folder, f"{kind}-pipe.json")
@@ -193,14 +189,14 @@ def draw_layout(rng, folder):
     if cp > 1:
         flags += ["--cp", str(cp), "--cp-style", rng.choice(["ring", "alltoall"]),
                   "--cp-balance", rng.choice(["zigzag", "none"])]
-    sp = tp > 1 and not moe and rng.random() < 0.5
+    sp = tp > 1 and rng.random() < 0.5
     if sp:
         flags.append("--sp")
     recompute = rng.choice(["none", "none", "selective", "full"])
     zero = rng.choice([0, 1]) if pp > 1 else rng.choice([0, 1, 2, 3])
     if pp > 1:
         schedule = rng.choice(["gpipe", "1f1b", "interleaved", "zb-h1"])
-        if schedule == "zb-h1" and (sp or recompute == "full" or moe):
+        if schedule == "zb-h1" and (sp or recompute == "full"):
             schedule = "1f1b"
         microbatches = rng.choice([2, 4])
         flags += ["--schedule", schedule]

@@ -213,8 +213,8 @@ TEST(PlanMoe, SearchRangesOverEpDividingExpertsAndDp) {
 
 // Under --states parbench the layouts are train's: the MoE model itself on the engine (a rank's
 // E/ep routed experts whole on every tp rank, the ep in the engine layout that shards the experts
-// and sizes the receive buffers and the exchanges), tp without sp kept (train runs the layer replicated), sp and zb-h1 dropped (train
-// refuses them for MoE); its memory counts the MoE model's parameters, not the skeleton's.
+// and sizes the receive buffers and the exchanges), tp with and without sp and zb-h1 kept (train
+// runs them all for MoE); its memory counts the MoE model's parameters, not the skeleton's.
 TEST(PlanMoe, ParbenchStatesFollowTrainsMoeLayout) {
     const auto engine_layout = [](int dp, int tp, bool sp) {
         PlanLayout p = toy_layout(dp, 1);
@@ -233,10 +233,10 @@ TEST(PlanMoe, ParbenchStatesFollowTrainsMoeLayout) {
     std::vector<std::pair<int, int>> degrees;  // (tp, ep)
     for (const PlanLayout& layout : formed) {
         EXPECT_EQ(layout.engine.ep, layout.experts.ep);
-        EXPECT_FALSE(layout.engine.sp);
         degrees.push_back({layout.engine.tp, layout.experts.ep});
     }
-    EXPECT_EQ(degrees, (std::vector<std::pair<int, int>>{{1, 1}, {1, 2}, {1, 4}, {2, 1}, {2, 2}}));
+    EXPECT_EQ(degrees, (std::vector<std::pair<int, int>>{
+                           {1, 1}, {1, 2}, {1, 4}, {2, 1}, {2, 2}, {2, 1}, {2, 2}, {1, 1}, {1, 2}, {1, 4}}));
 
     const PlanLayout layout = engine_layout(2, 1, false);
     const PlanPrediction prediction = predict_layout(layout, context_on(2, 8));

@@ -198,8 +198,8 @@ TEST(MoeLayout, ExpertSplitHoldsTheRanksExpertsAndMergesBack) {
         EXPECT_EQ(merge_tensor_parallel_shards(whole, layouts, shards), flat.canonical(values)) << "ep " << ep;
     }
     // Block 1 (unit 2) is the MoE layer; its experts are unit L + 2 = 4.
-    ASSERT_EQ(llama_expert_unit(config, 1), 4);
-    EXPECT_EQ(llama_expert_unit(config, 0), -1);
+    ASSERT_EQ(moe_expert_unit(config, 1), 4);
+    EXPECT_EQ(moe_expert_unit(config, 0), -1);
     EXPECT_EQ(model_parameter_use_order(config), (std::vector<int>{0, 1, 2, 4, 3, 2, 4, 1}));
     EXPECT_EQ(select_use_order(model_parameter_use_order(config), expert_units), (std::vector<int>{0, 0}));
 }

@@ -7,6 +7,7 @@
 
 #include "core/error.hpp"
 #include "theory/model_config.hpp"
+#include "theory/model_layout.hpp"
 #include "theory/moe.hpp"
 
 namespace parbench {
@@ -105,9 +106,41 @@ TEST(MoeTheory, ConfigKeysAndRefusals) {
     refused(llama_with({{"moe", {{"experts", 4}, {"top_k", 1}, {"expert_hidden", 32}, {"shared_experts", -1}}}}),
             "\"moe.shared_experts\" must be an integer from 0");
     refused(llama_with({{"mla", {{"q_lora_rank", 8}}}}), "\"mla.kv_lora_rank\" is missing");
+    refused(llama_with({{"moe", {{"experts", 4}, {"top_k", 1}, {"expert_hidden", 32}, {"expert_activation", "relu"}}}}),
+            "\"moe.expert_activation\" is \"relu\"");
+    nlohmann::json mlp = {{"kind", "mlp"}, {"layers", 2}, {"hidden", 64}, {"moe", {{"experts", 2}}}};
+    refused(mlp, "unknown key \"moe\" for a mlp model");
+    // Each family's own MLP form is its experts' default; the key overrides it.
+    EXPECT_EQ(every_other.moe->activation, ExpertActivation::swiglu);
     nlohmann::json gpt = {{"kind", "gpt"}, {"layers", 2}, {"hidden", 64}, {"heads", 4}, {"seq_len", 16},
-                          {"vocab", 32},   {"moe", {{"experts", 2}}}};
-    refused(gpt, "unknown key \"moe\" for a gpt model");
+                          {"vocab", 32},   {"moe", {{"experts", 2}, {"top_k", 1}, {"expert_hidden", 8}}}};
+    EXPECT_EQ(parse_model_config(gpt, "g", "g.json").moe->activation, ExpertActivation::gelu);
+    gpt["moe"]["expert_activation"] = "swiglu";
+    EXPECT_EQ(parse_model_config(gpt, "g", "g.json").moe->matrices_per_expert(), 3);
+}
+
+// gpt-moe-tiny (h 32, s 16, V 128, 2 layers: layer 0 dense, layer 1 MoE with E 4, k 2, S 1,
+// f_e 64, GELU experts without biases) by hand:
+//   embedding 128·32 + 16·32 + final LayerNorm 2·32                      = 4672
+//   dense layer: LayerNorms 128, attention 3·32² + 96 + 32² + 32 = 4224, MLP 8·32² + 5·32 = 8352
+//                                                                          = 12704
+//   MoE layer: 128 + 4224 + router 32·4 + (4 + 1) experts of 2·32·64 = 4096 = 24960
+// total 42336; active: 2 routed experts fewer, 42336 - 2·4096 = 34144.
+TEST(MoeTheory, GptMoeCountedByHandAndEqualToTheLayout) {
+    const ModelConfig tiny = load_model_config("gpt-moe-tiny");
+    const MoeParameterCount count = moe_parameter_count(tiny);
+    EXPECT_EQ(count.total, 42336);
+    EXPECT_EQ(count.active, 34144);
+    EXPECT_EQ(count.routed_experts, 4 * 4096);
+    for (const char* name : {"gpt-moe-tiny", "gpt-moe-small"}) {
+        const ModelConfig config = load_model_config(name);
+        const ParameterLayout layout = model_parameter_layout(config, config.seq_len);
+        EXPECT_EQ(static_cast<std::size_t>(moe_parameter_count(config).total), layout.total_numel()) << name;
+        // The routed experts are the layout's expert units, whole.
+        std::size_t routed = 0;
+        for (int unit : layout.routed_expert_units()) routed += layout.units().at(static_cast<std::size_t>(unit)).numel;
+        EXPECT_EQ(static_cast<std::size_t>(moe_parameter_count(config).routed_experts), routed) << name;
+    }
 }
 
 }  // namespace

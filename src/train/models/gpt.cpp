@@ -20,17 +20,29 @@
 // apart in the qkv buffer (B,T,Cl each), as ContextAttention takes them; attention is
 // ContextAttention's, which keeps only its `saved` state per layer (no probabilities: selective
 // recompute has nothing more to drop). Everything else acts per token, unchanged.
+//
+// Mixture of experts (a config's "moe"), as in llama.cpp: in its MoE layers the MLP is an
+// MoeLayer over the block's rows (GELU experts by default, GPT's MLP form without biases, as
+// Megatron-core's grouped experts), one routing group per micro-batch, the router and shared
+// experts in the block's unit and the routed experts in a unit of their own (moe_expert_unit).
+// Under tensor parallelism every tp rank holds the MoE tensors whole: without SP it runs the
+// layer on the same rows, so it skips the MLP's tp_.leave and tp_.enter_backward; under SP on
+// its own R = B·T/t rows (no gather or reduce-scatter either), its parameters' partial
+// gradients summed over tp (MoeGradientPack).
 #include "train/models/gpt.hpp"
 
 #include <algorithm>
 #include <cmath>
+#include <optional>
 #include <stdexcept>
 #include <string>
 #include <vector>
 
 #include "core/nvtx.hpp"
 #include "theory/pipeline/partition.hpp"
+#include "theory/rank_traffic.hpp"
 #include "train/models/transformer_parts.hpp"
+#include "train/moe/moe_model_state.hpp"
 #include "train/tensor_parallel.hpp"
 
 namespace parbench {
@@ -66,14 +78,15 @@ struct BlockActivations {
     float* fch;       // (B,T,4C/t)
     float* fch_gelu;  // (B,T,4C/t)
     float* residual3; // (R,C)
+    MoeActivations moe;  // an MoE layer's, in place of fch and fch_gelu
 };
 
 class GptModel : public Model {
   public:
     GptModel(const ModelConfig& config, const MicrobatchShape& shape, std::uint64_t seed, Ops& ops,
              MemoryLedger& ledger, const TensorParallelGroup& tp, const PipelinePart& part, Precision precision,
-             Recompute recompute, const ContextGroup& cp)
-        : recompute_(recompute), config_(config), shape_(shape), seed_(seed), ops_(ops), device_(ledger.device()), ledger_(ledger),
+             Recompute recompute, const ContextGroup& cp, const MoeContext& moe)
+        : recompute_(recompute), moe_context_(moe), config_(config), shape_(shape), seed_(seed), ops_(ops), device_(ledger.device()), ledger_(ledger),
           arena_(ledger), tp_(tp), context_split_(cp.split), B_(shape.batch), T_(shape.seq_len / cp.split.size),
           C_(config.hidden), NH_(config.heads), V_(config.vocab), L_(config.layers),
           R_(tp.local_rows(shape.batch * (shape.seq_len / cp.split.size))),
@@ -81,7 +94,10 @@ class GptModel : public Model {
           vocab_{tp.rank() * (config.vocab / tp.size()), config.vocab / tp.size()},
           matmuls_(ops, precision, ledger, matmul_shapes(part)) {
         part_ = part;
-        tensors_ = gpt_layout::build(config, shape.seq_len, tp.split(), full_layout_);
+        // Under expert parallelism the layout holds this rank's E/ep routed experts.
+        const ExpertSplit experts = moe.expert_group ? ExpertSplit{moe.expert_group->rank(), moe.expert_group->size()}
+                                                     : ExpertSplit{};
+        tensors_ = gpt_layout::build(config, shape.seq_len, tp.split(), full_layout_, experts);
         local_unit_.assign(full_layout_.units().size(), -1);
         std::vector<int> units;
         if (part.active()) {
@@ -106,19 +122,29 @@ class GptModel : public Model {
                 ++position_runs_.back().length;
             }
         }
+        if (config.moe) {
+            // One routing group per micro-batch and rank: its R rows (B·T/t under SP: each tp rank
+            // routes its own, the layer's parameter gradients summed over tp by moe_pack_).
+            const MoeMemoryShape moe_shape = model_moe_shape(config, R_, moe);
+            const std::size_t before = ledger.usage().live_of(MemoryCategory::activations);
+            moe_layer_ =
+                std::make_unique<MoeLayer>(moe_shape, config.moe->score, moe.settings, ops, arena_, moe.expert_group,
+                                           &matmuls_);
+            moe_scratch_bytes_ = ledger.usage().live_of(MemoryCategory::activations) - before;
+            std::vector<int> held;
+            for (int l = 0; l < L_; ++l)
+                if (is_moe(l) && local_unit_[static_cast<std::size_t>(l + 1)] >= 0) held.push_back(l);
+            moe_state_.emplace(config, moe, shape.microbatches, held, device_);
+        }
         allocate_activations();
     }
 
     const ParameterLayout& layout() const override { return layout_; }
 
-    std::vector<int> parameter_use_order() const override {
-        // The embedding unit, acquired by the encoder, stays held through the blocks for the
-        // tied head and into backward: one gather per step, as FSDP's root unit.
-        std::vector<int> order{0};                            // encoder, final LN + logits
-        for (int l = 1; l <= L_; ++l) order.push_back(l);     // blocks
-        for (int l = L_; l >= 1; --l) order.push_back(l);     // blocks, backward
-        return order;                                         // (encoder backward needs no weights)
-    }
+    // The embedding unit, acquired by the encoder, stays held through the blocks for the tied
+    // head and into backward: one gather per step, as FSDP's root unit; an MoE layer's routed
+    // experts right after its block (theory/rank_traffic.hpp).
+    std::vector<int> parameter_use_order() const override { return model_parameter_use_order(config_, part_); }
 
     // The held embedding and the block being computed (a pipeline stage holds one at a time).
     int parameter_units_held_at_once() const override { return part_.active() ? 1 : 2; }
@@ -128,12 +154,14 @@ class GptModel : public Model {
     }
 
     void forward(int microbatch, ParameterAccess& access) override {
+        microbatch_ = microbatch;
         embedding_forward(microbatch, access, /*keep_for_head=*/true);
         for (int l = 0; l < L_; ++l) block_forward(l, access);
         head_forward(microbatch, access);
     }
 
     void backward(int microbatch, float loss_scale, ParameterAccess& access) override {
+        loss_scale_ = loss_scale;
         head_backward(microbatch, loss_scale, access);
         for (int l = L_ - 1; l >= 0; --l) block_backward(l, BackwardPass::full, access);
         embedding_backward(microbatch, access);
@@ -157,6 +185,7 @@ class GptModel : public Model {
     void forward_chunk(int microbatch, int chunk, ParameterAccess& access) override {
         const LayerRange& range = part_.chunks.at(static_cast<std::size_t>(chunk));
         bind(slots_.take(microbatch, chunk), range);
+        microbatch_ = microbatch;
         // A stage's chunks split the layers, so none holds both ends: the head, on the last
         // stage, acquires the embedding unit again (plan/rank_traffic.hpp counts it so).
         if (range.first == 0) embedding_forward(microbatch, access, /*keep_for_head=*/false);
@@ -173,6 +202,7 @@ class GptModel : public Model {
         const LayerRange& range = part_.chunks.at(static_cast<std::size_t>(chunk));
         ActivationSlot& s = slots_.held(microbatch, chunk);
         bind(s, range);
+        loss_scale_ = loss_scale;
         if (pass == BackwardPass::weight) {
             for (int l = range.end - 1; l >= range.first; --l) block_weights(l, access);
         } else {
@@ -197,7 +227,21 @@ class GptModel : public Model {
 
     double mean_loss(int microbatch) const override { return batch_.mean_loss(device_, microbatch); }
 
+    double auxiliary_loss(int microbatch) const override {
+        return moe_state_ ? moe_state_->auxiliary_loss(microbatch) : 0.0;
+    }
+    MoeMemory moe_memory() const override {
+        if (!moe_layer_) return {};
+        return MoeMemory{moe_kept_bytes_, moe_scratch_bytes_, moe_layer_->shape()};
+    }
+    std::vector<int> moe_layers() const override { return moe_state_ ? moe_state_->layers() : std::vector<int>{}; }
+    std::vector<MoeLayerStats> finish_step() override {
+        return moe_state_ ? moe_state_->finish_step() : std::vector<MoeLayerStats>{};
+    }
+
   private:
+    bool is_moe(int l) const { return config_.moe && config_.moe->is_moe_layer(l); }
+
     // `keep_for_head`: leave unit 0 acquired for head_forward (the tied output projection).
     void embedding_forward(int microbatch, ParameterAccess& access, bool keep_for_head) {
         const int BT = B_ * T_;
@@ -218,13 +262,17 @@ class GptModel : public Model {
 
     void block_forward(int l, ParameterAccess& access) {
         NvtxRange range("h" + std::to_string(l) + " forward");
-        block_forward_compute(l, access.acquire(unit(l + 1)));
+        const float* p = access.acquire(unit(l + 1));
+        const float* e = is_moe(l) ? access.acquire(unit(moe_expert_unit(config_, l))) : nullptr;
+        block_forward_compute(l, p, e);
+        if (is_moe(l)) access.release(unit(moe_expert_unit(config_, l)));
         access.release(unit(l + 1));
     }
 
-    // The layer's forward with its parameters `p`: in forward, and again in backward under
-    // full recompute (into the shared buffers, from the kept layer input).
-    void block_forward_compute(int l, const float* p) {
+    // The layer's forward with its parameters `p` (and `e`, an MoE layer's routed experts): in
+    // forward, and again in backward under full recompute (into the shared buffers, from the
+    // kept layer input).
+    void block_forward_compute(int l, const float* p, const float* e) {
         const int BT = B_ * T_;
         const BlockTensors& w = tensors_.blocks[static_cast<std::size_t>(l)];
         const BlockActivations& a = blocks_[static_cast<std::size_t>(l)];
@@ -245,12 +293,20 @@ class GptModel : public Model {
         ops_.residual_forward(a.residual2, residual, attention, residual_elements());
         ops_.layernorm_forward(a.ln2, a.ln2_mean, a.ln2_rstd, a.residual2, param(p, w.ln2w), param(p, w.ln2b), R_,
                                C_);
-        const float* ln2 = tp_.enter(a.ln2, gathered_, BT, C_);
-        matmuls_.forward(a.fch, ln2, param(p, w.fcw), param(p, w.fcb), BT, C_, Fl_);
-        ops_.gelu_forward(a.fch_gelu, a.fch, rows() * Fl_);
-        matmuls_.forward(projection_, a.fch_gelu, param(p, w.fcprojw), replicated_term(p, w.fcprojb), BT, Fl_,
-                         C_);
-        const float* mlp = tp_.leave(projection_, projection_local_, BT, C_);
+        const float* mlp = projection_;
+        if (is_moe(l)) {
+            // On this rank's R rows of ln2 (all of them without SP): no gather, no reduction.
+            const MoeForwardResult routed = moe_layer_->forward(projection_, a.moe, a.ln2, moe_weights(full_layout_, p, e, w),
+                                                                moe_state_->bias(l), moe_state_->exchange(l));
+            if (!recomputing_) moe_state_->count(l, microbatch_, routed);
+        } else {
+            const float* ln2 = tp_.enter(a.ln2, gathered_, BT, C_);
+            matmuls_.forward(a.fch, ln2, param(p, w.fcw), param(p, w.fcb), BT, C_, Fl_);
+            ops_.gelu_forward(a.fch_gelu, a.fch, rows() * Fl_);
+            matmuls_.forward(projection_, a.fch_gelu, param(p, w.fcprojw), replicated_term(p, w.fcprojb), BT, Fl_,
+                             C_);
+            mlp = tp_.leave(projection_, projection_local_, BT, C_);
+        }
         ops_.residual_forward(a.residual3, a.residual2, mlp, residual_elements());
     }
 
@@ -310,12 +366,18 @@ class GptModel : public Model {
         const int BT = B_ * T_;
         const std::size_t btc = rows() * static_cast<std::size_t>(C_);
         NvtxRange range("h" + std::to_string(l) + (pass == BackwardPass::input ? " backward (B)" : " backward"));
-        const bool defer = pass == BackwardPass::input;
+        // An MoE layer defers nothing: its input pass computes its weight gradients too (the
+        // router's and experts' come out of the MoE layer's backward with its input gradient).
+        const bool defer = pass == BackwardPass::input && !is_moe(l);
         const float* p = access.acquire(unit(l + 1));
         float* g = access.gradients(unit(l + 1));
+        const int experts_unit = is_moe(l) ? unit(moe_expert_unit(config_, l)) : -1;
+        const float* e = experts_unit >= 0 ? access.acquire(experts_unit) : nullptr;
         if (recompute_ == Recompute::full) {
             NvtxRange recompute_range("h" + std::to_string(l) + " recompute");
-            block_forward_compute(l, p);
+            recomputing_ = true;
+            block_forward_compute(l, p, e);
+            recomputing_ = false;
         }
         const BlockTensors& w = tensors_.blocks[static_cast<std::size_t>(l)];
         const BlockActivations& a = blocks_[static_cast<std::size_t>(l)];
@@ -328,15 +390,28 @@ class GptModel : public Model {
         float* dqkv = defer ? stash->dqkv : dqkv_;
         norms_.begin(4);
         // dresidual_ holds d(residual3): it flows unchanged into both branches' sums.
-        const float* dmlp = tp_.leave_backward(dresidual_, dgathered_, BT, C_);
-        if (defer) copy_floats(ops_, stash->dmlp, dmlp, btc);
-        matmuls_.backward_overwrite_input(dwide_, weight_grad(w.fcprojw), weight_grad(w.fcprojb), dmlp, a.fch_gelu,
-                                          param(p, w.fcprojw), BT, Fl_, C_);
-        ops_.gelu_backward_overwrite(dwide2, a.fch, dwide_, wide);
-        const float* ln2 = tp_.enter(a.ln2, gathered_, BT, C_);
-        matmuls_.backward_overwrite_input(dnormed_, weight_grad(w.fcw), weight_grad(w.fcb), dwide2, ln2,
-                                          param(p, w.fcw), BT, C_, Fl_);
-        const float* dln2 = tp_.enter_backward(dnormed_, dnormed_local_, BT, C_);
+        const float* dln2 = dnormed_;
+        if (is_moe(l)) {
+            // On this rank's R rows, as the forward: d(residual3) and ln2 as they are.
+            ops_.fill(dnormed_, 0.0f, residual_elements());
+            // The group's balancing loss weighs in the step loss as its R rows do (loss_scale_
+            // per row): alpha · R · loss_scale_.
+            const double balance_weight = moe_context_.settings.aux_loss_coeff * static_cast<double>(R_) * loss_scale_;
+            const MoeGradients whole = moe_gradients(full_layout_, g, access.gradients(experts_unit), w);
+            moe_layer_->backward(dnormed_, moe_pack_.begin(whole), dresidual_, a.moe, a.ln2,
+                                 moe_weights(full_layout_, p, e, w), balance_weight, moe_state_->exchange(l));
+            moe_pack_.finish(whole);
+        } else {
+            const float* dmlp = tp_.leave_backward(dresidual_, dgathered_, BT, C_);
+            if (defer) copy_floats(ops_, stash->dmlp, dmlp, btc);
+            matmuls_.backward_overwrite_input(dwide_, weight_grad(w.fcprojw), weight_grad(w.fcprojb), dmlp, a.fch_gelu,
+                                              param(p, w.fcprojw), BT, Fl_, C_);
+            ops_.gelu_backward_overwrite(dwide2, a.fch, dwide_, wide);
+            const float* ln2 = tp_.enter(a.ln2, gathered_, BT, C_);
+            matmuls_.backward_overwrite_input(dnormed_, weight_grad(w.fcw), weight_grad(w.fcb), dwide2, ln2,
+                                              param(p, w.fcw), BT, C_, Fl_);
+            dln2 = tp_.enter_backward(dnormed_, dnormed_local_, BT, C_);
+        }
         ops_.layernorm_backward(dresidual_, norms_.gradient(grad(g, w.ln2w), 2), norms_.gradient(grad(g, w.ln2b), 3),
                                 dln2, a.residual2, param(p, w.ln2w), a.ln2_mean, a.ln2_rstd, R_, C_);
         // dresidual_ now holds d(residual2).
@@ -365,6 +440,10 @@ class GptModel : public Model {
                                 dln1, residual, param(p, w.ln1w), a.ln1_mean, a.ln1_rstd, R_, C_);
         norms_.finish({grad(g, w.ln1w), grad(g, w.ln1b), grad(g, w.ln2w), grad(g, w.ln2b)});
         // dresidual_ now holds d(residual), the previous block's output.
+        if (experts_unit >= 0) {
+            access.release(experts_unit);
+            access.gradients_complete(experts_unit);
+        }
         access.release(unit(l + 1));
         if (!defer) access.gradients_complete(unit(l + 1));
     }
@@ -374,6 +453,7 @@ class GptModel : public Model {
     // zero-bubble schedules (train_options.cpp), so the inputs need no gather here.
     void block_weights(int l, ParameterAccess& access) {
         const int BT = B_ * T_;
+        if (is_moe(l)) return;  // its input pass took every weight gradient
         NvtxRange range("h" + std::to_string(l) + " weight gradients (W)");
         const float* p = access.acquire(unit(l + 1));
         float* g = access.gradients(unit(l + 1));
@@ -485,6 +565,9 @@ class GptModel : public Model {
         const bool head = !part.active() || std::any_of(part.chunks.begin(), part.chunks.end(),
                                                         [&](const LayerRange& r) { return r.end == L_; });
         if (head) shapes.push_back({BT, C_, vocab_.size});
+        if (config_.moe)
+            for (const MatmulShape& s : moe_expert_matmul_shapes(model_moe_shape(config_, R_, moe_context_)))
+                shapes.push_back(s);
         return shapes;
     }
 
@@ -492,7 +575,7 @@ class GptModel : public Model {
     // is the layer's own, the rest is the shared set every layer's recompute overwrites; under
     // selective recompute the attention probabilities are shared. Counted per layer: what is
     // the layer's own.
-    BlockActivations allocate_block() {
+    BlockActivations allocate_block(int l) {
         const std::size_t before = ledger_.usage().live_of(MemoryCategory::activations);
         BlockActivations a{};
         if (recompute_ == Recompute::full) {
@@ -502,15 +585,19 @@ class GptModel : public Model {
             // Context-parallel attention keeps only its small saved state, which backward needs
             // whatever the recompute: selective shares nothing then.
             const bool shared_probabilities = recompute_ == Recompute::selective && !context_;
-            a = allocate_block_buffers(!shared_probabilities);
+            a = allocate_block_buffers(!shared_probabilities, !is_moe(l), is_moe(l));
             if (shared_probabilities) a.att = recompute_work_.att;
         }
-        layer_activation_bytes_ = ledger_.usage().live_of(MemoryCategory::activations) - before;
+        // A dense layer's (the formula's) when the model has one; an MoE layer's otherwise
+        // (what it keeps in place of the MLP's is the report's moe.memory).
+        if (!is_moe(l) || config_.moe_layer_count() == L_)
+            layer_activation_bytes_ = ledger_.usage().live_of(MemoryCategory::activations) - before;
         return a;
     }
 
-    // Every buffer of a layer (the probabilities too when `with_probabilities`).
-    BlockActivations allocate_block_buffers(bool with_probabilities) {
+    // Every buffer of a layer (the probabilities too when `with_probabilities`), with a dense
+    // MLP's and/or an MoE MLP's.
+    BlockActivations allocate_block_buffers(bool with_probabilities, bool dense_mlp, bool moe_mlp) {
         const std::size_t rc = residual_elements();
         const std::size_t r = static_cast<std::size_t>(R_);
         const std::size_t local_channels = rows() * static_cast<std::size_t>(Cl_);
@@ -527,13 +614,21 @@ class GptModel : public Model {
         a.ln2 = arena_.floats(rc);
         a.ln2_mean = arena_.floats(r);
         a.ln2_rstd = arena_.floats(r);
-        a.fch = arena_.floats(wide);
-        a.fch_gelu = arena_.floats(wide);
+        if (dense_mlp) {
+            a.fch = arena_.floats(wide);
+            a.fch_gelu = arena_.floats(wide);
+        }
+        if (moe_mlp) {
+            const std::size_t before = ledger_.usage().live_of(MemoryCategory::activations);
+            a.moe = moe_layer_->allocate_activations(arena_);
+            moe_kept_bytes_ = ledger_.usage().live_of(MemoryCategory::activations) - before;
+        }
         a.residual3 = arena_.floats(rc);
         return a;
     }
 
-    // The rank's pool (theory/pipeline/partition.hpp's activation_pool, what plan counts).
+    // The rank's pool (theory/pipeline/partition.hpp's activation_pool, what plan counts): layer
+    // stores of each kind (dense, MoE) apart, as llama.cpp's.
     void allocate_slots() {
         const std::size_t rc = residual_elements();
         const std::size_t logits = rows() * static_cast<std::size_t>(vocab_.size);
@@ -545,15 +640,28 @@ class GptModel : public Model {
         const ActivationPool pool = activation_pool(part_, kinds);
         slots_ = KeptPool("GPT", part_.chunks, kinds);
         for (int i = 0; i < pool.slots; ++i) slots_.add_slot(arena_.floats(rc), arena_.floats(rc));
-        for (int i = 0; i < pool.layer_stores.at(0); ++i) {
-            WeightGradientStash stash{};
-            const BlockActivations block = allocate_block();
-            if (part_.split_backward)
-                stash = WeightGradientStash{arena_.floats(rows() * static_cast<std::size_t>(C_)),
-                                            arena_.floats(rows() * static_cast<std::size_t>(Fl_)),
-                                            arena_.floats(rows() * static_cast<std::size_t>(C_)),
-                                            arena_.floats(3 * rows() * static_cast<std::size_t>(Cl_))};
-            slots_.add_store(0, block, stash);
+        for (std::size_t kind = 0; kind < pool.layer_stores.size(); ++kind) {
+            // A layer of that kind stands for all of them, their stores being alike; a dense one
+            // where the kind has one (under full recompute MoE layers are kind 0 too), so the
+            // per-layer figure stays a dense layer's.
+            int layer = -1;
+            for (int l = 0; l < L_; ++l)
+                if (kinds[static_cast<std::size_t>(l)] == static_cast<int>(kind) && (layer < 0 || !is_moe(l))) {
+                    layer = l;
+                    if (!is_moe(l)) break;
+                }
+            for (int i = 0; i < pool.layer_stores[kind]; ++i) {
+                const BlockActivations block = allocate_block(layer);
+                // An MoE layer defers nothing to W: its stores have no stash (zb-h1 refuses full
+                // recompute, so the MoE layers' kind is their own there).
+                WeightGradientStash stash{};
+                if (part_.split_backward && !is_moe(layer))
+                    stash = WeightGradientStash{arena_.floats(rows() * static_cast<std::size_t>(C_)),
+                                                arena_.floats(rows() * static_cast<std::size_t>(Fl_)),
+                                                arena_.floats(rows() * static_cast<std::size_t>(C_)),
+                                                arena_.floats(3 * rows() * static_cast<std::size_t>(Cl_))};
+                slots_.add_store(static_cast<int>(kind), block, stash);
+            }
         }
         for (int i = 0; i < pool.heads; ++i) {
             HeadActivations head;
@@ -591,13 +699,14 @@ class GptModel : public Model {
         const std::size_t logits = rows() * static_cast<std::size_t>(vocab_.size);
         const bool sp = tp_.sequence_parallel();
         batch_.allocate(arena_, shape_.microbatches, rows());
-        if (recompute_ == Recompute::full) recompute_work_ = allocate_block_buffers(true);
+        if (recompute_ == Recompute::full)
+            recompute_work_ = allocate_block_buffers(true, config_.moe_layer_count() < L_, config_.moe_layer_count() > 0);
         if (recompute_ == Recompute::selective && !context_) recompute_work_.att = arena_.floats(att);
         if (part_.active()) {
             allocate_slots();
         } else {
             encoded_ = arena_.floats(rc);
-            for (int l = 0; l < L_; ++l) blocks_.push_back(allocate_block());
+            for (int l = 0; l < L_; ++l) blocks_.push_back(allocate_block(l));
             lnf_ = arena_.floats(rc);
             lnf_mean_ = arena_.floats(r);
             lnf_rstd_ = arena_.floats(r);
@@ -626,6 +735,7 @@ class GptModel : public Model {
             datt_ = arena_.floats(att);
         }
         norms_.allocate(arena_, 4);
+        if (moe_layer_) moe_pack_.allocate(arena_, moe_layer_->shape());
         if (sp) {
             // Whole (B,T,C) scratch for the gathers and the chunks the reduce-scatters leave.
             gathered_ = arena_.floats(btc);
@@ -636,6 +746,14 @@ class GptModel : public Model {
     }
 
     Recompute recompute_;
+    MoeContext moe_context_;
+    std::unique_ptr<MoeLayer> moe_layer_;      // null without MoE layers
+    std::optional<MoeModelState> moe_state_;  // the MoE layers this rank holds (null without)
+    std::size_t moe_scratch_bytes_ = 0;       // what the MoE layer took from the ledger
+    std::size_t moe_kept_bytes_ = 0;          // what one MoE layer's kept buffers took
+    bool recomputing_ = false;                // a full-recompute forward: counts nothing
+    float loss_scale_ = 0.0f;                 // the running backward's
+    int microbatch_ = 0;                      // the running forward's
     BlockActivations recompute_work_{};  // full: one layer's buffers; selective: .att only
     ModelConfig config_;
     MicrobatchShape shape_;
@@ -681,6 +799,7 @@ class GptModel : public Model {
     // Sequence parallelism only (nullptr otherwise).
     float *gathered_ = nullptr, *dgathered_ = nullptr, *projection_local_ = nullptr, *dnormed_local_ = nullptr;
     NormGradientPack norms_{ops_, tp_, C_};  // the LayerNorms' partial sums under SP
+    MoeGradientPack moe_pack_{ops_, tp_};    // the MoE layers' partial sums under SP
     float *dlosses_ = nullptr, *dlogits_ = nullptr, *dnormed_ = nullptr, *dresidual_ = nullptr;
     float *dwide_ = nullptr, *dwide2_ = nullptr, *datty_ = nullptr, *dqkv_ = nullptr, *dpreatt_ = nullptr,
           *datt_ = nullptr;
@@ -691,8 +810,8 @@ class GptModel : public Model {
 std::unique_ptr<Model> make_gpt_model(const ModelConfig& config, const MicrobatchShape& shape, std::uint64_t seed,
                                       Ops& ops, MemoryLedger& ledger, const TensorParallelGroup& tp,
                                       const PipelinePart& part, Precision precision, Recompute recompute,
-                                      const ContextGroup& cp) {
-    return std::make_unique<GptModel>(config, shape, seed, ops, ledger, tp, part, precision, recompute, cp);
+                                      const ContextGroup& cp, const MoeContext& moe) {
+    return std::make_unique<GptModel>(config, shape, seed, ops, ledger, tp, part, precision, recompute, cp, moe);
 }
 
 }  // namespace parbench

@@ -3,7 +3,9 @@
 // attention and a 4h GELU MLP, a final LayerNorm, logits = x · wteᵀ (tied), cross-entropy.
 //
 // Units: 0 = "embedding" (wte, wpe, lnfw, lnfb: everything outside the blocks, so the tied
-// output projection and the final LayerNorm travel with the embedding), 1..L = the blocks.
+// output projection and the final LayerNorm travel with the embedding), 1..L = the blocks,
+// then with a config's "moe" one unit of routed experts per MoE layer, whose MLP is a mixture
+// of experts (train/moe/moe_layer.hpp).
 #pragma once
 
 #include <cstdint>
@@ -17,6 +19,7 @@ namespace parbench {
 std::unique_ptr<Model> make_gpt_model(const ModelConfig& config, const MicrobatchShape& shape, std::uint64_t seed,
                                       Ops& ops, MemoryLedger& ledger, const TensorParallelGroup& tp,
                                       const PipelinePart& part = {}, Precision precision = Precision::fp32,
-                                      Recompute recompute = Recompute::none, const ContextGroup& cp = {});
+                                      Recompute recompute = Recompute::none, const ContextGroup& cp = {},
+                                      const MoeContext& moe = {});
 
 }  // namespace parbench

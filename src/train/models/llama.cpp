@@ -16,10 +16,11 @@
 // There are no biases and no dropout.
 //
 // Mixture of experts (a config's "moe"): in its MoE layers the SwiGLU MLP is an MoeLayer over
-// the block's R = B·T rows, one routing group per micro-batch. Under tensor parallelism (no
-// SP: train_options.cpp refuses SP with MoE) every tp rank holds the MoE tensors whole and
-// runs the layer on the same rows, so its output needs no reduction and its input gradient is
-// already the whole sum (it skips the MLP's tp_.leave and tp_.enter_backward).
+// the block's R = B·T rows, one routing group per micro-batch. Under tensor parallelism every
+// tp rank holds the MoE tensors whole; without SP it runs the layer on the same rows, so its
+// output needs no reduction and its input gradient is already the whole sum (it skips the
+// MLP's tp_.leave and tp_.enter_backward); under SP on its own R = B·T/t rows (no gather or
+// reduce-scatter either), its parameters' partial gradients summed over tp (MoeGradientPack).
 //
 // Context parallelism (--cp, train/context/context_attention.hpp): the model holds T/c tokens
 // of every sequence, those of context_positions(), in that order; RoPE turns each by its own
@@ -30,8 +31,8 @@
 
 #include <algorithm>
 #include <cmath>
-#include <map>
 #include <numeric>
+#include <optional>
 #include <stdexcept>
 #include <string>
 #include <vector>
@@ -40,6 +41,7 @@
 #include "theory/pipeline/partition.hpp"
 #include "theory/rank_traffic.hpp"
 #include "train/models/transformer_parts.hpp"
+#include "train/moe/moe_model_state.hpp"
 #include "train/tensor_parallel.hpp"
 
 namespace parbench {
@@ -118,24 +120,18 @@ class LlamaModel : public Model {
             context_workspace_bytes_ = ledger.usage().live_of(MemoryCategory::activations) - before;
         }
         if (config.moe) {
-            const MoeMemoryShape moe_shape{rows(), static_cast<std::size_t>(C_),
-                                           static_cast<std::size_t>(config.moe->experts),
-                                           static_cast<std::size_t>(config.moe->top_k),
-                                           static_cast<std::size_t>(config.moe->expert_hidden),
-                                           static_cast<std::size_t>(config.moe->shared_experts),
-                                           static_cast<std::size_t>(moe.expert_group ? moe.expert_group->size() : 1)};
+            // One routing group per micro-batch and rank: its R rows (B·T/t under SP: each tp rank
+            // routes its own, the layer's parameter gradients summed over tp by moe_pack_).
+            const MoeMemoryShape moe_shape = model_moe_shape(config, R_, moe);
             const std::size_t before = ledger.usage().live_of(MemoryCategory::activations);
             moe_layer_ =
-                std::make_unique<MoeLayer>(moe_shape, config.moe->score, moe.settings, ops, arena_, moe.expert_group);
+                std::make_unique<MoeLayer>(moe_shape, config.moe->score, moe.settings, ops, arena_, moe.expert_group,
+                                           &matmuls_);
             moe_scratch_bytes_ = ledger.usage().live_of(MemoryCategory::activations) - before;
-            for (int l = 0; l < L_; ++l) {
-                if (!is_moe(l) || local_unit_[static_cast<std::size_t>(l + 1)] < 0) continue;
-                moe_layer_index_[l] = static_cast<int>(moe_stats_.size());
-                moe_stats_.push_back(empty_moe_stats());
-                moe_bias_.emplace_back(static_cast<std::size_t>(config.moe->experts), 0.0f);
-                moe_routed_.emplace_back(static_cast<std::size_t>(config.moe->experts), 0.0);
-            }
-            aux_losses_.assign(static_cast<std::size_t>(shape.microbatches) * moe_stats_.size(), 0.0);
+            std::vector<int> held;
+            for (int l = 0; l < L_; ++l)
+                if (is_moe(l) && local_unit_[static_cast<std::size_t>(l + 1)] >= 0) held.push_back(l);
+            moe_state_.emplace(config, moe, shape.microbatches, held, device_);
         }
         allocate_activations();
         if (context_) {
@@ -221,10 +217,7 @@ class LlamaModel : public Model {
     double mean_loss(int microbatch) const override { return batch_.mean_loss(device_, microbatch); }
 
     double auxiliary_loss(int microbatch) const override {
-        double sum = 0.0;
-        for (std::size_t i = 0; i < moe_stats_.size(); ++i)
-            sum += aux_losses_.at(static_cast<std::size_t>(microbatch) * moe_stats_.size() + i);
-        return sum;
+        return moe_state_ ? moe_state_->auxiliary_loss(microbatch) : 0.0;
     }
 
     MoeMemory moe_memory() const override {
@@ -232,104 +225,16 @@ class LlamaModel : public Model {
         return MoeMemory{moe_kept_bytes_, moe_scratch_bytes_, moe_layer_->shape()};
     }
 
-    std::vector<int> moe_layers() const override {
-        std::vector<int> layers;
-        for (const auto& [layer, index] : moe_layer_index_) layers.push_back(layer);
-        return layers;
-    }
+    std::vector<int> moe_layers() const override { return moe_state_ ? moe_state_->layers() : std::vector<int>{}; }
 
-    // DeepSeek-V3's auxiliary-loss-free balancing (arXiv 2412.19437 sec. 2.1.2; Wang et al.,
-    // arXiv 2408.15664): after each step every expert's bias moves by u towards balance,
-    // b_e += u · sign(mean load - load_e), the loads being the step's chosen assignments over
-    // the balance group, so every replica moves its biases alike.
     std::vector<MoeLayerStats> finish_step() override {
-        const double rate = moe_context_.settings.bias_update_rate;
-        if (rate > 0.0 && !moe_routed_.empty()) {
-            std::vector<double> loads;
-            for (const std::vector<double>& layer : moe_routed_) loads.insert(loads.end(), layer.begin(), layer.end());
-            if (moe_context_.balance_group != nullptr && moe_context_.balance_group->size() > 1) {
-                // Summed in the device's memory: an NCCL group reads none of the host's.
-                const std::size_t bytes = loads.size() * sizeof(double);
-                if (moe_loads_.bytes() < bytes) moe_loads_ = device_.allocate(bytes);
-                device_.copy_from_host(moe_loads_, loads.data(), bytes);
-                moe_context_.balance_group->allreduce(moe_loads_.data(), moe_loads_.data(), loads.size(),
-                                                      DType::float64, ReduceOp::sum);
-                device_.copy_to_host(loads.data(), moe_loads_, bytes);
-            }
-            const std::size_t E = moe_routed_.front().size();
-            for (std::size_t i = 0; i < moe_bias_.size(); ++i) {
-                double mean = 0.0;
-                for (std::size_t e = 0; e < E; ++e) mean += loads[i * E + e];
-                mean /= static_cast<double>(E);
-                for (std::size_t e = 0; e < E; ++e) {
-                    const double load = loads[i * E + e];
-                    const float step = static_cast<float>(rate);
-                    moe_bias_[i][e] += load < mean ? step : (load > mean ? -step : 0.0f);
-                }
-            }
-        }
-        std::vector<MoeLayerStats> finished = moe_stats_;
-        for (MoeLayerStats& stats : moe_stats_) stats = empty_moe_stats();
-        for (std::vector<double>& layer : moe_routed_) std::fill(layer.begin(), layer.end(), 0.0);
-        return finished;
+        return moe_state_ ? moe_state_->finish_step() : std::vector<MoeLayerStats>{};
     }
 
   private:
     int head_unit() const { return L_ + 1; }
 
     bool is_moe(int l) const { return config_.moe && config_.moe->is_moe_layer(l); }
-
-    MoeLayerStats empty_moe_stats() const {
-        MoeLayerStats stats;
-        stats.tokens_per_expert.assign(static_cast<std::size_t>(config_.moe->experts), 0);
-        return stats;
-    }
-
-    // A forward's routing of MoE layer `index` (this rank's numbering) into the step's figures.
-    void count_moe(int index, const MoeForwardResult& result) {
-        MoeLayerStats& stats = moe_stats_[static_cast<std::size_t>(index)];
-        std::vector<double>& routed = moe_routed_[static_cast<std::size_t>(index)];
-        const RoutingCounts& counts = result.counts;
-        for (std::size_t e = 0; e < counts.kept.size(); ++e) {
-            stats.tokens_per_expert[e] += counts.kept[e];
-            stats.routed += counts.routed[e];
-            routed[e] += counts.routed[e];
-        }
-        stats.dropped += counts.dropped;
-        const double aux = result.aux_loss;
-        stats.aux_loss += aux;
-        ++stats.groups;
-        aux_losses_.at(static_cast<std::size_t>(microbatch_) * moe_stats_.size() + static_cast<std::size_t>(index)) = aux;
-    }
-
-    // `p`: the block's parameters, `e`: its routed experts' unit.
-    MoeWeights moe_weights(const float* p, const float* e, const BlockTensors& w) const {
-        MoeWeights m;
-        m.router = param(p, w.router);
-        m.experts_gate = param(e, w.experts_gate);
-        m.experts_up = param(e, w.experts_up);
-        m.experts_down = param(e, w.experts_down);
-        if (w.shared_gate >= 0) {
-            m.shared_gate = param(p, w.shared_gate);
-            m.shared_up = param(p, w.shared_up);
-            m.shared_down = param(p, w.shared_down);
-        }
-        return m;
-    }
-
-    MoeGradients moe_gradients(float* g, float* ge, const BlockTensors& w) const {
-        MoeGradients m;
-        m.router = grad(g, w.router);
-        m.experts_gate = grad(ge, w.experts_gate);
-        m.experts_up = grad(ge, w.experts_up);
-        m.experts_down = grad(ge, w.experts_down);
-        if (w.shared_gate >= 0) {
-            m.shared_gate = grad(g, w.shared_gate);
-            m.shared_up = grad(g, w.shared_up);
-            m.shared_down = grad(g, w.shared_down);
-        }
-        return m;
-    }
 
     void embedding_forward(int microbatch, ParameterAccess& access) {
         const int BT = B_ * T_;
@@ -351,9 +256,9 @@ class LlamaModel : public Model {
     void block_forward(int l, ParameterAccess& access) {
         NvtxRange range("h" + std::to_string(l) + " forward");
         const float* p = access.acquire(unit(l + 1));
-        const float* e = is_moe(l) ? access.acquire(unit(llama_expert_unit(config_, l))) : nullptr;
+        const float* e = is_moe(l) ? access.acquire(unit(moe_expert_unit(config_, l))) : nullptr;
         block_forward_compute(l, p, e);
-        if (is_moe(l)) access.release(unit(llama_expert_unit(config_, l)));
+        if (is_moe(l)) access.release(unit(moe_expert_unit(config_, l)));
         access.release(unit(l + 1));
     }
 
@@ -382,16 +287,14 @@ class LlamaModel : public Model {
         const float* attention = tp_.leave(projection_, projection_local_, BT, C_);
         ops_.residual_forward(a.residual2, residual, attention, residual_elements());
         ops_.rmsnorm_forward(a.norm2, a.rstd2, a.residual2, param(p, w.norm2), R_, C_, eps);
-        const float* n2 = tp_.enter(a.norm2, gathered_, BT, C_);
         const float* mlp = projection_;
         if (is_moe(l)) {
-            const int index = moe_layer_index_.at(l);
-            const MoeForwardResult routed =
-                moe_layer_->forward(projection_, a.moe, n2, moe_weights(p, e, w),
-                                    moe_bias_[static_cast<std::size_t>(index)].data(),
-                                    moe_stats_[static_cast<std::size_t>(index)].exchange);
-            if (!recomputing_) count_moe(index, routed);
+            // On this rank's R rows of norm2 (all of them without SP): no gather, no reduction.
+            const MoeForwardResult routed = moe_layer_->forward(projection_, a.moe, a.norm2, moe_weights(full_layout_, p, e, w),
+                                                                moe_state_->bias(l), moe_state_->exchange(l));
+            if (!recomputing_) moe_state_->count(l, microbatch_, routed);
         } else {
+            const float* n2 = tp_.enter(a.norm2, gathered_, BT, C_);
             matmuls_.forward(a.gate, n2, param(p, w.wgate), nullptr, BT, C_, Fl_);
             matmuls_.forward(a.up, n2, param(p, w.wup), nullptr, BT, C_, Fl_);
             ops_.swiglu_forward(a.glu, a.gate, a.up, rows() * Fl_);
@@ -450,10 +353,12 @@ class LlamaModel : public Model {
         const int BT = B_ * T_;
         const std::size_t btc = rows() * static_cast<std::size_t>(C_);
         NvtxRange range("h" + std::to_string(l) + (pass == BackwardPass::input ? " backward (B)" : " backward"));
-        const bool defer = pass == BackwardPass::input;
+        // An MoE layer defers nothing: its input pass computes its weight gradients too (the
+        // router's and experts' come out of the MoE layer's backward with its input gradient).
+        const bool defer = pass == BackwardPass::input && !is_moe(l);
         const float* p = access.acquire(unit(l + 1));
         float* g = access.gradients(unit(l + 1));
-        const int experts_unit = is_moe(l) ? unit(llama_expert_unit(config_, l)) : -1;
+        const int experts_unit = is_moe(l) ? unit(moe_expert_unit(config_, l)) : -1;
         const float* e = experts_unit >= 0 ? access.acquire(experts_unit) : nullptr;
         if (recompute_ == Recompute::full) {
             NvtxRange recompute_range("h" + std::to_string(l) + " recompute");
@@ -476,19 +381,19 @@ class LlamaModel : public Model {
         float* dv = defer ? stash->dv : dv_;
         norms_.begin(2);
         // dresidual_ holds d(residual3): it flows unchanged into both branches' sums.
-        const float* dmlp = tp_.leave_backward(dresidual_, dgathered_, BT, C_);
         const float* dn2 = dnormed_;
         if (is_moe(l)) {
-            // (zero-bubble's split backward is refused with MoE: nothing is deferred here)
-            const float* n2 = tp_.enter(a.norm2, gathered_, BT, C_);
-            ops_.fill(dnormed_, 0.0f, btc);
-            // The group's balancing loss weighs in the step loss as its rows do (loss_scale_
-            // per row): alpha · rows · loss_scale_.
-            const double balance_weight = moe_context_.settings.aux_loss_coeff * static_cast<double>(rows()) * loss_scale_;
-            moe_layer_->backward(dnormed_, moe_gradients(g, access.gradients(experts_unit), w), dmlp, a.moe, n2,
-                                 moe_weights(p, e, w), balance_weight,
-                                 moe_stats_[static_cast<std::size_t>(moe_layer_index_.at(l))].exchange);
+            // On this rank's R rows, as the forward: d(residual3) and norm2 as they are.
+            ops_.fill(dnormed_, 0.0f, residual_elements());
+            // The group's balancing loss weighs in the step loss as its R rows do (loss_scale_
+            // per row): alpha · R · loss_scale_.
+            const double balance_weight = moe_context_.settings.aux_loss_coeff * static_cast<double>(R_) * loss_scale_;
+            const MoeGradients whole = moe_gradients(full_layout_, g, access.gradients(experts_unit), w);
+            moe_layer_->backward(dnormed_, moe_pack_.begin(whole), dresidual_, a.moe, a.norm2,
+                                 moe_weights(full_layout_, p, e, w), balance_weight, moe_state_->exchange(l));
+            moe_pack_.finish(whole);
         } else {
+            const float* dmlp = tp_.leave_backward(dresidual_, dgathered_, BT, C_);
             if (defer) copy_floats(ops_, stash->dmlp, dmlp, btc);
             matmuls_.backward_overwrite_input(dwide_, weight_grad(w.wdown), nullptr, dmlp, a.glu, param(p, w.wdown), BT,
                                               Fl_, C_);
@@ -563,6 +468,7 @@ class LlamaModel : public Model {
     // (train_options.cpp), so the kept normed inputs are whole rows here.
     void block_weights(int l, ParameterAccess& access) {
         const int BT = B_ * T_;
+        if (is_moe(l)) return;  // its input pass took every weight gradient
         NvtxRange range("h" + std::to_string(l) + " weight gradients (W)");
         access.acquire(unit(l + 1));
         float* g = access.gradients(unit(l + 1));
@@ -624,6 +530,9 @@ class LlamaModel : public Model {
         const bool head = !part.active() || std::any_of(part.chunks.begin(), part.chunks.end(),
                                                         [&](const LayerRange& r) { return r.end == L_; });
         if (head) shapes.push_back({BT, C_, vocab_.size});
+        if (config_.moe)
+            for (const MatmulShape& s : moe_expert_matmul_shapes(model_moe_shape(config_, R_, moe_context_)))
+                shapes.push_back(s);
         return shapes;
     }
 
@@ -725,7 +634,10 @@ class LlamaModel : public Model {
                 }
             for (int i = 0; i < pool.layer_stores[kind]; ++i) {
                 const BlockActivations block = allocate_block(layer);
-                slots_.add_store(static_cast<int>(kind), block, part_.split_backward ? allocate_stash() : WeightGradientStash{});
+                // An MoE layer defers nothing to W: its stores have no stash (zb-h1 refuses full
+                // recompute, so the MoE layers' kind is their own there).
+                slots_.add_store(static_cast<int>(kind), block,
+                                 part_.split_backward && !is_moe(layer) ? allocate_stash() : WeightGradientStash{});
             }
         }
         for (int i = 0; i < pool.heads; ++i) {
@@ -772,6 +684,7 @@ class LlamaModel : public Model {
         }
         if (!kv_split_ && tp_.size() > 1) kv_gradients_ = arena_.floats(2 * static_cast<std::size_t>(KVl_) * C_);
         norms_.allocate(arena_, 2);
+        if (moe_layer_) moe_pack_.allocate(arena_, moe_layer_->shape());
         if (tp_.sequence_parallel()) {
             gathered_ = arena_.floats(btc);
             dgathered_ = arena_.floats(btc);
@@ -795,12 +708,7 @@ class LlamaModel : public Model {
     std::unique_ptr<MoeLayer> moe_layer_;    // null without MoE layers
     std::size_t moe_scratch_bytes_ = 0;      // what it took from the ledger
     std::size_t moe_kept_bytes_ = 0;         // what one MoE layer's kept buffers took
-    std::map<int, int> moe_layer_index_;     // global layer -> this rank's MoE layer index
-    std::vector<MoeLayerStats> moe_stats_;   // this step's, per MoE layer held
-    std::vector<std::vector<float>> moe_bias_;     // (E) per MoE layer held: the balancing bias
-    std::vector<std::vector<double>> moe_routed_;  // (E) per MoE layer held: the step's loads
-    Buffer moe_loads_;  // the bias update's loads (MoE layers x E doubles) while the balance group sums them
-    std::vector<double> aux_losses_;         // (micro-batches x MoE layers held) last forward's L_aux
+    std::optional<MoeModelState> moe_state_;  // the MoE layers this rank holds (null without)
     bool recomputing_ = false;               // a full-recompute forward: counts nothing
     float loss_scale_ = 0.0f;                // the running backward's
     int microbatch_ = 0;                     // the running forward's
@@ -845,6 +753,7 @@ class LlamaModel : public Model {
     float *gathered_ = nullptr, *dgathered_ = nullptr, *projection_local_ = nullptr, *dnormed_local_ = nullptr,
           *kv_gradients_ = nullptr;
     NormGradientPack norms_{ops_, tp_, C_};  // the RMSNorms' partial sums under SP
+    MoeGradientPack moe_pack_{ops_, tp_};    // the MoE layers' partial sums under SP
     float *dlosses_ = nullptr, *dlogits_ = nullptr, *dnormed_ = nullptr, *dresidual_ = nullptr;
     float *dwide_ = nullptr, *dgate_ = nullptr, *dup_ = nullptr, *datty_ = nullptr, *dq_ = nullptr, *dk_ = nullptr,
           *dv_ = nullptr, *dpreatt_ = nullptr, *datt_ = nullptr;

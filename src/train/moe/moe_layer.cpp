@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <chrono>
+#include <functional>
 #include <optional>
 #include <stdexcept>
 
@@ -68,8 +69,9 @@ class MoeLayer::InFlight {
 };
 
 MoeLayer::MoeLayer(const MoeMemoryShape& shape, MoeScore score, const MoeSettings& settings, Ops& ops,
-                   ActivationArena& arena, Communicator* expert_group)
-    : shape_(shape), settings_(settings), ops_(ops), expert_group_(shape.ep > 1 ? expert_group : nullptr),
+                   ActivationArena& arena, Communicator* expert_group, Matmuls* expert_matmuls)
+    : shape_(shape), settings_(settings), ops_(ops), expert_matmuls_(expert_matmuls),
+      expert_group_(shape.ep > 1 ? expert_group : nullptr),
       local_experts_(as_int(shape.experts / shape.ep)), kept_per_expert_(shape.experts) {
     if (shape.ep > 1 && (expert_group == nullptr || static_cast<std::size_t>(expert_group->size()) != shape.ep))
         throw std::logic_error("MoeLayer: an expert-parallel shape needs its group of ep ranks");
@@ -91,7 +93,7 @@ MoeLayer::MoeLayer(const MoeMemoryShape& shape, MoeScore score, const MoeSetting
     }
     dglu_ = arena.floats(widest);
     dgate_ = arena.floats(widest);
-    dup_ = arena.floats(widest);
+    if (gated()) dup_ = arena.floats(widest);
 }
 
 MoeActivations MoeLayer::allocate_activations(ActivationArena& arena) const {
@@ -107,12 +109,12 @@ MoeActivations MoeLayer::allocate_activations(ActivationArena& arena) const {
     a.routing.routed = arena.buffer(E * sizeof(int)).as<int>();
     a.dispatched = arena.floats(N * k * C);
     a.gate = arena.floats(R * Fe);
-    a.up = arena.floats(R * Fe);
+    if (gated()) a.up = arena.floats(R * Fe);
     a.glu = arena.floats(R * Fe);
     a.expert_out = arena.floats(N * k * C);
     if (S > 0) {
         a.shared_gate = arena.floats(N * S * Fe);
-        a.shared_up = arena.floats(N * S * Fe);
+        if (gated()) a.shared_up = arena.floats(N * S * Fe);
         a.shared_glu = arena.floats(N * S * Fe);
     }
     if (parallel()) {
@@ -234,6 +236,65 @@ MoeLayer::InFlight MoeLayer::issue_exchange(const float* from, float* to, const 
     return InFlight(std::move(request), ops_, start, ms, exposed_ms);
 }
 
+void MoeLayer::expert_forward(float* out, float* gate, float* up, float* act, const float* x, const float* w_gate,
+                              const float* w_up, const float* w_down, int rows, int width,
+                              const std::function<void()>& between) {
+    const int C = as_int(shape_.hidden);
+    const std::size_t n = static_cast<std::size_t>(rows) * width;
+    auto matmul = [&](float* o, const float* i, const float* w, int N, int in, int outs) {
+        if (expert_matmuls_)
+            expert_matmuls_->forward(o, i, w, nullptr, N, in, outs);
+        else
+            ops_.matmul_forward(o, i, w, nullptr, N, in, outs);
+        if (between) between();
+    };
+    matmul(gate, x, w_gate, rows, C, width);
+    if (gated()) {
+        matmul(up, x, w_up, rows, C, width);
+        ops_.swiglu_forward(act, gate, up, n);
+    } else {
+        ops_.gelu_forward(act, gate, n);
+    }
+    matmul(out, act, w_down, rows, width, C);
+}
+
+void MoeLayer::expert_matmul_backward(float* di, float* dw, const float* d, const float* i, const float* w, int rows,
+                                      int in, int outs) {
+    if (expert_matmuls_)
+        expert_matmuls_->backward(di, dw, nullptr, d, i, w, rows, in, outs);
+    else
+        ops_.matmul_backward(di, dw, nullptr, d, i, w, rows, in, outs);
+}
+
+void MoeLayer::expert_backward(float* dx, float* g_gate, float* g_up, float* g_down, const float* dout,
+                               const float* gate, const float* up, const float* act, const float* x,
+                               const float* w_gate, const float* w_up, const float* w_down, int rows, int width,
+                               const std::function<void()>& between) {
+    const int C = as_int(shape_.hidden);
+    const std::size_t n = static_cast<std::size_t>(rows) * width;
+    ops_.fill(dglu_, 0.0f, n);
+    expert_matmul_backward(dglu_, g_down, dout, act, w_down, rows, width, C);
+    if (between) between();
+    ops_.fill(dgate_, 0.0f, n);
+    if (gated()) {
+        ops_.fill(dup_, 0.0f, n);
+        ops_.swiglu_backward(dgate_, dup_, dglu_, gate, up, n);
+    } else {
+        ops_.gelu_backward(dgate_, gate, dglu_, n);
+    }
+    expert_matmul_backward(dx, g_gate, dgate_, x, w_gate, rows, C, width);
+    if (between) between();
+    if (gated()) expert_matmul_backward(dx, g_up, dup_, x, w_up, rows, C, width);
+    if (between) between();
+}
+
+void MoeLayer::expert_input_gradient(float* dx, const float* x, const float* w_gate, const float* w_up, int rows,
+                                     int width) {
+    const int C = as_int(shape_.hidden);
+    expert_matmul_backward(dx, nullptr, dgate_, x, w_gate, rows, C, width);
+    if (gated()) expert_matmul_backward(dx, nullptr, dup_, x, w_up, rows, C, width);
+}
+
 MoeForwardResult MoeLayer::forward(float* out, const MoeActivations& a, const float* x, const MoeWeights& w,
                                    const float* bias, MoeExchangeStats& stats) {
     const int N = as_int(shape_.tokens), E = as_int(shape_.experts), k = as_int(shape_.top_k);
@@ -290,10 +351,9 @@ MoeForwardResult MoeLayer::forward(float* out, const MoeActivations& a, const fl
             const std::size_t in = static_cast<std::size_t>(chunk.first) * C;
             const std::size_t wide = static_cast<std::size_t>(chunk.first) * Fe;
             const std::size_t weight = static_cast<std::size_t>(chunk.expert - first_local_expert()) * Fe * C;
-            ops_.matmul_forward(a.gate + wide, a.received + in, w.experts_gate + weight, nullptr, chunk.rows, C, Fe);
-            ops_.matmul_forward(a.up + wide, a.received + in, w.experts_up + weight, nullptr, chunk.rows, C, Fe);
-            ops_.swiglu_forward(a.glu + wide, a.gate + wide, a.up + wide, static_cast<std::size_t>(chunk.rows) * Fe);
-            ops_.matmul_forward(a.received_out + in, a.glu + wide, w.experts_down + weight, nullptr, chunk.rows, Fe, C);
+            expert_forward(a.received_out + in, a.gate + wide, gated() ? a.up + wide : nullptr, a.glu + wide,
+                           a.received + in, w.experts_gate + weight, gated() ? w.experts_up + weight : nullptr,
+                           w.experts_down + weight, chunk.rows, Fe);
             poll();
         }
         if (half >= 0) {
@@ -307,15 +367,12 @@ MoeForwardResult MoeLayer::forward(float* out, const MoeActivations& a, const fl
         exchange(a.received_out, a.expert_out, *plan, true, stats.combine_ms, stats.combine_exposed_ms,
                  stats.combine_bytes, stats);
     }
-    // Shared experts over every token (one SwiGLU of width S·Fe; under overlap while the
-    // combines travel), then the combine adds the routed outputs with their weights.
+    // Shared experts over every token (one expert MLP of width S·Fe; under overlap while the
+    // combines travel, polled between its matmuls), then the combine adds the routed outputs
+    // with their weights.
     if (SFe > 0) {
-        ops_.matmul_forward(a.shared_gate, x, w.shared_gate, nullptr, N, C, SFe);
-        poll();
-        ops_.matmul_forward(a.shared_up, x, w.shared_up, nullptr, N, C, SFe);
-        poll();
-        ops_.swiglu_forward(a.shared_glu, a.shared_gate, a.shared_up, static_cast<std::size_t>(N) * SFe);
-        ops_.matmul_forward(out, a.shared_glu, w.shared_down, nullptr, N, SFe, C);
+        expert_forward(out, a.shared_gate, a.shared_up, a.shared_glu, x, w.shared_gate, w.shared_up, w.shared_down, N,
+                       SFe, poll);
     } else {
         ops_.fill(out, 0.0f, static_cast<std::size_t>(N) * C);
     }
@@ -376,17 +433,10 @@ void MoeLayer::backward(float* dx, const MoeGradients& g, const float* dout, con
             const std::size_t in = static_cast<std::size_t>(chunk.first) * C;
             const std::size_t wide = static_cast<std::size_t>(chunk.first) * Fe;
             const std::size_t weight = static_cast<std::size_t>(chunk.expert - first_local_expert()) * Fe * C;
-            const std::size_t n = static_cast<std::size_t>(chunk.rows) * Fe;
-            ops_.fill(dglu_, 0.0f, n);
-            ops_.matmul_backward(dglu_, g.experts_down + weight, nullptr, dreceived_out + in, a.glu + wide,
-                                 w.experts_down + weight, chunk.rows, Fe, C);
-            ops_.fill(dgate_, 0.0f, n);
-            ops_.fill(dup_, 0.0f, n);
-            ops_.swiglu_backward(dgate_, dup_, dglu_, a.gate + wide, a.up + wide, n);
-            ops_.matmul_backward(dreceived + in, g.experts_gate + weight, nullptr, dgate_, a.received + in,
-                                 w.experts_gate + weight, chunk.rows, C, Fe);
-            ops_.matmul_backward(dreceived + in, g.experts_up + weight, nullptr, dup_, a.received + in,
-                                 w.experts_up + weight, chunk.rows, C, Fe);
+            expert_backward(dreceived + in, g.experts_gate + weight, gated() ? g.experts_up + weight : nullptr,
+                            g.experts_down + weight, dreceived_out + in, a.gate + wide, gated() ? a.up + wide : nullptr,
+                            a.glu + wide, a.received + in, w.experts_gate + weight,
+                            gated() ? w.experts_up + weight : nullptr, w.experts_down + weight, chunk.rows, Fe);
             poll();
         }
         if (half >= 0) {
@@ -402,24 +452,14 @@ void MoeLayer::backward(float* dx, const MoeGradients& g, const float* dout, con
     }
     // Under overlap, while the last input gradients travel: the shared experts' backward and
     // the router's, all but their input gradients, which are added below in the blocking order.
-    const std::size_t shared_n = static_cast<std::size_t>(N) * SFe;
     const auto router_backward = [&] {
         ops_.moe_route_backward(dlogits_, dweights_, a.routing.scores, a.routing.weights, a.routing.chosen,
                                 a.routing.routed, balance_weight, N, as_int(shape_.experts), k, router_.score);
     };
     if (overlapped) {
-        if (SFe > 0) {
-            ops_.fill(dglu_, 0.0f, shared_n);
-            ops_.matmul_backward(dglu_, g.shared_down, nullptr, dout, a.shared_glu, w.shared_down, N, SFe, C);
-            poll();
-            ops_.fill(dgate_, 0.0f, shared_n);
-            ops_.fill(dup_, 0.0f, shared_n);
-            ops_.swiglu_backward(dgate_, dup_, dglu_, a.shared_gate, a.shared_up, shared_n);
-            ops_.matmul_backward(nullptr, g.shared_gate, nullptr, dgate_, x, w.shared_gate, N, C, SFe);
-            poll();
-            ops_.matmul_backward(nullptr, g.shared_up, nullptr, dup_, x, w.shared_up, N, C, SFe);
-            poll();
-        }
+        if (SFe > 0)
+            expert_backward(nullptr, g.shared_gate, g.shared_up, g.shared_down, dout, a.shared_gate, a.shared_up,
+                            a.shared_glu, x, w.shared_gate, w.shared_up, w.shared_down, N, SFe, poll);
         router_backward();
         ops_.matmul_backward(nullptr, g.router, nullptr, dlogits_, x, w.router, N, C, as_int(shape_.experts));
         // The un-permutation below reads ddispatched_, where the halves arrive.
@@ -428,15 +468,11 @@ void MoeLayer::backward(float* dx, const MoeGradients& g, const float* dout, con
     // Un-permute: each kept assignment's input gradient back to its token.
     ops_.moe_dispatch_backward(dx, ddispatched_, a.routing.slot, N, k, C);
     if (SFe > 0) {
-        if (!overlapped) {
-            ops_.fill(dglu_, 0.0f, shared_n);
-            ops_.matmul_backward(dglu_, g.shared_down, nullptr, dout, a.shared_glu, w.shared_down, N, SFe, C);
-            ops_.fill(dgate_, 0.0f, shared_n);
-            ops_.fill(dup_, 0.0f, shared_n);
-            ops_.swiglu_backward(dgate_, dup_, dglu_, a.shared_gate, a.shared_up, shared_n);
-        }
-        ops_.matmul_backward(dx, overlapped ? nullptr : g.shared_gate, nullptr, dgate_, x, w.shared_gate, N, C, SFe);
-        ops_.matmul_backward(dx, overlapped ? nullptr : g.shared_up, nullptr, dup_, x, w.shared_up, N, C, SFe);
+        if (!overlapped)
+            expert_backward(dx, g.shared_gate, g.shared_up, g.shared_down, dout, a.shared_gate, a.shared_up,
+                            a.shared_glu, x, w.shared_gate, w.shared_up, w.shared_down, N, SFe);
+        else
+            expert_input_gradient(dx, x, w.shared_gate, w.shared_up, N, SFe);
     }
     if (!overlapped) router_backward();
     ops_.matmul_backward(dx, overlapped ? nullptr : g.router, nullptr, dlogits_, x, w.router, N, C,

@@ -4,8 +4,9 @@
 //   y_t = sum_{i < k, kept} w_ti · FFN_{e_ti}(x_t) + sum_{s < S} FFN_s(x_t)
 //
 // in five steps: the router (logits = x W_rᵀ (N,E) in fp32, then train/moe/router.hpp), the
-// permutation of the kept assignments' rows into expert-major order (the dispatch), one SwiGLU
-// FFN per expert over its contiguous rows, the combine (each token's kept outputs summed with
+// permutation of the kept assignments' rows into expert-major order (the dispatch), one FFN
+// per expert over its contiguous rows (SwiGLU, Llama's form, or GELU, GPT's: up, GELU, down,
+// without biases as Megatron-core's grouped experts; MoeMemoryShape::activation), the combine (each token's kept outputs summed with
 // their weights) and the shared experts over every token. Backward mirrors it: the combine
 // gives each assignment its output gradient w·dy and its weight gradient dy·FFN(x), the
 // experts' backward runs on the expert-major rows, the un-permutation adds them back to the
@@ -63,11 +64,13 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <utility>
 #include <vector>
 
 #include "comm/communicator.hpp"
 #include "theory/moe_memory.hpp"
+#include "train/matmuls.hpp"
 #include "train/moe/router.hpp"
 #include "train/ops/ops.hpp"
 
@@ -80,9 +83,9 @@ class ActivationArena;
 struct MoeActivations {
     RoutingBuffers routing;
     float* dispatched = nullptr;  // (N·k, C) the kept assignments' input rows, expert-major
-    float* gate = nullptr;        // (Re, Fe); Re = MoeMemoryShape::expert_rows()
-    float* up = nullptr;          // (Re, Fe)
-    float* glu = nullptr;         // (Re, Fe)
+    float* gate = nullptr;        // (Re, Fe); Re = MoeMemoryShape::expert_rows(); GELU: the pre-activation
+    float* up = nullptr;          // (Re, Fe); null for GELU experts
+    float* glu = nullptr;         // (Re, Fe) the activation: silu(gate)·up or gelu(gate)
     float* expert_out = nullptr;  // (N·k, C) each kept assignment's expert output
     // Under expert parallelism: the rows received (Re, C), the experts' outputs for them
     // (Re, C), and the rows received per (source, local expert) (ep x E/ep). Without it the
@@ -105,8 +108,8 @@ struct MoeForwardResult {
 // Under expert parallelism the routed experts' are this rank's E/ep experts, stacked as below.
 struct MoeWeights {
     const float* router = nullptr;        // (E,C)
-    const float* experts_gate = nullptr;  // (E·Fe, C)
-    const float* experts_up = nullptr;    // (E·Fe, C)
+    const float* experts_gate = nullptr;  // (E·Fe, C); GELU experts: the up (first) matrix
+    const float* experts_up = nullptr;    // (E·Fe, C); null for GELU experts
     const float* experts_down = nullptr;  // (E·C, Fe)
     const float* shared_gate = nullptr;   // (S·Fe, C) or null
     const float* shared_up = nullptr;
@@ -174,8 +177,11 @@ class MoeLayer {
   public:
     // N tokens per group (a micro-batch's rows on this rank), C the hidden size.
     // shape.ep must be the size of `expert_group` (null: 1).
+    // `expert_matmuls`: the run's precision for the experts' matmuls (train/matmuls.hpp; bf16
+    // operands under --precision bf16, as Megatron-core's experts); null: fp32. The router
+    // stays fp32 whatever the precision (Megatron-core's router dtype fp32).
     MoeLayer(const MoeMemoryShape& shape, MoeScore score, const MoeSettings& settings, Ops& ops,
-             ActivationArena& arena, Communicator* expert_group = nullptr);
+             ActivationArena& arena, Communicator* expert_group = nullptr, Matmuls* expert_matmuls = nullptr);
 
     MoeActivations allocate_activations(ActivationArena& arena) const;
 
@@ -201,6 +207,22 @@ class MoeLayer {
     // Those of the group whose row counts host_ holds (route, or fetch_row_counts in backward).
     std::vector<ExpertChunk> expert_chunks() const;
     bool parallel() const { return shape_.ep > 1; }
+    bool gated() const { return shape_.activation == ExpertActivation::swiglu; }
+    // One expert MLP (or the shared experts' one of width S·Fe) over `rows` rows of x: gate
+    // (and up) (rows, width), their activation `act`, out (rows, C) = act · w_downᵀ. A GELU
+    // expert has no up matrix (null). Backward: dx, the weight gradients += (dx null: the
+    // weight gradients only, leaving d(gate) and d(up) in dgate_/dup_ for
+    // expert_input_gradient, which adds dx later, as --moe-a2a-overlap does). `between` runs
+    // after each matmul: the overlap's polls of the halves in flight.
+    void expert_forward(float* out, float* gate, float* up, float* act, const float* x, const float* w_gate,
+                        const float* w_up, const float* w_down, int rows, int width,
+                        const std::function<void()>& between = {});
+    void expert_backward(float* dx, float* g_gate, float* g_up, float* g_down, const float* dout, const float* gate,
+                         const float* up, const float* act, const float* x, const float* w_gate, const float* w_up,
+                         const float* w_down, int rows, int width, const std::function<void()>& between = {});
+    void expert_input_gradient(float* dx, const float* x, const float* w_gate, const float* w_up, int rows, int width);
+    void expert_matmul_backward(float* di, float* dw, const float* d, const float* i, const float* w, int rows, int in,
+                                int outs);
     // The first expert whose weights this rank holds (its E/ep experts are stacked from it).
     int first_local_expert() const { return parallel() ? expert_group_->rank() * local_experts_ : 0; }
     // The per-rank row counts (elements of C floats) and offsets of an exchange: what this rank
@@ -241,6 +263,7 @@ class MoeLayer {
     RouterShape router_;
     MoeSettings settings_;
     Ops& ops_;
+    Matmuls* expert_matmuls_;     // null: the experts' matmuls in fp32 through ops_
     Communicator* expert_group_;  // null without expert parallelism
     int local_experts_;           // E / ep
     std::vector<int> kept_per_expert_;  // (E) the alltoall's send counts, staged into dlogits_
