@@ -91,7 +91,9 @@ TEST(Schedule, RanksRunAgainstEachOtherWithoutDeadlockInBothModes) {
             if (c.kind == ScheduleKind::interleaved && mode == P2pMode::blocking) {
                 EXPECT_THROW(validate_p2p_mode(c.kind, mode), UsageError);
                 // ...because it deadlocks once the steady state has a cool-down to drain.
-                if (c.m > c.p) EXPECT_FALSE(simulate_schedule(s, mode, balanced_costs(s)).completed);
+                if (c.m > c.p) {
+                    EXPECT_FALSE(simulate_schedule(s, mode, balanced_costs(s)).completed);
+                }
                 continue;
             }
             const SimulationResult result = simulate_schedule(s, mode, balanced_costs(s));
@@ -143,9 +145,10 @@ TEST(Schedule, ActivationPoolIsTheRanksPeakHeldAtOnce) {
                     const int megatron = std::min(std::min((p - r - 1) * 2 + (v - 1) * p, m * v) + 1, m * v);
                     EXPECT_EQ(pool.slots, megatron);
                     EXPECT_EQ(pool.layer_stores, std::vector<int>{2 * megatron});
-                    if (r == 0 && m * v >= p * v + p - 1)  // enough micro-batches to fill the warm-up
+                    if (r == 0 && m * v >= p * v + p - 1) {  // enough micro-batches to fill the warm-up
                         EXPECT_EQ(pool.layer_stores[0] * p * v, layers * (p * v + p - 1))
                             << "rank 0: L(1 + (p-1)/(p v)) layers";
+                    }
                     int per_chunk_pools = 0;
                     for (int held : part.slots) per_chunk_pools += held;
                     EXPECT_LE(pool.slots, per_chunk_pools);
@@ -154,7 +157,9 @@ TEST(Schedule, ActivationPoolIsTheRanksPeakHeldAtOnce) {
                 }
                 // With m = p the chunks' peaks coincide (every chunk's micro-batches are all in
                 // flight at the end of the warm-up) and the pool saves nothing; with more it does.
-                if (m > p) EXPECT_TRUE(below_per_chunk_pools) << "p=" << p << " v=" << v << " m=" << m;
+                if (m > p) {
+                    EXPECT_TRUE(below_per_chunk_pools) << "p=" << p << " v=" << v << " m=" << m;
+                }
             }
     for (ScheduleKind kind : {ScheduleKind::gpipe, ScheduleKind::one_f_one_b, ScheduleKind::zero_bubble_h1}) {
         const Schedule s = make_schedule(kind, ScheduleShape{4, 8, 1});
