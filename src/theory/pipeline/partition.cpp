@@ -82,4 +82,15 @@ std::vector<int> transformer_layer_store_kinds(const ModelConfig& model, Recompu
     return kinds;
 }
 
+int layer_for_store_kind(const ModelConfig& model, const std::vector<int>& layer_kind, int kind) {
+    int layer = -1;
+    for (int l = 0; l < static_cast<int>(layer_kind.size()); ++l) {
+        if (layer_kind[static_cast<std::size_t>(l)] != kind) continue;
+        const bool moe = model.moe && model.moe->is_moe_layer(l);
+        if (layer < 0 || !moe) layer = l;
+        if (!moe) break;
+    }
+    return layer;
+}
+
 }  // namespace parbench

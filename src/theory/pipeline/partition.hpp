@@ -45,5 +45,9 @@ ActivationPool activation_pool(const PipelinePart& part, const std::vector<int>&
 // The transformers' kinds (train/models/gpt.cpp, llama.cpp): 1 for an MoE layer, 0 for a dense
 // one; all 0 under full recompute, where every layer keeps only its output.
 std::vector<int> transformer_layer_store_kinds(const ModelConfig& model, Recompute recompute);
+// The layer whose store stands for all of `kind`'s (their stores being alike): a dense one where
+// the kind has one (under full recompute MoE layers are kind 0 too), so the per-layer figure
+// stays a dense layer's; -1 if no layer is of that kind.
+int layer_for_store_kind(const ModelConfig& model, const std::vector<int>& layer_kind, int kind);
 
 }  // namespace parbench

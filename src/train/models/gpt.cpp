@@ -641,15 +641,7 @@ class GptModel : public Model {
         slots_ = KeptPool("GPT", part_.chunks, kinds);
         for (int i = 0; i < pool.slots; ++i) slots_.add_slot(arena_.floats(rc), arena_.floats(rc));
         for (std::size_t kind = 0; kind < pool.layer_stores.size(); ++kind) {
-            // A layer of that kind stands for all of them, their stores being alike; a dense one
-            // where the kind has one (under full recompute MoE layers are kind 0 too), so the
-            // per-layer figure stays a dense layer's.
-            int layer = -1;
-            for (int l = 0; l < L_; ++l)
-                if (kinds[static_cast<std::size_t>(l)] == static_cast<int>(kind) && (layer < 0 || !is_moe(l))) {
-                    layer = l;
-                    if (!is_moe(l)) break;
-                }
+            const int layer = layer_for_store_kind(config_, kinds, static_cast<int>(kind));
             for (int i = 0; i < pool.layer_stores[kind]; ++i) {
                 const BlockActivations block = allocate_block(layer);
                 // An MoE layer defers nothing to W: its stores have no stash (zb-h1 refuses full
