@@ -296,9 +296,8 @@ class GptModel : public Model {
         const float* mlp = projection_;
         if (is_moe(l)) {
             // On this rank's R rows of ln2 (all of them without SP): no gather, no reduction.
-            const MoeForwardResult routed = moe_layer_->forward(projection_, a.moe, a.ln2, moe_weights(full_layout_, p, e, w),
-                                                                moe_state_->bias(l), moe_state_->exchange(l));
-            if (!recomputing_) moe_state_->count(l, microbatch_, routed);
+            moe_state_->forward(*moe_layer_, l, microbatch_, recomputing_, projection_, a.moe, a.ln2,
+                                moe_weights(full_layout_, p, e, w));
         } else {
             const float* ln2 = tp_.enter(a.ln2, gathered_, BT, C_);
             matmuls_.forward(a.fch, ln2, param(p, w.fcw), param(p, w.fcb), BT, C_, Fl_);
@@ -394,13 +393,9 @@ class GptModel : public Model {
         if (is_moe(l)) {
             // On this rank's R rows, as the forward: d(residual3) and ln2 as they are.
             ops_.fill(dnormed_, 0.0f, residual_elements());
-            // The group's balancing loss weighs in the step loss as its R rows do (loss_scale_
-            // per row): alpha · R · loss_scale_.
-            const double balance_weight = moe_context_.settings.aux_loss_coeff * static_cast<double>(R_) * loss_scale_;
-            const MoeGradients whole = moe_gradients(full_layout_, g, access.gradients(experts_unit), w);
-            moe_layer_->backward(dnormed_, moe_pack_.begin(whole), dresidual_, a.moe, a.ln2,
-                                 moe_weights(full_layout_, p, e, w), balance_weight, moe_state_->exchange(l));
-            moe_pack_.finish(whole);
+            moe_state_->backward(*moe_layer_, moe_pack_, l, dnormed_,
+                                 moe_gradients(full_layout_, g, access.gradients(experts_unit), w), dresidual_, a.moe,
+                                 a.ln2, moe_weights(full_layout_, p, e, w), R_, loss_scale_);
         } else {
             const float* dmlp = tp_.leave_backward(dresidual_, dgathered_, BT, C_);
             if (defer) copy_floats(ops_, stash->dmlp, dmlp, btc);

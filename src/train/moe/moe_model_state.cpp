@@ -35,6 +35,21 @@ MoeLayerStats MoeModelState::empty_stats() const {
     return stats;
 }
 
+void MoeModelState::forward(MoeLayer& moe, int layer, int microbatch, bool recomputing, float* out,
+                            const MoeActivations& a, const float* x, const MoeWeights& w) {
+    const MoeForwardResult routed = moe.forward(out, a, x, w, bias(layer), exchange(layer));
+    if (!recomputing) count(layer, microbatch, routed);
+}
+
+void MoeModelState::backward(MoeLayer& moe, MoeGradientPack& pack, int layer, float* dx, const MoeGradients& whole,
+                             const float* dout, const MoeActivations& a, const float* x, const MoeWeights& w, int rows,
+                             float loss_scale) {
+    // alpha · rows · loss_scale: the balancing loss's weight in the step loss.
+    const double balance_weight = context_.settings.aux_loss_coeff * static_cast<double>(rows) * loss_scale;
+    moe.backward(dx, pack.begin(whole), dout, a, x, w, balance_weight, exchange(layer));
+    pack.finish(whole);
+}
+
 void MoeModelState::count(int layer, int microbatch, const MoeForwardResult& result) {
     const std::size_t i = index(layer);
     MoeLayerStats& stats = stats_[i];

@@ -22,6 +22,8 @@ namespace parbench {
 // the config's experts, ep from the context's expert group. config.moe must be set.
 MoeMemoryShape model_moe_shape(const ModelConfig& config, int rows, const MoeContext& context);
 
+class MoeGradientPack;
+
 class MoeModelState {
   public:
     // `held_layers`: the global MoE layers this rank holds, ascending. `device`: the model's,
@@ -34,6 +36,17 @@ class MoeModelState {
     MoeExchangeStats& exchange(int layer) { return stats_[index(layer)].exchange; }
     // A forward's routing of MoE layer `layer` for `microbatch` into the step's figures.
     void count(int layer, int microbatch, const MoeForwardResult& result);
+
+    // MoE layer `layer`'s forward through the model's MoeLayer `moe`, on this rank's rows x (all
+    // of them without SP: no gather, no reduction), its routing counted unless `recomputing`.
+    void forward(MoeLayer& moe, int layer, int microbatch, bool recomputing, float* out, const MoeActivations& a,
+                 const float* x, const MoeWeights& w);
+    // Its backward: dx += the input gradient, the gradients `whole` += through `pack` (summed
+    // over tp under SP). The group's balancing loss weighs in the step loss as its `rows` rows
+    // do (`loss_scale` per row).
+    void backward(MoeLayer& moe, MoeGradientPack& pack, int layer, float* dx, const MoeGradients& whole,
+                  const float* dout, const MoeActivations& a, const float* x, const MoeWeights& w, int rows,
+                  float loss_scale);
 
     // Model's interface (train/model.hpp).
     double auxiliary_loss(int microbatch) const;
@@ -80,20 +93,20 @@ class MoeGradientPack {
 // An MoE block's parameters (or gradients) as the MoE layer takes them: `block` the block's
 // unit (router, shared experts), `experts` its routed experts' unit, `b` its tensor indices
 // (gpt_layout's or llama_layout's BlockTensors; -1: absent, as a GELU expert's up matrix).
-template <typename Pointer, typename Block>
+template <typename Pointer>
 Pointer moe_tensor(const ParameterLayout& layout, Pointer unit, int tensor) {
     return tensor < 0 ? nullptr : unit + layout.tensor(tensor).offset_in_unit;
 }
 template <typename Block>
 MoeWeights moe_weights(const ParameterLayout& layout, const float* block, const float* experts, const Block& b) {
-    auto at = [&](const float* unit, int tensor) { return moe_tensor<const float*, Block>(layout, unit, tensor); };
+    auto at = [&](const float* unit, int tensor) { return moe_tensor<const float*>(layout, unit, tensor); };
     return MoeWeights{at(block, b.router),      at(experts, b.experts_gate), at(experts, b.experts_up),
                       at(experts, b.experts_down), at(block, b.shared_gate),  at(block, b.shared_up),
                       at(block, b.shared_down)};
 }
 template <typename Block>
 MoeGradients moe_gradients(const ParameterLayout& layout, float* block, float* experts, const Block& b) {
-    auto at = [&](float* unit, int tensor) { return moe_tensor<float*, Block>(layout, unit, tensor); };
+    auto at = [&](float* unit, int tensor) { return moe_tensor<float*>(layout, unit, tensor); };
     return MoeGradients{at(block, b.router),      at(experts, b.experts_gate), at(experts, b.experts_up),
                         at(experts, b.experts_down), at(block, b.shared_gate),  at(block, b.shared_up),
                         at(block, b.shared_down)};
