@@ -135,6 +135,16 @@ bool layer_store_items(const EngineLayout& l, const PipelinePart& part, const st
     return pool.heads > 0;
 }
 
+// What a model with MoE layers allocates once for all of them (train/moe/moe_layer.cpp's
+// scratch; under SP, train/moe/moe_model_state.hpp's gradient pack). Shared by GPT and Llama.
+void moe_shared_items(const EngineLayout& l, const MoeMemoryShape& moe_shape, ItemList& items) {
+    items.activation("MoE scratch, shared by the MoE layers (theory/moe_memory.hpp)", 1,
+                     static_cast<double>(moe_scratch_bytes(moe_shape)) / f32);
+    if (l.sp)
+        items.activation("sequence-parallel MoE gradient pack (router, shared and this rank's experts)", 1,
+                         static_cast<double>(moe_sequence_parallel_pack_floats(moe_shape)));
+}
+
 // train/models/gpt.cpp's allocate_activations: per-micro-batch data, per-layer stores (in pipeline
 // slots when pipelined), the head's, and the backward scratch shared by every layer. Under
 // context parallelism as llama_items says, and the gathered position rows and their gradient.
@@ -175,12 +185,7 @@ void gpt_items(const EngineLayout& l, const PipelinePart& part, ItemList& items)
               rows * f32);
     const bool holds_head =
         layer_store_items(l, part, "LayerNorm", block, stash, rc, rc + 2 * R + logits + 3 * rows, items, moe_block);
-    if (moe_count > 0)
-        items.activation("MoE scratch, shared by the MoE layers (theory/moe_memory.hpp)", 1,
-                         static_cast<double>(moe_scratch_bytes(moe_shape)) / f32);
-    if (moe_count > 0 && l.sp)
-        items.activation("sequence-parallel MoE gradient pack (router, shared and this rank's experts)", 1,
-                         static_cast<double>(moe_sequence_parallel_pack_floats(moe_shape)));
+    if (moe_count > 0) moe_shared_items(l, moe_shape, items);
     if (context) {
         items.activation("context-parallel attention workspace (train/context/)", 1,
                          static_cast<double>(cp_floats.workspace));
@@ -255,12 +260,7 @@ void llama_items(const EngineLayout& l, const PipelinePart& part, ItemList& item
         items.activation("full recompute: one layer's buffers, shared", 1, full_recompute_work);
     if (shares_probabilities) items.activation("selective recompute: probabilities, shared", 1, att);
     const bool holds_head = layer_store_items(l, part, "RMSNorm", block, stash, rc, head, items, moe_block);
-    if (moe_count > 0)
-        items.activation("MoE scratch, shared by the MoE layers (theory/moe_memory.hpp)", 1,
-                         static_cast<double>(moe_scratch_bytes(moe_shape)) / f32);
-    if (moe_count > 0 && l.sp)
-        items.activation("sequence-parallel MoE gradient pack (router, shared and this rank's experts)", 1,
-                         static_cast<double>(moe_sequence_parallel_pack_floats(moe_shape)));
+    if (moe_count > 0) moe_shared_items(l, moe_shape, items);
     if (context)
         items.activation("context-parallel attention workspace (train/context/)", 1,
                          static_cast<double>(cp_floats.workspace));
