@@ -357,6 +357,8 @@ PlanPrediction predict_layout(const PlanLayout& p, const PlanContext& context, c
         !l.model.moe) {
         const RecomputeRegather regather = deepspeed_recompute_regather(l.model, whole);
         if (regather.uses > 0) {
+            // One call per submodule gathered again: at most DeepSpeed's, whose prefetch may
+            // coalesce several into one all-gather.
             const double calls = regather.uses * l.microbatches;
             // fp16 parameters under ZeRO's convention (the dp lines' scale above).
             const double bytes = regather.elements * l.microbatches * 2.0;
