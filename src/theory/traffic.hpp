@@ -116,9 +116,11 @@ TrafficByOp data_parallel_traffic(const ParameterLayout& layout, int dp, const S
 // parameter (PartitionedParameterCoordinator.__params_to_release) when its next use lies within
 // `max_reuse_distance` elements of parameters along the recorded trace, or when a prefetch walk
 // (`prefetch_bucket_size` elements of not-yet-gathered parameters ahead, within
-// `max_live_parameters` held) has already passed that use. PyTorch FSDP (1 and 2, resharding
-// after forward) runs the recompute inside the unit's backward, on the backward's own gather: no
-// third gather; parbench's engine neither (one acquire per block serves recompute and backward).
+// `max_live_parameters` held) has already passed that use. PyTorch FSDP skips its pre-forward in
+// the recomputed forward, the pre-backward unshard serving it (FSDP1's _runtime_utils.py
+// _pre_forward, "skip pre-forward logic in the recomputed forward" in BACKWARD_PRE; FSDP2's
+// FSDPState._pre_forward, "the pre-backward hook is responsible for the unshard"): no third
+// gather; parbench's engine neither (one acquire per block serves recompute and backward).
 // The settings' defaults are DeepSpeed's (deepspeed/runtime/zero/config.py, DeepSpeedZeroConfig).
 struct DeepSpeedZero3Config {
     double max_reuse_distance = 1e9;           // stage3_max_reuse_distance
