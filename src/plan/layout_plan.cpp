@@ -148,27 +148,40 @@ double sum_time_ms(const std::vector<CommLine>& lines, const std::string& dimens
 }  // namespace
 
 double zero3_exposed_ms(double gather_ms, double gather_calls, double reduce_ms, double reduce_calls,
-                        double forward_ms, double backward_ms, bool reshard_after_forward) {
+                        double forward_ms, double backward_ms, bool reshard_after_forward, int microbatches,
+                        double backward_regather_ms) {
     // Each unit is gathered once for the forward and again for the backward (resharded after the
     // forward), and its gradient reduce-scattered once (arXiv 2304.11277 sec. 3.3, FSDP's
     // prefetching; ZeRO-3, arXiv 1910.02054 sec. 5.3). Uniform units: per unit gather g, reduce r,
-    // forward compute c_f and backward compute c_b.
+    // forward compute c_f and backward compute c_b. Every micro-batch runs its own forward and
+    // backward, and each starts on a gather no compute before it hides: DeepSpeed resets its
+    // coordinator (prefetch queue and all) at every forward (parameter_offload.py's
+    // _start_of_forward_hook, PartitionedParameterCoordinator.reset_step), FSDP unshards its
+    // first unit in each forward's and each backward's pre-hook; and each backward ends waiting
+    // for its last reduce-scatter (DeepSpeed's stage3.py independent_gradient_partition_epilogue,
+    // "called after every backward", synchronizes its reduce stream; FSDP's post-backward final
+    // callback waits for its reduce-scatter stream).
+    const double m = microbatches;
     const double forward_units = reshard_after_forward ? gather_calls / 2.0 : gather_calls;
     const double g = gather_ms / gather_calls, r = reduce_ms / reduce_calls;
     const double c_f = forward_ms / forward_units;
     if (!reshard_after_forward) {
         // Gathered once: the backward only reduce-scatters, each behind the next unit's compute.
         const double c_b = backward_ms / reduce_calls;
-        return g + (forward_units - 1.0) * std::max(0.0, g - c_f) + (reduce_calls - 1.0) * std::max(0.0, r - c_b) + r;
+        return m * g + (forward_units - m) * std::max(0.0, g - c_f) + (reduce_calls - m) * std::max(0.0, r - c_b) +
+               m * r;
     }
     const double backward_units = gather_calls - forward_units;
     const double c_b = backward_ms / backward_units;
     // Forward: the first gather is exposed; the gather of unit i+1 hides behind unit i's compute
     // and no more.
-    const double forward = g + (forward_units - 1.0) * std::max(0.0, g - c_f);
-    // Backward: the next unit's gather and the previous unit's reduce-scatter share the link
-    // while a unit computes; the first gather and the last reduce-scatter are exposed.
-    const double backward = g + (backward_units - 1.0) * std::max(0.0, g + r - c_b) + r;
+    const double forward = m * g + (forward_units - m) * std::max(0.0, g - c_f);
+    // Backward: the next unit's gather, the previous unit's reduce-scatter and this unit's
+    // re-gather (DeepSpeed under full recompute, spread evenly) share the link while a unit
+    // computes; each backward's first gather and last reduce-scatter are exposed.
+    const double windows = backward_units - m;
+    const double x = windows > 0 ? backward_regather_ms / windows : backward_regather_ms;
+    const double backward = m * g + windows * std::max(0.0, g + r + x - c_b) + (windows > 0 ? 0.0 : x) + m * r;
     return forward + backward;
 }
 
@@ -300,9 +313,10 @@ PlanPrediction predict_layout(const PlanLayout& p, const PlanContext& context, c
     // Under context parallelism the gradients are averaged over dp x cp ranks (one group).
     // The dp x cp group's ranks are tp apart (Megatron-LM's order: tp, cp, dp, pp).
     const int sharded_over = p.shard_group > 0 ? p.shard_group : l.gradient_ranks();
-    add_lines("dp", out.memory.pp_rank, sharded_over, placement_of(sharded_over * l.tp, cluster),
-              p.states == StateConvention::zero ? 0.5 : 1.0,
-              nics_used(std::min(sharded_over, std::max(1, cluster.gpus_per_host / l.tp))), l.tp);
+    const Placement dp_placement = placement_of(sharded_over * l.tp, cluster);
+    const double dp_nics = nics_used(std::min(sharded_over, std::max(1, cluster.gpus_per_host / l.tp)));
+    add_lines("dp", out.memory.pp_rank, sharded_over, dp_placement, p.states == StateConvention::zero ? 0.5 : 1.0,
+              dp_nics, l.tp);
     // parbench's engine: the MoE layers' exchanges over the ep group (members tp x cp apart).
     // And the routed experts' gradients over the expert-data-parallel group (members tp x cp x ep apart).
     if (p.states == StateConvention::parbench && l.ep > 1) {
@@ -329,6 +343,36 @@ PlanPrediction predict_layout(const PlanLayout& p, const PlanContext& context, c
                 line.time_ms /= 2;
                 line.source += "; no reshard after forward: the forward's gathers only";
             }
+    }
+    // DeepSpeed's ZeRO-3 under full recompute: what the recompute forward's release lets go is
+    // gathered a third time for the backward (theory/traffic.hpp, deepspeed_recompute_regather,
+    // from DeepSpeed's coordinator and its default settings). Under --states zero, the ZeRO
+    // paper's own implementation; Megatron's convention and parbench's engine run ZeRO-3 in FSDP's
+    // form, whose recompute uses the backward's gather. Not with a pipeline (DeepSpeed's
+    // PipelineEngine refuses ZeRO-2/3: deepspeed/runtime/pipe/engine.py), FSDP's variants (no
+    // reshard, hybrid) or MoE models (their experts' submodules are not modelled).
+    std::optional<std::size_t> regather_line;
+    if (p.states == StateConvention::zero && l.zero == 3 && l.recompute == Recompute::full && l.pp == 1 &&
+        p.reshard_after_forward && p.shard_group == 0 && l.gradient_ranks() > 1 && l.model.has_sequence() &&
+        !l.model.moe) {
+        const RecomputeRegather regather = deepspeed_recompute_regather(l.model, whole);
+        if (regather.uses > 0) {
+            // One call per submodule gathered again: at most DeepSpeed's, whose prefetch may
+            // coalesce several into one all-gather.
+            const double calls = regather.uses * l.microbatches;
+            // fp16 parameters under ZeRO's convention (the dp lines' scale above).
+            const double bytes = regather.elements * l.microbatches * 2.0;
+            const int members_per_host = std::clamp(cluster.gpus_per_host / l.tp, 1, sharded_over);
+            const double share = dp_placement == Placement::cross_host ? dp_nics : 1.0;
+            CommLine line{"dp", "allgather", calls, bytes, sharded_over, dp_placement, 0,
+                          "DeepSpeed ZeRO-3: released after the recompute forward, gathered again for the backward; " +
+                              context.comm.source("allgather", dp_placement)};
+            line.time_ms = calls *
+                           context.comm.time_us("allgather", bytes / calls / share, sharded_over, dp_placement,
+                                                members_per_host) / 1e3;
+            regather_line = out.comm.size();
+            out.comm.push_back(line);
+        }
     }
     if (p.shard_group > 0 && l.gradient_ranks() > p.shard_group) {
         // The replicas (one per host) all-reduce their gradient shard once per step.
@@ -443,9 +487,13 @@ PlanPrediction predict_layout(const PlanLayout& p, const PlanContext& context, c
     const double backward_ms = out.compute_ms - forward_ms;
     double reduce_ms = 0, gather_ms = 0, largest_reduce_ms = 0, largest_gather_ms = 0;
     double reduce_calls = 0, gather_calls = 0;
-    for (const CommLine& line : out.comm) {
+    // DeepSpeed's re-gathers fall in the backward only: apart from the per-unit gathers.
+    const double regather_ms = regather_line ? out.comm[*regather_line].time_ms : 0.0;
+    for (std::size_t i = 0; i < out.comm.size(); ++i) {
+        const CommLine& line = out.comm[i];
         // parbench's routed experts reduce over their own group in the same backward.
         if (line.dimension != "dp" && line.dimension != "edp") continue;
+        if (regather_line && i == *regather_line) continue;
         const double each = line.time_ms / line.calls;
         if (line.collective == "allgather") {
             gather_ms += line.time_ms;
@@ -459,12 +507,13 @@ PlanPrediction predict_layout(const PlanLayout& p, const PlanContext& context, c
             largest_reduce_ms = std::max(largest_reduce_ms, each);
         }
     }
-    const double reduce_ms_total = reduce_ms, gather_ms_total = gather_ms;
+    const double reduce_ms_total = reduce_ms, gather_ms_total = gather_ms + regather_ms;
     if (l.zero == 3 && l.prefetch && l.overlap && l.gradient_ranks() > 1 && gather_calls >= 2 && reduce_calls > 0) {
         // The replicas' all-reduce (hybrid sharding) follows each reduce-scatter on the same link.
         out.exposed_dp_ms = zero3_exposed_ms(gather_ms, gather_calls, reduce_ms, reduce_calls, forward_ms, backward_ms,
-                                             p.reshard_after_forward);
+                                             p.reshard_after_forward, l.microbatches, regather_ms);
     } else {
+        gather_ms += regather_ms;
         if (l.overlap && l.gradient_ranks() > 1) reduce_ms = std::max(largest_reduce_ms, reduce_ms - backward_ms);
         if (l.zero == 3 && l.prefetch && l.gradient_ranks() > 1)
             gather_ms = std::max(largest_gather_ms, gather_ms - out.compute_ms);

@@ -16,7 +16,9 @@
 //               with block compute, so for ring this is an upper bound); dp: all of it, or with --overlap
 //               what the backward cannot hide, at least the last bucket; ZeRO-3 with --prefetch
 //               and --overlap per layer (zero3_exposed_ms: the next layer's gather behind this
-//               layer's compute and no more; first gather, last reduce-scatter exposed); pp: the fill and
+//               layer's compute and no more; each micro-batch's first gathers and the step's last
+//               reduce-scatter exposed; DeepSpeed's re-gathers under full recompute with
+//               --states zero, theory/traffic.hpp); pp: the fill and
 //               drain transfers (2(p-1)) with non-blocking p2p, every transfer with blocking (a
 //               receive is the other end of its peer's send and takes no time of its own)
 //   + overlap slowdown: with a GPU's compute model, the compute beside each hidden collective
@@ -168,9 +170,13 @@ PlanPrediction predict_layout(const PlanLayout& layout, const PlanContext& conte
 double megatron_interleaved_layers_in_flight(int layers, int p, int v, int m, int pp_rank, double engine_layers);
 
 // ZeRO-3 / FSDP with prefetch and overlap, per unit (layer): the dp time compute cannot hide,
-// from the step's gather and reduce-scatter totals and calls and its forward and backward compute.
+// from the step's gather and reduce-scatter totals and calls and its forward and backward compute,
+// over `microbatches` forward-backward passes (each one's first gathers exposed), with
+// `backward_regather_ms` of gathers the backward adds (DeepSpeed's under full recompute,
+// theory/traffic.hpp) sharing its link.
 double zero3_exposed_ms(double gather_ms, double gather_calls, double reduce_ms, double reduce_calls,
-                        double forward_ms, double backward_ms, bool reshard_after_forward = true);
+                        double forward_ms, double backward_ms, bool reshard_after_forward = true,
+                        int microbatches = 1, double backward_regather_ms = 0.0);
 
 nlohmann::json to_json(const PlanPrediction& prediction);
 std::string layout_label(const PlanLayout& layout);

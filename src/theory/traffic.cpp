@@ -1,5 +1,7 @@
 #include "theory/traffic.hpp"
 
+#include <algorithm>
+#include <map>
 #include <stdexcept>
 
 #include "theory/model_layout.hpp"
@@ -157,6 +159,136 @@ TrafficByOp data_parallel_traffic(const ParameterLayout& layout, int dp, const S
         add_bytes("allgather", 1.0, static_cast<double>(s.padded_numel) * float_bytes);
     }
     return traffic;
+}
+
+RecomputeRegather deepspeed_recompute_regather(const std::vector<std::vector<double>>& block_modules, int blocks,
+                                               double turn_elements, const DeepSpeedZero3Config& settings) {
+    const int per_block = static_cast<int>(block_modules.size());
+    const int turn = blocks * per_block;  // the module id of the final norm and head
+    // A parameter at or under the persistence threshold is never partitioned (ds_persist): it is
+    // neither gathered nor released, but the reuse walk counts it (it walks ds_numel).
+    auto gathered_of = [&](int module) {
+        const std::vector<double> params =
+            module == turn ? std::vector<double>{turn_elements} : block_modules[static_cast<std::size_t>(module % per_block)];
+        double elements = 0.0;
+        for (double p : params)
+            if (p > settings.param_persistence_threshold) elements += p;
+        return elements;
+    };
+    auto total_of = [&](int module) {
+        if (module == turn) return turn_elements;
+        double elements = 0.0;
+        for (double p : block_modules[static_cast<std::size_t>(module % per_block)]) elements += p;
+        return elements;
+    };
+    struct Use {
+        int module;
+        bool recompute_forward;
+    };
+    std::vector<Use> trace;
+    for (int b = 0; b < blocks; ++b)
+        for (int k = 0; k < per_block; ++k) trace.push_back({b * per_block + k, false});
+    trace.push_back({turn, false});
+    trace.push_back({turn, false});
+    for (int b = blocks - 1; b >= 0; --b) {
+        for (int k = 0; k < per_block; ++k) trace.push_back({b * per_block + k, true});
+        for (int k = per_block - 1; k >= 0; --k) trace.push_back({b * per_block + k, false});
+    }
+    const std::size_t modules = static_cast<std::size_t>(turn) + 1;
+    std::vector<double> gathered(modules), total(modules);
+    for (std::size_t m = 0; m < modules; ++m) {
+        gathered[m] = gathered_of(static_cast<int>(m));
+        total[m] = total_of(static_cast<int>(m));
+    }
+    // The coordinator's parameter queue: the uses of partitioned parameters, in trace order.
+    std::vector<std::size_t> queue;
+    for (std::size_t s = 0; s < trace.size(); ++s)
+        if (gathered[static_cast<std::size_t>(trace[s].module)] > 0.0) queue.push_back(s);
+    constexpr double never = -1.0;
+    std::vector<char> available(modules, 0), released_after_recompute(modules, 0);
+    std::vector<double> walked_to(modules, never);  // __most_recent_step_id_param_fetched_for
+    std::size_t next = 0;
+    double live = 0.0;  // __n_available_params
+    RecomputeRegather out;
+    auto gather = [&](std::size_t m) {
+        available[m] = 1;
+        live += gathered[m];
+        if (released_after_recompute[m]) {
+            out.elements += gathered[m];
+            out.uses += 1.0;
+            released_after_recompute[m] = 0;
+        }
+    };
+    for (std::size_t s = 0; s < trace.size(); ++s) {
+        const std::size_t m = static_cast<std::size_t>(trace[s].module);
+        if (gathered[m] == 0.0) continue;
+        // fetch_sub_module: gather what is not held, take this use off the queue, prefetch ahead.
+        if (!available[m]) gather(m);
+        if (walked_to[m] < static_cast<double>(s)) {
+            if (next >= queue.size() || queue[next] != s)
+                throw std::logic_error("deepspeed_recompute_regather: the trace and its queue disagree");
+            walked_to[m] = static_cast<double>(s);
+            ++next;
+        }
+        const double budget = std::min(settings.max_live_parameters - live, settings.prefetch_bucket_size);
+        double prefetching = 0.0;
+        std::vector<std::size_t> batch;
+        while (next < queue.size() && prefetching < budget) {
+            const std::size_t use = queue[next++];
+            const std::size_t ahead = static_cast<std::size_t>(trace[use].module);
+            walked_to[ahead] = std::max(walked_to[ahead], static_cast<double>(use));
+            if (!available[ahead] && std::find(batch.begin(), batch.end(), ahead) == batch.end()) {
+                batch.push_back(ahead);
+                prefetching += gathered[ahead];
+            }
+        }
+        for (std::size_t ahead : batch) gather(ahead);
+        // release_sub_module after this use (the coordinator's step is s + 1 by then): kept when a
+        // prefetch walk passed a later use, or a use recurs within the reuse distance.
+        const std::size_t step = s + 1;
+        bool release = walked_to[m] <= static_cast<double>(step);
+        double traversed = 0.0;
+        for (std::size_t t = step; release && t < trace.size(); ++t) {
+            if (traversed >= settings.max_reuse_distance) break;
+            if (static_cast<std::size_t>(trace[t].module) == m) release = false;
+            traversed += total[static_cast<std::size_t>(trace[t].module)];
+        }
+        if (release && available[m]) {
+            available[m] = 0;
+            live -= gathered[m];
+            if (trace[s].recompute_forward) released_after_recompute[m] = 1;
+        }
+    }
+    return out;
+}
+
+RecomputeRegather deepspeed_recompute_regather(const ModelConfig& config, const ParameterLayout& layout,
+                                               const DeepSpeedZero3Config& settings) {
+    if (!config.has_sequence() || config.moe)
+        throw std::logic_error("deepspeed_recompute_regather: dense GPT and Llama only, not " + config.name);
+    const bool llama = config.kind == ModelKind::llama;
+    // Megatron-DeepSpeed's submodules of a block, by the tensors of theory/model_layout.cpp.
+    const std::map<std::string, int> submodule_of =
+        llama ? std::map<std::string, int>{{"norm1", 0}, {"wq", 1}, {"wk", 1}, {"wv", 1}, {"wo", 2},
+                                           {"norm2", 3}, {"wgate", 4}, {"wup", 4}, {"wdown", 5}}
+              : std::map<std::string, int>{{"ln1w", 0}, {"ln1b", 0}, {"qkvw", 1}, {"qkvb", 1},
+                                           {"attprojw", 2}, {"attprojb", 2}, {"ln2w", 3}, {"ln2b", 3},
+                                           {"fcw", 4}, {"fcb", 4}, {"fcprojw", 5}, {"fcprojb", 5}};
+    std::vector<std::vector<double>> block(6);
+    double turn = 0.0;
+    for (const TensorSpec& tensor : layout.tensors()) {
+        const std::string& name = tensor.name;
+        const double numel = static_cast<double>(tensor.numel);
+        if (name.rfind("h0.", 0) == 0) {
+            const auto found = submodule_of.find(name.substr(3));
+            if (found == submodule_of.end())
+                throw std::logic_error("deepspeed_recompute_regather: no submodule for tensor " + name);
+            block[static_cast<std::size_t>(found->second)].push_back(numel);
+        } else if (llama ? name == "norm_final" || name == "wout" : name == "wte" || name == "lnfw" || name == "lnfb") {
+            turn += numel;  // the final norm and the head (GPT's is the tied embedding)
+        }
+    }
+    return deepspeed_recompute_regather(block, config.layers, turn, settings);
 }
 
 bool traffic_matches(const TrafficByOp& expected, const TrafficByOp& measured) {

@@ -107,6 +107,51 @@ TrafficByOp pipeline_traffic(const std::vector<int>& virtual_stages_held, int vi
 TrafficByOp data_parallel_traffic(const ParameterLayout& layout, int dp, const SchemeSettings& scheme,
                                   const std::vector<int>& use_order);
 
+// DeepSpeed's ZeRO-3 parameter coordinator under full recompute (activation checkpointing), as its
+// source runs it (deepspeed/runtime/zero/parameter_offload.py, partitioned_param_coordinator.py,
+// read at DeepSpeed edaa722): every submodule's forward pre-hook gathers its parameters
+// (fetch_sub_module) and its forward post-hook releases them (release_sub_module), and the
+// recompute forward inside the backward runs those hooks again, then the backward pre-hook
+// fetches once more. What the recompute's release lets go is gathered a third time. It keeps a
+// parameter (PartitionedParameterCoordinator.__params_to_release) when its next use lies within
+// `max_reuse_distance` elements of parameters along the recorded trace, or when a prefetch walk
+// (`prefetch_bucket_size` elements of not-yet-gathered parameters ahead, within
+// `max_live_parameters` held) has already passed that use. PyTorch FSDP skips its pre-forward in
+// the recomputed forward, the pre-backward unshard serving it (FSDP1's _runtime_utils.py
+// _pre_forward, "skip pre-forward logic in the recomputed forward" in BACKWARD_PRE; FSDP2's
+// FSDPState._pre_forward, "the pre-backward hook is responsible for the unshard"): no third
+// gather; parbench's engine neither (one acquire per block serves recompute and backward).
+// The settings' defaults are DeepSpeed's (deepspeed/runtime/zero/config.py, DeepSpeedZeroConfig).
+struct DeepSpeedZero3Config {
+    double max_reuse_distance = 1e9;           // stage3_max_reuse_distance
+    double prefetch_bucket_size = 5e8;         // stage3_prefetch_bucket_size
+    double max_live_parameters = 1e9;          // stage3_max_live_parameters
+    double param_persistence_threshold = 1e5;  // stage3_param_persistence_threshold: never partitioned
+};
+
+// Per micro-batch: the parameters released after their recompute-forward use and gathered again
+// for the backward.
+struct RecomputeRegather {
+    double elements = 0.0;  // partitioned elements (a parameter's full, tensor-parallel-local size)
+    double uses = 0.0;      // submodule uses re-gathered
+};
+
+// The coordinator run over one micro-batch's trace of `blocks` identical blocks, each a list of
+// submodules in forward order, each a list of its parameters' element counts: every block's
+// forward, then `turn_elements` (the final norm and the head, one module used at the end of the
+// forward and at the start of the backward), then per block from the last: its recompute
+// forward and its backward (submodules in reverse). The embedding, before the first block and
+// after the last, is left out (it moves no block's release decision).
+RecomputeRegather deepspeed_recompute_regather(const std::vector<std::vector<double>>& block_modules, int blocks,
+                                               double turn_elements, const DeepSpeedZero3Config& settings = {});
+
+// The same for a dense GPT or Llama laid out by `layout` (the whole model's parameters under its
+// tensor split, theory/model_layout.hpp), with Megatron-DeepSpeed's submodules per block:
+// input norm, query_key_value (Llama's q, k, v fused), dense, post-attention norm, dense_h_to_4h
+// (Llama's gate and up fused), dense_4h_to_h. Refuses MoE and MLP models (std::logic_error).
+RecomputeRegather deepspeed_recompute_regather(const ModelConfig& config, const ParameterLayout& layout,
+                                               const DeepSpeedZero3Config& settings = {});
+
 // Whether every operation's calls and bytes equal, and no other operation was counted.
 bool traffic_matches(const TrafficByOp& expected, const TrafficByOp& measured);
 
