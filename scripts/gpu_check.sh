@@ -2,8 +2,9 @@
 # Checks the GPU path on a machine with NVIDIA GPUs, in one go and in under 10 minutes:
 # build with CUDA, run the GPU and NVTX tests, then measure every collective with
 # validation over NCCL, alltoallv under skews, allreduce with and without CUDA graphs, the MFU
-# of a gpt2-124m training step, and MoE models trained on the GPU against --check's reference
-# (ep 1 on one GPU; ep 2, blocking and with --moe-a2a-overlap, too where two GPUs are seen).
+# of a gpt2-124m training step, the dense models trained on the GPU against the same runs on
+# the CPU, and MoE models trained on the GPU against --check's reference (ep 1 on one GPU;
+# ep 2, blocking and with --moe-a2a-overlap, too where two GPUs are seen).
 # Everything it prints, logs and reports lands in OUTDIR; the summary at the end says which
 # steps failed.
 #
@@ -139,6 +140,35 @@ print("gpt2-124m train step: %.2f ms median, %.2f TFLOP/s per rank, MFU %s" % (
     "unknown (no peak for this GPU)" if mfu is None else "%.1f %%" % (100 * mfu)))
 PY
 fi
+
+# The dense models' CUDA ops against the CPU ops in whole training runs, from the same seed and
+# data: gpt-tiny (LayerNorm, GELU, the first-write forms of the matmul's input gradient, GELU and
+# the vocab-shard cross-entropy, AdamW clearing its gradients), llama-tiny (RMSNorm, SwiGLU's
+# first write, RoPE, grouped-query attention) and mlp-tiny. Two micro-batches, so every first
+# write lands a second time on what the first micro-batch left. --check holds the GPU run to a
+# serial GPU run; the CPU run (--backend mpi) holds both to the CPU ops, which the unit tests
+# hold to finite differences: each step's loss must agree to 1e-4 relative (CPU runs of
+# different layouts agree to 1e-7; the GPU sums in other orders and fuses products into FMAs).
+# (A variable, not a function: run_step runs its command under timeout, which needs a program.)
+compare_losses='
+import json, sys
+gpu, cpu = (json.load(open(path))["results"][0]["loss"] for path in sys.argv[1:3])
+if len(gpu) != len(cpu):
+    sys.exit("%d GPU losses against %d CPU losses" % (len(gpu), len(cpu)))
+worst = max(abs(g - c) / abs(c) for g, c in zip(gpu, cpu))
+print("GPU losses %s\nCPU losses %s\nlargest relative difference %.2e (limit 1e-4)" % (gpu, cpu, worst))
+sys.exit(0 if worst <= 1e-4 else 1)
+'
+for model in gpt-tiny llama-tiny mlp-tiny; do
+    run_step "train_${model}_nccl_check" 60 "${MPIRUN[@]}" "$PARBENCH" train --model "$model" --backend nccl \
+        --microbatches 2 --warmup 1 --steps 4 --check --json "$OUT/train_${model}_nccl.json"
+    run_step "train_${model}_cpu" 60 "${MPIRUN[@]}" "$PARBENCH" train --model "$model" --backend mpi \
+        --microbatches 2 --warmup 1 --steps 4 --json "$OUT/train_${model}_cpu.json"
+    if [[ -f $OUT/train_${model}_nccl.json && -f $OUT/train_${model}_cpu.json ]]; then
+        run_step "train_${model}_gpu_vs_cpu" 30 python3 -c "$compare_losses" "$OUT/train_${model}_nccl.json" \
+            "$OUT/train_${model}_cpu.json"
+    fi
+done
 
 # Mixture of experts on the GPU (kernels/moe.cu, cuBLAS experts, NCCL dispatch/combine), each
 # run against --check's single-process reference: Mixtral-style softmax routing with capacity
