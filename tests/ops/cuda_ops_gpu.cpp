@@ -511,6 +511,22 @@ TEST_F(CudaOpsTest, FirstWriteFormsIgnoreWhatTheGradientHeld) {
     EXPECT_TRUE(all_close(download(d_dweight, dweight.size()), dweight));
     EXPECT_TRUE(all_close(download(d_dbias, dbias.size()), dbias));
 
+    // the same under bf16: cuBLAS's beta 0 against the CPU's fill and +=
+    std::vector<BFloat16> dout_bf16(dout.size()), inp_bf16(inp.size()), weight_bf16(weight.size());
+    cpu_.cast_to_bf16(dout_bf16.data(), dout.data(), dout.size());
+    cpu_.cast_to_bf16(inp_bf16.data(), inp.data(), inp.size());
+    cpu_.cast_to_bf16(weight_bf16.data(), weight.data(), weight.size());
+    std::vector<float> dinp_bf16(N * C, garbage);
+    Buffer d_dout_bf16 = upload(dout_bf16), d_inp_bf16 = upload(inp_bf16), d_weight_bf16 = upload(weight_bf16),
+           d_dinp_bf16 = upload(dinp_bf16);
+    cpu_.matmul_backward_bf16_overwrite_input(dinp_bf16.data(), dweight.data(), nullptr, dout_bf16.data(),
+                                              inp_bf16.data(), weight_bf16.data(), N, C, OC);
+    gpu_->matmul_backward_bf16_overwrite_input(d_dinp_bf16.as<float>(), d_dweight.as<float>(), nullptr,
+                                               d_dout_bf16.as<BFloat16>(), d_inp_bf16.as<BFloat16>(),
+                                               d_weight_bf16.as<BFloat16>(), N, C, OC);
+    EXPECT_TRUE(all_close(download(d_dinp_bf16, dinp_bf16.size()), dinp_bf16));
+    EXPECT_TRUE(all_close(download(d_dweight, dweight.size()), dweight));
+
     const std::size_t n = 1000;
     const auto x = random_vector(n, 65, -4.0f, 4.0f), up = random_vector(n, 66), dy = random_vector(n, 67);
     std::vector<float> dx(n, garbage), dgate(n, garbage), dup(n, garbage);

@@ -135,6 +135,9 @@ class CudaOps : public Ops {
                              int OC) override;
     void matmul_backward_bf16(float* dinp, float* dweight, float* dbias, const BFloat16* dout, const BFloat16* inp,
                               const BFloat16* weight, int N, int C, int OC) override;
+    void matmul_backward_bf16_overwrite_input(float* dinp, float* dweight, float* dbias, const BFloat16* dout,
+                                              const BFloat16* inp, const BFloat16* weight, int N, int C,
+                                              int OC) override;
 
   private:
     struct Resources;  // stream and cuBLAS handle

@@ -154,6 +154,14 @@ void CudaOps::matmul_backward_bf16(float* dinp, float* dweight, float* dbias, co
     if (dbias != nullptr) launch_bias_backward_bf16(dbias, dout, N, OC, resources_->stream->get());
 }
 
+void CudaOps::matmul_backward_bf16_overwrite_input(float* dinp, float* dweight, float* dbias, const BFloat16* dout,
+                                                   const BFloat16* inp, const BFloat16* weight, int N, int C,
+                                                   int OC) {
+    NvtxRange range("matmul_backward_bf16_overwrite_input");
+    linear_backward(resources_->cublas.get(), dinp, 0.0f, dweight, dout, inp, weight, N, C, OC, CUDA_R_16BF);
+    if (dbias != nullptr) launch_bias_backward_bf16(dbias, dout, N, OC, resources_->stream->get());
+}
+
 void CudaOps::layernorm_forward(float* out, float* mean, float* rstd, const float* inp, const float* weight,
                                 const float* bias, int N, int C) {
     launch_layernorm_forward(out, mean, rstd, inp, weight, bias, N, C, resources_->stream->get());
