@@ -558,6 +558,28 @@ TEST_F(CudaOpsTest, FirstWriteFormsIgnoreWhatTheGradientHeld) {
     EXPECT_TRUE(all_close(download(d_dlogits, dlogits.size()), dlogits));
 }
 
+// The bias gradient's column sums (32 warps per 32 columns): rows not a multiple of the warps,
+// columns not of 32, from fp32 and from bf16 output gradients. Sums of 1000 terms of up to 1 in
+// two orders (row by row on the CPU; 32 strided partial sums, then those, on the GPU) differ by
+// up to 8e-5 (emulated on the host over 10 draws), so 3e-4 absolute.
+TEST_F(CudaOpsTest, BiasGradientOverManyRowsAndColumns) {
+    const int N = 1000, C = 3, OC = 1050;
+    const auto dout = random_vector(static_cast<std::size_t>(N) * OC, 75);
+    auto dbias = random_vector(OC, 76), dbias_bf16 = dbias;
+    Buffer d_dout = upload(dout), d_dbias = upload(dbias), d_dbias_bf16 = upload(dbias_bf16);
+    cpu_.matmul_backward(nullptr, nullptr, dbias.data(), dout.data(), nullptr, nullptr, N, C, OC);
+    gpu_->matmul_backward(nullptr, nullptr, d_dbias.as<float>(), d_dout.as<float>(), nullptr, nullptr, N, C, OC);
+    const Tolerance sums_of_1000{3e-4, 1e-4};
+    EXPECT_TRUE(all_close(download(d_dbias, OC), dbias, sums_of_1000));
+    std::vector<BFloat16> dout_bf16(dout.size());
+    cpu_.cast_to_bf16(dout_bf16.data(), dout.data(), dout.size());
+    Buffer d_dout_bf16 = upload(dout_bf16);
+    cpu_.matmul_backward_bf16(nullptr, nullptr, dbias_bf16.data(), dout_bf16.data(), nullptr, nullptr, N, C, OC);
+    gpu_->matmul_backward_bf16(nullptr, nullptr, d_dbias_bf16.as<float>(), d_dout_bf16.as<BFloat16>(), nullptr,
+                               nullptr, N, C, OC);
+    EXPECT_TRUE(all_close(download(d_dbias_bf16, OC), dbias_bf16, sums_of_1000));
+}
+
 TEST_F(CudaOpsTest, AdamWClearingGradsUpdatesAndZeroesTheGradients) {
     const std::size_t n = 777;
     auto params = random_vector(n, 71), m = random_vector(n, 72, -0.1f, 0.1f), v = random_vector(n, 73, 0.0f, 0.01f);
