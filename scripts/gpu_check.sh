@@ -149,8 +149,8 @@ fi
 # serial GPU run; the CPU run (--backend mpi) holds both to the CPU ops, which the unit tests
 # hold to finite differences: each step's loss must agree to 1e-4 relative (CPU runs of
 # different layouts agree to 1e-7; the GPU sums in other orders and fuses products into FMAs).
-# (A variable, not a function: run_step runs its command under timeout, which needs a program.)
-compare_losses='
+# The comparison, written beside the reports so the log names a file rather than printing code.
+cat > "$OUT/compare_losses.py" <<'PY'
 import json, math, sys
 gpu, cpu = (json.load(open(path))["results"][0]["loss"] for path in sys.argv[1:3])
 limit = float(sys.argv[3])
@@ -162,14 +162,14 @@ if not all(isinstance(loss, (int, float)) and math.isfinite(loss) for loss in gp
 worst = max(abs(g - c) / abs(c) for g, c in zip(gpu, cpu))
 print("largest relative difference %.2e (limit %g)" % (worst, limit))
 sys.exit(0 if worst <= limit else 1)
-'
+PY
 for model in gpt-tiny llama-tiny mlp-tiny; do
     run_step "train_${model}_nccl_check" 60 "${MPIRUN[@]}" "$PARBENCH" train --model "$model" --backend nccl \
         --microbatches 2 --warmup 1 --steps 4 --check --json "$OUT/train_${model}_nccl.json"
     run_step "train_${model}_cpu" 60 "${MPIRUN[@]}" "$PARBENCH" train --model "$model" --backend mpi \
         --microbatches 2 --warmup 1 --steps 4 --json "$OUT/train_${model}_cpu.json"
     if [[ -f $OUT/train_${model}_nccl.json && -f $OUT/train_${model}_cpu.json ]]; then
-        run_step "train_${model}_gpu_vs_cpu" 30 python3 -c "$compare_losses" "$OUT/train_${model}_nccl.json" \
+        run_step "train_${model}_gpu_vs_cpu" 30 python3 "$OUT/compare_losses.py" "$OUT/train_${model}_nccl.json" \
             "$OUT/train_${model}_cpu.json" 1e-4
     fi
 done
@@ -182,7 +182,7 @@ run_step train_gpt-tiny_bf16_nccl_check 60 "${MPIRUN[@]}" "$PARBENCH" train --mo
 run_step train_gpt-tiny_bf16_cpu 60 "${MPIRUN[@]}" "$PARBENCH" train --model gpt-tiny --backend mpi \
     --precision bf16 --microbatches 2 --warmup 1 --steps 4 --json "$OUT/train_gpt-tiny_bf16_cpu.json"
 if [[ -f $OUT/train_gpt-tiny_bf16_nccl.json && -f $OUT/train_gpt-tiny_bf16_cpu.json ]]; then
-    run_step train_gpt-tiny_bf16_gpu_vs_cpu 30 python3 -c "$compare_losses" "$OUT/train_gpt-tiny_bf16_nccl.json" \
+    run_step train_gpt-tiny_bf16_gpu_vs_cpu 30 python3 "$OUT/compare_losses.py" "$OUT/train_gpt-tiny_bf16_nccl.json" \
         "$OUT/train_gpt-tiny_bf16_cpu.json" 1e-3
 fi
 
