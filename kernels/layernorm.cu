@@ -55,8 +55,9 @@ __global__ void layernorm_input_backward_kernel(float* dinp, const float* dout, 
     }
 }
 
-__global__ void layernorm_parameter_backward_kernel(float* dweight, float* dbias, const float* dout, const float* inp,
-                                                    const float* mean, const float* rstd, int N, int C) {
+__global__ void __launch_bounds__(column_sum_threads)
+    layernorm_parameter_backward_kernel(float* dweight, float* dbias, const float* dout, const float* inp,
+                                        const float* mean, const float* rstd, int N, int C) {
     const auto columns = static_cast<std::size_t>(C);
     column_sums<2>(
         static_cast<std::size_t>(N), columns,

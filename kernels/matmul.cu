@@ -22,7 +22,7 @@ __device__ inline float as_float(BFloat16 value) { return to_float(value); }
 
 // dbias (OC) += column sums of dout (N,OC)
 template <typename T>
-__global__ void bias_backward_kernel(float* dbias, const T* dout, int N, int OC) {
+__global__ void __launch_bounds__(column_sum_threads) bias_backward_kernel(float* dbias, const T* dout, int N, int OC) {
     const auto columns = static_cast<std::size_t>(OC);
     column_sums<1>(
         static_cast<std::size_t>(N), columns,

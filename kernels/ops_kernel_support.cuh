@@ -48,7 +48,9 @@ __device__ inline float warp_max(float value) {
 // Sums down the N rows of an (N, C) layout, per column: parameter gradients (bias, norm
 // weights). A block of column_sum_warps warps per 32 neighbouring columns, where a thread per
 // column would leave all but C threads of the GPU idle, each walking every row. Launch with
-// column_sum_threads threads and blocks_for_columns(C) blocks.
+// column_sum_threads threads and blocks_for_columns(C) blocks; the kernel declares
+// __launch_bounds__(column_sum_threads), so ptxas keeps its registers within what 1024 threads
+// of a block may use.
 constexpr unsigned column_sum_warps = 32;
 constexpr unsigned column_sum_threads = column_sum_warps * 32;
 

@@ -40,8 +40,9 @@ __global__ void rmsnorm_input_backward_kernel(float* dinp, const float* dout, co
     }
 }
 
-__global__ void rmsnorm_weight_backward_kernel(float* dweight, const float* dout, const float* inp,
-                                               const float* rstd, int N, int C) {
+__global__ void __launch_bounds__(column_sum_threads)
+    rmsnorm_weight_backward_kernel(float* dweight, const float* dout, const float* inp, const float* rstd, int N,
+                                   int C) {
     const auto columns = static_cast<std::size_t>(C);
     column_sums<1>(
         static_cast<std::size_t>(N), columns,
