@@ -1,8 +1,12 @@
 // Softmax cross-entropy on the GPU, whole vocabulary and vocab-shard parts, with the shared
-// formulas of softmax_math.hpp. A warp per row for reductions over the vocabulary, a thread
-// per logit for the gradients. Backward ops accumulate (+=) into dlogits.
+// formulas of softmax_math.hpp and gradient_write_math.hpp (probabilities as exp(x - max)
+// times the row's 1 / sum, a gradient as its softmax term plus the target's correction, as the
+// CPU ops compute them). A warp per row for reductions over the vocabulary, a thread per logit
+// for the gradients. Backward ops accumulate (+=) into dlogits; the shard backward's
+// first-write form writes it (=).
 #include "core/nvtx.hpp"
 #include "device/cuda_check.hpp"
+#include "kernels/gradient_write_math.hpp"
 #include "kernels/ops_kernel_support.cuh"
 #include "kernels/ops_launchers.hpp"
 #include "kernels/softmax_math.hpp"
@@ -31,8 +35,9 @@ __global__ void crossentropy_forward_kernel(float* losses, float* probs, const f
         const float* row = logits + i * V;
         const float m = row_max_of(row, V);
         const float sum = row_sum_exp_of(row, m, V);
+        const float inverse_sum = 1.0f / sum;
         float* p = probs + i * V;
-        for (int v = lane(); v < V; v += 32) p[v] = softmax_term(row[v], m) / sum;
+        for (int v = lane(); v < V; v += 32) p[v] = crossentropy_probability(row[v], m, inverse_sum);
         if (lane() == 0) losses[i] = crossentropy_loss(m, sum, row[targets[i]]);
     }
 }
@@ -43,7 +48,7 @@ __global__ void crossentropy_backward_kernel(float* dlogits, const float* dlosse
     for (std::size_t k = global_thread(); k < count; k += grid_threads()) {
         const std::size_t i = k / V;
         const int v = static_cast<int>(k % V);
-        dlogits[k] += crossentropy_logit_gradient(probs[k], v == targets[i], dlosses[i]);
+        write_crossentropy_gradient<GradientWrite::accumulate>(dlogits[k], probs[k], v == targets[i], dlosses[i]);
     }
 }
 
@@ -75,6 +80,7 @@ __global__ void losses_from_parts_kernel(float* losses, const float* maxes, cons
         losses[i] = crossentropy_loss(maxes[i], sums[i], target_logits[i]);
 }
 
+template <GradientWrite write>
 __global__ void crossentropy_shard_backward_kernel(float* dlogits, const float* dlosses, const float* logits,
                                                    const float* maxes, const float* sums, const int* targets, int BT,
                                                    int V, int vocab_start) {
@@ -82,8 +88,8 @@ __global__ void crossentropy_shard_backward_kernel(float* dlogits, const float* 
     for (std::size_t k = global_thread(); k < count; k += grid_threads()) {
         const std::size_t i = k / V;
         const int v = static_cast<int>(k % V);
-        const float p = softmax_term(logits[k], maxes[i]) / sums[i];
-        dlogits[k] += crossentropy_logit_gradient(p, v == targets[i] - vocab_start, dlosses[i]);
+        const float p = crossentropy_probability(logits[k], maxes[i], 1.0f / sums[i]);
+        write_crossentropy_gradient<write>(dlogits[k], p, v == targets[i] - vocab_start, dlosses[i]);
     }
 }
 
@@ -133,11 +139,17 @@ void launch_crossentropy_losses_from_parts(float* losses, const float* maxes, co
 
 void launch_crossentropy_shard_backward(float* dlogits, const float* dlosses, const float* logits,
                                         const float* maxes, const float* sums, const int* targets, int BT, int V,
-                                        int vocab_start, GpuStream stream) {
-    NvtxRange range("crossentropy_shard_backward");
-    crossentropy_shard_backward_kernel<<<blocks_for(static_cast<std::size_t>(BT) * V), threads_per_block, 0,
-                                         stream>>>(dlogits, dlosses, logits, maxes, sums, targets, BT, V,
-                                                   vocab_start);
+                                        int vocab_start, GradientWrite write, GpuStream stream) {
+    const unsigned blocks = blocks_for(static_cast<std::size_t>(BT) * V);
+    if (write == GradientWrite::overwrite) {
+        NvtxRange range("crossentropy_shard_backward_overwrite");
+        crossentropy_shard_backward_kernel<GradientWrite::overwrite><<<blocks, threads_per_block, 0, stream>>>(
+            dlogits, dlosses, logits, maxes, sums, targets, BT, V, vocab_start);
+    } else {
+        NvtxRange range("crossentropy_shard_backward");
+        crossentropy_shard_backward_kernel<GradientWrite::accumulate><<<blocks, threads_per_block, 0, stream>>>(
+            dlogits, dlosses, logits, maxes, sums, targets, BT, V, vocab_start);
+    }
     check_cuda(cudaGetLastError(), "crossentropy_shard_backward_kernel launch");
 }
 

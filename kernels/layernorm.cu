@@ -1,6 +1,6 @@
 // LayerNorm on the GPU with the shared formulas of layernorm_math.hpp. A warp per row for the
-// forward and for dinp; a thread per channel, walking the rows, for dweight and dbias (no
-// atomics, deterministic). Backward accumulates (+=).
+// forward and for dinp; column_sums (ops_kernel_support.cuh) for dweight and dbias (no atomics,
+// deterministic). Backward accumulates (+=).
 #include "core/nvtx.hpp"
 #include "device/cuda_check.hpp"
 #include "kernels/layernorm_math.hpp"
@@ -55,19 +55,21 @@ __global__ void layernorm_input_backward_kernel(float* dinp, const float* dout, 
     }
 }
 
-__global__ void layernorm_parameter_backward_kernel(float* dweight, float* dbias, const float* dout, const float* inp,
-                                                    const float* mean, const float* rstd, int N, int C) {
-    for (std::size_t c = global_thread(); c < static_cast<std::size_t>(C); c += grid_threads()) {
-        float sum_dy = 0.0f;
-        float sum_dy_xhat = 0.0f;
-        for (std::size_t n = 0; n < static_cast<std::size_t>(N); ++n) {
-            const float dy = dout[n * C + c];
-            sum_dy += dy;
-            sum_dy_xhat += dy * layernorm_normalize(inp[n * C + c], mean[n], rstd[n]);
-        }
-        dbias[c] += sum_dy;
-        dweight[c] += sum_dy_xhat;
-    }
+__global__ void __launch_bounds__(column_sum_threads)
+    layernorm_parameter_backward_kernel(float* dweight, float* dbias, const float* dout, const float* inp,
+                                        const float* mean, const float* rstd, int N, int C) {
+    const auto columns = static_cast<std::size_t>(C);
+    column_sums<2>(
+        static_cast<std::size_t>(N), columns,
+        [&](std::size_t n, std::size_t c, float* sums) {
+            const float dy = dout[n * columns + c];
+            sums[0] += dy;
+            sums[1] += dy * layernorm_normalize(inp[n * columns + c], mean[n], rstd[n]);
+        },
+        [&](std::size_t c, const float* totals) {
+            dbias[c] += totals[0];
+            dweight[c] += totals[1];
+        });
 }
 
 }  // namespace
@@ -87,8 +89,8 @@ void launch_layernorm_backward(float* dinp, float* dweight, float* dbias, const 
     layernorm_input_backward_kernel<<<blocks_for_rows(N), threads_per_block, 0, stream>>>(dinp, dout, inp, weight,
                                                                                           mean, rstd, N, C);
     check_cuda(cudaGetLastError(), "layernorm_input_backward_kernel launch");
-    layernorm_parameter_backward_kernel<<<blocks_for(C), threads_per_block, 0, stream>>>(dweight, dbias, dout, inp,
-                                                                                         mean, rstd, N, C);
+    layernorm_parameter_backward_kernel<<<blocks_for_columns(C), column_sum_threads, 0, stream>>>(dweight, dbias, dout,
+                                                                                                  inp, mean, rstd, N, C);
     check_cuda(cudaGetLastError(), "layernorm_parameter_backward_kernel launch");
 }
 

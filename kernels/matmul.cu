@@ -20,15 +20,14 @@ __global__ void add_bias_kernel(float* out, const float* bias, int N, int OC) {
 __device__ inline float as_float(float value) { return value; }
 __device__ inline float as_float(BFloat16 value) { return to_float(value); }
 
-// dbias (OC) += column sums of dout (N,OC): a thread per column walking down the rows, so a
-// warp reads 32 neighbouring floats of one row at a time; no atomics, deterministic.
+// dbias (OC) += column sums of dout (N,OC)
 template <typename T>
-__global__ void bias_backward_kernel(float* dbias, const T* dout, int N, int OC) {
-    for (std::size_t o = global_thread(); o < static_cast<std::size_t>(OC); o += grid_threads()) {
-        float sum = 0.0f;
-        for (std::size_t n = 0; n < static_cast<std::size_t>(N); ++n) sum += as_float(dout[n * OC + o]);
-        dbias[o] += sum;
-    }
+__global__ void __launch_bounds__(column_sum_threads) bias_backward_kernel(float* dbias, const T* dout, int N, int OC) {
+    const auto columns = static_cast<std::size_t>(OC);
+    column_sums<1>(
+        static_cast<std::size_t>(N), columns,
+        [&](std::size_t n, std::size_t o, float* sums) { sums[0] += as_float(dout[n * columns + o]); },
+        [&](std::size_t o, const float* totals) { dbias[o] += totals[0]; });
 }
 
 __global__ void cast_to_bf16_kernel(BFloat16* out, const float* inp, std::size_t n) {
@@ -45,13 +44,13 @@ void launch_add_bias(float* out, const float* bias, int N, int OC, GpuStream str
 
 void launch_bias_backward(float* dbias, const float* dout, int N, int OC, GpuStream stream) {
     NvtxRange range("bias_backward");
-    bias_backward_kernel<float><<<blocks_for(OC), threads_per_block, 0, stream>>>(dbias, dout, N, OC);
+    bias_backward_kernel<float><<<blocks_for_columns(OC), column_sum_threads, 0, stream>>>(dbias, dout, N, OC);
     check_cuda(cudaGetLastError(), "bias_backward_kernel<float> launch");
 }
 
 void launch_bias_backward_bf16(float* dbias, const BFloat16* dout, int N, int OC, GpuStream stream) {
     NvtxRange range("bias_backward_bf16");
-    bias_backward_kernel<BFloat16><<<blocks_for(OC), threads_per_block, 0, stream>>>(dbias, dout, N, OC);
+    bias_backward_kernel<BFloat16><<<blocks_for_columns(OC), column_sum_threads, 0, stream>>>(dbias, dout, N, OC);
     check_cuda(cudaGetLastError(), "bias_backward_kernel<BFloat16> launch");
 }
 

@@ -1,5 +1,6 @@
 // Host launchers of the training-op kernels (kernels/<family>.cu), called by CudaOps. Shapes
-// and the += convention are those of src/train/ops/ops.hpp. Every launcher enqueues on
+// and the += convention are those of src/train/ops/ops.hpp; a launcher taking a GradientWrite
+// also has the first-write (=) form of Ops' "first writes". Every launcher enqueues on
 // `stream`, checks the launch and returns without waiting. No CUDA header here: the stream is
 // the opaque CUstream_st* that cudaStream_t is.
 #pragma once
@@ -8,6 +9,7 @@
 
 #include "kernels/block_attention_math.hpp"
 #include "kernels/gqa_math.hpp"
+#include "kernels/gradient_write_math.hpp"
 #include "kernels/half_types.hpp"
 #include "kernels/moe_router_math.hpp"
 
@@ -32,7 +34,8 @@ void launch_layernorm_backward(float* dinp, float* dweight, float* dbias, const 
 
 // gelu.cu
 void launch_gelu_forward(float* out, const float* inp, std::size_t n, GpuStream stream);
-void launch_gelu_backward(float* dinp, const float* inp, const float* dout, std::size_t n, GpuStream stream);
+void launch_gelu_backward(float* dinp, const float* inp, const float* dout, std::size_t n, GradientWrite write,
+                          GpuStream stream);
 
 // attention.cu
 void launch_attention_forward(float* out, float* preatt, float* att, const float* qkv, int B, int T, int C, int NH,
@@ -47,7 +50,7 @@ void launch_rmsnorm_backward(float* dinp, float* dweight, const float* dout, con
                              const float* rstd, int N, int C, GpuStream stream);
 void launch_swiglu_forward(float* out, const float* gate, const float* up, std::size_t n, GpuStream stream);
 void launch_swiglu_backward(float* dgate, float* dup, const float* dout, const float* gate, const float* up,
-                            std::size_t n, GpuStream stream);
+                            std::size_t n, GradientWrite write, GpuStream stream);
 void launch_rope_forward(float* x, const int* positions, int B, int T, int H, int hs, float theta, GpuStream stream);
 void launch_rope_backward(float* dx, const int* positions, int B, int T, int H, int hs, float theta,
                           GpuStream stream);
@@ -102,7 +105,7 @@ void launch_crossentropy_losses_from_parts(float* losses, const float* maxes, co
                                            const float* target_logits, int BT, GpuStream stream);
 void launch_crossentropy_shard_backward(float* dlogits, const float* dlosses, const float* logits,
                                         const float* maxes, const float* sums, const int* targets, int BT, int V,
-                                        int vocab_start, GpuStream stream);
+                                        int vocab_start, GradientWrite write, GpuStream stream);
 
 // mse.cu
 void launch_mse_forward(float* losses, const float* pred, const float* target, int N, int D, GpuStream stream);
@@ -126,5 +129,9 @@ void launch_moe_route_backward(float* dlogits, const float* dweights, const floa
 // adamw.cu
 void launch_adamw_update(float* params, const float* grads, float* m, float* v, std::size_t n, float lr, float beta1,
                          float beta2, float eps, float weight_decay, int step, GpuStream stream);
+// adamw_update, then grads (n) = 0, in the same pass
+void launch_adamw_update_clearing_grads(float* params, float* grads, float* m, float* v, std::size_t n, float lr,
+                                        float beta1, float beta2, float eps, float weight_decay, int step,
+                                        GpuStream stream);
 
 }  // namespace parbench

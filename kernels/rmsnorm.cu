@@ -1,5 +1,5 @@
 // RMSNorm on the GPU with the shared formulas of rmsnorm_math.hpp: a warp per row for the
-// forward and for dinp; a thread per channel, walking the rows, for dweight (no atomics,
+// forward and for dinp; column_sums (ops_kernel_support.cuh) for dweight (no atomics,
 // deterministic). Backward accumulates (+=).
 #include "core/nvtx.hpp"
 #include "device/cuda_check.hpp"
@@ -40,13 +40,16 @@ __global__ void rmsnorm_input_backward_kernel(float* dinp, const float* dout, co
     }
 }
 
-__global__ void rmsnorm_weight_backward_kernel(float* dweight, const float* dout, const float* inp,
-                                               const float* rstd, int N, int C) {
-    for (std::size_t c = global_thread(); c < static_cast<std::size_t>(C); c += grid_threads()) {
-        float sum = 0.0f;
-        for (std::size_t n = 0; n < static_cast<std::size_t>(N); ++n) sum += dout[n * C + c] * inp[n * C + c] * rstd[n];
-        dweight[c] += sum;
-    }
+__global__ void __launch_bounds__(column_sum_threads)
+    rmsnorm_weight_backward_kernel(float* dweight, const float* dout, const float* inp, const float* rstd, int N,
+                                   int C) {
+    const auto columns = static_cast<std::size_t>(C);
+    column_sums<1>(
+        static_cast<std::size_t>(N), columns,
+        [&](std::size_t n, std::size_t c, float* sums) {
+            sums[0] += dout[n * columns + c] * inp[n * columns + c] * rstd[n];
+        },
+        [&](std::size_t c, const float* totals) { dweight[c] += totals[0]; });
 }
 
 }  // namespace
@@ -64,7 +67,8 @@ void launch_rmsnorm_backward(float* dinp, float* dweight, const float* dout, con
     rmsnorm_input_backward_kernel<<<blocks_for_rows(N), threads_per_block, 0, stream>>>(dinp, dout, inp, weight, rstd,
                                                                                         N, C);
     check_cuda(cudaGetLastError(), "rmsnorm_input_backward_kernel launch");
-    rmsnorm_weight_backward_kernel<<<blocks_for(C), threads_per_block, 0, stream>>>(dweight, dout, inp, rstd, N, C);
+    rmsnorm_weight_backward_kernel<<<blocks_for_columns(C), column_sum_threads, 0, stream>>>(dweight, dout, inp, rstd,
+                                                                                             N, C);
     check_cuda(cudaGetLastError(), "rmsnorm_weight_backward_kernel launch");
 }
 

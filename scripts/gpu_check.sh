@@ -2,8 +2,9 @@
 # Checks the GPU path on a machine with NVIDIA GPUs, in one go and in under 10 minutes:
 # build with CUDA, run the GPU and NVTX tests, then measure every collective with
 # validation over NCCL, alltoallv under skews, allreduce with and without CUDA graphs, the MFU
-# of a gpt2-124m training step, and MoE models trained on the GPU against --check's reference
-# (ep 1 on one GPU; ep 2, blocking and with --moe-a2a-overlap, too where two GPUs are seen).
+# of a gpt2-124m training step, the dense models trained on the GPU against the same runs on
+# the CPU (fp32, and gpt-tiny under bf16), and MoE models trained on the GPU against --check's reference (ep 1 on one GPU;
+# ep 2, blocking and with --moe-a2a-overlap, too where two GPUs are seen).
 # Everything it prints, logs and reports lands in OUTDIR; the summary at the end says which
 # steps failed.
 #
@@ -138,6 +139,51 @@ print("gpt2-124m train step: %.2f ms median, %.2f TFLOP/s per rank, MFU %s" % (
     r["step_time_ms"]["median"], r["achieved_tflops_per_rank"],
     "unknown (no peak for this GPU)" if mfu is None else "%.1f %%" % (100 * mfu)))
 PY
+fi
+
+# The dense models' CUDA ops against the CPU ops in whole training runs, from the same seed and
+# data: gpt-tiny (LayerNorm, GELU, the first-write forms of the matmul's input gradient, GELU and
+# the vocab-shard cross-entropy, AdamW clearing its gradients), llama-tiny (RMSNorm, SwiGLU's
+# first write, RoPE, grouped-query attention) and mlp-tiny. Two micro-batches, so every first
+# write lands a second time on what the first micro-batch left. --check holds the GPU run to a
+# serial GPU run; the CPU run (--backend mpi) holds both to the CPU ops, which the unit tests
+# hold to finite differences: each step's loss must agree to 1e-4 relative (CPU runs of
+# different layouts agree to 1e-7; the GPU sums in other orders and fuses products into FMAs).
+# The comparison, written beside the reports so the log names a file rather than printing code.
+cat > "$OUT/compare_losses.py" <<'PY'
+import json, math, sys
+gpu, cpu = (json.load(open(path))["results"][0]["loss"] for path in sys.argv[1:3])
+limit = float(sys.argv[3])
+if len(gpu) != len(cpu):
+    sys.exit("%d GPU losses against %d CPU losses" % (len(gpu), len(cpu)))
+print("GPU losses %s\nCPU losses %s" % (gpu, cpu))
+if not all(isinstance(loss, (int, float)) and math.isfinite(loss) for loss in gpu + cpu):
+    sys.exit("a loss is not finite")
+worst = max(abs(g - c) / abs(c) for g, c in zip(gpu, cpu))
+print("largest relative difference %.2e (limit %g)" % (worst, limit))
+sys.exit(0 if worst <= limit else 1)
+PY
+for model in gpt-tiny llama-tiny mlp-tiny; do
+    run_step "train_${model}_nccl_check" 60 "${MPIRUN[@]}" "$PARBENCH" train --model "$model" --backend nccl \
+        --microbatches 2 --warmup 1 --steps 4 --check --json "$OUT/train_${model}_nccl.json"
+    run_step "train_${model}_cpu" 60 "${MPIRUN[@]}" "$PARBENCH" train --model "$model" --backend mpi \
+        --microbatches 2 --warmup 1 --steps 4 --json "$OUT/train_${model}_cpu.json"
+    if [[ -f $OUT/train_${model}_nccl.json && -f $OUT/train_${model}_cpu.json ]]; then
+        run_step "train_${model}_gpu_vs_cpu" 30 python3 "$OUT/compare_losses.py" "$OUT/train_${model}_nccl.json" \
+            "$OUT/train_${model}_cpu.json" 1e-4
+    fi
+done
+# The same under --precision bf16 (cuBLAS bf16 GEMMs, the input gradient's first write with beta
+# 0) against the CPU's exact emulation: a last-bit difference of an fp32 sum can move a bf16
+# operand by 2^-9, so the limit is 1e-3 (docs/training.md, "--check"); a first write that read
+# its buffer would still show, as a NaN or a loss off by far more.
+run_step train_gpt-tiny_bf16_nccl_check 60 "${MPIRUN[@]}" "$PARBENCH" train --model gpt-tiny --backend nccl \
+    --precision bf16 --microbatches 2 --warmup 1 --steps 4 --check --json "$OUT/train_gpt-tiny_bf16_nccl.json"
+run_step train_gpt-tiny_bf16_cpu 60 "${MPIRUN[@]}" "$PARBENCH" train --model gpt-tiny --backend mpi \
+    --precision bf16 --microbatches 2 --warmup 1 --steps 4 --json "$OUT/train_gpt-tiny_bf16_cpu.json"
+if [[ -f $OUT/train_gpt-tiny_bf16_nccl.json && -f $OUT/train_gpt-tiny_bf16_cpu.json ]]; then
+    run_step train_gpt-tiny_bf16_gpu_vs_cpu 30 python3 "$OUT/compare_losses.py" "$OUT/train_gpt-tiny_bf16_nccl.json" \
+        "$OUT/train_gpt-tiny_bf16_cpu.json" 1e-3
 fi
 
 # Mixture of experts on the GPU (kernels/moe.cu, cuBLAS experts, NCCL dispatch/combine), each

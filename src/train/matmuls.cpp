@@ -57,8 +57,7 @@ void Matmuls::backward_overwrite_input(float* dinp, float* dweight, float* dbias
         ops_.matmul_backward_overwrite_input(dinp, dweight, dbias, dout, inp, weight, N, C, OC);
         return;
     }
-    if (dinp != nullptr) ops_.fill(dinp, 0.0f, static_cast<std::size_t>(N) * static_cast<std::size_t>(C));
-    backward(dinp, dweight, dbias, dout, inp, weight, N, C, OC);
+    backward_bf16(dinp, true, dweight, dbias, dout, inp, weight, N, C, OC);
 }
 
 void Matmuls::backward(float* dinp, float* dweight, float* dbias, const float* dout, const float* inp,
@@ -67,6 +66,11 @@ void Matmuls::backward(float* dinp, float* dweight, float* dbias, const float* d
         ops_.matmul_backward(dinp, dweight, dbias, dout, inp, weight, N, C, OC);
         return;
     }
+    backward_bf16(dinp, false, dweight, dbias, dout, inp, weight, N, C, OC);
+}
+
+void Matmuls::backward_bf16(float* dinp, bool overwrite_input, float* dweight, float* dbias, const float* dout,
+                            const float* inp, const float* weight, int N, int C, int OC) {
     const auto dout_n = static_cast<std::size_t>(N) * static_cast<std::size_t>(OC);
     const auto inp_n = static_cast<std::size_t>(N) * static_cast<std::size_t>(C);
     const auto weight_n = static_cast<std::size_t>(OC) * static_cast<std::size_t>(C);
@@ -86,7 +90,11 @@ void Matmuls::backward(float* dinp, float* dweight, float* dbias, const float* d
         ops_.cast_to_bf16(inp_.as<BFloat16>(), inp, inp_n);
         inp_bf16 = inp_.as<BFloat16>();
     }
-    ops_.matmul_backward_bf16(dinp, dweight, nullptr, dout_.as<BFloat16>(), inp_bf16, weight_bf16, N, C, OC);
+    if (overwrite_input)
+        ops_.matmul_backward_bf16_overwrite_input(dinp, dweight, nullptr, dout_.as<BFloat16>(), inp_bf16, weight_bf16,
+                                                  N, C, OC);
+    else
+        ops_.matmul_backward_bf16(dinp, dweight, nullptr, dout_.as<BFloat16>(), inp_bf16, weight_bf16, N, C, OC);
     // The bias gradient is a sum over rows, not a GEMM: it stays fp32, from the unrounded
     // output gradient (the fp32 backward with only dbias requested runs just that sum).
     if (dbias != nullptr) ops_.matmul_backward(nullptr, nullptr, dbias, dout, nullptr, nullptr, N, C, OC);

@@ -36,6 +36,10 @@ class Matmuls {
                                   const float* weight, int N, int C, int OC);
 
   private:
+    // The bf16 backward; dinp overwritten (the first write) or added to.
+    void backward_bf16(float* dinp, bool overwrite_input, float* dweight, float* dbias, const float* dout,
+                       const float* inp, const float* weight, int N, int C, int OC);
+
     Ops& ops_;
     Precision precision_;
     // bf16 copies of the operands of the matmul in flight (empty under fp32). One set is

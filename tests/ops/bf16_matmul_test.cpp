@@ -138,6 +138,27 @@ TEST(Matmuls, PicksThePrecisionsOpsAndCountsItsCopies) {
                  std::logic_error);
 }
 
+// Under bf16 the first write of an input gradient (Ops::matmul_backward_bf16_overwrite_input)
+// writes what the += backward adds to zeros, whatever dinp held (NaN: a form that read it
+// would spread it); the weight and bias gradients still add.
+TEST(Matmuls, Bf16FirstWriteOfTheInputGradientEqualsAddingToZeros) {
+    CpuDevice device;
+    MemoryLedger ledger(device);
+    CpuOps ops;
+    const int N = 4, C = 40, OC = 6;
+    Matmuls bf16(ops, Precision::bf16, ledger, {{N, C, OC}});
+    const auto inp = random_vector(N * C, 34), weight = random_vector(OC * C, 35), dout = random_vector(N * OC, 36);
+    std::vector<float> zeroed(N * C, 0.0f), written(N * C, std::nanf(""));
+    auto dweight = prefilled(OC * C), dbias = prefilled(OC);
+    auto dweight_written = dweight, dbias_written = dbias;
+    bf16.backward(zeroed.data(), dweight.data(), dbias.data(), dout.data(), inp.data(), weight.data(), N, C, OC);
+    bf16.backward_overwrite_input(written.data(), dweight_written.data(), dbias_written.data(), dout.data(),
+                                  inp.data(), weight.data(), N, C, OC);
+    EXPECT_TRUE(bitwise_equal(written, zeroed));
+    EXPECT_TRUE(bitwise_equal(dweight_written, dweight));
+    EXPECT_TRUE(bitwise_equal(dbias_written, dbias));
+}
+
 TEST(Matmuls, RefusesUnknownPrecisions) {
     EXPECT_EQ(parse_precision("fp32"), Precision::fp32);
     EXPECT_EQ(parse_precision("bf16"), Precision::bf16);

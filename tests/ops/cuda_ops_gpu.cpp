@@ -493,5 +493,106 @@ TEST_F(CudaOpsTest, AdamW) {
     EXPECT_TRUE(all_close(download(d_v, n), v, {1e-9, 1e-5}));
 }
 
+// The first-write forms (Ops' "first writes") into buffers holding NaN: a form that read its
+// target would spread it. Each against the CPU's same form; parameter gradients still +=.
+TEST_F(CudaOpsTest, FirstWriteFormsIgnoreWhatTheGradientHeld) {
+    const float garbage = std::nanf("");
+    const int N = 64, C = 48, OC = 80;
+    const auto inp = random_vector(N * C, 60), weight = random_vector(OC * C, 61), dout = random_vector(N * OC, 62);
+    std::vector<float> dinp(N * C, garbage);
+    auto dweight = random_vector(OC * C, 63), dbias = random_vector(OC, 64);
+    Buffer d_inp = upload(inp), d_weight = upload(weight), d_dout = upload(dout), d_dinp = upload(dinp),
+           d_dweight = upload(dweight), d_dbias = upload(dbias);
+    cpu_.matmul_backward_overwrite_input(dinp.data(), dweight.data(), dbias.data(), dout.data(), inp.data(),
+                                         weight.data(), N, C, OC);
+    gpu_->matmul_backward_overwrite_input(d_dinp.as<float>(), d_dweight.as<float>(), d_dbias.as<float>(),
+                                          d_dout.as<float>(), d_inp.as<float>(), d_weight.as<float>(), N, C, OC);
+    EXPECT_TRUE(all_close(download(d_dinp, dinp.size()), dinp));
+    EXPECT_TRUE(all_close(download(d_dweight, dweight.size()), dweight));
+    EXPECT_TRUE(all_close(download(d_dbias, dbias.size()), dbias));
+
+    // the same under bf16: cuBLAS's beta 0 against the CPU's fill and +=
+    std::vector<BFloat16> dout_bf16(dout.size()), inp_bf16(inp.size()), weight_bf16(weight.size());
+    cpu_.cast_to_bf16(dout_bf16.data(), dout.data(), dout.size());
+    cpu_.cast_to_bf16(inp_bf16.data(), inp.data(), inp.size());
+    cpu_.cast_to_bf16(weight_bf16.data(), weight.data(), weight.size());
+    std::vector<float> dinp_bf16(N * C, garbage);
+    Buffer d_dout_bf16 = upload(dout_bf16), d_inp_bf16 = upload(inp_bf16), d_weight_bf16 = upload(weight_bf16),
+           d_dinp_bf16 = upload(dinp_bf16);
+    cpu_.matmul_backward_bf16_overwrite_input(dinp_bf16.data(), dweight.data(), nullptr, dout_bf16.data(),
+                                              inp_bf16.data(), weight_bf16.data(), N, C, OC);
+    gpu_->matmul_backward_bf16_overwrite_input(d_dinp_bf16.as<float>(), d_dweight.as<float>(), nullptr,
+                                               d_dout_bf16.as<BFloat16>(), d_inp_bf16.as<BFloat16>(),
+                                               d_weight_bf16.as<BFloat16>(), N, C, OC);
+    EXPECT_TRUE(all_close(download(d_dinp_bf16, dinp_bf16.size()), dinp_bf16));
+    EXPECT_TRUE(all_close(download(d_dweight, dweight.size()), dweight));
+
+    const std::size_t n = 1000;
+    const auto x = random_vector(n, 65, -4.0f, 4.0f), up = random_vector(n, 66), dy = random_vector(n, 67);
+    std::vector<float> dx(n, garbage), dgate(n, garbage), dup(n, garbage);
+    Buffer d_x = upload(x), d_up = upload(up), d_dy = upload(dy), d_dx = upload(dx), d_dgate = upload(dgate),
+           d_dup = upload(dup);
+    cpu_.gelu_backward_overwrite(dx.data(), x.data(), dy.data(), n);
+    gpu_->gelu_backward_overwrite(d_dx.as<float>(), d_x.as<float>(), d_dy.as<float>(), n);
+    EXPECT_TRUE(all_close(download(d_dx, n), dx, {1e-6, 1e-5}));
+    cpu_.swiglu_backward_overwrite(dgate.data(), dup.data(), dy.data(), x.data(), up.data(), n);
+    gpu_->swiglu_backward_overwrite(d_dgate.as<float>(), d_dup.as<float>(), d_dy.as<float>(), d_x.as<float>(),
+                                    d_up.as<float>(), n);
+    EXPECT_TRUE(all_close(download(d_dgate, n), dgate, {1e-6, 1e-5}));
+    EXPECT_TRUE(all_close(download(d_dup, n), dup, {1e-6, 1e-5}));
+
+    const int BT = 20, V = 70;
+    const VocabShard shard{100, V};
+    const auto logits = random_vector(BT * V, 68, -5.0f, 5.0f), dlosses = random_vector(BT, 69);
+    const auto targets = random_tokens(BT, 250, 70);
+    std::vector<float> maxes(BT), sums(BT), dlogits(BT * V, garbage);
+    cpu_.row_max(maxes.data(), logits.data(), BT, V);
+    cpu_.row_sum_exp(sums.data(), logits.data(), maxes.data(), BT, V);
+    Buffer d_logits = upload(logits), d_dlosses = upload(dlosses), d_targets = upload(targets), d_maxes = upload(maxes),
+           d_sums = upload(sums), d_dlogits = upload(dlogits);
+    cpu_.crossentropy_shard_backward_overwrite(dlogits.data(), dlosses.data(), logits.data(), maxes.data(),
+                                               sums.data(), targets.data(), BT, V, shard);
+    gpu_->crossentropy_shard_backward_overwrite(d_dlogits.as<float>(), d_dlosses.as<float>(), d_logits.as<float>(),
+                                                d_maxes.as<float>(), d_sums.as<float>(), d_targets.as<int>(), BT, V,
+                                                shard);
+    EXPECT_TRUE(all_close(download(d_dlogits, dlogits.size()), dlogits));
+}
+
+// The bias gradient's column sums (32 warps per 32 columns): rows not a multiple of the warps,
+// columns not of 32, from fp32 and from bf16 output gradients. Sums of 1000 terms of up to 1 in
+// two orders (row by row on the CPU; 32 strided partial sums, then those, on the GPU) differ by
+// up to 8e-5 (emulated on the host over 10 draws), so 3e-4 absolute.
+TEST_F(CudaOpsTest, BiasGradientOverManyRowsAndColumns) {
+    const int N = 1000, C = 3, OC = 1050;
+    const auto dout = random_vector(static_cast<std::size_t>(N) * OC, 75);
+    auto dbias = random_vector(OC, 76), dbias_bf16 = dbias;
+    Buffer d_dout = upload(dout), d_dbias = upload(dbias), d_dbias_bf16 = upload(dbias_bf16);
+    cpu_.matmul_backward(nullptr, nullptr, dbias.data(), dout.data(), nullptr, nullptr, N, C, OC);
+    gpu_->matmul_backward(nullptr, nullptr, d_dbias.as<float>(), d_dout.as<float>(), nullptr, nullptr, N, C, OC);
+    const Tolerance sums_of_1000{3e-4, 1e-4};
+    EXPECT_TRUE(all_close(download(d_dbias, OC), dbias, sums_of_1000));
+    std::vector<BFloat16> dout_bf16(dout.size());
+    cpu_.cast_to_bf16(dout_bf16.data(), dout.data(), dout.size());
+    Buffer d_dout_bf16 = upload(dout_bf16);
+    cpu_.matmul_backward_bf16(nullptr, nullptr, dbias_bf16.data(), dout_bf16.data(), nullptr, nullptr, N, C, OC);
+    gpu_->matmul_backward_bf16(nullptr, nullptr, d_dbias_bf16.as<float>(), d_dout_bf16.as<BFloat16>(), nullptr,
+                               nullptr, N, C, OC);
+    EXPECT_TRUE(all_close(download(d_dbias_bf16, OC), dbias_bf16, sums_of_1000));
+}
+
+TEST_F(CudaOpsTest, AdamWClearingGradsUpdatesAndZeroesTheGradients) {
+    const std::size_t n = 777;
+    auto params = random_vector(n, 71), m = random_vector(n, 72, -0.1f, 0.1f), v = random_vector(n, 73, 0.0f, 0.01f);
+    const auto grads = random_vector(n, 74);
+    Buffer d_params = upload(params), d_grads = upload(grads), d_m = upload(m), d_v = upload(v);
+    cpu_.adamw_update(params.data(), grads.data(), m.data(), v.data(), n, 3e-4f, 0.9f, 0.95f, 1e-8f, 0.1f, 2);
+    gpu_->adamw_update_clearing_grads(d_params.as<float>(), d_grads.as<float>(), d_m.as<float>(), d_v.as<float>(), n,
+                                      3e-4f, 0.9f, 0.95f, 1e-8f, 0.1f, 2);
+    EXPECT_TRUE(all_close(download(d_params, n), params, {1e-6, 1e-5}));
+    EXPECT_TRUE(all_close(download(d_m, n), m, {1e-7, 1e-5}));
+    EXPECT_TRUE(all_close(download(d_v, n), v, {1e-9, 1e-5}));
+    EXPECT_EQ(download(d_grads, n), std::vector<float>(n, 0.0f));
+}
+
 }  // namespace
 }  // namespace parbench

@@ -115,6 +115,19 @@ class CudaOps : public Ops {
 
     void adamw_update(float* params, const float* grads, float* m, float* v, std::size_t n, float lr, float beta1,
                       float beta2, float eps, float weight_decay, int step) override;
+    void adamw_update_clearing_grads(float* params, float* grads, float* m, float* v, std::size_t n, float lr,
+                                     float beta1, float beta2, float eps, float weight_decay, int step) override;
+
+    // First writes (Ops): cuBLAS with beta 0 and the backward kernels' "=" forms, so no
+    // fill(0) pass precedes them.
+    void matmul_backward_overwrite_input(float* dinp, float* dweight, float* dbias, const float* dout,
+                                         const float* inp, const float* weight, int N, int C, int OC) override;
+    void gelu_backward_overwrite(float* dinp, const float* inp, const float* dout, std::size_t n) override;
+    void swiglu_backward_overwrite(float* dgate, float* dup, const float* dout, const float* gate, const float* up,
+                                   std::size_t n) override;
+    void crossentropy_shard_backward_overwrite(float* dlogits, const float* dlosses, const float* logits,
+                                               const float* maxes, const float* sums, const int* targets, int BT,
+                                               int V, VocabShard shard) override;
 
     bool has_bf16() const override { return true; }
     void cast_to_bf16(BFloat16* out, const float* inp, std::size_t n) override;
@@ -122,6 +135,9 @@ class CudaOps : public Ops {
                              int OC) override;
     void matmul_backward_bf16(float* dinp, float* dweight, float* dbias, const BFloat16* dout, const BFloat16* inp,
                               const BFloat16* weight, int N, int C, int OC) override;
+    void matmul_backward_bf16_overwrite_input(float* dinp, float* dweight, float* dbias, const BFloat16* dout,
+                                              const BFloat16* inp, const BFloat16* weight, int N, int C,
+                                              int OC) override;
 
   private:
     struct Resources;  // stream and cuBLAS handle

@@ -98,12 +98,15 @@ void linear_forward(cublasHandle_t handle, float* out, const void* inp, const vo
          "cublasGemmEx (matmul forward)");
 }
 
-// dinp (N,C) += dout (N,OC) · weight (OC,C)   <=>   dinpᵀ (C,N) += weightᵀ (C,OC) · doutᵀ (OC,N)
+// dinp (N,C) = dinp_beta dinp + dout (N,OC) · weight (OC,C)
+//     <=>   dinpᵀ (C,N) = dinp_beta dinpᵀ + weightᵀ (C,OC) · doutᵀ (OC,N)
 // dweight (OC,C) += dout (N,OC)ᵀ · inp (N,C)   <=>   dweightᵀ (C,OC) += inpᵀ (C,N) · dout (N,OC)
-void linear_backward(cublasHandle_t handle, float* dinp, float* dweight, const void* dout, const void* inp,
-                     const void* weight, int N, int C, int OC, cudaDataType_t element) {
+// dinp_beta 1 accumulates; 0 is the first write, which cuBLAS does without reading dinp (so
+// no fill(0) before it, and whatever dinp held, NaN included, does not matter).
+void linear_backward(cublasHandle_t handle, float* dinp, float dinp_beta, float* dweight, const void* dout,
+                     const void* inp, const void* weight, int N, int C, int OC, cudaDataType_t element) {
     if (dinp != nullptr)
-        gemm(handle, CUBLAS_OP_N, CUBLAS_OP_N, C, N, OC, weight, C, dout, OC, 1.0f, dinp, C, element,
+        gemm(handle, CUBLAS_OP_N, CUBLAS_OP_N, C, N, OC, weight, C, dout, OC, dinp_beta, dinp, C, element,
              "cublasGemmEx (matmul backward, dinp)");
     if (dweight != nullptr)
         gemm(handle, CUBLAS_OP_N, CUBLAS_OP_T, C, OC, N, inp, C, dout, OC, 1.0f, dweight, C, element,
@@ -122,7 +125,14 @@ void CudaOps::matmul_forward(float* out, const float* inp, const float* weight, 
 void CudaOps::matmul_backward(float* dinp, float* dweight, float* dbias, const float* dout, const float* inp,
                               const float* weight, int N, int C, int OC) {
     NvtxRange range("matmul_backward");
-    linear_backward(resources_->cublas.get(), dinp, dweight, dout, inp, weight, N, C, OC, CUDA_R_32F);
+    linear_backward(resources_->cublas.get(), dinp, 1.0f, dweight, dout, inp, weight, N, C, OC, CUDA_R_32F);
+    if (dbias != nullptr) launch_bias_backward(dbias, dout, N, OC, resources_->stream->get());
+}
+
+void CudaOps::matmul_backward_overwrite_input(float* dinp, float* dweight, float* dbias, const float* dout,
+                                              const float* inp, const float* weight, int N, int C, int OC) {
+    NvtxRange range("matmul_backward_overwrite_input");
+    linear_backward(resources_->cublas.get(), dinp, 0.0f, dweight, dout, inp, weight, N, C, OC, CUDA_R_32F);
     if (dbias != nullptr) launch_bias_backward(dbias, dout, N, OC, resources_->stream->get());
 }
 
@@ -140,7 +150,15 @@ void CudaOps::matmul_forward_bf16(float* out, const BFloat16* inp, const BFloat1
 void CudaOps::matmul_backward_bf16(float* dinp, float* dweight, float* dbias, const BFloat16* dout,
                                    const BFloat16* inp, const BFloat16* weight, int N, int C, int OC) {
     NvtxRange range("matmul_backward_bf16");
-    linear_backward(resources_->cublas.get(), dinp, dweight, dout, inp, weight, N, C, OC, CUDA_R_16BF);
+    linear_backward(resources_->cublas.get(), dinp, 1.0f, dweight, dout, inp, weight, N, C, OC, CUDA_R_16BF);
+    if (dbias != nullptr) launch_bias_backward_bf16(dbias, dout, N, OC, resources_->stream->get());
+}
+
+void CudaOps::matmul_backward_bf16_overwrite_input(float* dinp, float* dweight, float* dbias, const BFloat16* dout,
+                                                   const BFloat16* inp, const BFloat16* weight, int N, int C,
+                                                   int OC) {
+    NvtxRange range("matmul_backward_bf16_overwrite_input");
+    linear_backward(resources_->cublas.get(), dinp, 0.0f, dweight, dout, inp, weight, N, C, OC, CUDA_R_16BF);
     if (dbias != nullptr) launch_bias_backward_bf16(dbias, dout, N, OC, resources_->stream->get());
 }
 
@@ -159,7 +177,11 @@ void CudaOps::gelu_forward(float* out, const float* inp, std::size_t n) {
 }
 
 void CudaOps::gelu_backward(float* dinp, const float* inp, const float* dout, std::size_t n) {
-    launch_gelu_backward(dinp, inp, dout, n, resources_->stream->get());
+    launch_gelu_backward(dinp, inp, dout, n, GradientWrite::accumulate, resources_->stream->get());
+}
+
+void CudaOps::gelu_backward_overwrite(float* dinp, const float* inp, const float* dout, std::size_t n) {
+    launch_gelu_backward(dinp, inp, dout, n, GradientWrite::overwrite, resources_->stream->get());
 }
 
 void CudaOps::rmsnorm_forward(float* out, float* rstd, const float* inp, const float* weight, int N, int C,
@@ -178,7 +200,12 @@ void CudaOps::swiglu_forward(float* out, const float* gate, const float* up, std
 
 void CudaOps::swiglu_backward(float* dgate, float* dup, const float* dout, const float* gate, const float* up,
                               std::size_t n) {
-    launch_swiglu_backward(dgate, dup, dout, gate, up, n, resources_->stream->get());
+    launch_swiglu_backward(dgate, dup, dout, gate, up, n, GradientWrite::accumulate, resources_->stream->get());
+}
+
+void CudaOps::swiglu_backward_overwrite(float* dgate, float* dup, const float* dout, const float* gate,
+                                        const float* up, std::size_t n) {
+    launch_swiglu_backward(dgate, dup, dout, gate, up, n, GradientWrite::overwrite, resources_->stream->get());
 }
 
 void CudaOps::rope_forward(float* x, const int* positions, int B, int T, int H, int hs, float theta) {
@@ -300,7 +327,14 @@ void CudaOps::crossentropy_shard_backward(float* dlogits, const float* dlosses, 
                                           const float* maxes, const float* sums, const int* targets, int BT, int V,
                                           VocabShard shard) {
     launch_crossentropy_shard_backward(dlogits, dlosses, logits, maxes, sums, targets, BT, V, shard.start,
-                                       resources_->stream->get());
+                                       GradientWrite::accumulate, resources_->stream->get());
+}
+
+void CudaOps::crossentropy_shard_backward_overwrite(float* dlogits, const float* dlosses, const float* logits,
+                                                    const float* maxes, const float* sums, const int* targets,
+                                                    int BT, int V, VocabShard shard) {
+    launch_crossentropy_shard_backward(dlogits, dlosses, logits, maxes, sums, targets, BT, V, shard.start,
+                                       GradientWrite::overwrite, resources_->stream->get());
 }
 
 void CudaOps::moe_route(float* scores, int* chosen, float* weights, const float* logits, const float* bias, int N,
@@ -362,6 +396,12 @@ void CudaOps::mse_backward(float* dpred, const float* dlosses, const float* pred
 void CudaOps::adamw_update(float* params, const float* grads, float* m, float* v, std::size_t n, float lr,
                            float beta1, float beta2, float eps, float weight_decay, int step) {
     launch_adamw_update(params, grads, m, v, n, lr, beta1, beta2, eps, weight_decay, step, resources_->stream->get());
+}
+
+void CudaOps::adamw_update_clearing_grads(float* params, float* grads, float* m, float* v, std::size_t n, float lr,
+                                          float beta1, float beta2, float eps, float weight_decay, int step) {
+    launch_adamw_update_clearing_grads(params, grads, m, v, n, lr, beta1, beta2, eps, weight_decay, step,
+                                       resources_->stream->get());
 }
 
 }  // namespace parbench

@@ -27,6 +27,13 @@ void Ops::matmul_backward_bf16(float*, float*, float*, const BFloat16*, const BF
     throw_no_bf16(*this);
 }
 
+void Ops::matmul_backward_bf16_overwrite_input(float* dinp, float* dweight, float* dbias, const BFloat16* dout,
+                                               const BFloat16* inp, const BFloat16* weight, int N, int C, int OC) {
+    if (!has_bf16()) throw_no_bf16(*this);
+    if (dinp != nullptr) fill(dinp, 0.0f, static_cast<std::size_t>(N) * static_cast<std::size_t>(C));
+    matmul_backward_bf16(dinp, dweight, dbias, dout, inp, weight, N, C, OC);
+}
+
 void Ops::matmul_backward_overwrite_input(float* dinp, float* dweight, float* dbias, const float* dout,
                                           const float* inp, const float* weight, int N, int C, int OC) {
     if (dinp != nullptr) fill(dinp, 0.0f, static_cast<std::size_t>(N) * static_cast<std::size_t>(C));

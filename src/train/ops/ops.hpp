@@ -230,7 +230,7 @@ class Ops {
     // An input gradient's first contribution in a step would otherwise need a fill(0) before
     // the accumulating op: a pass of writes, then the op reading the zeros back. Same
     // arguments and results as the += forms on a zeroed buffer (parameter gradients still +=).
-    // The defaults are that fill and the += op; CpuOps writes directly.
+    // The defaults are that fill and the += op; CpuOps and CudaOps write directly.
     // matmul_backward with dinp (N,C) overwritten; dweight, dbias += (each or nullptr).
     virtual void matmul_backward_overwrite_input(float* dinp, float* dweight, float* dbias, const float* dout,
                                                  const float* inp, const float* weight, int N, int C, int OC);
@@ -258,8 +258,8 @@ class Ops {
                               float beta1, float beta2, float eps, float weight_decay, int step) = 0;
     // adamw_update, then grads (n) = 0: a scheme that accumulates into one gradient buffer
     // across steps leaves it zeroed for the next step without a separate fill. The default
-    // is those two calls; CpuOps clears each gradient in the same pass that reads it (the
-    // line is in cache and written back anyway, so the clearing costs no extra traffic).
+    // is those two calls; CpuOps and CudaOps clear each gradient in the same pass that reads it
+    // (the line is in cache and written back anyway, so the clearing costs no extra traffic).
     virtual void adamw_update_clearing_grads(float* params, float* grads, float* m, float* v, std::size_t n,
                                              float lr, float beta1, float beta2, float eps, float weight_decay,
                                              int step);
@@ -278,6 +278,12 @@ class Ops {
     // fp32 dinp (N,C), dweight (OC,C), dbias (OC), each or nullptr. +=
     virtual void matmul_backward_bf16(float* dinp, float* dweight, float* dbias, const BFloat16* dout,
                                       const BFloat16* inp, const BFloat16* weight, int N, int C, int OC);
+    // matmul_backward_bf16 with dinp (N,C) OVERWRITTEN, the first write (as
+    // matmul_backward_overwrite_input); dweight, dbias +=. The default is a fill and the += op;
+    // CudaOps writes directly (cuBLAS beta 0).
+    virtual void matmul_backward_bf16_overwrite_input(float* dinp, float* dweight, float* dbias, const BFloat16* dout,
+                                                      const BFloat16* inp, const BFloat16* weight, int N, int C,
+                                                      int OC);
 };
 
 // CpuOps for the CPU device; CudaOps for a CUDA device in builds with CUDA. Throws UsageError
