@@ -215,6 +215,20 @@ def check(parbench, out, name, flags, want_top3, want_no_zero3):
         failures.append(f"{name}: the published layout ranks #{published}, not in the top 3")
     if want_no_zero3 and zero3_above:
         failures.append(f"{name}: ZeRO-3 layouts rank above the published one: {zero3_above[:5]}")
+    # The advice skips the family plan does not reproduce (ZeRO-3 across hosts, its table 2 rows).
+    advised = document["search"].get("advised")
+    if advised is None:
+        failures.append(f"{name}: search.advised is missing")
+    else:
+        chosen = layouts[advised["rank"] - 1]
+        print(f"  advised: #{advised['rank']} {advised['label']} ({100 * (chosen['time_ms']['step'] / first_ms - 1):+.1f} %"
+              f" against #1)")
+        if chosen["label"] != advised["label"] or chosen["layout"]["zero"] == 3:
+            failures.append(f"{name}: the advised layout {advised['label']} is a ZeRO-3 layout or not at its rank")
+    zero3_leaders = {x["label"] for x in layouts if x["layout"]["zero"] == 3}
+    flagged_wrong = [x["label"] for x in leaders if x["validated_family"] == (x["label"] in zero3_leaders)]
+    if flagged_wrong:
+        failures.append(f"{name}: leaders whose validated_family flag is wrong: {flagged_wrong}")
     if name in RECIPES:
         what, matches = RECIPES[name]
         rank = next((r for r, x in enumerate(layouts, 1) if matches(x["layout"])), None)
