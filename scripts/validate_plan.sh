@@ -110,6 +110,12 @@ layouts=(
 common=(--model gpt-small --global-batch 8 --precision fp32)
 
 echo "# predictions" >&2
+for np in 2 4; do
+  for collective in "${averaged[@]}"; do
+    [[ -f $out/coll-avg-$collective-np$np.json ]] ||
+      echo "# note: no $out/coll-avg-$collective-np$np.json (an older calibration): plan prices dp's averaged $collective at $np ranks by the sum's sweep, without MPI's division pass" >&2
+  done
+done
 for entry in "${layouts[@]}"; do
   IFS='|' read -r name np flags <<< "$entry"
   # shellcheck disable=SC2086
