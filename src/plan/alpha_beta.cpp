@@ -273,8 +273,10 @@ std::vector<CollectiveFit> fit_collective_documents(const std::vector<NamedDocum
         char percent[32];
         std::snprintf(percent, sizeof percent, "%.0f %%", 100.0 * fit.median_abs_error);
         if (fit.median_abs_error > warn_fit_error)
-            fit.warning = what + ": the fit misses the measured times by " + percent + " in the median; the plan's " +
-                          key.first + " times are that uncertain (rerun the sweep with more --iters)";
+            fit.warning = what + ": the fitted line misses the measured times by " + percent +
+                          " in the median; inside the swept sizes plan takes the measured times, beyond them (and at "
+                          "other group sizes) its " + key.first + " times are that uncertain (sweep the sizes and group "
+                          "sizes you plan for, with more --iters)";
         fits.push_back(fit);
     }
     return fits;
