@@ -274,9 +274,8 @@ std::vector<CollectiveFit> fit_collective_documents(const std::vector<NamedDocum
         std::snprintf(percent, sizeof percent, "%.0f %%", 100.0 * fit.median_abs_error);
         if (fit.median_abs_error > warn_fit_error)
             fit.warning = what + ": the fitted line misses the measured times by " + percent +
-                          " in the median; inside the swept sizes plan takes the measured times, beyond them (and at "
-                          "other group sizes) its " + key.first + " times are that uncertain (sweep the sizes and group "
-                          "sizes you plan for, with more --iters)";
+                          " in the median; inside the swept sizes plan takes the measured times, beyond them its " +
+                          key.first + " times are that uncertain (sweep the sizes you plan for, with more --iters)";
         fits.push_back(fit);
     }
     return fits;

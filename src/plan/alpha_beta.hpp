@@ -12,7 +12,8 @@
 // every size weighs alike, misses where the time is not a line (Open MPI on 2 shared-memory
 // ranks: a reduce-scatter of 8 MiB measured 4.7 ms against the line's 1.6 ms, its temporaries
 // faulted in afresh on every call, 2026-12-02), and the sizes a gradient bucket has are there.
-// The line carries a fit beyond the swept sizes and to other group sizes' bus factors.
+// Beyond the swept sizes the line answers. A group of another size is looked up at its own bus
+// factor's bytes, as the line carries it (a ring's time at the same bytes per link).
 //
 // Averaged reductions (op avg) are fitted apart, as "<collective> avg", from sweeps run with
 // --op avg: MPI has no average, so parbench's MPI backend sums and then divides on the host (a
