@@ -6,6 +6,12 @@
 # predicted and the measured ranking. Measured step times are medians over ROUNDS alternating
 # rounds (each run's own median over its timed steps).
 #
+# Data parallelism averages its gradients (op avg), which MPI does not have: parbench's MPI backend
+# sums and then divides on the host, a pass the sum's sweep does not hold. The calibration sweeps
+# the averaged all-reduce and reduce-scatter apart (--op avg), at every size from 8 B to 32 MiB
+# (factor 2: the gradient buckets' sizes lie where Open MPI's times leave a line), and plan prices
+# the dp lines with them.
+#
 # The compute rate comes from a one-rank train run of the same model at a 2-rank layout's batch
 # per rank (COMPUTE_FROM=train, the default) or from the ops report (COMPUTE_FROM=ops): since the
 # CPU ops were vectorised, the ops' isolated, cache-warm timings sum to about 80 % of the same
@@ -36,13 +42,26 @@ done
 # Other processes on the host slow calibration and measurement unevenly (the calibration's short
 # bursts less than the train runs): the 1-minute load average is recorded beside each phase.
 load_now() { cut -d' ' -f1 /proc/loadavg; }
+# What a rerun needs to compare with: the revision, the host, the settings; the table goes to
+# summary.md beside the reports.
+{
+  echo "started $(date -u +%Y-%m-%dT%H:%M:%SZ)"
+  echo "revision $(git -C "$here" rev-parse HEAD 2>/dev/null || echo unknown)$(git -C "$here" diff --quiet HEAD 2>/dev/null || echo ' (with uncommitted changes)')"
+  echo "cores $(nproc), $(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2 | sed 's/^ //')"
+  echo "BUILD=$build ROUNDS=$rounds STEPS=$steps COMPUTE_FROM=$compute_from REUSE_CALIBRATION=${REUSE_CALIBRATION:-} REUSE_MEASUREMENTS=${REUSE_MEASUREMENTS:-}"
+} > "$out/run-info.txt"
+averaged=(allreduce reducescatter)
 if [[ -n ${REUSE_CALIBRATION:-} && -f $out/ops.json ]]; then
-  echo "# calibration: reusing $out/coll-np*.json and ops.json" >&2
+  echo "# calibration: reusing $out/coll-np*.json, coll-avg-*.json and ops.json" >&2
 else
-  echo "# calibration: collective sweeps at 2 and 4 ranks, the gpt-small ops" >&2
+  echo "# calibration: collective sweeps at 2 and 4 ranks (the averaged ones apart), the gpt-small ops" >&2
   load_now > "$out/load-calibration.txt"
   for np in 2 4; do
     "${mpi[@]}" -np $np "$pb" all -b 8 -e 32M -f 4 -q --json "$out/coll-np$np.json" < /dev/null
+    for collective in "${averaged[@]}"; do
+      "${mpi[@]}" -np $np "$pb" "$collective" --op avg -b 8 -e 32M -f 2 -q \
+        --json "$out/coll-avg-$collective-np$np.json" < /dev/null
+    done
   done
   "$build/parbench-ops" --benchmark_filter='cpu/(gpt-small|peak)/' --benchmark_min_time=0.05 \
     --benchmark_format=json --benchmark_out="$out/ops.json" > /dev/null 2>&1
@@ -91,11 +110,21 @@ layouts=(
 common=(--model gpt-small --global-batch 8 --precision fp32)
 
 echo "# predictions" >&2
+for np in 2 4; do
+  for collective in "${averaged[@]}"; do
+    [[ -f $out/coll-avg-$collective-np$np.json ]] ||
+      echo "# note: no $out/coll-avg-$collective-np$np.json (an older calibration): plan prices dp's averaged $collective at $np ranks by the sum's sweep, without MPI's division pass" >&2
+  done
+done
 for entry in "${layouts[@]}"; do
   IFS='|' read -r name np flags <<< "$entry"
   # shellcheck disable=SC2086
+  sweeps=("$out/coll-np$np.json")
+  for collective in "${averaged[@]}"; do
+    [[ -f $out/coll-avg-$collective-np$np.json ]] && sweeps+=("$out/coll-avg-$collective-np$np.json")
+  done
   "$pb" plan "${common[@]}" $flags --gpus "$np" --states parbench --cluster "$out/cluster-np$np.json" \
-    --calibrate "$out/coll-np$np.json" --calibrate-compute "$compute_report" --json "$out/plan-$name.json" > /dev/null
+    --calibrate "${sweeps[@]}" --calibrate-compute "$compute_report" --json "$out/plan-$name.json" > /dev/null
 done
 
 if [[ -n ${REUSE_MEASUREMENTS:-} ]]; then
@@ -116,17 +145,20 @@ for round in $(seq 1 "$rounds_to_run"); do
 done
 
 if [[ $rounds_to_run -gt 0 ]]; then load_now >> "$out/load-measurements.txt"; fi
-python3 - "$out" "$rounds" "${layouts[@]}" <<'PY'
+python3 - "$out" "$rounds" "${layouts[@]}" <<'PY' | tee "$out/summary.md"
 import json, os, statistics, sys
 out, rounds, entries = sys.argv[1], int(sys.argv[2]), sys.argv[3:]
 rows = []
 for entry in entries:
     name, np, _ = entry.split("|", 2)
     predicted = json.load(open(f"{out}/plan-{name}.json"))["layouts"][0]
-    measured = [json.load(open(f"{out}/train-{name}-r{r}.json"))["results"][0]["step_time_ms"]["median"]
-                for r in range(1, rounds + 1)]
-    m = statistics.median(measured)
-    rows.append((name, int(np), predicted["time_ms"]["step"], m, predicted))
+    results = [json.load(open(f"{out}/train-{name}-r{r}.json"))["results"][0] for r in range(1, rounds + 1)]
+    m = statistics.median(r["step_time_ms"]["median"] for r in results)
+    # What train measured of the same parts: the busiest rank's compute (its step less the time
+    # it was blocked in communication) and the exposed communication, medians over the rounds.
+    measured_parts = (statistics.median(max(r["stragglers"]["compute_ms_by_rank"]) for r in results),
+                      statistics.median(r["exposed_comm_ms"] for r in results))
+    rows.append((name, int(np), predicted["time_ms"]["step"], m, predicted, measured_parts))
 
 def kendall_tau(a, b):
     n, s = len(a), 0
@@ -136,20 +168,22 @@ def kendall_tau(a, b):
             s += (x > 0) - (x < 0) if y > 0 else -((x > 0) - (x < 0)) if y < 0 else 0
     return s / (n * (n - 1) / 2) if n > 1 else float("nan")
 
-lines = ["| layout | ranks | predicted (ms) | measured (ms) | error | compute | exposed comm | bubble | optimizer |",
-         "|---|---:|---:|---:|---:|---:|---:|---:|---:|"]
+lines = ["| layout | ranks | predicted (ms) | measured (ms) | error | compute | exposed comm | bubble | optimizer "
+         "| measured compute | measured exposed comm |",
+         "|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|"]
 for np in (2, 4):
     subset = [r for r in rows if r[1] == np]
-    for name, _, p, m, pred in subset:
+    for name, _, p, m, pred, (measured_compute, measured_exposed) in subset:
         t = pred["time_ms"]
         exposed = t["exposed_tp"] + t["exposed_dp"] + t["exposed_pp"]
         mark = " (oversubscribed)" if np > 2 else ""
         lines.append(f"| {name}{mark} | {np} | {p:.1f} | {m:.1f} | {100 * (p - m) / m:+.1f}% | {t['compute']:.1f} | "
-                     f"{exposed:.1f} | {t['bubble']:.1f} | {t['optimizer']:.1f} |")
+                     f"{exposed:.1f} | {t['bubble']:.1f} | {t['optimizer']:.1f} | {measured_compute:.1f} | "
+                     f"{measured_exposed:.1f} |")
 print("\n".join(lines))
 for np in (2, 4):
     subset = [r for r in rows if r[1] == np]
-    errors = [abs(p - m) / m for _, _, p, m, _ in subset]
+    errors = [abs(p - m) / m for _, _, p, m, _, _ in subset]
     tau = kendall_tau([r[2] for r in subset], [r[3] for r in subset])
     best_measured = min(subset, key=lambda r: r[3])[0]
     top2 = [r[0] for r in sorted(subset, key=lambda r: r[2])[:2]]

@@ -84,7 +84,21 @@ std::string placement_name(Placement placement) {
     return placement == Placement::intra_host ? "intra_host" : "cross_host";
 }
 
-double bus_factor(const std::string& collective, int n) {
+namespace {
+constexpr const char* averaged_suffix = " avg";
+
+std::string base_collective(const std::string& collective) {
+    const std::string suffix = averaged_suffix;
+    if (collective.size() > suffix.size() && collective.compare(collective.size() - suffix.size(), suffix.size(), suffix) == 0)
+        return collective.substr(0, collective.size() - suffix.size());
+    return collective;
+}
+}  // namespace
+
+std::string averaged_collective(const std::string& collective) { return collective + averaged_suffix; }
+
+double bus_factor(const std::string& name, int n) {
+    const std::string collective = base_collective(name);
     const double ranks = n;
     if (collective == "allreduce") return 2.0 * (ranks - 1.0) / ranks;
     if (collective == "allgather" || collective == "reducescatter" || collective == "alltoall" ||
@@ -107,16 +121,36 @@ void CommModel::add_fit(const CollectiveFit& fit) {
 const CollectiveFit* CommModel::find(const std::string& collective, Placement placement) const {
     for (const CollectiveFit& fit : fits_)
         if (fit.collective == collective && fit.placement == placement) return &fit;
+    // An average without its own sweep costs what its sum does (NCCL's, and any backend whose
+    // reduction averages as it goes).
+    if (base_collective(collective) != collective) return find(base_collective(collective), placement);
     // A cross-host group with only an intra-host fit (or the reverse) falls back to the preset.
     return nullptr;
 }
+
+namespace {
+// The measured medians' time at x (bytes x bus factor), linear between the two sizes around it;
+// nullopt outside the swept range, where the fitted line answers.
+std::optional<double> interpolated_us(const CollectiveFit& fit, double x) {
+    const auto& points = fit.measured;
+    if (points.size() < 2 || x < points.front().first || x > points.back().first) return std::nullopt;
+    const auto above = std::lower_bound(points.begin(), points.end(), x,
+                                        [](const std::pair<double, double>& p, double value) { return p.first < value; });
+    if (above->first == x) return above->second;
+    const auto below = std::prev(above);
+    const double t = (x - below->first) / (above->first - below->first);
+    return below->second + t * (above->second - below->second);
+}
+}  // namespace
 
 double CommModel::time_us(const std::string& collective, double bytes, int ranks, Placement placement,
                           int members_per_host) const {
     if (ranks <= 1) return 0.0;
     const double factor = bus_factor(collective, ranks);
-    if (const CollectiveFit* fit = find(collective, placement))
+    if (const CollectiveFit* fit = find(collective, placement)) {
+        if (const auto measured = interpolated_us(*fit, bytes * factor)) return *measured;
         return fit->alpha_us + bytes * factor / (fit->busbw_gbps * 1e3);
+    }
     const LinkModel& link = placement == Placement::intra_host ? cluster_.device.intra_host : cluster_.device.cross_host;
     double latency = link.latency_us;
     // NCCL runs these as rings (no tree for them before its PAT algorithm), whose latency grows
@@ -132,7 +166,8 @@ double CommModel::time_us(const std::string& collective, double bytes, int ranks
 }
 
 std::string CommModel::source(const std::string& collective, Placement placement) const {
-    if (const CollectiveFit* fit = find(collective, placement)) return "calibrated: " + fit->source;
+    if (const CollectiveFit* fit = find(collective, placement))
+        return "calibrated: " + fit->source + (fit->collective != base_collective(fit->collective) ? " (--op avg)" : "");
     return "uncalibrated: " + cluster_.device.source + " " + placement_name(placement) + " link";
 }
 
@@ -168,7 +203,10 @@ std::vector<CollectiveFit> fit_collective_documents(const std::vector<NamedDocum
         for (std::size_t i = 0; i < points; ++i) {
             const JsonFields point = fields.element("results", i);
             if (!point.has("collective") || !point.has("bytes")) continue;
-            const std::string collective = point.string("collective");
+            // An averaged sweep (--op avg) is fitted apart: see averaged_collective.
+            const bool averaged = point.has("op") && point.json()["op"].is_string() && point.string("op") == "avg";
+            const std::string collective =
+                averaged ? averaged_collective(point.string("collective")) : point.string("collective");
             if (has_out && point.optional_string("placement").value_or("") == "in") continue;
             // "skipped" is a reason (a string) or a flag; "wrong" a count. A skipped size (8 B
             // that a 4-rank allgather cannot split) is reported with 0 bytes: passed over before
@@ -229,13 +267,15 @@ std::vector<CollectiveFit> fit_collective_documents(const std::vector<NamedDocum
         fit.busbw_gbps = 1.0 / line->beta / 1e3;
         fit.ranks = s.ranks;
         fit.sizes = static_cast<int>(points.size());
+        for (const Point& p : points) fit.measured.emplace_back(p.bytes, p.time_us);
         fit.median_abs_error = errors[errors.size() / 2];
         fit.source = sources;
         char percent[32];
         std::snprintf(percent, sizeof percent, "%.0f %%", 100.0 * fit.median_abs_error);
         if (fit.median_abs_error > warn_fit_error)
-            fit.warning = what + ": the fit misses the measured times by " + percent + " in the median; the plan's " +
-                          key.first + " times are that uncertain (rerun the sweep with more --iters)";
+            fit.warning = what + ": the fitted line misses the measured times by " + percent +
+                          " in the median; inside the swept sizes plan takes the measured times, beyond them its " +
+                          key.first + " times are that uncertain (sweep the sizes you plan for, with more --iters)";
         fits.push_back(fit);
     }
     return fits;
@@ -258,6 +298,7 @@ nlohmann::json to_json(const CollectiveFit& fit) {
             {"alpha_us", fit.alpha_us},       {"busbw_gbps", fit.busbw_gbps},
             {"ranks", fit.ranks},             {"sizes", fit.sizes},
             {"median_abs_error", fit.median_abs_error}, {"source", fit.source},
+            {"inside_sweep", "the measured medians, linear between the two sizes around a call; the line beyond them"},
             {"warning", fit.warning.empty() ? nlohmann::json(nullptr) : nlohmann::json(fit.warning)}};
 }
 

@@ -7,7 +7,19 @@
 //
 // Calibration (--calibrate): from parbench collective reports (size sweeps), alpha and
 // 1/busbw are fitted per collective and placement by least squares on relative error
-// (every size weighs alike, from 8 B to 1 GiB).
+// (every size weighs alike, from 8 B to 1 GiB). Inside the swept range a call's time is the
+// measured medians' own, interpolated linearly between the two sizes around it: the line, which
+// every size weighs alike, misses where the time is not a line (Open MPI on 2 shared-memory
+// ranks: a reduce-scatter of 8 MiB measured 4.7 ms against the line's 1.6 ms, its temporaries
+// faulted in afresh on every call, 2026-12-02), and the sizes a gradient bucket has are there.
+// Beyond the swept sizes the line answers. A group of another size is looked up at its own bus
+// factor's bytes, as the line carries it (a ring's time at the same bytes per link).
+//
+// Averaged reductions (op avg) are fitted apart, as "<collective> avg", from sweeps run with
+// --op avg: MPI has no average, so parbench's MPI backend sums and then divides on the host (a
+// pass over the result that the sum's sweep does not hold: 4 ms on gpt-small's 14.9 MB of
+// gradients here); NCCL averages inside its reduction (ncclAvg, NCCL 2.10 release notes), so
+// without an avg sweep the sum's fit or the preset link serves both.
 #pragma once
 
 #include <nlohmann/json.hpp>
@@ -15,6 +27,7 @@
 #include <cstdint>
 #include <map>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "plan/cluster.hpp"
@@ -31,6 +44,9 @@ struct CollectiveFit {
     double busbw_gbps = 0.0;
     int ranks = 0;              // of the measured group
     int sizes = 0;              // points fitted
+    // The measured medians by size, as (bytes x bus factor at `ranks`, us), ascending: what
+    // time_us interpolates inside the swept range.
+    std::vector<std::pair<double, double>> measured;
     double median_abs_error = 0.0;  // relative, over the fitted points
     std::string source;         // the report(s), or "preset ..."
     std::string warning;        // "" or why the fit is less certain than its figures look
@@ -51,8 +67,12 @@ struct NamedDocument {
     nlohmann::json json;
 };
 
-// Bus factor of nccl-tests (doc/PERFORMANCE.md) for a group of n.
+// Bus factor of nccl-tests (doc/PERFORMANCE.md) for a group of n ("<collective> avg" as its
+// collective's).
 double bus_factor(const std::string& collective, int n);
+
+// The name a collective's averaged form (op avg) is fitted and asked for under.
+std::string averaged_collective(const std::string& collective);
 
 class CommModel {
   public:
@@ -60,7 +80,7 @@ class CommModel {
     explicit CommModel(const ClusterSpec& cluster);
     void add_fit(const CollectiveFit& fit);
     // Microseconds for one call moving `bytes` (nccl-tests' size) on a group of `ranks`; 0 for
-    // a group of one. A cross-host all-gather or reduce-scatter on the cluster's links (not a
+    // a group of one. "<collective> avg" takes its own fit when calibrated, else the collective's. A cross-host all-gather or reduce-scatter on the cluster's links (not a
     // calibrated fit, whose alpha holds its own group's steps) with `members_per_host` > 0 adds
     // its ring's per-step latencies: (hosts - 1) network steps and (ranks - hosts) NVLink steps.
     double time_us(const std::string& collective, double bytes, int ranks, Placement placement,

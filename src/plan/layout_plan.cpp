@@ -299,7 +299,11 @@ PlanPrediction predict_layout(const PlanLayout& p, const PlanContext& context, c
             if (op == "recv") {
                 line.source = "its time is the matching send's (one transfer)";
             } else {
-                const std::string model_op = op == "send" ? "sendrecv" : op;
+                // Gradients are averaged over their group (op avg): an --op avg sweep prices that
+                // apart (plan/alpha_beta.hpp).
+                const bool averaged = (dimension == "dp" || dimension == "edp") &&
+                                      (op == "allreduce" || op == "reducescatter");
+                const std::string model_op = op == "send" ? "sendrecv" : averaged ? averaged_collective(op) : op;
                 const double share = placement == Placement::cross_host ? nics : 1.0;
                 line.time_ms = volume.calls * context.comm.time_us(model_op, line.bytes / volume.calls / share,
                                                                    op == "send" ? 2 : group, placement,

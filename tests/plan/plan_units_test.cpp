@@ -4,6 +4,8 @@
 #include <cstdio>
 #include <fstream>
 #include <string>
+#include <utility>
+#include <vector>
 
 #include "core/error.hpp"
 #include "plan/alpha_beta.hpp"
@@ -214,6 +216,74 @@ TEST(PlanCalibration, IgnoresSkippedRows) {
     ASSERT_EQ(fits.size(), 1u);
     EXPECT_EQ(fits[0].sizes, 3);
     EXPECT_NEAR(fits[0].busbw_gbps, 1.0, 0.01);
+}
+
+// A sweep of n = 2 ranks (bus factor 1) as a report, one row per (bytes, us); `op` on each row when given.
+std::string sweep_text(const std::string& collective, const std::vector<std::pair<double, double>>& rows,
+                       const std::string& op = "") {
+    std::string text = R"({"schema":"parbench.report/v1","command":")" + collective +
+                       R"(","environment":{"world_size":2,"hosts":["a"]},"results":[)";
+    for (std::size_t i = 0; i < rows.size(); ++i)
+        text += (i ? "," : "") + std::string(R"({"collective":")") + collective + R"(",)" +
+                (op.empty() ? "" : R"("op":")" + op + R"(",)") + R"("bytes":)" + std::to_string(rows[i].first) +
+                R"(,"wrong":0,"time_us":{"median":)" + std::to_string(rows[i].second) + "}}";
+    return text + "]}";
+}
+
+// Open MPI's reduce-scatter on 2 shared-memory ranks here: a line up to 2 MiB, then its
+// temporaries faulted in on every call (2026-12-02: 8 MiB in 4.7 ms, 32 MiB in 24 ms). Between
+// two swept sizes a call takes the measured medians' time; beyond the sweep, the line.
+TEST(PlanCalibration, InsideTheSweepTheMeasuredTimesNotTheLine) {
+    const std::vector<std::pair<double, double>> rows{
+        {8, 5}, {1024, 5.5}, {65536, 37.8}, {2097152, 1053.6}, {8388608, 4700}, {33554432, 24000}};
+    const auto fits = fit_collective_reports({write_report("cliff.json", sweep_text("reducescatter", rows))});
+    ASSERT_EQ(fits.size(), 1u);
+    ASSERT_EQ(fits[0].measured.size(), rows.size());
+    ClusterSpec cluster;
+    cluster.device = device_preset("H100");
+    CommModel model(cluster);
+    model.add_fit(fits[0]);
+    // The swept sizes as measured, between them linear (gpt-small's 14.9 MB of gradients here).
+    for (const auto& [bytes, us] : rows) EXPECT_NEAR(model.time_us("reducescatter", bytes, 2, Placement::intra_host), us, 1e-6);
+    const double t = (14866432.0 - 8388608) / (33554432.0 - 8388608);
+    EXPECT_NEAR(model.time_us("reducescatter", 14866432.0, 2, Placement::intra_host), 4700 + t * (24000 - 4700), 1e-6);
+    // Beyond the largest size: the fitted line (bus factor 1/2 at 2 ranks).
+    const double beyond = 67108864.0;
+    EXPECT_NEAR(model.time_us("reducescatter", beyond, 2, Placement::intra_host),
+                fits[0].alpha_us + beyond * 0.5 / (fits[0].busbw_gbps * 1e3), 1e-6);
+}
+
+// op avg rows (an --op avg sweep) are fitted as "<collective> avg", apart from the sum's: MPI has
+// no average, so parbench's MPI backend divides after the sum. An average without its own fit
+// costs what its sum does (NCCL averages inside the reduction).
+TEST(PlanCalibration, AveragedSweepPricesAveragesApart) {
+    std::vector<std::pair<double, double>> sum_rows, avg_rows;
+    for (double bytes : {8.0, 65536.0, 1048576.0, 16777216.0}) {
+        sum_rows.push_back({bytes, 5.0 + bytes / 2e3});
+        avg_rows.push_back({bytes, 5.0 + bytes / 2e3 + bytes / 4 / 1e3});  // + 1 ns per float divided
+    }
+    const std::string sums = write_report("sum.json", sweep_text("allreduce", sum_rows));
+    const std::string averages = write_report("avg.json", sweep_text("allreduce", avg_rows, "avg"));
+    const auto fits = fit_collective_reports({sums, averages});
+    ASSERT_EQ(fits.size(), 2u);
+    ClusterSpec cluster;
+    cluster.device = device_preset("H100");
+    CommModel model(cluster);
+    for (const CollectiveFit& fit : fits) model.add_fit(fit);
+    EXPECT_NEAR(model.time_us("allreduce", 1048576, 2, Placement::intra_host), 5.0 + 1048576 / 2e3, 1e-6);
+    EXPECT_NEAR(model.time_us(averaged_collective("allreduce"), 1048576, 2, Placement::intra_host),
+                5.0 + 1048576 / 2e3 + 1048576 / 4 / 1e3, 1e-6);
+    EXPECT_NE(model.source(averaged_collective("allreduce"), Placement::intra_host).find("--op avg"), std::string::npos);
+    EXPECT_DOUBLE_EQ(bus_factor(averaged_collective("allreduce"), 4), 1.5);
+    // Only the sum's sweep: the average takes it.
+    CommModel sum_only(cluster);
+    sum_only.add_fit(fit_collective_reports({sums}).at(0));
+    EXPECT_DOUBLE_EQ(sum_only.time_us(averaged_collective("allreduce"), 3e6, 4, Placement::intra_host),
+                     sum_only.time_us("allreduce", 3e6, 4, Placement::intra_host));
+    // No calibration: the preset link, the same for both.
+    const CommModel preset(cluster);
+    EXPECT_DOUBLE_EQ(preset.time_us(averaged_collective("reducescatter"), 3e6, 8, Placement::intra_host),
+                     preset.time_us("reducescatter", 3e6, 8, Placement::intra_host));
 }
 
 TEST(PlanCalibration, RefusesTooFewSizesAndOtherSchemas) {

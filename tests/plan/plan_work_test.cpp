@@ -398,5 +398,53 @@ TEST(WireBytes, MegatronGathersBf16ParametersAndReducesFp32Gradients) {
     }
 }
 
+
+// Gradients are averaged over dp (op avg): the dp lines take an --op avg sweep's fit, the tp
+// lines (sums) the sum's. Without an avg sweep both take the sum's, as before.
+TEST(AveragedGradients, DpLinesTakeTheAverageSweepTpLinesTheSum) {
+    PlanLayout p = hand_layout();
+    p.states = StateConvention::parbench;
+    p.engine.precision = Precision::fp32;
+    p.engine.dp = 2;
+    p.engine.tp = 2;
+    p.global_batch = 2;
+    ClusterSpec cluster;
+    cluster.device = device_preset("A100");
+    cluster.gpus = 4;
+    ComputeRate rate;
+    rate.tflops_per_gpu = 100;
+    CollectiveFit sum;
+    sum.collective = "allreduce";
+    sum.alpha_us = 10;
+    sum.busbw_gbps = 10;
+    sum.ranks = 2;
+    sum.source = "sum.json";
+    CollectiveFit average = sum;
+    average.collective = averaged_collective("allreduce");
+    average.busbw_gbps = 5;
+    average.source = "avg.json";
+    CommModel comm(cluster);
+    comm.add_fit(sum);
+    const PlanContext sums_only{cluster, comm, rate, PassCosts{}, false, true, std::nullopt};
+    comm.add_fit(average);
+    const PlanContext context{cluster, comm, rate, PassCosts{}, false, true, std::nullopt};
+    const PlanPrediction before = predict_layout(p, sums_only);
+    const PlanPrediction x = predict_layout(p, context);
+    int dp_lines = 0, tp_lines = 0;
+    for (std::size_t i = 0; i < x.comm.size(); ++i) {
+        const CommLine& line = x.comm[i];
+        if (line.collective != "allreduce") continue;
+        const double each = line.bytes / line.calls;
+        const bool dp = line.dimension == "dp";
+        const double us = dp ? 10 + each / (5 * 1e3) : 10 + each / (10 * 1e3);  // bus factor 1 at 2 ranks
+        EXPECT_NEAR(line.time_ms, line.calls * us / 1e3, 1e-9) << line.dimension;
+        EXPECT_EQ(line.source.find("--op avg") != std::string::npos, dp) << line.dimension;
+        EXPECT_NEAR(before.comm[i].time_ms, line.calls * (10 + each / (10 * 1e3)) / 1e3, 1e-9) << line.dimension;
+        (dp ? dp_lines : tp_lines) += 1;
+    }
+    EXPECT_EQ(dp_lines, 1);
+    EXPECT_EQ(tp_lines, 1);
+}
+
 }  // namespace
 }  // namespace parbench
