@@ -180,6 +180,15 @@ void MpiCommunicator::abort(int exit_code) {
 
 // MPI has no avg: the sum is exact for the validation data, then one division rounds once.
 void MpiCommunicator::divide_for_avg(void* data, std::size_t count, DType type) const {
+    // fp32 (every training gradient) in a loop the compiler vectorises: x / n in float equals the
+    // generic path's double division rounded to float (53 >= 2 x 24 + 2 bits make the double
+    // rounding innocuous), and the per-element type dispatch cost ~1 ns a float on a DP step.
+    if (type == DType::float32) {
+        float* values = static_cast<float*>(data);
+        const float ranks = static_cast<float>(size_);
+        for (std::size_t i = 0; i < count; ++i) values[i] /= ranks;
+        return;
+    }
     for (std::size_t i = 0; i < count; ++i)
         store_element(data, i, type, load_element(data, i, type) / size_);
 }
