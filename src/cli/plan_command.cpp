@@ -14,6 +14,7 @@
 #include "plan/moe_plan.hpp"
 #include "plan/plan_output.hpp"
 #include "theory/engine_defaults.hpp"
+#include "theory/expert_parallel.hpp"
 #include "theory/layout_check.hpp"
 #include "theory/model_shape.hpp"
 #include "theory/moe_work.hpp"
@@ -341,14 +342,7 @@ class PlanCommand : public Command {
                              "all-to-all to overlap; add --ep N or drop the flag");
         // parbench's engine formulas size the MoE layers' receive buffers and exchanges by ep.
         if (p.states == StateConvention::parbench) p.engine.ep = p.experts.ep;
-        const int experts = config.moe->experts, dp = p.engine.dp;
-        if (experts % p.experts.ep != 0)
-            throw UsageError("--ep " + std::to_string(p.experts.ep) + " does not divide the " + std::to_string(experts) +
-                             " experts of " + config.name + "; use a divisor of " + std::to_string(experts));
-        if (dp % p.experts.ep != 0)
-            throw UsageError("--ep " + std::to_string(p.experts.ep) + " does not divide --dp " + std::to_string(dp) +
-                             ": the expert-parallel group is carved from the data-parallel ranks (Megatron-core); use a "
-                             "divisor of both " + std::to_string(dp) + " and " + std::to_string(experts) + " experts");
+        check_expert_parallel(config, p.experts.ep, p.engine.dp, p.engine.cp);  // train's check
         if (p.engine.tp > 1 && !p.engine.sp && p.states != StateConvention::parbench)
             throw UsageError("--tp " + std::to_string(p.engine.tp) + " without --sp: Megatron-core runs MoE layers under "
                              "tensor parallelism only with sequence parallelism (each tp rank dispatches its shard of "

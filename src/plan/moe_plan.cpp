@@ -182,7 +182,7 @@ std::vector<PlanLayout> with_expert_degrees(const std::vector<PlanLayout>& layou
         const bool engine = layout.states == StateConvention::parbench;
         // Megatron-core runs MoE under tensor parallelism only with sequence parallelism.
         if (!engine && (layout.shard_group > 0 || (layout.engine.tp > 1 && !layout.engine.sp))) continue;
-        const int degrees = std::gcd(layout.experts.model->moe->experts, layout.engine.dp);
+        const int degrees = std::gcd(layout.experts.model->moe->experts, layout.engine.gradient_ranks());
         for (int ep = 1; ep <= degrees; ++ep) {
             if (degrees % ep != 0) continue;
             PlanLayout variant = layout;

@@ -1,6 +1,7 @@
 // plan for mixture-of-experts models with expert parallelism (--ep), in Megatron-core's layout:
-// the ep ranks of an expert-parallel group are carved from the data-parallel ranks (rank order
-// tp, cp, ep, dp, pp: a group's members are tp x cp apart), each holds E/ep of every MoE layer's
+// the ep ranks of an expert-parallel group are carved from the dp x cp ranks (the expert rank
+// order tp, ep, dp, pp, cp folded into dp: a group's members are tp apart;
+// theory/expert_parallel.hpp), each holds E/ep of every MoE layer's
 // routed experts (split over tp as well: the experts' tensor parallelism is tp), and the ranks
 // holding the same experts, dp x cp / ep of them, form the expert-data-parallel group over which
 // the experts' gradients are reduced and ZeRO shards their states. Router, shared experts,

@@ -166,7 +166,7 @@ MeshShape resolve_layout(const TrainPlan& plan, int world_size) {
         throw UsageError("--testing-slow-rank " + text(o.testing_slow_rank) + ": the job has ranks 0 to " +
                          text(world_size - 1) + "; name one of them");
     check_global_batch(o.global_batch, shape.dp, o.microbatches);
-    check_expert_parallel(plan.model, o.ep, shape.dp);
+    check_expert_parallel(plan.model, o.ep, shape.dp, shape.cp);
     return shape;
 }
 

@@ -301,17 +301,21 @@ TrainMeasurements run_training(const TrainPlan& plan, Mesh& mesh, Device& device
     const ContextGroup cp{&mesh.cp(), plan.context_split(mesh.coordinates().cp)};
     // The balancing biases' loads are summed over the ranks that route the rest of the step's
     // batch: the gradient group (dp x cp).
-    // The expert-parallel group: ep consecutive dp coordinates (theory/expert_parallel.hpp).
-    std::unique_ptr<Communicator> expert_group;
-    if (o.ep > 1)
-        expert_group = mesh.dp().split(expert_parallel_group(mesh.coordinates().dp, o.ep),
-                                       expert_parallel_rank(mesh.coordinates().dp, o.ep));
-    // The expert-data-parallel group: the gradient group's ranks at the same place in their ep
-    // groups, which hold the same experts (without ep, the gradient group itself).
-    std::unique_ptr<Communicator> expert_data_group;
-    if (o.ep > 1)
-        expert_data_group = mesh.gradient_group().split(expert_data_parallel_group(mesh.coordinates().dp, o.ep),
-                                                        mesh.gradient_group().rank());
+    // The expert-parallel group: ep consecutive ranks of the gradient group (dp x cp), and the
+    // expert-data-parallel group: the gradient group's ranks at the same place in their ep
+    // groups, which hold the same experts (without ep, the gradient group itself). Megatron-core's
+    // expert layout (theory/expert_parallel.hpp); each split's colour is its group's first world
+    // rank, its key the rank's place in it.
+    std::unique_ptr<Communicator> expert_group, expert_data_group;
+    if (o.ep > 1) {
+        const int world_rank = mesh_rank(mesh.shape(), mesh.coordinates());
+        const auto split = [&](const std::vector<int>& ranks) {
+            const auto at = std::find(ranks.begin(), ranks.end(), world_rank);
+            return mesh.gradient_group().split(ranks.front(), static_cast<int>(at - ranks.begin()));
+        };
+        expert_group = split(mesh_expert_group_ranks(mesh.shape(), o.ep, world_rank));
+        expert_data_group = split(mesh_expert_data_group_ranks(mesh.shape(), o.ep, world_rank));
+    }
     const MoeContext moe{plan.moe, &mesh.gradient_group(), expert_group.get()};
     std::unique_ptr<Model> model = make_model(plan.model, shape, o.seed, ops, ledger, tp, part, parse_precision(o.precision),
                                               plan.recompute, cp, moe);
@@ -558,7 +562,7 @@ TrainMeasurements run_training(const TrainPlan& plan, Mesh& mesh, Device& device
                                                   stage_part(model_parameter_layout(plan.model, plan.seq_len, tp_split)),
                                                   shards);
         }
-        // The members of a tensor-parallel group share a dp coordinate, so a place in their ep group.
+        // The members of a tensor-parallel group share their dp and cp coordinates, so a place in their ep group.
         if (mesh.shape().tp > 1 && (!expert_group || expert_group->rank() == 0)) {
             // Each tensor-parallel rank holds its pieces: put the full model together.
             std::vector<ParameterLayout> shards;
