@@ -39,6 +39,7 @@ struct EngineLayout;
 struct ExpertParallel {
     std::optional<ModelConfig> model;  // nullopt: a dense model
     int ep = 1;
+    int etp = 1;  // --etp: the ranks each routed expert's width is split over (1 or tp)
     // --moe-imbalance: max / mean tokens received per ep rank, what `parbench alltoallv --skew`
     // reports as its imbalance; the busiest rank sets the all-to-all's and the experts' time.
     double imbalance = 1.0;
@@ -53,7 +54,7 @@ struct ExpertParallel {
 
 struct MoePrediction {
     bool active = false;
-    int ep = 1, expert_dp = 1;
+    int ep = 1, etp = 1, expert_dp = 1;
     double imbalance = 1.0;       // as used (at most ep)
     double total_parameters = 0, active_parameters = 0;
     double dense_parameters_rank = 0, expert_parameters_rank = 0;  // on the memory's rank, tp shard

@@ -375,6 +375,7 @@ nlohmann::json train_result_json(const TrainSummaryInputs& in) {
           {"recompute", recompute_name(in.plan.recompute)},
           {"cp", in.mesh.cp},
           {"ep", o.ep},
+          {"etp", o.etp},
           {"cp_style", in.mesh.cp > 1 ? nlohmann::json(context_style_name(in.plan.cp_style)) : nlohmann::json(nullptr)},
           {"cp_balance",
            in.mesh.cp > 1 ? nlohmann::json(context_balance_name(in.plan.cp_balance)) : nlohmann::json(nullptr)},

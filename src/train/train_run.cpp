@@ -316,7 +316,8 @@ TrainMeasurements run_training(const TrainPlan& plan, Mesh& mesh, Device& device
         expert_group = split(mesh_expert_group_ranks(mesh.shape(), o.ep, world_rank));
         expert_data_group = split(mesh_expert_data_group_ranks(mesh.shape(), o.ep, world_rank));
     }
-    const MoeContext moe{plan.moe, &mesh.gradient_group(), expert_group.get()};
+    // --etp: each routed expert's width split over the tp group (its all-reduces counted as tp's).
+    const MoeContext moe{plan.moe, &mesh.gradient_group(), expert_group.get(), o.etp > 1 ? &mesh.tp() : nullptr};
     std::unique_ptr<Model> model = make_model(plan.model, shape, o.seed, ops, ledger, tp, part, parse_precision(o.precision),
                                               plan.recompute, cp, moe);
     // Gradients are averaged over dp x cp (Mesh::gradient_group), so DDP and ZeRO run on it; the
@@ -550,24 +551,32 @@ TrainMeasurements run_training(const TrainPlan& plan, Mesh& mesh, Device& device
         auto stage_part = [&](ParameterLayout layout) {
             return pipelined ? layout.select_units(pipeline_part_units(plan.model, part)) : layout;
         };
+        // Under --etp a tp rank's routed experts are its slices of them.
+        const auto experts_of = [&](int ep_rank, int ep_size, int tp_rank) {
+            ExpertSplit split{ep_rank, ep_size};
+            if (o.etp > 1) split.tensor_rank = tp_rank, split.tensor_size = o.etp;
+            return split;
+        };
         if (expert_group) {
             // Each rank of an expert-parallel group holds its E/ep experts: its rank 0 puts its
             // tensor-parallel rank's model together (the others hold nothing further).
-            const TensorSplit tp_split = plan.tensor_split(mesh.coordinates().tp);
+            const int tp_rank = mesh.coordinates().tp;
+            const TensorSplit tp_split = plan.tensor_split(tp_rank);
             std::vector<ParameterLayout> shards;
             for (int q = 0; q < o.ep; ++q)
                 shards.push_back(
-                    stage_part(model_parameter_layout(plan.model, plan.seq_len, tp_split, ExpertSplit{q, o.ep})));
-            parameters = assemble_full_parameters(*expert_group, device, parameters,
-                                                  stage_part(model_parameter_layout(plan.model, plan.seq_len, tp_split)),
-                                                  shards);
+                    stage_part(model_parameter_layout(plan.model, plan.seq_len, tp_split, experts_of(q, o.ep, tp_rank))));
+            parameters = assemble_full_parameters(
+                *expert_group, device, parameters,
+                stage_part(model_parameter_layout(plan.model, plan.seq_len, tp_split, experts_of(0, 1, tp_rank))), shards);
         }
         // The members of a tensor-parallel group share their dp and cp coordinates, so a place in their ep group.
         if (mesh.shape().tp > 1 && (!expert_group || expert_group->rank() == 0)) {
             // Each tensor-parallel rank holds its pieces: put the full model together.
             std::vector<ParameterLayout> shards;
             for (int q = 0; q < mesh.shape().tp; ++q)
-                shards.push_back(stage_part(model_parameter_layout(plan.model, plan.seq_len, plan.tensor_split(q))));
+                shards.push_back(stage_part(
+                    model_parameter_layout(plan.model, plan.seq_len, plan.tensor_split(q), experts_of(0, 1, q))));
             parameters = assemble_full_parameters(mesh.tp(), device, parameters,
                                                   stage_part(model_parameter_layout(plan.model, plan.seq_len)), shards);
         }
