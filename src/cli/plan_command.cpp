@@ -542,7 +542,7 @@ std::unique_ptr<Command> add_plan_command(CLI::App& app) {
                     "MoE: the experts' tensor parallelism, 1 or the tp degree (default: tp under the frameworks' "
                     "conventions, Megatron-core's; 1 under --states parbench, as train)");
     sub->add_option("--ep", c.ep,
-                    "MoE: expert-parallel degree, carved from the dp ranks (divides the experts and --dp; default 1)");
+                    "MoE: expert-parallel degree, carved from the dp x cp ranks (divides the experts and dp x cp; default 1)");
     sub->add_option("--moe-imbalance", c.moe_imbalance,
                     "MoE: max/mean tokens per ep rank, what `parbench alltoallv --skew` reports (default 1, balanced)");
     sub->add_flag("--moe-a2a-overlap", c.moe_a2a_overlap,
