@@ -14,6 +14,7 @@
 #include "plan/moe_plan.hpp"
 #include "plan/plan_output.hpp"
 #include "theory/engine_defaults.hpp"
+#include "theory/expert_parallel.hpp"
 #include "theory/layout_check.hpp"
 #include "theory/model_shape.hpp"
 #include "theory/moe_work.hpp"
@@ -90,6 +91,7 @@ class PlanCommand : public Command {
     std::vector<std::string> calibrate;
     std::string calibrate_compute;
     std::optional<int> ep;                 // MoE models only (plan/moe_plan.hpp)
+    std::optional<int> etp;                // the experts' tensor parallelism: 1 or tp (unset: the convention's)
     std::optional<double> moe_imbalance;
     bool moe_a2a_overlap = false;
     bool search = false;
@@ -107,6 +109,7 @@ class PlanCommand : public Command {
                              "--calibrate-compute, which give one rate instead");
         if (!json_path.empty()) check_writable(json_path, "--json");
         if (ep) check_int(*ep, "--ep", 1, cluster_limits::max_gpus);
+        if (etp) check_int(*etp, "--etp", 1, cluster_limits::max_gpus);
         if (moe_imbalance && !(*moe_imbalance >= 1.0 && *moe_imbalance <= max_moe_imbalance))
             throw UsageError("--moe-imbalance " + std::to_string(*moe_imbalance) + ": give the max / mean tokens an "
                              "expert-parallel rank receives, 1 (balanced) or more, as `parbench alltoallv --skew` reports it");
@@ -311,8 +314,8 @@ class PlanCommand : public Command {
     // dense one and where plan does not model MoE.
     void resolve_experts(PlanLayout& p, const ModelConfig& config) const {
         if (!config.moe) {
-            if (ep || moe_imbalance || moe_a2a_overlap)
-                throw UsageError(std::string(ep ? "--ep" : moe_imbalance ? "--moe-imbalance" : "--moe-a2a-overlap") +
+            if (ep || etp || moe_imbalance || moe_a2a_overlap)
+                throw UsageError(std::string(ep ? "--ep" : etp ? "--etp" : moe_imbalance ? "--moe-imbalance" : "--moe-a2a-overlap") +
                                  ": --model has no experts (no \"moe\" "
                                  "in its config); expert parallelism needs a mixture-of-experts model, e.g. --model "
                                  "mixtral-8x7b, or drop the flag");
@@ -341,14 +344,13 @@ class PlanCommand : public Command {
                              "all-to-all to overlap; add --ep N or drop the flag");
         // parbench's engine formulas size the MoE layers' receive buffers and exchanges by ep.
         if (p.states == StateConvention::parbench) p.engine.ep = p.experts.ep;
-        const int experts = config.moe->experts, dp = p.engine.dp;
-        if (experts % p.experts.ep != 0)
-            throw UsageError("--ep " + std::to_string(p.experts.ep) + " does not divide the " + std::to_string(experts) +
-                             " experts of " + config.name + "; use a divisor of " + std::to_string(experts));
-        if (dp % p.experts.ep != 0)
-            throw UsageError("--ep " + std::to_string(p.experts.ep) + " does not divide --dp " + std::to_string(dp) +
-                             ": the expert-parallel group is carved from the data-parallel ranks (Megatron-core); use a "
-                             "divisor of both " + std::to_string(dp) + " and " + std::to_string(experts) + " experts");
+        check_expert_parallel(config, p.experts.ep, p.engine.dp, p.engine.cp);  // train's check
+        // The experts' tensor parallelism: parbench's engine splits them only when asked (and not
+        // yet under --sp), Megatron-core by default over the tp degree.
+        const bool engine = p.states == StateConvention::parbench;
+        p.experts.etp = etp.value_or(engine ? 1 : p.engine.tp);
+        check_expert_tensor_parallel(config, p.experts.etp, p.engine.tp, engine && p.engine.sp);
+        if (engine) p.engine.etp = p.experts.etp;
         if (p.engine.tp > 1 && !p.engine.sp && p.states != StateConvention::parbench)
             throw UsageError("--tp " + std::to_string(p.engine.tp) + " without --sp: Megatron-core runs MoE layers under "
                              "tensor parallelism only with sequence parallelism (each tp rank dispatches its shard of "
@@ -536,8 +538,11 @@ std::unique_ptr<Command> add_plan_command(CLI::App& app) {
     sub->add_option("--gemm-curve", c.gemm_curve, "parbench-ops report whose matmul entries fit the GEMM curve");
     sub->add_option("--calibrate", c.calibrate, "Collective reports (size sweeps) to fit alpha/beta from");
     sub->add_option("--calibrate-compute", c.calibrate_compute, "parbench-ops or train report for the compute rate");
+    sub->add_option("--etp", c.etp,
+                    "MoE: the experts' tensor parallelism, 1 or the tp degree (default: tp under the frameworks' "
+                    "conventions, Megatron-core's; 1 under --states parbench, as train)");
     sub->add_option("--ep", c.ep,
-                    "MoE: expert-parallel degree, carved from the dp ranks (divides the experts and --dp; default 1)");
+                    "MoE: expert-parallel degree, carved from the dp x cp ranks (divides the experts and dp x cp; default 1)");
     sub->add_option("--moe-imbalance", c.moe_imbalance,
                     "MoE: max/mean tokens per ep rank, what `parbench alltoallv --skew` reports (default 1, balanced)");
     sub->add_flag("--moe-a2a-overlap", c.moe_a2a_overlap,

@@ -464,11 +464,16 @@ std::unique_ptr<Command> add_train_command(CLI::App& app) {
                     "Context-parallel causal balance: zigzag (two chunks per rank, one from each end, default) or "
                     "none (contiguous chunks)");
     sub->add_option("--ep", o.ep,
-                    "Expert-parallel degree (MoE models): ranks that split the experts, carved from the dp ranks "
-                    "(ep consecutive dp ranks form a group, Megatron-core's order tp-cp-ep-dp-pp); tokens go to their "
+                    "Expert-parallel degree (MoE models): ranks that split the experts, carved from the dp x cp ranks "
+                    "(ep consecutive ranks of the dp x cp group, Megatron-core's expert order tp-ep-dp-pp); tokens go to their "
                     "experts' ranks by alltoallv; each rank holds its E/ep experts' parameters, gradients and "
                     "optimizer states, their gradients averaged (ZeRO-sharded) over the dp x cp / ep ranks holding "
                     "the same experts")
+        ->capture_default_str();
+    sub->add_option("--etp", o.etp,
+                    "The experts' tensor parallelism (MoE models): 1 (each tp rank holds its experts whole) or the tp "
+                    "degree (each routed expert's first matrices column-parallel, its second row-parallel over the tp "
+                    "group, the partial outputs all-reduced over it; Megatron-core's --expert-tensor-parallel-size)")
         ->capture_default_str();
     sub->add_option("--moe-expert-capacity-factor", o.moe_capacity_factor,
                     "MoE: each expert takes at most ceil(F x tokens x top_k / experts) of a micro-batch's "

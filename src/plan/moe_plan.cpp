@@ -33,18 +33,20 @@ MoeRankParameters moe_rank_parameters(const PlanLayout& p, double skeleton_param
     const MoeLayerParameters layer = moe_layer_parameters(model);
     if (p.states == StateConvention::parbench) {
         // The engine's layout is the MoE model's own (theory/model_layout.hpp): router, shared and
-        // routed experts whole on every tp rank, which runs the layer replicated; an ep rank holds
-        // E/ep of the routed experts, as in Megatron-core. The skeleton counted the engine's
-        // layout, so its routed experts are already the rank's E/ep.
-        r.routed = r.moe_layers * layer.routed / p.experts.ep;
+        // routed experts whole on every tp rank, which runs the layer replicated (the routed ones
+        // split over tp under --etp); an ep rank holds E/ep of the routed experts, as in
+        // Megatron-core. The skeleton counted the engine's layout, so its routed experts are
+        // already the rank's E/ep (/etp).
+        r.routed = r.moe_layers * layer.routed / p.experts.ep / p.experts.etp;
         r.dense = skeleton_parameters - r.routed;
         return r;
     }
     const double t = p.engine.tp;
-    // Megatron's split: attention, MLPs and experts by tp; the router is replicated.
+    // Megatron's split: attention, MLPs and shared experts by tp, routed experts by etp; the
+    // router is replicated.
     r.dense += r.layers * layer.attention_delta / t +
                r.moe_layers * (layer.router + (layer.shared - layer.dense_mlp) / t);
-    r.routed = r.moe_layers * layer.routed / p.experts.ep / t;
+    r.routed = r.moe_layers * layer.routed / p.experts.ep / p.experts.etp;
     return r;
 }
 
@@ -94,6 +96,7 @@ void apply_moe_traffic(PlanPrediction& out, const PlanContext& context, double s
     MoePrediction& moe = out.moe;
     moe.active = true;
     moe.ep = p.experts.ep;
+    moe.etp = p.experts.etp;
     // Both conventions hold E/ep experts per rank and reduce their gradients over dp x cp / ep.
     moe.expert_dp = expert_data_parallel(p);
     moe.imbalance = p.experts.effective_imbalance();
@@ -182,11 +185,13 @@ std::vector<PlanLayout> with_expert_degrees(const std::vector<PlanLayout>& layou
         const bool engine = layout.states == StateConvention::parbench;
         // Megatron-core runs MoE under tensor parallelism only with sequence parallelism.
         if (!engine && (layout.shard_group > 0 || (layout.engine.tp > 1 && !layout.engine.sp))) continue;
-        const int degrees = std::gcd(layout.experts.model->moe->experts, layout.engine.dp);
+        const int degrees = std::gcd(layout.experts.model->moe->experts, layout.engine.gradient_ranks());
         for (int ep = 1; ep <= degrees; ++ep) {
             if (degrees % ep != 0) continue;
             PlanLayout variant = layout;
             variant.experts.ep = ep;
+            // Each convention's default experts' tensor parallelism (plan --etp's).
+            variant.experts.etp = engine ? 1 : layout.engine.tp;
             if (engine) variant.engine.ep = ep;
             out.push_back(variant);
         }
@@ -214,6 +219,7 @@ std::string moe_approximations(const ModelConfig& config, bool a2a_overlap) {
 
 nlohmann::json to_json(const MoePrediction& m) {
     return {{"ep", m.ep},
+            {"etp", m.etp},
             {"expert_data_parallel", m.expert_dp},
             {"imbalance", m.imbalance},
             {"total_parameters", m.total_parameters},

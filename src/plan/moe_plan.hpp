@@ -1,6 +1,7 @@
 // plan for mixture-of-experts models with expert parallelism (--ep), in Megatron-core's layout:
-// the ep ranks of an expert-parallel group are carved from the data-parallel ranks (rank order
-// tp, cp, ep, dp, pp: a group's members are tp x cp apart), each holds E/ep of every MoE layer's
+// the ep ranks of an expert-parallel group are carved from the dp x cp ranks (the expert rank
+// order tp, ep, dp, pp, cp folded into dp: a group's members are tp apart;
+// theory/expert_parallel.hpp), each holds E/ep of every MoE layer's
 // routed experts (split over tp as well: the experts' tensor parallelism is tp), and the ranks
 // holding the same experts, dp x cp / ep of them, form the expert-data-parallel group over which
 // the experts' gradients are reduced and ZeRO shards their states. Router, shared experts,
@@ -38,6 +39,7 @@ struct EngineLayout;
 struct ExpertParallel {
     std::optional<ModelConfig> model;  // nullopt: a dense model
     int ep = 1;
+    int etp = 1;  // --etp: the ranks each routed expert's width is split over (1 or tp)
     // --moe-imbalance: max / mean tokens received per ep rank, what `parbench alltoallv --skew`
     // reports as its imbalance; the busiest rank sets the all-to-all's and the experts' time.
     double imbalance = 1.0;
@@ -52,7 +54,7 @@ struct ExpertParallel {
 
 struct MoePrediction {
     bool active = false;
-    int ep = 1, expert_dp = 1;
+    int ep = 1, etp = 1, expert_dp = 1;
     double imbalance = 1.0;       // as used (at most ep)
     double total_parameters = 0, active_parameters = 0;
     double dense_parameters_rank = 0, expert_parameters_rank = 0;  // on the memory's rank, tp shard

@@ -86,7 +86,8 @@ MoeMemoryShape engine_moe_memory_shape(const EngineLayout& l, double tokens) {
     return MoeMemoryShape{static_cast<std::size_t>(tokens),       static_cast<std::size_t>(l.model.hidden),
                           static_cast<std::size_t>(moe.experts),  static_cast<std::size_t>(moe.top_k),
                           static_cast<std::size_t>(moe.expert_hidden), static_cast<std::size_t>(moe.shared_experts),
-                          static_cast<std::size_t>(l.ep),         moe.activation};
+                          static_cast<std::size_t>(l.ep),         moe.activation,
+                          static_cast<std::size_t>(l.etp)};
 }
 
 // bf16 operand copies of the largest matmul (train/matmuls.cpp).
@@ -316,6 +317,10 @@ void mlp_items(const EngineLayout& l, ItemList& items) {
 
 }  // namespace
 
+ExpertSplit engine_expert_split(const EngineLayout& l, int tp_rank) {
+    return l.etp > 1 ? ExpertSplit{0, l.ep, tp_rank, l.etp} : ExpertSplit{0, l.ep};
+}
+
 std::optional<EnginePipeline> engine_pipeline(const EngineLayout& l) {
     if (l.pp <= 1) return std::nullopt;
     EnginePipeline pipeline{make_schedule(l.schedule, ScheduleShape{l.pp, l.microbatches, l.virtual_stages}), {}, {}};
@@ -328,7 +333,7 @@ EngineRank engine_rank(const EngineLayout& l, int pp_rank, const EnginePipeline*
     const TensorSplit split{0, l.tp, l.sp, l.tp_style};
     EngineRank rank;
     // Every rank of an ep group holds as many experts: rank 0's layout counts them all.
-    rank.layout = model_parameter_layout(l.model, l.seq_len, split, ExpertSplit{0, l.ep});
+    rank.layout = model_parameter_layout(l.model, l.seq_len, split, engine_expert_split(l));
     if (l.pp > 1) {
         std::optional<EnginePipeline> built;
         if (pipeline == nullptr) pipeline = &built.emplace(*engine_pipeline(l));

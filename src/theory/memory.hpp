@@ -61,6 +61,7 @@ struct EngineLayout {
     // gradients are averaged over dp x cp.
     int cp = 1;
     int ep = 1;  // expert-parallel ranks (MoE models; theory/expert_parallel.hpp)
+    int etp = 1;  // the routed experts' tensor parallelism: 1 or tp (theory/expert_parallel.hpp)
     bool moe_a2a_overlap = false;  // --moe-a2a-overlap: each alltoallv of the MoE layers as two halves
     ContextStyle cp_style = ContextStyle::ring;
     ContextBalance cp_balance = ContextBalance::zigzag;
@@ -68,6 +69,10 @@ struct EngineLayout {
     int local_seq_len() const { return seq_len / cp; }
     ContextSplit context_split() const { return ContextSplit{0, cp, cp_style, cp_balance}; }
 };
+
+// The routed experts a rank of tp coordinate `tp_rank` holds: ep rank 0's (every rank of an ep
+// group holds as many), split over tp when etp > 1.
+ExpertSplit engine_expert_split(const EngineLayout& l, int tp_rank = 0);
 
 // `count` buffers of `bytes_each` under `category`, named for what they hold.
 struct MemoryItem {

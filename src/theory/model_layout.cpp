@@ -37,22 +37,32 @@ void add_routed_expert_units(const ModelConfig& config, const ExpertSplit& exper
     const int C = config.hidden, E = moe.experts, Fe = moe.expert_hidden;
     const bool gated = moe.activation == ExpertActivation::swiglu;
     const int local = E / experts.size;
+    const int slice = Fe / experts.tensor_size;
     auto expert_rows = [&](int rows_each, int cols) {
         if (experts.size == 1) return std::vector<TensorPiece>{};
         return std::vector<TensorPiece>{TensorPiece{experts.rank * local * rows_each, 0, local * rows_each, cols}};
+    };
+    // Under --etp each local expert's slice: its Fe/etp rows of gate and up (column-parallel),
+    // the same columns of its (C, Fe) down (row-parallel); stacked expert after expert.
+    auto sliced = [&](bool first_matrix) {
+        if (experts.tensor_size == 1) return expert_rows(first_matrix ? Fe : C, first_matrix ? C : Fe);
+        std::vector<TensorPiece> pieces;
+        for (int e = experts.rank * local; e < (experts.rank + 1) * local; ++e)
+            pieces.push_back(first_matrix ? TensorPiece{e * Fe + experts.tensor_rank * slice, 0, slice, C}
+                                          : TensorPiece{e * C, experts.tensor_rank * slice, C, slice});
+        return pieces;
     };
     for (int l = 0; l < config.layers; ++l) {
         if (!moe.is_moe_layer(l)) continue;
         const std::string p = "h" + std::to_string(l) + ".";
         layout.add_unit(p + "experts", /*routed_experts=*/true);
         Block& b = blocks[static_cast<std::size_t>(l)];
-        b.experts_gate = layout.add_tensor(p + (gated ? "experts.wgate" : "experts.fcw"), {E * Fe, C},
-                                           expert_rows(Fe, C), InitKind::normal, stddev);
+        b.experts_gate = layout.add_tensor(p + (gated ? "experts.wgate" : "experts.fcw"), {E * Fe, C}, sliced(true),
+                                           InitKind::normal, stddev);
         if (gated)
-            b.experts_up =
-                layout.add_tensor(p + "experts.wup", {E * Fe, C}, expert_rows(Fe, C), InitKind::normal, stddev);
+            b.experts_up = layout.add_tensor(p + "experts.wup", {E * Fe, C}, sliced(true), InitKind::normal, stddev);
         b.experts_down = layout.add_tensor(p + (gated ? "experts.wdown" : "experts.fcprojw"), {E * C, Fe},
-                                           expert_rows(C, Fe), InitKind::normal, residual_stddev);
+                                           sliced(false), InitKind::normal, residual_stddev);
     }
 }
 

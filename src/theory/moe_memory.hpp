@@ -34,6 +34,12 @@
 //     kept:    received rows R·C, the experts' outputs before the combine R·C, the rows
 //              received per (source, local expert) E
 //     scratch: their gradients 2·R·C, and the SwiGLU gradients 3·max(R·Fe, N·S·Fe)
+//
+// The experts' own tensor parallelism over etp > 1 ranks (--etp, the tp group; Megatron-core's
+// expert tensor parallelism) splits each routed expert's width: every Fe above that belongs to a
+// routed expert becomes Fe/etp (the shared experts stay whole), and the scratch adds the N·C
+// rows in which a rank sums its experts' partial outputs (forward) and their partial input
+// gradients (backward) before the all-reduce over etp.
 #pragma once
 
 #include <cstddef>
@@ -55,6 +61,9 @@ struct MoeMemoryShape {
     std::size_t shared_experts = 0;  // S
     std::size_t ep = 1;              // expert-parallel ranks
     ExpertActivation activation = ExpertActivation::swiglu;
+    std::size_t etp = 1;             // ranks splitting each routed expert's width (--etp)
+    // A routed expert's width on this rank: Fe/etp.
+    std::size_t routed_hidden() const { return expert_hidden / etp; }
     // Wide (rows x Fe) buffers an expert keeps per row, and gradients its backward needs: 3 for
     // SwiGLU (gate, up, product), 2 for GELU (pre-activation, output); as many as its matrices.
     std::size_t wide_buffers() const { return activation == ExpertActivation::swiglu ? 3 : 2; }

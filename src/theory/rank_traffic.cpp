@@ -43,7 +43,11 @@ int model_parameter_units_held_at_once(const ModelConfig& config, const Pipeline
 std::map<std::string, TrafficByOp> engine_rank_traffic(const EngineLayout& l, int pp_rank, int tp_rank,
                                                        const ParameterLayout* whole, int cp_rank) {
     const TensorSplit split{tp_rank, l.tp, l.sp, l.tp_style};
-    ParameterLayout layout = whole ? *whole : model_parameter_layout(l.model, l.seq_len, split, ExpertSplit{0, l.ep});
+    // A prebuilt `whole` layout counts the routed experts whole on every tp rank (plan's, built
+    // without --etp): under etp > 1 the rank's own slices are counted instead.
+    ParameterLayout layout = whole && l.etp == 1
+                                 ? *whole
+                                 : model_parameter_layout(l.model, l.seq_len, split, engine_expert_split(l, tp_rank));
     ModelShare share = whole_model_share(l.model);
     PipelinePart part;
     std::vector<int> stages;  // the virtual stages this rank holds
@@ -100,6 +104,15 @@ std::map<std::string, TrafficByOp> engine_rank_traffic(const EngineLayout& l, in
     if (l.tp > 1)
         traffic["tp"] = tensor_parallel_traffic(l.model, l.local_seq_len(), l.microbatch_size, l.microbatches, split, share,
                                                 l.recompute, l.ep);
+    if (l.etp > 1) {
+        // The experts' partial sums go over the tp group too (train counts them there).
+        const TrafficByOp experts = expert_tensor_parallel_traffic(
+            l.model, static_cast<double>(l.microbatch_size) * l.local_seq_len(), l.microbatches, l.etp, share, l.recompute);
+        for (const auto& [op, volume] : experts) {
+            traffic["tp"][op].calls += volume.calls;
+            traffic["tp"][op].bytes += volume.bytes;
+        }
+    }
     if (l.cp > 1)
         traffic["cp"] = context_parallel_traffic(
             context_local_gqa_shape(l.model, l.microbatch_size, l.local_seq_len(), split),

@@ -3,6 +3,8 @@
 #include <stdexcept>
 #include <string>
 
+#include "theory/expert_parallel.hpp"
+
 namespace parbench {
 namespace {
 
@@ -87,6 +89,23 @@ std::vector<std::vector<int>> mesh_all_groups(const MeshShape& shape, MeshDimens
         if (group_rank(shape, dimension, mesh_coordinates(shape, rank)) == 0)
             groups.push_back(mesh_group_ranks(shape, dimension, rank));
     return groups;
+}
+
+std::vector<int> mesh_expert_group_ranks(const MeshShape& shape, int ep, int world_rank) {
+    const std::vector<int> gradient_ranks = mesh_group_ranks(shape, MeshDimension::dp_cp, world_rank);
+    const int at = group_rank(shape, MeshDimension::dp_cp, mesh_coordinates(shape, world_rank));
+    const auto first = gradient_ranks.begin() + expert_parallel_group(at, ep) * ep;
+    return {first, first + ep};
+}
+
+std::vector<int> mesh_expert_data_group_ranks(const MeshShape& shape, int ep, int world_rank) {
+    const std::vector<int> gradient_ranks = mesh_group_ranks(shape, MeshDimension::dp_cp, world_rank);
+    const int at = group_rank(shape, MeshDimension::dp_cp, mesh_coordinates(shape, world_rank));
+    std::vector<int> ranks;
+    for (std::size_t i = static_cast<std::size_t>(expert_data_parallel_group(at, ep)); i < gradient_ranks.size();
+         i += static_cast<std::size_t>(ep))
+        ranks.push_back(gradient_ranks[i]);
+    return ranks;
 }
 
 Mesh::Mesh(Communicator& world, const MeshShape& shape)

@@ -42,6 +42,11 @@ int mesh_rank(const MeshShape& shape, const MeshCoordinates& at);
 std::vector<int> mesh_group_ranks(const MeshShape& shape, MeshDimension dimension, int world_rank);
 // Every group along `dimension`, each in group-rank order (for the report).
 std::vector<std::vector<int>> mesh_all_groups(const MeshShape& shape, MeshDimension dimension);
+// Megatron-core's expert layout (theory/expert_parallel.hpp), in group-rank order: the
+// expert-parallel group of `world_rank`, `ep` consecutive ranks of its dp x cp group, and its
+// expert-data-parallel group, the dp x cp group's ranks at the same place in theirs.
+std::vector<int> mesh_expert_group_ranks(const MeshShape& shape, int ep, int world_rank);
+std::vector<int> mesh_expert_data_group_ranks(const MeshShape& shape, int ep, int world_rank);
 
 class Mesh {
   public:

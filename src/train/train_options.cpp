@@ -166,7 +166,8 @@ MeshShape resolve_layout(const TrainPlan& plan, int world_size) {
         throw UsageError("--testing-slow-rank " + text(o.testing_slow_rank) + ": the job has ranks 0 to " +
                          text(world_size - 1) + "; name one of them");
     check_global_batch(o.global_batch, shape.dp, o.microbatches);
-    check_expert_parallel(plan.model, o.ep, shape.dp);
+    check_expert_parallel(plan.model, o.ep, shape.dp, shape.cp);
+    check_expert_tensor_parallel(plan.model, o.etp, o.tp, o.sp);
     return shape;
 }
 
@@ -200,6 +201,7 @@ nlohmann::json to_json(const TrainOptions& o) {
         {"cp_style", optional(o.cp_style)},
         {"cp_balance", optional(o.cp_balance)},
         {"ep", o.ep},
+        {"etp", o.etp},
         {"moe_expert_capacity_factor", optional(o.moe_capacity_factor)},
         {"moe_aux_loss_coeff", o.moe_aux_loss_coeff},
         {"moe_router_bias_update_rate", o.moe_bias_update_rate},
@@ -221,6 +223,7 @@ EngineLayout engine_layout(const TrainPlan& plan, const MeshShape& mesh) {
     l.dp = mesh.dp;
     l.cp = mesh.cp;
     l.ep = o.ep;
+    l.etp = o.etp;
     l.moe_a2a_overlap = o.moe_a2a_overlap;
     l.cp_style = plan.cp_style;
     l.cp_balance = plan.cp_balance;

@@ -58,7 +58,8 @@ struct TrainOptions {
     std::optional<std::string> cp_style;    // ring (default) or alltoall
     std::optional<std::string> cp_balance;  // zigzag (default) or none
     // Mixture of experts (a config with "moe"; Megatron-core's flag names and meanings).
-    int ep = 1;  // expert-parallel degree, carved from dp (theory/expert_parallel.hpp)
+    int ep = 1;  // expert-parallel degree, carved from dp x cp (theory/expert_parallel.hpp)
+    int etp = 1;  // the experts' tensor parallelism: 1, or tp (over the tp group; theory/expert_parallel.hpp)
     std::optional<double> moe_capacity_factor;  // unset: dropless
     double moe_aux_loss_coeff = 0.0;
     double moe_bias_update_rate = 0.0;  // 0: no aux-loss-free balancing bias

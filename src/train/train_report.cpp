@@ -36,13 +36,28 @@ nlohmann::json summary_json(const Summary& s) {
             {"stddev", optional_number(s.stddev)}};
 }
 
-nlohmann::json groups_json(const MeshShape& mesh) {
+// Every expert (data-)parallel group, each once, in group-rank order.
+std::vector<std::vector<int>> all_expert_groups(const MeshShape& mesh, int ep,
+                                                std::vector<int> (*group_of)(const MeshShape&, int, int)) {
+    std::vector<std::vector<int>> groups;
+    for (int rank = 0; rank < mesh.world(); ++rank) {
+        std::vector<int> group = group_of(mesh, ep, rank);
+        if (group.front() == rank) groups.push_back(std::move(group));
+    }
+    return groups;
+}
+
+nlohmann::json groups_json(const MeshShape& mesh, int ep) {
     nlohmann::json groups = {{"dp", mesh_all_groups(mesh, MeshDimension::dp)},
                              {"tp", mesh_all_groups(mesh, MeshDimension::tp)},
                              {"pp", mesh_all_groups(mesh, MeshDimension::pp)}};
     if (mesh.cp > 1) {
         groups["cp"] = mesh_all_groups(mesh, MeshDimension::cp);
         groups["dp_cp"] = mesh_all_groups(mesh, MeshDimension::dp_cp);
+    }
+    if (ep > 1) {
+        groups["ep"] = all_expert_groups(mesh, ep, mesh_expert_group_ranks);
+        groups["edp"] = all_expert_groups(mesh, ep, mesh_expert_data_group_ranks);
     }
     return groups;
 }
@@ -360,12 +375,13 @@ nlohmann::json train_result_json(const TrainSummaryInputs& in) {
           {"recompute", recompute_name(in.plan.recompute)},
           {"cp", in.mesh.cp},
           {"ep", o.ep},
+          {"etp", o.etp},
           {"cp_style", in.mesh.cp > 1 ? nlohmann::json(context_style_name(in.plan.cp_style)) : nlohmann::json(nullptr)},
           {"cp_balance",
            in.mesh.cp > 1 ? nlohmann::json(context_balance_name(in.plan.cp_balance)) : nlohmann::json(nullptr)},
           {"bucket_mb", static_cast<double>(in.plan.scheme.bucket_bytes) / (1024.0 * 1024.0)},
           {"bucket_source", in.plan.bucket_source},
-          {"groups", groups_json(in.mesh)}}},
+          {"groups", groups_json(in.mesh, o.ep)}}},
         {"precision", o.precision},
         {"global_batch", o.global_batch},
         {"seq_len", in.plan.seq_len},

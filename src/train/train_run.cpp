@@ -301,18 +301,23 @@ TrainMeasurements run_training(const TrainPlan& plan, Mesh& mesh, Device& device
     const ContextGroup cp{&mesh.cp(), plan.context_split(mesh.coordinates().cp)};
     // The balancing biases' loads are summed over the ranks that route the rest of the step's
     // batch: the gradient group (dp x cp).
-    // The expert-parallel group: ep consecutive dp coordinates (theory/expert_parallel.hpp).
-    std::unique_ptr<Communicator> expert_group;
-    if (o.ep > 1)
-        expert_group = mesh.dp().split(expert_parallel_group(mesh.coordinates().dp, o.ep),
-                                       expert_parallel_rank(mesh.coordinates().dp, o.ep));
-    // The expert-data-parallel group: the gradient group's ranks at the same place in their ep
-    // groups, which hold the same experts (without ep, the gradient group itself).
-    std::unique_ptr<Communicator> expert_data_group;
-    if (o.ep > 1)
-        expert_data_group = mesh.gradient_group().split(expert_data_parallel_group(mesh.coordinates().dp, o.ep),
-                                                        mesh.gradient_group().rank());
-    const MoeContext moe{plan.moe, &mesh.gradient_group(), expert_group.get()};
+    // The expert-parallel group: ep consecutive ranks of the gradient group (dp x cp), and the
+    // expert-data-parallel group: the gradient group's ranks at the same place in their ep
+    // groups, which hold the same experts (without ep, the gradient group itself). Megatron-core's
+    // expert layout (theory/expert_parallel.hpp); each split's colour is its group's first world
+    // rank, its key the rank's place in it.
+    std::unique_ptr<Communicator> expert_group, expert_data_group;
+    if (o.ep > 1) {
+        const int world_rank = mesh_rank(mesh.shape(), mesh.coordinates());
+        const auto split = [&](const std::vector<int>& ranks) {
+            const auto at = std::find(ranks.begin(), ranks.end(), world_rank);
+            return mesh.gradient_group().split(ranks.front(), static_cast<int>(at - ranks.begin()));
+        };
+        expert_group = split(mesh_expert_group_ranks(mesh.shape(), o.ep, world_rank));
+        expert_data_group = split(mesh_expert_data_group_ranks(mesh.shape(), o.ep, world_rank));
+    }
+    // --etp: each routed expert's width split over the tp group (its all-reduces counted as tp's).
+    const MoeContext moe{plan.moe, &mesh.gradient_group(), expert_group.get(), o.etp > 1 ? &mesh.tp() : nullptr};
     std::unique_ptr<Model> model = make_model(plan.model, shape, o.seed, ops, ledger, tp, part, parse_precision(o.precision),
                                               plan.recompute, cp, moe);
     // Gradients are averaged over dp x cp (Mesh::gradient_group), so DDP and ZeRO run on it; the
@@ -546,24 +551,32 @@ TrainMeasurements run_training(const TrainPlan& plan, Mesh& mesh, Device& device
         auto stage_part = [&](ParameterLayout layout) {
             return pipelined ? layout.select_units(pipeline_part_units(plan.model, part)) : layout;
         };
+        // Under --etp a tp rank's routed experts are its slices of them.
+        const auto experts_of = [&](int ep_rank, int ep_size, int tp_rank) {
+            ExpertSplit split{ep_rank, ep_size};
+            if (o.etp > 1) split.tensor_rank = tp_rank, split.tensor_size = o.etp;
+            return split;
+        };
         if (expert_group) {
             // Each rank of an expert-parallel group holds its E/ep experts: its rank 0 puts its
             // tensor-parallel rank's model together (the others hold nothing further).
-            const TensorSplit tp_split = plan.tensor_split(mesh.coordinates().tp);
+            const int tp_rank = mesh.coordinates().tp;
+            const TensorSplit tp_split = plan.tensor_split(tp_rank);
             std::vector<ParameterLayout> shards;
             for (int q = 0; q < o.ep; ++q)
                 shards.push_back(
-                    stage_part(model_parameter_layout(plan.model, plan.seq_len, tp_split, ExpertSplit{q, o.ep})));
-            parameters = assemble_full_parameters(*expert_group, device, parameters,
-                                                  stage_part(model_parameter_layout(plan.model, plan.seq_len, tp_split)),
-                                                  shards);
+                    stage_part(model_parameter_layout(plan.model, plan.seq_len, tp_split, experts_of(q, o.ep, tp_rank))));
+            parameters = assemble_full_parameters(
+                *expert_group, device, parameters,
+                stage_part(model_parameter_layout(plan.model, plan.seq_len, tp_split, experts_of(0, 1, tp_rank))), shards);
         }
-        // The members of a tensor-parallel group share a dp coordinate, so a place in their ep group.
+        // The members of a tensor-parallel group share their dp and cp coordinates, so a place in their ep group.
         if (mesh.shape().tp > 1 && (!expert_group || expert_group->rank() == 0)) {
             // Each tensor-parallel rank holds its pieces: put the full model together.
             std::vector<ParameterLayout> shards;
             for (int q = 0; q < mesh.shape().tp; ++q)
-                shards.push_back(stage_part(model_parameter_layout(plan.model, plan.seq_len, plan.tensor_split(q))));
+                shards.push_back(stage_part(
+                    model_parameter_layout(plan.model, plan.seq_len, plan.tensor_split(q), experts_of(0, 1, q))));
             parameters = assemble_full_parameters(mesh.tp(), device, parameters,
                                                   stage_part(model_parameter_layout(plan.model, plan.seq_len)), shards);
         }

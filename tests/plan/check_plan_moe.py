@@ -109,7 +109,7 @@ def main():
     base = ["--model", "mixtral-8x7b", "--gpus", "64", "--tp", "2"]
     refused(binary, out, base + ["--ep", "3"], ["--ep 3", "does not divide the 8 experts"], "ep_not_dividing_experts")
     refused(binary, out, ["--model", "mixtral-8x7b", "--gpus", "8", "--tp", "4", "--ep", "4"],
-            ["--ep 4", "does not divide --dp 2"], "ep_not_dividing_dp")
+            ["--ep 4", "does not divide the 2 data-parallel ranks"], "ep_not_dividing_dp")
     refused(binary, out, ["--model", "llama3-8b", "--gpus", "8", "--ep", "2"], ["--ep", "no experts"], "ep_on_dense")
     refused(binary, out, ["--model", "llama3-8b", "--gpus", "8", "--moe-imbalance", "1.5"], ["--moe-imbalance", "no experts"],
             "imbalance_on_dense")

@@ -197,6 +197,29 @@ TEST(MoeLayout, ExpertSplitHoldsTheRanksExpertsAndMergesBack) {
         flat.initial_values(7, 0, values.size(), values);
         EXPECT_EQ(merge_tensor_parallel_shards(whole, layouts, shards), flat.canonical(values)) << "ep " << ep;
     }
+    // --etp 2 (= tp): each tp rank holds a 1/etp slice of each of its experts (gate/up rows, down
+    // columns), 1/(ep x etp) of the experts' parameters; every ep x tp rank's pieces merge back.
+    for (int ep : {1, 2}) {
+        const int etp = 2;
+        std::vector<ParameterLayout> layouts;
+        std::vector<std::vector<float>> shards;
+        for (int q = 0; q < ep; ++q)
+            for (int r = 0; r < etp; ++r) {
+                layouts.push_back(llama_parameter_layout(config, TensorSplit{r, etp}, ExpertSplit{q, ep, r, etp}));
+                const ParameterLayout& layout = layouts.back();
+                std::size_t held = 0;
+                for (int unit : layout.routed_expert_units()) held += layout.units()[static_cast<std::size_t>(unit)].numel;
+                EXPECT_EQ(held, expert_numel / ep / etp);
+                const FlatLayout flat(layout, one_unit_per_group(layout), 1);
+                std::vector<float> values(flat.padded_numel());
+                flat.initial_values(7, 0, values.size(), values);
+                shards.push_back(flat.canonical(values));
+            }
+        const FlatLayout flat(whole, one_unit_per_group(whole), 1);
+        std::vector<float> values(flat.padded_numel());
+        flat.initial_values(7, 0, values.size(), values);
+        EXPECT_EQ(merge_tensor_parallel_shards(whole, layouts, shards), flat.canonical(values)) << "ep " << ep << " etp 2";
+    }
     // Block 1 (unit 2) is the MoE layer; its experts are unit L + 2 = 4.
     ASSERT_EQ(moe_expert_unit(config, 1), 4);
     EXPECT_EQ(moe_expert_unit(config, 0), -1);

@@ -245,6 +245,74 @@ TEST(Mesh, TensorParallelInnermostPipelineOutermost) {
     EXPECT_EQ(mesh_all_groups(MeshShape{4, 1, 1}, MeshDimension::dp), (std::vector<std::vector<int>>{{0, 1, 2, 3}}));
 }
 
+// Megatron-core's rank generator, written from its description (parallel_state.py,
+// generate_masked_orthogonal_rank_groups): `sizes` in the order's sequence, the first varying
+// fastest; the groups are the ranks that differ only in the masked dimensions, each in the order
+// of its masked coordinates (the first fastest).
+std::vector<std::vector<int>> megatron_rank_groups(const std::vector<int>& sizes, const std::vector<bool>& mask) {
+    std::vector<int> stride(sizes.size(), 1);
+    for (std::size_t d = 1; d < sizes.size(); ++d) stride[d] = stride[d - 1] * sizes[d - 1];
+    int world = 1, group_size = 1;
+    for (std::size_t d = 0; d < sizes.size(); ++d) {
+        world *= sizes[d];
+        if (mask[d]) group_size *= sizes[d];
+    }
+    // The rank whose masked coordinates decompose `inside` and unmasked ones `outside`.
+    auto compose = [&](int inside, int outside) {
+        int rank = 0;
+        for (std::size_t d = 0; d < sizes.size(); ++d) {
+            int& index = mask[d] ? inside : outside;
+            rank += (index % sizes[d]) * stride[d];
+            index /= sizes[d];
+        }
+        return rank;
+    };
+    std::vector<std::vector<int>> groups;
+    for (int group = 0; group < world / group_size; ++group) {
+        groups.emplace_back();
+        for (int member = 0; member < group_size; ++member) groups.back().push_back(compose(member, group));
+    }
+    return groups;
+}
+
+std::vector<std::vector<int>> groups_of_every_rank(const MeshShape& shape,
+                                                   std::vector<int> (*of)(const MeshShape&, int, int), int ep) {
+    std::vector<std::vector<int>> groups;
+    for (int rank = 0; rank < shape.world(); ++rank) {
+        std::vector<int> group = of(shape, ep, rank);
+        if (group.front() == rank) groups.push_back(group);
+    }
+    return groups;
+}
+
+TEST(Mesh, ExpertGroupsInMegatronCoreOrder) {
+    // The expert layout (order tp-ep-dp-pp over etp = tp, ep, expert dp = world / (tp x ep x pp))
+    // and the dense one's dp x cp group (order tp-cp-ep-dp-pp, ep 1), every group in Megatron-core's
+    // group-rank order, for every small mesh and every ep dividing its dp x cp ranks.
+    for (int dp = 1; dp <= 4; ++dp)
+        for (int cp = 1; cp <= 3; ++cp)
+            for (int tp = 1; tp <= 2; ++tp)
+                for (int pp = 1; pp <= 2; ++pp)
+                    for (int ep = 1; ep <= dp * cp; ++ep) {
+                        if ((dp * cp) % ep != 0) continue;
+                        const MeshShape shape{dp, tp, pp, cp};
+                        SCOPED_TRACE("dp " + std::to_string(dp) + " cp " + std::to_string(cp) + " tp " +
+                                     std::to_string(tp) + " pp " + std::to_string(pp) + " ep " + std::to_string(ep));
+                        const int expert_dp = shape.world() / (tp * ep * pp);
+                        EXPECT_EQ(groups_of_every_rank(shape, mesh_expert_group_ranks, ep),
+                                  megatron_rank_groups({tp, ep, expert_dp, pp}, {false, true, false, false}));
+                        EXPECT_EQ(groups_of_every_rank(shape, mesh_expert_data_group_ranks, ep),
+                                  megatron_rank_groups({tp, ep, expert_dp, pp}, {false, false, true, false}));
+                        EXPECT_EQ(mesh_all_groups(shape, MeshDimension::dp_cp),
+                                  megatron_rank_groups({tp, cp, dp, pp}, {false, true, true, false}));
+                    }
+    // dp 2 x cp 2, tp 1, ep 2: the ep groups pair the cp ranks of one dp coordinate (0,1) (2,3),
+    // not the dp ranks of one cp coordinate (0,2) (1,3), and the experts' gradients go over (0,2).
+    const MeshShape dp2_cp2{2, 1, 1, 2};
+    EXPECT_EQ(mesh_expert_group_ranks(dp2_cp2, 2, 3), (std::vector<int>{2, 3}));
+    EXPECT_EQ(mesh_expert_data_group_ranks(dp2_cp2, 2, 3), (std::vector<int>{1, 3}));
+}
+
 TEST(MemoryLedger, TracksLiveAndPeakPerCategory) {
     CpuDevice device;
     MemoryLedger ledger(device);

@@ -98,8 +98,13 @@ class LlamaModel : public Model {
           matmuls_(ops, precision, ledger, matmul_shapes(part)) {
         part_ = part;
         // Under expert parallelism the layout holds this rank's E/ep routed experts.
-        const ExpertSplit experts = moe.expert_group ? ExpertSplit{moe.expert_group->rank(), moe.expert_group->size()}
-                                                     : ExpertSplit{};
+        ExpertSplit experts;
+        if (moe.expert_group) experts = ExpertSplit{moe.expert_group->rank(), moe.expert_group->size()};
+        // Under --etp each routed expert's slice of this tp rank (theory/expert_parallel.hpp).
+        if (moe.expert_tensor_group) {
+            experts.tensor_rank = moe.expert_tensor_group->rank();
+            experts.tensor_size = moe.expert_tensor_group->size();
+        }
         tensors_ = llama_layout::build(config, tp.split(), full_layout_, experts);
         local_unit_.assign(full_layout_.units().size(), -1);
         std::vector<int> units;
@@ -126,6 +131,7 @@ class LlamaModel : public Model {
             const std::size_t before = ledger.usage().live_of(MemoryCategory::activations);
             moe_layer_ =
                 std::make_unique<MoeLayer>(moe_shape, config.moe->score, moe.settings, ops, arena_, moe.expert_group,
+                                           moe.expert_tensor_group,
                                            &matmuls_);
             moe_scratch_bytes_ = ledger.usage().live_of(MemoryCategory::activations) - before;
             std::vector<int> held;

@@ -69,18 +69,23 @@ class MoeLayer::InFlight {
 };
 
 MoeLayer::MoeLayer(const MoeMemoryShape& shape, MoeScore score, const MoeSettings& settings, Ops& ops,
-                   ActivationArena& arena, Communicator* expert_group, Matmuls* expert_matmuls)
+                   ActivationArena& arena, Communicator* expert_group, Communicator* expert_tensor_group,
+                   Matmuls* expert_matmuls)
     : shape_(shape), settings_(settings), ops_(ops), expert_matmuls_(expert_matmuls),
       expert_group_(shape.ep > 1 ? expert_group : nullptr),
+      expert_tensor_group_(shape.etp > 1 ? expert_tensor_group : nullptr),
       local_experts_(as_int(shape.experts / shape.ep)), kept_per_expert_(shape.experts) {
     if (shape.ep > 1 && (expert_group == nullptr || static_cast<std::size_t>(expert_group->size()) != shape.ep))
         throw std::logic_error("MoeLayer: an expert-parallel shape needs its group of ep ranks");
     if (shape.experts % shape.ep != 0) throw std::logic_error("MoeLayer: ep must divide the experts");
+    if (shape.etp > 1 &&
+        (expert_tensor_group == nullptr || static_cast<std::size_t>(expert_tensor_group->size()) != shape.etp))
+        throw std::logic_error("MoeLayer: an expert-tensor-parallel shape needs its group of etp ranks");
     router_ = RouterShape{as_int(shape.tokens), as_int(shape.experts), as_int(shape.top_k), score,
                           settings.capacity_factor};
     const std::size_t N = shape.tokens, E = shape.experts, k = shape.top_k, C = shape.hidden;
     const std::size_t R = shape.expert_rows();
-    const std::size_t widest = std::max(R, N * shape.shared_experts) * shape.expert_hidden;
+    const std::size_t widest = std::max(R * shape.routed_hidden(), N * shape.shared_experts * shape.expert_hidden);
     // moe_scratch_bytes' list, in its order.
     logits_ = arena.floats(N * E);
     dlogits_ = arena.floats(N * E);
@@ -94,11 +99,13 @@ MoeLayer::MoeLayer(const MoeMemoryShape& shape, MoeScore score, const MoeSetting
     dglu_ = arena.floats(widest);
     dgate_ = arena.floats(widest);
     if (gated()) dup_ = arena.floats(widest);
+    if (tensor_parallel_experts()) expert_tensor_sum_ = arena.floats(N * C);
 }
 
 MoeActivations MoeLayer::allocate_activations(ActivationArena& arena) const {
     const std::size_t N = shape_.tokens, E = shape_.experts, k = shape_.top_k, C = shape_.hidden;
-    const std::size_t Fe = shape_.expert_hidden, S = shape_.shared_experts, R = shape_.expert_rows();
+    const std::size_t Fe = shape_.expert_hidden, Fr = shape_.routed_hidden(), S = shape_.shared_experts;
+    const std::size_t R = shape_.expert_rows();
     // moe_kept_bytes' list, in its order.
     MoeActivations a;
     a.routing.scores = arena.floats(N * E);
@@ -108,9 +115,9 @@ MoeActivations MoeLayer::allocate_activations(ActivationArena& arena) const {
     a.routing.expert_start = arena.buffer((E + 1) * sizeof(int)).as<int>();
     a.routing.routed = arena.buffer(E * sizeof(int)).as<int>();
     a.dispatched = arena.floats(N * k * C);
-    a.gate = arena.floats(R * Fe);
-    if (gated()) a.up = arena.floats(R * Fe);
-    a.glu = arena.floats(R * Fe);
+    a.gate = arena.floats(R * Fr);
+    if (gated()) a.up = arena.floats(R * Fr);
+    a.glu = arena.floats(R * Fr);
     a.expert_out = arena.floats(N * k * C);
     if (S > 0) {
         a.shared_gate = arena.floats(N * S * Fe);
@@ -299,6 +306,7 @@ MoeForwardResult MoeLayer::forward(float* out, const MoeActivations& a, const fl
                                    const float* bias, MoeExchangeStats& stats) {
     const int N = as_int(shape_.tokens), E = as_int(shape_.experts), k = as_int(shape_.top_k);
     const int C = as_int(shape_.hidden), Fe = as_int(shape_.expert_hidden), SFe = as_int(shape_.shared_experts) * Fe;
+    const int Fr = as_int(shape_.routed_hidden());  // a routed expert's width here (Fe/etp)
     // The router in fp32 whatever the precision (Megatron-core's router dtype fp32 keeps the
     // choice stable).
     ops_.matmul_forward(logits_, x, w.router, nullptr, N, C, E);
@@ -349,11 +357,11 @@ MoeForwardResult MoeLayer::forward(float* out, const MoeActivations& a, const fl
         for (const ExpertChunk& chunk : chunks) {
             if (chunk.rows == 0 || !in_half(chunk, half)) continue;
             const std::size_t in = static_cast<std::size_t>(chunk.first) * C;
-            const std::size_t wide = static_cast<std::size_t>(chunk.first) * Fe;
-            const std::size_t weight = static_cast<std::size_t>(chunk.expert - first_local_expert()) * Fe * C;
+            const std::size_t wide = static_cast<std::size_t>(chunk.first) * Fr;
+            const std::size_t weight = static_cast<std::size_t>(chunk.expert - first_local_expert()) * Fr * C;
             expert_forward(a.received_out + in, a.gate + wide, gated() ? a.up + wide : nullptr, a.glu + wide,
                            a.received + in, w.experts_gate + weight, gated() ? w.experts_up + weight : nullptr,
-                           w.experts_down + weight, chunk.rows, Fe);
+                           w.experts_down + weight, chunk.rows, Fr);
             poll();
         }
         if (half >= 0) {
@@ -377,7 +385,16 @@ MoeForwardResult MoeLayer::forward(float* out, const MoeActivations& a, const fl
         ops_.fill(out, 0.0f, static_cast<std::size_t>(N) * C);
     }
     for (InFlight& half : combine) half.wait();
-    ops_.moe_combine(out, a.expert_out, a.routing.slot, a.routing.weights, N, k, C);
+    if (!tensor_parallel_experts()) {
+        ops_.moe_combine(out, a.expert_out, a.routing.slot, a.routing.weights, N, k, C);
+    } else {
+        // The routed experts' partial outputs, combined, then summed over the etp ranks.
+        const std::size_t n = static_cast<std::size_t>(N) * C;
+        ops_.fill(expert_tensor_sum_, 0.0f, n);
+        ops_.moe_combine(expert_tensor_sum_, a.expert_out, a.routing.slot, a.routing.weights, N, k, C);
+        expert_tensor_group_->allreduce(expert_tensor_sum_, expert_tensor_sum_, n, DType::float32, ReduceOp::sum);
+        ops_.add_inplace(out, expert_tensor_sum_, n);
+    }
     if (settings_.aux_loss_coeff > 0.0) {
         host_.scores.resize(static_cast<std::size_t>(N) * E);
         ops_.copy_to_host(host_.scores.data(), a.routing.scores, host_.scores.size() * sizeof(float));
@@ -392,8 +409,13 @@ void MoeLayer::backward(float* dx, const MoeGradients& g, const float* dout, con
                         const MoeWeights& w, double balance_weight, MoeExchangeStats& stats) {
     const int N = as_int(shape_.tokens), k = as_int(shape_.top_k);
     const int C = as_int(shape_.hidden), Fe = as_int(shape_.expert_hidden), SFe = as_int(shape_.shared_experts) * Fe;
+    const int Fr = as_int(shape_.routed_hidden());  // a routed expert's width here (Fe/etp)
     // The combine's backward: d(weight) = dy · FFN(x), d(FFN(x)) = weight · dy.
     ops_.moe_combine_backward(dexpert_out_, dweights_, dout, a.expert_out, a.routing.slot, a.routing.weights, N, k, C);
+    // Under --etp the kept outputs are partial, so are their weights' gradients: summed over etp.
+    if (tensor_parallel_experts())
+        expert_tensor_group_->allreduce(dweights_, dweights_, static_cast<std::size_t>(N) * k, DType::float32,
+                                        ReduceOp::sum);
     // The row counts the chunks and the plans (both halves' under overlap) read, on the host first.
     fetch_row_counts(a);
     // The output gradients to the experts' ranks (the combine's mirror), the experts' backward
@@ -431,12 +453,12 @@ void MoeLayer::backward(float* dx, const MoeGradients& g, const float* dout, con
         for (const ExpertChunk& chunk : chunks) {
             if (chunk.rows == 0 || !in_half(chunk, half)) continue;
             const std::size_t in = static_cast<std::size_t>(chunk.first) * C;
-            const std::size_t wide = static_cast<std::size_t>(chunk.first) * Fe;
-            const std::size_t weight = static_cast<std::size_t>(chunk.expert - first_local_expert()) * Fe * C;
+            const std::size_t wide = static_cast<std::size_t>(chunk.first) * Fr;
+            const std::size_t weight = static_cast<std::size_t>(chunk.expert - first_local_expert()) * Fr * C;
             expert_backward(dreceived + in, g.experts_gate + weight, gated() ? g.experts_up + weight : nullptr,
                             g.experts_down + weight, dreceived_out + in, a.gate + wide, gated() ? a.up + wide : nullptr,
                             a.glu + wide, a.received + in, w.experts_gate + weight,
-                            gated() ? w.experts_up + weight : nullptr, w.experts_down + weight, chunk.rows, Fe);
+                            gated() ? w.experts_up + weight : nullptr, w.experts_down + weight, chunk.rows, Fr);
             poll();
         }
         if (half >= 0) {
@@ -465,8 +487,17 @@ void MoeLayer::backward(float* dx, const MoeGradients& g, const float* dout, con
         // The un-permutation below reads ddispatched_, where the halves arrive.
         for (InFlight& half : dispatch) half.wait();
     }
-    // Un-permute: each kept assignment's input gradient back to its token.
-    ops_.moe_dispatch_backward(dx, ddispatched_, a.routing.slot, N, k, C);
+    // Un-permute: each kept assignment's input gradient back to its token (under --etp the
+    // partial ones into a sum over the etp ranks first).
+    if (!tensor_parallel_experts()) {
+        ops_.moe_dispatch_backward(dx, ddispatched_, a.routing.slot, N, k, C);
+    } else {
+        const std::size_t n = static_cast<std::size_t>(N) * C;
+        ops_.fill(expert_tensor_sum_, 0.0f, n);
+        ops_.moe_dispatch_backward(expert_tensor_sum_, ddispatched_, a.routing.slot, N, k, C);
+        expert_tensor_group_->allreduce(expert_tensor_sum_, expert_tensor_sum_, n, DType::float32, ReduceOp::sum);
+        ops_.add_inplace(dx, expert_tensor_sum_, n);
+    }
     if (SFe > 0) {
         if (!overlapped)
             expert_backward(dx, g.shared_gate, g.shared_up, g.shared_down, dout, a.shared_gate, a.shared_up,

@@ -24,6 +24,19 @@
 // with an ExpertSplit, theory/model_layout.hpp); their gradients are averaged over the
 // expert-data-parallel group (train/schemes/expert_split.cpp; README "Mixture of experts").
 //
+// The experts' own tensor parallelism (--etp = tp, Megatron-core's expert tensor parallelism):
+// each routed expert's first matrices are column-parallel (a rank's Fe/etp rows), its second
+// row-parallel (the same Fe/etp columns), as the dense MLP (Megatron-LM, arXiv 1909.08053 sec. 3).
+// Without SP every tp rank routes the same tokens the same way and exchanges the same rows, so a
+// rank's experts yield partial outputs; the combine's weighted sum is linear in them, so the
+// rank combines its partials into an (N,C) sum and all-reduces that over the tp group, one
+// fixed-size all-reduce per layer as the dense MLP's (rather than one of the routing-sized
+// received rows before the combine), before the shared experts' output is added. Backward
+// mirrors it: the output gradients are the same on every tp rank; the combine weights' gradients
+// dy·FFN(x), partial like the kept outputs, are all-reduced over tp (N·k floats); each rank
+// computes its slices' weight gradients and its partial input gradients, un-permutes them into
+// an (N,C) sum and all-reduces it over tp. The all-reduces run on the tp group's communicator (the report's tp).
+//
 // One MoeLayer serves every MoE layer of a model: its scratch is shared, each layer's kept
 // state is an MoeActivations the model holds per layer (and per pipeline slot). Its sizes are
 // theory/moe_memory.hpp's, which the memory ledger's counts are tested against.
@@ -135,12 +148,14 @@ struct MoeSettings {
 
 // What a model's MoE layers need from the run: the settings, the group whose ranks route the
 // other parts of the step's batch (the gradient group, dp x cp), over which the aux-loss-free
-// bias update sums the experts' loads (null: this rank alone), and the expert-parallel group
-// (null or of one rank: every expert runs here).
+// bias update sums the experts' loads (null: this rank alone), the expert-parallel group
+// (null or of one rank: every expert runs here), and the group each routed expert's width is
+// split over (--etp: the tp group; null: experts whole).
 struct MoeContext {
     MoeSettings settings;
     Communicator* balance_group = nullptr;
     Communicator* expert_group = nullptr;
+    Communicator* expert_tensor_group = nullptr;
 };
 
 // The all-to-alls of one MoE layer over the step so far (forward and backward, a full
@@ -180,8 +195,10 @@ class MoeLayer {
     // `expert_matmuls`: the run's precision for the experts' matmuls (train/matmuls.hpp; bf16
     // operands under --precision bf16, as Megatron-core's experts); null: fp32. The router
     // stays fp32 whatever the precision (Megatron-core's router dtype fp32).
+    // `expert_tensor_group`: the group of shape.etp ranks each routed expert is split over (null: 1).
     MoeLayer(const MoeMemoryShape& shape, MoeScore score, const MoeSettings& settings, Ops& ops,
-             ActivationArena& arena, Communicator* expert_group = nullptr, Matmuls* expert_matmuls = nullptr);
+             ActivationArena& arena, Communicator* expert_group = nullptr,
+             Communicator* expert_tensor_group = nullptr, Matmuls* expert_matmuls = nullptr);
 
     MoeActivations allocate_activations(ActivationArena& arena) const;
 
@@ -207,6 +224,7 @@ class MoeLayer {
     // Those of the group whose row counts host_ holds (route, or fetch_row_counts in backward).
     std::vector<ExpertChunk> expert_chunks() const;
     bool parallel() const { return shape_.ep > 1; }
+    bool tensor_parallel_experts() const { return shape_.etp > 1; }
     bool gated() const { return shape_.activation == ExpertActivation::swiglu; }
     // One expert MLP (or the shared experts' one of width S·Fe) over `rows` rows of x: gate
     // (and up) (rows, width), their activation `act`, out (rows, C) = act · w_downᵀ. A GELU
@@ -265,6 +283,7 @@ class MoeLayer {
     Ops& ops_;
     Matmuls* expert_matmuls_;     // null: the experts' matmuls in fp32 through ops_
     Communicator* expert_group_;  // null without expert parallelism
+    Communicator* expert_tensor_group_;  // null without --etp
     int local_experts_;           // E / ep
     std::vector<int> kept_per_expert_;  // (E) the alltoall's send counts, staged into dlogits_
     // Scratch shared by the layers.
@@ -277,6 +296,7 @@ class MoeLayer {
     float* dreceived_out_ = nullptr;  // (Re, C) under ep: the output gradients received
     float* dreceived_ = nullptr;      // (Re, C) under ep: the input gradients sent back
     float* dglu_;         // (Re, Fe); the shared experts' (N, S·Fe) reuse it when wider
+    float* expert_tensor_sum_ = nullptr;  // (N, C) under --etp: the partial sums all-reduced over it
     float* dgate_;        // likewise
     float* dup_;          // likewise
 };

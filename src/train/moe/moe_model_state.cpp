@@ -14,7 +14,8 @@ MoeMemoryShape model_moe_shape(const ModelConfig& config, int rows, const MoeCon
                           static_cast<std::size_t>(moe.expert_hidden),
                           static_cast<std::size_t>(moe.shared_experts),
                           static_cast<std::size_t>(context.expert_group ? context.expert_group->size() : 1),
-                          moe.activation};
+                          moe.activation,
+                          static_cast<std::size_t>(context.expert_tensor_group ? context.expert_tensor_group->size() : 1)};
 }
 
 MoeModelState::MoeModelState(const ModelConfig& config, const MoeContext& context, int microbatches,

@@ -1,7 +1,8 @@
 // An MoE model's two data-parallel groups (Megatron-core's parallel_state.py, order
 // "tp-cp-ep-dp-pp"): the dense parameters (attention, norms, router, shared experts,
 // embeddings) are replicas over the gradient group (dp x cp), the routed experts are replicas
-// only over the expert-data-parallel group, the ranks that hold the same E/ep experts. So two
+// only over the expert-data-parallel group, the ranks that hold the same E/ep experts (carved
+// from dp x cp: theory/expert_parallel.hpp, train/mesh.hpp). So two
 // schemes of the same kind (DDP or ZeRO-1/2/3) run side by side: one over the dense units and
 // the gradient group, one over the routed-expert units and the expert-data-parallel group, each
 // averaging its gradients (the loss scaling is the same: every rank's micro-batch loss is scaled
