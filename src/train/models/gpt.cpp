@@ -425,7 +425,7 @@ class GptModel : public Model {
         // dresidual_ now holds d(residual2).
         const float* dattention = tp_.leave_backward(dresidual_, dgathered_, BT, C_);
         if (defer) copy_floats(ops_, stash->dattention, dattention, btc);
-        if (recompute_ == Recompute::selective && shares_probabilities()) {
+        if (recompute_ == Recompute::selective && keeps_probabilities()) {
             // The attention core again, from the kept QKV: its probabilities into the shared
             // buffer (its output, already kept, lands in scratch that is overwritten next).
             NvtxRange recompute_range("h" + std::to_string(l) + " recompute attention");
@@ -595,7 +595,7 @@ class GptModel : public Model {
         } else {
             // Context-parallel and block attention keep only their small saved state, which
             // backward needs whatever the recompute: selective shares nothing then.
-            const bool shared_probabilities = recompute_ == Recompute::selective && shares_probabilities();
+            const bool shared_probabilities = recompute_ == Recompute::selective && keeps_probabilities();
             a = allocate_block_buffers(!shared_probabilities, !is_moe(l), is_moe(l));
             if (shared_probabilities) a.att = recompute_work_.att;
         }
@@ -684,7 +684,7 @@ class GptModel : public Model {
     std::size_t rows() const { return static_cast<std::size_t>(B_) * static_cast<std::size_t>(T_); }
     // The standard attention: its probabilities (B,NHl,T,T) are what a layer keeps, and what
     // selective recompute shares between layers.
-    bool shares_probabilities() const { return !context_ && !sequence_; }
+    bool keeps_probabilities() const { return !context_ && !sequence_; }
     const float* param(const float* unit_base, int tensor) const {
         return unit_base + full_layout_.tensor(tensor).offset_in_unit;
     }
@@ -709,7 +709,7 @@ class GptModel : public Model {
         batch_.allocate(arena_, shape_.microbatches, rows());
         if (recompute_ == Recompute::full)
             recompute_work_ = allocate_block_buffers(true, config_.moe_layer_count() < L_, config_.moe_layer_count() > 0);
-        if (recompute_ == Recompute::selective && shares_probabilities()) recompute_work_.att = arena_.floats(att);
+        if (recompute_ == Recompute::selective && keeps_probabilities()) recompute_work_.att = arena_.floats(att);
         if (part_.active()) {
             allocate_slots();
         } else {
@@ -725,7 +725,7 @@ class GptModel : public Model {
             // Backward's running gradient; a pipeline chunk's lives in its slot.
             dresidual_ = arena_.floats(rc);
         }
-        if (shares_probabilities()) preatt_ = arena_.floats(att);
+        if (keeps_probabilities()) preatt_ = arena_.floats(att);
         if (sequence_) sequence_workspace_ = arena_.floats(sequence_->workspace_floats(ops_));
         projection_ = arena_.floats(btc);
         // Backward scratch, reused by every block (llm.c's CUDA trainer does the same).
@@ -739,7 +739,7 @@ class GptModel : public Model {
         if (context_) {
             wpe_local_ = arena_.floats(static_cast<std::size_t>(T_) * C_);
             dwpe_local_ = arena_.floats(static_cast<std::size_t>(T_) * C_);
-        } else if (shares_probabilities()) {
+        } else if (keeps_probabilities()) {
             dpreatt_ = arena_.floats(att);
             datt_ = arena_.floats(att);
         }

@@ -415,7 +415,7 @@ class LlamaModel : public Model {
         // dresidual_ now holds d(residual2).
         const float* dattention = tp_.leave_backward(dresidual_, dgathered_, BT, C_);
         if (defer) copy_floats(ops_, stash->dattention, dattention, btc);
-        if (recompute_ == Recompute::selective && shares_probabilities()) {
+        if (recompute_ == Recompute::selective && keeps_probabilities()) {
             // The attention core again from the kept (rotated) Q, K and V: its probabilities
             // into the shared buffer, its output into scratch that is overwritten next.
             NvtxRange recompute_range("h" + std::to_string(l) + " recompute attention");
@@ -557,7 +557,7 @@ class LlamaModel : public Model {
         } else {
             // Context-parallel and block attention keep only their small saved state, which
             // backward needs whatever the recompute: selective shares nothing then.
-            const bool shared_probabilities = recompute_ == Recompute::selective && shares_probabilities();
+            const bool shared_probabilities = recompute_ == Recompute::selective && keeps_probabilities();
             a = allocate_block_buffers(!shared_probabilities, !is_moe(l), is_moe(l));
             if (shared_probabilities) a.att = recompute_work_.att;
         }
@@ -656,7 +656,7 @@ class LlamaModel : public Model {
         batch_.allocate(arena_, shape_.microbatches, rows());
         if (recompute_ == Recompute::full)
             recompute_work_ = allocate_block_buffers(true, config_.moe_layer_count() < L_, config_.moe_layer_count() > 0);
-        if (recompute_ == Recompute::selective && shares_probabilities())
+        if (recompute_ == Recompute::selective && keeps_probabilities())
             recompute_work_.att = arena_.floats(gqa_.score_elements());
         if (part_.active()) {
             allocate_slots();
@@ -666,7 +666,7 @@ class LlamaModel : public Model {
             allocate_head(norm_final_, rstd_final_, logits_, maxes_, sums_, target_logits_);
             dresidual_ = arena_.floats(rc);
         }
-        if (shares_probabilities()) preatt_ = arena_.floats(gqa_.score_elements());
+        if (keeps_probabilities()) preatt_ = arena_.floats(gqa_.score_elements());
         if (sequence_) sequence_workspace_ = arena_.floats(sequence_->workspace_floats(ops_));
         projection_ = arena_.floats(btc);
         // Backward scratch, reused by every block.
@@ -680,7 +680,7 @@ class LlamaModel : public Model {
         dq_ = arena_.floats(q_elements);
         dk_ = arena_.floats(kv_elements);
         dv_ = arena_.floats(kv_elements);
-        if (shares_probabilities()) {
+        if (keeps_probabilities()) {
             dpreatt_ = arena_.floats(gqa_.score_elements());
             datt_ = arena_.floats(gqa_.score_elements());
         }
@@ -703,7 +703,7 @@ class LlamaModel : public Model {
     }
     // The standard attention: its probabilities (B,NHl,T,T) are what a layer keeps, and what
     // selective recompute shares between layers.
-    bool shares_probabilities() const { return !context_ && !sequence_; }
+    bool keeps_probabilities() const { return !context_ && !sequence_; }
     const float* param(const float* unit_base, int tensor) const {
         return unit_base + full_layout_.tensor(tensor).offset_in_unit;
     }
