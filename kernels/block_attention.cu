@@ -82,7 +82,7 @@ __global__ void block_values_kernel(float* part_out, const float* terms, const f
         const int keys = a.visible_keys(static_cast<int>(x.t));
         float y = 0.0f;
         for (int t2 = 0; t2 < keys; ++t2) y += row[t2] * v[a.kv_offset(x.b, t2, j) + x.i];
-        part_out[a.q_offset(x.b, x.t, x.h) + x.i] = y;
+        part_out[a.out_offset(x.b, x.t, x.h) + x.i] = y;
     }
 }
 
@@ -94,8 +94,8 @@ __global__ void block_merge_kernel(float* out, float* row_max, float* row_sum, c
         const QueryRow x(r, a);
         const std::size_t s = a.stat_index(x.b, x.t, x.h);
         const OnlineSoftmaxMerge m = online_softmax_merge(row_max[s], row_sum[s], part_max[s], part_sum[s]);
-        float* y = out + a.q_offset(x.b, x.t, x.h);
-        const float* p = part_out + a.q_offset(x.b, x.t, x.h);
+        float* y = out + a.out_offset(x.b, x.t, x.h);
+        const float* p = part_out + a.out_offset(x.b, x.t, x.h);
         for (int i = lane(); i < a.hs; i += 32) y[i] = y[i] * m.running_factor + p[i] * m.partial_factor;
         __syncwarp();
         if (lane() == 0) {
@@ -135,12 +135,12 @@ __global__ void block_score_gradients_kernel(float* probabilities, float* dscore
             dscores[n] = 0.0f;
             continue;
         }
-        const std::size_t qo = a.q_offset(x.b, x.t, x.h);
+        const std::size_t qo = a.q_offset(x.b, x.t, x.h), oo = a.out_offset(x.b, x.t, x.h);
         const std::size_t ko = a.kv_offset(x.b, x.t2, a.kv_head(static_cast<int>(x.h)));
         const std::size_t s = a.stat_index(x.b, x.t, x.h);
         const float p = block_probability(block_score(q + qo, k + ko, a.hs, scale), lse[s]);
         float dp = 0.0f;
-        for (int i = 0; i < a.hs; ++i) dp += dout[qo + i] * v[ko + i];
+        for (int i = 0; i < a.hs; ++i) dp += dout[oo + i] * v[ko + i];
         probabilities[n] = p;
         dscores[n] = softmax_input_gradient(p, dp, delta[s]);
     }
@@ -174,7 +174,7 @@ __global__ void block_dkv_kernel(float* dk, float* dv, const float* probabilitie
             for (std::size_t t = first_query; t < static_cast<std::size_t>(a.rows); ++t) {
                 const std::size_t tile = a.tile_index(b, h, t, t2);
                 grad_k += dscores[tile] * q[a.q_offset(b, t, h) + i];
-                grad_v += probabilities[tile] * dout[a.q_offset(b, t, h) + i];
+                grad_v += probabilities[tile] * dout[a.out_offset(b, t, h) + i];
             }
         }
         const std::size_t o = a.kv_offset(b, t2, j) + i;

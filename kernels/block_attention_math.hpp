@@ -8,10 +8,12 @@
 // dv += Pᵀ dout. CPU ops and CUDA kernels call these functions, so the CPU tests exercise the
 // formulas the GPU runs.
 //
-// Layouts (GqaShape's, with a token window): q, out, dout, dq are (B, q_tokens, NH*hs) and the
-// block's queries are tokens [q_begin, q_begin + rows) of every sequence; k, v, dk, dv are
-// (B, kv_tokens, NKV*hs) and its keys tokens [kv_begin, kv_begin + cols). Row statistics (max,
-// sum, lse, D) are (B, q_tokens, NH). Query head h reads key/value head kv_head(h).
+// Layouts (GqaShape's, with a token window): out, dout are (B, q_tokens, NH*hs) and the block's
+// queries are tokens [q_begin, q_begin + rows) of every sequence; q, dq hold a token's NH*hs
+// floats every q_pitch floats, k, v, dk, dv its NKV*hs every kv_pitch (NH*hs and NKV*hs when q,
+// k and v lie apart; 3C inside GPT's fused qkv rows, read in place), and the block's keys are
+// tokens [kv_begin, kv_begin + cols). Row statistics (max, sum, lse, D) are (B, q_tokens, NH).
+// Query head h reads key/value head kv_head(h).
 #pragma once
 
 #include <cmath>
@@ -28,28 +30,46 @@ namespace parbench {
 // computed at all: the caller skips it.
 enum class BlockMask : int { full = 0, causal = 1 };
 
+// The CPU kernels (src/train/ops/block_attention.cpp) take a block's queries this many rows at
+// a time, each sub-block's scores in one tile of block_query_rows x cols floats that every
+// sub-block reuses: their scratch, whatever the block's length.
+inline constexpr int block_query_rows = 32;
+
 struct AttentionBlock {
     int B = 1, NH = 1, NKV = 1, hs = 1;
     int first_query_head = 0, queries_per_kv = 1;  // GqaShape's head mapping
     int q_tokens = 1, q_begin = 0, rows = 1;
     int kv_tokens = 1, kv_begin = 0, cols = 1;
     BlockMask mask = BlockMask::full;
+    // Floats from one token's q (k, v) to the next's; 0: packed, NH*hs (NKV*hs).
+    int q_pitch = 0, kv_pitch = 0;
+
+    PARBENCH_HD int q_stride() const { return q_pitch != 0 ? q_pitch : NH * hs; }
+    PARBENCH_HD int kv_stride() const { return kv_pitch != 0 ? kv_pitch : NKV * hs; }
 
     PARBENCH_HD int kv_head(int h) const { return (first_query_head + h) / queries_per_kv; }
     // Keys 0..visible_keys(t)-1 of the block are seen by its query t.
     PARBENCH_HD int visible_keys(int t) const { return mask == BlockMask::causal ? t + 1 : cols; }
-    // First float of query t's head h (t counts from the block's first query).
+    // First float of query t's head h in q and dq (t counts from the block's first query).
     PARBENCH_HD std::size_t q_offset(std::size_t b, std::size_t t, std::size_t h) const {
+        return (b * q_tokens + q_begin + t) * static_cast<std::size_t>(q_stride()) + h * hs;
+    }
+    // ... and in out, dout and the partial outputs, (B, q_tokens, NH*hs).
+    PARBENCH_HD std::size_t out_offset(std::size_t b, std::size_t t, std::size_t h) const {
         return ((b * q_tokens + q_begin + t) * NH + h) * hs;
     }
     PARBENCH_HD std::size_t kv_offset(std::size_t b, std::size_t t2, std::size_t j) const {
-        return ((b * kv_tokens + kv_begin + t2) * NKV + j) * hs;
+        return (b * kv_tokens + kv_begin + t2) * static_cast<std::size_t>(kv_stride()) + j * hs;
     }
     PARBENCH_HD std::size_t stat_index(std::size_t b, std::size_t t, std::size_t h) const {
         return (b * q_tokens + q_begin + t) * NH + h;
     }
     // Score tiles (B, NH, rows, cols), one entry per query-key pair of the block.
     PARBENCH_HD std::size_t tile_elements() const { return static_cast<std::size_t>(B) * NH * rows * cols; }
+    // One query sub-block's tile (block_query_rows): the CPU kernels' score scratch.
+    PARBENCH_HD std::size_t sub_block_tile_elements() const {
+        return static_cast<std::size_t>(rows < block_query_rows ? rows : block_query_rows) * cols;
+    }
     PARBENCH_HD std::size_t tile_index(std::size_t b, std::size_t h, std::size_t t, std::size_t t2) const {
         return ((b * NH + h) * rows + t) * cols + t2;
     }

@@ -13,6 +13,7 @@
 #include "plan/layout_search.hpp"
 #include "plan/moe_plan.hpp"
 #include "plan/plan_output.hpp"
+#include "theory/engine_attention.hpp"
 #include "theory/engine_defaults.hpp"
 #include "theory/expert_parallel.hpp"
 #include "theory/layout_check.hpp"
@@ -380,14 +381,21 @@ class PlanCommand : public Command {
     PlanLayout base_layout(const ModelConfig& config, Precision run_precision, const ClusterSpec& cluster) const {
         PlanLayout p;
         p.states = states ? parse_states(*states) : default_states(run_precision, cluster);
-        // Flash attention is how bf16 jobs on GPUs run; parbench's own engine and fp32 plans keep
-        // the scores (naive).
         const std::vector<std::string> gpus = device_preset_names();
         const bool gpu = std::find(gpus.begin(), gpus.end(), cluster.device.name) != gpus.end();
-        p.attention = attention ? parse_attention(*attention)
-                      : (run_precision == Precision::bf16 && gpu && p.states != StateConvention::parbench)
-                          ? AttentionKind::flash
-                          : AttentionKind::naive;
+        const bool requested = attention && *attention != "auto";
+        if (p.states == StateConvention::parbench) {
+            // parbench's own engine attends as train chooses (theory/engine_attention.hpp): its block
+            // kernels tile on a CPU host (a device that is no GPU preset, or --cores-per-host) only.
+            const bool cpu_host = !gpu || cluster.cores_per_host > 0;
+            p.engine.attention = engine_attention(attention.value_or("auto"), cpu_host, config.seq_len, cp);
+            p.attention = p.engine.attention;
+        } else {
+            // Flash attention is how bf16 jobs on GPUs run; fp32 plans keep the scores (naive).
+            p.attention = requested ? parse_attention(*attention)
+                          : run_precision == Precision::bf16 && gpu ? AttentionKind::flash
+                                                                    : AttentionKind::naive;
+        }
         EngineLayout& l = p.engine;
         // The frameworks' conventions count an MoE model on its dense skeleton and add the MoE
         // layers (plan/moe_plan.hpp); parbench's engine formulas (theory/memory.hpp,
@@ -533,8 +541,9 @@ std::unique_ptr<Command> add_plan_command(CLI::App& app) {
                     "One fraction of peak for all compute (default: each GEMM's shape on the device's curve, "
                     "element-wise work at HBM bandwidth; 0.5 on a device without a curve)");
     sub->add_option("--attention", c.attention,
-                    "flash (no s x s scores kept, recomputed in backward) or naive (default flash for bf16 on a GPU "
-                    "device under --states zero|megatron)");
+                    "auto, flash (no s x s scores kept, recomputed in backward) or naive. auto: flash for bf16 on a "
+                    "GPU device under --states zero|megatron; under --states parbench train's choice (block "
+                    "attention from 256 tokens on a CPU host, standard on a GPU)");
     sub->add_option("--gemm-curve", c.gemm_curve, "parbench-ops report whose matmul entries fit the GEMM curve");
     sub->add_option("--calibrate", c.calibrate, "Collective reports (size sweeps) to fit alpha/beta from");
     sub->add_option("--calibrate-compute", c.calibrate_compute, "parbench-ops or train report for the compute rate");

@@ -258,15 +258,15 @@ class TrainCommand : public Command {
         return options;
     }
 
-    int train(Invocation& invocation, const TrainPlan& plan, BackendChoice backend_choice, const MpiSession& session,
-              Communicator& control) {
+    int train(Invocation& invocation, const TrainPlan& requested, BackendChoice backend_choice,
+              const MpiSession& session, Communicator& control) {
         const int rank = session.world_rank();
-        const MeshShape shape = resolve_layout(plan, session.world_size());
+        const MeshShape shape = resolve_layout(requested, session.world_size());
         check_outputs_writable(control, {{options_.json_path, "--json"}, {options_.trace_path, "--trace"}});
 
         KeptReport kept(rank == 0 ? options_.json_path : std::string());
         // The trace is kept like the report: a run the watchdog ends leaves the steps it traced.
-        KeptTrace trace(rank == 0 ? options_.trace_path : std::string(), plan, shape);
+        KeptTrace trace(rank == 0 ? options_.trace_path : std::string(), requested, shape);
         const auto watchdog = start_watchdog(run_options_.timeout_s, session, control,
                                              [&kept, &trace](const std::string& message) {
                                                  kept.abandon(message);
@@ -275,6 +275,9 @@ class TrainCommand : public Command {
         watchdog->enter({"setup", "start-up", 0, 0});
         Backend backend = make_backend(backend_choice, session, control);
         Device& device = *backend.device;
+        std::unique_ptr<Ops> ops = make_ops(device);
+        // The whole-sequence attention as this backend's kernels allow (theory/engine_attention.hpp).
+        const TrainPlan plan = with_backend_attention(requested, ops->tiles_block_attention());
         // Once the device is known (a GPU's free memory is checked too), before the model is built.
         throw_if_any_rank_failed(
             control,
@@ -282,7 +285,7 @@ class TrainCommand : public Command {
                                  run_memory_budgets(device, control, session.hosts_by_rank(), session.local_size())),
             session.hosts_by_rank());
         try {
-            return train_watched(invocation, plan, shape, backend, session, control, *watchdog, kept, trace);
+            return train_watched(invocation, plan, shape, backend, *ops, session, control, *watchdog, kept, trace);
         } catch (const UsageError&) {
             throw;  // raised alike on every rank, before any step: nothing was measured
         } catch (const std::exception& error) {
@@ -296,14 +299,14 @@ class TrainCommand : public Command {
     }
 
     int train_watched(Invocation& invocation, const TrainPlan& plan, const MeshShape& shape, Backend& backend,
-                      const MpiSession& session, Communicator& control, Watchdog& watchdog, KeptReport& kept,
-                      KeptTrace& trace) {
+                      Ops& ops, const MpiSession& session, Communicator& control, Watchdog& watchdog,
+                      KeptReport& kept, KeptTrace& trace) {
         const int rank = session.world_rank();
         Device& device = *backend.device;
-        std::unique_ptr<Ops> ops = make_ops(device);
         const Environment environment = collect_environment(session, device, *backend.comm, control);
         nlohmann::json config = to_json(options_);
         config["resolved"] = {{"dp", shape.dp}, {"tp", shape.tp}, {"pp", shape.pp}, {"cp", shape.cp}, {"seq_len", plan.seq_len},
+                              {"attention", attention_name(plan.attention)},
                               {"model_source", plan.model.source}};
         config["timeout_s"] = run_options_.timeout_s;
         config["log_interval"] = run_options_.log_interval;
@@ -324,7 +327,7 @@ class TrainCommand : public Command {
         watchdog.enter({"setup", "model and scheme", 0, 0});
         Mesh mesh(*backend.comm, shape);
         TrainProgress progress(plan, shape, watchdog, kept, trace, report, speaks, run_options_.log_interval);
-        const TrainMeasurements measurements = train_or_name_buffers(plan, mesh, device, *ops, control, progress);
+        const TrainMeasurements measurements = train_or_name_buffers(plan, mesh, device, ops, control, progress);
         report = progress.report();
         if (measurements.diverged) return stop_diverged(measurements, report, kept, trace, rank);
 
@@ -335,7 +338,7 @@ class TrainCommand : public Command {
             if (rank == 0) {
                 Mesh serial_mesh(*self, MeshShape{});
                 ReferenceProgress reference_progress(watchdog);
-                const TrainMeasurements reference = run_training(serial_reference_plan(plan, shape.dp), serial_mesh, device, *ops,
+                const TrainMeasurements reference = run_training(serial_reference_plan(plan, shape.dp), serial_mesh, device, ops,
                                                                  *self, true, &reference_progress);
                 check = compare_with_reference(measurements.loss, measurements.final_parameters, reference.loss,
                                                reference.final_parameters,
@@ -454,6 +457,11 @@ std::unique_ptr<Command> add_train_command(CLI::App& app) {
     sub->add_option("--precision", o.precision, "fp32, or bf16 (bf16 matmuls, fp32 master weights)")->capture_default_str();
     sub->add_option("--recompute", o.recompute,
                     "Activation recompute: none, selective (the attention core) or full (each layer's forward)")
+        ->capture_default_str();
+    sub->add_option("--attention", o.attention,
+                    "Whole-sequence attention: auto (block attention from 256 tokens where the backend's block "
+                    "kernels tile: the CPU's; standard on a GPU), flash (block: the log-sum-exp kept, scores "
+                    "recomputed in backward) or naive (standard: the T x T probabilities kept)")
         ->capture_default_str();
     sub->add_option("--cp", o.cp, "Context-parallel degree: ranks that split every sequence (gpt and llama models)")
         ->capture_default_str();

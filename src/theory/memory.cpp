@@ -4,6 +4,7 @@
 
 #include "core/error.hpp"
 #include "theory/context_parallel.hpp"
+#include "theory/engine_attention.hpp"
 #include "theory/model_layout.hpp"
 #include "theory/moe_memory.hpp"
 #include "theory/pipeline/partition.hpp"
@@ -148,10 +149,12 @@ void moe_shared_items(const EngineLayout& l, const MoeMemoryShape& moe_shape, It
 
 // train/models/gpt.cpp's allocate_activations: per-micro-batch data, per-layer stores (in pipeline
 // slots when pipelined), the head's, and the backward scratch shared by every layer. Under
-// context parallelism as llama_items says, and the gathered position rows and their gradient.
+// context parallelism and block attention as llama_items says, and under context parallelism
+// the gathered position rows and their gradient.
 void gpt_items(const EngineLayout& l, const PipelinePart& part, ItemList& items) {
     const double t = l.tp;
     const bool context = l.cp > 1;
+    const bool block_attention = !context && l.attention == AttentionKind::flash;
     const double B = l.microbatch_size, T = l.local_seq_len(), C = l.model.hidden, V = l.model.vocab;
     const double rows = B * T;
     const double R = l.sp ? rows / t : rows;  // LayerNorm / residual regions
@@ -162,12 +165,18 @@ void gpt_items(const EngineLayout& l, const PipelinePart& part, ItemList& items)
                                                                    TensorSplit{0, l.tp, l.sp, l.tp_style}),
                                            l.context_split(), l.seq_len)
                 : ContextAttentionFloats{};
-    const double att = context ? static_cast<double>(cp_floats.saved) : B * (l.model.heads / t) * T * T;
+    const SequenceAttentionFloats block_floats =
+        block_attention ? sequence_attention_floats(context_local_gqa_shape(l.model, l.microbatch_size, l.seq_len,
+                                                                            TensorSplit{0, l.tp, l.sp, l.tp_style}))
+                        : SequenceAttentionFloats{};
+    const double att = context           ? static_cast<double>(cp_floats.saved)
+                       : block_attention ? static_cast<double>(block_floats.saved)
+                                         : B * (l.model.heads / t) * T * T;
     const double logits = rows * vocab_local;
     const double full_block = 4 * rc + 4 * R + 3 * local + local + att + 2 * wide;
     // What a layer keeps as its own under --recompute (gpt.cpp's allocate_block), and the one
     // set all layers share.
-    const bool shares_probabilities = l.recompute == Recompute::selective && !context;
+    const bool shares_probabilities = l.recompute == Recompute::selective && !context && !block_attention;
     const double block = l.recompute == Recompute::full ? rc : shares_probabilities ? full_block - att : full_block;
     // An MoE layer keeps the MoE layer's buffers (theory/moe_memory.hpp) in place of the MLP's two.
     const int moe_count = l.model.moe_layer_count();
@@ -191,6 +200,9 @@ void gpt_items(const EngineLayout& l, const PipelinePart& part, ItemList& items)
         items.activation("context-parallel attention workspace (train/context/)", 1,
                          static_cast<double>(cp_floats.workspace));
         items.activation("position rows held and their gradient (context parallelism)", 2, T * C);
+    } else if (block_attention) {
+        items.activation("block attention workspace (row statistics, score tiles: train/ops/sequence_attention.hpp)",
+                         1, static_cast<double>(block_floats.workspace));
     } else {
         items.activation("attention scratch (pre-softmax, its gradient, probabilities' gradient)", 3, att);
     }
@@ -220,10 +232,12 @@ void gpt_items(const EngineLayout& l, const PipelinePart& part, ItemList& items)
 // parallelism every per-token buffer holds seq / cp tokens, each layer keeps ContextAttention's
 // saved state instead of the probabilities (also under selective recompute, which then shares
 // nothing), there is no attention scratch of the model's own, and ContextAttention's workspace
-// is counted once.
+// is counted once. Block attention over the whole sequence (l.attention flash, no cp) the same
+// way: the log-sum-exp rows per layer, SequenceAttention's workspace once.
 void llama_items(const EngineLayout& l, const PipelinePart& part, ItemList& items) {
     const double t = l.tp;
     const bool context = l.cp > 1;
+    const bool block_attention = !context && l.attention == AttentionKind::flash;
     const double B = l.microbatch_size, T = l.local_seq_len(), C = l.model.hidden, V = l.model.vocab;
     const bool kv_split = llama_kv_heads_split(l.model, l.tp);
     const double head_size = C / l.model.heads;
@@ -238,10 +252,16 @@ void llama_items(const EngineLayout& l, const PipelinePart& part, ItemList& item
                                                          TensorSplit{0, l.tp, l.sp, l.tp_style}),
                                    l.context_split(), l.seq_len)
                 : ContextAttentionFloats{};
-    const double att = context ? static_cast<double>(cp_floats.saved) : probabilities;
+    const SequenceAttentionFloats block_floats =
+        block_attention ? sequence_attention_floats(context_local_gqa_shape(l.model, l.microbatch_size, l.seq_len,
+                                                                            TensorSplit{0, l.tp, l.sp, l.tp_style}))
+                        : SequenceAttentionFloats{};
+    const double att = context           ? static_cast<double>(cp_floats.saved)
+                       : block_attention ? static_cast<double>(block_floats.saved)
+                                         : probabilities;
     const double logits = rows * V / t;
     const double full_block = 4 * rc + 2 * R + 2 * q + 2 * kv + att + 3 * wide;
-    const bool shares_probabilities = l.recompute == Recompute::selective && !context;
+    const bool shares_probabilities = l.recompute == Recompute::selective && !context && !block_attention;
     const double block = l.recompute == Recompute::full ? rc : shares_probabilities ? full_block - att : full_block;
     // An MoE layer keeps the MoE layer's buffers (theory/moe_memory.hpp, on every tp rank: the
     // layer runs replicated over tp) in place of the SwiGLU's three.
@@ -265,6 +285,9 @@ void llama_items(const EngineLayout& l, const PipelinePart& part, ItemList& item
     if (context)
         items.activation("context-parallel attention workspace (train/context/)", 1,
                          static_cast<double>(cp_floats.workspace));
+    else if (block_attention)
+        items.activation("block attention workspace (row statistics, score tiles: train/ops/sequence_attention.hpp)",
+                         1, static_cast<double>(block_floats.workspace));
     else
         items.activation("attention scratch (scores, their gradient, probabilities' gradient)", 3, att);
     items.activation("projection output, normalised-input gradient", 2, btc);

@@ -16,6 +16,7 @@
 
 #include "theory/activation_memory.hpp"
 #include "theory/context_split.hpp"
+#include "theory/layer_work.hpp"
 #include "theory/memory_category.hpp"
 #include "theory/model_config.hpp"
 #include "theory/model_layout.hpp"
@@ -57,6 +58,9 @@ struct EngineLayout {
     P2pMode p2p = P2pMode::nonblocking;
     Precision precision = Precision::fp32;
     Recompute recompute = Recompute::none;  // what each layer keeps (theory/activation_memory.hpp)
+    // The whole-sequence attention without context parallelism (theory/engine_attention.hpp):
+    // naive keeps the probabilities per layer, flash (the block kernels) the log-sum-exp.
+    AttentionKind attention = AttentionKind::naive;
     // Context parallelism: cp ranks split every sequence (seq_len / cp tokens each); the
     // gradients are averaged over dp x cp.
     int cp = 1;

@@ -95,9 +95,22 @@ ActivationFormula context_parallel_activation_bytes_per_layer(const ModelConfig&
 
 ActivationFormula transformer_activation_bytes_per_layer(const ModelConfig& config, int seq_len,
                                                          int microbatch_size, const TensorSplit& split,
-                                                         Recompute recompute, const ContextSplit& context) {
+                                                         Recompute recompute, const ContextSplit& context,
+                                                         AttentionKind attention) {
     if (context.size > 1)
         return context_parallel_activation_bytes_per_layer(config, seq_len, microbatch_size, split, recompute, context);
+    if (attention == AttentionKind::flash && recompute != Recompute::full) {
+        // The probabilities, all that selective recompute drops, give way to the lse rows; the
+        // paper's value is the selective one (flash attention keeps no s x s tensor, as
+        // plan/layout_plan.cpp counts it).
+        ActivationFormula f =
+            transformer_activation_bytes_per_layer(config, seq_len, microbatch_size, split, Recompute::selective);
+        const double s = seq_len, b = microbatch_size, t = split.size;
+        f.bytes += float_bytes * config.heads * s * b / t;
+        f.formula = transformer_activation_bytes_per_layer(config, seq_len, microbatch_size, split).formula +
+                    "; block attention: the log-sum-exp rows, 4asb/t, in place of the probabilities, 4as^2b/t";
+        return f;
+    }
     const bool llama = config.kind == ModelKind::llama;
     ActivationFormula f = llama ? llama_activation_bytes_per_layer(config, seq_len, microbatch_size, split)
                                 : gpt_activation_bytes_per_layer(config, seq_len, microbatch_size, split);

@@ -9,6 +9,7 @@
 #include <string>
 
 #include "theory/context_split.hpp"
+#include "theory/layer_work.hpp"
 #include "theory/model_config.hpp"
 #include "theory/model_layout.hpp"
 #include "theory/tensor_split.hpp"
@@ -43,10 +44,13 @@ ActivationFormula gpt_activation_bytes_per_layer(const ModelConfig& config, int 
 // Under context parallelism (`context.size` = c > 1, Llama) s is the rank's seq_len / c tokens
 // and the layer keeps ContextAttention's saved state (theory/context_parallel.hpp) instead of the
 // probabilities, whatever the recompute but full; the paper value is theory/activation_memory.hpp's
-// s' = s/c form.
+// s' = s/c form. With block attention over the whole sequence (`attention` flash without cp,
+// theory/engine_attention.hpp) the layer keeps the log-sum-exp rows, a·s·b/t floats, instead of
+// the probabilities, whatever the recompute but full.
 ActivationFormula transformer_activation_bytes_per_layer(const ModelConfig& config, int seq_len,
                                                          int microbatch_size, const TensorSplit& split,
                                                          Recompute recompute = Recompute::none,
-                                                         const ContextSplit& context = {});
+                                                         const ContextSplit& context = {},
+                                                         AttentionKind attention = AttentionKind::naive);
 
 }  // namespace parbench

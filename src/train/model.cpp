@@ -14,15 +14,15 @@ namespace parbench {
 std::unique_ptr<Model> make_model(const ModelConfig& config, const MicrobatchShape& shape, std::uint64_t seed,
                                   Ops& ops, MemoryLedger& ledger, const TensorParallelGroup& tp,
                                   const PipelinePart& part, Precision precision, Recompute recompute,
-                                  const ContextGroup& cp, const MoeContext& moe) {
+                                  const ContextGroup& cp, const MoeContext& moe, AttentionKind attention) {
     if (config.moe && !config.has_sequence())
         throw std::logic_error("make_model: mixture-of-experts layers are built in GPT and Llama models only");
     if (cp.active() && !config.has_sequence())
         throw std::logic_error("make_model: the MLP has no sequence to split over a context-parallel group");
     if (config.kind == ModelKind::gpt)
-        return make_gpt_model(config, shape, seed, ops, ledger, tp, part, precision, recompute, cp, moe);
+        return make_gpt_model(config, shape, seed, ops, ledger, tp, part, precision, recompute, cp, moe, attention);
     if (config.kind == ModelKind::llama)
-        return make_llama_model(config, shape, seed, ops, ledger, tp, part, precision, recompute, cp, moe);
+        return make_llama_model(config, shape, seed, ops, ledger, tp, part, precision, recompute, cp, moe, attention);
     if (recompute != Recompute::none) throw std::logic_error("make_model: the MLP has nothing to recompute");
     if (part.active()) throw std::logic_error("make_model: pipeline stages are cut from GPT and Llama models only");
     return make_mlp_model(config, shape, seed, ops, ledger, tp, precision);

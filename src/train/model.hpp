@@ -13,6 +13,7 @@
 
 #include "device/device.hpp"
 #include "theory/activation_memory.hpp"
+#include "theory/layer_work.hpp"
 #include "theory/model_config.hpp"
 #include "theory/model_layout.hpp"
 #include "theory/parameter_layout.hpp"
@@ -146,10 +147,12 @@ class Model {
 // Builds the model of the config's kind; every buffer it holds is counted in `ledger`. With
 // a tensor-parallel group of more than one rank, this rank's shard of it (tensor_parallel.hpp).
 // `precision`: the matmuls' (train/matmuls.hpp); parameters and everything else stay fp32.
+// `attention`: GPT's and Llama's over a whole sequence without context parallelism
+// (theory/engine_attention.hpp: naive, or flash for the block kernels).
 std::unique_ptr<Model> make_model(const ModelConfig& config, const MicrobatchShape& shape, std::uint64_t seed,
                                   Ops& ops, MemoryLedger& ledger, const TensorParallelGroup& tp = {},
                                   const PipelinePart& part = {}, Precision precision = Precision::fp32,
                                   Recompute recompute = Recompute::none, const ContextGroup& cp = {},
-                                  const MoeContext& moe = {});
+                                  const MoeContext& moe = {}, AttentionKind attention = AttentionKind::naive);
 
 }  // namespace parbench

@@ -5,6 +5,7 @@
 
 #include "core/checked.hpp"
 #include "core/error.hpp"
+#include "theory/engine_attention.hpp"
 #include "theory/layout_check.hpp"
 #include "theory/model_shape.hpp"
 #include "theory/memory.hpp"
@@ -138,6 +139,12 @@ TrainPlan resolve_train_options(const TrainOptions& options) {
                          " is an MLP, which has no attention core or transformer layer to recompute; use "
                          "--recompute none or a gpt or llama model");
 
+    if (options.attention != "auto" && !plan.model.has_sequence())
+        throw UsageError("--attention " + options.attention + ": model " + plan.model.name +
+                         " is an MLP, which has no attention; drop --attention or pick a gpt or llama model");
+    // The flag's own refusals now, before MPI starts; the backend's (flash on a GPU) once it is known.
+    plan.attention = engine_attention(options.attention, true, plan.seq_len, options.cp);
+
     plan.scheme.zero_stage = options.zero;
     if (options.bucket_mb) {
         plan.scheme.bucket_bytes = static_cast<std::size_t>(*options.bucket_mb * 1024.0 * 1024.0);
@@ -152,6 +159,12 @@ TrainPlan resolve_train_options(const TrainOptions& options) {
     plan.scheme.prefetch = options.prefetch;
     plan.scheme.microbatches = options.microbatches;
     plan.scheme.adamw.lr = static_cast<float>(options.lr);
+    return plan;
+}
+
+TrainPlan with_backend_attention(TrainPlan plan, bool backend_tiles_block_attention) {
+    plan.attention =
+        engine_attention(plan.options.attention, backend_tiles_block_attention, plan.seq_len, plan.options.cp);
     return plan;
 }
 
@@ -197,6 +210,7 @@ nlohmann::json to_json(const TrainOptions& o) {
         {"prefetch", o.prefetch},
         {"precision", o.precision},
         {"recompute", o.recompute},
+        {"attention", o.attention},
         {"cp", o.cp},
         {"cp_style", optional(o.cp_style)},
         {"cp_balance", optional(o.cp_balance)},
@@ -241,6 +255,7 @@ EngineLayout engine_layout(const TrainPlan& plan, const MeshShape& mesh) {
     l.p2p = plan.p2p;
     l.precision = parse_precision(o.precision);
     l.recompute = plan.recompute;
+    l.attention = plan.attention;
     return l;
 }
 

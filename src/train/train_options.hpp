@@ -52,6 +52,8 @@ struct TrainOptions {
     bool prefetch = false;
     std::string precision = engine_default_precision;
     std::string recompute = "none";  // none, selective or full (arXiv 2205.05198 sec. 5)
+    // The whole-sequence attention (theory/engine_attention.hpp): auto, flash (block) or naive.
+    std::string attention = "auto";
     // Context parallelism (train/context/context_attention.hpp): cp ranks split every sequence.
     // The style and balance are optional so that giving them without --cp > 1 can be refused.
     int cp = 1;
@@ -81,6 +83,8 @@ struct TrainPlan {
     int seq_len = 1;
     SchemeSettings scheme;
     Recompute recompute = Recompute::none;
+    // --attention resolved; for the backend's kernels only by with_backend_attention.
+    AttentionKind attention = AttentionKind::naive;
     std::string bucket_source;  // "--bucket-mb" or the default's rule (theory/memory.hpp)
     TensorParallelStyle tp_style = TensorParallelStyle::megatron;
     // Pipeline parallelism (options.pp > 1): the schedule, transfers and each virtual
@@ -104,6 +108,9 @@ struct TrainPlan {
 
 // Throws UsageError; reads the model config (so a bad config fails before MPI starts).
 TrainPlan resolve_train_options(const TrainOptions& options);
+// The plan with its whole-sequence attention chosen for a backend whose block kernels tile or
+// not (Ops::tiles_block_attention); UsageError for --attention flash where they do not.
+TrainPlan with_backend_attention(TrainPlan plan, bool backend_tiles_block_attention);
 // The mesh for a world of `world_size` ranks; UsageError when the degrees do not fit it or
 // the global batch does not split into dp x microbatches.
 MeshShape resolve_layout(const TrainPlan& plan, int world_size);

@@ -116,8 +116,9 @@ nlohmann::json activation_json(const TrainSummaryInputs& in) {
     if (!in.plan.model.has_sequence()) return activation;
     const ActivationFormula formula = transformer_activation_bytes_per_layer(
         in.plan.model, in.plan.seq_len, o.global_batch / in.mesh.dp / o.microbatches, in.plan.tensor_split(0),
-        in.plan.recompute, in.plan.context_split(0));
+        in.plan.recompute, in.plan.context_split(0), in.plan.attention);
     activation["recompute"] = recompute_name(in.plan.recompute);
+    activation["attention"] = attention_name(in.plan.attention);  // theory/engine_attention.hpp
     activation["formula_bytes_per_layer"] = formula.bytes;
     activation["formula"] = formula.formula;
     if (in.plan.model.moe)

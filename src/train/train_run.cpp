@@ -319,7 +319,7 @@ TrainMeasurements run_training(const TrainPlan& plan, Mesh& mesh, Device& device
     // --etp: each routed expert's width split over the tp group (its all-reduces counted as tp's).
     const MoeContext moe{plan.moe, &mesh.gradient_group(), expert_group.get(), o.etp > 1 ? &mesh.tp() : nullptr};
     std::unique_ptr<Model> model = make_model(plan.model, shape, o.seed, ops, ledger, tp, part, parse_precision(o.precision),
-                                              plan.recompute, cp, moe);
+                                              plan.recompute, cp, moe, plan.attention);
     // Gradients are averaged over dp x cp (Mesh::gradient_group), so DDP and ZeRO run on it; the
     // routed experts' over the expert-data-parallel group.
     // A pipeline sums its tied embedding's gradient across stages after backward, so it keeps

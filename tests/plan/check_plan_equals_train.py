@@ -13,7 +13,7 @@ Issue 21 item 10 was two defaults that differed
 8), which a check that copies train's resolved settings into plan's flags cannot see; this one
 gives both the user's flags and nothing more.
 
-    check_plan_equals_train.py --parbench BIN --out DIR --mpiexec "mpirun ..." --ranks N -- FLAGS...
+    check_plan_equals_train.py --parbench BIN --out DIR --mpiexec "mpirun ..." --ranks N [--cpu-host] -- FLAGS...
     check_plan_equals_train.py --parbench BIN --out DIR --mpiexec "mpirun ..." --random COUNT [--seed S]
 
 --random draws COUNT layouts that train runs here (at most 4 ranks; dp, tp, pp, cp, ZeRO stage,
@@ -65,6 +65,10 @@ def compare(args, ranks, flags, folder):
     # --states parbench: a plan of parbench's own run. Without it, a bf16 plan on a GPU preset takes
     # the frameworks' mixed precision (issue 21 item 11), which is not what train allocates.
     plan = [args.parbench, "plan", "--gpus", str(ranks), "--states", "parbench", "--json", plan_json] + flags
+    # train ran on this machine's CPUs; plan's default device is a GPU, whose backend attends
+    # differently from 256 tokens on (theory/engine_attention.hpp): --cpu-host describes the host.
+    if args.cpu_host:
+        plan += ["--cores-per-host", str(os.cpu_count() or 1)]
     planned = run(plan, 120)
     if planned.returncode != 0:
         raise Mismatch("plan refused a layout train ran: " + " ".join(plan) + "\n" + planned.stdout + planned.stderr)
@@ -225,6 +229,9 @@ def main():
     parser.add_argument("--ranks", type=int)
     parser.add_argument("--random", type=int, help="draw this many layouts train runs")
     parser.add_argument("--seed", type=int, help="for --random (default: drawn, printed)")
+    parser.add_argument("--cpu-host", action="store_true",
+                        help="plan a CPU host (--cores-per-host), as train runs here: needed where the choice of "
+                             "attention depends on the backend (auto from 256 tokens)")
     parser.add_argument("flags", nargs=argparse.REMAINDER)
     args = parser.parse_args()
     flags = args.flags[1:] if args.flags[:1] == ["--"] else args.flags

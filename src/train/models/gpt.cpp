@@ -21,6 +21,13 @@
 // ContextAttention's, which keeps only its `saved` state per layer (no probabilities: selective
 // recompute has nothing more to drop). Everything else acts per token, unchanged.
 //
+// Block attention (theory/engine_attention.hpp chooses flash: --attention, or auto from 256
+// tokens on a backend whose block kernels tile): without context parallelism the whole
+// sequence's attention is SequenceAttention's (train/ops/sequence_attention.hpp), reading q, k
+// and v in place inside the fused qkv rows (pitch 3Cl) and keeping the log-sum-exp of each
+// query row in `att` instead of the probabilities (selective recompute then has nothing to
+// drop either).
+//
 // Mixture of experts (a config's "moe"), as in llama.cpp: in its MoE layers the MLP is an
 // MoeLayer over the block's rows (GELU experts by default, GPT's MLP form without biases, as
 // Megatron-core's grouped experts), one routing group per micro-batch, the router and shared
@@ -43,6 +50,7 @@
 #include "theory/rank_traffic.hpp"
 #include "train/models/transformer_parts.hpp"
 #include "train/moe/moe_model_state.hpp"
+#include "train/ops/sequence_attention.hpp"
 #include "train/tensor_parallel.hpp"
 
 namespace parbench {
@@ -70,7 +78,7 @@ struct BlockActivations {
     float* ln1_rstd;  // (R)
     float* qkv;       // (B,T,3Cl); under context parallelism q, k, v apart: 3 x (B,T,Cl)
     float* atty;      // (B,T,Cl)
-    float* att;       // (B,NHl,T,T); under context parallelism ContextAttention's saved state
+    float* att;       // (B,NHl,T,T); ContextAttention's or SequenceAttention's saved state
     float* residual2; // (R,C)
     float* ln2;
     float* ln2_mean;
@@ -85,7 +93,7 @@ class GptModel : public Model {
   public:
     GptModel(const ModelConfig& config, const MicrobatchShape& shape, std::uint64_t seed, Ops& ops,
              MemoryLedger& ledger, const TensorParallelGroup& tp, const PipelinePart& part, Precision precision,
-             Recompute recompute, const ContextGroup& cp, const MoeContext& moe)
+             Recompute recompute, const ContextGroup& cp, const MoeContext& moe, AttentionKind attention)
         : recompute_(recompute), moe_context_(moe), config_(config), shape_(shape), seed_(seed), ops_(ops), device_(ledger.device()), ledger_(ledger),
           arena_(ledger), tp_(tp), context_split_(cp.split), B_(shape.batch), T_(shape.seq_len / cp.split.size),
           C_(config.hidden), NH_(config.heads), V_(config.vocab), L_(config.layers),
@@ -112,6 +120,8 @@ class GptModel : public Model {
         }
         for (std::size_t i = 0; i < units.size(); ++i) local_unit_[static_cast<std::size_t>(units[i])] = static_cast<int>(i);
         layout_ = part.active() ? full_layout_.select_units(units) : full_layout_;
+        if (!cp.active() && attention == AttentionKind::flash)
+            sequence_.emplace(GqaShape{B_, T_, NHl_, NHl_, C_ / NH_, 0, 1}, 3 * Cl_, 3 * Cl_);
         if (cp.active()) {
             const int hs = C_ / NH_;
             const std::size_t before = ledger.usage().live_of(MemoryCategory::activations);
@@ -292,7 +302,10 @@ class GptModel : public Model {
             context_->forward(a.atty, a.att, qkv_part(a.qkv, 0), qkv_part(a.qkv, 1), qkv_part(a.qkv, 2));
         } else {
             matmuls_.forward(a.qkv, ln1, param(p, w.qkvw), param(p, w.qkvb), BT, C_, 3 * Cl_);
-            ops_.attention_forward(a.atty, preatt_, a.att, a.qkv, B_, T_, Cl_, NHl_);
+            if (sequence_)
+                sequence_->forward(ops_, a.atty, a.att, sequence_workspace_, a.qkv, a.qkv + Cl_, a.qkv + 2 * Cl_);
+            else
+                ops_.attention_forward(a.atty, preatt_, a.att, a.qkv, B_, T_, Cl_, NHl_);
         }
         matmuls_.forward(projection_, a.atty, param(p, w.attprojw), replicated_term(p, w.attprojb), BT, Cl_, C_);
         const float* attention = tp_.leave(projection_, projection_local_, BT, C_);
@@ -418,7 +431,7 @@ class GptModel : public Model {
         // dresidual_ now holds d(residual2).
         const float* dattention = tp_.leave_backward(dresidual_, dgathered_, BT, C_);
         if (defer) copy_floats(ops_, stash->dattention, dattention, btc);
-        if (recompute_ == Recompute::selective && !context_) {
+        if (recompute_ == Recompute::selective && keeps_probabilities()) {
             // The attention core again, from the kept QKV: its probabilities into the shared
             // buffer (its output, already kept, lands in scratch that is overwritten next).
             NvtxRange recompute_range(block_range_name(l, " recompute attention"));
@@ -430,6 +443,9 @@ class GptModel : public Model {
         if (context_)
             context_->backward(qkv_part(dqkv, 0), qkv_part(dqkv, 1), qkv_part(dqkv, 2), datty_, a.atty, a.att,
                                qkv_part(a.qkv, 0), qkv_part(a.qkv, 1), qkv_part(a.qkv, 2));
+        else if (sequence_)
+            sequence_->backward(ops_, dqkv, dqkv + Cl_, dqkv + 2 * Cl_, sequence_workspace_, datty_, a.atty, a.att,
+                                a.qkv, a.qkv + Cl_, a.qkv + 2 * Cl_);
         else
             ops_.attention_backward(dqkv, dpreatt_, datt_, datty_, a.qkv, a.att, B_, T_, Cl_, NHl_);
         const float* ln1 = tp_.enter(a.ln1, gathered_, BT, C_);
@@ -583,9 +599,9 @@ class GptModel : public Model {
             a = recompute_work_;
             a.residual3 = arena_.floats(residual_elements());
         } else {
-            // Context-parallel attention keeps only its small saved state, which backward needs
-            // whatever the recompute: selective shares nothing then.
-            const bool shared_probabilities = recompute_ == Recompute::selective && !context_;
+            // Context-parallel and block attention keep only their small saved state, which
+            // backward needs whatever the recompute: selective shares nothing then.
+            const bool shared_probabilities = recompute_ == Recompute::selective && keeps_probabilities();
             a = allocate_block_buffers(!shared_probabilities, !is_moe(l), is_moe(l));
             if (shared_probabilities) a.att = recompute_work_.att;
         }
@@ -603,7 +619,9 @@ class GptModel : public Model {
         const std::size_t r = static_cast<std::size_t>(R_);
         const std::size_t local_channels = rows() * static_cast<std::size_t>(Cl_);
         const std::size_t wide = rows() * static_cast<std::size_t>(Fl_);
-        const std::size_t att = context_ ? context_->saved_floats() : static_cast<std::size_t>(B_) * NHl_ * T_ * T_;
+        const std::size_t att = context_    ? context_->saved_floats()
+                                : sequence_ ? sequence_->saved_floats()
+                                            : static_cast<std::size_t>(B_) * NHl_ * T_ * T_;
         BlockActivations a{};
         a.ln1 = arena_.floats(rc);
         a.ln1_mean = arena_.floats(r);
@@ -670,6 +688,9 @@ class GptModel : public Model {
     }
 
     std::size_t rows() const { return static_cast<std::size_t>(B_) * static_cast<std::size_t>(T_); }
+    // The standard attention: its probabilities (B,NHl,T,T) are what a layer keeps, and what
+    // selective recompute shares between layers.
+    bool keeps_probabilities() const { return !context_ && !sequence_; }
     const float* param(const float* unit_base, int tensor) const {
         return unit_base + full_layout_.tensor(tensor).offset_in_unit;
     }
@@ -694,7 +715,7 @@ class GptModel : public Model {
         batch_.allocate(arena_, shape_.microbatches, rows());
         if (recompute_ == Recompute::full)
             recompute_work_ = allocate_block_buffers(true, config_.moe_layer_count() < L_, config_.moe_layer_count() > 0);
-        if (recompute_ == Recompute::selective && !context_) recompute_work_.att = arena_.floats(att);
+        if (recompute_ == Recompute::selective && keeps_probabilities()) recompute_work_.att = arena_.floats(att);
         if (part_.active()) {
             allocate_slots();
         } else {
@@ -710,7 +731,8 @@ class GptModel : public Model {
             // Backward's running gradient; a pipeline chunk's lives in its slot.
             dresidual_ = arena_.floats(rc);
         }
-        if (!context_) preatt_ = arena_.floats(att);
+        if (keeps_probabilities()) preatt_ = arena_.floats(att);
+        if (sequence_) sequence_workspace_ = arena_.floats(sequence_->workspace_floats(ops_));
         projection_ = arena_.floats(btc);
         // Backward scratch, reused by every block (llm.c's CUDA trainer does the same).
         dlosses_ = arena_.floats(rows());
@@ -723,7 +745,7 @@ class GptModel : public Model {
         if (context_) {
             wpe_local_ = arena_.floats(static_cast<std::size_t>(T_) * C_);
             dwpe_local_ = arena_.floats(static_cast<std::size_t>(T_) * C_);
-        } else {
+        } else if (keeps_probabilities()) {
             dpreatt_ = arena_.floats(att);
             datt_ = arena_.floats(att);
         }
@@ -778,6 +800,9 @@ class GptModel : public Model {
         int first = 0, length = 0, local = 0;
     };
     std::unique_ptr<ContextAttention> context_;
+    // Block attention over the whole sequence (no context parallelism), and its workspace.
+    std::optional<SequenceAttention> sequence_;
+    float* sequence_workspace_ = nullptr;
     std::size_t context_workspace_bytes_ = 0;
     std::vector<int> positions_host_;
     std::vector<PositionRun> position_runs_;
@@ -803,8 +828,9 @@ class GptModel : public Model {
 std::unique_ptr<Model> make_gpt_model(const ModelConfig& config, const MicrobatchShape& shape, std::uint64_t seed,
                                       Ops& ops, MemoryLedger& ledger, const TensorParallelGroup& tp,
                                       const PipelinePart& part, Precision precision, Recompute recompute,
-                                      const ContextGroup& cp, const MoeContext& moe) {
-    return std::make_unique<GptModel>(config, shape, seed, ops, ledger, tp, part, precision, recompute, cp, moe);
+                                      const ContextGroup& cp, const MoeContext& moe, AttentionKind attention) {
+    return std::make_unique<GptModel>(config, shape, seed, ops, ledger, tp, part, precision, recompute, cp, moe,
+                                      attention);
 }
 
 }  // namespace parbench

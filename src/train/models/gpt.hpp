@@ -20,6 +20,6 @@ std::unique_ptr<Model> make_gpt_model(const ModelConfig& config, const Microbatc
                                       Ops& ops, MemoryLedger& ledger, const TensorParallelGroup& tp,
                                       const PipelinePart& part = {}, Precision precision = Precision::fp32,
                                       Recompute recompute = Recompute::none, const ContextGroup& cp = {},
-                                      const MoeContext& moe = {});
+                                      const MoeContext& moe = {}, AttentionKind attention = AttentionKind::naive);
 
 }  // namespace parbench

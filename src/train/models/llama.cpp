@@ -27,6 +27,12 @@
 // position, and attention is ContextAttention's, which keeps for backward only its `saved`
 // state per layer (no probabilities: it recomputes them block by block, so selective recompute
 // has nothing more to drop). Everything else acts per token, unchanged.
+//
+// Block attention (theory/engine_attention.hpp chooses flash: --attention, or auto from 256
+// tokens on a backend whose block kernels tile): without context parallelism the whole
+// sequence's attention is SequenceAttention's (train/ops/sequence_attention.hpp) on the rotated
+// q, k and v, keeping the log-sum-exp of each query row in `att` instead of the probabilities
+// (selective recompute then has nothing to drop either).
 #include "train/models/llama.hpp"
 
 #include <algorithm>
@@ -42,6 +48,7 @@
 #include "theory/rank_traffic.hpp"
 #include "train/models/transformer_parts.hpp"
 #include "train/moe/moe_model_state.hpp"
+#include "train/ops/sequence_attention.hpp"
 #include "train/tensor_parallel.hpp"
 
 namespace parbench {
@@ -86,7 +93,7 @@ class LlamaModel : public Model {
   public:
     LlamaModel(const ModelConfig& config, const MicrobatchShape& shape, std::uint64_t seed, Ops& ops,
                MemoryLedger& ledger, const TensorParallelGroup& tp, const PipelinePart& part, Precision precision,
-               Recompute recompute, const ContextGroup& cp, const MoeContext& moe)
+               Recompute recompute, const ContextGroup& cp, const MoeContext& moe, AttentionKind attention)
         : recompute_(recompute), moe_context_(moe), config_(config), shape_(shape), seed_(seed), ops_(ops), device_(ledger.device()), ledger_(ledger),
           arena_(ledger), tp_(tp), B_(shape.batch), T_(shape.seq_len / cp.split.size), C_(config.hidden), NH_(config.heads),
           V_(config.vocab), L_(config.layers), hs_(config.hidden / config.heads),
@@ -119,6 +126,8 @@ class LlamaModel : public Model {
         // Query head h of this rank is global head rank·NHl + h; with split key/value heads
         // the local numbering starts at 0 in both, with replicated ones the global is kept.
         gqa_ = GqaShape{B_, T_, NHl_, NKVl_, hs_, kv_split_ ? 0 : tp.rank() * NHl_, config.heads / config.kv_heads};
+        if (!cp.active() && attention == AttentionKind::flash)
+            sequence_.emplace(gqa_, static_cast<int>(gqa_.q_width()), static_cast<int>(gqa_.kv_width()));
         if (cp.active()) {
             const std::size_t before = ledger.usage().live_of(MemoryCategory::activations);
             context_ = std::make_unique<ContextAttention>(*cp.comm, ops, ledger, cp.split, gqa_, shape.seq_len);
@@ -287,6 +296,8 @@ class LlamaModel : public Model {
         ops_.rope_forward(a.k, positions_.as<int>(), B_, T_, NKVl_, hs_, theta);
         if (context_)
             context_->forward(a.atty, a.att, a.q, a.k, a.v);
+        else if (sequence_)
+            sequence_->forward(ops_, a.atty, a.att, sequence_workspace_, a.q, a.k, a.v);
         else
             ops_.gqa_attention_forward(a.atty, preatt_, a.att, a.q, a.k, a.v, gqa_);
         matmuls_.forward(projection_, a.atty, param(p, w.wo), nullptr, BT, Cl_, C_);
@@ -410,7 +421,7 @@ class LlamaModel : public Model {
         // dresidual_ now holds d(residual2).
         const float* dattention = tp_.leave_backward(dresidual_, dgathered_, BT, C_);
         if (defer) copy_floats(ops_, stash->dattention, dattention, btc);
-        if (recompute_ == Recompute::selective && !context_) {
+        if (recompute_ == Recompute::selective && keeps_probabilities()) {
             // The attention core again from the kept (rotated) Q, K and V: its probabilities
             // into the shared buffer, its output into scratch that is overwritten next.
             NvtxRange recompute_range(block_range_name(l, " recompute attention"));
@@ -423,6 +434,8 @@ class LlamaModel : public Model {
         ops_.fill(dv, 0.0f, kv_elements);
         if (context_)
             context_->backward(dq, dk, dv, datty_, a.atty, a.att, a.q, a.k, a.v);
+        else if (sequence_)
+            sequence_->backward(ops_, dq, dk, dv, sequence_workspace_, datty_, a.atty, a.att, a.q, a.k, a.v);
         else
             ops_.gqa_attention_backward(dq, dk, dv, dpreatt_, datt_, datty_, a.q, a.k, a.v, a.att, gqa_);
         ops_.rope_backward(dq, positions_.as<int>(), B_, T_, NHl_, hs_, theta);
@@ -548,9 +561,9 @@ class LlamaModel : public Model {
             a = recompute_work_;
             a.residual3 = arena_.floats(residual_elements());
         } else {
-            // Context-parallel attention keeps only its small saved state, which backward needs
-            // whatever the recompute: selective shares nothing then.
-            const bool shared_probabilities = recompute_ == Recompute::selective && !context_;
+            // Context-parallel and block attention keep only their small saved state, which
+            // backward needs whatever the recompute: selective shares nothing then.
+            const bool shared_probabilities = recompute_ == Recompute::selective && keeps_probabilities();
             a = allocate_block_buffers(!shared_probabilities, !is_moe(l), is_moe(l));
             if (shared_probabilities) a.att = recompute_work_.att;
         }
@@ -649,7 +662,8 @@ class LlamaModel : public Model {
         batch_.allocate(arena_, shape_.microbatches, rows());
         if (recompute_ == Recompute::full)
             recompute_work_ = allocate_block_buffers(true, config_.moe_layer_count() < L_, config_.moe_layer_count() > 0);
-        if (recompute_ == Recompute::selective && !context_) recompute_work_.att = arena_.floats(gqa_.score_elements());
+        if (recompute_ == Recompute::selective && keeps_probabilities())
+            recompute_work_.att = arena_.floats(gqa_.score_elements());
         if (part_.active()) {
             allocate_slots();
         } else {
@@ -658,7 +672,8 @@ class LlamaModel : public Model {
             allocate_head(norm_final_, rstd_final_, logits_, maxes_, sums_, target_logits_);
             dresidual_ = arena_.floats(rc);
         }
-        if (!context_) preatt_ = arena_.floats(gqa_.score_elements());
+        if (keeps_probabilities()) preatt_ = arena_.floats(gqa_.score_elements());
+        if (sequence_) sequence_workspace_ = arena_.floats(sequence_->workspace_floats(ops_));
         projection_ = arena_.floats(btc);
         // Backward scratch, reused by every block.
         dlosses_ = arena_.floats(rows());
@@ -671,7 +686,7 @@ class LlamaModel : public Model {
         dq_ = arena_.floats(q_elements);
         dk_ = arena_.floats(kv_elements);
         dv_ = arena_.floats(kv_elements);
-        if (!context_) {
+        if (keeps_probabilities()) {
             dpreatt_ = arena_.floats(gqa_.score_elements());
             datt_ = arena_.floats(gqa_.score_elements());
         }
@@ -687,8 +702,14 @@ class LlamaModel : public Model {
     }
 
     std::size_t rows() const { return static_cast<std::size_t>(B_) * static_cast<std::size_t>(T_); }
-    // What a layer keeps of its attention core: the probabilities, or ContextAttention's state.
-    std::size_t attention_store_elements() const { return context_ ? context_->saved_floats() : gqa_.score_elements(); }
+    // What a layer keeps of its attention core: the probabilities, or ContextAttention's or
+    // SequenceAttention's state.
+    std::size_t attention_store_elements() const {
+        return context_ ? context_->saved_floats() : sequence_ ? sequence_->saved_floats() : gqa_.score_elements();
+    }
+    // The standard attention: its probabilities (B,NHl,T,T) are what a layer keeps, and what
+    // selective recompute shares between layers.
+    bool keeps_probabilities() const { return !context_ && !sequence_; }
     const float* param(const float* unit_base, int tensor) const {
         return unit_base + full_layout_.tensor(tensor).offset_in_unit;
     }
@@ -733,6 +754,9 @@ class LlamaModel : public Model {
     std::vector<WeightGradientStash> stash_;
     LlamaTensors tensors_;
     std::unique_ptr<ContextAttention> context_;
+    // Block attention over the whole sequence (no context parallelism), and its workspace.
+    std::optional<SequenceAttention> sequence_;
+    float* sequence_workspace_ = nullptr;
     std::size_t context_workspace_bytes_ = 0;
     std::vector<int> positions_host_;  // (T) each held token's position in its sequence
     Buffer positions_;  // (T) ints: each token's position, which RoPE turns it by
@@ -757,8 +781,9 @@ class LlamaModel : public Model {
 std::unique_ptr<Model> make_llama_model(const ModelConfig& config, const MicrobatchShape& shape, std::uint64_t seed,
                                         Ops& ops, MemoryLedger& ledger, const TensorParallelGroup& tp,
                                         const PipelinePart& part, Precision precision, Recompute recompute,
-                                        const ContextGroup& cp, const MoeContext& moe) {
-    return std::make_unique<LlamaModel>(config, shape, seed, ops, ledger, tp, part, precision, recompute, cp, moe);
+                                        const ContextGroup& cp, const MoeContext& moe, AttentionKind attention) {
+    return std::make_unique<LlamaModel>(config, shape, seed, ops, ledger, tp, part, precision, recompute, cp, moe,
+                                        attention);
 }
 
 }  // namespace parbench

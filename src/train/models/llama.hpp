@@ -13,6 +13,7 @@ namespace parbench {
 std::unique_ptr<Model> make_llama_model(const ModelConfig& config, const MicrobatchShape& shape, std::uint64_t seed,
                                         Ops& ops, MemoryLedger& ledger, const TensorParallelGroup& tp,
                                         const PipelinePart& part, Precision precision, Recompute recompute,
-                                        const ContextGroup& cp = {}, const MoeContext& moe = {});
+                                        const ContextGroup& cp = {}, const MoeContext& moe = {},
+                                        AttentionKind attention = AttentionKind::naive);
 
 }  // namespace parbench

@@ -22,7 +22,7 @@
 namespace parbench {
 namespace {
 
-constexpr int query_rows = 32;
+constexpr int query_rows = block_query_rows;
 
 // row[0..n) = exp(row - max) (unnormalised), row[n..width) = 0; writes the row's max and sum.
 PARBENCH_SIMD_CLONES void partial_softmax_row(float* __restrict row, std::size_t n, std::size_t width,
@@ -46,17 +46,14 @@ PARBENCH_SIMD_CLONES void probability_gradient_row(float* __restrict p, float* _
     std::fill(ds + n, ds + width, 0.0f);
 }
 
-// The block's query and key/value rows as sgemm sees them: pitches in floats.
+// The block's query, key/value and output rows as sgemm sees them: pitches in floats.
 struct BlockPitches {
-    int q, kv;
+    int q, kv, out;
 };
-BlockPitches pitches(const AttentionBlock& a) { return {a.NH * a.hs, a.NKV * a.hs}; }
+BlockPitches pitches(const AttentionBlock& a) { return {a.q_stride(), a.kv_stride(), a.NH * a.hs}; }
 
-// The floats of one sub-block's score tile: within the scratch's tile_elements() (which holds
-// B x NH x rows x cols of them) for any block.
-std::size_t sub_block_tile(const AttentionBlock& a) {
-    return static_cast<std::size_t>(std::min(query_rows, a.rows)) * static_cast<std::size_t>(a.cols);
-}
+// The floats of one sub-block's score tile (Ops::block_attention_scratch_floats).
+std::size_t sub_block_tile(const AttentionBlock& a) { return a.sub_block_tile_elements(); }
 
 // Keys the sub-block of queries [first, first + rows) reaches: a causal block's query t sees
 // keys 0..t.
@@ -88,7 +85,7 @@ void CpuOps::block_attention_forward(float* part_out, float* part_max, float* pa
                                         static_cast<std::size_t>(keys), part_max[a.stat_index(b, t, h)],
                                         part_sum[a.stat_index(b, t, h)]);
                 cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, rows, a.hs, keys, 1.0f, tile, a.cols, keys_v,
-                            ld.kv, 0.0f, part_out + a.q_offset(b, t0, h), ld.q);
+                            ld.kv, 0.0f, part_out + a.out_offset(b, t0, h), ld.out);
             }
         }
 }
@@ -100,8 +97,8 @@ void CpuOps::block_attention_merge(float* out, float* row_max, float* row_sum, c
             for (std::size_t h = 0; h < static_cast<std::size_t>(a.NH); ++h) {
                 const std::size_t r = a.stat_index(b, t, h);
                 const OnlineSoftmaxMerge m = online_softmax_merge(row_max[r], row_sum[r], part_max[r], part_sum[r]);
-                float* y = out + a.q_offset(b, t, h);
-                const float* p = part_out + a.q_offset(b, t, h);
+                float* y = out + a.out_offset(b, t, h);
+                const float* p = part_out + a.out_offset(b, t, h);
                 for (int i = 0; i < a.hs; ++i) y[i] = y[i] * m.running_factor + p[i] * m.partial_factor;
                 row_max[r] = m.row_max;
                 row_sum[r] = m.row_sum;
@@ -140,12 +137,12 @@ void CpuOps::block_attention_backward(float* dq, float* dk, float* dv, float* sc
                 const int rows = std::min(query_rows, a.rows - first);
                 const int keys = sub_block_keys(a, first, rows);
                 const auto t0 = static_cast<std::size_t>(first);
-                const std::size_t qo = a.q_offset(b, t0, h);
+                const std::size_t qo = a.q_offset(b, t0, h), oo = a.out_offset(b, t0, h);
                 // S (into p) and dP = dY Vᵀ (into ds) over the keys the sub-block sees
                 cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, rows, keys, a.hs, scale, q + qo, ld.q, k + kv,
                             ld.kv, 0.0f, p, a.cols);
-                cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, rows, keys, a.hs, 1.0f, dout + qo, ld.q, v + kv,
-                            ld.kv, 0.0f, ds, a.cols);
+                cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, rows, keys, a.hs, 1.0f, dout + oo, ld.out,
+                            v + kv, ld.kv, 0.0f, ds, a.cols);
                 for (std::size_t t = t0; t < t0 + static_cast<std::size_t>(rows); ++t)
                     probability_gradient_row(p + (t - t0) * static_cast<std::size_t>(a.cols),
                                              ds + (t - t0) * static_cast<std::size_t>(a.cols),
@@ -153,8 +150,8 @@ void CpuOps::block_attention_backward(float* dq, float* dk, float* dv, float* sc
                                              static_cast<std::size_t>(keys), lse[a.stat_index(b, t, h)],
                                              delta[a.stat_index(b, t, h)]);
                 // dV += Pᵀ dY, dQ += scale dS K, dK += scale dSᵀ Q
-                cblas_sgemm(CblasRowMajor, CblasTrans, CblasNoTrans, keys, a.hs, rows, 1.0f, p, a.cols, dout + qo,
-                            ld.q, 1.0f, dv + kv, ld.kv);
+                cblas_sgemm(CblasRowMajor, CblasTrans, CblasNoTrans, keys, a.hs, rows, 1.0f, p, a.cols, dout + oo,
+                            ld.out, 1.0f, dv + kv, ld.kv);
                 cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, rows, a.hs, keys, scale, ds, a.cols, k + kv,
                             ld.kv, 1.0f, dq + qo, ld.q);
                 cblas_sgemm(CblasRowMajor, CblasTrans, CblasNoTrans, keys, a.hs, rows, scale, ds, a.cols, q + qo, ld.q,

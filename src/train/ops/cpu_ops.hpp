@@ -15,6 +15,10 @@ class CpuOps : public Ops {
     using Ops::encoder_forward;
 
     std::string name() const override { return "cpu"; }
+    bool tiles_block_attention() const override { return true; }
+    std::size_t block_attention_scratch_floats(const AttentionBlock& block) const override {
+        return 2 * block.sub_block_tile_elements();
+    }
     void synchronize() override {}
 
     void matmul_forward(float* out, const float* inp, const float* weight, const float* bias, int N, int C,

@@ -21,6 +21,10 @@ class CudaOps : public Ops {
     using Ops::encoder_forward;
 
     std::string name() const override { return "cuda"; }
+    bool tiles_block_attention() const override { return false; }
+    std::size_t block_attention_scratch_floats(const AttentionBlock& block) const override {
+        return 2 * block.tile_elements();
+    }
     void synchronize() override;
 
     void matmul_forward(float* out, const float* inp, const float* weight, const float* bias, int N, int C,

@@ -103,11 +103,20 @@ class Ops {
                                         const float* att, const GqaShape& shape) = 0;
 
     // ---- blockwise attention, ring attention's pieces (kernels/block_attention_math.hpp) -----
+    // Whether these kernels keep a block's scores in a tile of a fixed number of query rows
+    // (kernels/block_attention_math.hpp's block_query_rows), so that a whole causal sequence as
+    // one block keeps no T x T array: then a model may use them for its whole-sequence
+    // attention (train/ops/sequence_attention.hpp). The CPU's do; the CUDA kernels write the
+    // block's whole B x NH x rows x cols tile, so a GPU keeps the standard attention.
+    virtual bool tiles_block_attention() const = 0;
+    // Floats of the scratch block_attention_backward takes for `block` (the forward's `scores`
+    // takes half of it).
+    virtual std::size_t block_attention_scratch_floats(const AttentionBlock& block) const = 0;
     // The block's queries against its keys/values (AttentionBlock: token windows of q and k/v,
     // mask full or causal-diagonal; a fully masked block is not called). Writes, at the block's
     // query rows, part_out (out's layout) = sum_j exp(s_j - m) v_j UNNORMALISED, part_max = m
     // and part_sum = sum_j exp(s_j - m) (row statistics (B, q_tokens, NH)). scores
-    // (block.tile_elements()) is scratch.
+    // (block_attention_scratch_floats(block) / 2) is scratch.
     virtual void block_attention_forward(float* part_out, float* part_max, float* part_sum, float* scores,
                                          const float* q, const float* k, const float* v,
                                          const AttentionBlock& block) = 0;
@@ -124,7 +133,8 @@ class Ops {
     virtual void block_attention_delta(float* delta, const float* dout, const float* out, std::size_t rows,
                                        int hs) = 0;
     // The block's dq (q's layout), dk, dv (k's layout) +=, P recomputed from q, k and lse, with
-    // delta from block_attention_delta on the finished output. scratch (2 x block.tile_elements()).
+    // delta from block_attention_delta on the finished output. scratch
+    // (block_attention_scratch_floats(block)).
     virtual void block_attention_backward(float* dq, float* dk, float* dv, float* scratch, const float* dout,
                                           const float* q, const float* k, const float* v, const float* lse,
                                           const float* delta, const AttentionBlock& block) = 0;
