@@ -248,7 +248,7 @@ PlanPrediction predict_layout(const PlanLayout& p, const PlanContext& context, c
     // (theory/rank_traffic.hpp); the tp and dp lines are the most loaded rank's, the pp lines the
     // busiest sender's (a middle stage sends most; a receive is its peer's send).
     const ParameterLayout whole =
-        model_parameter_layout(l.model, l.seq_len, TensorSplit{0, l.tp, l.sp, l.tp_style}, ExpertSplit{0, l.ep});
+        model_parameter_layout(l.model, l.seq_len, TensorSplit{0, l.tp, l.sp, l.tp_style}, engine_expert_split(l));
     for (int r = 0; r < l.pp; ++r) out.traffic_by_pp_rank.push_back(engine_rank_traffic(l, r, 0, &whole));
     int busiest = 0;
     double busiest_bytes = -1;
@@ -321,21 +321,23 @@ PlanPrediction predict_layout(const PlanLayout& p, const PlanContext& context, c
     const double dp_nics = nics_used(std::min(sharded_over, std::max(1, cluster.gpus_per_host / l.tp)));
     add_lines("dp", out.memory.pp_rank, sharded_over, dp_placement, p.states == StateConvention::zero ? 0.5 : 1.0,
               dp_nics, l.tp);
-    // parbench's engine: the MoE layers' exchanges over the ep group (members tp x cp apart).
-    // And the routed experts' gradients over the expert-data-parallel group (members tp x cp x ep apart).
+    // parbench's engine, in Megatron-core's expert order (train/mesh.hpp): the MoE layers'
+    // exchanges over the ep group, ep consecutive members of the dp x cp group (tp apart), and the
+    // routed experts' gradients over the expert-data-parallel group (members tp x ep apart).
     if (p.states == StateConvention::parbench && l.ep > 1) {
-        add_lines("ep", out.memory.pp_rank, l.ep, placement_of(l.ep * l.tp * l.cp, cluster), 1.0, 1.0, l.tp * l.cp);
+        add_lines("ep", out.memory.pp_rank, l.ep, placement_of(l.ep * l.tp, cluster), 1.0, 1.0, l.tp);
         const int edp = expert_data_parallel_size(l.gradient_ranks(), l.ep);
-        add_lines("edp", out.memory.pp_rank, edp, placement_of(edp * l.ep * l.tp * l.cp, cluster), 1.0,
-                  nics_used(std::min(edp, std::max(1, cluster.gpus_per_host / (l.tp * l.cp * l.ep)))), l.tp * l.cp * l.ep);
+        add_lines("edp", out.memory.pp_rank, edp, placement_of(edp * l.ep * l.tp, cluster), 1.0,
+                  nics_used(std::min(edp, std::max(1, cluster.gpus_per_host / (l.tp * l.ep)))), l.tp * l.ep);
     }
     if (p.experts.active()) {
-        // MoE: the ep group's members are tp x cp apart, the expert-dp group's tp x cp x ep apart.
+        // MoE in Megatron-core's expert order (tp, ep, expert-dp, pp; cp folded into the expert
+        // dp): the ep group's members are tp apart, the expert-dp group's tp x ep apart.
         const int ep = p.experts.ep, host = cluster.gpus_per_host;
         const MoeLinks links{placement_of(sharded_over * l.tp, cluster), placement_of(sharded_over * l.tp, cluster),
-                             placement_of(ep * l.tp * l.cp, cluster),
+                             placement_of(ep * l.tp, cluster),
                              nics_used(std::min(sharded_over, std::max(1, host / l.tp))),
-                             nics_used(std::min(expert_data_parallel(p), std::max(1, host / (l.tp * l.cp * ep))))};
+                             nics_used(std::min(expert_data_parallel(p), std::max(1, host / (l.tp * ep))))};
         apply_moe_traffic(out, context, static_cast<double>(rank.layout.total_numel()), links);
     }
     if (l.zero == 3 && !p.reshard_after_forward) {

@@ -43,9 +43,9 @@ int model_parameter_units_held_at_once(const ModelConfig& config, const Pipeline
 std::map<std::string, TrafficByOp> engine_rank_traffic(const EngineLayout& l, int pp_rank, int tp_rank,
                                                        const ParameterLayout* whole, int cp_rank) {
     const TensorSplit split{tp_rank, l.tp, l.sp, l.tp_style};
-    // A prebuilt `whole` layout counts the routed experts whole on every tp rank (plan's, built
-    // without --etp): under etp > 1 the rank's own slices are counted instead.
-    ParameterLayout layout = whole && l.etp == 1
+    // A prebuilt `whole` layout is tp rank 0's (plan's, built with engine_expert_split): under
+    // etp > 1 another tp rank counts its own expert slices.
+    ParameterLayout layout = whole && (l.etp == 1 || tp_rank == 0)
                                  ? *whole
                                  : model_parameter_layout(l.model, l.seq_len, split, engine_expert_split(l, tp_rank));
     ModelShare share = whole_model_share(l.model);
