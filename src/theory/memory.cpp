@@ -147,6 +147,39 @@ void moe_shared_items(const EngineLayout& l, const MoeMemoryShape& moe_shape, It
                          static_cast<double>(moe_sequence_parallel_pack_floats(moe_shape)));
 }
 
+// What one layer's attention keeps for backward (`saved`) and the workspace every layer shares, by
+// the attention the engine runs: context parallelism's blocks (train/context/), the whole-sequence
+// block attention's lse rows (train/ops/sequence_attention.hpp), or the standard attention's
+// probabilities (its workspace is three arrays of that size).
+struct AttentionFloats {
+    double saved = 0, workspace = 0;
+};
+
+AttentionFloats attention_floats(const EngineLayout& l, bool context, bool block_attention, double probabilities) {
+    const TensorSplit split{0, l.tp, l.sp, l.tp_style};
+    if (context) {
+        const ContextAttentionFloats f = context_attention_floats(
+            context_local_gqa_shape(l.model, l.microbatch_size, l.local_seq_len(), split), l.context_split(), l.seq_len);
+        return {static_cast<double>(f.saved), static_cast<double>(f.workspace)};
+    }
+    if (block_attention) {
+        const SequenceAttentionFloats f =
+            sequence_attention_floats(context_local_gqa_shape(l.model, l.microbatch_size, l.seq_len, split));
+        return {static_cast<double>(f.saved), static_cast<double>(f.workspace)};
+    }
+    return {probabilities, probabilities};
+}
+
+void attention_workspace_item(bool context, bool block_attention, const AttentionFloats& attention, ItemList& items) {
+    if (context)
+        items.activation("context-parallel attention workspace (train/context/)", 1, attention.workspace);
+    else if (block_attention)
+        items.activation("block attention workspace (row statistics, score tiles: train/ops/sequence_attention.hpp)",
+                         1, attention.workspace);
+    else
+        items.activation("attention scratch (scores, their gradient, probabilities' gradient)", 3, attention.workspace);
+}
+
 // train/models/gpt.cpp's allocate_activations: per-micro-batch data, per-layer stores (in pipeline
 // slots when pipelined), the head's, and the backward scratch shared by every layer. Under
 // context parallelism and block attention as llama_items says, and under context parallelism
@@ -160,18 +193,8 @@ void gpt_items(const EngineLayout& l, const PipelinePart& part, ItemList& items)
     const double R = l.sp ? rows / t : rows;  // LayerNorm / residual regions
     const double rc = R * C, btc = rows * C;
     const double local = rows * C / t, wide = rows * 4.0 * C / t, vocab_local = V / t;
-    const ContextAttentionFloats cp_floats =
-        context ? context_attention_floats(context_local_gqa_shape(l.model, l.microbatch_size, l.local_seq_len(),
-                                                                   TensorSplit{0, l.tp, l.sp, l.tp_style}),
-                                           l.context_split(), l.seq_len)
-                : ContextAttentionFloats{};
-    const SequenceAttentionFloats block_floats =
-        block_attention ? sequence_attention_floats(context_local_gqa_shape(l.model, l.microbatch_size, l.seq_len,
-                                                                            TensorSplit{0, l.tp, l.sp, l.tp_style}))
-                        : SequenceAttentionFloats{};
-    const double att = context           ? static_cast<double>(cp_floats.saved)
-                       : block_attention ? static_cast<double>(block_floats.saved)
-                                         : B * (l.model.heads / t) * T * T;
+    const AttentionFloats attention = attention_floats(l, context, block_attention, B * (l.model.heads / t) * T * T);
+    const double att = attention.saved;
     const double logits = rows * vocab_local;
     const double full_block = 4 * rc + 4 * R + 3 * local + local + att + 2 * wide;
     // What a layer keeps as its own under --recompute (gpt.cpp's allocate_block), and the one
@@ -196,16 +219,8 @@ void gpt_items(const EngineLayout& l, const PipelinePart& part, ItemList& items)
     const bool holds_head =
         layer_store_items(l, part, "LayerNorm", block, stash, rc, rc + 2 * R + logits + 3 * rows, items, moe_block);
     if (moe_count > 0) moe_shared_items(l, moe_shape, items);
-    if (context) {
-        items.activation("context-parallel attention workspace (train/context/)", 1,
-                         static_cast<double>(cp_floats.workspace));
-        items.activation("position rows held and their gradient (context parallelism)", 2, T * C);
-    } else if (block_attention) {
-        items.activation("block attention workspace (row statistics, score tiles: train/ops/sequence_attention.hpp)",
-                         1, static_cast<double>(block_floats.workspace));
-    } else {
-        items.activation("attention scratch (pre-softmax, its gradient, probabilities' gradient)", 3, att);
-    }
+    attention_workspace_item(context, block_attention, attention, items);
+    if (context) items.activation("position rows held and their gradient (context parallelism)", 2, T * C);
     items.activation("projection output, normalised-input gradient", 2, btc);
     items.activation("backward scratch (loss gradients, logits gradient)", 1, rows + logits);
     items.activation("backward scratch (FFN x2, attention output, QKV)", 1, 2 * wide + local + 3 * local);
@@ -247,18 +262,8 @@ void llama_items(const EngineLayout& l, const PipelinePart& part, ItemList& item
     const double rc = R * C, btc = rows * C;
     const double q = rows * C / t, kv = rows * kv_local, wide = rows * l.model.ffn_hidden / t;
     const double probabilities = B * (l.model.heads / t) * T * T;
-    const ContextAttentionFloats cp_floats =
-        context ? context_attention_floats(context_local_gqa_shape(l.model, l.microbatch_size, l.local_seq_len(),
-                                                         TensorSplit{0, l.tp, l.sp, l.tp_style}),
-                                   l.context_split(), l.seq_len)
-                : ContextAttentionFloats{};
-    const SequenceAttentionFloats block_floats =
-        block_attention ? sequence_attention_floats(context_local_gqa_shape(l.model, l.microbatch_size, l.seq_len,
-                                                                            TensorSplit{0, l.tp, l.sp, l.tp_style}))
-                        : SequenceAttentionFloats{};
-    const double att = context           ? static_cast<double>(cp_floats.saved)
-                       : block_attention ? static_cast<double>(block_floats.saved)
-                                         : probabilities;
+    const AttentionFloats attention = attention_floats(l, context, block_attention, probabilities);
+    const double att = attention.saved;
     const double logits = rows * V / t;
     const double full_block = 4 * rc + 2 * R + 2 * q + 2 * kv + att + 3 * wide;
     const bool shares_probabilities = l.recompute == Recompute::selective && !context && !block_attention;
@@ -282,14 +287,7 @@ void llama_items(const EngineLayout& l, const PipelinePart& part, ItemList& item
     if (shares_probabilities) items.activation("selective recompute: probabilities, shared", 1, att);
     const bool holds_head = layer_store_items(l, part, "RMSNorm", block, stash, rc, head, items, moe_block);
     if (moe_count > 0) moe_shared_items(l, moe_shape, items);
-    if (context)
-        items.activation("context-parallel attention workspace (train/context/)", 1,
-                         static_cast<double>(cp_floats.workspace));
-    else if (block_attention)
-        items.activation("block attention workspace (row statistics, score tiles: train/ops/sequence_attention.hpp)",
-                         1, static_cast<double>(block_floats.workspace));
-    else
-        items.activation("attention scratch (scores, their gradient, probabilities' gradient)", 3, att);
+    attention_workspace_item(context, block_attention, attention, items);
     items.activation("projection output, normalised-input gradient", 2, btc);
     items.activation("backward scratch (loss gradients, logits gradient)", 1, rows + logits);
     items.activation("backward scratch (SwiGLU x3, attention output, q, k, v)", 1, 3 * wide + 2 * q + 2 * kv);
