@@ -6,6 +6,15 @@
 #include "core/nvtx.hpp"
 
 namespace parbench {
+namespace {
+
+TimelineKind compute_kind(const Action& action) {
+    return action.kind == ActionKind::forward    ? TimelineKind::forward
+           : action.kind == ActionKind::backward ? TimelineKind::backward
+                                                 : TimelineKind::weight;
+}
+
+}  // namespace
 
 const char* timeline_kind_name(TimelineKind kind) {
     switch (kind) {
@@ -148,12 +157,6 @@ float* PipelineExecutor::transfer_buffer(const Action& action) {
     }
 }
 
-static TimelineKind compute_kind(const Action& action) {
-    return action.kind == ActionKind::forward    ? TimelineKind::forward
-           : action.kind == ActionKind::backward ? TimelineKind::backward
-                                                 : TimelineKind::weight;
-}
-
 void PipelineExecutor::run_pass(const Action& action, float loss_scale) {
     if (action.kind == ActionKind::forward) {
         // A slot's output may still be on its way to the next stage from an earlier micro-batch.
@@ -250,7 +253,6 @@ void PipelineExecutor::compute_pair(std::size_t first, std::size_t last, float l
         throw;
     }
     model_.set_moe_exchange_switch({});
-    ++paired_passes_;
     for (std::size_t i = first + 1; i < last; ++i)
         if (steps_[i].send) transfer(Step{std::nullopt, steps_[i].send, std::nullopt});
 }
@@ -344,7 +346,6 @@ PipelineStepStats PipelineExecutor::run_step(int step, float loss_scale, Clock::
     step_ = step;
     stats_ = PipelineStepStats{};
     scheme_.begin_step(step + 1);
-    paired_passes_ = 0;
     for (std::size_t i = 0; i < steps_.size(); ++i) {
         const Step& s = steps_[i];
         const int pair_end = pair_passes_ ? paired_group_end(i) : -1;

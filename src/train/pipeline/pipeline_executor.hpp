@@ -68,7 +68,7 @@ class PipelineExecutor {
     // `origin` is where the timeline's clock starts; events are kept when `record` is set.
     // `host` is a host-memory communicator over the world (MPI) and `host_rank_of_pp_rank`
     // the pipeline group's ranks in it: settle_peer_waits exchanges timestamps over it.
-    // `pair_passes` (--moe-a2a-overlap-1f1b): see PairedPasses below.
+    // `pair_passes` (--moe-a2a-overlap-1f1b): see compute_pair below.
     PipelineExecutor(const Schedule& schedule, int pp_rank, P2pMode mode, Model& model, TrainingScheme& scheme,
                      Communicator& pp, Ops& ops, MemoryLedger& ledger, Communicator& host,
                      std::vector<int> host_rank_of_pp_rank, bool pair_passes = false);
@@ -84,9 +84,6 @@ class PipelineExecutor {
     void set_origin(std::chrono::steady_clock::time_point origin) { origin_ = origin; }
     void set_recording(bool on) { recording_ = on; }
     const std::vector<TimelineEvent>& events() const { return events_; }
-
-    // Forward/backward pairs this rank ran on two fibers in the last step (--moe-a2a-overlap-1f1b).
-    int paired_passes() const { return paired_passes_; }
 
   private:
     using Clock = std::chrono::steady_clock;
@@ -153,7 +150,6 @@ class PipelineExecutor {
     std::vector<TimelineEvent> events_;
     bool pair_passes_ = false;
     std::optional<FiberPair> fibers_;  // with pair_passes_
-    int paired_passes_ = 0;
 };
 
 }  // namespace parbench
