@@ -47,6 +47,18 @@ void check_moe_overlap_1f1b(const TrainOptions& o) {
     if (o.cp > 1) refuse("with --cp: context-parallel attention is not paired yet; drop --cp");
 }
 
+// Once the stages are known: the pairs run on every stage but the last, so one of those must
+// hold an MoE layer, else the flag would change nothing.
+void check_moe_overlap_1f1b_stages(const TrainPlan& plan) {
+    if (!plan.options.moe_a2a_overlap_1f1b) return;
+    for (std::size_t stage = 0; stage + 1 < plan.stage_ranges.size(); ++stage)
+        for (int layer = plan.stage_ranges[stage].first; layer < plan.stage_ranges[stage].end; ++layer)
+            if (plan.model.moe->is_moe_layer(layer)) return;
+    throw UsageError("--moe-a2a-overlap-1f1b: model " + plan.model.name + " has MoE layers on the last pipeline stage "
+                     "only, which runs unpaired, so nothing would overlap; move some to earlier stages with "
+                     "--stage-layers, or drop the flag");
+}
+
 // The --moe-* flags, and what the MoE layers do not compose with yet. Each MoE layer routes one
 // group per micro-batch and rank (train/moe/router.hpp), so a layout that splits a
 // micro-batch's tokens over ranks (SP, CP) routes different groups than --check's reference.
@@ -155,6 +167,7 @@ TrainPlan resolve_train_options(const TrainOptions& options) {
 
     plan.recompute = parse_recompute(options.recompute);
     resolve_pipeline(plan);
+    check_moe_overlap_1f1b_stages(plan);
 
     if (plan.recompute != Recompute::none && !plan.model.has_sequence())
         throw UsageError("--recompute " + options.recompute + ": model " + plan.model.name +
