@@ -71,6 +71,8 @@ class FiberPair {
     };
     Fiber fibers_[2];
     ucontext_t scheduler_{};
+    const void* scheduler_stack_ = nullptr;  // the thread's stack, for AddressSanitizer's switch notes
+    std::size_t scheduler_stack_size_ = 0;
     int current_ = -1;
     int switches_ = 0;
 };
