@@ -244,6 +244,12 @@ void PipelineExecutor::compute_pair(std::size_t first, std::size_t last, float l
             resumed[fiber] = Clock::now();
             run_pass(*actions[fiber], loss_scale);
             stretch_ends(fiber);
+            // F(j)'s activation leaves as soon as F(j) ends, the next stage waiting on it, not on
+            // B(i). A blocking send here cannot deadlock: the next stage posts its receive after
+            // its own pair, which needs nothing of this rank's B(i).
+            if (fiber == 0)
+                for (std::size_t i = first + 1; i < last; ++i)
+                    if (steps_[i].send) transfer(Step{std::nullopt, steps_[i].send, std::nullopt});
         };
     };
     try {
@@ -253,8 +259,6 @@ void PipelineExecutor::compute_pair(std::size_t first, std::size_t last, float l
         throw;
     }
     model_.set_moe_exchange_switch({});
-    for (std::size_t i = first + 1; i < last; ++i)
-        if (steps_[i].send) transfer(Step{std::nullopt, steps_[i].send, std::nullopt});
 }
 
 void PipelineExecutor::transfer(const Step& step) {

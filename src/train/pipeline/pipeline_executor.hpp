@@ -95,9 +95,9 @@ class PipelineExecutor {
     // them: the two passes are independent. Such a group [first, last] of steps_ runs as B(i)'s
     // receive, then F(j) and B(i) on two fibers (core/fiber_pair.hpp) that hand the thread to
     // each other at every MoE exchange they post (Model::set_moe_exchange_switch), F first,
-    // then F(j)'s send. The last stage, whose F(i) feeds its own B(i), runs unpaired.
-    // Deadlock-free: a rank's group k waits only for the next rank's group k (the gradient) and
-    // the previous rank's group k-1 (the activation, received before it). Collective order:
+    // F(j)'s send issued by its fiber once F(j) ends. The last stage, whose F(i) feeds its own
+    // B(i), runs unpaired. Deadlock-free: a rank's group k waits only for the next rank's group
+    // k (the gradient) and the previous rank's group k-1 (the activation, received before it). Collective order:
     // a switch happens only where an MoE exchange is posted, so the order of every rank's calls
     // is a function of the program, and the ranks of each group the passes talk over (ep, tp,
     // dp: one pipeline stage) run the same schedule and the same model, so they issue their
