@@ -41,6 +41,9 @@ void check_moe_overlap_1f1b(const TrainOptions& o) {
                "and backward passes; add --pp 2 --schedule 1f1b or use --moe-a2a-overlap");
     if (o.microbatches < 2)
         refuse("needs --microbatches 2 or more: a rank pairs a forward with another micro-batch's backward");
+    if (o.etp > 1)
+        refuse("with --etp " + std::to_string(o.etp) + ": the experts' tensor-parallel all-reduces are not paired "
+               "yet (untested); use --etp 1 or drop the flag");
     if (o.recompute == "full")
         refuse("with --recompute full: the backward's recompute would share the forward's scratch with the partner "
                "forward; use --recompute selective or none");
