@@ -497,6 +497,10 @@ std::unique_ptr<Command> add_train_command(CLI::App& app) {
                   "MoE with --ep: each dispatch and combine goes as two non-blocking alltoallv halves, one half's "
                   "all-to-all overlapping the other half's expert compute (and the shared experts'); results "
                   "bit-identical to the blocking exchange");
+    sub->add_flag("--moe-a2a-overlap-1f1b", o.moe_a2a_overlap_1f1b,
+                  "MoE with --ep and a --pp 1f1b pipeline: each steady-state forward runs paired with the next "
+                  "backward (on two fibers of one thread), each posting its dispatch/combine non-blocking and "
+                  "computing the other's pass while it travels (DualPipe's idea); results bit-identical to blocking");
     sub->add_option("--peak-tflops", o.peak_tflops, "Peak TFLOP/s per rank for MFU (default: table or measured)");
     sub->add_flag("-c,--check", o.check, "Compare loss and final parameters with a serial run; fail if they differ");
     sub->add_option("--timeout", command->run_options().timeout_s,

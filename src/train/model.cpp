@@ -52,5 +52,6 @@ double Model::auxiliary_loss(int) const { return 0.0; }
 std::vector<MoeLayerStats> Model::finish_step() { return {}; }
 std::vector<int> Model::moe_layers() const { return {}; }
 Model::MoeMemory Model::moe_memory() const { return {}; }
+void Model::set_moe_exchange_switch(std::function<void()>) {}
 
 }  // namespace parbench

@@ -7,6 +7,7 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <string>
 #include <vector>
@@ -142,6 +143,11 @@ class Model {
         MoeMemoryShape shape;
     };
     virtual MoeMemory moe_memory() const;
+    // --moe-a2a-overlap-1f1b (train/pipeline/pipeline_executor.cpp): each MoE exchange is posted,
+    // then `on_post` runs (the partner micro-batch's pass, on a fiber of the same thread), then the
+    // exchange is waited for; the model keeps the running pass's state across it. Empty: blocking
+    // exchanges. A no-op for models without MoE layers.
+    virtual void set_moe_exchange_switch(std::function<void()> on_post);
 };
 
 // Builds the model of the config's kind; every buffer it holds is counted in `ledger`. With

@@ -27,13 +27,49 @@ void resolve_context_parallel(TrainPlan& plan) {
     plan.cp_balance = choice.balance;
 }
 
+// --moe-a2a-overlap-1f1b pairs each steady-state forward of a 1F1B pipeline rank with the
+// backward that follows it (train/pipeline/pipeline_executor.cpp); what it leaves out is refused.
+void check_moe_overlap_1f1b(const TrainOptions& o) {
+    if (!o.moe_a2a_overlap_1f1b) return;
+    const char* flag = "--moe-a2a-overlap-1f1b";
+    auto refuse = [&](const std::string& why) { throw UsageError(std::string(flag) + " " + why); };
+    if (o.ep <= 1) refuse("needs --ep 2 or more: without expert parallelism there is no all-to-all to overlap");
+    if (o.moe_a2a_overlap)
+        refuse("with --moe-a2a-overlap: pick one, halves within a micro-batch or one micro-batch under another's pass");
+    if (o.pp < 2 || o.schedule != "1f1b" || o.virtual_stages != 1)
+        refuse("needs --pp 2 or more with --schedule 1f1b (one chunk per rank): it pairs 1F1B's steady-state forward "
+               "and backward passes; add --pp 2 --schedule 1f1b or use --moe-a2a-overlap");
+    if (o.microbatches < 2)
+        refuse("needs --microbatches 2 or more: a rank pairs a forward with another micro-batch's backward");
+    if (o.etp > 1)
+        refuse("with --etp " + std::to_string(o.etp) + ": the experts' tensor-parallel all-reduces are not paired "
+               "yet (untested); use --etp 1 or drop the flag");
+    if (o.recompute == "full")
+        refuse("with --recompute full: the backward's recompute would share the forward's scratch with the partner "
+               "forward; use --recompute selective or none");
+    if (o.cp > 1) refuse("with --cp: context-parallel attention is not paired yet; drop --cp");
+}
+
+// Once the stages are known: the pairs run on every stage but the last, so one of those must
+// hold an MoE layer, else the flag would change nothing.
+void check_moe_overlap_1f1b_stages(const TrainPlan& plan) {
+    if (!plan.options.moe_a2a_overlap_1f1b) return;
+    for (std::size_t stage = 0; stage + 1 < plan.stage_ranges.size(); ++stage)
+        for (int layer = plan.stage_ranges[stage].first; layer < plan.stage_ranges[stage].end; ++layer)
+            if (plan.model.moe->is_moe_layer(layer)) return;
+    throw UsageError("--moe-a2a-overlap-1f1b: model " + plan.model.name + " has MoE layers on the last pipeline stage "
+                     "only, which runs unpaired, so nothing would overlap; move some to earlier stages with "
+                     "--stage-layers, or drop the flag");
+}
+
 // The --moe-* flags, and what the MoE layers do not compose with yet. Each MoE layer routes one
 // group per micro-batch and rank (train/moe/router.hpp), so a layout that splits a
 // micro-batch's tokens over ranks (SP, CP) routes different groups than --check's reference.
 void check_moe(TrainPlan& plan) {
     const TrainOptions& o = plan.options;
     const bool any =
-        o.moe_capacity_factor || o.moe_aux_loss_coeff != 0.0 || o.moe_bias_update_rate != 0.0 || o.moe_a2a_overlap;
+        o.moe_capacity_factor || o.moe_aux_loss_coeff != 0.0 || o.moe_bias_update_rate != 0.0 || o.moe_a2a_overlap ||
+                     o.moe_a2a_overlap_1f1b;
     if (!plan.model.moe) {
         if (any)
             throw UsageError("--moe-* flags: model " + plan.model.name + " has no mixture-of-experts layers (no \"moe\" "
@@ -66,6 +102,7 @@ void check_moe(TrainPlan& plan) {
     if (o.moe_a2a_overlap && o.ep <= 1)
         throw UsageError("--moe-a2a-overlap needs --ep 2 or more: without expert parallelism there is no all-to-all "
                          "to overlap; add --ep N or drop the flag");
+    check_moe_overlap_1f1b(o);
     plan.moe = MoeSettings{o.moe_capacity_factor, o.moe_aux_loss_coeff, o.moe_bias_update_rate, o.moe_a2a_overlap};
 }
 
@@ -133,6 +170,7 @@ TrainPlan resolve_train_options(const TrainOptions& options) {
 
     plan.recompute = parse_recompute(options.recompute);
     resolve_pipeline(plan);
+    check_moe_overlap_1f1b_stages(plan);
 
     if (plan.recompute != Recompute::none && !plan.model.has_sequence())
         throw UsageError("--recompute " + options.recompute + ": model " + plan.model.name +
@@ -220,6 +258,7 @@ nlohmann::json to_json(const TrainOptions& o) {
         {"moe_aux_loss_coeff", o.moe_aux_loss_coeff},
         {"moe_router_bias_update_rate", o.moe_bias_update_rate},
         {"moe_a2a_overlap", o.moe_a2a_overlap},
+        {"moe_a2a_overlap_1f1b", o.moe_a2a_overlap_1f1b},
         {"peak_tflops", optional(o.peak_tflops)},
         {"check", o.check},
         {"backend_requested", o.backend},

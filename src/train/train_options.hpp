@@ -66,6 +66,7 @@ struct TrainOptions {
     double moe_aux_loss_coeff = 0.0;
     double moe_bias_update_rate = 0.0;  // 0: no aux-loss-free balancing bias
     bool moe_a2a_overlap = false;       // dispatch/combine in two halves overlapped with compute (needs ep > 1)
+    bool moe_a2a_overlap_1f1b = false;  // one micro-batch's dispatch/combine under another's pass (1F1B, pp > 1)
     std::optional<double> peak_tflops;
     bool check = false;
     std::string json_path;

@@ -266,6 +266,7 @@ nlohmann::json moe_json(const TrainSummaryInputs& in) {
         {"aux_loss_coeff", o.moe_aux_loss_coeff},
         {"bias_update_rate", o.moe_bias_update_rate},
         {"a2a_overlap", o.moe_a2a_overlap},
+        {"a2a_overlap_1f1b", o.moe_a2a_overlap_1f1b},
         {"routing_group", "one micro-batch on one data-parallel rank: the capacity and the balancing loss count "
                           "over its tokens"},
         {"mfu_basis", "active parameters (flops.formula): the router and the experts a token runs"},
@@ -274,9 +275,10 @@ nlohmann::json moe_json(const TrainSummaryInputs& in) {
                    "global batch; aux_loss the mean over routing groups of L_aux (alpha included); dispatch, "
                    "combine (forward and the backward's mirror) and the row-count alltoall: this rank's "
                    "expert-parallel calls, max over ranks; a blocking call's *_ms is its duration, an overlapped "
-                   "half's (--moe-a2a-overlap) runs from its issue to the test or wait that saw it complete; "
+                   "half's (--moe-a2a-overlap) or a paired pass's exchange (--moe-a2a-overlap-1f1b) runs from its issue to "
+                   "the test or wait that saw it complete; "
                    "*_exposed_ms is the host's time blocked in them (a blocking call's whole duration, an overlapped "
-                   "half's issue, polls and wait), exposed_ms their sum with the counts' blocking alltoall"},
+                   "half's or paired exchange's issue, polls and wait), exposed_ms their sum with the counts' blocking alltoall"},
         {"memory",
          {{"kept_bytes_per_layer", {{"measured", m.kept_bytes_measured}, {"formula", m.kept_bytes_formula}}},
           {"scratch_bytes", {{"measured", m.scratch_bytes_measured}, {"formula", m.scratch_bytes_formula}}},
@@ -307,7 +309,9 @@ void print_moe_summary(std::ostream& out, const nlohmann::json& moe) {
                       imbalance, layer["dropped"].get<double>(), layer["aux_loss"].get<double>(),
                       layer["dispatch_ms"].get<double>(), layer["dispatch_bytes"].get<double>() / 1e6,
                       layer["combine_ms"].get<double>(), layer["combine_bytes"].get<double>() / 1e6,
-                      layer["exposed_ms"].get<double>(), moe["a2a_overlap"].get<bool>() ? " (overlapped)" : "");
+                      layer["exposed_ms"].get<double>(), moe["a2a_overlap"].get<bool>()        ? " (overlapped)"
+                      : moe.value("a2a_overlap_1f1b", false) ? " (overlapped across micro-batches)"
+                                                              : "");
         out << line;
     }
     const auto& memory = moe["memory"];

@@ -344,7 +344,8 @@ TrainMeasurements run_training(const TrainPlan& plan, Mesh& mesh, Device& device
     if (o.testing_slow_rank == control.rank()) step_plan.testing_delay_ms = o.testing_slow_ms;
     if (pipelined)
         executor.emplace(*schedule, mesh.coordinates().pp, plan.p2p, *model, *scheme, mesh.pp(), ops, ledger, control,
-                         mesh_group_ranks(mesh.shape(), MeshDimension::pp, control.rank()));
+                         mesh_group_ranks(mesh.shape(), MeshDimension::pp, control.rank()),
+                         o.moe_a2a_overlap_1f1b);
     // Every parallel dimension's group that has more than one rank (a group of one issues
     // nothing and is not reported).
     // Under context parallelism the gradient group is dp x cp ("dp_cp"; the dp group alone

@@ -74,14 +74,15 @@ def check_comm(result, output):
                  f"(expected {comm['expected_calls'][dimension]} calls, {comm['expected_bytes'][dimension]} B; "
                  f"measured {comm[dimension]}; every rank: {comm['expected_matches_all_ranks'][dimension]})", output)
     # The MoE layers' all-to-alls: the exposed part is the time blocked in them, never more than
-    # their time; without --moe-a2a-overlap every call blocks, so it is all of it, exactly.
+    # their time; without --moe-a2a-overlap(-1f1b) every call blocks, so it is all of it, exactly.
     for layer in result.get("moe", {}).get("layers", []):
         for part in ("dispatch", "combine"):
             time, exposed = layer[f"{part}_ms"], layer[f"{part}_exposed_ms"]
             if not 0 <= exposed <= time + slack:
                 fail(f"moe layer {layer['layer']}: {part}_exposed_ms {exposed} is not within [0, {part}_ms {time}]",
                      output)
-            if not result["moe"]["a2a_overlap"] and exposed != time:
+            overlapped = result["moe"]["a2a_overlap"] or result["moe"].get("a2a_overlap_1f1b", False)
+            if not overlapped and exposed != time:
                 fail(f"moe layer {layer['layer']}: blocking {part} exposed {exposed} ms != its time {time} ms", output)
     total = sum(comm["exposed_ms"].values())
     if result["exposed_comm_ms"] > total + slack:

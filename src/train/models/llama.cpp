@@ -37,6 +37,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <functional>
 #include <numeric>
 #include <optional>
 #include <stdexcept>
@@ -241,6 +242,27 @@ class LlamaModel : public Model {
     }
 
     std::vector<int> moe_layers() const override { return moe_state_ ? moe_state_->layers() : std::vector<int>{}; }
+
+    // --moe-a2a-overlap-1f1b: while this pass waits on an exchange, on_post runs the partner
+    // pass, which binds its own slot and sets the running pass's fields; they are put back after.
+    void set_moe_exchange_switch(std::function<void()> on_post) override {
+        if (!moe_layer_) return;
+        if (!on_post) return moe_layer_->set_exchange_switch({});
+        moe_layer_->set_exchange_switch([this, on_post = std::move(on_post)] {
+            const ActivationSlot* slot = bound_slot_;
+            const LayerRange range = bound_range_;
+            const int microbatch = microbatch_;
+            const bool recomputing = recomputing_;
+            const float loss_scale = loss_scale_;
+            const float* head_params = head_params_;
+            on_post();
+            if (slot != nullptr) bind(*slot, range);
+            microbatch_ = microbatch;
+            recomputing_ = recomputing;
+            loss_scale_ = loss_scale;
+            head_params_ = head_params;
+        });
+    }
 
     std::vector<MoeLayerStats> finish_step() override {
         return moe_state_ ? moe_state_->finish_step() : std::vector<MoeLayerStats>{};
@@ -523,6 +545,8 @@ class LlamaModel : public Model {
     }
 
     void bind(const ActivationSlot& s, const LayerRange& range) {
+        bound_slot_ = &s;
+        bound_range_ = range;
         first_layer_ = range.first;
         encoded_ = s.input;
         blocks_ = s.blocks;
@@ -726,6 +750,8 @@ class LlamaModel : public Model {
     bool recomputing_ = false;               // a full-recompute forward: counts nothing
     float loss_scale_ = 0.0f;                // the running backward's
     int microbatch_ = 0;                     // the running forward's
+    const KeptPool::Slot* bound_slot_ = nullptr;  // what bind() bound last (pipeline only)
+    LayerRange bound_range_;
     BlockActivations recompute_work_{};  // full: one layer's buffers; selective: .att only
     ModelConfig config_;
     MicrobatchShape shape_;

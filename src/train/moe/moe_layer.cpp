@@ -202,6 +202,13 @@ MoeLayer::ExchangePlan MoeLayer::exchange_plan(int half) const {
 
 void MoeLayer::exchange(const float* from, float* to, const ExchangePlan& plan, bool back, double& ms,
                         double& exposed_ms, double& bytes, MoeExchangeStats& stats) {
+    if (exchange_switch_) {
+        // --moe-a2a-overlap-1f1b: the partner micro-batch's pass runs while this one travels.
+        InFlight in_flight = issue_exchange(from, to, plan, back, ms, exposed_ms, bytes, stats);
+        exchange_switch_();
+        in_flight.wait();
+        return;
+    }
     // On a GPU the alltoallv is only enqueued: waiting for the work before it and then for it
     // makes the time the exchange's own (no-ops on the CPU).
     ops_.synchronize();
@@ -315,6 +322,7 @@ MoeForwardResult MoeLayer::forward(float* out, const MoeActivations& a, const fl
     // Permutation: each kept assignment's token row into its expert-major row.
     ops_.moe_dispatch(a.dispatched, x, a.routing.slot, N, k, C);
     std::optional<ExchangePlan> plan;
+    std::vector<ExpertChunk> chunks;
     const bool overlapped = parallel() && settings_.a2a_overlap;
     std::vector<ExchangePlan> halves;
     InFlight dispatch[2], combine[2];
@@ -338,6 +346,8 @@ MoeForwardResult MoeLayer::forward(float* out, const MoeActivations& a, const fl
         stats.counts_bytes += static_cast<double>(E * sizeof(int));
         ++stats.alltoall_calls;
         plan = exchange_plan();
+        // Before the exchange: under --moe-a2a-overlap-1f1b the partner's layers refill host_ while it travels.
+        chunks = expert_chunks();
         if (!overlapped) {
             exchange(a.dispatched, a.received, *plan, false, stats.dispatch_ms, stats.dispatch_exposed_ms,
                      stats.dispatch_bytes, stats);
@@ -349,9 +359,9 @@ MoeForwardResult MoeLayer::forward(float* out, const MoeActivations& a, const fl
             }
         }
     }
+    if (!parallel()) chunks = expert_chunks();
     // Each expert over its rows; under overlap one half's once they have arrived (on a GPU,
     // queued behind their arrival), their outputs sent back while the other half's experts run.
-    const std::vector<ExpertChunk> chunks = expert_chunks();
     for (const int half : overlapped ? std::vector<int>{0, 1} : std::vector<int>{-1}) {
         if (half >= 0) dispatch[half].wait();
         for (const ExpertChunk& chunk : chunks) {

@@ -211,6 +211,16 @@ class MoeLayer {
     void backward(float* dx, const MoeGradients& g, const float* dout, const MoeActivations& a, const float* x,
                   const MoeWeights& w, double balance_weight, MoeExchangeStats& exchange);
 
+    // --moe-a2a-overlap-1f1b: each blocking dispatch and combine (and their backward mirrors)
+    // is posted non-blocking, then `on_post` runs (the pipeline executor hands the thread to the
+    // partner micro-batch's pass, core/fiber_pair.hpp), then the exchange is waited for; timed as
+    // an overlapped half (MoeExchangeStats). What the layer reads after the switch is its
+    // micro-batch's own (its activations, the chunks and plans, made before the post, on the
+    // fiber's stack) or scratch the partner's pass, of the other direction, never writes (the d*
+    // buffers are the backward's alone; logits_, host_ and dlogits_ are each written and read
+    // between two posts). Empty: blocking, as before. Either way the math is the same.
+    void set_exchange_switch(std::function<void()> on_post) { exchange_switch_ = std::move(on_post); }
+
     const MoeMemoryShape& shape() const { return shape_; }
     const RouterShape& router_shape() const { return router_; }
     const MoeSettings& settings() const { return settings_; }
@@ -276,6 +286,7 @@ class MoeLayer {
         std::vector<float> weights, scores;
     };
     HostRouting host_;
+    std::function<void()> exchange_switch_;  // set_exchange_switch
 
     MoeMemoryShape shape_;
     RouterShape router_;

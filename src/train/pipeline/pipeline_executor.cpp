@@ -6,6 +6,15 @@
 #include "core/nvtx.hpp"
 
 namespace parbench {
+namespace {
+
+TimelineKind compute_kind(const Action& action) {
+    return action.kind == ActionKind::forward    ? TimelineKind::forward
+           : action.kind == ActionKind::backward ? TimelineKind::backward
+                                                 : TimelineKind::weight;
+}
+
+}  // namespace
 
 const char* timeline_kind_name(TimelineKind kind) {
     switch (kind) {
@@ -37,10 +46,12 @@ const char* timeline_kind_category(TimelineKind kind) {
 
 PipelineExecutor::PipelineExecutor(const Schedule& schedule, int pp_rank, P2pMode mode, Model& model,
                                    TrainingScheme& scheme, Communicator& pp, Ops& ops, MemoryLedger& ledger,
-                                   Communicator& host, std::vector<int> host_rank_of_pp_rank)
+                                   Communicator& host, std::vector<int> host_rank_of_pp_rank, bool pair_passes)
     : schedule_(schedule), pp_rank_(pp_rank), mode_(mode),
       steps_(rank_steps(schedule.ranks.at(static_cast<std::size_t>(pp_rank)), mode)), model_(model), scheme_(scheme),
-      pp_(pp), ops_(ops), host_(host), host_rank_of_pp_rank_(std::move(host_rank_of_pp_rank)), origin_(Clock::now()) {
+      pp_(pp), ops_(ops), host_(host), host_rank_of_pp_rank_(std::move(host_rank_of_pp_rank)), origin_(Clock::now()),
+      pair_passes_(pair_passes) {
+    if (pair_passes_) fibers_.emplace();
     if (static_cast<int>(host_rank_of_pp_rank_.size()) != pp.size())
         throw std::logic_error("PipelineExecutor: one host rank per pipeline rank expected");
     const int shared = model.shared_unit();
@@ -146,8 +157,7 @@ float* PipelineExecutor::transfer_buffer(const Action& action) {
     }
 }
 
-void PipelineExecutor::compute(const Action& action, float loss_scale) {
-    const auto start = Clock::now();
+void PipelineExecutor::run_pass(const Action& action, float loss_scale) {
     if (action.kind == ActionKind::forward) {
         // A slot's output may still be on its way to the next stage from an earlier micro-batch.
         wait_for_send(model_.boundary_output(action.microbatch, action.chunk));
@@ -155,7 +165,6 @@ void PipelineExecutor::compute(const Action& action, float loss_scale) {
         NvtxRange range("F" + std::to_string(action.microbatch));
         model_.forward_chunk(action.microbatch, action.chunk, scheme_);
         ++stats_.passes.forward;
-        add_event(TimelineKind::forward, start, Clock::now(), action.microbatch, stage_of(action.chunk));
         return;
     }
     if (action.kind == ActionKind::backward) {
@@ -168,14 +177,88 @@ void PipelineExecutor::compute(const Action& action, float loss_scale) {
                               schedule_.split_backward ? BackwardPass::input : BackwardPass::full, scheme_);
         ++stats_.passes.input_grad;
         if (!schedule_.split_backward) ++stats_.passes.weight_grad;
-        add_event(TimelineKind::backward, start, Clock::now(), action.microbatch, stage_of(action.chunk));
         return;
     }
     NvtxRange range("W" + std::to_string(action.microbatch));
     model_.backward_chunk(action.microbatch, action.chunk, loss_scale, BackwardPass::weight, scheme_);
     ++stats_.passes.weight_grad;
     ++stats_.passes.weight_grad_deferred;
-    add_event(TimelineKind::weight, start, Clock::now(), action.microbatch, stage_of(action.chunk));
+}
+
+void PipelineExecutor::compute(const Action& action, float loss_scale) {
+    const auto start = Clock::now();
+    run_pass(action, loss_scale);
+    add_event(compute_kind(action), start, Clock::now(), action.microbatch, stage_of(action.chunk));
+}
+
+int PipelineExecutor::paired_group_end(std::size_t first) const {
+    const Step& head = steps_[first];
+    if (!head.compute || head.compute->kind != ActionKind::forward || pp_rank_ == schedule_.shape.stages - 1)
+        return -1;
+    const Action& forward = *head.compute;
+    for (std::size_t i = first + 1; i < steps_.size(); ++i) {
+        const Step& step = steps_[i];
+        if (step.compute) {
+            const Action& backward = *step.compute;
+            if (backward.kind != ActionKind::backward || backward.microbatch == forward.microbatch ||
+                backward.chunk != forward.chunk)
+                return -1;
+            // Only F's activation send and B's gradient receive may sit between them.
+            for (std::size_t t = first + 1; t < i; ++t) {
+                const Step& between = steps_[t];
+                if (between.send && !(between.send->kind == ActionKind::send_activation &&
+                                      between.send->microbatch == forward.microbatch))
+                    return -1;
+                if (between.recv && !(between.recv->kind == ActionKind::recv_gradient &&
+                                      between.recv->microbatch == backward.microbatch))
+                    return -1;
+            }
+            return static_cast<int>(i);
+        }
+    }
+    return -1;
+}
+
+void PipelineExecutor::compute_pair(std::size_t first, std::size_t last, float loss_scale) {
+    const Action& forward = *steps_[first].compute;
+    const Action& backward = *steps_[last].compute;
+    // The backward's input first: the paired passes start together.
+    for (std::size_t i = first + 1; i < last; ++i)
+        if (steps_[i].recv) transfer(Step{std::nullopt, std::nullopt, steps_[i].recv});
+    // Each fiber's running time, one timeline event per stretch it ran between two switches.
+    const Action* actions[2] = {&forward, &backward};
+    Clock::time_point resumed[2];
+    const auto stretch_ends = [&](int fiber) {
+        const Action& action = *actions[fiber];
+        add_event(compute_kind(action), resumed[fiber], Clock::now(), action.microbatch, stage_of(action.chunk));
+    };
+    FiberPair& fibers = *fibers_;
+    model_.set_moe_exchange_switch([&] {
+        const int fiber = fibers.current();
+        stretch_ends(fiber);
+        fibers.yield();
+        resumed[fiber] = Clock::now();
+    });
+    const auto pass = [&](int fiber) {
+        return [&, fiber] {
+            resumed[fiber] = Clock::now();
+            run_pass(*actions[fiber], loss_scale);
+            stretch_ends(fiber);
+            // F(j)'s activation leaves as soon as F(j) ends, the next stage waiting on it, not on
+            // B(i). A blocking send here cannot deadlock: the next stage posts its receive after
+            // its own pair, which needs nothing of this rank's B(i).
+            if (fiber == 0)
+                for (std::size_t i = first + 1; i < last; ++i)
+                    if (steps_[i].send) transfer(Step{std::nullopt, steps_[i].send, std::nullopt});
+        };
+    };
+    try {
+        fibers.run(pass(0), pass(1));
+    } catch (...) {
+        model_.set_moe_exchange_switch({});
+        throw;
+    }
+    model_.set_moe_exchange_switch({});
 }
 
 void PipelineExecutor::transfer(const Step& step) {
@@ -267,11 +350,17 @@ PipelineStepStats PipelineExecutor::run_step(int step, float loss_scale, Clock::
     step_ = step;
     stats_ = PipelineStepStats{};
     scheme_.begin_step(step + 1);
-    for (const Step& s : steps_) {
-        if (s.compute)
+    for (std::size_t i = 0; i < steps_.size(); ++i) {
+        const Step& s = steps_[i];
+        const int pair_end = pair_passes_ ? paired_group_end(i) : -1;
+        if (pair_end >= 0) {
+            compute_pair(i, static_cast<std::size_t>(pair_end), loss_scale);
+            i = static_cast<std::size_t>(pair_end);
+        } else if (s.compute) {
             compute(*s.compute, loss_scale);
-        else
+        } else {
             transfer(s);
+        }
     }
     {
         const auto start = Clock::now();

@@ -7,9 +7,11 @@
 
 #include <chrono>
 #include <map>
+#include <optional>
 #include <vector>
 
 #include "comm/communicator.hpp"
+#include "core/fiber_pair.hpp"
 #include "theory/pipeline/schedule.hpp"
 #include "theory/pipeline/schedule_simulation.hpp"
 #include "train/memory_ledger.hpp"
@@ -66,9 +68,10 @@ class PipelineExecutor {
     // `origin` is where the timeline's clock starts; events are kept when `record` is set.
     // `host` is a host-memory communicator over the world (MPI) and `host_rank_of_pp_rank`
     // the pipeline group's ranks in it: settle_peer_waits exchanges timestamps over it.
+    // `pair_passes` (--moe-a2a-overlap-1f1b): see compute_pair below.
     PipelineExecutor(const Schedule& schedule, int pp_rank, P2pMode mode, Model& model, TrainingScheme& scheme,
                      Communicator& pp, Ops& ops, MemoryLedger& ledger, Communicator& host,
-                     std::vector<int> host_rank_of_pp_rank);
+                     std::vector<int> host_rank_of_pp_rank, bool pair_passes = false);
     // Runs the step from begin_step to the optimizer; `step_start` is the step's clock start.
     PipelineStepStats run_step(int step, float loss_scale, std::chrono::steady_clock::time_point step_start);
     // After run_step, outside the timed region; collective over the pipeline group. Splits
@@ -85,6 +88,23 @@ class PipelineExecutor {
   private:
     using Clock = std::chrono::steady_clock;
     void compute(const Action& action, float loss_scale);
+    // compute()'s pass without its timing: the waits for sends, the model's pass, the counts.
+    void run_pass(const Action& action, float loss_scale);
+    // --moe-a2a-overlap-1f1b. In 1F1B's steady state a rank that is not the last runs F(j) and
+    // then B(i), i < j, with only F(j)'s activation send and B(i)'s gradient receive between
+    // them: the two passes are independent. Such a group [first, last] of steps_ runs as B(i)'s
+    // receive, then F(j) and B(i) on two fibers (core/fiber_pair.hpp) that hand the thread to
+    // each other at every MoE exchange they post (Model::set_moe_exchange_switch), F first,
+    // F(j)'s send issued by its fiber once F(j) ends. The last stage, whose F(i) feeds its own
+    // B(i), runs unpaired. Deadlock-free: a rank's group k waits only for the next rank's group
+    // k (the gradient) and the previous rank's group k-1 (the activation, received before it). Collective order:
+    // a switch happens only where an MoE exchange is posted, so the order of every rank's calls
+    // is a function of the program, and the ranks of each group the passes talk over (ep, tp,
+    // dp: one pipeline stage) run the same schedule and the same model, so they issue their
+    // collectives, blocking ones between the switches included, in the same order.
+    // The end index of the group starting at `first`, or -1 when it is not one.
+    int paired_group_end(std::size_t first) const;
+    void compute_pair(std::size_t first, std::size_t last, float loss_scale);
     void transfer(const Step& step);
     void wait_for_send(const void* buffer);
     double now_us() const { return std::chrono::duration<double, std::micro>(Clock::now() - origin_).count(); }
@@ -128,6 +148,8 @@ class PipelineExecutor {
     int step_ = 0;
     PipelineStepStats stats_;
     std::vector<TimelineEvent> events_;
+    bool pair_passes_ = false;
+    std::optional<FiberPair> fibers_;  // with pair_passes_
 };
 
 }  // namespace parbench
