@@ -278,6 +278,7 @@ class TrainCommand : public Command {
         std::unique_ptr<Ops> ops = make_ops(device);
         // The whole-sequence attention as this backend's kernels allow (theory/engine_attention.hpp).
         const TrainPlan plan = with_backend_attention(requested, ops->tiles_block_attention());
+        check_backend_moe_overlap_1f1b(plan, device.is_gpu());
         // Once the device is known (a GPU's free memory is checked too), before the model is built.
         throw_if_any_rank_failed(
             control,

@@ -206,6 +206,15 @@ TrainPlan with_backend_attention(TrainPlan plan, bool backend_tiles_block_attent
     return plan;
 }
 
+void check_backend_moe_overlap_1f1b(const TrainPlan& plan, bool gpu) {
+    // Never run on a GPU: a pass's blocking NCCL call could be enqueued while its partner's
+    // exchange is still in flight on the side stream of the same communicator; until that is
+    // tested, refuse rather than risk a hang.
+    if (plan.options.moe_a2a_overlap_1f1b && gpu)
+        throw UsageError("--moe-a2a-overlap-1f1b is not run on a GPU yet (its paired exchanges share a NCCL "
+                         "communicator with the other pass's collectives, untested); drop it or use --moe-a2a-overlap");
+}
+
 MeshShape resolve_layout(const TrainPlan& plan, int world_size) {
     const TrainOptions& o = plan.options;
     MeshShape shape;

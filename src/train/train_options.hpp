@@ -112,6 +112,9 @@ TrainPlan resolve_train_options(const TrainOptions& options);
 // The plan with its whole-sequence attention chosen for a backend whose block kernels tile or
 // not (Ops::tiles_block_attention); UsageError for --attention flash where they do not.
 TrainPlan with_backend_attention(TrainPlan plan, bool backend_tiles_block_attention);
+// UsageError for what the backend has not run: --moe-a2a-overlap-1f1b on a GPU, whose paired
+// exchange shares one NCCL communicator with the partner pass's blocking collectives.
+void check_backend_moe_overlap_1f1b(const TrainPlan& plan, bool gpu);
 // The mesh for a world of `world_size` ranks; UsageError when the degrees do not fit it or
 // the global batch does not split into dp x microbatches.
 MeshShape resolve_layout(const TrainPlan& plan, int world_size);

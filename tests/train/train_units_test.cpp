@@ -422,5 +422,14 @@ TEST(Check, Bf16RunsAreComparedWithBf16Tolerances) {
     EXPECT_FALSE(compare_with_reference({2.0}, {3, 8}, {2.0}, reference, layout, Precision::bf16).passed);
 }
 
+TEST(TrainOptions, MoeOverlap1f1bRefusedOnAGpuOnly) {
+    TrainPlan plan = resolve_train_options(TrainOptions{});
+    EXPECT_NO_THROW(check_backend_moe_overlap_1f1b(plan, true));  // the flag off: nothing to refuse
+    plan.options.moe_a2a_overlap_1f1b = true;
+    EXPECT_NO_THROW(check_backend_moe_overlap_1f1b(plan, false));
+    const std::string gpu = usage_error_text([&] { check_backend_moe_overlap_1f1b(plan, true); });
+    EXPECT_NE(gpu.find("--moe-a2a-overlap-1f1b"), std::string::npos) << gpu;
+}
+
 }  // namespace
 }  // namespace parbench
