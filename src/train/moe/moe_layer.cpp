@@ -135,6 +135,12 @@ MoeActivations MoeLayer::allocate_activations(ActivationArena& arena) const {
     return a;
 }
 
+MoeLayer::ChunkOffsets MoeLayer::chunk_offsets(const ExpertChunk& chunk) const {
+    const std::size_t C = shape_.hidden, Fr = shape_.routed_hidden();
+    const auto first = static_cast<std::size_t>(chunk.first);
+    return {first * C, first * Fr, static_cast<std::size_t>(chunk.expert - first_local_expert()) * Fr * C};
+}
+
 std::vector<MoeLayer::ExpertChunk> MoeLayer::expert_chunks() const {
     std::vector<ExpertChunk> chunks;
     const int E = as_int(shape_.experts);
@@ -366,9 +372,7 @@ MoeForwardResult MoeLayer::forward(float* out, const MoeActivations& a, const fl
         if (half >= 0) dispatch[half].wait();
         for (const ExpertChunk& chunk : chunks) {
             if (chunk.rows == 0 || !in_half(chunk, half)) continue;
-            const std::size_t in = static_cast<std::size_t>(chunk.first) * C;
-            const std::size_t wide = static_cast<std::size_t>(chunk.first) * Fr;
-            const std::size_t weight = static_cast<std::size_t>(chunk.expert - first_local_expert()) * Fr * C;
+            const auto [in, wide, weight] = chunk_offsets(chunk);
             expert_forward(a.received_out + in, a.gate + wide, gated() ? a.up + wide : nullptr, a.glu + wide,
                            a.received + in, w.experts_gate + weight, gated() ? w.experts_up + weight : nullptr,
                            w.experts_down + weight, chunk.rows, Fr);
@@ -462,9 +466,7 @@ void MoeLayer::backward(float* dx, const MoeGradients& g, const float* dout, con
         if (half >= 0) combine[half].wait();
         for (const ExpertChunk& chunk : chunks) {
             if (chunk.rows == 0 || !in_half(chunk, half)) continue;
-            const std::size_t in = static_cast<std::size_t>(chunk.first) * C;
-            const std::size_t wide = static_cast<std::size_t>(chunk.first) * Fr;
-            const std::size_t weight = static_cast<std::size_t>(chunk.expert - first_local_expert()) * Fr * C;
+            const auto [in, wide, weight] = chunk_offsets(chunk);
             expert_backward(dreceived + in, g.experts_gate + weight, gated() ? g.experts_up + weight : nullptr,
                             g.experts_down + weight, dreceived_out + in, a.gate + wide, gated() ? a.up + wide : nullptr,
                             a.glu + wide, a.received + in, w.experts_gate + weight,

@@ -233,6 +233,12 @@ class MoeLayer {
     };
     // Those of the group whose row counts host_ holds (route, or fetch_row_counts in backward).
     std::vector<ExpertChunk> expert_chunks() const;
+    // Where a chunk starts in the experts' [rows x C] buffers (`in`) and [rows x Fr] activations
+    // (`wide`), and where its expert's weights start among this rank's stacked experts (`weight`).
+    struct ChunkOffsets {
+        std::size_t in, wide, weight;
+    };
+    ChunkOffsets chunk_offsets(const ExpertChunk& chunk) const;
     bool parallel() const { return shape_.ep > 1; }
     bool tensor_parallel_experts() const { return shape_.etp > 1; }
     bool gated() const { return shape_.activation == ExpertActivation::swiglu; }
