@@ -11,6 +11,16 @@
 
 namespace parbench {
 
+// "<prefix><number><suffix>", a range name such as "F3" or "h2 forward". Built by appending, not
+// as prefix + std::to_string(number): GCC 12 inlines that operator+ (an insert at the front) into
+// a memcpy it then wrongly warns may overlap (-Wrestrict, a false positive).
+inline std::string numbered_range_name(const char* prefix, int number, const char* suffix = "") {
+    std::string name = prefix;
+    name += std::to_string(number);
+    name += suffix;
+    return name;
+}
+
 #if defined(PARBENCH_HAVE_NVTX)
 struct NvtxDomain {
     static constexpr const char* name{"parbench"};

@@ -299,7 +299,7 @@ class GptModel : public Model {
     }
 
     void block_forward(int l, ParameterAccess& access) {
-        NvtxRange range(block_range_name(l, " forward"));
+        NvtxRange range(numbered_range_name("h", l, " forward"));
         const float* p = access.acquire(unit(l + 1));
         const float* e = is_moe(l) ? access.acquire(unit(moe_expert_unit(config_, l))) : nullptr;
         block_forward_compute(l, p, e);
@@ -405,7 +405,7 @@ class GptModel : public Model {
     void block_backward(int l, BackwardPass pass, ParameterAccess& access) {
         const int BT = B_ * T_;
         const std::size_t btc = rows() * static_cast<std::size_t>(C_);
-        NvtxRange range(block_range_name(l, pass == BackwardPass::input ? " backward (B)" : " backward"));
+        NvtxRange range(numbered_range_name("h", l, pass == BackwardPass::input ? " backward (B)" : " backward"));
         // An MoE layer defers nothing: its input pass computes its weight gradients too (the
         // router's and experts' come out of the MoE layer's backward with its input gradient).
         const bool defer = pass == BackwardPass::input && !is_moe(l);
@@ -414,7 +414,7 @@ class GptModel : public Model {
         const int experts_unit = is_moe(l) ? unit(moe_expert_unit(config_, l)) : -1;
         const float* e = experts_unit >= 0 ? access.acquire(experts_unit) : nullptr;
         if (recompute_ == Recompute::full) {
-            NvtxRange recompute_range(block_range_name(l, " recompute"));
+            NvtxRange recompute_range(numbered_range_name("h", l, " recompute"));
             recomputing_ = true;
             block_forward_compute(l, p, e);
             recomputing_ = false;
@@ -456,7 +456,7 @@ class GptModel : public Model {
         if (recompute_ == Recompute::selective && keeps_probabilities()) {
             // The attention core again, from the kept QKV: its probabilities into the shared
             // buffer (its output, already kept, lands in scratch that is overwritten next).
-            NvtxRange recompute_range(block_range_name(l, " recompute attention"));
+            NvtxRange recompute_range(numbered_range_name("h", l, " recompute attention"));
             ops_.attention_forward(datty_, preatt_, a.att, a.qkv, B_, T_, Cl_, NHl_);
         }
         matmuls_.backward_overwrite_input(datty_, weight_grad(w.attprojw), weight_grad(w.attprojb), dattention,
@@ -493,7 +493,7 @@ class GptModel : public Model {
     void block_weights(int l, ParameterAccess& access) {
         const int BT = B_ * T_;
         if (is_moe(l)) return;  // its input pass took every weight gradient
-        NvtxRange range(block_range_name(l, " weight gradients (W)"));
+        NvtxRange range(numbered_range_name("h", l, " weight gradients (W)"));
         const float* p = access.acquire(unit(l + 1));
         float* g = access.gradients(unit(l + 1));
         const BlockTensors& w = tensors_.blocks[static_cast<std::size_t>(l)];

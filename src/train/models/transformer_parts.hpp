@@ -41,16 +41,6 @@ inline void copy_floats(Ops& ops, float* out, const float* in, std::size_t n) {
     ops.add_inplace(out, in, n);
 }
 
-// "h<layer><what>", the NVTX range name of a block's pass. Built by appending, not as
-// "h" + std::to_string(layer): GCC 12 inlines that operator+ (an insert at the front) into a
-// memcpy it then wrongly warns may overlap (-Wrestrict, a false positive).
-inline std::string block_range_name(int layer, const char* what) {
-    std::string name = "h";
-    name += std::to_string(layer);
-    name += what;
-    return name;
-}
-
 // One pipeline rank's kept activations: one pool its chunks share, sized by
 // theory/pipeline/partition.hpp's activation_pool (the schedule's peak of what the rank holds at
 // once, not the sum of every chunk's own peak; under the interleaved schedule no more than

@@ -162,7 +162,7 @@ void PipelineExecutor::run_pass(const Action& action, float loss_scale) {
         // A slot's output may still be on its way to the next stage from an earlier micro-batch.
         wait_for_send(model_.boundary_output(action.microbatch, action.chunk));
         if (action.chunk == 0) scheme_.begin_microbatch(action.microbatch);
-        NvtxRange range("F" + std::to_string(action.microbatch));
+        NvtxRange range(numbered_range_name("F", action.microbatch));
         model_.forward_chunk(action.microbatch, action.chunk, scheme_);
         ++stats_.passes.forward;
         return;
@@ -172,14 +172,14 @@ void PipelineExecutor::run_pass(const Action& action, float loss_scale) {
         // Its layer stores go back to the rank's pool after it (after W when split), and another
         // chunk may take the one its output was sent from: that send must be done.
         wait_for_send(model_.boundary_output(action.microbatch, action.chunk));
-        NvtxRange range("B" + std::to_string(action.microbatch));
+        NvtxRange range(numbered_range_name("B", action.microbatch));
         model_.backward_chunk(action.microbatch, action.chunk, loss_scale,
                               schedule_.split_backward ? BackwardPass::input : BackwardPass::full, scheme_);
         ++stats_.passes.input_grad;
         if (!schedule_.split_backward) ++stats_.passes.weight_grad;
         return;
     }
-    NvtxRange range("W" + std::to_string(action.microbatch));
+    NvtxRange range(numbered_range_name("W", action.microbatch));
     model_.backward_chunk(action.microbatch, action.chunk, loss_scale, BackwardPass::weight, scheme_);
     ++stats_.passes.weight_grad;
     ++stats_.passes.weight_grad_deferred;
