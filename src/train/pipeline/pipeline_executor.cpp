@@ -49,9 +49,11 @@ PipelineExecutor::PipelineExecutor(const Schedule& schedule, int pp_rank, P2pMod
                                    Communicator& host, std::vector<int> host_rank_of_pp_rank, bool pair_passes)
     : schedule_(schedule), pp_rank_(pp_rank), mode_(mode),
       steps_(rank_steps(schedule.ranks.at(static_cast<std::size_t>(pp_rank)), mode)), model_(model), scheme_(scheme),
-      pp_(pp), ops_(ops), host_(host), host_rank_of_pp_rank_(std::move(host_rank_of_pp_rank)), origin_(Clock::now()),
-      pair_passes_(pair_passes) {
-    if (pair_passes_) fibers_.emplace();
+      pp_(pp), ops_(ops), host_(host), host_rank_of_pp_rank_(std::move(host_rank_of_pp_rank)), origin_(Clock::now()) {
+    if (pair_passes) {
+        fibers_.emplace();
+        for (std::size_t i = 0; i < steps_.size(); ++i) pair_ends_.push_back(paired_group_end(i));
+    }
     if (static_cast<int>(host_rank_of_pp_rank_.size()) != pp.size())
         throw std::logic_error("PipelineExecutor: one host rank per pipeline rank expected");
     const int shared = model.shared_unit();
@@ -352,7 +354,7 @@ PipelineStepStats PipelineExecutor::run_step(int step, float loss_scale, Clock::
     scheme_.begin_step(step + 1);
     for (std::size_t i = 0; i < steps_.size(); ++i) {
         const Step& s = steps_[i];
-        const int pair_end = pair_passes_ ? paired_group_end(i) : -1;
+        const int pair_end = pair_ends_.empty() ? -1 : pair_ends_[i];
         if (pair_end >= 0) {
             compute_pair(i, static_cast<std::size_t>(pair_end), loss_scale);
             i = static_cast<std::size_t>(pair_end);

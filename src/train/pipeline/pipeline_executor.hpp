@@ -148,8 +148,10 @@ class PipelineExecutor {
     int step_ = 0;
     PipelineStepStats stats_;
     std::vector<TimelineEvent> events_;
-    bool pair_passes_ = false;
-    std::optional<FiberPair> fibers_;  // with pair_passes_
+    // With pair_passes: per step, the end of the paired group it starts or -1 (paired_group_end,
+    // found once: the steps are fixed); empty without pairing.
+    std::vector<int> pair_ends_;
+    std::optional<FiberPair> fibers_;  // with pair_passes
 };
 
 }  // namespace parbench
