@@ -116,7 +116,7 @@ TEST(MoeRouter, BalancingLossByHand) {
 
 // What the MoE layer takes from the ledger is theory/moe_memory.hpp's formula, byte for byte.
 TEST(MoeMemory, LedgerMatchesFormula) {
-    for (const MoeMemoryShape shape : {MoeMemoryShape{16, 32, 4, 2, 24, 1}, MoeMemoryShape{64, 8, 8, 3, 5, 0},
+    for (const MoeMemoryShape& shape : {MoeMemoryShape{16, 32, 4, 2, 24, 1}, MoeMemoryShape{64, 8, 8, 3, 5, 0},
                                        MoeMemoryShape{10, 16, 2, 1, 40, 2}}) {
         CpuDevice device;
         MemoryLedger ledger(device);
