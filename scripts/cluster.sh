@@ -260,6 +260,11 @@ EOF
 
 need_up() { [[ -f $state/up ]] || usage_error "no cluster is up; run 'scripts/cluster.sh up N' first"; }
 
+# need_host COMMAND HOST: HOST must be one of the cluster's emulated hosts; COMMAND names the refusal.
+need_host() {
+  grep -qx "$2" "$state/hosts" || usage_error "$1: '$2' is not an emulated host; use one of: $(tr '\n' ' ' <"$state/hosts")"
+}
+
 cmd_throttle() {
   need_root
   need_up
@@ -271,8 +276,7 @@ cmd_throttle() {
       *) usage_error "throttle: unknown option '$1'; use: throttle HOST --cpu CORES|off" ;;
     esac
   done
-  grep -qx "$host" "$state/hosts" ||
-    usage_error "throttle: '$host' is not an emulated host; use one of: $(tr '\n' ' ' <"$state/hosts")"
+  need_host throttle "$host"
   local quota_us="" period_us=""
   if [[ $cpu != off ]]; then
     # A 10 ms period keeps the cap smooth next to millisecond steps; below 0.1 cores the quota
@@ -320,7 +324,7 @@ cmd_shape() {
       *) usage_error "shape: unknown option '$1'; use: shape HOST --bw RATE" ;;
     esac
   done
-  grep -qx "$host" "$state/hosts" || usage_error "shape: '$host' is not an emulated host; use one of: $(tr '\n' ' ' <"$state/hosts")"
+  need_host shape "$host"
   [[ -n $(rate_bits "$bw") ]] || usage_error "shape: --bw '$bw': not a rate; use tc's units, e.g. 1gbit"
   local index=${host#"$host_prefix"} latency
   latency=$(sed -n 's/^latency=//p' "$state/shaping")

@@ -36,18 +36,8 @@ fi
 # Configuring the project needs its packages (scripts/setup.sh's list) and clang for libFuzzer.
 packages=(clang cmake make openmpi-bin libopenmpi-dev libcli11-dev nlohmann-json3-dev libopenblas-dev libgtest-dev
           libbenchmark-dev)
-missing=()
-for package in "${packages[@]}"; do
-  dpkg-query -W -f='${Status}' "$package" 2>/dev/null | grep -q "install ok installed" || missing+=("$package")
-done
-if ((${#missing[@]})); then
-  echo "fuzz.sh: installing ${missing[*]}"
-  sudo=""
-  [[ $(id -u) -eq 0 ]] || sudo="sudo"
-  export DEBIAN_FRONTEND=noninteractive
-  $sudo apt-get update -qq
-  $sudo apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null
-fi
+source "$root/scripts/debian_packages.sh"
+install_missing_packages fuzz.sh "${packages[@]}"
 build=$root/build-fuzz
 if [[ ! -f $build/CMakeCache.txt ]]; then
   mkdir -p "$build"

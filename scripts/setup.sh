@@ -17,18 +17,8 @@ packages=(cmake g++ make pkg-config ccache openmpi-bin libopenmpi-dev libcli11-d
           libgtest-dev libbenchmark-dev python3 python3-jsonschema python3-matplotlib
           time)  # GNU time: the fault suite measures a refused run's peak RSS with it
 [[ $mpi == mpich ]] && packages+=(mpich libmpich-dev)
-missing=()
-for package in "${packages[@]}"; do
-  dpkg-query -W -f='${Status}' "$package" 2>/dev/null | grep -q "install ok installed" || missing+=("$package")
-done
-if ((${#missing[@]})); then
-  echo "setup: installing ${missing[*]}"
-  sudo=""
-  [[ $(id -u) -eq 0 ]] || sudo="sudo"
-  export DEBIAN_FRONTEND=noninteractive
-  $sudo apt-get update -qq
-  $sudo apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null
-fi
+source "$root/scripts/debian_packages.sh"
+install_missing_packages setup "${packages[@]}"
 
 cuda=${PARBENCH_CUDA:-AUTO}
 mkdir -p "$build_dir"

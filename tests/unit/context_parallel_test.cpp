@@ -1,14 +1,17 @@
 // Context parallelism's pure parts: the positions each rank holds (and the refusals of
-// sequences that do not divide), the style and balance names, and the expected cp traffic
-// formula (theory/context_traffic.hpp) on literal shapes.
+// sequences that do not divide), the style and balance names, the expected cp traffic
+// formula (theory/context_traffic.hpp) on literal shapes, and what both attention styles share
+// (every rank's chunks, their workspace's parts).
 #include <gtest/gtest.h>
 
 #include <algorithm>
 #include <numeric>
+#include <stdexcept>
 
 #include "tests/support/usage_error_text.hpp"
 #include "theory/context_traffic.hpp"
 #include "train/context/context_attention.hpp"
+#include "train/context/context_attention_style.hpp"
 
 namespace parbench {
 namespace {
@@ -63,6 +66,25 @@ TEST(ContextPositions, RefusesSequencesThatDoNotDivide) {
     EXPECT_NE(zigzag.find("--cp-balance none"), std::string::npos) << zigzag;
     EXPECT_EQ(usage_error_text([] { context_positions(15, split(1, 3, ContextBalance::none)); }), "");
     EXPECT_NE(usage_error_text([] { context_positions(8, split(0, 0, ContextBalance::none)); }), "");
+}
+
+TEST(ContextChunks, EveryRankInRankOrder) {
+    // c = 2, T = 8, zigzag: chunks of 2, rank 0 holds chunks 0 and 3, rank 1 chunks 1 and 2
+    const auto chunks = detail::chunks_of_every_rank(8, split(1, 2, ContextBalance::zigzag));
+    ASSERT_EQ(chunks.size(), 2u);
+    EXPECT_EQ(chunks[0].index, (std::vector<int>{0, 3}));
+    EXPECT_EQ(chunks[1].index, (std::vector<int>{1, 2}));
+    EXPECT_EQ(chunks[0].length, 2);
+    EXPECT_EQ(chunks[1].length, 2);
+}
+
+TEST(ContextWorkspace, PartsAreConsecutiveAndNoneRunsPastTheEnd) {
+    std::vector<float> memory(8);
+    const Buffer workspace(memory.data(), memory.size() * sizeof(float), nullptr);
+    detail::WorkspaceParts parts(workspace);
+    EXPECT_EQ(parts.take(3), memory.data());
+    EXPECT_EQ(parts.take(5), memory.data() + 3);
+    EXPECT_THROW(parts.take(1), std::logic_error);
 }
 
 TEST(ContextNames, StyleAndBalance) {

@@ -30,14 +30,9 @@ ComputeOrder interleaved_order(const ScheduleShape& shape) {
     for (int rank = 0; rank < p; ++rank) {
         auto& actions = order[static_cast<std::size_t>(rank)];
         const int warmup = std::min(2 * (p - rank - 1) + (v - 1) * p, total);
-        int forward = 0;
-        int backward = 0;
-        while (forward < warmup) actions.push_back(step_action(ActionKind::forward, forward++, shape));
-        while (forward < total) {
-            actions.push_back(step_action(ActionKind::forward, forward++, shape));
-            actions.push_back(step_action(ActionKind::backward, backward++, shape));
-        }
-        while (backward < total) actions.push_back(step_action(ActionKind::backward, backward++, shape));
+        one_f_one_b_steps(warmup, total, [&](ActionKind kind, int step, bool) {
+            actions.push_back(step_action(kind, step, shape));
+        });
     }
     return order;
 }

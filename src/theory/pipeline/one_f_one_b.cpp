@@ -14,15 +14,9 @@ ComputeOrder one_f_one_b_order(const ScheduleShape& shape) {
     ComputeOrder order(static_cast<std::size_t>(p));
     for (int rank = 0; rank < p; ++rank) {
         auto& actions = order[static_cast<std::size_t>(rank)];
-        const int warmup = std::min(p - rank - 1, m);
-        int forward = 0;
-        int backward = 0;
-        while (forward < warmup) actions.push_back(Action{ActionKind::forward, forward++, 0, -1});
-        while (forward < m) {
-            actions.push_back(Action{ActionKind::forward, forward++, 0, -1});
-            actions.push_back(Action{ActionKind::backward, backward++, 0, -1});
-        }
-        while (backward < m) actions.push_back(Action{ActionKind::backward, backward++, 0, -1});
+        one_f_one_b_steps(std::min(p - rank - 1, m), m, [&actions](ActionKind kind, int microbatch, bool) {
+            actions.push_back(Action{kind, microbatch, 0, -1});
+        });
     }
     return order;
 }

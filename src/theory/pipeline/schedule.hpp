@@ -112,6 +112,23 @@ ComputeOrder gpipe_order(const ScheduleShape& shape);
 ComputeOrder one_f_one_b_order(const ScheduleShape& shape);
 ComputeOrder interleaved_order(const ScheduleShape& shape);
 ComputeOrder zero_bubble_h1_order(const ScheduleShape& shape);
+
+// One rank's forward and backward steps in 1F1B's order (PipeDream-Flush, arXiv 2104.04473
+// sec. 2.2): `warmup` forwards, then one forward and one backward alternately until all `steps`
+// forwards have run, then the remaining backwards. 1F1B, interleaved 1F1B and ZB-H1 share this
+// order and differ only in the warm-up, the number of steps and what a step appends:
+// `add(kind, step, draining)` appends it, `draining` for the backwards after the last forward.
+template <typename AddStep>
+void one_f_one_b_steps(int warmup, int steps, AddStep&& add) {
+    int forward = 0;
+    int backward = 0;
+    while (forward < warmup) add(ActionKind::forward, forward++, false);
+    while (forward < steps) {
+        add(ActionKind::forward, forward++, false);
+        add(ActionKind::backward, backward++, false);
+    }
+    while (backward < steps) add(ActionKind::backward, backward++, true);
+}
 }  // namespace detail
 
 }  // namespace parbench

@@ -40,10 +40,8 @@ class AlltoallAttention final : public ContextAttentionStyle {
                              std::to_string(local.NH) + ") to divide by --cp " + std::to_string(c) +
                              "; use --cp-style ring, or a --cp that divides " + std::to_string(local.NH));
         const ContextAttentionShape shape = context_attention_shape(local, c, split.style);
-        for (int rank = 0; rank < c; ++rank) {
-            windows_.push_back(alltoall_kv_window(shape, rank));
-            chunks_of_rank_.push_back(context_chunks(full_seq_len, ContextSplit{rank, c, split.style, split.balance}));
-        }
+        for (int rank = 0; rank < c; ++rank) windows_.push_back(alltoall_kv_window(shape, rank));
+        chunks_of_rank_ = chunks_of_every_rank(full_seq_len, split);
         query_heads_ = local.NH / c;
         const KvHeadWindow own = windows_[split.rank];
         heads_ = GqaShape{local.B, full_seq_len, query_heads_, own.count, local.hs,
@@ -56,22 +54,17 @@ class AlltoallAttention final : public ContextAttentionStyle {
         workspace_ = ledger.allocate(MemoryCategory::activations,
                                      sizeof(float) * (2 * exchange + 3 * heads_.q_elements() +
                                                       2 * heads_.kv_elements() + 3 * score));
-        float* next = workspace_.as<float>();
-        const auto take = [&next](std::size_t count) {
-            float* part = next;
-            next += count;
-            return part;
-        };
-        send_ = take(exchange);
-        recv_ = take(exchange);
-        out_heads_ = take(heads_.q_elements());
-        dout_heads_ = take(heads_.q_elements());
-        dq_heads_ = take(heads_.q_elements());
-        dk_heads_ = take(heads_.kv_elements());
-        dv_heads_ = take(heads_.kv_elements());
-        preatt_ = take(score);  // backward: dpreatt
-        att_ = take(score);
-        datt_ = take(score);
+        WorkspaceParts parts(workspace_);
+        send_ = parts.take(exchange);
+        recv_ = parts.take(exchange);
+        out_heads_ = parts.take(heads_.q_elements());
+        dout_heads_ = parts.take(heads_.q_elements());
+        dq_heads_ = parts.take(heads_.q_elements());
+        dk_heads_ = parts.take(heads_.kv_elements());
+        dv_heads_ = parts.take(heads_.kv_elements());
+        preatt_ = parts.take(score);  // backward: dpreatt
+        att_ = parts.take(score);
+        datt_ = parts.take(score);
     }
 
     std::size_t saved_floats() const override { return heads_.q_elements() + 2 * heads_.kv_elements(); }

@@ -18,6 +18,13 @@ void wait_all(std::span<Request> requests, double& wait_ms) {
     wait_ms += std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - start).count();
 }
 
+std::vector<ContextChunks> chunks_of_every_rank(int full_seq_len, const ContextSplit& split) {
+    std::vector<ContextChunks> chunks;
+    for (int rank = 0; rank < split.size; ++rank)
+        chunks.push_back(context_chunks(full_seq_len, ContextSplit{rank, split.size, split.style, split.balance}));
+    return chunks;
+}
+
 }  // namespace detail
 
 struct ContextAttention::State {

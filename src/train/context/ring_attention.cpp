@@ -33,10 +33,12 @@ class RingAttention final : public ContextAttentionStyle {
   public:
     RingAttention(Communicator& cp, Ops& ops, MemoryLedger& ledger, const ContextSplit& split, const GqaShape& local,
                   int full_seq_len)
-        : cp_(cp), ops_(ops), split_(split), local_(local), chunks_(context_chunks(full_seq_len, split)) {
-        for (int owner = 0; owner < split.size; ++owner)
-            chunks_of_rank_.push_back(
-                context_chunks(full_seq_len, ContextSplit{owner, split.size, split.style, split.balance}));
+        : cp_(cp),
+          ops_(ops),
+          split_(split),
+          local_(local),
+          chunks_(context_chunks(full_seq_len, split)),
+          chunks_of_rank_(chunks_of_every_rank(full_seq_len, split)) {
         const std::size_t kv = local_.kv_elements(), stats = stat_elements();
         const std::size_t tile = attention_block(local_, 0, chunks_.length, 0, chunks_.length, BlockMask::full)
                                      .tile_elements();
@@ -44,24 +46,19 @@ class RingAttention final : public ContextAttentionStyle {
         // and running statistics, score tiles, and backward's dK/dV parts and accumulators.
         workspace_ = ledger.allocate(MemoryCategory::activations,
                                      sizeof(float) * (4 * kv + local_.q_elements() + 4 * stats + 2 * tile + 6 * kv));
-        float* next = workspace_.as<float>();
-        const auto take = [&next](std::size_t count) {
-            float* part = next;
-            next += count;
-            return part;
-        };
-        for (auto& block : received_k_) block = take(kv);
-        for (auto& block : received_v_) block = take(kv);
-        part_out_ = take(local_.q_elements());
-        part_max_ = take(stats);
-        part_sum_ = take(stats);
-        row_max_ = take(stats);  // backward: D = rowsum(dout * out)
-        row_sum_ = take(stats);
-        scores_ = take(2 * tile);
-        dk_part_ = take(kv);
-        dv_part_ = take(kv);
-        for (auto& block : dk_accumulated_) block = take(kv);
-        for (auto& block : dv_accumulated_) block = take(kv);
+        WorkspaceParts parts(workspace_);
+        for (auto& block : received_k_) block = parts.take(kv);
+        for (auto& block : received_v_) block = parts.take(kv);
+        part_out_ = parts.take(local_.q_elements());
+        part_max_ = parts.take(stats);
+        part_sum_ = parts.take(stats);
+        row_max_ = parts.take(stats);  // backward: D = rowsum(dout * out)
+        row_sum_ = parts.take(stats);
+        scores_ = parts.take(2 * tile);
+        dk_part_ = parts.take(kv);
+        dv_part_ = parts.take(kv);
+        for (auto& block : dk_accumulated_) block = parts.take(kv);
+        for (auto& block : dv_accumulated_) block = parts.take(kv);
     }
 
     std::size_t saved_floats() const override { return stat_elements(); }
