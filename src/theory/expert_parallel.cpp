@@ -39,8 +39,11 @@ TrafficByOp expert_tensor_parallel_traffic(const ModelConfig& config, double tok
 }
 
 void check_expert_tensor_parallel(const ModelConfig& model, int etp, int tp, bool sequence_parallel) {
-    if (etp == 1) return;
     const std::string flag = "--etp " + std::to_string(etp);
+    if (etp < 1)
+        throw UsageError(flag + ": the experts' tensor parallelism is 1 (experts whole on every tp rank) or the tp "
+                         "degree (--tp " + std::to_string(tp) + "); use --etp 1 or drop the flag");
+    if (etp == 1) return;
     if (tp == 1)
         throw UsageError(flag + " needs --tp " + std::to_string(etp) + ": the experts are split over the tp group; add "
                          "--tp " + std::to_string(etp) + " or drop --etp");

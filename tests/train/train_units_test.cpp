@@ -11,6 +11,7 @@
 #include "core/error.hpp"
 #include "device/cpu_device.hpp"
 #include "tests/support/usage_error_text.hpp"
+#include "theory/expert_parallel.hpp"
 #include "theory/model_config.hpp"
 #include "theory/parameter_layout.hpp"
 #include "train/memory_ledger.hpp"
@@ -114,8 +115,8 @@ TEST(ParameterLayout, InitialisationIsIdenticalForAnySharding) {
 
 TEST(ParameterLayout, BucketsCloseBeforeTheLimitInBackwardOrder) {
     ParameterLayout layout;
-    for (int u = 0; u < 4; ++u) {
-        layout.add_unit("u" + std::to_string(u));
+    for (const char* unit : {"u0", "u1", "u2", "u3"}) {
+        layout.add_unit(unit);
         layout.add_tensor("w", {100}, InitKind::zeros);  // 400 bytes each
     }
     const UnitGroups groups = group_units_by_bytes(layout, 800);
@@ -283,6 +284,22 @@ std::vector<std::vector<int>> groups_of_every_rank(const MeshShape& shape,
         if (group.front() == rank) groups.push_back(group);
     }
     return groups;
+}
+
+TEST(ExpertTensorParallel, RefusalsNameTheFlagAndTheFix) {
+    const ModelConfig moe = load_model_config("llama-moe-tiny");
+    EXPECT_EQ(usage_error_text([&] { check_expert_tensor_parallel(moe, 1, 2, false); }), "");
+    EXPECT_EQ(usage_error_text([&] { check_expert_tensor_parallel(moe, 2, 2, false); }), "");
+    for (const auto& [etp, named] : {std::pair{0, "--etp 0:"}, std::pair{-1, "--etp -1:"}}) {
+        const std::string message = usage_error_text([&] { check_expert_tensor_parallel(moe, etp, 2, false); });
+        EXPECT_NE(message.find(named), std::string::npos) << message;
+        EXPECT_NE(message.find("use --etp 1"), std::string::npos) << message;
+        EXPECT_EQ(message.find("needs --tp"), std::string::npos) << message;  // not "add --tp 0"
+    }
+    EXPECT_NE(usage_error_text([&] { check_expert_tensor_parallel(moe, 2, 1, false); }).find("add --tp 2"),
+              std::string::npos);
+    EXPECT_NE(usage_error_text([&] { check_expert_tensor_parallel(moe, 3, 2, false); }).find("use --etp 1 or --etp 2"),
+              std::string::npos);
 }
 
 TEST(Mesh, ExpertGroupsInMegatronCoreOrder) {
