@@ -180,10 +180,10 @@ void attention_workspace_item(bool context, bool block_attention, const Attentio
         items.activation("attention scratch (scores, their gradient, probabilities' gradient)", 3, attention.workspace);
 }
 
-// train/models/gpt.cpp's allocate_activations: per-micro-batch data, per-layer stores (in pipeline
-// slots when pipelined), the head's, and the backward scratch shared by every layer. Under
-// context parallelism and block attention as llama_items says, and under context parallelism
-// the gathered position rows and their gradient.
+// train/models/transformer_model.hpp's allocate_activations for GPT: per-micro-batch data,
+// per-layer stores (in pipeline slots when pipelined), the head's, and the backward scratch
+// shared by every layer. Under context parallelism and block attention as llama_items says,
+// and under context parallelism the gathered position rows and their gradient.
 void gpt_items(const EngineLayout& l, const PipelinePart& part, ItemList& items) {
     const double t = l.tp;
     const bool context = l.cp > 1;
@@ -197,8 +197,8 @@ void gpt_items(const EngineLayout& l, const PipelinePart& part, ItemList& items)
     const double att = attention.saved;
     const double logits = rows * vocab_local;
     const double full_block = 4 * rc + 4 * R + 3 * local + local + att + 2 * wide;
-    // What a layer keeps as its own under --recompute (gpt.cpp's allocate_block), and the one
-    // set all layers share.
+    // What a layer keeps as its own under --recompute (transformer_model.hpp's allocate_block),
+    // and the one set all layers share.
     const bool shares_probabilities = l.recompute == Recompute::selective && !context && !block_attention;
     const double block = l.recompute == Recompute::full ? rc : shares_probabilities ? full_block - att : full_block;
     // An MoE layer keeps the MoE layer's buffers (theory/moe_memory.hpp) in place of the MLP's two.

@@ -6,7 +6,8 @@ std::map<std::string, TrafficByOp> expected_rank_traffic(const TrainPlan& plan, 
                                                          const MeshCoordinates& at) {
     std::map<std::string, TrafficByOp> traffic = engine_rank_traffic(engine_layout(plan, shape), at.pp, at.tp, nullptr, at.cp);
     // The aux-loss-free balancing bias: one all-reduce per step over the gradient group of the
-    // loads (E doubles) of every MoE layer this rank holds (train/models/llama.cpp finish_step).
+    // loads (E doubles) of every MoE layer this rank holds (train/models/transformer_model.hpp's
+    // finish_step).
     if (plan.model.moe && plan.moe.bias_update_rate > 0.0 && shape.dp * shape.cp > 1) {
         int moe_layers = 0;
         for (int layer = 0; layer < plan.model.layers; ++layer) {
