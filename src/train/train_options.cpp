@@ -281,7 +281,7 @@ EngineLayout engine_layout(const TrainPlan& plan, const MeshShape& mesh) {
     l.model = plan.model;
     l.seq_len = plan.seq_len;
     l.microbatches = o.microbatches;
-    l.microbatch_size = o.global_batch / mesh.dp / o.microbatches;
+    l.microbatch_size = plan.microbatch_size(mesh.dp);
     l.dp = mesh.dp;
     l.cp = mesh.cp;
     l.ep = o.ep;

@@ -100,6 +100,9 @@ struct TrainPlan {
     // Tokens of one sequence on each rank of a context-parallel group: seq_len / cp.
     int local_seq_len() const { return seq_len / options.cp; }
     ContextSplit context_split(int cp_rank) const { return ContextSplit{cp_rank, options.cp, cp_style, cp_balance}; }
+    // Samples in one micro-batch of a rank among `dp` data-parallel ranks (resolve_layout has
+    // checked that the global batch splits into dp x microbatches).
+    int microbatch_size(int dp) const { return options.global_batch / dp / options.microbatches; }
     ScheduleShape schedule_shape() const { return ScheduleShape{options.pp, options.microbatches, options.virtual_stages}; }
     // This rank's split for its coordinate in a tensor-parallel group of options.tp.
     TensorSplit tensor_split(int tp_rank) const {

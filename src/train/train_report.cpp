@@ -115,7 +115,7 @@ nlohmann::json activation_json(const TrainSummaryInputs& in) {
                                             "the largest rank"}};
     if (!in.plan.model.has_sequence()) return activation;
     const ActivationFormula formula = transformer_activation_bytes_per_layer(
-        in.plan.model, in.plan.seq_len, o.global_batch / in.mesh.dp / o.microbatches, in.plan.tensor_split(0),
+        in.plan.model, in.plan.seq_len, in.plan.microbatch_size(in.mesh.dp), in.plan.tensor_split(0),
         in.plan.recompute, in.plan.context_split(0), in.plan.attention);
     activation["recompute"] = recompute_name(in.plan.recompute);
     activation["attention"] = attention_name(in.plan.attention);  // theory/engine_attention.hpp
@@ -177,7 +177,7 @@ nlohmann::json context_json(const TrainSummaryInputs& in, const nlohmann::json& 
     // What ContextAttention allocated beside theory/context_parallel.hpp's counts.
     const TrainOptions& o = in.plan.options;
     const ContextAttentionFloats formula = context_attention_floats(
-        context_local_gqa_shape(in.plan.model, o.global_batch / in.mesh.dp / o.microbatches, in.plan.local_seq_len(),
+        context_local_gqa_shape(in.plan.model, in.plan.microbatch_size(in.mesh.dp), in.plan.local_seq_len(),
                                 in.plan.tensor_split(0)),
         in.plan.context_split(0), in.plan.seq_len);
     context["saved_floats_per_layer"] = {{"measured", c.saved_floats}, {"formula", formula.saved}};
@@ -374,7 +374,7 @@ nlohmann::json train_result_json(const TrainSummaryInputs& in) {
           {"scheme", in.scheme_name},
           {"schedule", "none"},
           {"microbatches", o.microbatches},
-          {"microbatch_size", o.global_batch / in.mesh.dp / o.microbatches},
+          {"microbatch_size", in.plan.microbatch_size(in.mesh.dp)},
           {"overlap", o.overlap},
           {"prefetch", o.prefetch},
           {"recompute", recompute_name(in.plan.recompute)},
@@ -504,7 +504,7 @@ void print_train_header(std::ostream& out, const TrainPlan& plan, const MeshShap
     if (o.overlap) out << ", overlapped gradient collectives";
     if (o.prefetch) out << ", prefetch";
     out << "; global batch " << o.global_batch << " = " << mesh.dp << " ranks x " << o.microbatches
-        << " micro-batches x " << o.global_batch / mesh.dp / o.microbatches << "; " << o.precision << " on "
+        << " micro-batches x " << plan.microbatch_size(mesh.dp) << "; " << o.precision << " on "
         << device_kind << "\n";
     out << "# method: " << o.warmup << " warm-up + " << o.steps
         << " timed steps; barrier, step, device sync; each step's time is the max over ranks\n";

@@ -285,7 +285,7 @@ TrainMeasurements run_training(const TrainPlan& plan, Mesh& mesh, Device& device
     const TrainOptions& o = plan.options;
     const int dp = mesh.shape().dp;
     MicrobatchShape shape;
-    shape.batch = o.global_batch / dp / o.microbatches;
+    shape.batch = plan.microbatch_size(dp);
     shape.seq_len = plan.seq_len;
     shape.microbatches = o.microbatches;
 
