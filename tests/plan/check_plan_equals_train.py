@@ -17,8 +17,8 @@ gives both the user's flags and nothing more.
     check_plan_equals_train.py --parbench BIN --out DIR --mpiexec "mpirun ..." --random COUNT [--seed S]
 
 --random draws COUNT layouts that train runs here (at most 4 ranks; dp, tp, pp, cp, ZeRO stage,
-sp, recompute, schedule, virtual stages, micro-batches, overlap, prefetch, precision; GPT, Llama, MLP
-and mixture-of-experts Llama tiny models), prints the seed first so a failure can be replayed, and fails on the first layout
+sp, recompute, schedule, virtual stages, micro-batches, overlap, prefetch, precision, --ep with
+--moe-a2a-overlap or --moe-a2a-overlap-1f1b; GPT, Llama, MLP and mixture-of-experts tiny models), prints the seed first so a failure can be replayed, and fails on the first layout
 where the two disagree. A layout train refuses (exit status 2, a rule this generator does not
 know) is drawn again and counted apart; a refusal by plan of a layout train ran is a failure.
 """
@@ -212,6 +212,11 @@ def draw_layout(rng, folder):
         microbatches = rng.choice([1, 1, 2])
     flags += ["--zero", str(zero), "--recompute", recompute, "--microbatches", str(microbatches)]
     flags += ["--global-batch", str(dp * microbatches * rng.choice([1, 2]))]
+    # --moe-a2a-overlap-1f1b where train takes it (theory/moe_a2a_overlap_1f1b.hpp): the pipe
+    # models hold an MoE layer on their first stage; pairing moves the same bytes.
+    if (moe and pp > 1 and "--ep" in flags and flags[flags.index("--ep") + 1] != "1" and schedule == "1f1b" and
+            microbatches >= 2 and recompute != "full" and "--moe-a2a-overlap" not in flags and rng.random() < 0.5):
+        flags.append("--moe-a2a-overlap-1f1b")
     if pp == 1 and rng.random() < 0.3:
         flags.append("--overlap")
     if zero == 3 and pp == 1 and rng.random() < 0.5:
