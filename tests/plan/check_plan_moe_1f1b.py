@@ -22,6 +22,8 @@ import shlex
 import subprocess
 import sys
 
+import jsonschema
+
 HERE = os.path.dirname(os.path.abspath(__file__))
 PIPE = os.path.join(HERE, "llama-moe-pipe.json")  # layers 1 and 3 MoE
 EVERY = os.path.join(HERE, "..", "train", "llama-moe-every-layer.json")  # every layer MoE
@@ -40,6 +42,7 @@ SHARED_REFUSALS = [
 ]
 
 failures = []
+VALIDATOR = jsonschema.Draft202012Validator(json.load(open(os.path.join(HERE, "..", "..", "schemas", "plan.schema.json"))))
 
 
 def check(condition, message):
@@ -94,7 +97,10 @@ def layout_of(args, name, flags):
     if result.returncode != 0:
         failures.append(f"{name}: plan exited {result.returncode}: {result.stderr.strip()}")
         return None, ""
-    return json.load(open(path))["layouts"][0], result.stdout
+    document = json.load(open(path))
+    errors = list(VALIDATOR.iter_errors(document))
+    check(not errors, f"{name}: does not follow plan.schema.json: {errors[:1]}")
+    return document["layouts"][0], result.stdout
 
 
 def outputs(args):
@@ -113,7 +119,8 @@ def outputs(args):
     check(paired["layout"]["moe_a2a_overlap_1f1b"] is True and blocking["layout"]["moe_a2a_overlap_1f1b"] is False,
           f"layout.moe_a2a_overlap_1f1b: {paired['layout']['moe_a2a_overlap_1f1b']}")
     check("a2a-1f1b" in paired["label"] and "a2a-1f1b" not in blocking["label"], f"labels {paired['label']!r}")
-    check("a2a-1f1b" in console, "the console does not mark the paired layout")
+    check("a2a-1f1b" in console and "moe a2a-1f1b: exposed all-to-all per stage 0: 3 paired" in console and
+          "1: 0 paired" in console, f"the console does not show the paired layout per stage: {console[-1500:]}")
     check(blocking["moe"]["a2a_overlap_1f1b"] is None, "a blocking layout carries the pairing's figures")
     pairs = paired["moe"]["a2a_overlap_1f1b"]
     # 1F1B, 2 stages, 4 micro-batches: 3 groups on the first stage, none on the last.
