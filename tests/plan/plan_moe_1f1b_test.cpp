@@ -178,6 +178,12 @@ TEST(PlanMoe1f1b, SearchAddsThePairedVariantWhereTrainTakesIt) {
     PlanLayout no_ep = layout;
     no_ep.experts.ep = 1;
     EXPECT_EQ(with_a2a_overlap_1f1b({no_ep}).size(), 1u);
+    PlanLayout full_recompute = layout;
+    full_recompute.engine.recompute = Recompute::full;
+    EXPECT_EQ(with_a2a_overlap_1f1b({full_recompute}).size(), 1u);
+    PlanLayout experts_split = layout;  // the frameworks' default --etp is tp
+    experts_split.experts.etp = 2;
+    EXPECT_EQ(with_a2a_overlap_1f1b({experts_split}).size(), 1u);
 }
 
 }  // namespace
