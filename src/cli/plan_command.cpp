@@ -17,6 +17,7 @@
 #include "theory/engine_defaults.hpp"
 #include "theory/expert_parallel.hpp"
 #include "theory/layout_check.hpp"
+#include "theory/moe_a2a_overlap_1f1b.hpp"
 #include "theory/model_shape.hpp"
 #include "theory/moe_work.hpp"
 #include "theory/pipeline/partition.hpp"
@@ -95,6 +96,7 @@ class PlanCommand : public Command {
     std::optional<int> etp;                // the experts' tensor parallelism: 1 or tp (unset: the convention's)
     std::optional<double> moe_imbalance;
     bool moe_a2a_overlap = false;
+    bool moe_a2a_overlap_1f1b = false;
     bool search = false;
     int top = 10;
     std::string microbatch_list = "1,2,4,8,16,32,64,128,256,512";
@@ -181,7 +183,8 @@ class PlanCommand : public Command {
             inputs.model["parameters"] = static_cast<double>(count.total);
             inputs.model["active_parameters"] = static_cast<double>(count.active);
             inputs.model["routed_expert_parameters"] = static_cast<double>(count.routed_experts);
-            inputs.model["moe_approximations"] = moe_approximations(resolved.config, moe_a2a_overlap);
+            inputs.model["moe_approximations"] =
+                moe_approximations(resolved.config, moe_a2a_overlap, moe_a2a_overlap_1f1b);
         }
         inputs.cluster = to_json(cluster);
         inputs.compute = to_json(context.rate);
@@ -302,6 +305,26 @@ class PlanCommand : public Command {
         l.cp_balance = choice.balance;
     }
 
+    // train's pipeline check of the layout the flags gave (its engine fields, filled from them
+    // above), with --stage-layers.
+    PipelineRequest pipeline_request(const PlanLayout& p) const {
+        const EngineLayout& l = p.engine;
+        PipelineRequest request;
+        request.pp = l.pp;
+        request.schedule = l.schedule;
+        request.p2p = l.p2p;
+        request.virtual_stages = l.virtual_stages;
+        request.stage_layers = stage_layers;
+        request.microbatches = l.microbatches;
+        request.zero = l.zero;
+        request.overlap = l.overlap;
+        request.prefetch = l.prefetch;
+        request.sp = l.sp;
+        request.recompute = l.recompute;
+        request.engine = p.states == StateConvention::parbench;
+        return request;
+    }
+
     // --states parbench plans parbench's own train, which runs an MoE model only where its engine
     // does (train/train_options.cpp check_moe): the same layouts refused, naming the flag.
     void check_engine_moe_layout(const ModelConfig& config) const {
@@ -315,8 +338,12 @@ class PlanCommand : public Command {
     // dense one and where plan does not model MoE.
     void resolve_experts(PlanLayout& p, const ModelConfig& config) const {
         if (!config.moe) {
-            if (ep || etp || moe_imbalance || moe_a2a_overlap)
-                throw UsageError(std::string(ep ? "--ep" : etp ? "--etp" : moe_imbalance ? "--moe-imbalance" : "--moe-a2a-overlap") +
+            if (ep || etp || moe_imbalance || moe_a2a_overlap || moe_a2a_overlap_1f1b)
+                throw UsageError(std::string(ep                ? "--ep"
+                                             : etp             ? "--etp"
+                                             : moe_imbalance   ? "--moe-imbalance"
+                                             : moe_a2a_overlap ? "--moe-a2a-overlap"
+                                                               : "--moe-a2a-overlap-1f1b") +
                                  ": --model has no experts (no \"moe\" "
                                  "in its config); expert parallelism needs a mixture-of-experts model, e.g. --model "
                                  "mixtral-8x7b, or drop the flag");
@@ -337,18 +364,30 @@ class PlanCommand : public Command {
         if (!config.moe) return;
         if (search) {
             if (ep) throw UsageError("--ep with --search: the search ranges over ep (divisors of the experts and dp); drop --ep");
+            if (moe_a2a_overlap_1f1b)
+                throw UsageError("--moe-a2a-overlap-1f1b with --search: the search tries it on every MoE 1F1B layout "
+                                 "that takes it, beside the blocking one; drop it");
             return;
         }
         p.experts.ep = ep.value_or(1);
         if (moe_a2a_overlap && p.experts.ep == 1)  // train's message (train_options.cpp check_moe)
             throw UsageError("--moe-a2a-overlap needs --ep 2 or more: without expert parallelism there is no "
                              "all-to-all to overlap; add --ep N or drop the flag");
+        const bool engine = p.states == StateConvention::parbench;
+        if (moe_a2a_overlap_1f1b) {
+            // train's rule, one copy (theory/moe_a2a_overlap_1f1b.hpp), in train's order (before the
+            // expert-parallel checks), on the experts' tensor parallelism as planned (the
+            // convention's default when --etp is not given).
+            check_moe_a2a_overlap_1f1b({p.experts.ep, moe_a2a_overlap, p.engine.pp, schedule, p.engine.virtual_stages,
+                                        p.engine.microbatches, etp.value_or(engine ? 1 : p.engine.tp), recompute, cp});
+            check_moe_a2a_overlap_1f1b_stages(config, p.engine.stage_ranges);
+            p.experts.a2a_overlap_1f1b = true;
+        }
         // parbench's engine formulas size the MoE layers' receive buffers and exchanges by ep.
         if (p.states == StateConvention::parbench) p.engine.ep = p.experts.ep;
         check_expert_parallel(config, p.experts.ep, p.engine.dp, p.engine.cp);  // train's check
         // The experts' tensor parallelism: parbench's engine splits them only when asked (and not
         // yet under --sp), Megatron-core by default over the tp degree.
-        const bool engine = p.states == StateConvention::parbench;
         p.experts.etp = etp.value_or(engine ? 1 : p.engine.tp);
         check_expert_tensor_parallel(config, p.experts.etp, p.engine.tp, engine && p.engine.sp);
         if (engine) p.engine.etp = p.experts.etp;
@@ -427,20 +466,7 @@ class PlanCommand : public Command {
             check_tensor_split(config, tp, sp, TensorParallelStyle::megatron, l.local_seq_len(), cp);
             // Uneven stages as train takes them (--stage-layers, one count per virtual stage);
             // parbench's own engine's limits only when the plan is of its runs.
-            PipelineRequest request;
-            request.pp = pp;
-            request.schedule = l.schedule;
-            request.p2p = l.p2p;
-            request.virtual_stages = virtual_stages;
-            request.stage_layers = stage_layers;
-            request.microbatches = microbatches;
-            request.zero = zero;
-            request.overlap = overlap;
-            request.prefetch = prefetch;
-            request.sp = sp;
-            request.recompute = l.recompute;
-            request.engine = p.states == StateConvention::parbench;
-            l.stage_ranges = check_pipeline(config, request);
+            l.stage_ranges = check_pipeline(config, pipeline_request(p));
         }
         l.dp = search ? 1 : check_world(dp, tp, pp, cp, WorldSize{cluster.gpus, "GPUs", "--gpus"});
         if (no_reshard || hybrid_shard) {
@@ -557,6 +583,10 @@ std::unique_ptr<Command> add_plan_command(CLI::App& app) {
     sub->add_flag("--moe-a2a-overlap", c.moe_a2a_overlap,
                   "MoE: train's --moe-a2a-overlap, dispatch and combine in two halves, one overlapping the other's "
                   "expert compute: half of them exposed, the other half hidden up to the step's compute");
+    sub->add_flag("--moe-a2a-overlap-1f1b", c.moe_a2a_overlap_1f1b,
+                  "MoE: train's --moe-a2a-overlap-1f1b, 1F1B's steady-state forward and backward paired, each "
+                  "exchange hidden by the partner pass's compute up to its next switch (a transport that progresses "
+                  "on its own: NCCL, a NIC); warm-up, cool-down and the last stage blocking");
     sub->add_flag("--search", c.search, "Rank every layout that divides the GPUs and the model (and ep for MoE)");
     sub->add_option("--top", c.top, "Layouts to show with --search")->capture_default_str();
     sub->add_option("--microbatch-list", c.microbatch_list, "Micro-batch counts --search tries")->capture_default_str();

@@ -9,6 +9,7 @@
 #include "theory/llama_activation_memory.hpp"
 #include "theory/model_flops.hpp"
 #include "theory/moe_work.hpp"
+#include "theory/pipeline/paired_passes.hpp"
 #include "theory/pipeline/partition.hpp"
 
 namespace parbench {
@@ -547,6 +548,17 @@ PlanPrediction predict_layout(const PlanLayout& p, const PlanContext& context, c
         out.exposed_ep_ms = moe_overlapped_exposure(blocking_ms, overlappable_ms, out.compute_ms);
         hidden_ep_ms = std::max(0.0, blocking_ms + overlappable_ms - out.exposed_ep_ms);
     }
+    if (p.experts.a2a_overlap_1f1b && out.exposed_ep_ms > 0 && l.pp > 1) {
+        // 1F1B's paired steps (plan/moe_plan.hpp): each stretch of compute between two exchanges
+        // timed as the step's compute is, on the device's model or at the rate.
+        const auto pass_ms = [&](const PassWork& work) {
+            const double ms = context.device_compute ? context.device_compute->pass_ms(work)
+                                                     : work.flops() / (context.rate.tflops_per_gpu * 1e12) * 1e3;
+            return ms / out.compute_share.share;
+        };
+        hidden_ep_ms = apply_moe_a2a_overlap_1f1b(out, moe_exchange_stretches(l, p.attention, p.experts, pass_ms),
+                                                  paired_groups_per_rank(pipeline->schedule, l.p2p));
+    }
     // What the collectives hid, they took from the compute beside them (arXiv 2507.03114): on a
     // GPU's compute model, that compute runs overlap_compute_slowdown slower for as long as the
     // hidden collectives (dp, pp and the overlapped all-to-alls) last. A measured rate (a train
@@ -579,6 +591,7 @@ std::string layout_label(const PlanLayout& p) {
     if (l.zero == 3 && !p.reshard_after_forward) label << " no-reshard";
     if (p.shard_group > 0) label << " hybrid" << p.shard_group;
     if (p.experts.has_experts()) label << " ep" << p.experts.ep;
+    if (p.experts.a2a_overlap_1f1b) label << " a2a-1f1b";
     return label.str();
 }
 
@@ -630,7 +643,8 @@ nlohmann::json to_json(const PlanPrediction& p) {
               {"recompute", recompute_name(l.recompute)}, {"p2p", p2p_mode_name(l.p2p)},
               {"attention", attention_name(p.layout.attention)},
               {"reshard_after_forward", p.layout.reshard_after_forward}, {"shard_group", p.layout.shard_group},
-              {"ep", p.layout.experts.ep}, {"moe_a2a_overlap", p.layout.experts.a2a_overlap}}},
+              {"ep", p.layout.experts.ep}, {"moe_a2a_overlap", p.layout.experts.a2a_overlap},
+              {"moe_a2a_overlap_1f1b", p.layout.experts.a2a_overlap_1f1b}}},
             {"memory_bytes",
              {{"states", states_name(p.layout.states)}, {"pp_rank", p.memory.pp_rank}, {"params", p.memory.params},
               {"grads", p.memory.grads}, {"optimizer", p.memory.optimizer}, {"activations", p.memory.activations},

@@ -25,8 +25,10 @@
 //               (dp with --overlap, ZeRO-3's prefetched gathers, non-blocking pipeline sends) runs
 //               overlap_compute_slowdown slower: NCCL's kernels take SMs and HBM bandwidth
 //   MFU = model FLOPs / (step x GPUs x peak);  tokens/s = global batch x seq / step
-//   MoE (--ep, plan/moe_plan.hpp): + exposed ep (every all-to-all); model FLOPs on the active
-//   parameters (router, k + S experts per token), so the MFU is on active parameters
+//   MoE (--ep, plan/moe_plan.hpp): + exposed ep (every all-to-all; with --moe-a2a-overlap-1f1b the
+//   most exposed stage's, its paired 1F1B steps hiding what the partner pass's compute covers);
+//   model FLOPs on the active parameters (router, k + S experts per token), so the MFU is on
+//   active parameters
 #pragma once
 
 #include <nlohmann/json.hpp>

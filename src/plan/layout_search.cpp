@@ -115,10 +115,20 @@ SearchResult search_layouts(const SearchSpace& space, const PlanContext& context
                                     variants.push_back(variant);
                                 }
                             }
-                            for (const PlanLayout& candidate : with_expert_degrees(variants)) {
+                            // An MoE 1F1B layout's paired variant follows it (with_a2a_overlap_1f1b):
+                            // kept only where the pairing is predicted faster (the last stage runs
+                            // unpaired, and often sets the step).
+                            double unpaired_step_ms = 0;
+                            for (const PlanLayout& candidate : with_a2a_overlap_1f1b(with_expert_degrees(variants))) {
                                 ++result.considered;
                                 PlanPrediction prediction =
                                     predict_layout(candidate, context, pipeline ? &*pipeline : nullptr);
+                                if (!candidate.experts.a2a_overlap_1f1b) {
+                                    unpaired_step_ms = prediction.step_ms;
+                                } else if (prediction.step_ms >= unpaired_step_ms) {
+                                    drop("--moe-a2a-overlap-1f1b no faster than blocking");
+                                    continue;
+                                }
                                 if (!prediction.fits) {
                                     drop("does not fit in memory");
                                     if (!result.any_unfit || prediction.memory.total < result.smallest_unfit.memory.total)

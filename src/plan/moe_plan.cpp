@@ -3,8 +3,12 @@
 #include <algorithm>
 #include <numeric>
 
+#include <stdexcept>
+
 #include "plan/layout_plan.hpp"
+#include "plan/stage_compute.hpp"
 #include "theory/moe.hpp"
+#include "theory/moe_a2a_overlap_1f1b.hpp"
 #include "theory/moe_work.hpp"
 
 namespace parbench {
@@ -199,16 +203,115 @@ std::vector<PlanLayout> with_expert_degrees(const std::vector<PlanLayout>& layou
     return out;
 }
 
+std::vector<PlanLayout> with_a2a_overlap_1f1b(const std::vector<PlanLayout>& layouts) {
+    std::vector<PlanLayout> out;
+    for (const PlanLayout& layout : layouts) {
+        out.push_back(layout);
+        const EngineLayout& l = layout.engine;
+        if (!layout.experts.has_experts() || layout.experts.a2a_overlap || layout.experts.a2a_overlap_1f1b) continue;
+        // train's rule (plan --moe-a2a-overlap-1f1b's): only the layouts it takes.
+        const MoeA2aOverlap1f1bRequest request{layout.experts.ep, false,          l.pp,
+                                               schedule_kind_name(l.schedule), l.virtual_stages, l.microbatches,
+                                               layout.experts.etp, recompute_name(l.recompute), l.cp};
+        if (moe_a2a_overlap_1f1b_refusal(request) ||
+            moe_a2a_overlap_1f1b_stage_refusal(*layout.experts.model, l.stage_ranges))
+            continue;
+        PlanLayout paired = layout;
+        paired.experts.a2a_overlap_1f1b = true;
+        out.push_back(paired);
+    }
+    return out;
+}
+
+double moe_paired_group_exposed_ms(const ExchangeStretches& stretches, double exchange_ms) {
+    const std::vector<double>& f = stretches.forward_ms;
+    const std::vector<double>& b = stretches.backward_ms;
+    if (f.empty() || f.size() != b.size() || f.size() % 2 == 0)
+        throw std::logic_error("moe_paired_group_exposed_ms: 2n + 1 stretches each way expected");
+    const std::size_t exchanges = f.size() - 1;  // per pass
+    // One thread's clock; each fiber's exchange in flight completes at *_done.
+    double now = 0, exposed = 0, forward_done = 0, backward_done = 0;
+    const auto wait_until = [&](double done) {
+        const double wait = std::max(0.0, done - now);
+        exposed += wait;
+        now += wait;
+    };
+    now += f[0];
+    if (exchanges > 0) forward_done = now + exchange_ms;
+    for (std::size_t k = 0; k < exchanges; ++k) {
+        // B resumes (its previous exchange first), runs stretch k and posts.
+        if (k > 0) wait_until(backward_done);
+        now += b[k];
+        backward_done = now + exchange_ms;
+        // F resumes: its exchange k, then stretch k + 1 and its next post (none after the last).
+        wait_until(forward_done);
+        now += f[k + 1];
+        if (k + 1 < exchanges) forward_done = now + exchange_ms;
+    }
+    // F has ended; B waits for its last exchange and runs to its end.
+    if (exchanges > 0) wait_until(backward_done);
+    return exposed;
+}
+
+double moe_rank_exposed_ms(int microbatches, int paired_groups, int moe_layers, double exchange_ms, double counts_ms,
+                           double paired_group_ms) {
+    const double m = microbatches, paired = paired_groups, n = moe_layers;
+    // An unpaired forward and an unpaired backward: 2 exchanges per MoE layer each (moe_alltoalls_per_layer in all).
+    return m * n * counts_ms + (m - paired) * moe_alltoalls_per_layer * n * exchange_ms + paired * paired_group_ms;
+}
+
+double apply_moe_a2a_overlap_1f1b(PlanPrediction& out, const std::vector<ExchangeStretches>& stretches,
+                                  const std::vector<int>& paired_groups) {
+    const PlanLayout& p = out.layout;
+    const EngineLayout& l = p.engine;
+    MoePrediction& moe = out.moe;
+    moe.a2a_overlap_1f1b = true;
+    // One exchange's time from the ep lines (every dispatch and combine moves the same rows under
+    // balanced routing): parbench's engine counts its dispatch/combine as alltoallv and the row
+    // counts as alltoall; Megatron-core's one line is the dispatch/combine.
+    for (const CommLine& line : out.comm) {
+        if (line.dimension != "ep" || line.calls <= 0) continue;
+        const bool counts = p.states == StateConvention::parbench && line.collective == "alltoall";
+        (counts ? moe.counts_ms : moe.exchange_ms) = line.time_ms / line.calls;
+    }
+    double exposed = 0, hidden = 0;
+    for (int r = 0; r < l.pp; ++r) {
+        int moe_layers = 0;
+        for (const LayerRange& range : pipeline_rank_layers(l, r))
+            moe_layers += moe_layers_in(*p.experts.model, range.first, range.end);
+        const int groups = paired_groups.at(static_cast<std::size_t>(r));
+        const double group_ms =
+            groups > 0 ? moe_paired_group_exposed_ms(stretches.at(static_cast<std::size_t>(r)), moe.exchange_ms) : 0.0;
+        const double blocking = moe_rank_exposed_ms(l.microbatches, 0, moe_layers, moe.exchange_ms, moe.counts_ms, 0.0);
+        const double paired =
+            moe_rank_exposed_ms(l.microbatches, groups, moe_layers, moe.exchange_ms, moe.counts_ms, group_ms);
+        moe.paired_groups_by_pp_rank.push_back(groups);
+        moe.blocking_exposed_ms_by_pp_rank.push_back(blocking);
+        moe.paired_exposed_ms_by_pp_rank.push_back(paired);
+        if (r == 0 || paired > exposed) {
+            exposed = paired;
+            hidden = blocking - paired;
+        }
+    }
+    out.exposed_ep_ms = exposed;
+    return std::max(0.0, hidden);
+}
+
 double moe_overlapped_exposure(double blocking_ms, double overlappable_ms, double compute_ms) {
     const double half = overlappable_ms / 2.0;
     return blocking_ms + half + std::max(0.0, half - compute_ms);
 }
 
-std::string moe_approximations(const ModelConfig& config, bool a2a_overlap) {
+std::string moe_approximations(const ModelConfig& config, bool a2a_overlap, bool a2a_overlap_1f1b) {
     std::string text = "routed experts' work as E/ep GEMMs of the busiest rank's tokens per expert; ";
     text += a2a_overlap ? "all-to-all under --moe-a2a-overlap: half of the dispatch/combine exposed, the other half "
                           "hidden up to the step's compute (an upper bound on what it overlaps)"
-                        : "all-to-all fully exposed (no dispatch/compute overlap)";
+            : a2a_overlap_1f1b
+                ? "all-to-all under --moe-a2a-overlap-1f1b: in 1F1B's paired steady-state steps each exchange hidden "
+                  "by the partner pass's compute until its next switch, assuming a transport that progresses on its "
+                  "own (NCCL, a NIC; Open MPI's shared memory progresses only inside MPI calls); warm-up, cool-down "
+                  "and the last stage fully exposed"
+                : "all-to-all fully exposed (no dispatch/compute overlap)";
     if (config.mla)
         text += "; multi-head latent attention counted exactly in parameters (states, optimizer, FLOPs of its "
                 "projections), its compute, activations and attention core as " + std::to_string(config.heads) +
@@ -229,7 +332,17 @@ nlohmann::json to_json(const MoePrediction& m) {
             {"moe_layers_per_pp_rank", m.moe_layers_rank},
             {"alltoall", {{"calls", m.alltoall_calls}, {"bytes", m.alltoall_bytes}, {"time_ms", m.alltoall_ms},
                           {"placement", placement_name(m.ep_placement)}}},
-            {"layout", "Megatron-core: ep carved from the dp x cp ranks (order tp, cp, ep, dp, pp)"}};
+            {"layout", "Megatron-core: ep carved from the dp x cp ranks (order tp, cp, ep, dp, pp)"},
+            {"a2a_overlap_1f1b",
+             m.a2a_overlap_1f1b ? nlohmann::json{{"exchange_ms", m.exchange_ms},
+                                                 {"counts_ms", m.counts_ms},
+                                                 {"paired_groups_by_pp_rank", m.paired_groups_by_pp_rank},
+                                                 {"exposed_ms_by_pp_rank", m.paired_exposed_ms_by_pp_rank},
+                                                 {"blocking_exposed_ms_by_pp_rank", m.blocking_exposed_ms_by_pp_rank},
+                                                 {"model", "per paired (F, B) group each exchange exposed "
+                                                           "max(0, its time - the partner's compute and wait since "
+                                                           "its post); unpaired passes wait for all of it"}}
+                                : nlohmann::json(nullptr)}};
 }
 
 }  // namespace parbench

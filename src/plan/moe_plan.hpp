@@ -34,6 +34,7 @@ struct PlanMemory;
 struct PlanPrediction;
 struct PlanContext;
 struct EngineLayout;
+struct ExchangeStretches;
 
 // A model with "moe" (or "mla") in plan: engine.model is its dense skeleton, `model` the config.
 struct ExpertParallel {
@@ -46,6 +47,10 @@ struct ExpertParallel {
     // --moe-a2a-overlap: each dispatch and combine in two halves, one overlapping the other's
     // expert compute (train/moe/moe_layer.hpp); moe_overlapped_exposure gives what stays exposed.
     bool a2a_overlap = false;
+    // --moe-a2a-overlap-1f1b: 1F1B's steady-state forward and backward paired, one micro-batch's
+    // exchanges under the other's compute (theory/pipeline/paired_passes.hpp);
+    // moe_paired_group_exposed_ms gives what stays exposed.
+    bool a2a_overlap_1f1b = false;
     bool active() const { return model.has_value(); }
     bool has_experts() const { return model && model->moe.has_value(); }
     // A rank receives at most every copy, so max / mean is at most ep (1 with one rank).
@@ -61,6 +66,14 @@ struct MoePrediction {
     int moe_layers_rank = 0;      // MoE layers on the pipeline rank with the most
     double alltoall_calls = 0, alltoall_bytes = 0, alltoall_ms = 0;  // per step, bytes leaving the rank
     Placement ep_placement = Placement::intra_host;
+    // --moe-a2a-overlap-1f1b, per pipeline rank: the paired groups of a step, and the exposed
+    // all-to-all of a step with the pairs and without (every exchange waited for); `exchange_ms`
+    // one dispatch or combine (either direction), `counts_ms` one row-count alltoall (parbench's
+    // engine; blocking, always exposed).
+    bool a2a_overlap_1f1b = false;
+    double exchange_ms = 0, counts_ms = 0;
+    std::vector<int> paired_groups_by_pp_rank;
+    std::vector<double> paired_exposed_ms_by_pp_rank, blocking_exposed_ms_by_pp_rank;
 };
 
 // The ranges of layers pipeline rank `pp_rank` holds (all layers without a pipeline).
@@ -94,9 +107,12 @@ void apply_moe_traffic(PlanPrediction& out, const PlanContext& context, double s
 // dp ranks (FSDP's hybrid sharding variants dropped: its replicas are not modelled for experts;
 // tp > 1 without sp dropped: Megatron-core requires sequence parallelism for MoE under tp).
 std::vector<PlanLayout> with_expert_degrees(const std::vector<PlanLayout>& layouts);
+// The layouts of --search, each MoE 1F1B layout that takes --moe-a2a-overlap-1f1b
+// (theory/moe_a2a_overlap_1f1b.hpp) followed by its paired variant: both ranked by step time.
+std::vector<PlanLayout> with_a2a_overlap_1f1b(const std::vector<PlanLayout>& layouts);
 
 // What plan approximates for MoE models, for its output and JSON.
-std::string moe_approximations(const ModelConfig& config, bool a2a_overlap = false);
+std::string moe_approximations(const ModelConfig& config, bool a2a_overlap = false, bool a2a_overlap_1f1b = false);
 
 // The exposed part of a step's ep all-to-all under --moe-a2a-overlap: `blocking_ms` (the counts'
 // alltoall) stays exposed; of `overlappable_ms` (the dispatch and combine) the first dispatch
@@ -104,6 +120,32 @@ std::string moe_approximations(const ModelConfig& config, bool a2a_overlap = fal
 // half is hidden up to `compute_ms`, the step's compute (an upper bound: in train it overlaps
 // the MoE layers' expert GEMMs only).
 double moe_overlapped_exposure(double blocking_ms, double overlappable_ms, double compute_ms);
+
+// --moe-a2a-overlap-1f1b: the all-to-all left exposed by one paired group, F(j) and B(i) on two
+// fibers of one thread (core/fiber_pair.hpp) that alternate at every exchange either posts: F runs
+// its first stretch and posts, B runs its first and posts, F waits for its exchange and runs its
+// next stretch, and so on (`stretches`: plan/stage_compute.hpp's, 2n + 1 each way for n MoE
+// layers). An exchange takes `exchange_ms` from its post and progresses on its own (a transport
+// that needs no host calls: NCCL, a NIC; not Open MPI's shared memory, which moves it only
+// inside MPI calls), so each exchange's exposed part is max(0, exchange_ms - what the partner
+// ran since the post: its compute stretch and its own wait). Exchanges in flight together are
+// assumed not to slow each other.
+double moe_paired_group_exposed_ms(const ExchangeStretches& stretches, double exchange_ms);
+
+// A pipeline rank's exposed all-to-all over a step of `microbatches` under the pairing:
+// `paired_groups` groups at `paired_group_ms` (moe_paired_group_exposed_ms), every other forward
+// and backward waiting for its 2 exchanges per MoE layer, and the counts' alltoall (`counts_ms`,
+// one per MoE layer and forward) blocking everywhere.
+double moe_rank_exposed_ms(int microbatches, int paired_groups, int moe_layers, double exchange_ms, double counts_ms,
+                           double paired_group_ms);
+
+// Prices --moe-a2a-overlap-1f1b on a prediction whose ep lines are in (apply_moe_traffic): fills
+// out.moe's paired fields and sets out.exposed_ep_ms to the most exposed pipeline rank's (the
+// step waits for its slowest stage); returns the all-to-all time the pairs hid on that rank.
+// `stretches` per pipeline rank (moe_exchange_stretches), `paired_groups` per rank
+// (paired_groups_per_rank).
+double apply_moe_a2a_overlap_1f1b(PlanPrediction& out, const std::vector<ExchangeStretches>& stretches,
+                                  const std::vector<int>& paired_groups);
 
 nlohmann::json to_json(const MoePrediction& moe);
 

@@ -242,6 +242,18 @@ void print_plan_console(std::ostream& out, const PlanInputs& inputs, const std::
                           p.moe.expert_parameters_rank / 1e9, p.moe.alltoall_calls, p.moe.alltoall_bytes / 1e9,
                           p.moe.alltoall_ms, placement_name(p.moe.ep_placement).c_str());
             out << line;
+            if (p.moe.a2a_overlap_1f1b) {
+                // Per stage: its paired groups, and its exposed all-to-all paired against blocking.
+                std::string stages;
+                for (std::size_t r = 0; r < p.moe.paired_groups_by_pp_rank.size(); ++r) {
+                    std::snprintf(line, sizeof line, "%s%d: %d paired, %.3f ms (blocking %.3f)", r ? "; " : "",
+                                  static_cast<int>(r), p.moe.paired_groups_by_pp_rank[r],
+                                  p.moe.paired_exposed_ms_by_pp_rank[r], p.moe.blocking_exposed_ms_by_pp_rank[r]);
+                    stages += line;
+                }
+                out << "moe a2a-1f1b: exposed all-to-all per stage " << stages
+                    << "; the step takes the most exposed stage's\n";
+            }
         }
         std::snprintf(line, sizeof line, "step time: %.3f ms = compute %.3f + bubble %.3f + optimizer %.3f + exposed "
                       "tp %.3f + dp %.3f + pp %.3f%s + overlap slowdown %.3f\n",

@@ -16,8 +16,9 @@ void add(StageCompute& stage, const LayerWork& work, const DeviceCompute& device
 
 }  // namespace
 
-std::vector<StageCompute> stage_compute(const EngineLayout& l, AttentionKind attention, const DeviceCompute& device,
-                                        const ExpertParallel* experts) {
+namespace {
+
+LayerWorkShape layer_shape(const EngineLayout& l) {
     LayerWorkShape shape;
     shape.model = l.model;
     shape.seq = l.local_seq_len();
@@ -26,6 +27,21 @@ std::vector<StageCompute> stage_compute(const EngineLayout& l, AttentionKind att
     shape.tp = l.tp;
     shape.sp = l.sp;
     shape.element_bytes = l.precision == Precision::bf16 ? 2.0 : 4.0;
+    return shape;
+}
+
+PassWork whole_backward(const LayerWork& work) {
+    PassWork pass = work.input_grad;
+    pass.add(work.weight_grad);
+    pass.add(work.recompute);
+    return pass;
+}
+
+}  // namespace
+
+std::vector<StageCompute> stage_compute(const EngineLayout& l, AttentionKind attention, const DeviceCompute& device,
+                                        const ExpertParallel* experts) {
+    const LayerWorkShape shape = layer_shape(l);
     const bool mlp = !l.model.has_sequence();
     LayerWork layer = mlp ? mlp_layer_work(shape) : transformer_layer_work(shape, attention, l.recompute);
     if (mlp && l.recompute == Recompute::full) layer.recompute = layer.forward;
@@ -58,6 +74,60 @@ std::vector<StageCompute> stage_compute(const EngineLayout& l, AttentionKind att
     add(stages.front(), embedding, device, 1.0);
     add(stages.back(), head, device, 1.0);
     return stages;
+}
+
+std::vector<ExchangeStretches> moe_exchange_stretches(const EngineLayout& l, AttentionKind attention,
+                                                      const ExpertParallel& experts,
+                                                      const std::function<double(const PassWork&)>& pass_ms) {
+    std::vector<ExchangeStretches> out(static_cast<std::size_t>(l.pp));
+    if (!experts.has_experts() || !l.model.has_sequence()) return out;
+    const LayerWorkShape shape = layer_shape(l);
+    const LayerWork dense = transformer_layer_work(shape, attention, l.recompute);
+    LayerWorkShape expert_shape = shape;
+    expert_shape.model = *experts.model;
+    const LayerWork moe =
+        moe_layer_work(expert_shape, attention, l.recompute, experts.ep, experts.effective_imbalance());
+    const MoePassParts forward = split_moe_pass(moe.forward);
+    const MoePassParts backward = split_moe_pass(whole_backward(moe));
+    const double dense_forward = pass_ms(dense.forward), dense_backward = pass_ms(whole_backward(dense));
+    const double forward_routed = pass_ms(forward.routed), forward_shared = pass_ms(forward.shared),
+                 forward_rest = pass_ms(forward.rest);
+    const double backward_routed = pass_ms(backward.routed), backward_shared = pass_ms(backward.shared),
+                 backward_rest = pass_ms(backward.rest);
+    const LayerWork embedding = embedding_work(shape), head = head_work(shape);
+    for (int r = 0; r < l.pp; ++r) {
+        ExchangeStretches& stretches = out[static_cast<std::size_t>(r)];
+        std::vector<int> layers;
+        for (const LayerRange& range : pipeline_rank_layers(l, r))
+            for (int layer = range.first; layer < range.end; ++layer) layers.push_back(layer);
+        // Forward: each MoE layer closes a stretch at its dispatch and another at its combine.
+        double running = r == 0 ? pass_ms(embedding.forward) : 0.0;
+        for (const int layer : layers) {
+            if (!is_moe_layer(*experts.model, layer)) {
+                running += dense_forward;
+                continue;
+            }
+            stretches.forward_ms.push_back(running + forward_rest);
+            stretches.forward_ms.push_back(forward_routed);
+            running = forward_shared;
+        }
+        if (r == l.pp - 1) running += pass_ms(head.forward);
+        stretches.forward_ms.push_back(running);
+        // Backward, from the last layer: the combine's mirror first, then the dispatch's.
+        running = r == l.pp - 1 ? pass_ms(whole_backward(head)) : 0.0;
+        for (auto layer = layers.rbegin(); layer != layers.rend(); ++layer) {
+            if (!is_moe_layer(*experts.model, *layer)) {
+                running += dense_backward;
+                continue;
+            }
+            stretches.backward_ms.push_back(running);
+            stretches.backward_ms.push_back(backward_routed);
+            running = backward_shared + backward_rest;
+        }
+        if (r == 0) running += pass_ms(whole_backward(embedding));
+        stretches.backward_ms.push_back(running);
+    }
+    return out;
 }
 
 }  // namespace parbench

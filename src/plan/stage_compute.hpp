@@ -5,6 +5,7 @@
 // the pipeline schedule's simulation takes its F, B and W per chunk.
 #pragma once
 
+#include <functional>
 #include <vector>
 
 #include "plan/device_compute.hpp"
@@ -26,5 +27,21 @@ struct StageCompute {
 // layers do theory/moe_work.hpp's moe_layer_work on the busiest expert-parallel rank.
 std::vector<StageCompute> stage_compute(const EngineLayout& layout, AttentionKind attention,
                                         const DeviceCompute& device, const ExpertParallel* experts = nullptr);
+
+// One micro-batch's forward and backward on a pipeline rank cut at its MoE exchanges, the points
+// where --moe-a2a-overlap-1f1b hands the thread to the partner pass (plan/moe_plan.hpp): with n
+// MoE layers on the rank, 2n + 1 stretches of compute each way. Forward: up to the first dispatch
+// (the embedding, dense layers, the MoE layer's attention, router and routing traffic), the routed
+// experts (to the combine), then the shared experts and on to the next dispatch, ... Backward, the
+// layers in reverse: up to the first combine's mirror, the routed experts' backward (to the
+// dispatch's mirror), the shared experts, router and attention and on, ... (theory/moe_work.hpp
+// split_moe_pass). The backward is whole (input and weight gradients and any recompute: 1F1B).
+struct ExchangeStretches {
+    std::vector<double> forward_ms, backward_ms;
+};
+// Per pipeline rank; `pass_ms` times one piece of work (the device's model, or FLOPs at a rate).
+std::vector<ExchangeStretches> moe_exchange_stretches(const EngineLayout& layout, AttentionKind attention,
+                                                      const ExpertParallel& experts,
+                                                      const std::function<double(const PassWork&)>& pass_ms);
 
 }  // namespace parbench

@@ -93,6 +93,20 @@ LayerWork moe_layer_work(const LayerWorkShape& shape, AttentionKind attention, R
     return work;
 }
 
+MoePassParts split_moe_pass(const PassWork& pass) {
+    MoePassParts parts;
+    const auto starts = [](const std::string& name, const char* prefix) { return name.rfind(prefix, 0) == 0; };
+    for (const Gemm& gemm : pass.gemms) {
+        // moe_layer_work's names: "expert gate/up", "expert down" (routed), "shared experts ..." (+ " dx", " dW").
+        PassWork& part = starts(gemm.name, "expert ") ? parts.routed
+                         : starts(gemm.name, "shared experts ") ? parts.shared
+                                                                : parts.rest;
+        part.gemms.push_back(gemm);
+    }
+    parts.rest.memory_bytes = pass.memory_bytes;
+    return parts;
+}
+
 namespace {
 
 // Per token, the forward FLOPs an MoE layer runs beyond its skeleton's SwiGLU (2 per parameter).

@@ -41,6 +41,16 @@ MoeLayerParameters moe_layer_parameters(const ModelConfig& config);
 LayerWork moe_layer_work(const LayerWorkShape& shape, AttentionKind attention, Recompute recompute, int ep,
                          double imbalance);
 
+// One pass of an MoE layer (moe_layer_work's forward, input_grad, ...) cut where train's MoE layer
+// posts its exchanges (train/moe/moe_layer.cpp): the routed experts' GEMMs run between the
+// dispatch and the combine; the shared experts' after the combine in forward (after the dispatch's
+// mirror in backward); the rest (attention, router, element-wise routing traffic) before the
+// dispatch in forward and after it in backward.
+struct MoePassParts {
+    PassWork routed, shared, rest;
+};
+MoePassParts split_moe_pass(const PassWork& pass);
+
 // Model FLOPs per step on the active parameters: the skeleton's (theory/model_flops.hpp) with
 // each MoE layer's SwiGLU replaced by its router and k + S experts and MLA's projections by
 // their parameter count (6 FLOPs per parameter and token); the attention core stays the skeleton's.

@@ -9,6 +9,7 @@
 #include "theory/layout_check.hpp"
 #include "theory/model_shape.hpp"
 #include "theory/memory.hpp"
+#include "theory/moe_a2a_overlap_1f1b.hpp"
 #include "train/matmuls.hpp"
 #include "train/model.hpp"
 
@@ -25,41 +26,6 @@ void resolve_context_parallel(TrainPlan& plan) {
         check_context_parallel(plan.model, plan.seq_len, ContextRequest{o.cp, o.cp_style, o.cp_balance});
     plan.cp_style = choice.style;
     plan.cp_balance = choice.balance;
-}
-
-// --moe-a2a-overlap-1f1b pairs each steady-state forward of a 1F1B pipeline rank with the
-// backward that follows it (train/pipeline/pipeline_executor.cpp); what it leaves out is refused.
-void check_moe_overlap_1f1b(const TrainOptions& o) {
-    if (!o.moe_a2a_overlap_1f1b) return;
-    const char* flag = "--moe-a2a-overlap-1f1b";
-    auto refuse = [&](const std::string& why) { throw UsageError(std::string(flag) + " " + why); };
-    if (o.ep <= 1) refuse("needs --ep 2 or more: without expert parallelism there is no all-to-all to overlap");
-    if (o.moe_a2a_overlap)
-        refuse("with --moe-a2a-overlap: pick one, halves within a micro-batch or one micro-batch under another's pass");
-    if (o.pp < 2 || o.schedule != "1f1b" || o.virtual_stages != 1)
-        refuse("needs --pp 2 or more with --schedule 1f1b (one chunk per rank): it pairs 1F1B's steady-state forward "
-               "and backward passes; add --pp 2 --schedule 1f1b or use --moe-a2a-overlap");
-    if (o.microbatches < 2)
-        refuse("needs --microbatches 2 or more: a rank pairs a forward with another micro-batch's backward");
-    if (o.etp > 1)
-        refuse("with --etp " + std::to_string(o.etp) + ": the experts' tensor-parallel all-reduces are not paired "
-               "yet (untested); use --etp 1 or drop the flag");
-    if (o.recompute == "full")
-        refuse("with --recompute full: the backward's recompute would share the forward's scratch with the partner "
-               "forward; use --recompute selective or none");
-    if (o.cp > 1) refuse("with --cp: context-parallel attention is not paired yet; drop --cp");
-}
-
-// Once the stages are known: the pairs run on every stage but the last, so one of those must
-// hold an MoE layer, else the flag would change nothing.
-void check_moe_overlap_1f1b_stages(const TrainPlan& plan) {
-    if (!plan.options.moe_a2a_overlap_1f1b) return;
-    for (std::size_t stage = 0; stage + 1 < plan.stage_ranges.size(); ++stage)
-        for (int layer = plan.stage_ranges[stage].first; layer < plan.stage_ranges[stage].end; ++layer)
-            if (plan.model.moe->is_moe_layer(layer)) return;
-    throw UsageError("--moe-a2a-overlap-1f1b: model " + plan.model.name + " has MoE layers on the last pipeline stage "
-                     "only, which runs unpaired, so nothing would overlap; move some to earlier stages with "
-                     "--stage-layers, or drop the flag");
 }
 
 // The --moe-* flags, and what the MoE layers do not compose with yet. Each MoE layer routes one
@@ -102,7 +68,9 @@ void check_moe(TrainPlan& plan) {
     if (o.moe_a2a_overlap && o.ep <= 1)
         throw UsageError("--moe-a2a-overlap needs --ep 2 or more: without expert parallelism there is no all-to-all "
                          "to overlap; add --ep N or drop the flag");
-    check_moe_overlap_1f1b(o);
+    if (o.moe_a2a_overlap_1f1b)  // the rule plan applies too (theory/moe_a2a_overlap_1f1b.hpp)
+        check_moe_a2a_overlap_1f1b({o.ep, o.moe_a2a_overlap, o.pp, o.schedule, o.virtual_stages, o.microbatches, o.etp,
+                                    o.recompute, o.cp});
     plan.moe = MoeSettings{o.moe_capacity_factor, o.moe_aux_loss_coeff, o.moe_bias_update_rate, o.moe_a2a_overlap};
 }
 
@@ -170,7 +138,7 @@ TrainPlan resolve_train_options(const TrainOptions& options) {
 
     plan.recompute = parse_recompute(options.recompute);
     resolve_pipeline(plan);
-    check_moe_overlap_1f1b_stages(plan);
+    if (options.moe_a2a_overlap_1f1b) check_moe_a2a_overlap_1f1b_stages(plan.model, plan.stage_ranges);
 
     if (plan.recompute != Recompute::none && !plan.model.has_sequence())
         throw UsageError("--recompute " + options.recompute + ": model " + plan.model.name +

@@ -17,8 +17,8 @@ gives both the user's flags and nothing more.
     check_plan_equals_train.py --parbench BIN --out DIR --mpiexec "mpirun ..." --random COUNT [--seed S]
 
 --random draws COUNT layouts that train runs here (at most 4 ranks; dp, tp, pp, cp, ZeRO stage,
-sp, recompute, schedule, virtual stages, micro-batches, overlap, prefetch, precision; GPT, Llama, MLP
-and mixture-of-experts Llama tiny models), prints the seed first so a failure can be replayed, and fails on the first layout
+sp, recompute, schedule, virtual stages, micro-batches, overlap, prefetch, precision, --ep with
+--moe-a2a-overlap or --moe-a2a-overlap-1f1b; GPT, Llama, MLP and mixture-of-experts tiny models), prints the seed first so a failure can be replayed, and fails on the first layout
 where the two disagree. A layout train refuses (exit status 2, a rule this generator does not
 know) is drawn again and counted apart; a refusal by plan of a layout train ran is a failure.
 """
@@ -198,8 +198,15 @@ def draw_layout(rng, folder):
         flags.append("--sp")
     recompute = rng.choice(["none", "none", "selective", "full"])
     zero = rng.choice([0, 1]) if pp > 1 else rng.choice([0, 1, 2, 3])
+    # --moe-a2a-overlap-1f1b, half the time train would take it (theory/moe_a2a_overlap_1f1b.hpp:
+    # ep > 1, 1F1B, no halves, no full recompute; the pipe models hold an MoE layer on their first
+    # stage): pairing moves the same bytes and runs the same passes.
+    paired = (moe and pp > 1 and "--ep" in flags and flags[flags.index("--ep") + 1] != "1" and
+              "--moe-a2a-overlap" not in flags and rng.random() < 0.5)
+    if paired and recompute == "full":
+        recompute = "selective"
     if pp > 1:
-        schedule = rng.choice(["gpipe", "1f1b", "interleaved", "zb-h1"])
+        schedule = "1f1b" if paired else rng.choice(["gpipe", "1f1b", "interleaved", "zb-h1"])
         if schedule == "zb-h1" and (sp or recompute == "full"):
             schedule = "1f1b"
         microbatches = rng.choice([2, 4])
@@ -212,6 +219,8 @@ def draw_layout(rng, folder):
         microbatches = rng.choice([1, 1, 2])
     flags += ["--zero", str(zero), "--recompute", recompute, "--microbatches", str(microbatches)]
     flags += ["--global-batch", str(dp * microbatches * rng.choice([1, 2]))]
+    if paired:
+        flags.append("--moe-a2a-overlap-1f1b")
     if pp == 1 and rng.random() < 0.3:
         flags.append("--overlap")
     if zero == 3 and pp == 1 and rng.random() < 0.5:

@@ -4,6 +4,7 @@
 #include <stdexcept>
 
 #include "core/nvtx.hpp"
+#include "theory/pipeline/paired_passes.hpp"
 
 namespace parbench {
 namespace {
@@ -52,7 +53,7 @@ PipelineExecutor::PipelineExecutor(const Schedule& schedule, int pp_rank, P2pMod
       pp_(pp), ops_(ops), host_(host), host_rank_of_pp_rank_(std::move(host_rank_of_pp_rank)), origin_(Clock::now()) {
     if (pair_passes) {
         fibers_.emplace();
-        for (std::size_t i = 0; i < steps_.size(); ++i) pair_ends_.push_back(paired_group_end(i));
+        pair_ends_ = paired_group_ends(steps_, pp_rank, schedule.shape.stages);
     }
     if (static_cast<int>(host_rank_of_pp_rank_.size()) != pp.size())
         throw std::logic_error("PipelineExecutor: one host rank per pipeline rank expected");
@@ -191,34 +192,6 @@ void PipelineExecutor::compute(const Action& action, float loss_scale) {
     const auto start = Clock::now();
     run_pass(action, loss_scale);
     add_event(compute_kind(action), start, Clock::now(), action.microbatch, stage_of(action.chunk));
-}
-
-int PipelineExecutor::paired_group_end(std::size_t first) const {
-    const Step& head = steps_[first];
-    if (!head.compute || head.compute->kind != ActionKind::forward || pp_rank_ == schedule_.shape.stages - 1)
-        return -1;
-    const Action& forward = *head.compute;
-    for (std::size_t i = first + 1; i < steps_.size(); ++i) {
-        const Step& step = steps_[i];
-        if (step.compute) {
-            const Action& backward = *step.compute;
-            if (backward.kind != ActionKind::backward || backward.microbatch == forward.microbatch ||
-                backward.chunk != forward.chunk)
-                return -1;
-            // Only F's activation send and B's gradient receive may sit between them.
-            for (std::size_t t = first + 1; t < i; ++t) {
-                const Step& between = steps_[t];
-                if (between.send && !(between.send->kind == ActionKind::send_activation &&
-                                      between.send->microbatch == forward.microbatch))
-                    return -1;
-                if (between.recv && !(between.recv->kind == ActionKind::recv_gradient &&
-                                      between.recv->microbatch == backward.microbatch))
-                    return -1;
-            }
-            return static_cast<int>(i);
-        }
-    }
-    return -1;
 }
 
 void PipelineExecutor::compute_pair(std::size_t first, std::size_t last, float loss_scale) {

@@ -92,7 +92,8 @@ class PipelineExecutor {
     void run_pass(const Action& action, float loss_scale);
     // --moe-a2a-overlap-1f1b. In 1F1B's steady state a rank that is not the last runs F(j) and
     // then B(i), i < j, with only F(j)'s activation send and B(i)'s gradient receive between
-    // them: the two passes are independent. Such a group [first, last] of steps_ runs as B(i)'s
+    // them: the two passes are independent (which steps pair: theory/pipeline/paired_passes.hpp,
+    // the rule plan prices too). Such a group [first, last] of steps_ runs as B(i)'s
     // receive, then F(j) and B(i) on two fibers (core/fiber_pair.hpp) that hand the thread to
     // each other at every MoE exchange they post (Model::set_moe_exchange_switch), F first,
     // F(j)'s send issued by its fiber once F(j) ends. The last stage, whose F(i) feeds its own
@@ -102,8 +103,6 @@ class PipelineExecutor {
     // is a function of the program, and the ranks of each group the passes talk over (ep, tp,
     // dp: one pipeline stage) run the same schedule and the same model, so they issue their
     // collectives, blocking ones between the switches included, in the same order.
-    // The end index of the group starting at `first`, or -1 when it is not one.
-    int paired_group_end(std::size_t first) const;
     void compute_pair(std::size_t first, std::size_t last, float loss_scale);
     void transfer(const Step& step);
     void wait_for_send(const void* buffer);
@@ -148,7 +147,7 @@ class PipelineExecutor {
     int step_ = 0;
     PipelineStepStats stats_;
     std::vector<TimelineEvent> events_;
-    // With pair_passes: per step, the end of the paired group it starts or -1 (paired_group_end,
+    // With pair_passes: per step, the end of the paired group it starts or -1 (paired_group_ends,
     // found once: the steps are fixed); empty without pairing.
     std::vector<int> pair_ends_;
     std::optional<FiberPair> fibers_;  // with pair_passes
