@@ -108,7 +108,6 @@ nlohmann::json predicted_memory_json(const TrainSummaryInputs& in, const MemoryU
 }
 
 nlohmann::json activation_json(const TrainSummaryInputs& in) {
-    const TrainOptions& o = in.plan.options;
     nlohmann::json activation = {{"measured_bytes_per_layer", in.measurements.activation_bytes_per_layer},
                                  {"method", "bytes one layer keeps from forward for backward for one micro-batch, "
                                             "allocated from the ledger (the MLP: the mean over its layers); "
@@ -175,7 +174,6 @@ nlohmann::json context_json(const TrainSummaryInputs& in, const nlohmann::json& 
                    "rank sent (ring: point-to-point sends; alltoall: all-to-all calls); comm.cp and "
                    "comm.expected_*.cp put the measured cp traffic beside theory/context_traffic.hpp's volume"}};
     // What ContextAttention allocated beside theory/context_parallel.hpp's counts.
-    const TrainOptions& o = in.plan.options;
     const ContextAttentionFloats formula = context_attention_floats(
         context_local_gqa_shape(in.plan.model, in.plan.microbatch_size(in.mesh.dp), in.plan.local_seq_len(),
                                 in.plan.tensor_split(0)),
