@@ -209,9 +209,13 @@ MoeLayer::ExchangePlan MoeLayer::exchange_plan(int half) const {
 void MoeLayer::exchange(const float* from, float* to, const ExchangePlan& plan, bool back, double& ms,
                         double& exposed_ms, double& bytes, MoeExchangeStats& stats) {
     if (exchange_switch_) {
-        // --moe-a2a-overlap-1f1b: the partner micro-batch's pass runs while this one travels.
+        // --moe-a2a-overlap-1f1b: the partner micro-batch's pass runs while this one travels,
+        // polling it (in_flight_) so that MPI moves it on meanwhile.
         InFlight in_flight = issue_exchange(from, to, plan, back, ms, exposed_ms, bytes, stats);
-        exchange_switch_();
+        {
+            const PollRegistry::Entry polled(in_flight_, [&in_flight] { in_flight.poll(); });
+            exchange_switch_();
+        }
         in_flight.wait();
         return;
     }
@@ -254,6 +258,11 @@ MoeLayer::InFlight MoeLayer::issue_exchange(const float* from, float* to, const 
     bytes += static_cast<double>(std::max(sent, received) * sizeof(float));
     ++stats.alltoallv_calls;
     return InFlight(std::move(request), ops_, start, ms, exposed_ms);
+}
+
+std::function<void()> MoeLayer::partner_polls_between_matmuls() const {
+    if (!exchange_switch_) return {};
+    return [this] { poll_partners(); };
 }
 
 void MoeLayer::expert_forward(float* out, float* gate, float* up, float* act, const float* x, const float* w_gate,
@@ -332,9 +341,12 @@ MoeForwardResult MoeLayer::forward(float* out, const MoeActivations& a, const fl
     const bool overlapped = parallel() && settings_.a2a_overlap;
     std::vector<ExchangePlan> halves;
     InFlight dispatch[2], combine[2];
+    // The halves in flight (--moe-a2a-overlap), or the partner pass's exchange (-1f1b).
     const auto poll = [&] {
         for (InFlight* half : {&dispatch[0], &dispatch[1], &combine[0], &combine[1]}) half->poll();
+        poll_partners();
     };
+    const std::function<void()> between_matmuls = partner_polls_between_matmuls();
     if (parallel()) {
         NvtxRange range("moe dispatch");
         for (int e = 0; e < E; ++e) kept_per_expert_[static_cast<std::size_t>(e)] = result.counts.kept[static_cast<std::size_t>(e)];
@@ -375,7 +387,7 @@ MoeForwardResult MoeLayer::forward(float* out, const MoeActivations& a, const fl
             const auto [in, wide, weight] = chunk_offsets(chunk);
             expert_forward(a.received_out + in, a.gate + wide, gated() ? a.up + wide : nullptr, a.glu + wide,
                            a.received + in, w.experts_gate + weight, gated() ? w.experts_up + weight : nullptr,
-                           w.experts_down + weight, chunk.rows, Fr);
+                           w.experts_down + weight, chunk.rows, Fr, between_matmuls);
             poll();
         }
         if (half >= 0) {
@@ -416,6 +428,7 @@ MoeForwardResult MoeLayer::forward(float* out, const MoeActivations& a, const fl
         scores_on_host.scores = host_.scores.data();
         result.aux_loss = balancing_loss(scores_on_host, result.counts, router_, settings_.aux_loss_coeff);
     }
+    poll_partners();  // the model's own ops run next, unpolled
     return result;
 }
 
@@ -441,9 +454,12 @@ void MoeLayer::backward(float* dx, const MoeGradients& g, const float* dout, con
     const bool overlapped = parallel() && settings_.a2a_overlap;
     std::vector<ExchangePlan> halves;
     InFlight combine[2], dispatch[2];
+    // The halves in flight (--moe-a2a-overlap), or the partner pass's exchange (-1f1b).
     const auto poll = [&] {
         for (InFlight* half : {&combine[0], &combine[1], &dispatch[0], &dispatch[1]}) half->poll();
+        poll_partners();
     };
+    const std::function<void()> between_matmuls = partner_polls_between_matmuls();
     if (parallel()) {
         NvtxRange range("moe combine backward");
         plan = exchange_plan();
@@ -470,7 +486,8 @@ void MoeLayer::backward(float* dx, const MoeGradients& g, const float* dout, con
             expert_backward(dreceived + in, g.experts_gate + weight, gated() ? g.experts_up + weight : nullptr,
                             g.experts_down + weight, dreceived_out + in, a.gate + wide, gated() ? a.up + wide : nullptr,
                             a.glu + wide, a.received + in, w.experts_gate + weight,
-                            gated() ? w.experts_up + weight : nullptr, w.experts_down + weight, chunk.rows, Fr);
+                            gated() ? w.experts_up + weight : nullptr, w.experts_down + weight, chunk.rows, Fr,
+                            between_matmuls);
             poll();
         }
         if (half >= 0) {
@@ -513,13 +530,14 @@ void MoeLayer::backward(float* dx, const MoeGradients& g, const float* dout, con
     if (SFe > 0) {
         if (!overlapped)
             expert_backward(dx, g.shared_gate, g.shared_up, g.shared_down, dout, a.shared_gate, a.shared_up,
-                            a.shared_glu, x, w.shared_gate, w.shared_up, w.shared_down, N, SFe);
+                            a.shared_glu, x, w.shared_gate, w.shared_up, w.shared_down, N, SFe, between_matmuls);
         else
             expert_input_gradient(dx, x, w.shared_gate, w.shared_up, N, SFe);
     }
     if (!overlapped) router_backward();
     ops_.matmul_backward(dx, overlapped ? nullptr : g.router, nullptr, dlogits_, x, w.router, N, C,
                          as_int(shape_.experts));
+    poll_partners();  // the model's own ops run next, unpolled
 }
 
 }  // namespace parbench

@@ -82,6 +82,7 @@
 #include <vector>
 
 #include "comm/communicator.hpp"
+#include "core/poll_registry.hpp"
 #include "theory/moe_memory.hpp"
 #include "train/matmuls.hpp"
 #include "train/moe/router.hpp"
@@ -219,6 +220,10 @@ class MoeLayer {
     // fiber's stack) or scratch the partner's pass, of the other direction, never writes (the d*
     // buffers are the backward's alone; logits_, host_ and dlogits_ are each written and read
     // between two posts). Empty: blocking, as before. Either way the math is the same.
+    // While a pass is suspended its exchange is registered in in_flight_, and the partner pass,
+    // which runs through this same layer, polls it (test()) between its expert matmuls and
+    // chunks and at the end of its forward or backward: Open MPI moves a non-blocking exchange
+    // on only inside MPI calls, so unpolled it would wait for the partner's next post.
     void set_exchange_switch(std::function<void()> on_post) { exchange_switch_ = std::move(on_post); }
 
     const MoeMemoryShape& shape() const { return shape_; }
@@ -293,6 +298,13 @@ class MoeLayer {
     };
     HostRouting host_;
     std::function<void()> exchange_switch_;  // set_exchange_switch
+    // The exchanges posted under exchange_switch_ whose passes are suspended (at most one per
+    // pass of the pair); the partner's poll_partners() tests them.
+    PollRegistry in_flight_;
+    void poll_partners() const { in_flight_.poll_all(); }
+    // poll_partners as expert_forward's and expert_backward's `between` while passes are paired,
+    // else empty (blocking and --moe-a2a-overlap keep their own polls).
+    std::function<void()> partner_polls_between_matmuls() const;
 
     MoeMemoryShape shape_;
     RouterShape router_;
