@@ -260,11 +260,6 @@ MoeLayer::InFlight MoeLayer::issue_exchange(const float* from, float* to, const 
     return InFlight(std::move(request), ops_, start, ms, exposed_ms);
 }
 
-std::function<void()> MoeLayer::partner_polls_between_matmuls() const {
-    if (!exchange_switch_) return {};
-    return [this] { poll_partners(); };
-}
-
 void MoeLayer::expert_forward(float* out, float* gate, float* up, float* act, const float* x, const float* w_gate,
                               const float* w_up, const float* w_down, int rows, int width,
                               const std::function<void()>& between) {
@@ -346,7 +341,6 @@ MoeForwardResult MoeLayer::forward(float* out, const MoeActivations& a, const fl
         for (InFlight* half : {&dispatch[0], &dispatch[1], &combine[0], &combine[1]}) half->poll();
         poll_partners();
     };
-    const std::function<void()> between_matmuls = partner_polls_between_matmuls();
     if (parallel()) {
         NvtxRange range("moe dispatch");
         for (int e = 0; e < E; ++e) kept_per_expert_[static_cast<std::size_t>(e)] = result.counts.kept[static_cast<std::size_t>(e)];
@@ -387,7 +381,7 @@ MoeForwardResult MoeLayer::forward(float* out, const MoeActivations& a, const fl
             const auto [in, wide, weight] = chunk_offsets(chunk);
             expert_forward(a.received_out + in, a.gate + wide, gated() ? a.up + wide : nullptr, a.glu + wide,
                            a.received + in, w.experts_gate + weight, gated() ? w.experts_up + weight : nullptr,
-                           w.experts_down + weight, chunk.rows, Fr, between_matmuls);
+                           w.experts_down + weight, chunk.rows, Fr);
             poll();
         }
         if (half >= 0) {
@@ -459,7 +453,6 @@ void MoeLayer::backward(float* dx, const MoeGradients& g, const float* dout, con
         for (InFlight* half : {&combine[0], &combine[1], &dispatch[0], &dispatch[1]}) half->poll();
         poll_partners();
     };
-    const std::function<void()> between_matmuls = partner_polls_between_matmuls();
     if (parallel()) {
         NvtxRange range("moe combine backward");
         plan = exchange_plan();
@@ -486,8 +479,7 @@ void MoeLayer::backward(float* dx, const MoeGradients& g, const float* dout, con
             expert_backward(dreceived + in, g.experts_gate + weight, gated() ? g.experts_up + weight : nullptr,
                             g.experts_down + weight, dreceived_out + in, a.gate + wide, gated() ? a.up + wide : nullptr,
                             a.glu + wide, a.received + in, w.experts_gate + weight,
-                            gated() ? w.experts_up + weight : nullptr, w.experts_down + weight, chunk.rows, Fr,
-                            between_matmuls);
+                            gated() ? w.experts_up + weight : nullptr, w.experts_down + weight, chunk.rows, Fr);
             poll();
         }
         if (half >= 0) {
@@ -530,7 +522,7 @@ void MoeLayer::backward(float* dx, const MoeGradients& g, const float* dout, con
     if (SFe > 0) {
         if (!overlapped)
             expert_backward(dx, g.shared_gate, g.shared_up, g.shared_down, dout, a.shared_gate, a.shared_up,
-                            a.shared_glu, x, w.shared_gate, w.shared_up, w.shared_down, N, SFe, between_matmuls);
+                            a.shared_glu, x, w.shared_gate, w.shared_up, w.shared_down, N, SFe);
         else
             expert_input_gradient(dx, x, w.shared_gate, w.shared_up, N, SFe);
     }
