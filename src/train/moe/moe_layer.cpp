@@ -209,9 +209,13 @@ MoeLayer::ExchangePlan MoeLayer::exchange_plan(int half) const {
 void MoeLayer::exchange(const float* from, float* to, const ExchangePlan& plan, bool back, double& ms,
                         double& exposed_ms, double& bytes, MoeExchangeStats& stats) {
     if (exchange_switch_) {
-        // --moe-a2a-overlap-1f1b: the partner micro-batch's pass runs while this one travels.
+        // --moe-a2a-overlap-1f1b: the partner micro-batch's pass runs while this one travels,
+        // polling it (in_flight_) so that MPI moves it on meanwhile.
         InFlight in_flight = issue_exchange(from, to, plan, back, ms, exposed_ms, bytes, stats);
-        exchange_switch_();
+        {
+            const PollRegistry::Entry polled(in_flight_, [&in_flight] { in_flight.poll(); });
+            exchange_switch_();
+        }
         in_flight.wait();
         return;
     }
@@ -332,8 +336,10 @@ MoeForwardResult MoeLayer::forward(float* out, const MoeActivations& a, const fl
     const bool overlapped = parallel() && settings_.a2a_overlap;
     std::vector<ExchangePlan> halves;
     InFlight dispatch[2], combine[2];
+    // The halves in flight (--moe-a2a-overlap), or the partner pass's exchange (-1f1b).
     const auto poll = [&] {
         for (InFlight* half : {&dispatch[0], &dispatch[1], &combine[0], &combine[1]}) half->poll();
+        poll_partners();
     };
     if (parallel()) {
         NvtxRange range("moe dispatch");
@@ -416,6 +422,7 @@ MoeForwardResult MoeLayer::forward(float* out, const MoeActivations& a, const fl
         scores_on_host.scores = host_.scores.data();
         result.aux_loss = balancing_loss(scores_on_host, result.counts, router_, settings_.aux_loss_coeff);
     }
+    poll_partners();  // the model's own ops run next, unpolled
     return result;
 }
 
@@ -441,8 +448,10 @@ void MoeLayer::backward(float* dx, const MoeGradients& g, const float* dout, con
     const bool overlapped = parallel() && settings_.a2a_overlap;
     std::vector<ExchangePlan> halves;
     InFlight combine[2], dispatch[2];
+    // The halves in flight (--moe-a2a-overlap), or the partner pass's exchange (-1f1b).
     const auto poll = [&] {
         for (InFlight* half : {&combine[0], &combine[1], &dispatch[0], &dispatch[1]}) half->poll();
+        poll_partners();
     };
     if (parallel()) {
         NvtxRange range("moe combine backward");
@@ -520,6 +529,7 @@ void MoeLayer::backward(float* dx, const MoeGradients& g, const float* dout, con
     if (!overlapped) router_backward();
     ops_.matmul_backward(dx, overlapped ? nullptr : g.router, nullptr, dlogits_, x, w.router, N, C,
                          as_int(shape_.experts));
+    poll_partners();  // the model's own ops run next, unpolled
 }
 
 }  // namespace parbench

@@ -82,6 +82,7 @@
 #include <vector>
 
 #include "comm/communicator.hpp"
+#include "core/poll_registry.hpp"
 #include "theory/moe_memory.hpp"
 #include "train/matmuls.hpp"
 #include "train/moe/router.hpp"
@@ -219,6 +220,13 @@ class MoeLayer {
     // fiber's stack) or scratch the partner's pass, of the other direction, never writes (the d*
     // buffers are the backward's alone; logits_, host_ and dlogits_ are each written and read
     // between two posts). Empty: blocking, as before. Either way the math is the same.
+    // While a pass is suspended its exchange is registered in in_flight_, and the partner pass,
+    // which runs through this same layer, polls it (test()) where --moe-a2a-overlap polls its
+    // halves, after each expert chunk and between the shared experts' matmuls, and at the end of
+    // its MoE forward or backward: Open MPI moves a non-blocking exchange on only inside MPI
+    // calls, so unpolled it would wait for the partner's next post or for its own wait().
+    // (Polling between every expert matmul as well completed no more of them before their wait
+    // in a probe, at 3.7 times the polls: results/issue20/2026-12-02-pair-poll.md.)
     void set_exchange_switch(std::function<void()> on_post) { exchange_switch_ = std::move(on_post); }
 
     const MoeMemoryShape& shape() const { return shape_; }
@@ -293,6 +301,10 @@ class MoeLayer {
     };
     HostRouting host_;
     std::function<void()> exchange_switch_;  // set_exchange_switch
+    // The exchanges posted under exchange_switch_ whose passes are suspended (at most one per
+    // pass of the pair); the partner's poll_partners() tests them.
+    PollRegistry in_flight_;
+    void poll_partners() const { in_flight_.poll_all(); }
 
     MoeMemoryShape shape_;
     RouterShape router_;
