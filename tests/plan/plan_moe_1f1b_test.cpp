@@ -9,6 +9,7 @@
 #include "plan/layout_plan.hpp"
 #include "plan/moe_plan.hpp"
 #include "plan/stage_compute.hpp"
+#include "tests/support/toy_moe_config.hpp"
 #include "theory/model_config.hpp"
 #include "theory/moe_work.hpp"
 
@@ -53,15 +54,8 @@ TEST(PlanMoe1f1b, WarmupAndCooldownPassesStayBlocking) {
     EXPECT_DOUBLE_EQ(moe_rank_exposed_ms(4, 0, 2, 1.0, 0.1, 0.5), 32.0 + 0.8);
 }
 
-// h 64, 4 heads, 4 layers of which 1, 2 and 3 are MoE (4 experts of 32, top 2, 1 shared), as
-// plan_moe_test.cpp's toy; two stages, the first holding layers 0-2 (MoE 1 and 2), the last layer 3.
-ModelConfig toy_moe() {
-    const nlohmann::json document = {
-        {"kind", "llama"}, {"layers", 4},    {"hidden", 64}, {"heads", 4},   {"kv_heads", 2}, {"ffn_hidden", 128},
-        {"seq_len", 16},   {"vocab", 32},
-        {"moe", {{"experts", 4}, {"top_k", 2}, {"shared_experts", 1}, {"expert_hidden", 32}, {"first_dense", 1}}}};
-    return parse_model_config(document, "toy-moe", "toy-moe.json");
-}
+// Two stages of the toy: the first holding layers 0-2 (MoE 1 and 2), the last layer 3.
+using parbench::testing::toy_moe;
 
 PlanLayout toy_pipeline(int microbatches) {
     PlanLayout p;
