@@ -6,10 +6,11 @@
 #include <algorithm>
 #include <cmath>
 #include <limits>
-#include <sstream>
+#include <tuple>
 #include <vector>
 
 #include "gradient_check.hpp"
+#include "standard_attention_reference.hpp"
 #include "train/ops/cpu_ops.hpp"
 
 namespace parbench {
@@ -19,19 +20,9 @@ using namespace testing_ops;
 
 // Blockwise and whole-sequence attention sum the same terms in a different order (partial
 // sums rescaled by exp of the max difference), so they agree to float rounding of sums of a
-// few dozen terms of magnitude ~1: 2e-6 absolute plus 1e-5 relative.
-::testing::AssertionResult all_close(const std::vector<float>& actual, const std::vector<float>& expected,
-                                     double absolute = 2e-6, double relative = 1e-5) {
-    std::size_t wrong = 0;
-    std::ostringstream first;
-    for (std::size_t i = 0; i < expected.size(); ++i) {
-        const double error = std::abs(static_cast<double>(actual[i]) - expected[i]);
-        if (!(error <= absolute + relative * std::abs(expected[i])) && ++wrong <= 5)
-            first << "\n  [" << i << "] " << actual[i] << ", expected " << expected[i];
-    }
-    if (wrong == 0) return ::testing::AssertionSuccess();
-    return ::testing::AssertionFailure() << wrong << " of " << expected.size() << " elements differ:" << first.str();
-}
+// few dozen terms of magnitude ~1: outputs to 2e-6 absolute plus 1e-5 relative, gradients (sums
+// over more terms) to 1e-5 plus 1e-4.
+constexpr double out_absolute = 2e-6, out_relative = 1e-5;
 
 // Causal attention over the whole sequence of `s`, its T tokens cut into `blocks` equal blocks:
 // every query block against every key block not in its future, merged with the online softmax.
@@ -93,33 +84,26 @@ TEST(CpuOps, BlockwiseCausalAttentionEqualsWholeSequence) {
         for (int blocks : {2, 3, 4}) {
             SCOPED_TRACE(::testing::Message() << c.name << ", " << blocks << " blocks");
             const GqaShape& s = c.shape;
-            const auto q = random_vector(s.q_elements(), 80), k = random_vector(s.kv_elements(), 81),
-                       v = random_vector(s.kv_elements(), 82), dout = random_vector(s.q_elements(), 83);
-            std::vector<float> expected(s.q_elements()), preatt(s.score_elements()), att(s.score_elements()),
-                dpreatt(s.score_elements()), datt(s.score_elements());
-            ops.gqa_attention_forward(expected.data(), preatt.data(), att.data(), q.data(), k.data(), v.data(), s);
-            auto expected_dq = prefilled(s.q_elements()), expected_dk = prefilled(s.kv_elements()),
-                 expected_dv = prefilled(s.kv_elements());
-            ops.gqa_attention_backward(expected_dq.data(), expected_dk.data(), expected_dv.data(), dpreatt.data(),
-                                       datt.data(), dout.data(), q.data(), k.data(), v.data(), att.data(), s);
+            const StandardAttention expected = standard_attention(ops, s, 80);
+            const auto& [q, k, v, dout] = std::tie(expected.q, expected.k, expected.v, expected.dout);
 
             const Blockwise blockwise{ops, s, blocks};
             std::vector<float> out(s.q_elements()), lse;
             blockwise.forward(out, lse, q, k, v);
-            EXPECT_TRUE(all_close(out, expected));
+            EXPECT_TRUE(all_close(out, expected.out, out_absolute, out_relative));
             // lse against its definition, log sum_j exp(s_j) over the visible scores
             for (std::size_t b = 0; b < static_cast<std::size_t>(s.B); ++b)
                 for (std::size_t h = 0; h < static_cast<std::size_t>(s.NH); ++h)
                     for (std::size_t t = 0; t < static_cast<std::size_t>(s.T); ++t) {
                         double sum = 0.0;
-                        for (std::size_t t2 = 0; t2 <= t; ++t2) sum += std::exp(preatt[s.score_row(b, h, t) + t2]);
+                        for (std::size_t t2 = 0; t2 <= t; ++t2) sum += std::exp(expected.preatt[s.score_row(b, h, t) + t2]);
                         EXPECT_NEAR(lse[(b * s.T + t) * s.NH + h], std::log(sum), 1e-5);
                     }
             auto dq = prefilled(s.q_elements()), dk = prefilled(s.kv_elements()), dv = prefilled(s.kv_elements());
             blockwise.backward(dq, dk, dv, dout, out, lse, q, k, v);
-            EXPECT_TRUE(all_close(dq, expected_dq, 1e-5, 1e-4));
-            EXPECT_TRUE(all_close(dk, expected_dk, 1e-5, 1e-4));
-            EXPECT_TRUE(all_close(dv, expected_dv, 1e-5, 1e-4));
+            EXPECT_TRUE(all_close(dq, expected.dq, 1e-5, 1e-4));
+            EXPECT_TRUE(all_close(dk, expected.dk, 1e-5, 1e-4));
+            EXPECT_TRUE(all_close(dv, expected.dv, 1e-5, 1e-4));
         }
 }
 
@@ -129,26 +113,19 @@ TEST(CpuOps, BlockwiseCausalAttentionEqualsWholeSequence) {
 TEST(CpuOps, LongBlocksInQuerySubBlocksEqualTheStandardAttention) {
     CpuOps ops;
     const GqaShape s{2, 80, 4, 2, 8, 0, 2};
-    const auto q = random_vector(s.q_elements(), 90), k = random_vector(s.kv_elements(), 91),
-               v = random_vector(s.kv_elements(), 92), dout = random_vector(s.q_elements(), 93);
-    std::vector<float> expected(s.q_elements()), preatt(s.score_elements()), att(s.score_elements()),
-        dpreatt(s.score_elements()), datt(s.score_elements());
-    ops.gqa_attention_forward(expected.data(), preatt.data(), att.data(), q.data(), k.data(), v.data(), s);
-    auto expected_dq = prefilled(s.q_elements()), expected_dk = prefilled(s.kv_elements()),
-         expected_dv = prefilled(s.kv_elements());
-    ops.gqa_attention_backward(expected_dq.data(), expected_dk.data(), expected_dv.data(), dpreatt.data(), datt.data(),
-                               dout.data(), q.data(), k.data(), v.data(), att.data(), s);
+    const StandardAttention expected = standard_attention(ops, s, 90);
+    const auto& [q, k, v, dout] = std::tie(expected.q, expected.k, expected.v, expected.dout);
     for (int blocks : {1, 2}) {
         SCOPED_TRACE(::testing::Message() << blocks << " blocks");
         const Blockwise blockwise{ops, s, blocks};
         std::vector<float> out(s.q_elements()), lse;
         blockwise.forward(out, lse, q, k, v);
-        EXPECT_TRUE(all_close(out, expected));
+        EXPECT_TRUE(all_close(out, expected.out, out_absolute, out_relative));
         auto dq = prefilled(s.q_elements()), dk = prefilled(s.kv_elements()), dv = prefilled(s.kv_elements());
         blockwise.backward(dq, dk, dv, dout, out, lse, q, k, v);
-        EXPECT_TRUE(all_close(dq, expected_dq, 1e-5, 1e-4));
-        EXPECT_TRUE(all_close(dk, expected_dk, 1e-5, 1e-4));
-        EXPECT_TRUE(all_close(dv, expected_dv, 1e-5, 1e-4));
+        EXPECT_TRUE(all_close(dq, expected.dq, 1e-5, 1e-4));
+        EXPECT_TRUE(all_close(dk, expected.dk, 1e-5, 1e-4));
+        EXPECT_TRUE(all_close(dv, expected.dv, 1e-5, 1e-4));
     }
 }
 

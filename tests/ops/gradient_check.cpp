@@ -23,6 +23,19 @@ std::vector<int> random_tokens(std::size_t n, int vocab, std::uint32_t seed) {
     return tokens;
 }
 
+::testing::AssertionResult all_close(const std::vector<float>& actual, const std::vector<float>& expected,
+                                     double absolute, double relative) {
+    std::size_t wrong = 0;
+    std::ostringstream first;
+    for (std::size_t i = 0; i < expected.size(); ++i) {
+        const double error = std::abs(static_cast<double>(actual[i]) - expected[i]);
+        if (!(error <= absolute + relative * std::abs(expected[i])) && ++wrong <= 5)
+            first << "\n  [" << i << "] " << actual[i] << ", expected " << expected[i];
+    }
+    if (wrong == 0) return ::testing::AssertionSuccess();
+    return ::testing::AssertionFailure() << wrong << " of " << expected.size() << " elements differ:" << first.str();
+}
+
 double weighted_sum(const std::vector<float>& out, const std::vector<float>& weights) {
     double sum = 0.0;
     for (std::size_t i = 0; i < out.size(); ++i) sum += static_cast<double>(out[i]) * weights[i];

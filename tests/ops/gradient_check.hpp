@@ -14,6 +14,11 @@ namespace parbench::testing_ops {
 std::vector<float> random_vector(std::size_t n, std::uint32_t seed, float low = -1.0f, float high = 1.0f);
 std::vector<int> random_tokens(std::size_t n, int vocab, std::uint32_t seed);
 
+// |actual_i - expected_i| <= absolute + relative |expected_i| for every i; the failure names how
+// many differ and the first five.
+::testing::AssertionResult all_close(const std::vector<float>& actual, const std::vector<float>& expected,
+                                     double absolute, double relative);
+
 // sum_j out_j * weights_j in double: the scalar loss whose gradient wrt out is `weights`,
 // so a backward op fed dout = weights must produce d(loss)/d(input).
 double weighted_sum(const std::vector<float>& out, const std::vector<float>& weights);

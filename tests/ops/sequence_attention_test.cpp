@@ -6,10 +6,11 @@
 
 #include <algorithm>
 #include <cmath>
-#include <sstream>
+#include <tuple>
 #include <vector>
 
 #include "gradient_check.hpp"
+#include "standard_attention_reference.hpp"
 #include "theory/engine_attention.hpp"
 #include "train/ops/cpu_ops.hpp"
 #include "train/ops/sequence_attention.hpp"
@@ -20,45 +21,27 @@ namespace {
 using namespace testing_ops;
 
 // The block kernels sum a row's terms in another order than the standard softmax (and over
-// 32-row tiles): float rounding of sums of up to 70 terms of magnitude ~1.
-::testing::AssertionResult all_close(const std::vector<float>& actual, const std::vector<float>& expected,
-                                     double absolute, double relative) {
-    std::size_t wrong = 0;
-    std::ostringstream first;
-    for (std::size_t i = 0; i < expected.size(); ++i) {
-        const double error = std::abs(static_cast<double>(actual[i]) - expected[i]);
-        if (!(error <= absolute + relative * std::abs(expected[i])) && ++wrong <= 5)
-            first << "\n  [" << i << "] " << actual[i] << ", expected " << expected[i];
-    }
-    if (wrong == 0) return ::testing::AssertionSuccess();
-    return ::testing::AssertionFailure() << wrong << " of " << expected.size() << " elements differ:" << first.str();
-}
+// 32-row tiles): float rounding of sums of up to 70 terms of magnitude ~1 (all_close's bounds
+// below).
 
 // 70 tokens: query sub-blocks of 32, 32 and 6 rows.
 TEST(SequenceAttention, GroupedHeadsEqualTheStandardAttention) {
     CpuOps ops;
     const GqaShape s{2, 70, 4, 2, 8, 0, 2};
-    const auto q = random_vector(s.q_elements(), 30), k = random_vector(s.kv_elements(), 31),
-               v = random_vector(s.kv_elements(), 32), dout = random_vector(s.q_elements(), 33);
-    std::vector<float> expected(s.q_elements()), preatt(s.score_elements()), att(s.score_elements()),
-        dpreatt(s.score_elements()), datt(s.score_elements());
-    ops.gqa_attention_forward(expected.data(), preatt.data(), att.data(), q.data(), k.data(), v.data(), s);
-    auto expected_dq = prefilled(s.q_elements()), expected_dk = prefilled(s.kv_elements()),
-         expected_dv = prefilled(s.kv_elements());
-    ops.gqa_attention_backward(expected_dq.data(), expected_dk.data(), expected_dv.data(), dpreatt.data(), datt.data(),
-                               dout.data(), q.data(), k.data(), v.data(), att.data(), s);
+    const StandardAttention expected = standard_attention(ops, s, 30);
+    const auto& [q, k, v, dout] = std::tie(expected.q, expected.k, expected.v, expected.dout);
 
     const SequenceAttention attention(s, static_cast<int>(s.q_width()), static_cast<int>(s.kv_width()));
     EXPECT_EQ(attention.saved_floats(), static_cast<std::size_t>(s.B) * s.T * s.NH);
     std::vector<float> out(s.q_elements()), lse(attention.saved_floats()), workspace(attention.workspace_floats(ops));
     attention.forward(ops, out.data(), lse.data(), workspace.data(), q.data(), k.data(), v.data());
-    EXPECT_TRUE(all_close(out, expected, 2e-6, 1e-5));
+    EXPECT_TRUE(all_close(out, expected.out, 2e-6, 1e-5));
     auto dq = prefilled(s.q_elements()), dk = prefilled(s.kv_elements()), dv = prefilled(s.kv_elements());
     attention.backward(ops, dq.data(), dk.data(), dv.data(), workspace.data(), dout.data(), out.data(), lse.data(),
                        q.data(), k.data(), v.data());
-    EXPECT_TRUE(all_close(dq, expected_dq, 1e-5, 1e-4));
-    EXPECT_TRUE(all_close(dk, expected_dk, 1e-5, 1e-4));
-    EXPECT_TRUE(all_close(dv, expected_dv, 1e-5, 1e-4));
+    EXPECT_TRUE(all_close(dq, expected.dq, 1e-5, 1e-4));
+    EXPECT_TRUE(all_close(dk, expected.dk, 1e-5, 1e-4));
+    EXPECT_TRUE(all_close(dv, expected.dv, 1e-5, 1e-4));
 }
 
 // GPT's layout: each token's row of qkv is [q (C) | k (C) | v (C)], read in place at pitch 3C;
