@@ -6,6 +6,7 @@
 
 #include <gtest/gtest.h>
 
+#include <functional>
 #include <memory>
 #include <string>
 
@@ -53,56 +54,57 @@ class ProgressedByTests final : public Request::Impl {
     int& waits_;
 };
 
-TEST(PollRegistry, PartnerFiberCompletesTheSuspendedPassesExchange) {
-    FiberPair fibers(256 * 1024);
-    PollRegistry in_flight;
-    int tests = 0, waits = 0;
+// What the owner of an exchange saw: its request's tests and waits, and whether it had
+// completed by the time the owner came back to wait for it.
+struct OwnerSaw {
+    int tests = 0;
+    int waits = 0;
     bool done_before_wait = false;
-    std::size_t registered_while_partner_ran = 0;
+};
+
+// One fiber is a pass that posts an exchange (complete at its third test), registers its poll in
+// `in_flight` and hands the thread to `partner`, the other fiber; back, it waits for it.
+OwnerSaw run_suspended_exchange(PollRegistry& in_flight, const std::function<void()>& partner) {
+    FiberPair fibers(256 * 1024);
+    OwnerSaw saw;
     fibers.run(
         [&] {
-            // The pass posts its exchange, registers its poll and hands the thread over.
-            Request request(std::make_unique<ProgressedByTests>(3, tests, waits));
+            Request request(std::make_unique<ProgressedByTests>(3, saw.tests, saw.waits));
             {
                 PollRegistry::Entry polled(in_flight, [&] {
                     if (request.pending()) request.test();
                 });
                 fibers.yield();
             }
-            done_before_wait = !request.pending();
+            saw.done_before_wait = !request.pending();
             request.wait();
         },
-        [&] {
-            // The partner computes, polling between its steps (the expert matmuls).
-            registered_while_partner_ran = in_flight.size();
-            for (int step = 0; step < 5; ++step) in_flight.poll_all();
-        });
+        partner);
+    return saw;
+}
+
+TEST(PollRegistry, PartnerFiberCompletesTheSuspendedPassesExchange) {
+    PollRegistry in_flight;
+    std::size_t registered_while_partner_ran = 0;
+    const OwnerSaw saw = run_suspended_exchange(in_flight, [&] {
+        // The partner computes, polling between its steps (the expert matmuls).
+        registered_while_partner_ran = in_flight.size();
+        for (int step = 0; step < 5; ++step) in_flight.poll_all();
+    });
     EXPECT_EQ(registered_while_partner_ran, 1u);
-    EXPECT_TRUE(done_before_wait);
-    EXPECT_EQ(tests, 3);  // tested until it completed, never after
-    EXPECT_EQ(waits, 0);  // its wait() had nothing left to wait for
+    EXPECT_TRUE(saw.done_before_wait);
+    EXPECT_EQ(saw.tests, 3);  // tested until it completed, never after
+    EXPECT_EQ(saw.waits, 0);  // its wait() had nothing left to wait for
     EXPECT_EQ(in_flight.size(), 0u);
 }
 
 TEST(PollRegistry, AnUnpolledExchangeIsLeftToItsWait) {
     // The path before polling: the partner never tests it, so the owner's wait() blocks on it.
-    FiberPair fibers(256 * 1024);
     PollRegistry in_flight;
-    int tests = 0, waits = 0;
-    fibers.run(
-        [&] {
-            Request request(std::make_unique<ProgressedByTests>(3, tests, waits));
-            {
-                PollRegistry::Entry polled(in_flight, [&] {
-                    if (request.pending()) request.test();
-                });
-                fibers.yield();
-            }
-            request.wait();
-        },
-        [&] {});
-    EXPECT_EQ(tests, 0);
-    EXPECT_EQ(waits, 1);
+    const OwnerSaw saw = run_suspended_exchange(in_flight, [] {});
+    EXPECT_FALSE(saw.done_before_wait);
+    EXPECT_EQ(saw.tests, 0);
+    EXPECT_EQ(saw.waits, 1);
 }
 
 }  // namespace
