@@ -195,6 +195,20 @@ TEST(InterleavedMemory, MegatronHoldsOnePlusPMinusOneOverPVLayers) {
 namespace parbench {
 namespace {
 
+// The hand tests' machine: `gpus` A100s, and a compute rate of 100 TFLOP/s per GPU.
+ClusterSpec a100_cluster(int gpus) {
+    ClusterSpec cluster;
+    cluster.device = device_preset("A100");
+    cluster.gpus = gpus;
+    return cluster;
+}
+
+ComputeRate hundred_tflops() {
+    ComputeRate rate;
+    rate.tflops_per_gpu = 100;
+    return rate;
+}
+
 PlanLayout hand_layout() {
     PlanLayout p;
     p.states = StateConvention::zero;
@@ -235,12 +249,9 @@ TEST(PipelineTransfers, AcrossHostsScatterOverTpThenGatherInside) {
     l.microbatches = 2;
     l.stage_ranges = virtual_stage_layers(4, 2, 1, {});
     p.global_batch = 2;
-    ClusterSpec cluster;
-    cluster.device = device_preset("A100");
-    cluster.gpus = 16;
+    ClusterSpec cluster = a100_cluster(16);
     cluster.gpus_per_host = 8;
-    ComputeRate rate;
-    rate.tflops_per_gpu = 100;
+    const ComputeRate rate = hundred_tflops();
     const PlanContext context{cluster, CommModel(cluster), rate, PassCosts{}, false, true, std::nullopt};
     const PlanPrediction prediction = predict_layout(p, context);
     bool found = false;
@@ -278,8 +289,7 @@ TEST(MemoryReserve, FrameworkConventionsFitInTheHbmLessTheReserve) {
     cluster.device = device_preset("A100");
     EXPECT_NEAR(cluster.device.memory_reserved_gib, 9.2e9 / (1u << 30), 1e-9);
     cluster.gpus = 8;
-    ComputeRate rate;
-    rate.tflops_per_gpu = 100;
+    const ComputeRate rate = hundred_tflops();
     const PlanContext context{cluster, CommModel(cluster), rate, PassCosts{}, false, true, std::nullopt};
     PlanLayout p = hand_layout();
     p.engine.dp = 2;
@@ -349,11 +359,8 @@ TEST(OverlapSlowdown, HiddenCollectivesSlowTheComputeBesideThem) {
     p.engine.prefetch = true;
     p.engine.overlap = true;
     p.global_batch = 4;
-    ClusterSpec cluster;
-    cluster.device = device_preset("A100");
-    cluster.gpus = 4;
-    ComputeRate rate;
-    rate.tflops_per_gpu = 100;
+    const ClusterSpec cluster = a100_cluster(4);
+    const ComputeRate rate = hundred_tflops();
     PlanContext context{cluster, CommModel(cluster), rate, PassCosts{}, false, true, hand_device()};
     const PlanPrediction x = predict_layout(p, context);
     double dp_ms = 0;
@@ -375,11 +382,8 @@ TEST(WireBytes, MegatronGathersBf16ParametersAndReducesFp32Gradients) {
     p.engine.dp = 4;
     p.engine.zero = 3;
     p.global_batch = 4;
-    ClusterSpec cluster;
-    cluster.device = device_preset("A100");
-    cluster.gpus = 4;
-    ComputeRate rate;
-    rate.tflops_per_gpu = 100;
+    const ClusterSpec cluster = a100_cluster(4);
+    const ComputeRate rate = hundred_tflops();
     const PlanContext context{cluster, CommModel(cluster), rate, PassCosts{}, false, true, std::nullopt};
     for (const StateConvention states : {StateConvention::megatron, StateConvention::zero}) {
         p.states = states;
@@ -408,11 +412,8 @@ TEST(AveragedGradients, DpLinesTakeTheAverageSweepTpLinesTheSum) {
     p.engine.dp = 2;
     p.engine.tp = 2;
     p.global_batch = 2;
-    ClusterSpec cluster;
-    cluster.device = device_preset("A100");
-    cluster.gpus = 4;
-    ComputeRate rate;
-    rate.tflops_per_gpu = 100;
+    const ClusterSpec cluster = a100_cluster(4);
+    const ComputeRate rate = hundred_tflops();
     CollectiveFit sum;
     sum.collective = "allreduce";
     sum.alpha_us = 10;
