@@ -140,8 +140,11 @@ TEST(MoeOps, RouteBackwardIsTheRoutersBackward) {
         std::vector<float> dexpert_out(expert_out.size()), dweights(static_cast<std::size_t>(N) * k, 7.0f);
         ops.moe_combine_backward(dexpert_out.data(), dweights.data(), dout.data(), expert_out.data(),
                                  routing.slot.data(), routing.weights.data(), N, k, C);
-        for (std::size_t a = 0; a < dweights.size(); ++a)
-            if (routing.slot[a] < 0) EXPECT_EQ(dweights[a], 0.0f) << "assignment " << a;
+        for (std::size_t a = 0; a < dweights.size(); ++a) {
+            if (routing.slot[a] < 0) {
+                EXPECT_EQ(dweights[a], 0.0f) << "assignment " << a;
+            }
+        }
         std::vector<float> expected(static_cast<std::size_t>(N) * E), dlogits(expected.size(), 5.0f);
         route_backward(expected.data(), dweights.data(), routing.buffers(), shape, 0.3);
         ops.moe_route_backward(dlogits.data(), dweights.data(), routing.scores.data(), routing.weights.data(),
