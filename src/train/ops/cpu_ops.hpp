@@ -6,6 +6,7 @@
 #include <vector>
 
 #include "train/ops/ops.hpp"
+#include "train/ops/skinny_gemm.hpp"
 
 namespace parbench {
 
@@ -143,6 +144,11 @@ class CpuOps : public Ops {
     // device memory a GPU run would hold (the engine's bf16 copies are in the ledger). They
     // only grow, to the largest matmul, so after the first step nothing is allocated.
     std::vector<float> widened_inp_, widened_weight_, widened_dout_;
+    void linear_backward(float* dinp, float dinp_beta, float* dweight, float* dbias, const float* dout,
+                         const float* inp, const float* weight, int N, int C, int OC);
+
+    // skinny_gemm's copies of the operands of a few rows' matmuls: grown once, like those above.
+    skinny_gemm::Scratch skinny_scratch_;
     // RoPE's cosines and sines of one position (rope.cpp): grown to the head size once.
     std::vector<float> rope_turns_;
 };

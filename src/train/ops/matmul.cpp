@@ -1,5 +1,5 @@
-// Linear layers on the CPU through OpenBLAS. Backward accumulates (+=): beta = 1 (beta = 0 for the
-// overwrite form's input gradient).
+// Linear layers on the CPU through OpenBLAS, the forward of a few rows through skinny_gemm.
+// Backward accumulates (+=): beta = 1 (beta = 0 for the overwrite form's input gradient).
 #include <cblas.h>
 
 #include <algorithm>
@@ -8,6 +8,7 @@
 
 #include "train/ops/cpu_ops.hpp"
 #include "train/ops/cpu_simd.hpp"
+#include "train/ops/skinny_gemm.hpp"
 
 namespace parbench {
 namespace {
@@ -24,6 +25,10 @@ PARBENCH_SIMD_CLONES void add_column_sums(float* __restrict dbias, const float* 
 // out (N,OC) = inp (N,C) · weight (OC,C)ᵀ + bias (OC)
 void CpuOps::matmul_forward(float* out, const float* inp, const float* weight, const float* bias, int N, int C,
                             int OC) {
+    if (skinny_gemm::suits(N)) {
+        skinny_gemm::forward(out, inp, weight, bias, N, C, OC, skinny_scratch_);
+        return;
+    }
     // Seeding out with the bias lets sgemm add the product in the same pass (beta = 1).
     float beta = 0.0f;
     if (bias != nullptr) {
@@ -34,20 +39,27 @@ void CpuOps::matmul_forward(float* out, const float* inp, const float* weight, c
     cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, N, OC, C, 1.0f, inp, C, weight, C, beta, out, OC);
 }
 
-namespace {
 // dinp (N,C) = dinp_beta dinp + dout (N,OC) · weight (OC,C); dweight, dbias +=.
-void linear_backward(float* dinp, float dinp_beta, float* dweight, float* dbias, const float* dout, const float* inp,
-                     const float* weight, int N, int C, int OC) {
-    if (dinp != nullptr)
-        cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, N, C, OC, 1.0f, dout, OC, weight, C, dinp_beta, dinp,
-                    C);
+void CpuOps::linear_backward(float* dinp, float dinp_beta, float* dweight, float* dbias, const float* dout,
+                             const float* inp, const float* weight, int N, int C, int OC) {
+    const bool skinny = skinny_gemm::suits(N);
+    if (dinp != nullptr) {
+        if (skinny)
+            skinny_gemm::input_gradient(dinp, dinp_beta, dout, weight, N, C, OC, skinny_scratch_);
+        else
+            cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, N, C, OC, 1.0f, dout, OC, weight, C, dinp_beta,
+                        dinp, C);
+    }
     // dweight (OC,C) += dout (N,OC)ᵀ · inp (N,C)
-    if (dweight != nullptr)
-        cblas_sgemm(CblasRowMajor, CblasTrans, CblasNoTrans, OC, C, N, 1.0f, dout, OC, inp, C, 1.0f, dweight, C);
+    if (dweight != nullptr) {
+        if (skinny)
+            skinny_gemm::weight_gradient(dweight, 1.0f, dout, inp, N, C, OC, 0, OC, skinny_scratch_);
+        else
+            cblas_sgemm(CblasRowMajor, CblasTrans, CblasNoTrans, OC, C, N, 1.0f, dout, OC, inp, C, 1.0f, dweight, C);
+    }
     // dbias (OC) += column sums of dout
     if (dbias != nullptr) add_column_sums(dbias, dout, static_cast<std::size_t>(N), static_cast<std::size_t>(OC));
 }
-}  // namespace
 
 void CpuOps::matmul_backward(float* dinp, float* dweight, float* dbias, const float* dout, const float* inp,
                              const float* weight, int N, int C, int OC) {
@@ -66,6 +78,10 @@ void CpuOps::matmul_backward_overwrite_input(float* dinp, float* dweight, float*
 // values as the += form on a zeroed buffer).
 void CpuOps::matmul_weight_gradient_rows(float* dweight_rows, const float* dout, const float* inp, int N, int C,
                                          int OC, int first, int rows) {
+    if (skinny_gemm::suits(N)) {
+        skinny_gemm::weight_gradient(dweight_rows, 0.0f, dout, inp, N, C, OC, first, rows, skinny_scratch_);
+        return;
+    }
     cblas_sgemm(CblasRowMajor, CblasTrans, CblasNoTrans, rows, C, N, 1.0f, dout + first, OC, inp, C, 0.0f,
                 dweight_rows, C);
 }

@@ -1,0 +1,44 @@
+// A linear layer's three products when the batch is a few rows (an MLP step of 64 rows), with
+// AVX2 + FMA. OpenBLAS copies ("packs") both operands into its own layout on every call and
+// reads the weight a strip of columns at a time, rows 4 KB apart: for 64 rows against a
+// 1024 x 1024 weight that copy costs a fifth of the product or more, and more still when the
+// weight comes from memory, as it does in a training step. Here the weight is read row after
+// row: in place by the forward pass, copied a band of rows at a time by the input
+// gradient; the small operands (N x C) are transposed or copied once per call.
+//
+// One register tile for all three: 6 rows x 16 columns of the result, 12 accumulators, a
+// broadcast row operand against 16 loaded column values per multiply-add. Each result is one
+// FMA chain in the order of the summed index (the input gradient: one per band of 256, added
+// in order), so its bits do not depend on where the tiles fall.
+#pragma once
+
+#include <vector>
+
+namespace parbench::skinny_gemm {
+
+// True when this CPU has AVX2 and FMA and a product of `batch_rows` rows is small enough that
+// these win over OpenBLAS.
+bool suits(int batch_rows);
+
+// The operands' copies; they only grow, to the largest layer, so a step allocates nothing.
+struct Scratch {
+    std::vector<float> input_panels;   // forward: inpᵀ in panels of 16 batch rows
+    std::vector<float> weight_strips;  // input gradient: a band of weight rows, by 16 columns
+    std::vector<float> input_strips;   // weight gradient: inp by 16 columns
+    std::vector<float> dout_columns;   // weight gradient: the piece's columns of dout, transposed
+};
+
+// out (N,OC) = inp (N,C) · weight (OC,C)ᵀ (+ bias (OC) when not null).
+void forward(float* out, const float* inp, const float* weight, const float* bias, int N, int C, int OC,
+             Scratch& scratch);
+
+// dinp (N,C) = beta dinp + dout (N,OC) · weight (OC,C), beta 0 (dinp not read) or 1.
+void input_gradient(float* dinp, float beta, const float* dout, const float* weight, int N, int C, int OC,
+                    Scratch& scratch);
+
+// dweight (rows,C) = beta dweight + dout[:, first:first+rows]ᵀ · inp (N,C), dout (N,OC); beta 0
+// (dweight not read) or 1.
+void weight_gradient(float* dweight, float beta, const float* dout, const float* inp, int N, int C, int OC, int first,
+                     int rows, Scratch& scratch);
+
+}  // namespace parbench::skinny_gemm
