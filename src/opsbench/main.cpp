@@ -31,6 +31,7 @@
 #include "opsbench/gpu_device.hpp"
 #include "theory/memory.hpp"
 #include "theory/op_flops.hpp"
+#include "train/ops/cpu_ops.hpp"
 #include "train/ops/ops.hpp"
 
 namespace parbench {
@@ -377,9 +378,8 @@ void register_attention_lengths(const Target& t) {
     }
 }
 
-void register_mlp(const Target& t, const std::string& config, int layers, int width, int rows) {
-    const std::string prefix = t.name + "/" + config + "/";
-    const int N = rows, C = width;
+// An MLP layer's linear products.
+void register_mlp_matmuls(const Target& t, const std::string& prefix, int N, int C) {
     register_op(t, prefix + "matmul_forward", matmul_forward_cost(N, C, C), [=](Workspace& w, Ops& ops) {
         float *out = w.random(N * C), *inp = w.random(N * C), *weight = w.random(C * C), *bias = w.random(C);
         return [=, &ops] { ops.matmul_forward(out, inp, weight, bias, N, C, C); };
@@ -389,6 +389,12 @@ void register_mlp(const Target& t, const std::string& config, int layers, int wi
               *inp = w.random(N * C), *weight = w.random(C * C);
         return [=, &ops] { ops.matmul_backward(dinp, dweight, dbias, dout, inp, weight, N, C, C); };
     });
+}
+
+void register_mlp(const Target& t, const std::string& config, int layers, int width, int rows) {
+    const std::string prefix = t.name + "/" + config + "/";
+    const int N = rows, C = width;
+    register_mlp_matmuls(t, prefix, N, C);
     const std::size_t n = static_cast<std::size_t>(N) * C;
     register_op(t, prefix + "gelu_forward", gelu_forward_cost(n), [=](Workspace& w, Ops& ops) {
         float *out = w.random(n), *inp = w.random(n);
@@ -495,12 +501,15 @@ Roofline measure_roofline(Device& device, Ops& ops, bool gpu) {
     return Roofline{matmul_flops(gemm, gemm, gemm) / gemm_s, residual_forward_cost(static_cast<double>(n)).bytes / add_s};
 }
 
+// mlp-deep's step on one rank: batch 64 (scripts/bench_vs_torch.py), layers of width 1024.
+constexpr int mlp_deep_rows = 64, mlp_deep_width = 1024;
+
 void register_device(const Target& t, bool gpu) {
     register_peaks(t, gpu);
     register_gpt(t, GptShape{"gpt-tiny", gpt_batch, 32, 64, 4, 256, 2});
     register_gpt(t, GptShape{"gpt-small", gpt_batch, 128, 256, 8, 2048, 4});
     register_llama(t, LlamaShape{"llama-small", gpt_batch, 128, 256, 8, 4, 688, 1e-5f, 10000.0f});
-    register_mlp(t, "mlp-deep", 8, 1024, 64);
+    register_mlp(t, "mlp-deep", 8, mlp_deep_width, mlp_deep_rows);
     register_attention_lengths(t);
 }
 
@@ -523,6 +532,10 @@ int main(int argc, char** argv) {
         const auto cpu_ops = make_ops(cpu);
         const Roofline cpu_roofline = measure_roofline(cpu, *cpu_ops, false);
         register_device(Target{"cpu", &cpu, cpu_ops.get(), cpu_roofline, true}, false);
+        // mlp-deep's products through OpenBLAS as well, beside the skinny GEMMs CpuOps picks there.
+        CpuOps openblas_ops(CpuGemm::openblas);
+        register_mlp_matmuls(Target{"cpu-openblas", &cpu, &openblas_ops, cpu_roofline, true}, "cpu-openblas/mlp-deep/",
+                             mlp_deep_rows, mlp_deep_width);
         benchmark::AddCustomContext("cpu", cpu.name());
         benchmark::AddCustomContext("cpu_roofline", roofline_text(cpu_roofline));
 

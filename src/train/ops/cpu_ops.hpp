@@ -10,10 +10,16 @@
 
 namespace parbench {
 
+// Which GEMMs the linear layers use: skinny_gemm where it suits (a few rows, AVX2 and FMA),
+// else OpenBLAS; or OpenBLAS always (parbench-ops times both side by side).
+enum class CpuGemm { fastest, openblas };
+
 class CpuOps : public Ops {
   public:
     using Ops::encoder_backward;
     using Ops::encoder_forward;
+
+    explicit CpuOps(CpuGemm gemm = CpuGemm::fastest) : gemm_(gemm) {}
 
     std::string name() const override { return "cpu"; }
     bool tiles_block_attention() const override { return true; }
@@ -144,8 +150,11 @@ class CpuOps : public Ops {
     // device memory a GPU run would hold (the engine's bf16 copies are in the ledger). They
     // only grow, to the largest matmul, so after the first step nothing is allocated.
     std::vector<float> widened_inp_, widened_weight_, widened_dout_;
+    bool uses_skinny_gemm(int rows) const { return gemm_ == CpuGemm::fastest && skinny_gemm::suits(rows); }
     void linear_backward(float* dinp, float dinp_beta, float* dweight, float* dbias, const float* dout,
                          const float* inp, const float* weight, int N, int C, int OC);
+
+    CpuGemm gemm_;
 
     // skinny_gemm's copies of the operands of a few rows' matmuls: grown once, like those above.
     skinny_gemm::Scratch skinny_scratch_;

@@ -25,7 +25,7 @@ PARBENCH_SIMD_CLONES void add_column_sums(float* __restrict dbias, const float* 
 // out (N,OC) = inp (N,C) · weight (OC,C)ᵀ + bias (OC)
 void CpuOps::matmul_forward(float* out, const float* inp, const float* weight, const float* bias, int N, int C,
                             int OC) {
-    if (skinny_gemm::suits(N)) {
+    if (uses_skinny_gemm(N)) {
         skinny_gemm::forward(out, inp, weight, bias, N, C, OC, skinny_scratch_);
         return;
     }
@@ -42,7 +42,7 @@ void CpuOps::matmul_forward(float* out, const float* inp, const float* weight, c
 // dinp (N,C) = dinp_beta dinp + dout (N,OC) · weight (OC,C); dweight, dbias +=.
 void CpuOps::linear_backward(float* dinp, float dinp_beta, float* dweight, float* dbias, const float* dout,
                              const float* inp, const float* weight, int N, int C, int OC) {
-    const bool skinny = skinny_gemm::suits(N);
+    const bool skinny = uses_skinny_gemm(N);
     if (dinp != nullptr) {
         if (skinny)
             skinny_gemm::input_gradient(dinp, dinp_beta, dout, weight, N, C, OC, skinny_scratch_);
@@ -78,7 +78,7 @@ void CpuOps::matmul_backward_overwrite_input(float* dinp, float* dweight, float*
 // values as the += form on a zeroed buffer).
 void CpuOps::matmul_weight_gradient_rows(float* dweight_rows, const float* dout, const float* inp, int N, int C,
                                          int OC, int first, int rows) {
-    if (skinny_gemm::suits(N)) {
+    if (uses_skinny_gemm(N)) {
         skinny_gemm::weight_gradient(dweight_rows, 0.0f, dout, inp, N, C, OC, first, rows, skinny_scratch_);
         return;
     }
