@@ -6,6 +6,7 @@
 
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cmath>
 #include <limits>
 #include <vector>
@@ -130,6 +131,27 @@ TEST_F(SkinnyGemm, WeightGradientBitsDoNotDependOnThePiece) {
         skinny_gemm::weight_gradient(piece.data(), 0.0f, dout.data(), inp.data(), N, C, OC, first, 3, scratch_);
         for (int o = 0; o < 3; ++o)
             for (int c = 0; c < C; ++c) ASSERT_EQ(piece[at(o, C, c)], whole[at(first + o, C, c)]) << first + o << ", " << c;
+    }
+}
+
+// The copy of inp is reused only by the piece that continues the previous one: a first piece,
+// or a piece elsewhere, copies inp again (here changed in place between the calls).
+TEST_F(SkinnyGemm, WeightGradientCopiesAChangedInputForANewGradient) {
+    const int N = 16, C = 32, OC = 12;
+    const auto dout = random_vector(at(N, OC, 0), 13);
+    auto inp = random_vector(at(N, C, 0), 14);
+    const auto changed = random_vector(at(N, C, 0), 15);
+    std::vector<float> expected(at(OC, C, 0)), piece(at(3, C, 0));
+    skinny_gemm::weight_gradient(expected.data(), 0.0f, dout.data(), changed.data(), N, C, OC, 0, OC, scratch_);
+    for (const int first : {0, 6}) {
+        SCOPED_TRACE(::testing::Message() << "a piece at row " << first << " after rows 0-2 of another input");
+        skinny_gemm::weight_gradient(piece.data(), 0.0f, dout.data(), inp.data(), N, C, OC, 0, 3, scratch_);
+        const std::vector<float> current = inp;
+        std::copy(changed.begin(), changed.end(), inp.begin());  // in place: the same address
+        skinny_gemm::weight_gradient(piece.data(), 0.0f, dout.data(), inp.data(), N, C, OC, first, 3, scratch_);
+        for (int o = 0; o < 3; ++o)
+            for (int c = 0; c < C; ++c) ASSERT_EQ(piece[at(o, C, c)], expected[at(first + o, C, c)]) << o << ", " << c;
+        std::copy(current.begin(), current.end(), inp.begin());
     }
 }
 

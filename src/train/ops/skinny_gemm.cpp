@@ -247,7 +247,12 @@ void weight_gradient(float* dweight, float beta, const float* dout, const float*
     if (columns.size() < index(rows) * index(N)) columns.resize(index(rows) * index(N));
     for (int i = 0; i < N; ++i)
         for (int o = 0; o < rows; ++o) columns[index(o) * index(N) + index(i)] = dout[index(i) * index(OC) + index(first + o)];
-    const float* strips = copy_into_strips(scratch.input_strips, inp, index(C), N, C);
+    // A piece that continues the previous one finds inp's strips copied (mlp-deep: once per
+    // layer, not once per 128 rows).
+    const Scratch::StripsOf continued{inp, N, C, first};
+    if (first == 0 || scratch.input_strips_of != continued) copy_into_strips(scratch.input_strips, inp, index(C), N, C);
+    scratch.input_strips_of = {inp, N, C, first + rows};
+    const float* strips = scratch.input_strips.data();
     over_row_blocks<WeightGradientBlock>(WeightGradientArgs{dweight, beta != 0.0f, columns.data(), strips, N, C}, rows);
 }
 

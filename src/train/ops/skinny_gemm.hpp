@@ -25,6 +25,13 @@ struct Scratch {
     std::vector<float> input_panels;   // forward: inpᵀ in panels of 16 batch rows
     std::vector<float> weight_strips;  // input gradient: a band of weight rows, by 16 columns
     std::vector<float> input_strips;   // weight gradient: inp by 16 columns
+    // Which inp input_strips holds, and the row its next piece starts at: the pieces of one
+    // weight gradient, asked for in order, copy inp once.
+    struct StripsOf {
+        const float* inp = nullptr;
+        int N = 0, C = 0, next_row = -1;
+        bool operator==(const StripsOf&) const = default;
+    } input_strips_of;
     std::vector<float> dout_columns;   // weight gradient: the piece's columns of dout, transposed
 };
 
@@ -37,7 +44,8 @@ void input_gradient(float* dinp, float beta, const float* dout, const float* wei
                     Scratch& scratch);
 
 // dweight (rows,C) = beta dweight + dout[:, first:first+rows]ᵀ · inp (N,C), dout (N,OC); beta 0
-// (dweight not read) or 1.
+// (dweight not read) or 1. A call that continues the previous one (first = its first + rows,
+// the same inp) reuses its copy of inp: inp must not change between the pieces of one gradient.
 void weight_gradient(float* dweight, float beta, const float* dout, const float* inp, int N, int C, int OC, int first,
                      int rows, Scratch& scratch);
 
