@@ -10,7 +10,7 @@
 
 namespace parbench {
 
-// Which GEMMs the linear layers use: skinny_gemm where it suits (a few rows, AVX2 and FMA),
+// Which GEMMs the linear layers use: skinny_gemm where it suits (a few rows, AVX2 and FMA, no AVX-512),
 // else OpenBLAS; or OpenBLAS always (parbench-ops times both side by side).
 enum class CpuGemm { fastest, openblas };
 

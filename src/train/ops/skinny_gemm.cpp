@@ -7,7 +7,7 @@
 #include <cstring>
 
 // Only these functions use AVX2 and FMA: the rest of the binary runs on any x86-64, and
-// suits() keeps them from being called where the CPU lacks either.
+// runs_here() keeps them from being called where the CPU lacks either.
 #define PARBENCH_AVX2_FMA __attribute__((target("avx2,fma")))
 
 namespace parbench::skinny_gemm {
@@ -205,9 +205,14 @@ struct WeightGradientBlock {
 
 }  // namespace
 
-bool suits(int batch_rows) {
+bool runs_here() {
     static const bool has_avx2_fma = __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma");
-    return has_avx2_fma && batch_rows <= largest_batch_rows;
+    return has_avx2_fma;
+}
+
+bool suits(int batch_rows) {
+    static const bool has_avx512 = __builtin_cpu_supports("avx512f");
+    return runs_here() && !has_avx512 && batch_rows <= largest_batch_rows;
 }
 
 void forward(float* out, const float* inp, const float* weight, const float* bias, int N, int C, int OC,

@@ -16,8 +16,11 @@
 
 namespace parbench::skinny_gemm {
 
-// True when this CPU has AVX2 and FMA and a product of `batch_rows` rows is small enough that
-// these win over OpenBLAS.
+// True when this CPU has AVX2 and FMA: these functions may be called.
+bool runs_here();
+// True when they are the better choice: they run here, the CPU has no AVX-512 (whose 16-wide
+// kernels OpenBLAS uses, these being 8-wide; not measured), and a product of `batch_rows` rows
+// is small enough that they win over OpenBLAS.
 bool suits(int batch_rows);
 
 // The operands' copies; they only grow, to the largest layer, so a step allocates nothing.
