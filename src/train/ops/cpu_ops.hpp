@@ -146,18 +146,17 @@ class CpuOps : public Ops {
                               const BFloat16* weight, int N, int C, int OC) override;
 
   private:
-    // fp32 copies of the bf16 operands for sgemm: host-side state of the emulation, not
-    // device memory a GPU run would hold (the engine's bf16 copies are in the ledger). They
-    // only grow, to the largest matmul, so after the first step nothing is allocated.
-    std::vector<float> widened_inp_, widened_weight_, widened_dout_;
     bool uses_skinny_gemm(int rows) const { return gemm_ == CpuGemm::fastest && skinny_gemm::suits(rows); }
     void linear_backward(float* dinp, float dinp_beta, float* dweight, float* dbias, const float* dout,
                          const float* inp, const float* weight, int N, int C, int OC);
 
-    CpuGemm gemm_;
-
+    // fp32 copies of the bf16 operands for sgemm: host-side state of the emulation, not
+    // device memory a GPU run would hold (the engine's bf16 copies are in the ledger). They
+    // only grow, to the largest matmul, so after the first step nothing is allocated.
+    std::vector<float> widened_inp_, widened_weight_, widened_dout_;
     // skinny_gemm's copies of the operands of a few rows' matmuls: grown once, like those above.
     skinny_gemm::Scratch skinny_scratch_;
+    CpuGemm gemm_;
     // RoPE's cosines and sines of one position (rope.cpp): grown to the head size once.
     std::vector<float> rope_turns_;
 };

@@ -1,4 +1,4 @@
-// Linear layers on the CPU through OpenBLAS, the forward of a few rows through skinny_gemm.
+// Linear layers on the CPU through OpenBLAS, or through skinny_gemm where it suits (a few rows).
 // Backward accumulates (+=): beta = 1 (beta = 0 for the overwrite form's input gradient).
 #include <cblas.h>
 
