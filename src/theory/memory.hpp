@@ -29,10 +29,12 @@ namespace parbench {
 
 // train/models/mlp.cpp fuses each layer's weight gradient with its AdamW update when its scheme
 // updates in pieces (ParameterAccess::updates_in_pieces): rows of the gradient are computed into
-// one buffer of this many rows (fewer in a narrower layer), small enough to stay in a core's L2
-// beside the update's streams, and updated from there. The MLP holds that buffer whenever the
-// fusion can happen: whole layers (tp 1), fp32 matmuls, one micro-batch.
-inline constexpr int mlp_gradient_piece_rows = 128;
+// one buffer of this many rows (fewer in a narrower layer), small enough to stay in a core's
+// caches beside the update's streams, and updated from there; 256, the band of rows CpuOps'
+// skinny input gradient sums at a time, so that the fused input gradient has the unfused one's
+// bits. The MLP holds that buffer whenever the fusion can happen: whole layers (tp 1), fp32
+// matmuls, one micro-batch.
+inline constexpr int mlp_gradient_piece_rows = 256;
 inline bool mlp_holds_gradient_piece(int tp, Precision precision, int microbatches) {
     return tp == 1 && precision == Precision::fp32 && microbatches == 1;
 }

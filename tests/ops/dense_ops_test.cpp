@@ -9,6 +9,7 @@
 #include "gradient_check.hpp"
 #include "kernels/adamw_math.hpp"
 #include "train/ops/cpu_ops.hpp"
+#include "train/ops/skinny_gemm.hpp"
 
 namespace parbench {
 namespace {
@@ -255,6 +256,24 @@ TEST(CpuOps, WeightGradientRowsAreTheRowsOfTheWholeWeightGradient) {
                 ASSERT_EQ(piece[static_cast<std::size_t>(r * C + c)], whole[static_cast<std::size_t>((first + r) * C + c)])
                     << "row " << first + r << ", column " << c;
     }
+}
+
+// Its input-gradient share (Ops::matmul_input_gradient_rows): pieces of 256 rows, the first
+// overwriting a buffer of NaNs and the rest adding, give matmul_backward_overwrite_input's input
+// gradient: its bits where skinny_gemm suits, within rounding where OpenBLAS sums them.
+TEST(CpuOps, InputGradientRowsAddUpToTheWholeInputGradient) {
+    CpuOps ops;
+    const int N = 64, C = 37, OC = 600;
+    const auto weight = random_vector(OC * C, 52), dout = random_vector(N * OC, 53);
+    std::vector<float> whole(N * C), pieces(N * C, std::nanf(""));
+    ops.matmul_backward_overwrite_input(whole.data(), nullptr, nullptr, dout.data(), nullptr, weight.data(), N, C, OC);
+    for (int first = 0; first < OC; first += 256)
+        ops.matmul_input_gradient_rows(pieces.data(), dout.data(), weight.data(), N, C, OC, first,
+                                       std::min(256, OC - first), first > 0);
+    if (skinny_gemm::suits(N))
+        EXPECT_EQ(pieces, whole);
+    else
+        EXPECT_TRUE(all_close(pieces, whole, 1e-5, 1e-5));
 }
 
 // The DDP scheme's update: the same bits as adamw_update (every vector width: n = 37 leaves a

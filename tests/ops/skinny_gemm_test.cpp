@@ -83,10 +83,10 @@ TEST_F(SkinnyGemm, InputGradientMatchesTripleLoop) {
                         plus_prefill[at(n, C, c)] = static_cast<float>(sum + 0.5);
                     }
                 std::vector<float> dinp(at(N, C, 0), std::numeric_limits<float>::quiet_NaN());
-                skinny_gemm::input_gradient(dinp.data(), 0.0f, dout.data(), weight.data(), N, C, OC, scratch_);
+                skinny_gemm::input_gradient(dinp.data(), 0.0f, dout.data(), weight.data(), N, C, OC, 0, OC, scratch_);
                 EXPECT_TRUE(all_close(dinp, product, absolute_tolerance, relative_tolerance));
                 std::fill(dinp.begin(), dinp.end(), 0.5f);
-                skinny_gemm::input_gradient(dinp.data(), 1.0f, dout.data(), weight.data(), N, C, OC, scratch_);
+                skinny_gemm::input_gradient(dinp.data(), 1.0f, dout.data(), weight.data(), N, C, OC, 0, OC, scratch_);
                 EXPECT_TRUE(all_close(dinp, plus_prefill, absolute_tolerance, relative_tolerance));
             }
 }
@@ -112,6 +112,19 @@ TEST_F(SkinnyGemm, WeightGradientPiecesMatchTripleLoop) {
         skinny_gemm::weight_gradient(dweight.data(), 1.0f, dout.data(), inp.data(), N, C, OC, first, rows, scratch_);
         EXPECT_TRUE(all_close(dweight, plus_prefill, absolute_tolerance, relative_tolerance));
     }
+}
+
+// The MLP's fused update reads each piece of the weight for the input gradient right before
+// updating it: pieces from multiples of 256 rows, added in order, are the whole's bits.
+TEST_F(SkinnyGemm, InputGradientPiecesAddUpToTheWholeBits) {
+    const int N = 64, C = 40, OC = 600;
+    const auto dout = random_vector(at(N, OC, 0), 16), weight = random_vector(at(OC, C, 0), 17);
+    std::vector<float> whole(at(N, C, 0)), pieces(at(N, C, 0), std::numeric_limits<float>::quiet_NaN());
+    skinny_gemm::input_gradient(whole.data(), 0.0f, dout.data(), weight.data(), N, C, OC, 0, OC, scratch_);
+    for (int first = 0; first < OC; first += 256)
+        skinny_gemm::input_gradient(pieces.data(), first == 0 ? 0.0f : 1.0f, dout.data(), weight.data(), N, C, OC,
+                                    first, std::min(256, OC - first), scratch_);
+    EXPECT_EQ(pieces, whole);
 }
 
 TEST_F(SkinnyGemm, ForwardBitsDoNotDependOnTheBatch) {

@@ -224,19 +224,22 @@ class MlpModel : public Model {
         return piece_ != nullptr && ops_.has_weight_gradient_rows() && access.updates_in_pieces(l);
     }
 
-    // linear_backward of a whole layer with its weight gradient computed piece_rows_ rows at a
-    // time into piece_ and handed to the scheme's update at once: a piece (512 KB at H = 1024)
-    // stays in L2 between the GEMM that writes it and the update that reads it, where the whole
-    // gradient (4 MB) would go to memory and back, and the gradient buffer is neither read,
-    // written nor cleared. The input gradient comes first: it needs the weight before update.
+    // linear_backward of a whole layer, piece_rows_ rows of the weight at a time: the piece's
+    // share of the input gradient (it reads those rows of the weight), its weight gradient into
+    // piece_, then the scheme's update of those rows at once. The piece of the gradient (1 MB at
+    // H = 1024) goes from the GEMM that writes it to the update that reads it without the whole
+    // gradient (4 MB) going to memory and back, and the weight's rows, just read by the input
+    // gradient, are still in cache for the update; the gradient buffer is neither read, written
+    // nor cleared.
     void linear_backward_updating_weight(int l, int microbatch, float* dbias, const float* weight,
                                          ParameterAccess& access) {
         const float* x = layer_input(l, microbatch);
         float* dx = l == 0 ? nullptr : dpost_;
-        matmuls_.backward_overwrite_input(dx, nullptr, dbias, dpre_, x, weight, B_, H_, H_);
+        matmuls_.backward_overwrite_input(nullptr, nullptr, dbias, dpre_, x, weight, B_, H_, H_);
         const std::size_t weight_first = layout_.tensor(tensors_[static_cast<std::size_t>(l)].weight).offset_in_unit;
         for (int first = 0; first < H_; first += piece_rows_) {
             const int rows = std::min(piece_rows_, H_ - first);
+            if (dx != nullptr) ops_.matmul_input_gradient_rows(dx, dpre_, weight, B_, H_, H_, first, rows, first > 0);
             ops_.matmul_weight_gradient_rows(piece_, dpre_, x, B_, H_, H_, first, rows);
             const std::size_t row = static_cast<std::size_t>(H_);
             access.update_piece(l, weight_first + static_cast<std::size_t>(first) * row,

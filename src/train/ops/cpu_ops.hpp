@@ -123,6 +123,8 @@ class CpuOps : public Ops {
     bool has_weight_gradient_rows() const override { return true; }
     void matmul_weight_gradient_rows(float* dweight_rows, const float* dout, const float* inp, int N, int C, int OC,
                                      int first, int rows) override;
+    void matmul_input_gradient_rows(float* dinp, const float* dout, const float* weight, int N, int C, int OC,
+                                    int first, int rows, bool accumulate) override;
     void gelu_backward_overwrite(float* dinp, const float* inp, const float* dout, std::size_t n) override;
     void swiglu_backward_overwrite(float* dgate, float* dup, const float* dout, const float* gate, const float* up,
                                    std::size_t n) override;

@@ -45,7 +45,7 @@ void CpuOps::linear_backward(float* dinp, float dinp_beta, float* dweight, float
     const bool skinny = uses_skinny_gemm(N);
     if (dinp != nullptr) {
         if (skinny)
-            skinny_gemm::input_gradient(dinp, dinp_beta, dout, weight, N, C, OC, skinny_scratch_);
+            skinny_gemm::input_gradient(dinp, dinp_beta, dout, weight, N, C, OC, 0, OC, skinny_scratch_);
         else
             cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, N, C, OC, 1.0f, dout, OC, weight, C, dinp_beta,
                         dinp, C);
@@ -84,6 +84,17 @@ void CpuOps::matmul_weight_gradient_rows(float* dweight_rows, const float* dout,
     }
     cblas_sgemm(CblasRowMajor, CblasTrans, CblasNoTrans, rows, C, N, 1.0f, dout + first, OC, inp, C, 0.0f,
                 dweight_rows, C);
+}
+
+void CpuOps::matmul_input_gradient_rows(float* dinp, const float* dout, const float* weight, int N, int C, int OC,
+                                        int first, int rows, bool accumulate) {
+    const float beta = accumulate ? 1.0f : 0.0f;
+    if (uses_skinny_gemm(N)) {
+        skinny_gemm::input_gradient(dinp, beta, dout, weight, N, C, OC, first, rows, skinny_scratch_);
+        return;
+    }
+    cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, N, C, rows, 1.0f, dout + first, OC,
+                weight + static_cast<std::size_t>(first) * static_cast<std::size_t>(C), C, beta, dinp, C);
 }
 
 namespace {

@@ -45,6 +45,11 @@ void Ops::matmul_weight_gradient_rows(float*, const float*, const float*, int, i
                            " (ask has_weight_gradient_rows() first)");
 }
 
+void Ops::matmul_input_gradient_rows(float*, const float*, const float*, int, int, int, int, int, bool) {
+    throw std::logic_error("Ops::matmul_input_gradient_rows: not available on " + name() +
+                           " (ask has_weight_gradient_rows() first)");
+}
+
 void Ops::gelu_backward_overwrite(float* dinp, const float* inp, const float* dout, std::size_t n) {
     fill(dinp, 0.0f, n);
     gelu_backward(dinp, inp, dout, n);

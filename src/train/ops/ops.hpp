@@ -262,6 +262,13 @@ class Ops {
     virtual bool has_weight_gradient_rows() const { return false; }
     virtual void matmul_weight_gradient_rows(float* dweight_rows, const float* dout, const float* inp, int N, int C,
                                              int OC, int first, int rows);
+    // The input gradient's share of those rows, for the same model: dinp (N,C) = (accumulate ?
+    // dinp : 0) + dout[:, first:first+rows] · weight[first:first+rows, :], so that each piece of
+    // the weight is read by the input gradient right before its update writes it. Pieces that
+    // start at multiples of 256 rows give matmul_backward's bits on CpuOps where skinny_gemm
+    // suits, the same values within rounding elsewhere. Exists with matmul_weight_gradient_rows.
+    virtual void matmul_input_gradient_rows(float* dinp, const float* dout, const float* weight, int N, int C,
+                                            int OC, int first, int rows, bool accumulate);
 
     // ---- AdamW on fp32 master weights and state; step counts from 1 ------------------------
     virtual void adamw_update(float* params, const float* grads, float* m, float* v, std::size_t n, float lr,

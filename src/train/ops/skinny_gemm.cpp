@@ -232,12 +232,12 @@ void forward(float* out, const float* inp, const float* weight, const float* bia
     over_row_blocks<ForwardBlock>(ForwardArgs{out, transposed.data(), weight, bias, N, C, OC}, OC);
 }
 
-void input_gradient(float* dinp, float beta, const float* dout, const float* weight, int N, int C, int OC,
-                    Scratch& scratch) {
-    for (int row = 0; row < OC; row += weight_band_rows) {
-        const int depth = std::min(weight_band_rows, OC - row);
+void input_gradient(float* dinp, float beta, const float* dout, const float* weight, int N, int C, int OC, int first,
+                    int rows, Scratch& scratch) {
+    for (int row = first; row < first + rows; row += weight_band_rows) {
+        const int depth = std::min(weight_band_rows, first + rows - row);
         const float* strips = copy_into_strips(scratch.weight_strips, weight + index(row) * index(C), index(C), depth, C);
-        const bool accumulate = row > 0 || beta != 0.0f;
+        const bool accumulate = row > first || beta != 0.0f;
         for (int s = 0; s < strip_count(C); ++s)
             over_row_blocks<InputGradientBlock>(
                 InputGradientArgs{dinp + index(s) * tile_columns, accumulate, dout + index(row),
@@ -253,7 +253,7 @@ void weight_gradient(float* dweight, float beta, const float* dout, const float*
     for (int i = 0; i < N; ++i)
         for (int o = 0; o < rows; ++o) columns[index(o) * index(N) + index(i)] = dout[index(i) * index(OC) + index(first + o)];
     // A piece that continues the previous one finds inp's strips copied (mlp-deep: once per
-    // layer, not once per 128 rows).
+    // layer, not once per piece).
     const Scratch::StripsOf continued{inp, N, C, first};
     if (first == 0 || scratch.input_strips_of != continued) copy_into_strips(scratch.input_strips, inp, index(C), N, C);
     scratch.input_strips_of = {inp, N, C, first + rows};

@@ -42,9 +42,11 @@ struct Scratch {
 void forward(float* out, const float* inp, const float* weight, const float* bias, int N, int C, int OC,
              Scratch& scratch);
 
-// dinp (N,C) = beta dinp + dout (N,OC) · weight (OC,C), beta 0 (dinp not read) or 1.
-void input_gradient(float* dinp, float beta, const float* dout, const float* weight, int N, int C, int OC,
-                    Scratch& scratch);
+// dinp (N,C) = beta dinp + dout[:, first:first+rows] · weight[first:first+rows, :], dout (N,OC),
+// weight (OC,C); beta 0 (dinp not read) or 1. The rows are summed in bands of 256 from `first`:
+// ranges that start at multiples of 256, taken in order, give the bits of the whole.
+void input_gradient(float* dinp, float beta, const float* dout, const float* weight, int N, int C, int OC, int first,
+                    int rows, Scratch& scratch);
 
 // dweight (rows,C) = beta dweight + dout[:, first:first+rows]ᵀ · inp (N,C), dout (N,OC); beta 0
 // (dweight not read) or 1. A call that continues the previous one (first = its first + rows,
