@@ -32,7 +32,7 @@ namespace parbench {
 // one buffer of this many rows (fewer in a narrower layer), small enough to stay in a core's
 // caches beside the update's streams, and updated from there; 256, the band of rows CpuOps'
 // skinny input gradient sums at a time, so that the fused input gradient has the unfused one's
-// bits. The MLP holds that buffer whenever the fusion can happen: whole layers (tp 1), fp32
+// bits (train/ops/matmul.cpp asserts it). The MLP holds that buffer whenever the fusion can happen: whole layers (tp 1), fp32
 // matmuls, one micro-batch.
 inline constexpr int mlp_gradient_piece_rows = 256;
 inline bool mlp_holds_gradient_piece(int tp, Precision precision, int microbatches) {

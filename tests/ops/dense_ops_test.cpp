@@ -258,7 +258,7 @@ TEST(CpuOps, WeightGradientRowsAreTheRowsOfTheWholeWeightGradient) {
     }
 }
 
-// Its input-gradient share (Ops::matmul_input_gradient_rows): pieces of 256 rows, the first
+// Its input-gradient share (Ops::matmul_input_gradient_rows): pieces of one skinny_gemm band (256 rows), the first
 // overwriting a buffer of NaNs and the rest adding, give matmul_backward_overwrite_input's input
 // gradient: its bits where skinny_gemm suits, within rounding where OpenBLAS sums them.
 TEST(CpuOps, InputGradientRowsAddUpToTheWholeInputGradient) {
@@ -267,9 +267,10 @@ TEST(CpuOps, InputGradientRowsAddUpToTheWholeInputGradient) {
     const auto weight = random_vector(OC * C, 52), dout = random_vector(N * OC, 53);
     std::vector<float> whole(N * C), pieces(N * C, std::nanf(""));
     ops.matmul_backward_overwrite_input(whole.data(), nullptr, nullptr, dout.data(), nullptr, weight.data(), N, C, OC);
-    for (int first = 0; first < OC; first += 256)
+    const int band = skinny_gemm::input_gradient_band_rows;
+    for (int first = 0; first < OC; first += band)
         ops.matmul_input_gradient_rows(pieces.data(), dout.data(), weight.data(), N, C, OC, first,
-                                       std::min(256, OC - first), first > 0);
+                                       std::min(band, OC - first), first > 0);
     if (skinny_gemm::suits(N))
         EXPECT_EQ(pieces, whole);
     else

@@ -115,15 +115,16 @@ TEST_F(SkinnyGemm, WeightGradientPiecesMatchTripleLoop) {
 }
 
 // The MLP's fused update reads each piece of the weight for the input gradient right before
-// updating it: pieces from multiples of 256 rows, added in order, are the whole's bits.
+// updating it: pieces from multiples of the band, added in order, are the whole's bits.
 TEST_F(SkinnyGemm, InputGradientPiecesAddUpToTheWholeBits) {
     const int N = 64, C = 40, OC = 600;
     const auto dout = random_vector(at(N, OC, 0), 16), weight = random_vector(at(OC, C, 0), 17);
     std::vector<float> whole(at(N, C, 0)), pieces(at(N, C, 0), std::numeric_limits<float>::quiet_NaN());
     skinny_gemm::input_gradient(whole.data(), 0.0f, dout.data(), weight.data(), N, C, OC, 0, OC, scratch_);
-    for (int first = 0; first < OC; first += 256)
+    const int band = skinny_gemm::input_gradient_band_rows;
+    for (int first = 0; first < OC; first += band)
         skinny_gemm::input_gradient(pieces.data(), first == 0 ? 0.0f : 1.0f, dout.data(), weight.data(), N, C, OC,
-                                    first, std::min(256, OC - first), scratch_);
+                                    first, std::min(band, OC - first), scratch_);
     EXPECT_EQ(pieces, whole);
 }
 

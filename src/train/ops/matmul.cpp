@@ -6,6 +6,7 @@
 #include <cstddef>
 #include <vector>
 
+#include "theory/memory.hpp"
 #include "train/ops/cpu_ops.hpp"
 #include "train/ops/cpu_simd.hpp"
 #include "train/ops/skinny_gemm.hpp"
@@ -42,17 +43,10 @@ void CpuOps::matmul_forward(float* out, const float* inp, const float* weight, c
 // dinp (N,C) = dinp_beta dinp + dout (N,OC) · weight (OC,C); dweight, dbias +=.
 void CpuOps::linear_backward(float* dinp, float dinp_beta, float* dweight, float* dbias, const float* dout,
                              const float* inp, const float* weight, int N, int C, int OC) {
-    const bool skinny = uses_skinny_gemm(N);
-    if (dinp != nullptr) {
-        if (skinny)
-            skinny_gemm::input_gradient(dinp, dinp_beta, dout, weight, N, C, OC, 0, OC, skinny_scratch_);
-        else
-            cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, N, C, OC, 1.0f, dout, OC, weight, C, dinp_beta,
-                        dinp, C);
-    }
+    if (dinp != nullptr) CpuOps::matmul_input_gradient_rows(dinp, dout, weight, N, C, OC, 0, OC, dinp_beta != 0.0f);
     // dweight (OC,C) += dout (N,OC)ᵀ · inp (N,C)
     if (dweight != nullptr) {
-        if (skinny)
+        if (uses_skinny_gemm(N))
             skinny_gemm::weight_gradient(dweight, 1.0f, dout, inp, N, C, OC, 0, OC, skinny_scratch_);
         else
             cblas_sgemm(CblasRowMajor, CblasTrans, CblasNoTrans, OC, C, N, 1.0f, dout, OC, inp, C, 1.0f, dweight, C);
@@ -85,6 +79,11 @@ void CpuOps::matmul_weight_gradient_rows(float* dweight_rows, const float* dout,
     cblas_sgemm(CblasRowMajor, CblasTrans, CblasNoTrans, rows, C, N, 1.0f, dout + first, OC, inp, C, 0.0f,
                 dweight_rows, C);
 }
+
+// The MLP's fused update takes the input gradient in pieces of mlp_gradient_piece_rows rows: each
+// must start a band for the pieces to add up to the unfused input gradient's bits.
+static_assert(mlp_gradient_piece_rows % skinny_gemm::input_gradient_band_rows == 0,
+              "the MLP's pieces must be whole bands of skinny_gemm's input gradient");
 
 void CpuOps::matmul_input_gradient_rows(float* dinp, const float* dout, const float* weight, int N, int C, int OC,
                                         int first, int rows, bool accumulate) {

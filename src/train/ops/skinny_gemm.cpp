@@ -19,11 +19,6 @@ constexpr int tile_columns = 16;
 // C = OC = 1024: 16 rows 90 against 50 GFLOP/s, 64 rows 89 against 75, 128 rows 88 against 84;
 // at 256 rows both reach 90.
 constexpr int largest_batch_rows = 128;
-// The input gradient's band of weight rows: a strip (256 x 16 floats, 16 KB) stays in L1 while
-// every batch row block reads it. Measured at N = 64, C = OC = 1024 on the Zen 3: bands of 32,
-// 64, 128, 256 and 512 rows 59, 66, 73, 79 and 80 GFLOP/s (a deeper tile adds to dinp less
-// often), OpenBLAS 80; 256 is as fast as 512 with half the copy (1 MB at C = 1024).
-constexpr int weight_band_rows = 256;
 
 std::size_t index(int value) { return static_cast<std::size_t>(value); }
 
@@ -234,8 +229,8 @@ void forward(float* out, const float* inp, const float* weight, const float* bia
 
 void input_gradient(float* dinp, float beta, const float* dout, const float* weight, int N, int C, int OC, int first,
                     int rows, Scratch& scratch) {
-    for (int row = first; row < first + rows; row += weight_band_rows) {
-        const int depth = std::min(weight_band_rows, first + rows - row);
+    for (int row = first; row < first + rows; row += input_gradient_band_rows) {
+        const int depth = std::min(input_gradient_band_rows, first + rows - row);
         const float* strips = copy_into_strips(scratch.weight_strips, weight + index(row) * index(C), index(C), depth, C);
         const bool accumulate = row > first || beta != 0.0f;
         for (int s = 0; s < strip_count(C); ++s)
