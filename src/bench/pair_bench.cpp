@@ -111,6 +111,12 @@ PairMeasurements measure_pairs(Communicator& data, Communicator& control, Device
         measurements.rounds_measured = static_cast<int>(round + 1);
         if (control.rank() == 0) after_round(measurements);
     }
+    // A rank that sat out the last round would otherwise leave while its peers still exchange
+    // and wait in MPI_Finalize; should one of them hang, the job ends around it, and Open MPI
+    // 4.1's mpirun, ending a rank inside MPI_Finalize's fence, crashed (PMIx_server_finalize) or
+    // hung in 3 of 10 tries with a rank stopped (faults.sigstop_pairs). Here it waits, watched.
+    watchdog.enter({"barrier", "ending the run", 0, measurements.rounds});
+    control.barrier();
     watchdog.idle();
     return measurements;
 }
