@@ -450,10 +450,11 @@ nlohmann::json train_result_json(const TrainSummaryInputs& in) {
     if (in.check) {
         result["check"] = {{"max_rel_diff_loss", in.check->max_rel_diff_loss},
                            {"rel_diff_loss", in.check->rel_diff_loss},
+                           {"loss_over_tolerance", in.check->loss_over_tolerance},
                            {"max_rel_diff_params", in.check->max_rel_diff_params},
                            {"tolerance", {{"loss", in.check->tolerance_loss}, {"params", in.check->tolerance_params}}},
                            {"worst_tensor", in.check->worst_tensor},
-                           {"method", "loss: max over steps of |parallel - serial| / |serial|; params: max over tensors "
+                           {"method", "loss: per step, |parallel - serial| / |serial| within that step's tolerance; params: max over tensors "
                                       "of ||parallel - serial||_2 / ||serial||_2 over the elements whose gradient is "
                                       "not zero by construction; those (zero_gradient) element by element, within "
                                       "2 Adam steps per step (train/reference_check.hpp)"},

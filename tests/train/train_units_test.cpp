@@ -502,6 +502,23 @@ TEST(Check, ZeroGradientElementsAreBoundedApartElementByElement) {
     EXPECT_FALSE(compare_with_reference({2.0}, moved, {2.0}, reference, layout, tolerances).passed);
 }
 
+// The loss may drift by check_tolerance_loss_per_step a step (each step's rounding is carried
+// into the next), never less than check_tolerance_loss: 1.5e-5 fails at the first step, passes at the tenth.
+TEST(Check, LossToleranceGrowsWithTheSteps) {
+    ParameterLayout layout;
+    layout.add_unit("u");
+    layout.add_tensor("a", {1}, InitKind::zeros);
+    const std::vector<float> same{1.0f};
+    std::vector<double> reference(10, 2.0), early = reference, late = reference;
+    early[0] = 2.0 * (1 + 1.5e-5);
+    late[9] = 2.0 * (1 + 1.5e-5);
+    EXPECT_FALSE(compare_with_reference(early, same, reference, same, layout).passed);
+    const CheckResult drifted = compare_with_reference(late, same, reference, same, layout);
+    EXPECT_TRUE(drifted.passed);
+    EXPECT_NEAR(drifted.tolerance_loss, 10 * check_tolerance_loss_per_step, 1e-12);
+    EXPECT_NEAR(drifted.loss_over_tolerance, 1.5e-5 / (10 * check_tolerance_loss_per_step), 1e-6);
+}
+
 // A routing flip passes only as a near-tie.
 TEST(Check, RoutingFlipsPassOnlyAsNearTies) {
     RoutingComparison routing;
