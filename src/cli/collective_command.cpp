@@ -10,6 +10,7 @@
 
 #include "bench/collective_harness.hpp"
 #include "bench/watchdog.hpp"
+#include "cli/collective_expectation.hpp"
 #include "cli/collective_groups.hpp"
 #include "cli/command.hpp"
 #include "cli/job_environment.hpp"
@@ -70,6 +71,7 @@ struct CollectiveOptions {
     std::string skew = "uniform";  // alltoallv's per-destination blocks (collectives/skew.hpp)
     std::uint64_t skew_seed = 1;
     std::string direction = "dispatch";  // alltoallv's blocks out or back (collectives/skew.hpp)
+    ExpectationOptions expectation;      // --cluster, --expect-host, --min-ratio
 };
 
 // Where a rank's send and receive buffers start past a page (--buffer-offsets).
@@ -92,6 +94,7 @@ struct ResolvedOptions {
     std::optional<GroupsSpec> groups;
     std::vector<BufferOffsets> buffer_offsets{BufferOffsets{}};  // one for every rank, or one per rank
     std::optional<BusbwGate> min_busbw;
+    ExpectationPlan expectation;
 };
 
 // --min-busbw, else nccl-tests' NCCL_TESTS_MIN_BW (GB/s), so a job script written for
@@ -245,6 +248,7 @@ ResolvedOptions resolve(const CollectiveOptions& options) {
     resolve_reporting(options, resolved);
     resolved.buffer_offsets = parse_buffer_offsets(options.buffer_offsets, resolved.params.type);
     resolved.min_busbw = resolve_busbw_gate(options);
+    resolved.expectation = resolve_expectation(options.expectation);
     return resolved;
 }
 
@@ -286,6 +290,7 @@ nlohmann::json config_json(const CollectiveOptions& options, const ResolvedOptio
         {"mpi_threads", {{"requested", thread_level_name(resolved.mpi_threads)}}},
         {"timeout_s", options.timeout_s},
         {"min_busbw", resolved.min_busbw ? nlohmann::json(resolved.min_busbw->gbps) : nlohmann::json(nullptr)},
+        {"expected", to_json(resolved.expectation)},
         {"backend_requested", options.backend},
     };
 }
@@ -565,6 +570,16 @@ class CollectiveCommand : public Command {
         timing.recv_offset_bytes = offsets.recv;
         CollectiveHarness harness(group_data ? *group_data : *backend.comm, group_control ? *group_control : control,
                                   *backend.device, timing, *watchdog);
+        // Before the first point, while nothing else runs: the host measured for --expect-host.
+        watchdog->enter({"setup", "measuring this host's links for the expected values", 0, 0});
+        PointJudge judge(resolved.expectation, *backend.comm, *backend.device, hosts,
+                         *std::max_element(resolved.sizes.begin(), resolved.sizes.end()), oversubscribed(environment),
+                         resolved.timing.mode == TimingMode::per_iteration);
+        watchdog->idle();
+        report["expected_model"] = judge.model_json();
+        if (rank == 0 && !options_.quiet && judge.active()) std::cout << (judge.header_line() + '\n') << std::flush;
+        Placements placements = resolved.placements;
+        placements.verdicts = judge.active();
         NvtxRange run_range("run " + options_.command);
         watchdog->idle();
 
@@ -573,7 +588,7 @@ class CollectiveCommand : public Command {
                                    (resolved.placements.in_place && resolved.placements.out_of_place ? 2 : 1);
         for (const Collective* collective : resolved.collectives) {
             if (rank == 0 && !options_.quiet)
-                print_console_columns(std::cout, column_title(*collective, resolved.params), resolved.placements,
+                print_console_columns(std::cout, column_title(*collective, resolved.params), placements,
                                       reported_statistic(resolved.aggregation));
             for (std::uint64_t requested : resolved.sizes) {
                 std::optional<CollectiveResult> halves[2];
@@ -584,7 +599,8 @@ class CollectiveCommand : public Command {
                         control.barrier();
                         watchdog->idle();
                     }
-                    halves[inplace] = measure_point(harness, *collective, requested, inplace, resolved, measured_ranks, hosts);
+                    halves[inplace] =
+                        measure_point(harness, *collective, requested, inplace, resolved, measured_ranks, hosts, judge);
                     if (groups) {
                         watchdog->enter({"results", "gathering group figures", requested, 0});
                         combine_groups(*halves[inplace], *groups, session, control, options_.quiet);
@@ -593,13 +609,14 @@ class CollectiveCommand : public Command {
                     results.push_back(*halves[inplace]);
                 }
                 if (rank == 0)
-                    publish(results, report, resolved.placements, halves[0], halves[1], kept,
+                    publish(results, report, placements, halves[0], halves[1], kept,
                             std::to_string(results.size()) + " of " + std::to_string(points) +
                                 " points measured (the run is going on, or it ended before the rest)");
             }
         }
         const RunSummary summary = summarize_run(results, options_.check);
-        const std::optional<std::string> below_gate = busbw_gate_failure(summary, resolved.min_busbw);
+        std::optional<std::string> below_gate = busbw_gate_failure(summary, resolved.min_busbw);
+        if (!below_gate) below_gate = min_ratio_failure(results, resolved.expectation.min_ratio);
         if (rank == 0) {
             report["finished_at"] = utc_now_iso8601();
             report["summary"] = to_json(summary);
@@ -641,7 +658,7 @@ class CollectiveCommand : public Command {
 
     CollectiveResult measure_point(CollectiveHarness& harness, const Collective& collective, std::uint64_t requested,
                                    bool inplace, const ResolvedOptions& resolved, int nranks,
-                                   const std::vector<std::string>& hosts) const {
+                                   const std::vector<std::string>& hosts, const PointJudge& judge) const {
         CollectiveResult result;
         result.collective = std::string(collective.name());
         result.requested_bytes = requested;
@@ -674,6 +691,7 @@ class CollectiveCommand : public Command {
         result.wrong = measurement.wrong;
         derive_statistics(result, measurement.times, hosts);
         add_thread_counters(result, std::move(measurement.counters_by_rank), measurement.calls_per_rank);
+        judge.judge(result, collective, resolved.params);
         return result;
     }
 
@@ -783,6 +801,7 @@ std::unique_ptr<Command> add_collective_command(CLI::App& app, const std::string
                     "SEND[,RECV]: start the send and receive buffers this many bytes past a page (default 0,0); "
                     "SEND,RECV:SEND,RECV...: one pair per rank (README: IMB-MPI1's placement)");
     add_reporting_flags(*sub, o);
+    add_expectation_flags(*sub, o.expectation);
     command->given().skew =
         sub->add_option("--skew", o.skew,
                         "alltoallv's per-destination blocks: uniform, zipf:S (destination p of the seeded popularity "
