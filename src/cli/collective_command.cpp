@@ -17,6 +17,7 @@
 #include "cli/job_watchdog.hpp"
 #include "cli/memory_check.hpp"
 #include "cli/mpi_scope.hpp"
+#include "cli/nccl_run_report.hpp"
 #include "cli/rank_agreement.hpp"
 #include "collectives/collective.hpp"
 #include "comm/backend.hpp"
@@ -50,6 +51,7 @@ struct CollectiveOptions {
     std::string timing = "per-iter";
     int batch_size = 10;
     bool graph = false;
+    bool nccl_choices = false;  // NCCL's per-call TUNING log: each point's algorithm, protocol, channels
     std::string placement = "both";
     bool inplace = false;  // shorthand for --placement in
     bool check = true;     // nccl-tests' -c 1: one checked run per size after timing
@@ -533,7 +535,13 @@ class CollectiveCommand : public Command {
                                              [&kept](const std::string& message) { kept.abandon(message); },
                                              std::move(progress));
         watchdog->enter({"setup", "start-up", 0, 0});
-        Backend backend = make_backend(resolved.backend, session, control);
+        Backend backend = make_backend(resolved.backend, session, control,
+                                       options_.nccl_choices ? NcclLogLevel::per_call : NcclLogLevel::init);
+        if (options_.nccl_choices && !backend.nccl_log)
+            throw UsageError("--nccl-choices reads NCCL's own log; this run uses MPI on host memory: drop it, or run "
+                             "on GPUs with --backend nccl");
+        NcclRunReport nccl(rank == 0 ? backend.nccl_log.get() : nullptr);
+        nccl.read_initialisation();
         // Once the device is known (a GPU's free memory is checked too), before any buffer.
         throw_if_any_rank_failed(
             control,
@@ -599,8 +607,10 @@ class CollectiveCommand : public Command {
                         control.barrier();
                         watchdog->idle();
                     }
+                    judge.set_transport_note(nccl.transport_note());
                     halves[inplace] =
                         measure_point(harness, *collective, requested, inplace, resolved, measured_ranks, hosts, judge);
+                    if (nccl.active()) halves[inplace]->extra["nccl_choice"] = nccl.point_choice(std::string(collective->name()));
                     if (groups) {
                         watchdog->enter({"results", "gathering group figures", requested, 0});
                         combine_groups(*halves[inplace], *groups, session, control, options_.quiet);
@@ -608,6 +618,7 @@ class CollectiveCommand : public Command {
                     }
                     results.push_back(*halves[inplace]);
                 }
+                if (nccl.active()) report["nccl"] = nccl.to_json();
                 if (rank == 0)
                     publish(results, report, placements, halves[0], halves[1], kept,
                             std::to_string(results.size()) + " of " + std::to_string(points) +
@@ -628,6 +639,10 @@ class CollectiveCommand : public Command {
             else
                 write_reports(results, report, kept, RunStatus::complete);
             close_console(summary, resolved, below_gate);
+            if (nccl.active() && !options_.quiet) {
+                write_line(std::cout, nccl.header_line());
+                for (const NcclWarning& warning : nccl.warnings()) write_line(std::cerr, "warning: " + warning.text);
+            }
         }
         // The gate is the first rank's verdict (with --groups each rank's summary is its group's),
         // so that every rank exits alike.
@@ -797,6 +812,9 @@ std::unique_ptr<Command> add_collective_command(CLI::App& app, const std::string
         ->capture_default_str();
     command->given().batch_size = sub->add_option("--batch-size", o.batch_size, "Ops per sample in batched timing")->capture_default_str();
     sub->add_flag("--graph", o.graph, "Replay the op(s) of a sample from a CUDA graph (GPU only)");
+    sub->add_flag("--nccl-choices", o.nccl_choices,
+                  "NCCL backend: record each point's algorithm, protocol and channels from NCCL's per-call tuning log "
+                  "(rank 0 then writes a log line inside every timed call)");
     sub->add_option("--buffer-offsets", o.buffer_offsets,
                     "SEND[,RECV]: start the send and receive buffers this many bytes past a page (default 0,0); "
                     "SEND,RECV:SEND,RECV...: one pair per rank (README: IMB-MPI1's placement)");
