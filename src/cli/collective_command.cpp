@@ -10,6 +10,7 @@
 
 #include "bench/collective_harness.hpp"
 #include "bench/watchdog.hpp"
+#include "cli/collective_background.hpp"
 #include "cli/collective_expectation.hpp"
 #include "cli/collective_groups.hpp"
 #include "cli/command.hpp"
@@ -74,6 +75,7 @@ struct CollectiveOptions {
     std::uint64_t skew_seed = 1;
     std::string direction = "dispatch";  // alltoallv's blocks out or back (collectives/skew.hpp)
     ExpectationOptions expectation;      // --cluster, --expect-host, --min-ratio
+    std::string background;              // --background gemm[:N]|stream[:BYTES]|collective[:BYTES]
 };
 
 // Where a rank's send and receive buffers start past a page (--buffer-offsets).
@@ -97,6 +99,7 @@ struct ResolvedOptions {
     std::vector<BufferOffsets> buffer_offsets{BufferOffsets{}};  // one for every rank, or one per rank
     std::optional<BusbwGate> min_busbw;
     ExpectationPlan expectation;
+    std::optional<BackgroundSpec> background;
 };
 
 // --min-busbw, else nccl-tests' NCCL_TESTS_MIN_BW (GB/s), so a job script written for
@@ -145,6 +148,11 @@ void resolve_reporting(const CollectiveOptions& options, ResolvedOptions& resolv
     if (!threads || *threads == MpiThreadLevel::serialized)
         throw UsageError("--mpi-threads '" + options.mpi_threads + "': use single, funneled or multiple");
     resolved.mpi_threads = *threads;
+    if (!options.background.empty()) {
+        resolved.background = parse_background(options.background);
+        resolved.mpi_threads =
+            background_thread_level(*resolved.background, resolved.mpi_threads, options.mpi_threads != "single");
+    }
     if (options.verbose && options.quiet) throw UsageError("--verbose and --quiet contradict each other; give one");
     if (options.inject_straggler_us < 0) throw UsageError("--inject-straggler-us must be 0 or more");
     resolved.timing.inject_straggler_rank = options.inject_straggler_rank;
@@ -293,6 +301,7 @@ nlohmann::json config_json(const CollectiveOptions& options, const ResolvedOptio
         {"timeout_s", options.timeout_s},
         {"min_busbw", resolved.min_busbw ? nlohmann::json(resolved.min_busbw->gbps) : nlohmann::json(nullptr)},
         {"expected", to_json(resolved.expectation)},
+        {"background", resolved.background ? nlohmann::json(background_name(*resolved.background)) : nlohmann::json(nullptr)},
         {"backend_requested", options.backend},
     };
 }
@@ -478,6 +487,12 @@ TrafficImbalance traffic_imbalance(const RankTraffic& traffic, std::size_t eleme
     return imbalance;
 }
 
+// What a point is measured with besides the harness: its verdict, its run under a load.
+struct PointAddons {
+    const PointJudge& judge;
+    BackgroundRunner* background = nullptr;
+};
+
 class CollectiveCommand : public Command {
   public:
     explicit CollectiveCommand(std::string name) { options_.command = std::move(name); }
@@ -588,6 +603,10 @@ class CollectiveCommand : public Command {
         if (rank == 0 && !options_.quiet && judge.active()) std::cout << (judge.header_line() + '\n') << std::flush;
         Placements placements = resolved.placements;
         placements.verdicts = judge.active();
+        std::optional<BackgroundRunner> background;
+        if (resolved.background)
+            background.emplace(*resolved.background, group_data ? *group_data : *backend.comm,
+                               group_control ? *group_control : control, *backend.device);
         NvtxRange run_range("run " + options_.command);
         watchdog->idle();
 
@@ -609,7 +628,8 @@ class CollectiveCommand : public Command {
                     }
                     judge.set_transport_note(nccl.transport_note());
                     halves[inplace] =
-                        measure_point(harness, *collective, requested, inplace, resolved, measured_ranks, hosts, judge);
+                        measure_point(harness, *collective, requested, inplace, resolved, measured_ranks, hosts,
+                                      {judge, background ? &*background : nullptr});
                     if (nccl.active()) halves[inplace]->extra["nccl_choice"] = nccl.point_choice(std::string(collective->name()));
                     if (groups) {
                         watchdog->enter({"results", "gathering group figures", requested, 0});
@@ -673,7 +693,7 @@ class CollectiveCommand : public Command {
 
     CollectiveResult measure_point(CollectiveHarness& harness, const Collective& collective, std::uint64_t requested,
                                    bool inplace, const ResolvedOptions& resolved, int nranks,
-                                   const std::vector<std::string>& hosts, const PointJudge& judge) const {
+                                   const std::vector<std::string>& hosts, const PointAddons& addons) const {
         CollectiveResult result;
         result.collective = std::string(collective.name());
         result.requested_bytes = requested;
@@ -706,7 +726,11 @@ class CollectiveCommand : public Command {
         result.wrong = measurement.wrong;
         derive_statistics(result, measurement.times, hosts);
         add_thread_counters(result, std::move(measurement.counters_by_rank), measurement.calls_per_rank);
-        judge.judge(result, collective, resolved.params);
+        addons.judge.judge(result, collective, resolved.params);
+        if (addons.background)
+            addons.background->measure_under_load(
+                harness, spec, result, hosts,
+                resolved.timing.iters * (resolved.timing.mode == TimingMode::batched ? resolved.timing.batch_size : 1));
         return result;
     }
 
@@ -733,6 +757,8 @@ class CollectiveCommand : public Command {
         if (!options_.quiet) {
             print_console_row(std::cout, placements, out_of_place ? &*out_of_place : nullptr,
                               in_place ? &*in_place : nullptr);
+            for (const auto* half : {&out_of_place, &in_place})
+                if (*half && !background_line(**half).empty()) std::cout << (background_line(**half) + '\n');
             std::cout << std::flush;
         }
         if (options_.verbose)
@@ -820,6 +846,10 @@ std::unique_ptr<Command> add_collective_command(CLI::App& app, const std::string
                     "SEND,RECV:SEND,RECV...: one pair per rank (README: IMB-MPI1's placement)");
     add_reporting_flags(*sub, o);
     add_expectation_flags(*sub, o.expectation);
+    sub->add_option("--background", o.background,
+                    "Measure every point again under a load on every rank: gemm[:N], stream[:BYTES] or "
+                    "collective[:BYTES] (a second communicator); each row reports both times, the slowdown and the "
+                    "load's throughput without and with the collective");
     command->given().skew =
         sub->add_option("--skew", o.skew,
                         "alltoallv's per-destination blocks: uniform, zipf:S (destination p of the seeded popularity "
