@@ -226,7 +226,7 @@ class MoeLayer {
     // its MoE forward or backward: Open MPI moves a non-blocking exchange on only inside MPI
     // calls, so unpolled it would wait for the partner's next post or for its own wait().
     // (Polling between every expert matmul as well completed no more of them before their wait
-    // in a probe, at 3.7 times the polls: results/issue20/2026-12-02-pair-poll.md.)
+    // in a probe, at 3.7 times the polls: results/2026-12-02-moe-all-to-all/2026-12-02-pair-poll.md.)
     void set_exchange_switch(std::function<void()> on_post) { exchange_switch_ = std::move(on_post); }
 
     const MoeMemoryShape& shape() const { return shape_; }
