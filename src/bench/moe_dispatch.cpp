@@ -8,6 +8,7 @@
 #include <numeric>
 #include <set>
 
+#include "bench/collective_harness.hpp"
 #include "core/counter_rng.hpp"
 #include "core/error.hpp"
 #include "kernels/half_types.hpp"
@@ -190,21 +191,6 @@ class MoeRank {
     std::vector<float> expert_rows_, combined_, identity_, gathered_, product_;
 };
 
-RankTimes gather_times(Communicator& control, const std::vector<double>& own, const std::vector<double>& arrival,
-                       const std::vector<double>& finish) {
-    RankTimes times;
-    times.ranks = control.size();
-    times.iterations = static_cast<int>(own.size());
-    const std::size_t total = own.size() * static_cast<std::size_t>(times.ranks);
-    times.own_us.resize(total);
-    times.arrival_us.resize(total);
-    times.finish_us.resize(total);
-    control.allgather(own.data(), times.own_us.data(), own.size(), DType::float64);
-    control.allgather(arrival.data(), times.arrival_us.data(), arrival.size(), DType::float64);
-    control.allgather(finish.data(), times.finish_us.data(), finish.size(), DType::float64);
-    return times;
-}
-
 }  // namespace
 
 void check_moe_config(const MoeDispatchConfig& c, int ranks) {
@@ -337,8 +323,8 @@ MoeMeasurement measure_moe_dispatch(const MoeDispatchConfig& config, const MoeRo
         timed(1, i, [&] { rank.combine(); });
     }
     MoeMeasurement measurement;
-    measurement.dispatch = gather_times(control, own[0], arrival[0], finish[0]);
-    measurement.combine = gather_times(control, own[1], arrival[1], finish[1]);
+    measurement.dispatch = gather_rank_times(control, own[0], arrival[0], finish[0]);
+    measurement.combine = gather_rank_times(control, own[1], arrival[1], finish[1]);
     std::nth_element(expert.begin(), expert.begin() + static_cast<std::ptrdiff_t>(iters / 2), expert.end());
     double mine = expert[iters / 2];
     measurement.expert_us.resize(static_cast<std::size_t>(control.size()));

@@ -10,7 +10,6 @@
 #include <tuple>
 
 #include "core/error.hpp"
-#include "report/text_table.hpp"
 
 namespace parbench {
 namespace {
@@ -174,14 +173,11 @@ std::string render(const InJobComparison& comparison, CompareFormat format) {
                         row.verdict, row.bench_report.empty() ? "-" : row.bench_report,
                         row.note.empty() ? "-" : row.note});
     }
-    const TableFormat table = format == CompareFormat::csv        ? TableFormat::csv
-                              : format == CompareFormat::markdown ? TableFormat::markdown
-                                                                  : TableFormat::console;
     std::ostringstream out;
     if (format == CompareFormat::console)
         out << "# in-job (NCCL Inspector, " << comparison.records << " records) against the benchmark: LOW below "
             << fixed(comparison.bounds.low) << "x of the benchmark's busbw\n";
-    out << render_table(rows, table, 4);
+    out << render_table(rows, format, 4);
     return out.str();
 }
 
