@@ -80,12 +80,18 @@ TEST(MoeRouter, SigmoidWeightsNormaliseTheChosenSigmoids) {
 // logits (a_t, 0, -5) choose experts 0 and 1 with weights sigmoid(a_t) and 1 - sigmoid(a_t).
 // Expert 0 keeps the two largest sigmoid(a_t) (tokens 1 and 2), expert 1 the two largest
 // 1 - sigmoid(a_t) (tokens 3 and 0); four assignments are dropped.
+// Four tokens over three experts, k = 2, capacity factor 0.75: token t's logits (a_t, 0, -5).
+const RouterShape capacity_shape{4, 3, 2, MoeScore::softmax, 0.75};
+std::vector<float> capacity_logits() {
+    std::vector<float> logits;
+    for (float a : {1.0f, 3.0f, 2.0f, 0.5f}) logits.insert(logits.end(), {a, 0.0f, -5.0f});
+    return logits;
+}
+
 TEST(MoeRouter, CapacityDropsTheLowestWeightAssignments) {
     Group g(4, 3, 2);
-    const float a[4] = {1.0f, 3.0f, 2.0f, 0.5f};
-    std::vector<float> logits;
-    for (float at : a) logits.insert(logits.end(), {at, 0.0f, -5.0f});
-    const RouterShape shape{4, 3, 2, MoeScore::softmax, 0.75};
+    const std::vector<float> logits = capacity_logits();
+    const RouterShape shape = capacity_shape;
     EXPECT_EQ(expert_capacity(shape), 2);
     const RoutingCounts counts = route_tokens(g.buffers(), logits.data(), nullptr, shape);
     EXPECT_EQ(counts.routed, (std::vector<int>{4, 4, 0}));
@@ -100,10 +106,8 @@ TEST(MoeRouter, CapacityDropsTheLowestWeightAssignments) {
 // to keep given, an expert over capacity keeps those, not its highest weights, and names the flip.
 TEST(MoeRouter, FollowedDropsKeepTheGivenAssignmentsAndNameTheFlip) {
     Group g(4, 3, 2);
-    const float a[4] = {1.0f, 3.0f, 2.0f, 0.5f};
-    std::vector<float> logits;
-    for (float at : a) logits.insert(logits.end(), {at, 0.0f, -5.0f});
-    const RouterShape shape{4, 3, 2, MoeScore::softmax, 0.75};
+    const std::vector<float> logits = capacity_logits();
+    const RouterShape shape = capacity_shape;
     route_tokens(g.buffers(), logits.data(), nullptr, shape);
     // Its own choice keeps expert 0's assignments of tokens 1 and 2 (assignments 2 and 4); the run
     // kept tokens 0 and 2's (0 and 4) instead; expert 1's as its own (1 and 7).
