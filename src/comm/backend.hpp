@@ -21,7 +21,9 @@ struct Backend {
 // "auto", "mpi" or "nccl"; UsageError naming --backend otherwise.
 BackendChoice parse_backend(const std::string& text);
 // auto prefers NCCL when this build has CUDA and every rank sees a GPU; a rank's answer is
-// agreed over `bootstrap` so that all ranks pick the same backend.
+// agreed over `bootstrap` so that all ranks pick the same backend. auto refuses (UsageError,
+// every rank alike) where a rank's host has an NVIDIA driver but its GPUs cannot be used (the
+// CUDA plugin did not load, CUDA failed), rather than measure the CPU in their place.
 Backend make_backend(BackendChoice choice, const MpiSession& session, Communicator& bootstrap);
 std::string backend_name(BackendChoice choice);
 
