@@ -8,7 +8,11 @@
 #              build, for a build on the machine that runs it. With no GPU visible, nvcc
 #              would build for its own old default, so the list above is taken instead.
 #   a list     as CMake takes it, e.g. "90-real;90-virtual".
+# Given as -DCMAKE_CUDA_ARCHITECTURES=..., or by the environment variable CUDAARCHS (CMake's own).
 function(parbench_choose_cuda_architectures)
+  if(NOT DEFINED CMAKE_CUDA_ARCHITECTURES AND DEFINED ENV{CUDAARCHS})
+    set(CMAKE_CUDA_ARCHITECTURES "$ENV{CUDAARCHS}" CACHE STRING "CUDA architectures (a list, or native)")
+  endif()
   execute_process(COMMAND ${CMAKE_CUDA_COMPILER} --list-gpu-arch OUTPUT_VARIABLE known ERROR_QUIET)
   set(portable 80-real 90-real 90-virtual)
   if(known MATCHES "compute_100")
