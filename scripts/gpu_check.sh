@@ -136,7 +136,12 @@ step() {
     status=$?
     step_pid=""
     current=""
-    note=$(grep -v '^[[:space:]]*$' "$LOGS/$name.log" | tail -n 1 | cut -c1-220)
+    # The note: a failure's own line (a reader's FAILED, parbench's error) before mpirun's
+    # banners, else the last line; report paths relative to the archive's logs/.
+    note=$(grep -E '^(FAILED|error): ' "$LOGS/$name.log" | tail -n 1)
+    [[ $status -ne 0 && -n $note ]] || note=$(grep -v -E '^[[:space:]]*$|^-+$' "$LOGS/$name.log" | tail -n 1)
+    note=${note//$LOGS\//logs/}
+    note=${note:0:220}
     if ((status == 0)); then
         record "$name" ok $((SECONDS - started)) "$note"
     else

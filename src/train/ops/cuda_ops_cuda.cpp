@@ -12,6 +12,7 @@
 #include "device/cuda_check.hpp"
 #include "device/cuda_device.hpp"
 #include "kernels/ops_launchers.hpp"
+#include "kernels/softmax_math.hpp"
 #include "train/ops/cuda_ops.hpp"
 
 namespace parbench {
@@ -264,14 +265,102 @@ void CudaOps::add_rows(float* dst, std::size_t dst_pitch, const float* src, std:
     launch_add_rows(dst, dst_pitch, src, src_pitch, width, rows, resources_->stream->get());
 }
 
+namespace {
+
+// One GEMM per head of a sequence, the heads a batch of cuBLAS (strided by hs in qkv and out,
+// by T x T in the scores), fp32 throughout like gemm() above. Column-major as gemm() says:
+// a row-major (T, hs) head slice with row pitch ld is the column-major (hs, T) matrix, ld ld.
+struct HeadGemm {
+    cublasOperation_t op_a, op_b;
+    int m, n, k;
+    const float* a;
+    int lda;
+    long long stride_a;
+    const float* b;
+    int ldb;
+    long long stride_b;
+    float* c;
+    int ldc;
+    long long stride_c;
+};
+
+void head_gemms(cublasHandle_t handle, const HeadGemm& g, float alpha, float beta, int heads, const char* what) {
+    check_cublas(cublasGemmStridedBatchedEx(handle, g.op_a, g.op_b, g.m, g.n, g.k, &alpha, g.a, CUDA_R_32F, g.lda,
+                                            g.stride_a, g.b, CUDA_R_32F, g.ldb, g.stride_b, &beta, g.c, CUDA_R_32F,
+                                            g.ldc, g.stride_c, heads, CUBLAS_COMPUTE_32F, CUBLAS_GEMM_DEFAULT),
+                 what);
+}
+
+}  // namespace
+
+// Standard attention as GEMMs, the way an unfused training job runs it (llm.c's attention
+// without cuDNN, PyTorch's math attention): per sequence b and head h, with row-major slices
+// Q, K, V, Y, dY of (T, hs) and scores of (T, T),
+//   S = scale Q Kᵀ,  P = causal softmax(S),  Y = P V                (forward)
+//   dP = dY Vᵀ,  dS = P ∘ (dP - rowsum(P ∘ dP)),  dV += Pᵀ dY,  dQ += scale dS K,  dK += scale dSᵀ Q
+// The GEMMs run over the full T x T square (twice the causal work; the masked half of P and
+// dS is 0, so it adds nothing), which is what lets every head of a sequence be one batched
+// call. Column-major, each becomes (Q Kᵀ)ᵀ = K Qᵀ and so on below.
 void CudaOps::attention_forward(float* out, float* preatt, float* att, const float* qkv, int B, int T, int C,
                                 int NH) {
-    launch_attention_forward(out, preatt, att, qkv, B, T, C, NH, resources_->stream->get());
+    NvtxRange range("attention_forward");
+    const int hs = C / NH, row = 3 * C;
+    const long long scores = static_cast<long long>(T) * T;
+    cublasHandle_t handle = resources_->cublas.get();
+    for (int b = 0; b < B; ++b) {
+        const float* q = qkv + static_cast<std::size_t>(b) * T * row;
+        float* s = preatt + static_cast<std::size_t>(b) * NH * scores;
+        // Sᵀ (T, T) = K Qᵀ
+        head_gemms(handle, {CUBLAS_OP_T, CUBLAS_OP_N, T, T, hs, q + C, row, hs, q, row, hs, s, T, scores},
+                   attention_scale(hs), 0.0f, NH, "cublasGemmStridedBatchedEx (attention scores)");
+    }
+    launch_attention_softmax(att, preatt, B, NH, T, resources_->stream->get());
+    for (int b = 0; b < B; ++b) {
+        const float* v = qkv + static_cast<std::size_t>(b) * T * row + 2 * C;
+        const float* p = att + static_cast<std::size_t>(b) * NH * scores;
+        // Yᵀ (hs, T) = Vᵀ Pᵀ
+        head_gemms(handle, {CUBLAS_OP_N, CUBLAS_OP_N, hs, T, T, v, row, hs, p, T, scores,
+                            out + static_cast<std::size_t>(b) * T * C, C, hs},
+                   1.0f, 0.0f, NH, "cublasGemmStridedBatchedEx (attention values)");
+    }
 }
 
 void CudaOps::attention_backward(float* dqkv, float* dpreatt, float* datt, const float* dout, const float* qkv,
                                  const float* att, int B, int T, int C, int NH) {
-    launch_attention_backward(dqkv, dpreatt, datt, dout, qkv, att, B, T, C, NH, resources_->stream->get());
+    NvtxRange range("attention_backward");
+    const int hs = C / NH, row = 3 * C;
+    const long long scores = static_cast<long long>(T) * T;
+    const float scale = attention_scale(hs);
+    cublasHandle_t handle = resources_->cublas.get();
+    for (int b = 0; b < B; ++b) {
+        const float* v = qkv + static_cast<std::size_t>(b) * T * row + 2 * C;
+        const float* dy = dout + static_cast<std::size_t>(b) * T * C;
+        // dPᵀ (T, T) = V dYᵀ
+        head_gemms(handle, {CUBLAS_OP_T, CUBLAS_OP_N, T, T, hs, v, row, hs, dy, C, hs,
+                            datt + static_cast<std::size_t>(b) * NH * scores, T, scores},
+                   1.0f, 0.0f, NH, "cublasGemmStridedBatchedEx (attention probability gradients)");
+    }
+    launch_attention_softmax_backward(dpreatt, datt, att, B, NH, T, resources_->stream->get());
+    for (int b = 0; b < B; ++b) {
+        const std::size_t sequence = static_cast<std::size_t>(b) * T * row;
+        const float* q = qkv + sequence;
+        const float* k = q + C;
+        float* dq = dqkv + sequence;
+        float* dk = dq + C;
+        float* dv = dq + 2 * C;
+        const float* dy = dout + static_cast<std::size_t>(b) * T * C;
+        const float* p = att + static_cast<std::size_t>(b) * NH * scores;
+        const float* ds = dpreatt + static_cast<std::size_t>(b) * NH * scores;
+        // dVᵀ (hs, T) += dYᵀ P
+        head_gemms(handle, {CUBLAS_OP_N, CUBLAS_OP_T, hs, T, T, dy, C, hs, p, T, scores, dv, row, hs}, 1.0f, 1.0f, NH,
+                   "cublasGemmStridedBatchedEx (attention dV)");
+        // dQᵀ (hs, T) += scale Kᵀ dSᵀ
+        head_gemms(handle, {CUBLAS_OP_N, CUBLAS_OP_N, hs, T, T, k, row, hs, ds, T, scores, dq, row, hs}, scale, 1.0f,
+                   NH, "cublasGemmStridedBatchedEx (attention dQ)");
+        // dKᵀ (hs, T) += scale Qᵀ dS
+        head_gemms(handle, {CUBLAS_OP_N, CUBLAS_OP_T, hs, T, T, q, row, hs, ds, T, scores, dk, row, hs}, scale, 1.0f,
+                   NH, "cublasGemmStridedBatchedEx (attention dK)");
+    }
 }
 
 void CudaOps::encoder_forward(float* out, const int* tokens, const float* wte, const float* wpe, int B, int T, int C,
