@@ -32,6 +32,7 @@ compile=true
 level=6
 while [[ $# -gt 0 ]]; do
     case $1 in
+        -h|--help) sed -n '2,/^# has them;/p' "${BASH_SOURCE[0]}" | sed 's/^# \{0,1\}//'; exit 0 ;;
         --build) build=$(realpath -m "$2"); shift 2 ;;
         --output) output=$(realpath -m "$2"); shift 2 ;;
         --no-build) compile=false; shift ;;

@@ -32,10 +32,15 @@
 # reads must say backend nccl (the CPU references: mpi), or the step fails.
 set -uo pipefail
 
-usage() {
-    sed -n '2,/^# Exit status/p' "${BASH_SOURCE[0]}" | sed 's/^# \{0,1\}//' >&2
-    exit 2
+usage() {  # [STATUS]: the header above, on stderr for a usage error, on stdout for --help
+    if [[ ${1:-2} -eq 0 ]]; then
+        sed -n '2,/^# Exit status/p' "${BASH_SOURCE[0]}" | sed 's/^# \{0,1\}//'
+    else
+        sed -n '2,/^# Exit status/p' "${BASH_SOURCE[0]}" | sed 's/^# \{0,1\}//' >&2
+    fi
+    exit "${1:-2}"
 }
+[[ ${1:-} == -h || ${1:-} == --help ]] && usage 0
 ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 bundle_source="" gpus="" deadline=480 only="" rehearse=false
 while [[ $# -gt 1 ]]; do
@@ -100,15 +105,19 @@ finish() {
         wait "$step_pid" 2>/dev/null
     fi
     [[ -n $current ]] && record "$current" FAILED 0 "stopped from outside while it ran (signal)"
-    write_outputs "$(verdict_line "$([[ $failed -eq 0 ]] && echo "done" || echo "done, with failures")")"
+    local how="done"
+    ((failed > 0)) && how="done, with failures"
+    [[ $stopped == true ]] && how="stopped by a signal"
+    write_outputs "$(verdict_line "$how")"
     say ""
     cat "$OUT/summary.txt"
     rm -rf "$work"
     ((status == 0 && failed == 0)) || exit 1
     exit 0
 }
+stopped=false
 trap finish EXIT
-trap 'exit 143' TERM INT
+trap 'stopped=true; exit 143' TERM INT
 
 # ---- steps -----------------------------------------------------------------------------------
 selected() { [[ -z $only || $only == *",$1,"* ]]; }

@@ -284,6 +284,18 @@ struct HeadGemm {
     long long stride_c;
 };
 
+// Where sequence b's pieces start: its q | k | v rows in qkv (and dqkv), its rows of out and
+// dout, its heads' (T, T) scores.
+struct AttentionSlices {
+    int T, C, NH;
+    int hs = C / NH;
+    int row = 3 * C;  // qkv's row pitch
+    long long square = static_cast<long long>(T) * T;
+    std::size_t qkv(int b) const { return static_cast<std::size_t>(b) * T * row; }
+    std::size_t rows(int b) const { return static_cast<std::size_t>(b) * T * C; }
+    std::size_t scores(int b) const { return static_cast<std::size_t>(b) * NH * static_cast<std::size_t>(square); }
+};
+
 void head_gemms(cublasHandle_t handle, const HeadGemm& g, float alpha, float beta, int heads, const char* what) {
     check_cublas(cublasGemmStridedBatchedEx(handle, g.op_a, g.op_b, g.m, g.n, g.k, &alpha, g.a, CUDA_R_32F, g.lda,
                                             g.stride_a, g.b, CUDA_R_32F, g.ldb, g.stride_b, &beta, g.c, CUDA_R_32F,
@@ -304,62 +316,46 @@ void head_gemms(cublasHandle_t handle, const HeadGemm& g, float alpha, float bet
 void CudaOps::attention_forward(float* out, float* preatt, float* att, const float* qkv, int B, int T, int C,
                                 int NH) {
     NvtxRange range("attention_forward");
-    const int hs = C / NH, row = 3 * C;
-    const long long scores = static_cast<long long>(T) * T;
+    const AttentionSlices x{T, C, NH};
     cublasHandle_t handle = resources_->cublas.get();
     for (int b = 0; b < B; ++b) {
-        const float* q = qkv + static_cast<std::size_t>(b) * T * row;
-        float* s = preatt + static_cast<std::size_t>(b) * NH * scores;
+        const float* q = qkv + x.qkv(b);
         // Sᵀ (T, T) = K Qᵀ
-        head_gemms(handle, {CUBLAS_OP_T, CUBLAS_OP_N, T, T, hs, q + C, row, hs, q, row, hs, s, T, scores},
-                   attention_scale(hs), 0.0f, NH, "cublasGemmStridedBatchedEx (attention scores)");
+        head_gemms(handle, {CUBLAS_OP_T, CUBLAS_OP_N, T, T, x.hs, q + C, x.row, x.hs, q, x.row, x.hs,
+                            preatt + x.scores(b), T, x.square},
+                   attention_scale(x.hs), 0.0f, NH, "cublasGemmStridedBatchedEx (attention scores)");
     }
     launch_attention_softmax(att, preatt, B, NH, T, resources_->stream->get());
-    for (int b = 0; b < B; ++b) {
-        const float* v = qkv + static_cast<std::size_t>(b) * T * row + 2 * C;
-        const float* p = att + static_cast<std::size_t>(b) * NH * scores;
-        // Yᵀ (hs, T) = Vᵀ Pᵀ
-        head_gemms(handle, {CUBLAS_OP_N, CUBLAS_OP_N, hs, T, T, v, row, hs, p, T, scores,
-                            out + static_cast<std::size_t>(b) * T * C, C, hs},
+    for (int b = 0; b < B; ++b)  // Yᵀ (hs, T) = Vᵀ Pᵀ
+        head_gemms(handle, {CUBLAS_OP_N, CUBLAS_OP_N, x.hs, T, T, qkv + x.qkv(b) + 2 * C, x.row, x.hs,
+                            att + x.scores(b), T, x.square, out + x.rows(b), C, x.hs},
                    1.0f, 0.0f, NH, "cublasGemmStridedBatchedEx (attention values)");
-    }
 }
 
 void CudaOps::attention_backward(float* dqkv, float* dpreatt, float* datt, const float* dout, const float* qkv,
                                  const float* att, int B, int T, int C, int NH) {
     NvtxRange range("attention_backward");
-    const int hs = C / NH, row = 3 * C;
-    const long long scores = static_cast<long long>(T) * T;
-    const float scale = attention_scale(hs);
+    const AttentionSlices x{T, C, NH};
+    const float scale = attention_scale(x.hs);
     cublasHandle_t handle = resources_->cublas.get();
-    for (int b = 0; b < B; ++b) {
-        const float* v = qkv + static_cast<std::size_t>(b) * T * row + 2 * C;
-        const float* dy = dout + static_cast<std::size_t>(b) * T * C;
-        // dPᵀ (T, T) = V dYᵀ
-        head_gemms(handle, {CUBLAS_OP_T, CUBLAS_OP_N, T, T, hs, v, row, hs, dy, C, hs,
-                            datt + static_cast<std::size_t>(b) * NH * scores, T, scores},
+    for (int b = 0; b < B; ++b)  // dPᵀ (T, T) = V dYᵀ
+        head_gemms(handle, {CUBLAS_OP_T, CUBLAS_OP_N, T, T, x.hs, qkv + x.qkv(b) + 2 * C, x.row, x.hs,
+                            dout + x.rows(b), C, x.hs, datt + x.scores(b), T, x.square},
                    1.0f, 0.0f, NH, "cublasGemmStridedBatchedEx (attention probability gradients)");
-    }
     launch_attention_softmax_backward(dpreatt, datt, att, B, NH, T, resources_->stream->get());
     for (int b = 0; b < B; ++b) {
-        const std::size_t sequence = static_cast<std::size_t>(b) * T * row;
-        const float* q = qkv + sequence;
-        const float* k = q + C;
-        float* dq = dqkv + sequence;
-        float* dk = dq + C;
-        float* dv = dq + 2 * C;
-        const float* dy = dout + static_cast<std::size_t>(b) * T * C;
-        const float* p = att + static_cast<std::size_t>(b) * NH * scores;
-        const float* ds = dpreatt + static_cast<std::size_t>(b) * NH * scores;
-        // dVᵀ (hs, T) += dYᵀ P
-        head_gemms(handle, {CUBLAS_OP_N, CUBLAS_OP_T, hs, T, T, dy, C, hs, p, T, scores, dv, row, hs}, 1.0f, 1.0f, NH,
-                   "cublasGemmStridedBatchedEx (attention dV)");
-        // dQᵀ (hs, T) += scale Kᵀ dSᵀ
-        head_gemms(handle, {CUBLAS_OP_N, CUBLAS_OP_N, hs, T, T, k, row, hs, ds, T, scores, dq, row, hs}, scale, 1.0f,
-                   NH, "cublasGemmStridedBatchedEx (attention dQ)");
-        // dKᵀ (hs, T) += scale Qᵀ dS
-        head_gemms(handle, {CUBLAS_OP_N, CUBLAS_OP_T, hs, T, T, q, row, hs, ds, T, scores, dk, row, hs}, scale, 1.0f,
-                   NH, "cublasGemmStridedBatchedEx (attention dK)");
+        const float* q = qkv + x.qkv(b);
+        float* dq = dqkv + x.qkv(b);
+        const float* dy = dout + x.rows(b);
+        const float* p = att + x.scores(b);
+        const float* ds = dpreatt + x.scores(b);
+        // dVᵀ (hs, T) += dYᵀ P;  dQᵀ (hs, T) += scale Kᵀ dSᵀ;  dKᵀ (hs, T) += scale Qᵀ dS
+        head_gemms(handle, {CUBLAS_OP_N, CUBLAS_OP_T, x.hs, T, T, dy, C, x.hs, p, T, x.square, dq + 2 * C, x.row, x.hs},
+                   1.0f, 1.0f, NH, "cublasGemmStridedBatchedEx (attention dV)");
+        head_gemms(handle, {CUBLAS_OP_N, CUBLAS_OP_N, x.hs, T, T, q + C, x.row, x.hs, ds, T, x.square, dq, x.row, x.hs},
+                   scale, 1.0f, NH, "cublasGemmStridedBatchedEx (attention dQ)");
+        head_gemms(handle, {CUBLAS_OP_N, CUBLAS_OP_T, x.hs, T, T, q, x.row, x.hs, ds, T, x.square, dq + C, x.row, x.hs},
+                   scale, 1.0f, NH, "cublasGemmStridedBatchedEx (attention dK)");
     }
 }
 
