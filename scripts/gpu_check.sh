@@ -139,7 +139,7 @@ step() {
     current=$name
     # In the background, so that a signal to this script is handled at once (bash runs traps
     # only between foreground commands); finish() then stops it.
-    timeout --kill-after=5 "$limit" bash -c '"$@"' step "$@" > "$LOGS/$name.log" 2>&1 &
+    STEP=$name timeout --kill-after=5 "$limit" bash -c '"$@"' step "$@" > "$LOGS/$name.log" 2>&1 &
     step_pid=$!
     wait "$step_pid"
     status=$?
@@ -160,7 +160,8 @@ step() {
     fi
 }
 
-# Each step is a function run in a child bash (export -f); it exits non-zero to fail.
+# Each step is a function run in a child bash (export -f); it exits non-zero to fail, and names
+# its reports after the step (STEP), so that no two steps share a file.
 launch() {  # RANKS PROGRAM ARGS...: one rank per GPU, under the bundle's or the system's mpirun
     local ranks=$1
     shift
@@ -168,7 +169,7 @@ launch() {  # RANKS PROGRAM ARGS...: one rank per GPU, under the bundle's or the
 }
 read_reports() { python3 "$READER" "$@"; }
 check_info() {
-    parbench info --json "$LOGS/info.json" && read_reports info "$LOGS/info.json" "$@"
+    parbench info --json "$LOGS/$STEP.json" && read_reports info "$LOGS/$STEP.json" "$@"
 }
 nccl_smoke() {
     # NCCL's start-up (bootstrap, topology, channels) and one tiny checked collective: at one
@@ -176,9 +177,9 @@ nccl_smoke() {
     local collective=alltoall
     (($1 > 1)) && collective=allreduce
     NCCL_DEBUG=INFO NCCL_DEBUG_SUBSYS=INIT,ENV,GRAPH launch "$1" parbench "$collective" -b 8 -e 1K -f 4 --warmup 2 --iters 5 \
-        --backend nccl --json "$LOGS/nccl_smoke.json" &&
-        grep -m 1 'NCCL version' "$LOGS/nccl_smoke.log" | sed 's/.*\(NCCL version [^ ]*\).*/\1/' &&
-        read_reports backend nccl "$LOGS/nccl_smoke.json"
+        --backend nccl --json "$LOGS/$STEP.json" &&
+        grep -m 1 'NCCL version' "$LOGS/$STEP.log" | sed 's/.*\(NCCL version [^ ]*\).*/\1/' &&
+        read_reports backend nccl "$LOGS/$STEP.json"
 }
 one_gpu_refusal() {
     # Two ranks on one GPU: refused by every rank alike, in one line, exit status 2.
@@ -215,61 +216,66 @@ mfu() {
     # The MFU of one gpt2-124m (llm.c's GPT-2 small) step in bf16: the precision llm.c and
     # Megatron quote theirs in, against the dense bf16 peak of the GPU's data sheet.
     launch 1 parbench train --model gpt2-124m --backend nccl --precision bf16 --global-batch 8 --warmup 2 --steps 5 \
-        --json "$LOGS/mfu.json" && read_reports mfu "$LOGS/mfu.json"
+        --json "$LOGS/$STEP.json" && read_reports mfu "$LOGS/$STEP.json"
 }
 gpu_against_cpu() {  # RANKS PRECISION LIMIT MODEL [ARGS...]: --check on the GPU, then the CPU, losses compared
-    local ranks=$1 precision=$2 limit=$3 model=$4 name
+    local ranks=$1 precision=$2 limit=$3 model=$4
     shift 4
-    name=$(basename "$model" .json)_${precision}_np${ranks}
     launch "$ranks" parbench train --model "$model" --backend nccl --precision "$precision" --warmup 1 --steps 4 --check \
-        "$@" --json "$LOGS/train_${name}_nccl.json" &&
+        "$@" --json "$LOGS/${STEP}_gpu.json" &&
         OPENBLAS_NUM_THREADS=1 launch "$ranks" parbench train --model "$model" --backend mpi --precision "$precision" \
-            --warmup 1 --steps 4 "$@" --json "$LOGS/train_${name}_cpu.json" &&
-        read_reports losses "$LOGS/train_${name}_nccl.json" "$LOGS/train_${name}_cpu.json" "$limit"
+            --warmup 1 --steps 4 "$@" --json "$LOGS/${STEP}_cpu.json" &&
+        read_reports losses "$LOGS/${STEP}_gpu.json" "$LOGS/${STEP}_cpu.json" "$limit"
 }
 collectives() {  # RANKS [ARGS...]: every collective, validated
     local ranks=$1
     shift
-    launch "$ranks" parbench all -b 8 -e 256M -f 4 --check --backend nccl "$@" --json "$LOGS/collectives_np$ranks.json" &&
-        read_reports collectives "$LOGS/collectives_np$ranks.json"
+    launch "$ranks" parbench all -b 8 -e 256M -f 4 --check --backend nccl "$@" --json "$LOGS/$STEP.json" &&
+        read_reports collectives "$LOGS/$STEP.json"
 }
 alltoallv_skew() {
-    launch "$1" parbench alltoallv -b 8 -e 64M -f 8 --skew hot:1 --check --backend nccl --json "$LOGS/alltoallv_hot1.json" &&
-        read_reports backend nccl "$LOGS/alltoallv_hot1.json"
+    launch "$1" parbench alltoallv -b 8 -e 64M -f 8 --skew hot:1 --check --backend nccl --json "$LOGS/$STEP.json" &&
+        read_reports backend nccl "$LOGS/$STEP.json"
 }
 launch_against_graph() {
     # alltoall runs NCCL's send/receive kernels even at one rank (allreduce there is a copy),
     # so the graph's saving is a kernel launch's.
-    launch "$1" parbench alltoall -b 8 -e 1M -f 4 --check --backend nccl --json "$LOGS/alltoall_launched.json" &&
-        launch "$1" parbench alltoall -b 8 -e 1M -f 4 --check --backend nccl --graph --json "$LOGS/alltoall_graph.json" &&
-        read_reports graph "$LOGS/alltoall_launched.json" "$LOGS/alltoall_graph.json"
+    launch "$1" parbench alltoall -b 8 -e 1M -f 4 --check --backend nccl --json "$LOGS/${STEP}_launched.json" &&
+        launch "$1" parbench alltoall -b 8 -e 1M -f 4 --check --backend nccl --graph --json "$LOGS/${STEP}_graph.json" &&
+        read_reports graph "$LOGS/${STEP}_launched.json" "$LOGS/${STEP}_graph.json"
 }
 nvtx() {
-    python3 "$NVTX_CHECKER" --recorder "$NVTX_RECORDER" --log-dir "$LOGS/nvtx" collective --collective alltoall \
+    python3 "$NVTX_CHECKER" --recorder "$NVTX_RECORDER" --log-dir "$LOGS/$STEP" collective --collective alltoall \
         --sizes 8,16,32,64 --warmup 2 --iters 3 -- \
         mpirun --allow-run-as-root -np 1 parbench alltoall -b 8 -e 64 -f 2 --iters 3 --warmup 2 --backend nccl \
-        --json "$LOGS/nvtx.json" && read_reports backend nccl "$LOGS/nvtx.json"
+        --json "$LOGS/$STEP.json" && read_reports backend nccl "$LOGS/$STEP.json"
 }
 stopped_rank() {
     # A rank stopped (SIGSTOP) in the middle of NCCL allreduces: the watchdog (--timeout) must
     # end the job, naming the rank, within its bound; the stopped rank is then killed.
     local ranks=$1 job victim output status
     launch "$ranks" parbench allreduce -b 1M -e 1M --iters 1000000 --warmup 1 --backend nccl --timeout 10 \
-        > "$LOGS/stopped_rank.out" 2>&1 &
+        > "$LOGS/$STEP.out" 2>&1 &
     job=$!
     for _ in $(seq 60); do
-        victim=$(grep -l 'OMPI_COMM_WORLD_RANK=1' /proc/[0-9]*/environ 2>/dev/null | head -n 1 | cut -d/ -f3)
-        [[ -n $victim ]] && grep -q 'allreduce' "/proc/$victim/cmdline" 2>/dev/null && break
+        kill -0 "$job" 2>/dev/null || break  # the job ended before its rank 1 was found
+        victim=$(grep -alz '^OMPI_COMM_WORLD_RANK=1$' /proc/[0-9]*/environ 2>/dev/null | head -n 1 | cut -d/ -f3)
+        [[ -n $victim ]] && grep -aq 'allreduce' "/proc/$victim/cmdline" 2>/dev/null && break
         victim=""
         sleep 1
     done
-    [[ -n $victim ]] || { kill "$job"; echo "FAILED: rank 1 never started"; return 1; }
+    if [[ -z $victim ]]; then
+        kill "$job" 2>/dev/null
+        cat "$LOGS/$STEP.out"
+        echo "FAILED: rank 1 of the allreduce job was not found running"
+        return 1
+    fi
     sleep 5  # well inside the timed iterations
     kill -STOP "$victim"
     wait "$job"
     status=$?
     kill -KILL "$victim" 2>/dev/null
-    output=$(cat "$LOGS/stopped_rank.out")
+    output=$(cat "$LOGS/$STEP.out")
     echo "$output"
     [[ $status -ne 0 ]] || { echo "FAILED: the job ended with status 0 though rank 1 was stopped"; return 1; }
     grep -q 'rank 1' <<<"$output" || { echo "FAILED: the watchdog did not name rank 1"; return 1; }
@@ -398,8 +404,8 @@ if [[ $rehearse == true ]]; then
     step info 5 30 check_info --no-gpu
     # --backend auto without a driver: the CPU, and the reports must say mpi.
     for ranks in 1 2; do
-        step "collective_mpi_np$ranks" 5 60 bash -c 'launch "$1" parbench allreduce -b 8 -e 1M -f 8 --check --json "$LOGS/allreduce_np$1.json" &&
-            read_reports backend mpi "$LOGS/allreduce_np$1.json" && echo "allreduce 8 B-1 MiB at $1 rank(s) over MPI (auto without a GPU): 0 wrong"' _ "$ranks"
+        step "collective_mpi_np$ranks" 5 60 bash -c 'launch "$1" parbench allreduce -b 8 -e 1M -f 8 --check --json "$LOGS/$STEP.json" &&
+            read_reports backend mpi "$LOGS/$STEP.json" && echo "allreduce 8 B-1 MiB at $1 rank(s) over MPI (auto without a GPU): 0 wrong"' _ "$ranks"
     done
     step gpu_tests_skip 5 60 gtest_program 1 "$GPU_TESTS" skip
     step ops_gpu_tests_skip 5 60 gtest_program 1 "$OPS_GPU_TESTS" skip
