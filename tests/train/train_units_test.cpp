@@ -375,25 +375,25 @@ TEST(Metrics, PeakTableKnowsCommonGpus) {
 
 TEST(TrainOptions, LayoutErrorsNameTheFlags) {
     TrainOptions options;
-    options.dp = 3;
+    options.layout.dp = 3;
     const TrainPlan plan = resolve_train_options(options);
-    const std::string world = usage_error_text([&] { resolve_layout(plan, 4); });
+    const std::string world = usage_error_text([&] { resolve_train_plan(plan, 4); });
     EXPECT_NE(world.find("--dp 3"), std::string::npos) << world;
     EXPECT_NE(world.find("4"), std::string::npos) << world;
 
     TrainOptions batch;
-    batch.global_batch = 6;
-    batch.microbatches = 2;
-    const std::string divide = usage_error_text([&] { resolve_layout(resolve_train_options(batch), 2); });
+    batch.layout.global_batch = 6;
+    batch.layout.microbatches = 2;
+    const std::string divide = usage_error_text([&] { resolve_train_plan(resolve_train_options(batch), 2); });
     EXPECT_NE(divide.find("--global-batch 6"), std::string::npos) << divide;
     EXPECT_NE(divide.find("--microbatches 2"), std::string::npos) << divide;
-    EXPECT_EQ(resolve_layout(resolve_train_options(batch), 3).dp, 3);  // dp fills the world
+    EXPECT_EQ(resolve_train_plan(resolve_train_options(batch), 3).layout.dp, 3);  // dp fills the world
 
     TrainOptions prefetch;
-    prefetch.prefetch = true;
+    prefetch.layout.prefetch = true;
     EXPECT_NE(usage_error_text([&] { resolve_train_options(prefetch); }).find("--zero 3"), std::string::npos);
     TrainOptions zero;
-    zero.zero = 4;
+    zero.layout.zero = 4;
     EXPECT_NE(usage_error_text([&] { resolve_train_options(zero); }).find("--zero 4"), std::string::npos);
     TrainOptions seq;
     seq.model = "mlp-tiny";
@@ -442,7 +442,7 @@ TEST(Check, Bf16RunsAreComparedWithBf16Tolerances) {
 TEST(TrainOptions, MoeOverlap1f1bRefusedOnAGpuOnly) {
     TrainPlan plan = resolve_train_options(TrainOptions{});
     EXPECT_NO_THROW(check_backend_moe_overlap_1f1b(plan, true));  // the flag off: nothing to refuse
-    plan.options.moe_a2a_overlap_1f1b = true;
+    plan.layout.moe.a2a_overlap_1f1b = true;
     EXPECT_NO_THROW(check_backend_moe_overlap_1f1b(plan, false));
     const std::string gpu = usage_error_text([&] { check_backend_moe_overlap_1f1b(plan, true); });
     EXPECT_NE(gpu.find("--moe-a2a-overlap-1f1b"), std::string::npos) << gpu;
