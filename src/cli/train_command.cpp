@@ -6,7 +6,6 @@
 #include <cmath>
 #include <cstdio>
 #include <fstream>
-#include <iomanip>
 #include <iostream>
 #include <iterator>
 #include <sstream>
@@ -30,7 +29,6 @@
 #include "report/environment.hpp"
 #include "report/kept_report.hpp"
 #include "report/report_document.hpp"
-#include "theory/tensor_parallel_cost.hpp"
 #include "train/matmuls.hpp"
 #include "train/mesh.hpp"
 #include "train/mesh_placement.hpp"
@@ -90,42 +88,6 @@ std::string progress_line(const TrainPlan& plan, int world, const StepProgress& 
                   p.timed ? "        " : " warm-up", p.time_ms, p.loss, gpt ? "tokens/s" : "samples/s",
                   per_step / seconds, tflops);
     return line;
-}
-
-// Before any allocation: the ledger's model states (ZeRO's 16 B/param, arXiv 1910.02054, for
-// this rank's tensor and pipeline share) and the activations one micro-batch keeps (GPT:
-// Korthikanti et al.'s per-layer formula plus the logits; MLP: its layer outputs) against
-// this rank's share of the device's memory (the host's on CPU; a GPU's free memory shared by
-// the ranks on it). An estimate, on the low side: it refuses only runs that cannot fit.
-std::optional<std::string> train_memory_refusal(const TrainPlan& plan, const MeshShape& shape,
-                                                const RunMemoryBudgets& budgets) {
-    const TrainOptions& o = plan.options;
-    const ModelConfig& m = plan.layout.model;
-    const double parameters = static_cast<double>(model_parameter_layout(m, plan.layout.seq_len).total_numel());
-    const double share = parameters / static_cast<double>(shape.tp * shape.pp);
-    const TheoreticalMemory states =
-        zero_theoretical_memory(static_cast<std::size_t>(share), shape.dp * shape.cp, plan.layout.zero);
-    const int micro = std::max(plan.layout.global_batch / shape.dp / std::max(plan.layout.microbatches, 1), 1);
-    const double layers_here = static_cast<double>(m.layers) / shape.pp;
-    double activations = 0.0;
-    if (m.kind == ModelKind::gpt) {
-        // A context-parallel rank holds seq / cp tokens of each sequence.
-        activations =
-            gpt_activation_bytes_per_layer(m, plan.layout.local_seq_len(), micro, plan.layout.tensor_split(0)).bytes * layers_here +
-            2.0 * micro * plan.layout.local_seq_len() * (static_cast<double>(m.vocab) / shape.tp) * 4.0;
-    } else {
-        activations = 3.0 * micro * static_cast<double>(m.hidden) * layers_here * 4.0;
-    }
-    std::ostringstream model_flag, batch_flag;
-    const char* scale = parameters >= 1e12 ? "T" : parameters >= 1e9 ? "B" : parameters >= 1e6 ? "M" : "K";
-    const double unit = parameters >= 1e12 ? 1e12 : parameters >= 1e9 ? 1e9 : parameters >= 1e6 ? 1e6 : 1e3;
-    model_flag << "--model " << o.model << " (" << std::setprecision(3) << parameters / unit << scale << " parameters)";
-    batch_flag << "--global-batch " << plan.layout.global_batch;
-    return placed_memory_refusal(
-        {{"parameters, gradients and optimizer state", states.total(), model_flag.str()},
-         {"activations of one micro-batch", activations, batch_flag.str()}},
-        {}, budgets.device, budgets.host,
-        "use a smaller model or batch, shard with --zero, --tp or --pp, or run fewer ranks per host");
 }
 
 // Flags of the run itself (not of what is trained), kept beside TrainOptions.
@@ -277,14 +239,12 @@ class TrainCommand : public Command {
         // The whole-sequence attention as this backend's kernels allow (theory/engine_attention.hpp).
         const TrainPlan plan = resolve_train_plan(requested, session.world_size(), ops->tiles_block_attention());
         check_backend_moe_overlap_1f1b(plan, device.is_gpu());
-        // Once the device is known (a GPU's free memory is checked too), before the model is built.
-        throw_if_any_rank_failed(
-            control,
-            train_memory_refusal(plan, shape,
-                                 run_memory_budgets(device, control, session.hosts_by_rank(), session.local_size())),
-            session.hosts_by_rank());
+        // Once the device is known (a GPU's free memory is checked too), before the model is built:
+        // what this rank will hold, by the theory its ledger is held to (cli/memory_check.hpp).
+        const nlohmann::json memory_check = check_memory(plan, session, control, device);
         try {
-            return train_watched(invocation, plan, shape, backend, *ops, session, control, *watchdog, kept, trace);
+            return train_watched(invocation, plan, shape, backend, *ops, session, control, *watchdog, kept, trace,
+                                 memory_check);
         } catch (const UsageError&) {
             throw;  // raised alike on every rank, before any step: nothing was measured
         } catch (const std::exception& error) {
@@ -297,9 +257,37 @@ class TrainCommand : public Command {
         }
     }
 
+    // Refuses, alike on every rank and before anything is allocated, a run some rank of which
+    // would hold more than its share of the device's memory (the host's on CPU); returns what
+    // each rank's check counted, for the report (where it is held to the ledger).
+    static nlohmann::json check_memory(const TrainPlan& plan, const MpiSession& session, Communicator& control,
+                                       const Device& device) {
+        const int rank = session.world_rank();
+        const RankMemory need = train_rank_memory(plan, rank);
+        const std::optional<RankMemory> reference = train_reference_memory(plan);  // on every rank: refused alike
+        const bool reference_larger = rank == 0 && reference && reference->total() > need.total();
+        const RunMemoryBudgets budgets =
+            run_memory_budgets(device, control, session.hosts_by_rank(), session.local_size());
+        throw_if_any_rank_failed(
+            control, train_memory_refusal(plan, reference_larger ? *reference : need, budgets, reference_larger),
+            session.hosts_by_rank());
+        double mine = need.total();
+        std::vector<double> by_rank(static_cast<std::size_t>(control.size()));
+        control.allgather(&mine, by_rank.data(), 1, DType::float64);
+        const std::optional<MemoryBudget>& budget = budgets.device ? budgets.device : budgets.host;
+        return {{"by_rank", by_rank},
+                {"reference", reference ? nlohmann::json(reference->total()) : nlohmann::json(nullptr)},
+                {"budget_per_rank", budget ? nlohmann::json(budget->per_rank_bytes) : nlohmann::json(nullptr)},
+                {"budget_source", budget ? budget->source : "unknown: nothing refused"},
+                {"method", "before allocating, each rank's buffers for its pipeline stage as theory/memory.hpp counts "
+                           "them from the model, layout and flags (memory_predicted_bytes' formula), and under --check "
+                           "the serial reference rank 0 runs after, against the rank's share of the device's (on a "
+                           "CPU the host's) memory"}};
+    }
+
     int train_watched(Invocation& invocation, const TrainPlan& plan, const MeshShape& shape, Backend& backend,
                       Ops& ops, const MpiSession& session, Communicator& control, Watchdog& watchdog,
-                      KeptReport& kept, KeptTrace& trace) {
+                      KeptReport& kept, KeptTrace& trace, const nlohmann::json& memory_check) {
         const int rank = session.world_rank();
         Device& device = *backend.device;
         const Environment environment = collect_environment(session, device, *backend.comm, control);
@@ -355,6 +343,7 @@ class TrainCommand : public Command {
                 TrainSummaryInputs{plan, shape, scheme_name(plan), measurements, peak, check});
             result["layout"]["placement"] = {{"group_hosts", placement.group_hosts},
                                              {"tp_crosses_hosts", placement.tp_crosses_hosts}};
+            result["memory_checked_bytes"] = memory_check;
             if (!run_options_.quiet) {
                 print_train_summary(std::cout, result);
                 print_pipeline_summary(std::cout, result);

@@ -8,6 +8,7 @@
 #include <string>
 #include <vector>
 
+#include "cli/memory_check.hpp"
 #include "core/error.hpp"
 #include "device/cpu_device.hpp"
 #include "tests/support/usage_error_text.hpp"
@@ -437,6 +438,41 @@ TEST(Check, Bf16RunsAreComparedWithBf16Tolerances) {
     EXPECT_EQ(bf16.tolerance_params, check_tolerance_params_bf16);
     // A lost or misplaced shard is still caught.
     EXPECT_FALSE(compare_with_reference({2.0}, {3, 8}, {2.0}, reference, layout, Precision::bf16).passed);
+}
+
+// train's memory pre-check (cli/memory_check.hpp) against budgets set by the test: a long
+// sequence's 10 GiB per rank fits a 16 GiB budget and is refused by an 8 GiB one, in one line
+// naming the flags that size it and both numbers; under --ep a rank counts its E/ep experts only.
+// (check_train_report.py holds the count equal to the ledger on every train run that fits.)
+TEST(TrainMemoryCheck, RefusesWhatDoesNotFitItsBudget) {
+    TrainOptions options;
+    options.model = "llama-tiny";
+    options.seq = 100000;
+    const TrainPlan plan = resolve_train_plan(resolve_train_options(options), 1);
+    const RankMemory need = train_rank_memory(plan, 0);
+    EXPECT_GT(need.total(), 10.0 * (1 << 30));
+    EXPECT_LT(need.total(), 11.0 * (1 << 30));
+    const auto budget = [](double gib) {
+        return RunMemoryBudgets{std::nullopt, MemoryBudget{static_cast<std::uint64_t>(gib * (1 << 30)), "a test's budget"}};
+    };
+    EXPECT_FALSE(train_memory_refusal(plan, need, budget(16)));
+    const std::optional<std::string> refusal = train_memory_refusal(plan, need, budget(8));
+    ASSERT_TRUE(refusal);
+    EXPECT_EQ(refusal->rfind("--global-batch 8 --seq 100000: the run needs 10.1 GiB per rank", 0), 0u) << *refusal;
+    EXPECT_NE(refusal->find("a test's budget leaves 8.0 GiB per rank"), std::string::npos) << *refusal;
+
+    TrainOptions moe;
+    moe.model = "llama-moe-tiny";
+    const RankMemory whole = train_rank_memory(resolve_train_plan(resolve_train_options(moe), 2), 0);
+    moe.layout.ep = 2;
+    const RankMemory half = train_rank_memory(resolve_train_plan(resolve_train_options(moe), 2), 0);
+    EXPECT_LT(half.of(MemoryCategory::params), whole.of(MemoryCategory::params));
+
+    // A micro-batch the engine cannot index is refused before anything is counted.
+    options.layout.global_batch = 1 << 20;
+    const std::string rows =
+        usage_error_text([&] { train_rank_memory(resolve_train_plan(resolve_train_options(options), 1), 0); });
+    EXPECT_EQ(rows.rfind("--global-batch 1048576 --seq 100000: each rank would run a micro-batch", 0), 0u) << rows;
 }
 
 TEST(TrainOptions, MoeOverlap1f1bRefusedOnAGpuOnly) {
