@@ -141,30 +141,38 @@ def self_test():
         ("cli/plan_command.cpp", '#include "train/model.hpp"\n'),
     ]
 
-    def tree(root, files):
-        for name, text in files.items():
-            path = root / "src" / name
-            path.parent.mkdir(parents=True, exist_ok=True)
-            path.write_text(text)
-        return root / "src"
+    failures = planted_failures(check, clean, planted) + planted_failures(check_flags, CLEAN_FLAGS, PLANTED_FLAGS)
+    print(f"self-test: {len(planted)} planted bad includes and {len(PLANTED_FLAGS)} planted flag declarations flagged"
+          if failures == 0 else f"self-test: {failures} failures")
+    return failures == 0
 
+
+def tree(root, files):
+    """Writes `files` (path under src/ -> text) below root; returns root/src."""
+    for name, text in files.items():
+        path = root / "src" / name
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text(text)
+    return root / "src"
+
+
+def planted_failures(checker, clean, planted):
+    """`checker` must pass the clean tree and flag each planted line (appended to its file) alone,
+    once; returns how many times it did not."""
     failures = 0
     with tempfile.TemporaryDirectory() as folder:
-        counts, violations = check(tree(pathlib.Path(folder) / "clean", clean))
+        _, violations = checker(tree(pathlib.Path(folder) / "clean", clean))
         if violations:
             print(f"self-test: the clean tree was flagged: {violations}")
             failures += 1
         for index, (name, text) in enumerate(planted):
             files = dict(clean)
-            files[name] = text
-            counts, violations = check(tree(pathlib.Path(folder) / f"planted{index}", files))
+            files[name] = files.get(name, "") + text
+            _, violations = checker(tree(pathlib.Path(folder) / f"planted{index}", files))
             if len(violations) != 1:
                 print(f"self-test: planted {name}: {text.strip()} gave {len(violations)} violations, want 1")
                 failures += 1
-    failures += flag_self_test(tree)
-    print(f"self-test: {len(planted)} planted bad includes and {len(PLANTED_FLAGS)} planted flag declarations flagged"
-          if failures == 0 else f"self-test: {failures} failures")
-    return failures == 0
+    return failures
 
 
 CLEAN_FLAGS = {
@@ -175,30 +183,13 @@ CLEAN_FLAGS = {
     "cli/plan_command.cpp": 'sub->add_option("--gpus", c.gpus, "GPUs");\nsub->add_option("--json", c.json, "");\n',
     "cli/collective_command.cpp": 'sub->add_flag("-c,--check", o.check, "Validate");\n',
 }
-# Each planted alone into the clean tree (appended to the file) must give one violation.
+# Each planted alone into the clean tree (appended to its file) must give one violation.
 PLANTED_FLAGS = [
     ("cli/plan_command.cpp", 'sub->add_option("--tp", c.tp, "Tensor-parallel degree");\n'),
     ("cli/collective_command.cpp", 'sub->add_flag(\n        "-s,--sp", o.sp, "x");\n'),
     ("cli/layout_flags.cpp", 'c.add_option("--tp", f.tp, "again");\n'),
     ("cli/train_command.cpp", 'sub->add_option("--gpus", o.gpus, "GPUs");\n'),
 ]
-
-
-def flag_self_test(tree):
-    failures = 0
-    with tempfile.TemporaryDirectory() as folder:
-        _, violations = check_flags(tree(pathlib.Path(folder) / "clean", CLEAN_FLAGS))
-        if violations:
-            print(f"self-test: the clean flags were flagged: {violations}")
-            failures += 1
-        for index, (name, text) in enumerate(PLANTED_FLAGS):
-            files = dict(CLEAN_FLAGS)
-            files[name] = files.get(name, "") + text
-            _, violations = check_flags(tree(pathlib.Path(folder) / f"flags{index}", files))
-            if len(violations) != 1:
-                print(f"self-test: planted {name}: {text.strip()} gave {len(violations)} violations, want 1")
-                failures += 1
-    return failures
 
 
 def main():
