@@ -310,12 +310,6 @@ void check_layout_flag_ranges(const LayoutFlags& f) {
     if (f.bucket_mb) check_number(*f.bucket_mb, "--bucket-mb", 0, max_bucket_mib, true);
 }
 
-std::string dense_model_moe_flag_refusal(const std::string& flag, const ModelConfig& model) {
-    return flag + ": model " + model.name + " has no experts (no \"moe\" in its config); expert parallelism and the "
-           "--moe-* flags need a mixture-of-experts model, e.g. llama-moe-tiny or mixtral-8x7b; pick one or drop " +
-           flag;
-}
-
 // The stages run in the order train has always checked them, so that a layout with several
 // faults is refused for the same one by every command.
 Layout resolve_layout(const LayoutFlags& flags, const ModelConfig& model, int seq_len, const LayoutTarget& target) {

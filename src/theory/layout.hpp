@@ -213,7 +213,4 @@ void check_layout_flag_ranges(const LayoutFlags& flags);
 // flags and the fix for anything out of range, contradictory or not dividing as it must.
 Layout resolve_layout(const LayoutFlags& flags, const ModelConfig& model, int seq_len, const LayoutTarget& target);
 
-// The refusal of a mixture-of-experts flag (as `flag` names it) on `model`, which has no experts.
-std::string dense_model_moe_flag_refusal(const std::string& flag, const ModelConfig& model);
-
 }  // namespace parbench
