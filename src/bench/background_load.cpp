@@ -7,6 +7,7 @@
 
 #include "core/error.hpp"
 #include "core/size_parse.hpp"
+#include "theory/bus_factor.hpp"
 
 namespace parbench {
 namespace {
@@ -93,10 +94,8 @@ double BackgroundLoad::work_per_unit() const {
     switch (spec_.kind) {
         case BackgroundSpec::Kind::gemm: return 2.0 * n * n * n;
         case BackgroundSpec::Kind::stream: return 3.0 * elements * sizeof(float);
-        case BackgroundSpec::Kind::collective: {
-            const double ranks = comm_->size();
-            return elements * sizeof(float) * 2.0 * (ranks - 1.0) / ranks;  // nccl-tests' allreduce bus bytes
-        }
+        case BackgroundSpec::Kind::collective:
+            return elements * sizeof(float) * collective_bus_factor("allreduce", comm_->size());  // bus bytes
     }
     return 0.0;
 }
