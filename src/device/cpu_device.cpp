@@ -8,6 +8,7 @@
 
 #include <sys/mman.h>
 
+#include "core/allocation_failure.hpp"
 #include "core/error.hpp"
 #include "core/memory_budget.hpp"
 
@@ -52,7 +53,7 @@ Buffer CpuDevice::allocate(std::size_t bytes) {
     const bool huge = rounded >= huge_page_bytes;
     void* data = std::aligned_alloc(huge ? huge_page_bytes : page_bytes, rounded);
     if (data == nullptr)
-        throw RuntimeFailure("aligned_alloc(" + std::to_string(rounded) + " bytes) failed: out of host memory");
+        throw AllocationFailure("aligned_alloc(" + std::to_string(rounded) + " bytes) failed: out of host memory");
     // A hint: where THP is off or absent madvise fails and the buffer keeps 4 KiB pages, as before.
     if (huge) (void)madvise(data, rounded, MADV_HUGEPAGE);
     std::memset(data, 0, rounded);  // first touch here, never inside a timed region

@@ -1,0 +1,40 @@
+#include "bench/collective_sweep.hpp"
+
+#include <new>
+#include <string>
+
+#include "core/allocation_failure.hpp"
+
+namespace parbench {
+
+void run_sweep(std::span<const Collective* const> collectives, const std::vector<std::uint64_t>& sizes,
+               SweepPlacements placements, const SweepSteps& steps) {
+    for (const Collective* collective : collectives) {
+        steps.begin_collective(*collective);
+        for (std::uint64_t requested : sizes) {
+            for (bool inplace : {false, true}) {
+                if (inplace ? !placements.in_place : !placements.out_of_place) continue;
+                steps.measure(SweepPoint{collective, requested, inplace});
+            }
+            steps.end_row(*collective, requested);
+        }
+    }
+}
+
+std::size_t sweep_point_count(std::size_t collectives, std::size_t sizes, SweepPlacements placements) {
+    return collectives * sizes * (placements.in_place && placements.out_of_place ? 2 : 1);
+}
+
+PointMeasurement measure_sweep_point(CollectiveHarness& harness, const PointSpec& spec, std::uint64_t bytes) {
+    const std::string point = std::string(spec.collective->name()) + " at " + std::to_string(bytes) + " B";
+    try {
+        return harness.measure(spec);
+    } catch (const AllocationFailure& failure) {
+        throw PointFailure(PointFailureKind::device_allocation,
+                           "allocating the send and receive buffers of " + point + " failed (" + failure.what() + ")");
+    } catch (const std::bad_alloc&) {
+        throw PointFailure(PointFailureKind::host_memory, "allocating the buffers of " + point + " failed: out of memory");
+    }
+}
+
+}  // namespace parbench

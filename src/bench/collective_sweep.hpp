@@ -1,0 +1,60 @@
+// A collective size sweep (`parbench <collective>`, `parbench all`): which points it measures, in
+// which order, and why a point's measurement failed, typed. The command (cli/collective_command.cpp)
+// supplies what happens at each point: building the report's result (report/ sits above bench/),
+// the console row, the report kept so far.
+#pragma once
+
+#include <cstdint>
+#include <functional>
+#include <span>
+#include <vector>
+
+#include "bench/collective_harness.hpp"
+#include "core/error.hpp"
+
+namespace parbench {
+
+struct SweepPoint {
+    const Collective* collective = nullptr;
+    std::uint64_t requested_bytes = 0;
+    bool inplace = false;
+};
+
+// What the command does around the points: at each collective's start (its console columns),
+// at each point, and when a size's halves (out of place, then in place) are both measured.
+struct SweepSteps {
+    std::function<void(const Collective&)> begin_collective;
+    std::function<void(const SweepPoint&)> measure;
+    std::function<void(const Collective&, std::uint64_t requested_bytes)> end_row;
+};
+
+struct SweepPlacements {
+    bool out_of_place = true;
+    bool in_place = false;
+};
+
+// Each collective in turn, each of its sizes in the order given, each size's out-of-place half
+// before its in-place half: the rows of nccl-tests' table.
+void run_sweep(std::span<const Collective* const> collectives, const std::vector<std::uint64_t>& sizes,
+               SweepPlacements placements, const SweepSteps& steps);
+std::size_t sweep_point_count(std::size_t collectives, std::size_t sizes, SweepPlacements placements);
+
+// Why a point could not be measured. device_allocation: the device refused the send and receive
+// buffers (core/allocation_failure.hpp); host_memory: the host ran out (std::bad_alloc), the
+// samples included.
+enum class PointFailureKind { device_allocation, host_memory };
+
+class PointFailure : public RuntimeFailure {
+  public:
+    PointFailure(PointFailureKind kind, const std::string& message) : RuntimeFailure(message), kind_(kind) {}
+    PointFailureKind kind() const { return kind_; }
+
+  private:
+    PointFailureKind kind_;
+};
+
+// harness.measure(spec); an allocation failure comes back as a PointFailure naming the collective
+// and the point's `bytes`, any other failure as it was.
+PointMeasurement measure_sweep_point(CollectiveHarness& harness, const PointSpec& spec, std::uint64_t bytes);
+
+}  // namespace parbench
