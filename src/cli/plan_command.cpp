@@ -140,17 +140,12 @@ class PlanCommand : public Command {
                                                              : cluster.device.peak_tflops_fp32;
         ComputeRate rate;
         // Compute from each layer's work on the device's GEMM curve (plan/device_compute.hpp)
-        // unless one rate is given (--efficiency, --calibrate-compute) or the device has no curve.
+        // unless one rate is given (--efficiency, --calibrate-compute); a device without a curve is
+        // refused, naming the ways to give it one.
         std::optional<DeviceCompute> device_compute;
-        if (!efficiency && calibrate_compute.empty()) {
-            device_compute = device_compute_preset(cluster.device, run_precision == Precision::bf16);
-            if (!gemm_curve.empty()) {
-                if (!device_compute)
-                    throw UsageError("--gemm-curve: device '" + cluster.device.name +
-                                     "' has no memory-bandwidth preset; use --device A100|H100|H200|B200");
-                device_compute->gemm = fit_gemm_curve(gemm_curve, device_compute->peak_tflops);
-            }
-        }
+        if (!efficiency && calibrate_compute.empty())
+            device_compute = resolve_device_compute(cluster.device, run_precision == Precision::bf16, gemm_curve,
+                                                    cluster_path.empty() ? "--device " + device : "--cluster " + cluster_path);
         if (calibrate_compute.empty()) {
             rate.tflops_per_gpu = peak * efficiency.value_or(0.5);
             rate.source = device_compute ? std::string(gemm_curve.empty() ? "uncalibrated: " : "") +
@@ -421,7 +416,9 @@ class PlanCommand : public Command {
         PlanLayout p;
         p.states = states ? parse_states(*states) : default_states(run_precision, cluster);
         const std::vector<std::string> gpus = device_preset_names();
-        const bool gpu = std::find(gpus.begin(), gpus.end(), cluster.device.name) != gpus.end();
+        // A GPU: a preset, or a --cluster file's device that computes on a GPU preset's curve.
+        const bool gpu = std::find(gpus.begin(), gpus.end(), cluster.device.name) != gpus.end() ||
+                         !cluster.device.gemm_preset.empty();
         const bool requested = attention && *attention != "auto";
         if (p.states == StateConvention::parbench) {
             // parbench's own engine attends as train chooses (theory/engine_attention.hpp): its block
@@ -565,7 +562,7 @@ std::unique_ptr<Command> add_plan_command(CLI::App& app) {
     sub->add_option("--fbw", c.pass_costs, "F,B,W times of one micro-batch for the schedule simulation");
     sub->add_option("--efficiency", c.efficiency,
                     "One fraction of peak for all compute (default: each GEMM's shape on the device's curve, "
-                    "element-wise work at HBM bandwidth; 0.5 on a device without a curve)");
+                    "element-wise work at HBM bandwidth)");
     sub->add_option("--attention", c.attention,
                     "auto, flash (no s x s scores kept, recomputed in backward) or naive. auto: flash for bf16 on a "
                     "GPU device under --states zero|megatron; under --states parbench train's choice (block "

@@ -39,8 +39,12 @@ struct DeviceSpec {
     LinkModel cross_host;  // the network, per GPU
     std::string source;
     bool preset = false;  // a GPU of device_preset_names(), not a --cluster file's own figures
+    // The device preset whose GEMM curve and element-wise fraction this device computes with
+    // (plan/device_compute.hpp): a preset names itself, a --cluster file's device names one
+    // ("gemm_preset") or gives its own curve below; empty: neither, and plan refuses to guess.
+    std::string gemm_preset{};
     // The compute model's numbers (plan/device_compute.hpp) when a --cluster file gives them
-    // ("gemm_sustained", "gemm_overhead_us", "memory_fraction"); 0: the device preset's.
+    // ("gemm_sustained", "gemm_overhead_us", "memory_fraction"); 0: gemm_preset's.
     double gemm_sustained = 0.0;
     double gemm_overhead_us = 0.0;
     double memory_fraction = 0.0;

@@ -1,6 +1,7 @@
 #include "plan/device_compute.hpp"
 
 #include <algorithm>
+#include <cstdio>
 #include <vector>
 
 #include "core/error.hpp"
@@ -9,19 +10,64 @@
 namespace parbench {
 namespace {
 
+// Each preset's GEMM curve and where it comes from. A100's sustained fraction is the one number
+// fitted on training runs, chosen on both papers' tables (scripts/validate_plan_papers.py): arXiv
+// 2205.05198 table 5 alone is best fitted by 0.76 (median |error| 1.5 %), under which arXiv 2104.04473
+// table 1 misses out of sample (7.2 %, max 11.5 %); the papers disagree by 8-10 % on the same layouts
+// (1T: 94.4 s against 102.6 s derived; 530B: 49.1 against 54.1), so 0.73 meets the goal on both; its
+// per-call overhead is a kernel launch plus one wave's fill and tail (assumed). The others are
+// fitted to measurements of GEMMs alone, never to a training run: XLA's default matmul
+// performance table (openxla/xla, xla/service/gpu/model/matmul_interpolator_data.h, as vendored in
+// tensorflow/tensorflow third_party/xla; bf16 x bf16 -> bf16 TFLOP/s of batched GEMMs b x m x n x k,
+// b 1-4, m n k 256-4096, measured per compute capability), this curve's roofline fitted by least
+// squares of log time over the entries of 1 GFLOP or more. The largest shapes are checked against
+// the Maximum Achievable Matmul FLOPS table (stas00/ml-engineering, compute/accelerator/README.md:
+// the best of a shape search, torch 2.7).
+struct CurvePreset {
+    const char* device;
+    double sustained;
+    double overhead_us;
+    const char* source;
+};
+constexpr CurvePreset curve_presets[] = {
+    {"A100", 0.73, 10.0,
+     "A100: sustained 0.73 of peak fitted on arXiv 2205.05198 table 5 and arXiv 2104.04473 table 1; 10 us per call "
+     "(launch, fill, tail; assumed)"},
+    // sm_90: 181 entries of 1 GFLOP or more (of 224 read from the table), median |error| of the fit
+    // 4.7 % on them; the largest reach 0.79-0.82 of peak, MAMF 794.5 of 989 TFLOP/s (0.80).
+    {"H100", 0.776, 6.0,
+     "H100: sustained 0.776 of peak and 6 us per call, fitted to XLA's measured sm_90 bf16 GEMM table "
+     "(matmul_interpolator_data.h, 181 shapes of 1 GFLOP or more); MAMF 0.80 at its best shape (ml-engineering)"},
+    // H200 is an H100 die (sm_90, same SMs, clocks and bf16 peak) with HBM3e: the MAMF table
+    // notes H200's bf16 MAMF as the same as H100's. Its element-wise work runs at its own HBM.
+    {"H200", 0.776, 6.0,
+     "H200: H100's sm_90 curve (same die and peak; the MAMF table gives H200's bf16 as H100's): sustained 0.776, "
+     "6 us per call, fitted to XLA's measured sm_90 bf16 GEMM table"},
+    // sm_100: 64 entries of 1 GFLOP or more (of 76 read from the sm_100 part of the table),
+    // median |error| 5.7 %; its largest shapes reach 0.69 of peak where the MAMF search found 0.776
+    // (1745 of 2250 TFLOP/s at 1792x16128x3072): XLA's kernels of the table's date leave Blackwell
+    // further below its peak, so this curve is the cautious one of the two.
+    {"B200", 0.662, 7.5,
+     "B200: sustained 0.662 of peak and 7.5 us per call, fitted to XLA's measured sm_100 bf16 GEMM table "
+     "(matmul_interpolator_data.h, 64 shapes of 1 GFLOP or more); MAMF 0.776 at its best shape (ml-engineering)"},
+};
+
 // Element-wise kernels stream at about 80 % of HBM's data-sheet bandwidth (an assumption, the
 // fraction copy kernels typically reach; --gemm-curve does not change it).
 constexpr double memory_fraction = 0.8;
 
-// A100's sustained fraction is the one fitted number, chosen on both papers' tables
-// (scripts/validate_plan_papers.py): arXiv 2205.05198 table 5 alone is best fitted by 0.76 (median
-// |error| 1.5 %), under which arXiv 2104.04473 table 1 misses out of sample (7.2 %, max 11.5 %); the
-// papers disagree by 8-10 % on the same layouts (1T: 94.4 s against 102.6 s derived; 530B: 49.1
-// against 54.1), so 0.73 meets the goal on both. The other parts: the same fraction of their
-// data-sheet peaks, an assumption until a parbench-ops report (--gemm-curve) replaces it. The
-// per-call overhead is a kernel launch plus one wave's fill and tail (assumed).
-constexpr double a100_sustained = 0.73;
-constexpr double gemm_overhead_us = 10.0;
+const CurvePreset* curve_preset(const std::string& device) {
+    for (const CurvePreset& preset : curve_presets)
+        if (device == preset.device) return &preset;
+    return nullptr;
+}
+
+std::string memory_source(const DeviceSpec& device, double fraction, bool assumed) {
+    char text[96];
+    std::snprintf(text, sizeof text, " HBM %.0f GB/s x %.2g%s", device.memory_bandwidth_gbps, fraction,
+                  assumed ? " reached by element-wise kernels (assumed)" : "");
+    return device.source + text;
+}
 
 }  // namespace
 
@@ -47,36 +93,54 @@ double DeviceCompute::pass_ms(const PassWork& work) const {
     return ms;
 }
 
-std::optional<DeviceCompute> device_compute_preset(const DeviceSpec& device, bool bf16) {
-    static const std::vector<std::string> gpus{"A100", "H100", "H200", "B200"};
-    const bool preset = std::find(gpus.begin(), gpus.end(), device.name) != gpus.end();
+std::optional<DeviceCompute> device_compute_model(const DeviceSpec& device, bool bf16) {
+    const CurvePreset* preset = curve_preset(device.gemm_preset);
     if (!preset && device.gemm_sustained <= 0) return std::nullopt;
     DeviceCompute c;
     c.peak_tflops = bf16 ? device.peak_tflops_bf16 : device.peak_tflops_fp32;
-    c.gemm.sustained = a100_sustained;
-    c.gemm.overhead_us = gemm_overhead_us;
-    c.gemm.source = device.name == "A100"
-                        ? "A100: sustained 0.73 of peak fitted on arXiv 2205.05198 table 5 and arXiv 2104.04473 table 1; "
-                          "10 us per call (launch, fill, tail; assumed)"
-                        : device.name + ": A100's fitted 0.73 of the data-sheet peak and 10 us per call, assumed; "
-                                        "measure it with parbench-ops and pass --gemm-curve";
+    if (preset) {
+        c.gemm = {preset->sustained, preset->overhead_us, preset->source};
+        if (device.gemm_preset != device.name) c.gemm.source = device.source + " takes the " + c.gemm.source;
+    }
     c.memory_gbps = device.memory_bandwidth_gbps;
     c.memory_fraction = memory_fraction;
-    c.memory_source = device.source + " HBM " + std::to_string(static_cast<int>(device.memory_bandwidth_gbps)) +
-                      " GB/s x 0.8 reached by element-wise kernels (assumed)";
-    // A --cluster file's own figures (it cites their sources) replace the preset's.
+    c.memory_source = memory_source(device, memory_fraction, true);
+    // A --cluster file's own figures (it cites their sources) replace the preset's; a curve of its
+    // own without an overhead has none.
     if (device.gemm_sustained > 0 || device.gemm_overhead_us > 0) {
         if (device.gemm_sustained > 0) c.gemm.sustained = device.gemm_sustained;
-        if (device.gemm_overhead_us > 0) c.gemm.overhead_us = device.gemm_overhead_us;
-        c.gemm.source = device.source + ": sustained " + std::to_string(c.gemm.sustained) + " of peak, " +
-                        std::to_string(c.gemm.overhead_us) + " us per call";
+        if (device.gemm_overhead_us > 0 || !preset) c.gemm.overhead_us = device.gemm_overhead_us;
+        char text[96];
+        std::snprintf(text, sizeof text, ": sustained %.3g of peak, %.3g us per call", c.gemm.sustained,
+                      c.gemm.overhead_us);
+        c.gemm.source = device.source + text + (preset ? " (over the " + device.gemm_preset + " preset's)" : "");
     }
     if (device.memory_fraction > 0) {
         c.memory_fraction = device.memory_fraction;
-        c.memory_source = device.source + ": HBM " + std::to_string(static_cast<int>(device.memory_bandwidth_gbps)) +
-                          " GB/s x " + std::to_string(device.memory_fraction);
+        c.memory_source = memory_source(device, device.memory_fraction, false);
     }
     return c;
+}
+
+DeviceCompute resolve_device_compute(const DeviceSpec& device, bool bf16, const std::string& gemm_curve_report,
+                                     const std::string& source) {
+    std::optional<DeviceCompute> c = device_compute_model(device, bf16);
+    if (!gemm_curve_report.empty()) {
+        if (!c) {
+            // The fit brings the curve; the device its peak and memory bandwidth.
+            c.emplace();
+            c->peak_tflops = bf16 ? device.peak_tflops_bf16 : device.peak_tflops_fp32;
+            c->memory_gbps = device.memory_bandwidth_gbps;
+            c->memory_fraction = device.memory_fraction > 0 ? device.memory_fraction : memory_fraction;
+            c->memory_source = memory_source(device, c->memory_fraction, device.memory_fraction <= 0);
+        }
+        c->gemm = fit_gemm_curve(gemm_curve_report, c->peak_tflops);
+    }
+    if (!c)
+        throw UsageError(source + ": device \"" + device.name + "\" has no GEMM curve; name the preset whose curve it "
+                         "takes (\"gemm_preset\": \"A100\", H100, H200 or B200, in its device) or give its own "
+                         "(\"gemm_sustained\" and \"gemm_overhead_us\", or --gemm-curve OPS_REPORT from parbench-ops)");
+    return *c;
 }
 
 GemmCurve fit_gemm_curve(const std::string& path, double peak_tflops) {

@@ -12,6 +12,10 @@
 // split, a micro-batch of one short sequence, one head's attention) run below it. Presets per
 // device cite their sources (device_compute.cpp); --gemm-curve fits both numbers to the user's
 // parbench-ops report by least squares of time on FLOPs.
+//
+// Which curve a device takes is never guessed: a preset its own, a --cluster file's device the
+// preset it names ("gemm_preset") or its own numbers, or --gemm-curve's fit; a device with none
+// of these is refused (resolve_device_compute), where plan once fell back to a flat rate.
 #pragma once
 
 #include <nlohmann/json.hpp>
@@ -42,9 +46,15 @@ struct DeviceCompute {
     double pass_ms(const PassWork& work) const;  // GEMMs, then the element-wise traffic
 };
 
-// The preset of a GPU device (A100, H100, H200, B200) in this precision; nullopt for a device
-// without one (a --cluster file's own device, a CPU).
-std::optional<DeviceCompute> device_compute_preset(const DeviceSpec& device, bool bf16);
+// The compute model of a device in this precision: the curve of its gemm_preset, its own
+// numbers over it, or its own alone; nullopt for a device with neither.
+std::optional<DeviceCompute> device_compute_model(const DeviceSpec& device, bool bf16);
+
+// The model plan computes with: device_compute_model, its GEMM curve replaced by the fit to
+// `gemm_curve_report` when one is given (any device: the fit brings the curve). UsageError naming
+// `source` (the --cluster file or --device) and the two ways out for a device with no curve.
+DeviceCompute resolve_device_compute(const DeviceSpec& device, bool bf16, const std::string& gemm_curve_report,
+                                     const std::string& source);
 
 // Fit the GEMM curve to the matmul entries (names with "matmul" or "gemm", counters FLOP/s) of a
 // parbench-ops report. UsageError naming --gemm-curve for a report with fewer than 2 of them.

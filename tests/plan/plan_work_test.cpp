@@ -141,6 +141,40 @@ TEST(DeviceCompute, FitsTheCurveToAnOpsReport) {
     EXPECT_THROW(fit_gemm_curve(path, 100), UsageError);
 }
 
+TEST(DeviceCompute, EachDeviceTakesTheCurveItNamesOrItsOwnOrNone) {
+    // Presets: each its own curve; H200 is the H100 die (sm_90), B200 its own (sm_100).
+    const DeviceCompute h100 = *device_compute_model(device_preset("H100"), true);
+    const DeviceCompute h200 = *device_compute_model(device_preset("H200"), true);
+    const DeviceCompute b200 = *device_compute_model(device_preset("B200"), true);
+    EXPECT_EQ(h100.gemm.sustained, h200.gemm.sustained);
+    EXPECT_NE(h100.gemm.sustained, b200.gemm.sustained);
+    EXPECT_NE(h100.gemm.sustained, device_compute_model(device_preset("A100"), true)->gemm.sustained);
+    EXPECT_EQ(h200.memory_gbps, device_preset("H200").memory_bandwidth_gbps);  // its own HBM
+    // A cluster file's device: the preset it names, its own numbers over it, its own alone, none.
+    DeviceSpec file = device_preset("A100");
+    file.name = "A100-SXM4-80GB (Selene)";
+    file.source = "--cluster selene.json";
+    const DeviceCompute named = *device_compute_model(file, true);
+    EXPECT_EQ(named.gemm.sustained, device_compute_model(device_preset("A100"), true)->gemm.sustained);
+    EXPECT_NE(named.gemm.source.find("--cluster selene.json takes the A100"), std::string::npos);
+    file.gemm_sustained = 0.6;
+    EXPECT_EQ(device_compute_model(file, true)->gemm.sustained, 0.6);
+    EXPECT_EQ(device_compute_model(file, true)->gemm.overhead_us, named.gemm.overhead_us);
+    file.gemm_preset.clear();
+    EXPECT_EQ(device_compute_model(file, true)->gemm.overhead_us, 0.0);  // its own curve, no overhead given
+    file.gemm_sustained = 0.0;
+    EXPECT_FALSE(device_compute_model(file, true).has_value());
+    try {
+        resolve_device_compute(file, true, "", file.source);
+        FAIL() << "a device with no curve was planned";
+    } catch (const UsageError& e) {
+        const std::string message = e.what();
+        for (const char* needle : {"--cluster selene.json", "A100-SXM4-80GB (Selene)", "gemm_preset", "gemm_sustained",
+                                   "--gemm-curve"})
+            EXPECT_NE(message.find(needle), std::string::npos) << needle << " missing in: " << message;
+    }
+}
+
 TEST(StageCompute, FullRecomputeAddsEachLayersForward) {
     EngineLayout l;
     l.model = hand_gpt();
