@@ -10,6 +10,7 @@
 #include "core/checked.hpp"
 #include "core/error.hpp"
 #include "core/json_file.hpp"
+#include "plan/global_batch.hpp"
 #include "plan/layout_search.hpp"
 #include "plan/moe_plan.hpp"
 #include "plan/plan_output.hpp"
@@ -99,7 +100,7 @@ class PlanCommand : public Command {
     bool moe_a2a_overlap_1f1b = false;
     bool search = false;
     int top = 10;
-    std::string microbatch_list = "1,2,4,8,16,32,64,128,256,512";
+    std::optional<std::string> microbatch_list;  // default: SearchSpace's, extended to the batch
     std::string json_path;
     bool markdown = false;
 
@@ -216,6 +217,9 @@ class PlanCommand : public Command {
                              {"source", context.pass_costs_given ? "--fbw" : "the schedule's balanced costs"}};
 
         PlanLayout base = base_layout(resolved.config, run_precision, cluster);
+        inputs.batch = to_json(plan_global_batch(global_batch, search, base.states, resolved.config, base.engine.dp,
+                                                 microbatches),
+                               resolved.config);
         inputs.states = {{"convention", states_name(base.states)},
                          {"source", states ? "--states " + *states : default_states_reason(run_precision, cluster)}};
         std::vector<PlanPrediction> layouts;
@@ -223,11 +227,15 @@ class PlanCommand : public Command {
         if (search) {
             SearchSpace space;
             space.base = base;
-            space.microbatch_counts = parse_int_list(microbatch_list, "--microbatch-list");
+            if (microbatch_list) space.microbatch_counts = parse_int_list(*microbatch_list, "--microbatch-list");
+            space.extend_microbatch_counts = !microbatch_list;
             space.allow_cross_host_tp = allow_cross_host_tp;
             space.engine_only = base.states == StateConvention::parbench;
             context.simulate_balanced = false;
             searched = search_layouts(space, context);
+            // Nothing formed: the batch or the list stopped it, not memory (issue 36).
+            const std::string unformed = unformed_reason(*searched, space, cluster.gpus, global_batch > 0);
+            if (!unformed.empty()) throw UsageError(unformed);
             for (std::size_t i = 0; i < searched->ranked.size() && static_cast<int>(i) < top; ++i)
                 layouts.push_back(searched->ranked[i]);
         } else {
@@ -484,16 +492,12 @@ class PlanCommand : public Command {
             }
         }
         resolve_experts(p, config);
-        // Not given: a plan of parbench's own run (--states parbench, one layout) takes train's
-        // default, so the same flags count the same bytes; otherwise one sequence per micro-batch
-        // per data-parallel rank.
-        const bool engine_batch = global_batch <= 0 && !search && p.states == StateConvention::parbench;
-        p.global_batch = global_batch > 0 ? global_batch
-                         : engine_batch   ? engine_default_global_batch
-                                          : std::max(1, l.dp * microbatches);
+        // Not given: the default and its reason (plan/global_batch.hpp).
+        p.global_batch = plan_global_batch(global_batch, search, p.states, config, l.dp, microbatches).sequences;
         if (!search)
             check_global_batch(p.global_batch, l.dp, microbatches,
-                               engine_batch ? " (train's default, which --states parbench plans)" : "");
+                               global_batch <= 0 && p.states == StateConvention::parbench
+                                   ? " (train's default, which --states parbench plans)" : "");
         l.microbatch_size = p.global_batch / l.dp / microbatches;
         // The search forms its own tp degrees (and checks each divides the model): the flags' tp is
         // not one of its layouts, and may not divide the vocabulary.
@@ -543,7 +547,7 @@ std::unique_ptr<Command> add_plan_command(CLI::App& app) {
                     "Layers per (virtual) stage as train takes them, e.g. 7,8,8,...,7 (default: balanced)")
         ->delimiter(',');
     sub->add_option("--virtual-stages", c.virtual_stages, "Chunks per pipeline rank (interleaved)")->capture_default_str();
-    sub->add_option("--global-batch", c.global_batch, "Sequences per step (default: train's, 8, for one layout under --states parbench; dp x microbatches otherwise)");
+    sub->add_option("--global-batch", c.global_batch, "Sequences per step (default: train's, 8, under --states parbench; with --search the model's trained batch or 4M tokens; one layout: dp x microbatches)");
     sub->add_option("--precision", c.precision,
                     "fp32 or bf16: the matmuls' precision and which peak MFU is against (default: fp32, train's, "
                     "under --states parbench; bf16 otherwise)");
@@ -586,7 +590,9 @@ std::unique_ptr<Command> add_plan_command(CLI::App& app) {
                   "on its own: NCCL, a NIC); warm-up, cool-down and the last stage blocking");
     sub->add_flag("--search", c.search, "Rank every layout that divides the GPUs and the model (and ep for MoE)");
     sub->add_option("--top", c.top, "Layouts to show with --search")->capture_default_str();
-    sub->add_option("--microbatch-list", c.microbatch_list, "Micro-batch counts --search tries")->capture_default_str();
+    sub->add_option("--microbatch-list", c.microbatch_list,
+                    "Micro-batch counts --search tries (default 1,2,4,...,512 and the counts that cut each dp rank's "
+                    "batch into micro-batches of 1, 2, 4 and 8)");
     sub->add_option("--json", c.json_path, "Write the parbench.plan/v1 document here");
     sub->add_flag("--markdown", c.markdown, "Print a Markdown table");
     return command;

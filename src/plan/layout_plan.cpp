@@ -585,7 +585,7 @@ std::string layout_label(const PlanLayout& p) {
         label << " " << schedule_kind_name(l.schedule);
         if (l.virtual_stages > 1) label << " v" << l.virtual_stages;
     }
-    label << " m" << l.microbatches << " z" << l.zero;
+    label << " m" << l.microbatches << " mbs" << l.microbatch_size << " z" << l.zero;
     if (l.overlap) label << " overlap";
     if (l.prefetch) label << " prefetch";
     if (l.zero == 3 && !p.reshard_after_forward) label << " no-reshard";
