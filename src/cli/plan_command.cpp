@@ -108,9 +108,9 @@ class PlanCommand : public Command {
         check_flag_ranges();
         if (efficiency && !(*efficiency > 0.0 && *efficiency <= 1.0)) throw UsageError("--efficiency must be in (0, 1]");
         if (attention) parse_attention(*attention);
-        if (!gemm_curve.empty() && (efficiency || !calibrate_compute.empty()))
-            throw UsageError("--gemm-curve models compute from each GEMM's shape; drop --efficiency and "
-                             "--calibrate-compute, which give one rate instead");
+        if (!gemm_curve.empty() && efficiency)
+            throw UsageError("--gemm-curve models compute from each GEMM's shape; drop --efficiency, which gives one "
+                             "rate instead");
         if (!json_path.empty()) check_writable(json_path, "--json");
         if (ep) check_int(*ep, "--ep", 1, cluster_limits::max_gpus);
         if (etp) check_int(*etp, "--etp", 1, cluster_limits::max_gpus);
@@ -144,7 +144,8 @@ class PlanCommand : public Command {
         // unless one rate is given (--efficiency, --calibrate-compute); a device without a curve is
         // refused, naming the ways to give it one.
         std::optional<DeviceCompute> device_compute;
-        if (!efficiency && calibrate_compute.empty())
+        // --calibrate-compute with --gemm-curve: the curve by shape, set to the measured run's level.
+        if (!efficiency && (calibrate_compute.empty() || !gemm_curve.empty()))
             device_compute = resolve_device_compute(cluster.device, run_precision == Precision::bf16, gemm_curve,
                                                     cluster_path.empty() ? "--device " + device : "--cluster " + cluster_path);
         if (calibrate_compute.empty()) {
@@ -167,6 +168,19 @@ class PlanCommand : public Command {
                 cluster.cores_per_host = rate.measured_cores;
                 cluster.cores_source = "the host of --calibrate-compute " + calibrate_compute;
             }
+        }
+        if (device_compute && !calibrate_compute.empty()) {
+            if (!rate.run)
+                throw UsageError("--calibrate-compute " + calibrate_compute + " with --gemm-curve: give a train report "
+                                 "(its measured step sets the curve's level), not an ops report");
+            // Its own optimizer then, at the rate the ops report measured AdamW at, or the device's
+            // memory bandwidth.
+            rate.includes_optimizer = false;
+            if (!rate.optimizer_gbps)
+                if (const auto gbps = ops_optimizer_gbps(gemm_curve)) {
+                    rate.optimizer_gbps = gbps;
+                    rate.optimizer_source = "--gemm-curve " + gemm_curve + ": its adamw_update bytes/s";
+                }
         }
         PlanContext context{cluster, CommModel(cluster), rate, PassCosts{}, false, true, device_compute};
         PlanInputs inputs;
@@ -217,6 +231,14 @@ class PlanCommand : public Command {
                              {"source", context.pass_costs_given ? "--fbw" : "the schedule's balanced costs"}};
 
         PlanLayout base = base_layout(resolved.config, run_precision, cluster);
+        if (context.device_compute && context.rate.run) {
+            const double gbps = rate.optimizer_gbps.value_or(cluster.device.memory_bandwidth_gbps);
+            context.device_compute->step_scale =
+                measured_step_scale(*context.device_compute, base.engine, base.attention, *context.rate.run, gbps);
+            context.device_compute->step_scale_source = "--calibrate-compute " + calibrate_compute + ": its measured "
+                                                        "step over the curve's compute and optimizer for the same run";
+            inputs.compute["device_model"] = to_json(*context.device_compute);
+        }
         inputs.batch = to_json(plan_global_batch(global_batch, search, base.states, resolved.config, base.engine.dp,
                                                  microbatches),
                                resolved.config);

@@ -90,7 +90,7 @@ double DeviceCompute::memory_ms(double bytes) const { return bytes / (memory_gbp
 double DeviceCompute::pass_ms(const PassWork& work) const {
     double ms = memory_ms(work.memory_bytes);
     for (const Gemm& g : work.gemms) ms += gemm_ms(g);
-    return ms;
+    return ms * step_scale;
 }
 
 std::optional<DeviceCompute> device_compute_model(const DeviceSpec& device, bool bf16) {
@@ -152,9 +152,14 @@ GemmCurve fit_gemm_curve(const std::string& path, double peak_tflops) {
     }
     if (!report.is_object() || !report.contains("benchmarks") || !report["benchmarks"].is_array())
         throw UsageError("--gemm-curve " + path + ": not a parbench-ops report (no \"benchmarks\" array)");
-    // (FLOPs, seconds) of every matmul entry; time = FLOPs x slope + intercept by least squares,
-    // slope = 1 / (peak x sustained), intercept = the per-call overhead.
-    std::vector<std::pair<double, double>> points;
+    // (FLOPs, calls, seconds) of every matmul entry: time = FLOPs x slope + calls x overhead,
+    // slope = 1 / (peak x sustained), fitted by least squares of the relative error (so the small
+    // GEMMs that show the overhead count as much as the large ones that show the slope). A
+    // backward entry is two GEMMs (the input's and the weight's gradients).
+    struct Point {
+        double flops, calls, seconds;
+    };
+    std::vector<Point> points;
     for (const nlohmann::json& b : report["benchmarks"]) {
         const std::string name = b.value("name", std::string());
         if (name.find("matmul") == std::string::npos && name.find("gemm") == std::string::npos) continue;
@@ -163,28 +168,27 @@ GemmCurve fit_gemm_curve(const std::string& path, double peak_tflops) {
         const std::string unit = b.value("time_unit", std::string("ns"));
         const double seconds = time * (unit == "s" ? 1.0 : unit == "ms" ? 1e-3 : unit == "us" ? 1e-6 : 1e-9);
         const double flops = b["FLOP/s"].get<double>() * seconds;
-        if (seconds > 0 && flops > 0) points.emplace_back(flops, seconds);
+        const double calls = name.find("backward") != std::string::npos ? 2.0 : 1.0;
+        if (seconds > 0 && flops > 0) points.push_back({flops, calls, seconds});
     }
     if (points.size() < 2)
         throw UsageError("--gemm-curve " + path + ": needs 2 or more matmul entries with FLOP/s; run parbench-ops "
                          "--benchmark_filter=matmul --benchmark_out=ops.json");
-    double sx = 0, sy = 0, sxx = 0, sxy = 0;
-    const double n = static_cast<double>(points.size());
-    for (const auto& [x, y] : points) {
-        sx += x;
-        sy += y;
-        sxx += x * x;
-        sxy += x * y;
+    // Normal equations of min sum ((slope x F + overhead x c) / t - 1)^2.
+    double ff = 0, fc = 0, cc = 0, f1 = 0, c1 = 0;
+    for (const Point& p : points) {
+        const double x = p.flops / p.seconds, y = p.calls / p.seconds;
+        ff += x * x;
+        fc += x * y;
+        cc += y * y;
+        f1 += x;
+        c1 += y;
     }
-    const double denominator = n * sxx - sx * sx;
-    double slope = denominator > 0 ? (n * sxy - sx * sy) / denominator : 0.0;
-    double intercept = (sy - slope * sx) / n;
-    if (!(slope > 0)) {  // all one size: no overhead can be told apart
-        slope = sy / sx;
-        intercept = 0;
-    }
-    if (intercept < 0) {  // the fit through the origin
-        slope = sxy / sxx;
+    const double denominator = ff * cc - fc * fc;
+    double slope = denominator > 0 ? (f1 * cc - fc * c1) / denominator : 0.0;
+    double intercept = denominator > 0 ? (ff * c1 - fc * f1) / denominator : 0.0;
+    if (!(slope > 0) || intercept < 0) {  // one size, or no overhead to tell apart: the fit through the origin
+        slope = f1 / ff;
         intercept = 0;
     }
     GemmCurve curve;
@@ -205,6 +209,8 @@ nlohmann::json to_json(const DeviceCompute& c) {
             {"memory_gbps", c.memory_gbps},
             {"memory_fraction", c.memory_fraction},
             {"memory_source", c.memory_source},
+            {"step_scale", c.step_scale},
+            {"step_scale_source", c.step_scale_source},
             {"time", "each GEMM FLOPs / (peak x sustained) + overhead; element-wise bytes / (HBM x fraction)"}};
 }
 

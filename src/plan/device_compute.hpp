@@ -40,6 +40,11 @@ struct DeviceCompute {
     double memory_gbps = 0.0;          // HBM, decimal GB/s
     double memory_fraction = 0.0;      // of HBM bandwidth that element-wise kernels reach
     std::string memory_source;
+    // Every pass's time times this: 1, or what a measured train run of the same model says the
+    // curve's isolated kernels miss inside a step (plan/stage_compute.hpp, measured_step_scale:
+    // on a CPU host the ops' cache-warm timings sum to ~80 % of the same work in a step).
+    double step_scale = 1.0;
+    std::string step_scale_source;
     double efficiency(double gemm_flops) const;  // of peak, for one call of this many FLOPs
     double gemm_ms(const Gemm& gemm) const;
     double memory_ms(double bytes) const;

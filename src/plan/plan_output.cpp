@@ -163,7 +163,10 @@ void print_plan_console(std::ostream& out, const PlanInputs& inputs, const std::
                       d["gemm_sustained"].get<double>(), d["peak_tflops"].get<double>(),
                       d["gemm_overhead_us"].get<double>(),
                       d["memory_gbps"].get<double>() * d["memory_fraction"].get<double>());
-        out << "# compute: " << text << " (" << inputs.compute["source"].get<std::string>() << ")\n";
+        out << "# compute: " << text;
+        if (d.value("step_scale", 1.0) != 1.0)
+            out << ", all x " << d["step_scale"].get<double>() << " (" << d["step_scale_source"].get<std::string>() << ")";
+        out << " (" << inputs.compute["source"].get<std::string>() << ")\n";
     } else {
         out << "# compute: " << inputs.compute["tflops_per_gpu"].get<double>() << " TFLOP/s per GPU ("
             << inputs.compute["source"].get<std::string>() << ")\n";

@@ -8,6 +8,7 @@
 #include <functional>
 #include <vector>
 
+#include "plan/compute_calibration.hpp"
 #include "plan/device_compute.hpp"
 #include "plan/moe_plan.hpp"
 #include "theory/layer_work.hpp"
@@ -27,6 +28,14 @@ struct StageCompute {
 // layers do theory/moe_work.hpp's moe_layer_work on the busiest expert-parallel rank.
 std::vector<StageCompute> stage_compute(const EngineLayout& layout, AttentionKind attention,
                                         const DeviceCompute& device, const ExpertParallel* experts = nullptr);
+
+// The factor that sets a device model to a measured train run of the same model on one rank
+// (--calibrate-compute TRAIN_REPORT with --gemm-curve OPS_REPORT): the run's median step, less
+// its optimizer at `optimizer_gbps` (AdamW's 28 B per parameter), over the model's compute for
+// the run's micro-batches. `run_layout`: the plan's base layout, its degrees and batch replaced
+// by the run's here. UsageError naming both flags for a run of several ranks or another model.
+double measured_step_scale(const DeviceCompute& device, EngineLayout run_layout, AttentionKind attention,
+                           const ComputeRate::MeasuredRun& run, double optimizer_gbps);
 
 // One micro-batch's forward and backward on a pipeline rank cut at its MoE exchanges, the points
 // where --moe-a2a-overlap-1f1b hands the thread to the partner pass (plan/moe_plan.hpp): with n

@@ -12,6 +12,7 @@
 #include "plan/layout_plan.hpp"
 #include "plan/stage_compute.hpp"
 #include "theory/layer_work.hpp"
+#include "theory/model_layout.hpp"
 #include "theory/pipeline/partition.hpp"
 
 namespace parbench {
@@ -190,6 +191,52 @@ TEST(StageCompute, FullRecomputeAddsEachLayersForward) {
     EXPECT_NEAR(full.recompute_ms, 4 * d.pass_ms(layer.forward), 1e-9);
     EXPECT_NEAR(full.total_ms() - none.total_ms(), 4 * d.pass_ms(layer.forward), 1e-9);
     EXPECT_DOUBLE_EQ(none.recompute_ms, 0.0);
+}
+
+TEST(StageCompute, AMeasuredOneRankRunSetsTheCurvesLevel) {
+    // The plan's layout is 2 pipeline stages of micro-batches of 2; the run, one rank with one
+    // micro-batch of 4. Scaled, the device model prices the run at its measured step.
+    EngineLayout plan;
+    plan.model = hand_gpt();
+    plan.seq_len = 512;
+    plan.pp = 2;
+    plan.microbatches = 4;
+    plan.microbatch_size = 2;
+    plan.precision = Precision::bf16;
+    ComputeRate::MeasuredRun run{"hand", 1, 4, 1, "none", 500.0};
+    const double gbps = 100;
+    DeviceCompute d = hand_device();
+    const double scale = measured_step_scale(d, plan, AttentionKind::naive, run, gbps);
+    EngineLayout one = plan;
+    one.pp = 1;
+    one.microbatches = 1;
+    one.microbatch_size = 4;
+    const double optimizer_ms =
+        static_cast<double>(model_parameter_layout(one.model, one.seq_len).total_numel()) * 28.0 / (gbps * 1e9) * 1e3;
+    d.step_scale = scale;
+    EXPECT_NEAR(stage_compute(one, AttentionKind::naive, d).front().total_ms() + optimizer_ms, 500.0, 1e-9);
+    run.ranks = 2;  // a run's step with communication in it is no compute measurement
+    EXPECT_THROW(measured_step_scale(d, plan, AttentionKind::naive, run, gbps), UsageError);
+    run.ranks = 1;
+    run.model = "other";
+    EXPECT_THROW(measured_step_scale(d, plan, AttentionKind::naive, run, gbps), UsageError);
+}
+
+TEST(DeviceCompute, ABackwardEntryIsTwoGemmsAndSmallOnesCountAsMuch) {
+    // 100 TFLOP/s at 0.5 and 10 us per call: 1 GFLOP forward 30 us, 2 GFLOP backward (two
+    // calls) 60 us, 100 GFLOP forward 2010 us.
+    const std::string path = ::testing::TempDir() + "/gemm_curve_calls.json";
+    {
+        std::ofstream out(path);
+        out << R"({"benchmarks": [
+          {"name": "gpu/x/matmul_a_forward", "real_time": 30, "time_unit": "us", "FLOP/s": 3.3333333333333336e13},
+          {"name": "gpu/x/matmul_a_backward", "real_time": 60, "time_unit": "us", "FLOP/s": 3.3333333333333336e13},
+          {"name": "gpu/x/matmul_b_forward", "real_time": 2010, "time_unit": "us", "FLOP/s": 4.975124378109453e13}]})";
+    }
+    const GemmCurve curve = fit_gemm_curve(path, 100);
+    EXPECT_NEAR(curve.sustained, 0.5, 1e-9);
+    EXPECT_NEAR(curve.overhead_us, 10.0, 1e-6);
+    std::remove(path.c_str());
 }
 
 TEST(Zero3Overlap, NextGatherHidesBehindOneLayerAndNoMore) {
