@@ -35,8 +35,7 @@ struct TimingOptions {
     double inject_straggler_us = 2000.0;
     // Where the data start past their allocation's (page-aligned on CPU) beginning: the send
     // and the receive buffer out of place, the one buffer at recv_offset_bytes in place. The
-    // relative placement of the two matters on CPUs (4K aliasing, README "Reproducing other
-    // tools' numbers"); multiples of the element size.
+    // relative placement of the two matters on CPUs (4K aliasing, docs/reproducing.md); multiples of the element size.
     std::size_t send_offset_bytes = 0;
     std::size_t recv_offset_bytes = 0;
 };

@@ -148,7 +148,7 @@ void resolve_reporting(const CollectiveOptions& options, ResolvedOptions& resolv
 
 // --buffer-offsets SEND[,RECV][:SEND,RECV...]: bytes past the allocation's start, below a
 // page, in whole elements (RECV defaults to SEND); one pair for every rank, or one per rank
-// (rank 0's first), which is how two processes' heaps differ (README, IMB-MPI1).
+// (rank 0's first), which is how two processes' heaps differ (docs/reproducing.md, IMB-MPI1).
 std::vector<BufferOffsets> parse_buffer_offsets(const std::string& text, DType type) {
     if (text.empty()) return {BufferOffsets{}};
     const auto offset = [&](const std::string& part) {
@@ -781,12 +781,12 @@ std::unique_ptr<Command> add_collective_command(CLI::App& app, const std::string
     sub->add_flag("--graph", o.graph, "Replay the op(s) of a sample from a CUDA graph (GPU only)");
     sub->add_option("--buffer-offsets", o.buffer_offsets,
                     "SEND[,RECV]: start the send and receive buffers this many bytes past a page (default 0,0); "
-                    "SEND,RECV:SEND,RECV...: one pair per rank (README: IMB-MPI1's placement)");
+                    "SEND,RECV:SEND,RECV...: one pair per rank (docs/reproducing.md: IMB-MPI1's placement)");
     add_reporting_flags(*sub, o);
     command->given().skew =
         sub->add_option("--skew", o.skew,
                         "alltoallv's per-destination blocks: uniform, zipf:S (destination p of the seeded popularity "
-                        "order weighs 1/(p+1)^S) or hot:K (K destinations get 90% of the traffic); README")
+                        "order weighs 1/(p+1)^S) or hot:K (K destinations get 90% of the traffic); docs/collectives.md")
             ->capture_default_str();
     command->given().skew_seed =
         sub->add_option("--skew-seed", o.skew_seed, "Seed of the popularity order --skew follows (same on every rank)")
