@@ -82,6 +82,7 @@ class PlanCommand : public Command {
     int tp = 1, pp = 1, zero = 0, microbatches = 1, virtual_stages = 1, global_batch = 0, cp = 1;
     std::optional<std::string> cp_style, cp_balance;
     bool sp = false, overlap = false, prefetch = false, no_reshard = false, hybrid_shard = false;
+    bool tp_comm_overlap = false;  // plan/tp_comm_overlap.hpp
     std::optional<std::string> precision;  // default: default_precision(states)
     std::string schedule = "1f1b", recompute = "none", p2p = "nonblocking";
     std::optional<std::string> states;  // default: default_states()
@@ -513,6 +514,18 @@ class PlanCommand : public Command {
                                      " must be a larger multiple of it, or drop --hybrid-shard");
             }
         }
+        if (tp_comm_overlap) {
+            if (p.states == StateConvention::parbench)
+                throw UsageError("--tp-comm-overlap prices Megatron-core's and torchtitan's overlap, which parbench's "
+                                 "train does not run; plan a framework's job with --states megatron|zero, or drop it");
+            if (!search && (tp < 2 || !sp))
+                throw UsageError("--tp-comm-overlap overlaps sequence parallelism's all-gathers and reduce-scatters "
+                                 "(Megatron-core requires --sequence-parallel for it); add --tp 2 or more and --sp");
+            if (efficiency || !calibrate_compute.empty())
+                throw UsageError("--tp-comm-overlap pairs each collective with its GEMM's time on the device's curve; "
+                                 "drop --efficiency and --calibrate-compute, which give one rate instead");
+            p.tp_comm_overlap = true;
+        }
         resolve_experts(p, config);
         // Not given: the default and its reason (plan/global_batch.hpp).
         p.global_batch = plan_global_batch(global_batch, search, p.states, config, l.dp, microbatches).sequences;
@@ -579,6 +592,9 @@ std::unique_ptr<Command> add_plan_command(CLI::App& app) {
                     "one or a CPU host with known cores)");
     sub->add_flag("--overlap", c.overlap, "Overlap gradient collectives with backward");
     sub->add_flag("--prefetch", c.prefetch, "ZeRO-3: prefetch the next layer's parameters");
+    sub->add_flag("--tp-comm-overlap", c.tp_comm_overlap,
+                  "Tensor-parallel all-gathers and reduce-scatters pipelined with their GEMMs (Megatron-core "
+                  "--tp-comm-overlap, torchtitan async TP); needs --sp (with --search: every layout with sp)");
     sub->add_flag("--no-reshard", c.no_reshard,
                   "ZeRO-3 as FSDP without resharding after forward (one gather per layer, parameters kept)");
     sub->add_flag("--hybrid-shard", c.hybrid_shard,

@@ -74,7 +74,8 @@ ClusterSpec parse_cluster(const nlohmann::json& document, const std::string& sou
         const JsonFields fields = root.object("device");
         fields.refuse_unknown_keys({"name", "peak_tflops_bf16", "peak_tflops_fp32", "memory_gib",
                                     "memory_bandwidth_gbps", "intra_host", "cross_host", "gemm_sustained",
-                                    "gemm_overhead_us", "gemm_preset", "memory_fraction", "memory_reserved_gib"});
+                                    "gemm_overhead_us", "gemm_preset", "memory_fraction", "memory_reserved_gib",
+                                    "flash_forward_fraction", "flash_backward_fraction"});
         DeviceSpec& d = cluster.device;
         d.name = fields.optional_string("name").value_or("custom");
         d.peak_tflops_bf16 = fields.number("peak_tflops_bf16", 0, cluster_limits::max_tflops, true);
@@ -103,6 +104,8 @@ ClusterSpec parse_cluster(const nlohmann::json& document, const std::string& sou
         d.gemm_sustained = fields.optional_number("gemm_sustained", 0, 1, true).value_or(0.0);
         d.gemm_overhead_us = fields.optional_number("gemm_overhead_us", 0, cluster_limits::max_latency_us).value_or(0.0);
         d.memory_fraction = fields.optional_number("memory_fraction", 0, 1, true).value_or(0.0);
+        d.flash_forward_fraction = fields.optional_number("flash_forward_fraction", 0, 1, true).value_or(0.0);
+        d.flash_backward_fraction = fields.optional_number("flash_backward_fraction", 0, 1, true).value_or(0.0);
         d.memory_reserved_gib = fields.optional_number("memory_reserved_gib", 0, cluster_limits::max_memory_gib).value_or(0.0);
         if (d.memory_reserved_gib >= d.memory_gib)
             throw UsageError(fields.name("memory_reserved_gib") + " is " + std::to_string(d.memory_reserved_gib) +

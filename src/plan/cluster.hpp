@@ -48,6 +48,9 @@ struct DeviceSpec {
     double gemm_sustained = 0.0;
     double gemm_overhead_us = 0.0;
     double memory_fraction = 0.0;
+    // The fused attention kernel the file's software runs, as fractions of the peak its forward
+    // and backward reach ("flash_forward_fraction", "flash_backward_fraction"); 0: the preset's.
+    double flash_forward_fraction = 0.0, flash_backward_fraction = 0.0;
     // HBM a framework's job cannot give its tensors ("memory_reserved_gib"): what PyTorch's
     // caching allocator holds reserved beyond the allocated tensors (fragmentation), the CUDA
     // context and NCCL's buffers. Layouts under --states zero|megatron fit in memory_gib less

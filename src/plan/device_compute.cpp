@@ -28,8 +28,21 @@ struct CurvePreset {
     double sustained;
     double overhead_us;
     const char* source;
+    AttentionRate attention{};  // none: flash attention's products on the GEMM curve
 };
-constexpr CurvePreset curve_presets[] = {
+
+// Flash attention on sm_90, as Megatron-core runs it (Transformer Engine's fused attention
+// backend on Hopper is cuDNN's): FlashAttention-3 (arXiv 2407.08608) fig. 5-6, H100 80GB SXM5,
+// bf16, head dim 128, sequences of 4k-8k (batch x sequence 16k tokens), cuDNN forward 609-600 and
+// backward 499-518 TFLOP/s of 989. Not causal: a causal kernel skips the blocks above the diagonal
+// and is taken at the same rate on the half it computes (theory/layer_work.hpp). PyTorch's SDPA of
+// 2024 ran FlashAttention-2, 368-370 forward and 310-318 backward in the same figures: a
+// cluster file says so with flash_forward_fraction / flash_backward_fraction.
+const AttentionRate sm90_cudnn_attention{
+    0.61, 0.515,
+    "flash attention at cuDNN's measured rate on H100 (arXiv 2407.08608 fig. 5-6: 605 forward, 509 backward TFLOP/s "
+    "at head dim 128, 4k-8k tokens)"};
+const CurvePreset curve_presets[] = {
     {"A100", 0.73, 10.0,
      "A100: sustained 0.73 of peak fitted on arXiv 2205.05198 table 5 and arXiv 2104.04473 table 1; 10 us per call "
      "(launch, fill, tail; assumed)"},
@@ -37,12 +50,14 @@ constexpr CurvePreset curve_presets[] = {
     // 4.7 % on them; the largest reach 0.79-0.82 of peak, MAMF 794.5 of 989 TFLOP/s (0.80).
     {"H100", 0.776, 6.0,
      "H100: sustained 0.776 of peak and 6 us per call, fitted to XLA's measured sm_90 bf16 GEMM table "
-     "(matmul_interpolator_data.h, 181 shapes of 1 GFLOP or more); MAMF 0.80 at its best shape (ml-engineering)"},
+     "(matmul_interpolator_data.h, 181 shapes of 1 GFLOP or more); MAMF 0.80 at its best shape (ml-engineering)",
+     sm90_cudnn_attention},
     // H200 is an H100 die (sm_90, same SMs, clocks and bf16 peak) with HBM3e: the MAMF table
     // notes H200's bf16 MAMF as the same as H100's. Its element-wise work runs at its own HBM.
     {"H200", 0.776, 6.0,
      "H200: H100's sm_90 curve (same die and peak; the MAMF table gives H200's bf16 as H100's): sustained 0.776, "
-     "6 us per call, fitted to XLA's measured sm_90 bf16 GEMM table"},
+     "6 us per call, fitted to XLA's measured sm_90 bf16 GEMM table",
+     sm90_cudnn_attention},
     // sm_100: 64 entries of 1 GFLOP or more (of 76 read from the sm_100 part of the table),
     // median |error| 5.7 %; its largest shapes reach 0.69 of peak where the MAMF search found 0.776
     // (1745 of 2250 TFLOP/s at 1792x16128x3072): XLA's kernels of the table's date leave Blackwell
@@ -62,6 +77,17 @@ const CurvePreset* curve_preset(const std::string& device) {
     return nullptr;
 }
 
+// A --cluster file's own flash attention rate replaces the preset's (its software's kernel).
+void apply_attention_rate(DeviceCompute& c, const DeviceSpec& device) {
+    if (device.flash_forward_fraction <= 0 && device.flash_backward_fraction <= 0) return;
+    if (device.flash_forward_fraction > 0) c.attention.forward = device.flash_forward_fraction;
+    if (device.flash_backward_fraction > 0) c.attention.backward = device.flash_backward_fraction;
+    char text[128];
+    std::snprintf(text, sizeof text, ": flash attention at %.3g (forward) and %.3g (backward) of peak",
+                  c.attention.forward, c.attention.backward);
+    c.attention.source = device.source + text;
+}
+
 std::string memory_source(const DeviceSpec& device, double fraction, bool assumed) {
     char text[96];
     std::snprintf(text, sizeof text, " HBM %.0f GB/s x %.2g%s", device.memory_bandwidth_gbps, fraction,
@@ -78,6 +104,11 @@ double DeviceCompute::efficiency(double gemm_flops) const {
 }
 
 double DeviceCompute::gemm_ms(const Gemm& g) const {
+    // A fused attention kernel's products at its own measured rate (its tiles stay on chip).
+    const double fused = g.role == GemmRole::fused_attention_forward    ? attention.forward
+                         : g.role == GemmRole::fused_attention_backward ? attention.backward
+                                                                        : 0.0;
+    if (fused > 0) return (g.flops() / (peak_tflops * 1e12 * fused) + gemm.overhead_us * 1e-6) * 1e3;
     // Roofline: a product whose operands and result take longer to move than its FLOPs take to
     // compute (low arithmetic intensity) runs at memory speed.
     const double compute_s = g.flops() / (peak_tflops * 1e12 * gemm.sustained);
@@ -100,6 +131,7 @@ std::optional<DeviceCompute> device_compute_model(const DeviceSpec& device, bool
     c.peak_tflops = bf16 ? device.peak_tflops_bf16 : device.peak_tflops_fp32;
     if (preset) {
         c.gemm = {preset->sustained, preset->overhead_us, preset->source};
+        c.attention = preset->attention;
         if (device.gemm_preset != device.name) c.gemm.source = device.source + " takes the " + c.gemm.source;
     }
     c.memory_gbps = device.memory_bandwidth_gbps;
@@ -119,6 +151,7 @@ std::optional<DeviceCompute> device_compute_model(const DeviceSpec& device, bool
         c.memory_fraction = device.memory_fraction;
         c.memory_source = memory_source(device, device.memory_fraction, false);
     }
+    apply_attention_rate(c, device);
     return c;
 }
 
@@ -133,6 +166,7 @@ DeviceCompute resolve_device_compute(const DeviceSpec& device, bool bf16, const 
             c->memory_gbps = device.memory_bandwidth_gbps;
             c->memory_fraction = device.memory_fraction > 0 ? device.memory_fraction : memory_fraction;
             c->memory_source = memory_source(device, c->memory_fraction, device.memory_fraction <= 0);
+            apply_attention_rate(*c, device);
         }
         c->gemm = fit_gemm_curve(gemm_curve_report, c->peak_tflops);
     }
@@ -206,6 +240,12 @@ nlohmann::json to_json(const DeviceCompute& c) {
             {"gemm_efficiency_at",
              {{"1 GFLOP", c.efficiency(1e9)}, {"10 GFLOP", c.efficiency(1e10)}, {"100 GFLOP", c.efficiency(1e11)},
               {"1 TFLOP", c.efficiency(1e12)}}},
+            {"flash_attention",
+             c.attention.forward > 0 || c.attention.backward > 0
+                 ? nlohmann::json{{"forward_fraction", c.attention.forward},
+                                  {"backward_fraction", c.attention.backward},
+                                  {"source", c.attention.source}}
+                 : nlohmann::json("on the GEMM curve")},
             {"memory_gbps", c.memory_gbps},
             {"memory_fraction", c.memory_fraction},
             {"memory_source", c.memory_source},

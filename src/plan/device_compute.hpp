@@ -34,9 +34,17 @@ struct GemmCurve {
     std::string source;
 };
 
+// The fused attention kernel's rate (flash attention's products, theory/layer_work.hpp), as
+// fractions of the dense peak for its forward and its backward; 0: on the GEMM curve.
+struct AttentionRate {
+    double forward = 0.0, backward = 0.0;
+    std::string source;
+};
+
 struct DeviceCompute {
     double peak_tflops = 0.0;          // dense, in the plan's precision
     GemmCurve gemm;
+    AttentionRate attention;
     double memory_gbps = 0.0;          // HBM, decimal GB/s
     double memory_fraction = 0.0;      // of HBM bandwidth that element-wise kernels reach
     std::string memory_source;

@@ -5,6 +5,7 @@
 #include <stdexcept>
 
 #include "core/error.hpp"
+#include "plan/tp_comm_overlap.hpp"
 #include "theory/context_parallel.hpp"
 #include "theory/llama_activation_memory.hpp"
 #include "theory/model_flops.hpp"
@@ -482,6 +483,24 @@ PlanPrediction predict_layout(const PlanLayout& p, const PlanContext& context, c
 
     // Exposed communication.
     out.exposed_tp_ms = sum_time_ms(out.comm, "tp");
+    double hidden_tp_ms = 0;
+    if (p.tp_comm_overlap && l.tp > 1 && !out.stages.empty()) {
+        // The sequence-parallel all-gathers and reduce-scatters, each pipelined with the linear
+        // GEMM it feeds or drains, on the busiest stage; the rest (all-reduces) stays exposed.
+        const StageCompute* busiest_stage = &out.stages.front();
+        for (const StageCompute& stage : out.stages)
+            if (stage.total_ms() > busiest_stage->total_ms()) busiest_stage = &stage;
+        double overlapped_ms = 0, calls = 0;
+        for (const CommLine& line : out.comm)
+            if (line.dimension == "tp" && (line.collective == "allgather" || line.collective == "reducescatter")) {
+                overlapped_ms += line.time_ms;
+                calls += line.calls;
+            }
+        const double gemm_ms = l.microbatches * busiest_stage->linear_gemm_ms / out.compute_share.share;
+        const double exposed = tp_overlap_step_exposed_ms(gemm_ms, overlapped_ms, calls, l.tp);
+        hidden_tp_ms = std::max(0.0, overlapped_ms - exposed);
+        out.exposed_tp_ms -= hidden_tp_ms;
+    }
     out.exposed_cp_ms = sum_time_ms(out.comm, "cp");
     // The forward's share of compute: the busiest stage's F with a compute model, else 1/3.
     double forward_ms = out.compute_ms / 3.0;
@@ -521,7 +540,12 @@ PlanPrediction predict_layout(const PlanLayout& p, const PlanContext& context, c
                                              p.reshard_after_forward, l.microbatches, regather_ms);
     } else {
         gather_ms += regather_ms;
-        if (l.overlap && l.gradient_ranks() > 1) reduce_ms = std::max(largest_reduce_ms, reduce_ms - backward_ms);
+        // Gradients accumulated over micro-batches are reduced once, in the last micro-batch's
+        // backward (PyTorch DDP's no_sync, Megatron-core's DDP, parbench's ddp and ZeRO-1): only
+        // that backward hides them. ZeRO-2 reduce-scatters every micro-batch's gradients in its
+        // own backward.
+        const double reduce_window_ms = l.zero >= 2 ? backward_ms : backward_ms / l.microbatches;
+        if (l.overlap && l.gradient_ranks() > 1) reduce_ms = std::max(largest_reduce_ms, reduce_ms - reduce_window_ms);
         if (l.zero == 3 && l.prefetch && l.gradient_ranks() > 1)
             gather_ms = std::max(largest_gather_ms, gather_ms - out.compute_ms);
         out.exposed_dp_ms = reduce_ms + gather_ms;
@@ -565,7 +589,7 @@ PlanPrediction predict_layout(const PlanLayout& p, const PlanContext& context, c
     // report) holds its own slowdown already.
     if (context.device_compute) {
         const double hidden_ms = std::max(0.0, reduce_ms_total + gather_ms_total - out.exposed_dp_ms) +
-                                 std::max(0.0, pp_ms - out.exposed_pp_ms) + hidden_ep_ms;
+                                 std::max(0.0, pp_ms - out.exposed_pp_ms) + hidden_ep_ms + hidden_tp_ms;
         out.overlap_slowdown_ms = overlap_compute_slowdown * std::min(hidden_ms, out.compute_ms);
     }
     out.step_ms = out.compute_ms + out.bubble_ms + out.optimizer_ms + out.exposed_ms() + out.overlap_slowdown_ms;
@@ -588,6 +612,7 @@ std::string layout_label(const PlanLayout& p) {
     label << " m" << l.microbatches << " mbs" << l.microbatch_size << " z" << l.zero;
     if (l.overlap) label << " overlap";
     if (l.prefetch) label << " prefetch";
+    if (p.tp_comm_overlap) label << " tp-overlap";
     if (l.zero == 3 && !p.reshard_after_forward) label << " no-reshard";
     if (p.shard_group > 0) label << " hybrid" << p.shard_group;
     if (p.experts.has_experts()) label << " ep" << p.experts.ep;
@@ -643,6 +668,7 @@ nlohmann::json to_json(const PlanPrediction& p) {
               {"recompute", recompute_name(l.recompute)}, {"p2p", p2p_mode_name(l.p2p)},
               {"attention", attention_name(p.layout.attention)},
               {"reshard_after_forward", p.layout.reshard_after_forward}, {"shard_group", p.layout.shard_group},
+              {"tp_comm_overlap", p.layout.tp_comm_overlap},
               {"ep", p.layout.experts.ep}, {"moe_a2a_overlap", p.layout.experts.a2a_overlap},
               {"moe_a2a_overlap_1f1b", p.layout.experts.a2a_overlap_1f1b}}},
             {"memory_bytes",

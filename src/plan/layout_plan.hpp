@@ -11,7 +11,8 @@
 //   bubble    = compute x b / (1 - b), b the simulated schedule's idle fraction
 //   optimizer = AdamW's 28 B per owned parameter / (memory bandwidth x share) (unless the rate
 //               is a train report's, which holds it already)
-//   exposed   = tp: every collective (train's are blocking); cp: every transfer of the
+//   exposed   = tp: every collective (train's are blocking), or with --tp-comm-overlap each
+//               all-gather and reduce-scatter pipelined with its GEMM (plan/tp_comm_overlap.hpp); cp: every transfer of the
 //               context-parallel attention (alltoall's are blocking; ring overlaps its sends
 //               with block compute, so for ring this is an upper bound); dp: all of it, or with --overlap
 //               what the backward cannot hide, at least the last bucket; ZeRO-3 with --prefetch
@@ -85,6 +86,10 @@ struct PlanLayout {
     // shards all-reduced across the replicas once per step. zero and megatron conventions only.
     bool reshard_after_forward = true;
     int shard_group = 0;  // 0: all dp ranks
+    // Tensor-parallel all-gathers and reduce-scatters (sequence parallelism) pipelined with the
+    // GEMMs beside them, as Megatron-core's --tp-comm-overlap and torchtitan's async TP run them
+    // (plan/tp_comm_overlap.hpp). zero and megatron conventions, with sp.
+    bool tp_comm_overlap = false;
     // A mixture-of-experts model (plan/moe_plan.hpp): engine.model is then its dense skeleton under
     // the frameworks' conventions, the model itself under parbench's (whose engine formulas count
     // the MoE layers as train builds them).

@@ -113,6 +113,8 @@ SearchResult search_layouts(const SearchSpace& space, const PlanContext& context
                             l.tp = tp;
                             l.pp = pp;
                             l.sp = sp == 1;
+                            // The overlap pipelines sequence parallelism's collectives only.
+                            layout.tp_comm_overlap = space.base.tp_comm_overlap && l.sp;
                             l.zero = zero;
                             l.microbatches = m;
                             l.microbatch_size = batch / dp / m;

@@ -14,6 +14,9 @@ void add(StageCompute& stage, const LayerWork& work, const DeviceCompute& device
     stage.recompute_ms += times * device.pass_ms(work.recompute);
     stage.gemm_flops += times * (work.forward.flops() + work.input_grad.flops() + work.weight_grad.flops() +
                                  work.recompute.flops());
+    for (const PassWork* pass : {&work.forward, &work.input_grad, &work.weight_grad})
+        for (const Gemm& g : pass->gemms)
+            if (g.role == GemmRole::linear) stage.linear_gemm_ms += times * device.gemm_ms(g) * device.step_scale;
 }
 
 }  // namespace

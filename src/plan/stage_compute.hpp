@@ -21,6 +21,9 @@ struct StageCompute {
     int layers = 0;
     double forward_ms = 0, input_grad_ms = 0, weight_grad_ms = 0, recompute_ms = 0;
     double gemm_flops = 0;  // hardware FLOPs of one micro-batch (recompute included)
+    // The linear layers' GEMMs of one micro-batch (forward, both gradients; not recompute's or a
+    // fused attention kernel's): what tensor-parallel collectives overlap with (plan/tp_comm_overlap.hpp).
+    double linear_gemm_ms = 0;
     double total_ms() const { return forward_ms + input_grad_ms + weight_grad_ms + recompute_ms; }
 };
 

@@ -63,6 +63,12 @@ def main():
         (["--model", "gpt3-175b", "--gpus", "64", "--no-reshard", "--states", "zero"], "--no-reshard"),
         (["--model", "gpt3-175b", "--gpus", "64", "--tp", "8", "--zero", "3", "--hybrid-shard", "--states", "zero"],
          "--hybrid-shard"),
+        # Tensor-parallel overlap: sequence parallelism's collectives, a framework's job, GEMM times.
+        (["--model", "gpt3-175b", "--gpus", "64", "--tp", "8", "--tp-comm-overlap"], "--tp-comm-overlap"),
+        (["--model", "gpt-small", "--gpus", "2", "--tp", "2", "--sp", "--tp-comm-overlap", "--states", "parbench"],
+         "--tp-comm-overlap"),
+        (["--model", "gpt3-175b", "--gpus", "64", "--tp", "8", "--sp", "--tp-comm-overlap", "--efficiency", "0.5"],
+         "--tp-comm-overlap"),
     ])
     for args, needle in bad:
         result = run(binary, args)
@@ -127,6 +133,24 @@ def main():
             failures.append("oversubscribed: the console does not mark the prediction: " + result.stdout)
         if "uncalibrated" not in document["inputs"]["compute"]["source"]:
             failures.append(f"{name}: the compute rate does not say it is uncalibrated")
+    # --tp-comm-overlap hides part of the sequence-parallel collectives behind their GEMMs, never all
+    # of them (one chunk of each pair stays exposed), and charges the compute it slows.
+    overlap = ["--model", "gpt3-175b", "--gpus", "128", "--tp", "8", "--pp", "16", "--sp", "--zero", "1",
+               "--microbatches", "16", "--global-batch", "16", "--states", "megatron", "--recompute", "selective"]
+    times = {}
+    for name, extra in (("exposed", []), ("overlapped", ["--tp-comm-overlap"])):
+        path = os.path.join(out, "tp-" + name + ".json")
+        result = run(binary, overlap + extra + ["--json", path])
+        if result.returncode == 0:
+            times[name] = json.load(open(path))["layouts"][0]["time_ms"]
+        else:
+            failures.append(f"tp overlap {name}: exit {result.returncode}: {result.stderr}")
+    if len(times) == 2:
+        exposed, overlapped = times["exposed"], times["overlapped"]
+        if not (0 < overlapped["exposed_tp"] < exposed["exposed_tp"]) or \
+                overlapped["overlap_slowdown"] <= exposed["overlap_slowdown"] or overlapped["compute"] != exposed["compute"]:
+            failures.append(f"--tp-comm-overlap: exposed tp {exposed['exposed_tp']} -> {overlapped['exposed_tp']}, "
+                            f"slowdown {exposed['overlap_slowdown']} -> {overlapped['overlap_slowdown']}")
     markdown = run(binary, ["--params", "7.5B", "--gpus", "64", "--search", "--global-batch", "512", "--top", "2",
                             "--states", "zero", "--markdown"])
     if markdown.returncode != 0 or "| # | layout |" not in markdown.stdout:

@@ -11,6 +11,7 @@
 #include "plan/device_compute.hpp"
 #include "plan/layout_plan.hpp"
 #include "plan/stage_compute.hpp"
+#include "plan/tp_comm_overlap.hpp"
 #include "theory/layer_work.hpp"
 #include "theory/model_layout.hpp"
 #include "theory/pipeline/partition.hpp"
@@ -237,6 +238,32 @@ TEST(DeviceCompute, ABackwardEntryIsTwoGemmsAndSmallOnesCountAsMuch) {
     EXPECT_NEAR(curve.sustained, 0.5, 1e-9);
     EXPECT_NEAR(curve.overhead_us, 10.0, 1e-6);
     std::remove(path.c_str());
+}
+
+TEST(TpCommOverlap, TheLongerOfEachPairPlusOneChunkOfTheShorter) {
+    // A 10 ms GEMM beside a 4 ms all-gather cut into 4 chunks: 1 ms (the first chunk) exposed;
+    // beside a 16 ms one: 6 ms longer than the GEMM, plus 2.5 ms of the GEMM's last chunk.
+    EXPECT_DOUBLE_EQ(tp_overlap_exposed_ms(10, 4, 4), 1.0);
+    EXPECT_DOUBLE_EQ(tp_overlap_exposed_ms(10, 16, 4), 8.5);
+    EXPECT_DOUBLE_EQ(tp_overlap_exposed_ms(10, 4, 1), 4.0);  // one chunk: nothing overlaps
+    // A step of 8 pairs: the same per pair.
+    EXPECT_DOUBLE_EQ(tp_overlap_step_exposed_ms(80, 32, 8, 4), 8.0);
+}
+
+TEST(DeviceCompute, FusedAttentionRunsAtItsKernelsRate) {
+    DeviceCompute d = hand_device();
+    Gemm fused{"scores", 4096, 4096, 128, 32, 0, GemmRole::fused_attention_forward};
+    const double on_curve = d.gemm_ms(fused);
+    d.attention = {0.25, 0.2, "test"};
+    // 0.25 of the 100 TFLOP/s peak, plus the call's overhead.
+    EXPECT_NEAR(d.gemm_ms(fused), fused.flops() / 25e12 * 1e3 + 0.01, 1e-9);
+    EXPECT_GT(d.gemm_ms(fused), on_curve);
+    fused.role = GemmRole::fused_attention_backward;
+    EXPECT_NEAR(d.gemm_ms(fused), fused.flops() / 20e12 * 1e3 + 0.01, 1e-9);
+    // The H100 preset runs flash attention at cuDNN's measured rate, below its GEMM curve.
+    const DeviceCompute h100 = *device_compute_model(device_preset("H100"), true);
+    EXPECT_LT(h100.attention.forward, h100.gemm.sustained);
+    EXPECT_LT(h100.attention.backward, h100.attention.forward);
 }
 
 TEST(Zero3Overlap, NextGatherHidesBehindOneLayerAndNoMore) {
