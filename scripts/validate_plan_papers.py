@@ -29,9 +29,30 @@ Assumptions where the papers leave a setting out (printed per row):
     per parameter);
   - 2205.05198: --states megatron, data parallelism 1 (every row's GPUs are t x p).
 
+Held out on H100 (fitted on nothing: the H100 preset's GEMM curve and flash attention rate come
+from kernel measurements, src/plan/device_compute.cpp; every other figure is the model's own):
+  Megatron-LM's README, "Training Speed and Scalability" (images/model_table.png, NVIDIA/Megatron-LM
+    commit f2e5db40 "New scaling figures on H100 GPUs"): GPT models 1.7B-462B, vocabulary 131072,
+    sequence 4096, on 48-6144 H100 (DGX H100, configs/clusters/h100-dgx.json), "fine-grained
+    overlapping of data-parallel (--overlap-grad-reduce --overlap-param-gather), tensor-parallel
+    (--tp-comm-overlap) and pipeline-parallel communication"; the published step time is the
+    model's FLOPs (Megatron-LM's count, 72 B s l h^2 (1 + s/(6h) + V/(12 l h)) without recompute)
+    over the per-GPU TFLOP/s x GPUs. Assumed where it is silent: micro-batch 1, 1F1B without
+    interleaving, no recompute, sequence parallelism with tp > 1, the distributed optimizer (ZeRO-1)
+    with fp32 gradients (Megatron's default for bf16), flash attention.
+  torchtitan's H100 benchmark of 2024-12 (pytorch/torchtitan benchmarks/llama3_h100_202412_torchtitan.md,
+    tables 1 and 3): Llama 3.1 8B with FSDP (1D) on 8 and 128 H100 (Grand Teton, configs/clusters/
+    h100-grand-teton.json), local batch 2, sequence 8192, selective activation checkpointing; the
+    bf16 rows only (the 2D-4D rows are Float8, which plan does not price). Published: tokens/s per
+    GPU; the step time is local batch x 8192 / that. Assumed: FSDP2 as ZeRO-3 with prefetch,
+    resharding after forward, bf16 gathers and fp32 reduce-scatters (torchtitan's defaults),
+    selective checkpointing as plan's selective (nothing under flash attention), one micro-batch.
+
   scripts/validate_plan_papers.py [--parbench build/parbench] [--cluster FILE] [--json OUT]
                                   [--assert-goal]
---assert-goal exits 1 unless each table's median |error| <= 5 % and largest <= 10 %.
+--assert-goal exits 1 unless each in-sample table's median |error| <= 5 % and largest <= 10 %; the
+held-out tables print whether they meet that goal and are not asserted (a miss is explained from
+the model's parts, docs/planning.md, never tuned away).
 """
 import argparse
 import json
@@ -70,16 +91,47 @@ NARAYANAN = [
 ]
 
 
+# Megatron-LM README (H100 weak scaling): model, heads, hidden, layers, t, p, d, global batch, TFLOP/s per GPU.
+MEGATRON_H100 = [
+    ("1.7B", 16, 2048, 24, 1, 1, 48, 192, 408.8),
+    ("7.1B", 32, 4096, 30, 2, 1, 48, 192, 465.9),
+    ("16B", 48, 6144, 32, 4, 1, 48, 192, 489.1),
+    ("32B", 56, 7168, 48, 8, 1, 48, 192, 459.6),
+    ("70B", 64, 8192, 84, 8, 2, 48, 384, 419.7),
+    ("119B", 80, 10240, 92, 8, 4, 48, 768, 420.5),
+    ("177B", 96, 12288, 96, 8, 6, 48, 1152, 432.8),
+    ("314B", 128, 16384, 96, 8, 8, 48, 1536, 474.4),
+    ("462B", 144, 18432, 112, 8, 16, 48, 3072, 459.9),
+]
+MEGATRON_H100_SEQ, MEGATRON_H100_VOCAB = 4096, 131072
+
+# torchtitan benchmarks/llama3_h100_202412_torchtitan.md, tables 1 and 3 (bf16): GPUs, technique,
+# local batch, tokens/s per GPU.
+TORCHTITAN_H100 = [
+    (8, "FSDP", 2, 5762),
+    (8, "FSDP + torch.compile", 2, 6667),
+    (128, "FSDP", 2, 5605),
+    (128, "FSDP + torch.compile", 2, 6514),
+]
+
+
+def megatron_flops(batch, seq, layers, hidden, vocab):
+    """Megatron-LM's FLOPs per iteration of a GPT model without recompute (its training.py count)."""
+    return 72.0 * batch * seq * layers * hidden ** 2 * (1 + seq / (6.0 * hidden) + vocab / (12.0 * layers * hidden))
+
+
 def narayanan_flops(batch, layers, hidden):
     """arXiv 2104.04473 eq. 3: FLOPs per iteration with activation recompute."""
     return 96.0 * batch * SEQ * layers * hidden ** 2 * (1 + SEQ / (6.0 * hidden) + VOCAB / (16.0 * layers * hidden))
 
 
-def plan_step_ms(parbench, cluster, args, scratch):
+def plan_step_ms(parbench, cluster, args, scratch, status=(0,)):
+    """The predicted step of one layout. `status`: the exits taken (3: the layout is predicted not to
+    fit; its time is still the prediction, and the row says so)."""
     out = os.path.join(scratch, "plan.json")
     command = [parbench, "plan", "--cluster", cluster, "--json", out] + args
     run = subprocess.run(command, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
-    if run.returncode != 0:
+    if run.returncode not in status:
         raise SystemExit(f"plan failed ({run.returncode}): {' '.join(command)}\n{run.stderr}")
     with open(out) as f:
         layout = json.load(f)["layouts"][0]
@@ -144,6 +196,50 @@ def main():
                          "in_sample": True})
         tables["arXiv 2104.04473 table 1 (step time from achieved TFLOP/s)"] = rows
 
+        rows = []
+        h100 = os.path.join(ROOT, "configs", "clusters", "h100-dgx.json")
+        for name, heads, hidden, layers, t, p, d, batch, tflops in MEGATRON_H100:
+            gpus = t * p * d
+            flops = megatron_flops(batch, MEGATRON_H100_SEQ, layers, hidden, MEGATRON_H100_VOCAB)
+            published_s = flops / (tflops * 1e12 * gpus)
+            args = ["--layers", str(layers), "--hidden", str(hidden), "--heads", str(heads),
+                    "--seq", str(MEGATRON_H100_SEQ), "--vocab", str(MEGATRON_H100_VOCAB), "--gpus", str(gpus),
+                    "--tp", str(t), "--pp", str(p), "--global-batch", str(batch), "--microbatches", str(batch // d),
+                    "--states", "megatron", "--zero", "1", "--overlap", "--attention", "flash", "--recompute", "none",
+                    "--precision", "bf16"] + (["--sp", "--tp-comm-overlap"] if t > 1 else [])
+            step_ms, _ = plan_step_ms(options.parbench, h100, args, scratch)
+            predicted_s = step_ms / 1e3
+            rows.append({"model": name, "mode": f"t{t} p{p} d{d}", "t": t, "p": p, "gpus": gpus, "batch": batch,
+                         "published_s": published_s, "predicted_s": predicted_s,
+                         "published_tflops": tflops, "predicted_tflops": flops / (predicted_s * 1e12 * gpus),
+                         "error": predicted_s / published_s - 1.0,
+                         "assumed": "micro-batch 1, 1F1B without interleaving, no recompute, SP and --tp-comm-overlap "
+                                    "with tp > 1, distributed optimizer with fp32 gradients overlapped, flash attention",
+                         "in_sample": False})
+        tables["Megatron-LM README, H100 weak scaling (step time from TFLOP/s per GPU)"] = rows
+
+        rows = []
+        teton = os.path.join(ROOT, "configs", "clusters", "h100-grand-teton.json")
+        for gpus, technique, local, tokens_per_s in TORCHTITAN_H100:
+            published_s = local * 8192 / tokens_per_s
+            args = ["--model", "llama3-8b", "--gpus", str(gpus), "--global-batch", str(local * gpus),
+                    "--microbatches", "1", "--zero", "3", "--overlap", "--prefetch", "--states", "megatron",
+                    "--attention", "flash", "--recompute", "selective", "--precision", "bf16"]
+            step_ms, layout = plan_step_ms(options.parbench, teton, args, scratch, status=(0, 3))
+            predicted_s = step_ms / 1e3
+            memory = layout["memory_bytes"]
+            fits = "" if memory["fits"] else f" (predicted not to fit: {memory['total'] / 2**30:.1f} GiB of " \
+                f"{memory['capacity'] / 2**30:.1f})"
+            rows.append({"model": "Llama3.1-8B", "mode": f"{technique}{fits}", "t": 1, "p": 1, "gpus": gpus,
+                         "batch": local * gpus, "published_s": published_s, "predicted_s": predicted_s,
+                         "published_tokens_per_s_per_gpu": tokens_per_s,
+                         "predicted_tokens_per_s_per_gpu": local * 8192 / predicted_s,
+                         "error": predicted_s / published_s - 1.0,
+                         "assumed": "FSDP2 as ZeRO-3 with prefetch, resharded after forward, bf16 gathers and fp32 "
+                                    "reduce-scatters; selective checkpointing as plan's selective; FlashAttention-2",
+                         "in_sample": False})
+        tables["torchtitan, H100 Llama 3.1 8B FSDP, bf16 (step time from tokens/s per GPU)"] = rows
+
     summaries = []
     for title, rows in tables.items():
         print(f"## {title}")
@@ -152,18 +248,25 @@ def main():
             sample = ""
             print(f"{r['model']:>8} {r['mode']:<16} {r['gpus']:>5} {r['published_s']:>12.3f} {r['predicted_s']:>12.3f} "
                   f"{100 * r['error']:>+7.1f}%{sample}")
-        summary = summarize(title, rows, 2 * len(KORTHIKANTI) if title.startswith("arXiv 2205") else len(NARAYANAN))
+        expected = {"arXiv 2205": 2 * len(KORTHIKANTI), "arXiv 2104": len(NARAYANAN), "Megatron-LM": len(MEGATRON_H100),
+                    "torchtitan": len(TORCHTITAN_H100)}
+        summary = summarize(title, rows, next(n for key, n in expected.items() if title.startswith(key)))
+        summary["in_sample"] = rows[0]["in_sample"]
         summaries.append(summary)
+        met = summary["median_abs_error"] <= 0.05 and summary["max_abs_error"] <= 0.10
         print(f"median |error| {100 * summary['median_abs_error']:.1f} %, max |error| "
-              f"{100 * summary['max_abs_error']:.1f} %  (goal: median <= 5 %, max <= 10 %)")
+              f"{100 * summary['max_abs_error']:.1f} %  (goal: median <= 5 %, max <= 10 %"
+              f"{'' if summary['in_sample'] else ': ' + ('met' if met else 'MISSED')})")
         print(f"assumed: {rows[0]['assumed']}")
-        print("in sample: the A100 curve's sustained fraction (0.73) was chosen on both tables")
+        print("in sample: the A100 curve's sustained fraction (0.73) was chosen on both tables" if summary["in_sample"]
+              else "out of sample: nothing fitted on this table (docs/planning.md explains its misses)")
         print()
     if options.json:
         with open(options.json, "w") as f:
             json.dump({"tables": tables, "summaries": summaries}, f, indent=1)
     if options.assert_goal:
-        missed = [s["table"] for s in summaries if s["median_abs_error"] > 0.05 or s["max_abs_error"] > 0.10]
+        missed = [s["table"] for s in summaries
+                  if s["in_sample"] and (s["median_abs_error"] > 0.05 or s["max_abs_error"] > 0.10)]
         if missed:
             print("goal missed: " + "; ".join(missed), file=sys.stderr)
             return 1
