@@ -40,6 +40,17 @@ from kernel measurements, src/plan/device_compute.cpp; every other figure is the
     over the per-GPU TFLOP/s x GPUs. Assumed where it is silent: micro-batch 1, 1F1B without
     interleaving, no recompute, sequence parallelism with tp > 1, the distributed optimizer (ZeRO-1)
     with fp32 gradients (Megatron's default for bf16), flash attention.
+  NeMo's and Megatron-Bridge's performance summaries, DGX-H100, FP8 (NVIDIA/NeMo docs/source/performance/
+    performance_summary.md, container 24.07; NVIDIA-NeMo/Megatron-Bridge docs/performance-summary.md,
+    container 25.11): GPT-3 175B, Llama 3 8B/70B and Llama 3.1 405B with their published GBS, MBS, TP, PP,
+    CP, VP and FSDP, priced with --fp8 (linear layers in FP8, the rest bf16) on configs/clusters/
+    h100-dgx.json; published: tokens/s per GPU, the step GBS x sequence / (that x GPUs). Assumed:
+    sequence parallelism and --tp-comm-overlap with tp > 1, the distributed optimizer overlapped
+    (or ZeRO-3 with prefetch where FSDP = 1), no recompute, flash attention; Llama 3.1 405B's 126
+    layers cut as Megatron-Bridge cuts them with the embedding and the loss counted as layers (64
+    chunks: 1, 62 x 2, 1). Nemotron (squared-ReLU MLP) and GPT-OSS (sliding-window attention,
+    attention sinks) are not rows: plan has neither model family; the Mixtral/Qwen/DeepSeek MoE rows
+    are left for the MoE model's approximations (docs/moe.md).
   torchtitan's H100 benchmark of 2024-12 (pytorch/torchtitan benchmarks/llama3_h100_202412_torchtitan.md,
     tables 1 and 3): Llama 3.1 8B with FSDP (1D) on 8 and 128 H100 (Grand Teton, configs/clusters/
     h100-grand-teton.json), local batch 2, sequence 8192, selective activation checkpointing; the
@@ -104,6 +115,18 @@ MEGATRON_H100 = [
     ("462B", 144, 18432, 112, 8, 16, 48, 3072, 459.9),
 ]
 MEGATRON_H100_SEQ, MEGATRON_H100_VOCAB = 4096, 131072
+
+# NeMo 24.07 / Megatron-Bridge 25.11 performance summaries, DGX-H100, FP8: release, model, GPUs, GBS,
+# MBS, sequence, TP, PP, CP, VP, FSDP, tokens/s per GPU.
+NEMO_H100_FP8 = [
+    ("NeMo 24.07", "gpt3-175b", 128, 256, 1, 2048, 4, 8, 1, 6, False, 726),
+    ("NeMo 24.07", "gpt3-175b", 512, 2048, 2, 2048, 4, 8, 1, 6, False, 782),
+    ("NeMo 24.07", "llama3-8b", 8, 128, 1, 8192, 1, 1, 2, 1, False, 12036),
+    ("NeMo 24.07", "llama3-70b", 64, 128, 1, 8192, 4, 4, 2, 5, False, 1533),
+    ("Megatron-Bridge 25.11", "llama3-8b", 8, 128, 1, 8192, 1, 1, 1, 1, True, 14451),
+    ("Megatron-Bridge 25.11", "llama3-70b", 64, 128, 1, 8192, 4, 8, 1, 5, False, 1602),
+    ("Megatron-Bridge 25.11", "llama3-405b", 1024, 512, 1, 8192, 8, 8, 2, 8, False, 292),
+]
 
 # torchtitan benchmarks/llama3_h100_202412_torchtitan.md, tables 1 and 3 (bf16): GPUs, technique,
 # local batch, tokens/s per GPU.
@@ -219,6 +242,35 @@ def main():
         tables["Megatron-LM README, H100 weak scaling (step time from TFLOP/s per GPU)"] = rows
 
         rows = []
+        for release, model, gpus, gbs, mbs, seq, t, p, cp, vp, fsdp, tokens_per_s in NEMO_H100_FP8:
+            d = gpus // (t * p * cp)
+            published_s = gbs * seq / (tokens_per_s * gpus)
+            args = ["--model", model, "--gpus", str(gpus), "--tp", str(t), "--pp", str(p), "--cp", str(cp),
+                    "--global-batch", str(gbs), "--microbatches", str(gbs // (d * mbs)), "--states", "megatron",
+                    "--attention", "flash", "--recompute", "none", "--precision", "bf16", "--fp8"]
+            args += ["--zero", "3", "--overlap", "--prefetch"] if fsdp else ["--zero", "1", "--overlap"]
+            args += ["--sp", "--tp-comm-overlap"] if t > 1 else []
+            args += ["--schedule", "interleaved", "--virtual-stages", str(vp)] if p > 1 and vp > 1 else []
+            if model == "llama3-405b":  # Megatron-Bridge counts the embedding and the loss as layers
+                args += ["--stage-layers", ",".join(["1"] + ["2"] * (p * vp - 2) + ["1"])]
+            step_ms, layout = plan_step_ms(options.parbench, h100, args, scratch, status=(0, 3))
+            predicted_s = step_ms / 1e3
+            memory = layout["memory_bytes"]
+            fits = "" if memory["fits"] else " *"
+            layout_text = f"t{t} p{p} cp{cp} v{vp}" + (" fsdp" if fsdp else "")
+            rows.append({"model": model, "mode": f"{layout_text}{fits}", "t": t, "p": p, "gpus": gpus, "batch": gbs,
+                         "release": release, "published_s": published_s, "predicted_s": predicted_s,
+                         "published_tokens_per_s_per_gpu": tokens_per_s,
+                         "predicted_tokens_per_s_per_gpu": gbs * seq / (predicted_s * gpus),
+                         "error": predicted_s / published_s - 1.0,
+                         "fits": memory["fits"], "memory_gib": memory["total"] / 2**30,
+                         "assumed": "FP8 linear layers, the rest bf16; SP and --tp-comm-overlap with tp > 1; distributed "
+                                    "optimizer overlapped (ZeRO-3 with prefetch where FSDP = 1); no recompute; flash "
+                                    "attention; * predicted not to fit in memory (the row's time is still predicted)",
+                         "in_sample": False})
+        tables["NeMo / Megatron-Bridge performance summaries, DGX-H100, FP8 (step from tokens/s per GPU)"] = rows
+
+        rows = []
         teton = os.path.join(ROOT, "configs", "clusters", "h100-grand-teton.json")
         for gpus, technique, local, tokens_per_s in TORCHTITAN_H100:
             published_s = local * 8192 / tokens_per_s
@@ -249,7 +301,7 @@ def main():
             print(f"{r['model']:>8} {r['mode']:<16} {r['gpus']:>5} {r['published_s']:>12.3f} {r['predicted_s']:>12.3f} "
                   f"{100 * r['error']:>+7.1f}%{sample}")
         expected = {"arXiv 2205": 2 * len(KORTHIKANTI), "arXiv 2104": len(NARAYANAN), "Megatron-LM": len(MEGATRON_H100),
-                    "torchtitan": len(TORCHTITAN_H100)}
+                    "NeMo": len(NEMO_H100_FP8), "torchtitan": len(TORCHTITAN_H100)}
         summary = summarize(title, rows, next(n for key, n in expected.items() if title.startswith(key)))
         summary["in_sample"] = rows[0]["in_sample"]
         summaries.append(summary)

@@ -83,6 +83,7 @@ class PlanCommand : public Command {
     std::optional<std::string> cp_style, cp_balance;
     bool sp = false, overlap = false, prefetch = false, no_reshard = false, hybrid_shard = false;
     bool tp_comm_overlap = false;  // plan/tp_comm_overlap.hpp
+    bool fp8 = false;              // plan/device_compute.hpp
     std::optional<std::string> precision;  // default: default_precision(states)
     std::string schedule = "1f1b", recompute = "none", p2p = "nonblocking";
     std::optional<std::string> states;  // default: default_states()
@@ -526,6 +527,18 @@ class PlanCommand : public Command {
                                  "drop --efficiency and --calibrate-compute, which give one rate instead");
             p.tp_comm_overlap = true;
         }
+        if (fp8) {
+            if (p.states == StateConvention::parbench || run_precision != Precision::bf16)
+                throw UsageError("--fp8 prices a framework's FP8 linear layers in a bf16 job; parbench's train runs "
+                                 "none: plan with --states megatron|zero and --precision bf16, or drop it");
+            if (cluster.device.peak_tflops_fp8 <= 0)
+                throw UsageError("--fp8: " + cluster.device.name + " has no FP8 peak (A100 has no FP8 tensor cores; a "
+                                 "--cluster file gives \"peak_tflops_fp8\"); drop --fp8");
+            if (efficiency || !calibrate_compute.empty())
+                throw UsageError("--fp8 prices the linear layers' GEMMs on the device's FP8 curve; drop --efficiency "
+                                 "and --calibrate-compute, which give one rate instead");
+            p.fp8 = true;
+        }
         resolve_experts(p, config);
         // Not given: the default and its reason (plan/global_batch.hpp).
         p.global_batch = plan_global_batch(global_batch, search, p.states, config, l.dp, microbatches).sequences;
@@ -595,6 +608,9 @@ std::unique_ptr<Command> add_plan_command(CLI::App& app) {
     sub->add_flag("--tp-comm-overlap", c.tp_comm_overlap,
                   "Tensor-parallel all-gathers and reduce-scatters pipelined with their GEMMs (Megatron-core "
                   "--tp-comm-overlap, torchtitan async TP); needs --sp (with --search: every layout with sp)");
+    sub->add_flag("--fp8", c.fp8,
+                  "FP8 linear layers (Transformer Engine, torchtitan Float8): their GEMMs at the device's FP8 peak and "
+                  "measured FP8 efficiency, activations cast before each; attention and the rest in bf16");
     sub->add_flag("--no-reshard", c.no_reshard,
                   "ZeRO-3 as FSDP without resharding after forward (one gather per layer, parameters kept)");
     sub->add_flag("--hybrid-shard", c.hybrid_shard,

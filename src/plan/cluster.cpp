@@ -22,6 +22,10 @@ DeviceSpec preset(const std::string& name) {
                                 "preset H200 SXM 141GB", true};
     if (name == "B200") spec = {"B200", 2250.0, 80.0, 180e9 / (1u << 30), 8000.0, {8.0, 720.0}, {20.0, 40.0},
                                 "preset B200 (HGX, 180GB)", true};
+    // FP8 dense peaks: H100/H200 data sheet 3,958 TFLOPS with sparsity (1,979 dense); HGX B200 9 PFLOPS
+    // with sparsity (4,500 dense); A100 has no FP8 tensor cores.
+    if (name == "H100" || name == "H200") spec.peak_tflops_fp8 = 1979.0;
+    if (name == "B200") spec.peak_tflops_fp8 = 4500.0;
     if (!spec.name.empty()) {
         spec.gemm_preset = spec.name;
         spec.memory_reserved_gib = framework_memory_reserve_gib;
@@ -75,12 +79,13 @@ ClusterSpec parse_cluster(const nlohmann::json& document, const std::string& sou
         fields.refuse_unknown_keys({"name", "peak_tflops_bf16", "peak_tflops_fp32", "memory_gib",
                                     "memory_bandwidth_gbps", "intra_host", "cross_host", "gemm_sustained",
                                     "gemm_overhead_us", "gemm_preset", "memory_fraction", "memory_reserved_gib",
-                                    "flash_forward_fraction", "flash_backward_fraction"});
+                                    "flash_forward_fraction", "flash_backward_fraction", "peak_tflops_fp8"});
         DeviceSpec& d = cluster.device;
         d.name = fields.optional_string("name").value_or("custom");
         d.peak_tflops_bf16 = fields.number("peak_tflops_bf16", 0, cluster_limits::max_tflops, true);
         d.peak_tflops_fp32 =
             fields.optional_number("peak_tflops_fp32", 0, cluster_limits::max_tflops, true).value_or(d.peak_tflops_bf16 / 16.0);
+        d.peak_tflops_fp8 = fields.optional_number("peak_tflops_fp8", 0, cluster_limits::max_tflops, true).value_or(0.0);
         d.memory_gib = fields.number("memory_gib", 0, cluster_limits::max_memory_gib, true);
         d.memory_bandwidth_gbps =
             fields.optional_number("memory_bandwidth_gbps", 0, cluster_limits::max_gbps, true).value_or(2000.0);
@@ -148,6 +153,7 @@ nlohmann::json to_json(const ClusterSpec& c) {
              {{"name", d.name},
               {"peak_tflops_bf16", d.peak_tflops_bf16},
               {"peak_tflops_fp32", d.peak_tflops_fp32},
+              {"peak_tflops_fp8", d.peak_tflops_fp8 > 0 ? nlohmann::json(d.peak_tflops_fp8) : nlohmann::json(nullptr)},
               {"memory_gib", d.memory_gib},
               {"memory_bandwidth_gbps", d.memory_bandwidth_gbps},
               {"memory_reserved_gib", d.memory_reserved_gib},

@@ -43,6 +43,7 @@ struct DeviceSpec {
     // (plan/device_compute.hpp): a preset names itself, a --cluster file's device names one
     // ("gemm_preset") or gives its own curve below; empty: neither, and plan refuses to guess.
     std::string gemm_preset{};
+    double peak_tflops_fp8 = 0.0;  // dense, for plan --fp8; 0: no FP8 tensor cores (A100)
     // The compute model's numbers (plan/device_compute.hpp) when a --cluster file gives them
     // ("gemm_sustained", "gemm_overhead_us", "memory_fraction"); 0: gemm_preset's.
     double gemm_sustained = 0.0;

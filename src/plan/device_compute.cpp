@@ -29,6 +29,10 @@ struct CurvePreset {
     double overhead_us;
     const char* source;
     AttentionRate attention{};  // none: flash attention's products on the GEMM curve
+    // FP8 GEMMs: the Maximum Achievable Matmul FLOPS table's measured fraction of the FP8 peak
+    // (ml-engineering, float8_e4m3fn, the best of a shape search; no table by shape is published
+    // for FP8 on sm_90); 0: no FP8 (A100).
+    double fp8_sustained = 0.0;
 };
 
 // Flash attention on sm_90, as Megatron-core runs it (Transformer Engine's fused attention
@@ -51,20 +55,21 @@ const CurvePreset curve_presets[] = {
     {"H100", 0.776, 6.0,
      "H100: sustained 0.776 of peak and 6 us per call, fitted to XLA's measured sm_90 bf16 GEMM table "
      "(matmul_interpolator_data.h, 181 shapes of 1 GFLOP or more); MAMF 0.80 at its best shape (ml-engineering)",
-     sm90_cudnn_attention},
+     sm90_cudnn_attention, 1402.6 / 1979.0},
     // H200 is an H100 die (sm_90, same SMs, clocks and bf16 peak) with HBM3e: the MAMF table
     // notes H200's bf16 MAMF as the same as H100's. Its element-wise work runs at its own HBM.
     {"H200", 0.776, 6.0,
      "H200: H100's sm_90 curve (same die and peak; the MAMF table gives H200's bf16 as H100's): sustained 0.776, "
      "6 us per call, fitted to XLA's measured sm_90 bf16 GEMM table",
-     sm90_cudnn_attention},
+     sm90_cudnn_attention, 1453.4 / 1979.0},
     // sm_100: 64 entries of 1 GFLOP or more (of 76 read from the sm_100 part of the table),
     // median |error| 5.7 %; its largest shapes reach 0.69 of peak where the MAMF search found 0.776
     // (1745 of 2250 TFLOP/s at 1792x16128x3072): XLA's kernels of the table's date leave Blackwell
     // further below its peak, so this curve is the cautious one of the two.
     {"B200", 0.662, 7.5,
      "B200: sustained 0.662 of peak and 7.5 us per call, fitted to XLA's measured sm_100 bf16 GEMM table "
-     "(matmul_interpolator_data.h, 64 shapes of 1 GFLOP or more); MAMF 0.776 at its best shape (ml-engineering)"},
+     "(matmul_interpolator_data.h, 64 shapes of 1 GFLOP or more); MAMF 0.776 at its best shape (ml-engineering)",
+     {}, 3432.5 / 4500.0},
 };
 
 // Element-wise kernels stream at about 80 % of HBM's data-sheet bandwidth (an assumption, the
@@ -109,6 +114,15 @@ double DeviceCompute::gemm_ms(const Gemm& g) const {
                          : g.role == GemmRole::fused_attention_backward ? attention.backward
                                                                         : 0.0;
     if (fused > 0) return (g.flops() / (peak_tflops * 1e12 * fused) + gemm.overhead_us * 1e-6) * 1e3;
+    const bool linear = g.role == GemmRole::linear || g.role == GemmRole::linear_weight_grad;
+    if (fp8_linear && linear && fp8_peak_tflops > 0) {
+        const double cast_bytes = g.role == GemmRole::linear ? 3.0 * g.m * g.k * g.count : 0.0;
+        Gemm operands = g;
+        operands.element_bytes = 1.0;
+        const double compute_s = g.flops() / (fp8_peak_tflops * 1e12 * fp8.sustained);
+        const double memory_s = operands.bytes() / (memory_gbps * 1e9 * memory_fraction);
+        return (std::max(compute_s, memory_s) + fp8.overhead_us * 1e-6) * 1e3 + memory_ms(cast_bytes);
+    }
     // Roofline: a product whose operands and result take longer to move than its FLOPs take to
     // compute (low arithmetic intensity) runs at memory speed.
     const double compute_s = g.flops() / (peak_tflops * 1e12 * gemm.sustained);
@@ -132,6 +146,13 @@ std::optional<DeviceCompute> device_compute_model(const DeviceSpec& device, bool
     if (preset) {
         c.gemm = {preset->sustained, preset->overhead_us, preset->source};
         c.attention = preset->attention;
+        if (preset->fp8_sustained > 0 && device.peak_tflops_fp8 > 0) {
+            c.fp8_peak_tflops = device.peak_tflops_fp8;
+            char text[160];
+            std::snprintf(text, sizeof text, "%s FP8: %.3g of %.0f TFLOP/s (MAMF table, float8_e4m3fn), %.3g us per call",
+                          device.gemm_preset.c_str(), preset->fp8_sustained, device.peak_tflops_fp8, preset->overhead_us);
+            c.fp8 = {preset->fp8_sustained, preset->overhead_us, text};
+        }
         if (device.gemm_preset != device.name) c.gemm.source = device.source + " takes the " + c.gemm.source;
     }
     c.memory_gbps = device.memory_bandwidth_gbps;
@@ -246,6 +267,12 @@ nlohmann::json to_json(const DeviceCompute& c) {
                                   {"backward_fraction", c.attention.backward},
                                   {"source", c.attention.source}}
                  : nlohmann::json("on the GEMM curve")},
+            {"fp8", c.fp8_peak_tflops > 0 ? nlohmann::json{{"peak_tflops", c.fp8_peak_tflops},
+                                                           {"sustained", c.fp8.sustained},
+                                                           {"overhead_us", c.fp8.overhead_us},
+                                                           {"source", c.fp8.source},
+                                                           {"linear_layers_in_fp8", c.fp8_linear}}
+                                          : nlohmann::json(nullptr)},
             {"memory_gbps", c.memory_gbps},
             {"memory_fraction", c.memory_fraction},
             {"memory_source", c.memory_source},

@@ -45,6 +45,14 @@ struct DeviceCompute {
     double peak_tflops = 0.0;          // dense, in the plan's precision
     GemmCurve gemm;
     AttentionRate attention;
+    // FP8 linear layers (plan --fp8, Transformer Engine's recipe and torchtitan's Float8): the
+    // linear layers' GEMMs at the FP8 peak on `fp8` (its sustained fraction, the bf16 curve's
+    // overhead), each activation operand cast to FP8 first (read 2 B, write 1 B per element: the
+    // forward's input and the backward's output gradient; the weight gradient reuses both).
+    // Attention and element-wise work stay in bf16. fp8_peak_tflops 0: the device has no FP8.
+    double fp8_peak_tflops = 0.0;
+    GemmCurve fp8;
+    bool fp8_linear = false;
     double memory_gbps = 0.0;          // HBM, decimal GB/s
     double memory_fraction = 0.0;      // of HBM bandwidth that element-wise kernels reach
     std::string memory_source;

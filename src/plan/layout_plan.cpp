@@ -112,6 +112,8 @@ PlanMemory convention_memory(const PlanLayout& p, int pp_rank, const EnginePipel
     // FSDP without resharding after forward holds every layer's gathered parameters at the peak.
     if (l.zero == 3 && !p.reshard_after_forward)
         m.buffers += static_cast<double>(rank.layout.total_numel()) * bytes.params - m.params;
+    // FP8: the weights' FP8 copies and transposes, 2 B per parameter on the rank (plan/layout_plan.hpp).
+    if (p.fp8) m.buffers += 2.0 * static_cast<double>(rank.layout.total_numel());
     if (p.experts.active()) apply_moe_memory(m, p, static_cast<double>(rank.layout.total_numel()), layer_micro);
     m.total = m.params + m.grads + m.optimizer + m.activations + m.buffers;
     return m;
@@ -428,7 +430,9 @@ PlanPrediction predict_layout(const PlanLayout& p, const PlanContext& context, c
     out.compute_share = compute_share(cluster, world);
     std::optional<PassCosts> work_costs;  // F, B, W per chunk from the work, when modelled
     if (context.device_compute) {
-        out.stages = stage_compute(l, p.attention, *context.device_compute, &p.experts);
+        DeviceCompute device = *context.device_compute;
+        device.fp8_linear = p.fp8;
+        out.stages = stage_compute(l, p.attention, device, &p.experts);
         const StageCompute* busiest_stage = &out.stages.front();
         for (const StageCompute& stage : out.stages) {
             if (stage.total_ms() > busiest_stage->total_ms()) busiest_stage = &stage;
@@ -613,6 +617,7 @@ std::string layout_label(const PlanLayout& p) {
     if (l.overlap) label << " overlap";
     if (l.prefetch) label << " prefetch";
     if (p.tp_comm_overlap) label << " tp-overlap";
+    if (p.fp8) label << " fp8";
     if (l.zero == 3 && !p.reshard_after_forward) label << " no-reshard";
     if (p.shard_group > 0) label << " hybrid" << p.shard_group;
     if (p.experts.has_experts()) label << " ep" << p.experts.ep;
@@ -668,7 +673,7 @@ nlohmann::json to_json(const PlanPrediction& p) {
               {"recompute", recompute_name(l.recompute)}, {"p2p", p2p_mode_name(l.p2p)},
               {"attention", attention_name(p.layout.attention)},
               {"reshard_after_forward", p.layout.reshard_after_forward}, {"shard_group", p.layout.shard_group},
-              {"tp_comm_overlap", p.layout.tp_comm_overlap},
+              {"tp_comm_overlap", p.layout.tp_comm_overlap}, {"fp8", p.layout.fp8},
               {"ep", p.layout.experts.ep}, {"moe_a2a_overlap", p.layout.experts.a2a_overlap},
               {"moe_a2a_overlap_1f1b", p.layout.experts.a2a_overlap_1f1b}}},
             {"memory_bytes",

@@ -90,6 +90,11 @@ struct PlanLayout {
     // GEMMs beside them, as Megatron-core's --tp-comm-overlap and torchtitan's async TP run them
     // (plan/tp_comm_overlap.hpp). zero and megatron conventions, with sp.
     bool tp_comm_overlap = false;
+    // FP8 linear layers (Transformer Engine's recipe, torchtitan's Float8; plan/device_compute.hpp):
+    // their GEMMs at the device's FP8 curve, and an FP8 copy of each weight and of its transpose
+    // (1 B each per parameter), which Transformer Engine keeps from a step's first micro-batch to
+    // its last (its is_first_microbatch weight caching). zero and megatron conventions, bf16.
+    bool fp8 = false;
     // A mixture-of-experts model (plan/moe_plan.hpp): engine.model is then its dense skeleton under
     // the frameworks' conventions, the model itself under parbench's (whose engine formulas count
     // the MoE layers as train builds them).

@@ -16,7 +16,7 @@ void add(StageCompute& stage, const LayerWork& work, const DeviceCompute& device
                                  work.recompute.flops());
     for (const PassWork* pass : {&work.forward, &work.input_grad, &work.weight_grad})
         for (const Gemm& g : pass->gemms)
-            if (g.role == GemmRole::linear) stage.linear_gemm_ms += times * device.gemm_ms(g) * device.step_scale;
+            if (g.role == GemmRole::linear || g.role == GemmRole::linear_weight_grad) stage.linear_gemm_ms += times * device.gemm_ms(g) * device.step_scale;
 }
 
 }  // namespace

@@ -14,7 +14,7 @@ constexpr double backward_memory_factor = 1.5;
 void add_linear(LayerWork& work, const std::string& name, double tokens, double in, double out, double e) {
     work.forward.gemms.push_back({name, tokens, out, in, 1, e});
     work.input_grad.gemms.push_back({name + " dx", tokens, in, out, 1, e});
-    work.weight_grad.gemms.push_back({name + " dW", in, out, tokens, 1, e});
+    work.weight_grad.gemms.push_back({name + " dW", in, out, tokens, 1, e, GemmRole::linear_weight_grad});
 }
 
 }  // namespace

@@ -28,10 +28,12 @@ enum class AttentionKind { flash, naive };
 AttentionKind parse_attention(const std::string& name);  // UsageError naming --attention
 std::string attention_name(AttentionKind attention);
 
-// What a product is: a linear layer's (weights by activations), attention's per-head products
+// What a product is: a linear layer's (weights by activations, or its weight gradient), attention's per-head products
 // through a GEMM library (naive attention), or products inside a fused attention kernel (flash
 // attention's forward or backward), which run at that kernel's rate (plan/device_compute.hpp).
-enum class GemmRole { linear, attention, fused_attention_forward, fused_attention_backward };
+// A linear layer's weight gradient is its own role: its operands are the forward's input and the
+// backward's output gradient, already cast when the layer runs in FP8 (plan/device_compute.hpp).
+enum class GemmRole { linear, linear_weight_grad, attention, fused_attention_forward, fused_attention_backward };
 
 struct Gemm {
     std::string name;

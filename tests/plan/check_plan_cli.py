@@ -69,6 +69,9 @@ def main():
          "--tp-comm-overlap"),
         (["--model", "gpt3-175b", "--gpus", "64", "--tp", "8", "--sp", "--tp-comm-overlap", "--efficiency", "0.5"],
          "--tp-comm-overlap"),
+        # FP8 linear layers: a device with FP8 tensor cores, a framework's bf16 job.
+        (["--model", "gpt3-175b", "--gpus", "64", "--device", "A100", "--fp8"], "--fp8"),
+        (["--model", "gpt-small", "--gpus", "2", "--fp8", "--states", "parbench"], "--fp8"),
     ])
     for args, needle in bad:
         result = run(binary, args)
@@ -151,6 +154,25 @@ def main():
                 overlapped["overlap_slowdown"] <= exposed["overlap_slowdown"] or overlapped["compute"] != exposed["compute"]:
             failures.append(f"--tp-comm-overlap: exposed tp {exposed['exposed_tp']} -> {overlapped['exposed_tp']}, "
                             f"slowdown {exposed['overlap_slowdown']} -> {overlapped['overlap_slowdown']}")
+    # --fp8 runs the linear layers' GEMMs faster (H100: 1979 dense FP8 at its measured fraction)
+    # and holds each weight's FP8 copy and transpose (2 B per parameter on the rank).
+    fp8 = {}
+    for name, extra in (("bf16", []), ("fp8", ["--fp8"])):
+        path = os.path.join(out, "fp8-" + name + ".json")
+        result = run(binary, ["--model", "llama3-8b", "--gpus", "8", "--global-batch", "16", "--zero", "3",
+                              "--microbatches", "2", "--states", "megatron", "--recompute", "full"] + extra +
+                     ["--json", path])
+        if result.returncode == 0:
+            fp8[name] = json.load(open(path))["layouts"][0]
+        else:
+            failures.append(f"--fp8 {name}: exit {result.returncode}: {result.stderr}")
+    if len(fp8) == 2:
+        if not fp8["fp8"]["time_ms"]["compute"] < fp8["bf16"]["time_ms"]["compute"]:
+            failures.append("--fp8: the linear layers' GEMMs are no faster")
+        extra_bytes = fp8["fp8"]["memory_bytes"]["buffers"] - fp8["bf16"]["memory_bytes"]["buffers"]
+        if abs(extra_bytes - 2 * 8.03e9) > 0.01 * 2 * 8.03e9 or "fp8" not in fp8["fp8"]["label"]:
+            failures.append(f"--fp8: {extra_bytes:.4g} B of FP8 weight copies (wanted 2 B per parameter), "
+                            f"label {fp8['fp8']['label']!r}")
     markdown = run(binary, ["--params", "7.5B", "--gpus", "64", "--search", "--global-batch", "512", "--top", "2",
                             "--states", "zero", "--markdown"])
     if markdown.returncode != 0 or "| # | layout |" not in markdown.stdout:

@@ -266,6 +266,22 @@ TEST(DeviceCompute, FusedAttentionRunsAtItsKernelsRate) {
     EXPECT_LT(h100.attention.backward, h100.attention.forward);
 }
 
+TEST(DeviceCompute, Fp8LinearLayersRunAtTheFp8CurveAfterCastingTheirActivations) {
+    DeviceCompute d = hand_device();
+    d.fp8_peak_tflops = 200;
+    d.fp8 = {0.5, 10.0, "hand fp8"};
+    const Gemm forward{"fc", 1e4, 1e4, 5e3, 1};  // 1 TFLOP
+    const Gemm weight_grad{"fc dW", 1e4, 1e4, 5e3, 1, 2, GemmRole::linear_weight_grad};
+    const Gemm attention{"scores", 1e4, 1e4, 5e3, 1, 2, GemmRole::attention};
+    const double bf16_ms = d.gemm_ms(forward);
+    d.fp8_linear = true;
+    // 1 TFLOP at 100 TFLOP/s, 10 us, and the cast of its 1e4 x 5e3 input (3 B each at 800 GB/s).
+    EXPECT_NEAR(d.gemm_ms(forward), 10.0 + 0.01 + 1.5e8 / 8e11 * 1e3, 1e-9);
+    EXPECT_NEAR(d.gemm_ms(weight_grad), 10.01, 1e-9);  // its operands were cast already
+    EXPECT_DOUBLE_EQ(d.gemm_ms(attention), bf16_ms);  // attention stays bf16
+    EXPECT_LT(d.gemm_ms(forward), bf16_ms);
+}
+
 TEST(Zero3Overlap, NextGatherHidesBehindOneLayerAndNoMore) {
     // 4 gathers of 10 ms (2 units, gathered for forward and again for backward), 2 reduce-scatters
     // of 10 ms; forward 16 ms (8 per unit), backward 30 ms (15 per unit).
