@@ -458,6 +458,19 @@ PlanPrediction predict_layout(const PlanLayout& p, const PlanContext& context, c
         const double rank_tflops = context.rate.tflops_per_gpu * out.compute_share.share;
         out.compute_ms = out.hardware_flops_per_step / (world * rank_tflops * 1e12) * 1e3;
     }
+    if (l.zero == 3 && p.states != StateConvention::parbench && l.gradient_ranks() > 1) {
+        // FSDP2's per-parameter sharding copies (plan/layout_plan.hpp): every byte a dp gather
+        // brings in is copied out to its parameter, every byte a reduce-scatter sends copied in
+        // first, each read and written once, on the compute stream.
+        double copied = 0;
+        for (const CommLine& line : out.comm)
+            if (line.dimension == "dp" && (line.collective == "allgather" || line.collective == "reducescatter"))
+                copied += 2.0 * line.bytes;
+        const double gbps = cluster.device.memory_bandwidth_gbps *
+                            (context.device_compute ? context.device_compute->memory_fraction : 0.8);
+        out.fsdp_copy_ms = copied / (gbps * 1e9) * 1e3 / out.compute_share.share;
+        out.compute_ms += out.fsdp_copy_ms;
+    }
     out.passes_by_pp_rank = l.pp > 1 ? pass_counts(pipeline->schedule)
                                      : std::vector<PassCounts>{unpipelined_pass_counts(l.microbatches)};
     if (l.pp > 1) {
@@ -703,6 +716,7 @@ nlohmann::json to_json(const PlanPrediction& p) {
               {"oversubscribed", p.compute_share.oversubscribed()},
               {"rule", "each rank computes (model FLOPs and optimizer) at cores/ranks of the unshared rate when a "
                        "host's ranks outnumber its cores (the scheduler time-slices them), else at the whole rate"}}},
+            {"fsdp_copies_ms", p.fsdp_copy_ms},  // inside time_ms.compute
             {"flops_per_step", p.flops_per_step},
             {"hardware_flops_per_step", p.hardware_flops_per_step},
             {"stages", stages},

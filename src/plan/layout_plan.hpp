@@ -22,6 +22,11 @@
 //               --states zero, theory/traffic.hpp); pp: the fill and
 //               drain transfers (2(p-1)) with non-blocking p2p, every transfer with blocking (a
 //               receive is the other end of its peer's send and takes no time of its own)
+//   compute under ZeRO-3 in a framework's convention also holds FSDP2's copies: each gather's
+//               unsharded parameters copied out of the all-gather buffer, each reduce-scatter's
+//               gradients copied into its input (torch/distributed/fsdp/_fully_shard/
+//               _fsdp_collectives.py, foreach_all_gather_copy_out and foreach_reduce: per-parameter
+//               sharding has no flat buffer to gather into), each read and written once at HBM speed
 //   + overlap slowdown: with a GPU's compute model, the compute beside each hidden collective
 //               (dp with --overlap, ZeRO-3's prefetched gathers, non-blocking pipeline sends) runs
 //               overlap_compute_slowdown slower: NCCL's kernels take SMs and HBM bandwidth
@@ -148,6 +153,8 @@ struct PlanPrediction {
     double exposed_ep_ms = 0;  // MoE: every all-to-all (plan/moe_plan.hpp)
     // A GPU's compute slows while a collective it hides runs beside it (overlap_compute_slowdown).
     double overlap_slowdown_ms = 0;
+    // ZeRO-3 in a framework (FSDP2): its per-parameter sharding copies, part of compute_ms.
+    double fsdp_copy_ms = 0;
     MoePrediction moe;
     double step_ms = 0, tokens_per_s = 0, mfu = 0;  // MoE: MFU on the active parameters' FLOPs
     double memory_capacity = 0;  // what the layout may use: the HBM less memory_reserved

@@ -359,6 +359,26 @@ TEST(FsdpForms, NoReshardHoldsTheGatheredParametersAndHybridShardsInsideAHost) {
     EXPECT_DOUBLE_EQ(hybrid.optimizer, 2.0 * sharded.optimizer);
 }
 
+TEST(FsdpForms, PerParameterShardingCopiesEachGatheredAndReducedByteOnce) {
+    PlanLayout p = hand_layout();
+    p.engine.dp = 4;
+    p.engine.zero = 3;
+    p.engine.overlap = p.engine.prefetch = true;
+    p.global_batch = 4;
+    p.engine.microbatch_size = 1;
+    ClusterSpec cluster = a100_cluster(4);
+    const PlanContext context{cluster, CommModel(cluster), hundred_tflops(), PassCosts{}, false, true, std::nullopt};
+    const PlanPrediction fsdp = predict_layout(p, context);
+    double copied = 0;
+    for (const CommLine& line : fsdp.comm)
+        if (line.dimension == "dp" && (line.collective == "allgather" || line.collective == "reducescatter"))
+            copied += 2.0 * line.bytes;
+    EXPECT_GT(copied, 0.0);
+    EXPECT_NEAR(fsdp.fsdp_copy_ms, copied / (cluster.device.memory_bandwidth_gbps * 0.8e9) * 1e3, 1e-9);
+    p.engine.zero = 1;  // ZeRO-1 gathers into its flat buffer: no copies
+    EXPECT_DOUBLE_EQ(predict_layout(p, context).fsdp_copy_ms, 0.0);
+}
+
 double prediction_send_bytes(const PlanPrediction& prediction) {
     for (const CommLine& line : prediction.comm)
         if (line.dimension == "pp" && line.collective == "send") return line.bytes;
