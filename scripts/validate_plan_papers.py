@@ -161,6 +161,13 @@ def plan_step_ms(parbench, cluster, args, scratch, status=(0,)):
     return layout["time_ms"]["step"], layout
 
 
+def row(model, mode, gpus, batch, published_s, predicted_s, assumed, in_sample, **extra):
+    """One table row: the published and predicted step times, the error, what was assumed."""
+    return {"model": model, "mode": mode, "gpus": gpus, "batch": batch, "published_s": published_s,
+            "predicted_s": predicted_s, "error": predicted_s / published_s - 1.0, "assumed": assumed,
+            "in_sample": in_sample, **extra}
+
+
 def summarize(name, rows, expected_rows):
     # Well formed: every published row predicted, each a finite positive time.
     if len(rows) != expected_rows:
@@ -193,11 +200,9 @@ def main():
                                 "--precision", "bf16"] + flags
                 step_ms, _ = plan_step_ms(options.parbench, options.cluster, args, scratch)
                 predicted_s = step_ms / 1e3
-                rows.append({"model": name, "mode": mode, "t": t, "p": p, "gpus": gpus, "batch": batch,
-                             "published_s": published_s, "predicted_s": predicted_s,
-                             "error": predicted_s / published_s - 1.0,
-                             "assumed": f"micro-batch {micro} (table 3), 1F1B without interleaving, naive attention",
-                             "in_sample": True})
+                rows.append(row(name, mode, gpus, batch, published_s, predicted_s,
+                                f"micro-batch {micro} (table 3), 1F1B without interleaving, naive attention", True,
+                                t=t, p=p))
         tables["arXiv 2205.05198 table 5 (seconds per iteration)"] = rows
 
         rows = []
@@ -210,13 +215,10 @@ def main():
                     "--recompute", "full", "--precision", "bf16"]
             step_ms, _ = plan_step_ms(options.parbench, options.cluster, args, scratch)
             predicted_s = step_ms / 1e3
-            rows.append({"model": name, "mode": f"t{t} p{p} d{d}", "t": t, "p": p, "gpus": gpus, "batch": batch,
-                         "published_s": published_s, "predicted_s": predicted_s,
-                         "published_tflops": tflops, "predicted_tflops": flops / (predicted_s * 1e12 * gpus),
-                         "error": predicted_s / published_s - 1.0,
-                         "assumed": "micro-batch 1, 1F1B without interleaving, full recompute, naive attention, "
-                                    "fp16 gradients all-reduced after the backward",
-                         "in_sample": True})
+            rows.append(row(name, f"t{t} p{p} d{d}", gpus, batch, published_s, predicted_s,
+                            "micro-batch 1, 1F1B without interleaving, full recompute, naive attention, fp16 "
+                            "gradients all-reduced after the backward", True, t=t, p=p, published_tflops=tflops,
+                            predicted_tflops=flops / (predicted_s * 1e12 * gpus)))
         tables["arXiv 2104.04473 table 1 (step time from achieved TFLOP/s)"] = rows
 
         rows = []
@@ -232,13 +234,10 @@ def main():
                     "--precision", "bf16"] + (["--sp", "--tp-comm-overlap"] if t > 1 else [])
             step_ms, _ = plan_step_ms(options.parbench, h100, args, scratch)
             predicted_s = step_ms / 1e3
-            rows.append({"model": name, "mode": f"t{t} p{p} d{d}", "t": t, "p": p, "gpus": gpus, "batch": batch,
-                         "published_s": published_s, "predicted_s": predicted_s,
-                         "published_tflops": tflops, "predicted_tflops": flops / (predicted_s * 1e12 * gpus),
-                         "error": predicted_s / published_s - 1.0,
-                         "assumed": "micro-batch 1, 1F1B without interleaving, no recompute, SP and --tp-comm-overlap "
-                                    "with tp > 1, distributed optimizer with fp32 gradients overlapped, flash attention",
-                         "in_sample": False})
+            rows.append(row(name, f"t{t} p{p} d{d}", gpus, batch, published_s, predicted_s,
+                            "micro-batch 1, 1F1B without interleaving, no recompute, SP and --tp-comm-overlap with "
+                            "tp > 1, distributed optimizer with fp32 gradients overlapped, flash attention", False,
+                            t=t, p=p, published_tflops=tflops, predicted_tflops=flops / (predicted_s * 1e12 * gpus)))
         tables["Megatron-LM README, H100 weak scaling (step time from TFLOP/s per GPU)"] = rows
 
         rows = []
@@ -258,16 +257,13 @@ def main():
             memory = layout["memory_bytes"]
             fits = "" if memory["fits"] else " *"
             layout_text = f"t{t} p{p} cp{cp} v{vp}" + (" fsdp" if fsdp else "")
-            rows.append({"model": model, "mode": f"{layout_text}{fits}", "t": t, "p": p, "gpus": gpus, "batch": gbs,
-                         "release": release, "published_s": published_s, "predicted_s": predicted_s,
-                         "published_tokens_per_s_per_gpu": tokens_per_s,
-                         "predicted_tokens_per_s_per_gpu": gbs * seq / (predicted_s * gpus),
-                         "error": predicted_s / published_s - 1.0,
-                         "fits": memory["fits"], "memory_gib": memory["total"] / 2**30,
-                         "assumed": "FP8 linear layers, the rest bf16; SP and --tp-comm-overlap with tp > 1; distributed "
-                                    "optimizer overlapped (ZeRO-3 with prefetch where FSDP = 1); no recompute; flash "
-                                    "attention; * predicted not to fit in memory (the row's time is still predicted)",
-                         "in_sample": False})
+            rows.append(row(model, f"{layout_text}{fits}", gpus, gbs, published_s, predicted_s,
+                            "FP8 linear layers, the rest bf16; SP and --tp-comm-overlap with tp > 1; distributed "
+                            "optimizer overlapped (ZeRO-3 with prefetch where FSDP = 1); no recompute; flash attention; "
+                            "* predicted not to fit in memory (the row's time is still predicted)", False, t=t, p=p,
+                            release=release, published_tokens_per_s_per_gpu=tokens_per_s,
+                            predicted_tokens_per_s_per_gpu=gbs * seq / (predicted_s * gpus), fits=memory["fits"],
+                            memory_gib=memory["total"] / 2**30))
         tables["NeMo / Megatron-Bridge performance summaries, DGX-H100, FP8 (step from tokens/s per GPU)"] = rows
 
         rows = []
@@ -282,14 +278,11 @@ def main():
             memory = layout["memory_bytes"]
             fits = "" if memory["fits"] else f" (predicted not to fit: {memory['total'] / 2**30:.1f} GiB of " \
                 f"{memory['capacity'] / 2**30:.1f})"
-            rows.append({"model": "Llama3.1-8B", "mode": f"{technique}{fits}", "t": 1, "p": 1, "gpus": gpus,
-                         "batch": local * gpus, "published_s": published_s, "predicted_s": predicted_s,
-                         "published_tokens_per_s_per_gpu": tokens_per_s,
-                         "predicted_tokens_per_s_per_gpu": local * 8192 / predicted_s,
-                         "error": predicted_s / published_s - 1.0,
-                         "assumed": "FSDP2 as ZeRO-3 with prefetch, resharded after forward, bf16 gathers and fp32 "
-                                    "reduce-scatters; selective checkpointing as plan's selective; FlashAttention-2",
-                         "in_sample": False})
+            rows.append(row("Llama3.1-8B", f"{technique}{fits}", gpus, local * gpus, published_s, predicted_s,
+                            "FSDP2 as ZeRO-3 with prefetch, resharded after forward, bf16 gathers and fp32 "
+                            "reduce-scatters; selective checkpointing as plan's selective; FlashAttention-2", False,
+                            published_tokens_per_s_per_gpu=tokens_per_s,
+                            predicted_tokens_per_s_per_gpu=local * 8192 / predicted_s))
         tables["torchtitan, H100 Llama 3.1 8B FSDP, bf16 (step time from tokens/s per GPU)"] = rows
 
     summaries = []
