@@ -12,11 +12,15 @@
 # (factor 2: the gradient buckets' sizes lie where Open MPI's times leave a line), and plan prices
 # the dp lines with them.
 #
-# The compute rate comes from a one-rank train run of the same model at a 2-rank layout's batch
-# per rank (COMPUTE_FROM=train, the default) or from the ops report (COMPUTE_FROM=ops): since the
-# CPU ops were vectorised, the ops' isolated, cache-warm timings sum to about 80 % of the same
-# work inside a step on this VM (81 ms against 103 ms a gpt-small step of 4 sequences,
-# 2026-12-02), which every ops-calibrated prediction then misses by about that much.
+# Compute is each layer's work on a GEMM curve fitted to the ops report's matmuls (plan
+# --gemm-curve), so a layout's micro-batch shapes and its pipeline stages' unequal work (the
+# embedding on the first, the head on the last) show; its level is a one-rank train run of the same
+# model at a 2-rank layout's batch per rank (COMPUTE_FROM=train, the default: plan sets the curve to
+# that run's step less its optimizer) or the ops' own (COMPUTE_FROM=ops): since the CPU ops were
+# vectorised, the ops' isolated, cache-warm timings sum to about 80 % of the same work inside a
+# step on this VM (81 ms against 103 ms a gpt-small step of 4 sequences, 2026-12-02), which every
+# ops-levelled prediction then misses by about that much. The cluster's memory bandwidth is the
+# ops report's copy rate.
 #
 #   scripts/validate_plan.sh [OUT_DIR]      (env: BUILD=build ROUNDS=2 STEPS=6 COMPUTE_FROM=train; REUSE_CALIBRATION=1
 #                                            keeps OUT_DIR's sweeps and ops report; REUSE_MEASUREMENTS=1
