@@ -38,7 +38,7 @@ SearchResult search_layouts(const SearchSpace& space, const PlanContext& context
     SearchResult result;
     const ModelConfig& model = space.base.engine.model;
     const int gpus = context.cluster.gpus;
-    const int batch = space.base.global_batch;
+    const int batch = space.base.engine.global_batch;
     auto drop = [&](const std::string& reason) { ++result.dropped[reason]; };
     for (int tp : divisors(gpus)) {
         if (tp > context.cluster.gpus_per_host && !space.allow_cross_host_tp) {
@@ -91,7 +91,7 @@ SearchResult search_layouts(const SearchSpace& space, const PlanContext& context
                     // One schedule (and its peaks in flight) for every layout of this shape.
                     std::optional<EnginePipeline> pipeline;
                     if (pp > 1) {
-                        EngineLayout shape = space.base.engine;
+                        Layout shape = space.base.engine;
                         shape.pp = pp;
                         shape.microbatches = m;
                         shape.schedule = schedule;
@@ -108,13 +108,13 @@ SearchResult search_layouts(const SearchSpace& space, const PlanContext& context
                                 continue;
                             }
                             PlanLayout layout = space.base;
-                            EngineLayout& l = layout.engine;
+                            Layout& l = layout.engine;
                             l.dp = dp;
                             l.tp = tp;
                             l.pp = pp;
                             l.sp = sp == 1;
                             // The overlap pipelines sequence parallelism's collectives only.
-                            layout.tp_comm_overlap = space.base.tp_comm_overlap && l.sp;
+                            l.tp_comm_overlap = space.base.engine.tp_comm_overlap && l.sp;
                             l.zero = zero;
                             l.microbatches = m;
                             l.microbatch_size = batch / dp / m;
@@ -148,7 +148,7 @@ SearchResult search_layouts(const SearchSpace& space, const PlanContext& context
                                 ++result.considered;
                                 PlanPrediction prediction =
                                     predict_layout(candidate, context, pipeline ? &*pipeline : nullptr);
-                                if (!candidate.experts.a2a_overlap_1f1b) {
+                                if (!candidate.engine.moe.a2a_overlap_1f1b) {
                                     unpaired_step_ms = prediction.step_ms;
                                 } else if (prediction.step_ms >= unpaired_step_ms) {
                                     drop("--moe-a2a-overlap-1f1b no faster than blocking");
@@ -180,7 +180,7 @@ namespace parbench {
 
 std::string unformed_reason(const SearchResult& result, const SearchSpace& space, int gpus, bool batch_given) {
     if (!result.ranked.empty() || result.any_unfit) return "";
-    const int batch = space.base.global_batch;
+    const int batch = space.base.engine.global_batch;
     const std::string batch_text = "--global-batch " + std::to_string(batch) + (batch_given ? "" : " (the default)");
     if (result.dropped.count(batch_not_split_reason) && !result.dropped.count(microbatch_list_reason))
         return batch_text + ": no layout on " + std::to_string(gpus) + " GPUs has a data-parallel degree that divides "

@@ -29,15 +29,15 @@ struct StageCompute {
 
 // One entry per pipeline rank (one without a pipeline). `experts`: an MoE model's, whose MoE
 // layers do theory/moe_work.hpp's moe_layer_work on the busiest expert-parallel rank.
-std::vector<StageCompute> stage_compute(const EngineLayout& layout, AttentionKind attention,
-                                        const DeviceCompute& device, const ExpertParallel* experts = nullptr);
+std::vector<StageCompute> stage_compute(const Layout& layout, AttentionKind attention,
+                                        const DeviceCompute& device, const PlanExperts* experts = nullptr);
 
 // The factor that sets a device model to a measured train run of the same model on one rank
 // (--calibrate-compute TRAIN_REPORT with --gemm-curve OPS_REPORT): the run's median step, less
 // its optimizer at `optimizer_gbps` (AdamW's 28 B per parameter), over the model's compute for
 // the run's micro-batches. `run_layout`: the plan's base layout, its degrees and batch replaced
 // by the run's here. UsageError naming both flags for a run of several ranks or another model.
-double measured_step_scale(const DeviceCompute& device, EngineLayout run_layout, AttentionKind attention,
+double measured_step_scale(const DeviceCompute& device, Layout run_layout, AttentionKind attention,
                            const ComputeRate::MeasuredRun& run, double optimizer_gbps);
 
 // One micro-batch's forward and backward on a pipeline rank cut at its MoE exchanges, the points
@@ -52,8 +52,8 @@ struct ExchangeStretches {
     std::vector<double> forward_ms, backward_ms;
 };
 // Per pipeline rank; `pass_ms` times one piece of work (the device's model, or FLOPs at a rate).
-std::vector<ExchangeStretches> moe_exchange_stretches(const EngineLayout& layout, AttentionKind attention,
-                                                      const ExpertParallel& experts,
+std::vector<ExchangeStretches> moe_exchange_stretches(const Layout& layout, AttentionKind attention,
+                                                      const PlanExperts& experts,
                                                       const std::function<double(const PassWork&)>& pass_ms);
 
 }  // namespace parbench
