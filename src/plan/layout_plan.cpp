@@ -49,9 +49,16 @@ Placement placement_of(int span, const ClusterSpec& cluster) {
     return span <= cluster.gpus_per_host ? Placement::intra_host : Placement::cross_host;
 }
 
-PlanMemory convention_memory(const PlanLayout& p, int pp_rank, const EnginePipeline* pipeline) {
+// The whole model's parameters at the layout's tensor and expert split: every pipeline rank's
+// memory and traffic select their units from it.
+ParameterLayout whole_parameter_layout(const Layout& l) {
+    return model_parameter_layout(l.model, l.seq_len, TensorSplit{0, l.tp, l.sp, l.tp_style}, l.expert_split());
+}
+
+PlanMemory convention_memory(const PlanLayout& p, int pp_rank, const EnginePipeline* pipeline,
+                             const ParameterLayout& whole) {
     const Layout& l = p.engine;
-    const EngineRank rank = engine_rank(l, pp_rank, pipeline);
+    const EngineRank rank = engine_rank(l, pp_rank, pipeline, &whole);
     const StateBytes bytes = state_bytes(p.states, l.zero);
     const ModelStateBytes states =
         model_state_bytes(p.states, static_cast<double>(rank.layout.total_numel()), l.zero,
@@ -222,15 +229,27 @@ PlanMemory plan_memory(const PlanLayout& p, const EnginePipeline* shared) {
     std::optional<EnginePipeline> built;
     if (shared == nullptr && p.engine.pp > 1) shared = &built.emplace(*engine_pipeline(p.engine));
     if (p.states == StateConvention::parbench) return engine_memory(p, shared);
-    PlanMemory peak = convention_memory(p, 0, shared);
+    const ParameterLayout whole = whole_parameter_layout(p.engine);
+    PlanMemory peak = convention_memory(p, 0, shared, whole);
     for (int r = 1; r < p.engine.pp; ++r) {
-        PlanMemory m = convention_memory(p, r, shared);
+        PlanMemory m = convention_memory(p, r, shared, whole);
         if (m.total > peak.total) peak = std::move(m);
     }
     return peak;
 }
 
-PlanPrediction predict_layout(const PlanLayout& p, const PlanContext& context, const EnginePipeline* shared) {
+double plan_memory_reserved(const PlanLayout& p, const ClusterSpec& cluster) {
+    // The frameworks' jobs (zero, megatron) lose the allocator's reserve and the runtime's memory
+    // (DeviceSpec::memory_reserved_gib); parbench's convention counts its engine's own buffers.
+    return p.states == StateConvention::parbench ? 0.0 : cluster.device.memory_reserved_gib * 1024.0 * 1024.0 * 1024.0;
+}
+
+double plan_memory_capacity(const PlanLayout& p, const ClusterSpec& cluster) {
+    return cluster.device.memory_gib * 1024.0 * 1024.0 * 1024.0 - plan_memory_reserved(p, cluster);
+}
+
+PlanPrediction predict_layout(const PlanLayout& p, const PlanContext& context, const EnginePipeline* shared,
+                              const PlanMemory* memory) {
     const Layout& l = p.engine;
     const ClusterSpec& cluster = context.cluster;
     PlanPrediction out;
@@ -238,11 +257,9 @@ PlanPrediction predict_layout(const PlanLayout& p, const PlanContext& context, c
     std::optional<EnginePipeline> built;
     if (shared == nullptr && l.pp > 1) shared = &built.emplace(*engine_pipeline(l));
     const EnginePipeline* pipeline = shared;
-    out.memory = plan_memory(p, shared);
-    // The frameworks' jobs (zero, megatron) lose the allocator's reserve and the runtime's memory
-    // (DeviceSpec::memory_reserved_gib); parbench's convention counts its engine's own buffers.
-    out.memory_reserved = p.states == StateConvention::parbench ? 0.0 : cluster.device.memory_reserved_gib * 1024.0 * 1024.0 * 1024.0;
-    out.memory_capacity = cluster.device.memory_gib * 1024.0 * 1024.0 * 1024.0 - out.memory_reserved;
+    out.memory = memory ? *memory : plan_memory(p, shared);
+    out.memory_reserved = plan_memory_reserved(p, cluster);
+    out.memory_capacity = plan_memory_capacity(p, cluster);
     out.fits = out.memory.total <= out.memory_capacity;
 
     const int world = l.dp * l.tp * l.pp * l.cp;
@@ -251,8 +268,7 @@ PlanPrediction predict_layout(const PlanLayout& p, const PlanContext& context, c
     // Every pipeline rank's traffic, by the formula train checks its counters against
     // (theory/rank_traffic.hpp); the tp and dp lines are the most loaded rank's, the pp lines the
     // busiest sender's (a middle stage sends most; a receive is its peer's send).
-    const ParameterLayout whole =
-        model_parameter_layout(l.model, l.seq_len, TensorSplit{0, l.tp, l.sp, l.tp_style}, l.expert_split());
+    const ParameterLayout whole = whole_parameter_layout(l);
     for (int r = 0; r < l.pp; ++r) out.traffic_by_pp_rank.push_back(engine_rank_traffic(l, r, 0, &whole));
     int busiest = 0;
     double busiest_bytes = -1;
@@ -267,7 +283,7 @@ PlanPrediction predict_layout(const PlanLayout& p, const PlanContext& context, c
             busiest = r;
         }
     }
-    const EngineRank rank = engine_rank(l, out.memory.pp_rank, shared);
+    const EngineRank rank = engine_rank(l, out.memory.pp_rank, shared, &whole);
     // A cross-host group with k members on each host drives k of the host's NICs (one per GPU),
     // up to what NVLink carries between them: its bandwidth term is k times one NIC's.
     auto nics_used = [&](int members_per_host) {
@@ -428,7 +444,9 @@ PlanPrediction predict_layout(const PlanLayout& p, const PlanContext& context, c
                                             : model_flops_per_step(l.model, p.engine.global_batch, l.seq_len);
     // Ranks that outnumber their host's cores compute at cores / ranks of the unshared rate.
     out.compute_share = compute_share(cluster, world);
-    std::optional<PassCosts> work_costs;  // F, B, W per chunk from the work, when modelled
+    // Each pipeline rank's F, B, W per chunk from its own work, when modelled: stages of unequal
+    // work (the embedding on the first, the head on the last) simulated as they are.
+    std::vector<PassCosts> work_costs;
     if (context.device_compute) {
         DeviceCompute device = *context.device_compute;
         device.fp8_linear = p.fp8;
@@ -442,10 +460,10 @@ PlanPrediction predict_layout(const PlanLayout& p, const PlanContext& context, c
         if (l.pp > 1) {
             const double v = l.virtual_stages;
             const bool split = pipeline->schedule.split_backward;
-            const StageCompute& s = *busiest_stage;
-            work_costs = PassCosts{s.forward_ms / v,
-                                   (s.input_grad_ms + s.recompute_ms + (split ? 0.0 : s.weight_grad_ms)) / v,
-                                   split ? s.weight_grad_ms / v : 0.0};
+            for (const StageCompute& s : out.stages)
+                work_costs.push_back(PassCosts{s.forward_ms / v,
+                                               (s.input_grad_ms + s.recompute_ms + (split ? 0.0 : s.weight_grad_ms)) / v,
+                                               split ? s.weight_grad_ms / v : 0.0});
         }
     } else {
         // Recompute repeats forward work (train/metrics.hpp counts it for HFU); a train report's
@@ -479,14 +497,23 @@ PlanPrediction predict_layout(const PlanLayout& p, const PlanContext& context, c
         out.bubble_formula = theoretical_bubble(l.schedule, shape);
         out.bubble_formula_text = bubble_formula(l.schedule);
         out.bubble_simulated = out.bubble_formula;
+        out.bubble_ms = -1;
         if (context.pass_costs_given || context.simulate_balanced) {
-            const PassCosts costs = context.pass_costs_given ? context.pass_costs
-                                    : work_costs             ? *work_costs
-                                                             : balanced_costs(schedule);
-            const SimulationResult simulated = simulate_schedule(schedule, l.p2p, costs);
-            if (simulated.completed) out.bubble_simulated = simulated.bubble();
+            const bool own_costs = !context.pass_costs_given && !work_costs.empty();
+            const SimulationResult simulated =
+                own_costs ? simulate_schedule(schedule, l.p2p, work_costs)
+                          : simulate_schedule(schedule, l.p2p,
+                                              context.pass_costs_given ? context.pass_costs : balanced_costs(schedule));
+            if (simulated.completed) {
+                out.bubble_simulated = simulated.bubble();
+                // In the work's own milliseconds the step's compute and bubble are the makespan:
+                // the busiest rank idles for what is left of it.
+                if (own_costs)
+                    out.bubble_ms = (simulated.makespan - *std::max_element(simulated.busy.begin(), simulated.busy.end())) /
+                                    out.compute_share.share;
+            }
         }
-        out.bubble_ms = out.compute_ms * out.bubble_simulated / (1.0 - out.bubble_simulated);
+        if (out.bubble_ms < 0) out.bubble_ms = out.compute_ms * out.bubble_simulated / (1.0 - out.bubble_simulated);
     }
     if (!context.rate.includes_optimizer) {
         double owned = static_cast<double>(rank.layout.total_numel()) / (l.zero >= 1 ? l.gradient_ranks() : 1);

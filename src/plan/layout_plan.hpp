@@ -175,8 +175,13 @@ struct PlanContext {
 // `pipeline`: the layout's engine_pipeline when the caller has it already (a search shares one
 // per schedule shape); built here otherwise.
 PlanMemory plan_memory(const PlanLayout& layout, const EnginePipeline* pipeline = nullptr);
+// The allocator's and runtime's share of a device a layout cannot use (frameworks' conventions;
+// parbench's counts its engine's own buffers), and what is left for it.
+double plan_memory_reserved(const PlanLayout& layout, const ClusterSpec& cluster);
+double plan_memory_capacity(const PlanLayout& layout, const ClusterSpec& cluster);
+// `memory`: plan_memory's answer for it when the caller has it already (a search checks the fit first).
 PlanPrediction predict_layout(const PlanLayout& layout, const PlanContext& context,
-                              const EnginePipeline* pipeline = nullptr);
+                              const EnginePipeline* pipeline = nullptr, const PlanMemory* memory = nullptr);
 
 // Layers of activations Megatron-LM's interleaved schedule holds at its peak on `pp_rank`
 // (L (1 + (p - 1) / (p v)) on rank 0, arXiv 2205.05198 sec. 4.2.3); `engine_layers` when the

@@ -1,6 +1,7 @@
 #include "plan/layout_search.hpp"
 
 #include <algorithm>
+#include <limits>
 
 #include "core/error.hpp"
 #include "theory/pipeline/partition.hpp"
@@ -146,8 +147,24 @@ SearchResult search_layouts(const SearchSpace& space, const PlanContext& context
                             double unpaired_step_ms = 0;
                             for (const PlanLayout& candidate : with_a2a_overlap_1f1b(with_expert_degrees(variants))) {
                                 ++result.considered;
+                                // Memory first: most layouts of a large model do not fit, and
+                                // pricing their step (a schedule simulated per layout) was most
+                                // of a search's time.
+                                PlanMemory memory = plan_memory(candidate, pipeline ? &*pipeline : nullptr);
+                                if (memory.total > plan_memory_capacity(candidate, context.cluster)) {
+                                    if (!candidate.engine.moe.a2a_overlap_1f1b)
+                                        unpaired_step_ms = std::numeric_limits<double>::infinity();
+                                    drop("does not fit in memory");
+                                    if (!result.any_unfit || memory.total < result.smallest_unfit.memory.total) {
+                                        result.smallest_unfit = PlanPrediction{};
+                                        result.smallest_unfit.layout = candidate;
+                                        result.smallest_unfit.memory = std::move(memory);
+                                    }
+                                    result.any_unfit = true;
+                                    continue;
+                                }
                                 PlanPrediction prediction =
-                                    predict_layout(candidate, context, pipeline ? &*pipeline : nullptr);
+                                    predict_layout(candidate, context, pipeline ? &*pipeline : nullptr, &memory);
                                 if (!candidate.engine.moe.a2a_overlap_1f1b) {
                                     unpaired_step_ms = prediction.step_ms;
                                 } else if (prediction.step_ms >= unpaired_step_ms) {
