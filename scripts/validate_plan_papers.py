@@ -53,11 +53,15 @@ from kernel measurements, src/plan/device_compute.cpp; every other figure is the
     are left for the MoE model's approximations (docs/moe.md).
   torchtitan's H100 benchmark of 2024-12 (pytorch/torchtitan benchmarks/llama3_h100_202412_torchtitan.md,
     tables 1 and 3): Llama 3.1 8B with FSDP (1D) on 8 and 128 H100 (Grand Teton, configs/clusters/
-    h100-grand-teton.json), local batch 2, sequence 8192, selective activation checkpointing; the
-    bf16 rows only (the 2D-4D rows are Float8, which plan does not price). Published: tokens/s per
-    GPU; the step time is local batch x 8192 / that. Assumed: FSDP2 as ZeRO-3 with prefetch,
-    resharding after forward, bf16 gathers and fp32 reduce-scatters (torchtitan's defaults),
-    selective checkpointing as plan's selective (nothing under flash attention), one micro-batch.
+    h100-grand-teton.json), local batch 2, sequence 8192, selective activation checkpointing, the
+    bf16 rows. Published: tokens/s per GPU; the step time is local batch x 8192 / that. Assumed:
+    FSDP2 as ZeRO-3 with prefetch, resharding after forward, bf16 gathers and fp32 reduce-scatters
+    (torchtitan's defaults), selective checkpointing as plan's selective (nothing under flash
+    attention), one micro-batch. And its table 4, FSDP + TP (2D): Llama 3.1 70B on 256 H100, FSDP 32 x
+    TP 8, local batch 16 (global 512), full activation checkpointing, torch.compile and Float8, with
+    and without async TP; priced with --fp8, --sp (torchtitan's TP shards the sequence between its
+    blocks) and --tp-comm-overlap for async TP, one micro-batch; the step is 512 x 8192 / (tokens/s
+    per GPU x 256). The 3D/4D rows (pipelines with Float8 and async TP at 512 GPUs) are not rows yet.
 
   scripts/validate_plan_papers.py [--parbench build/parbench] [--cluster FILE] [--json OUT]
                                   [--assert-goal]
@@ -135,6 +139,13 @@ TORCHTITAN_H100 = [
     (8, "FSDP + torch.compile", 2, 6667),
     (128, "FSDP", 2, 5605),
     (128, "FSDP + torch.compile", 2, 6514),
+]
+
+# The same benchmark's table 4 (FSDP 32 x TP 8, Llama 3.1 70B, 256 GPUs, local batch 16, full
+# activation checkpointing, torch.compile + Float8): technique, --tp-comm-overlap, tokens/s per GPU.
+TORCHTITAN_H100_2D = [
+    ("2D", False, 829),
+    ("2D + AsyncTP", True, 876),
 ]
 
 
@@ -285,6 +296,27 @@ def main():
                             predicted_tokens_per_s_per_gpu=local * 8192 / predicted_s))
         tables["torchtitan, H100 Llama 3.1 8B FSDP, bf16 (step time from tokens/s per GPU)"] = rows
 
+        rows = []
+        gpus, tp, global_batch = 256, 8, 512
+        for technique, async_tp, tokens_per_s in TORCHTITAN_H100_2D:
+            published_s = global_batch * 8192 / (tokens_per_s * gpus)
+            args = ["--model", "llama3-70b", "--gpus", str(gpus), "--tp", str(tp), "--sp",
+                    "--global-batch", str(global_batch), "--microbatches", "1", "--zero", "3", "--overlap",
+                    "--prefetch", "--states", "megatron", "--attention", "flash", "--recompute", "full",
+                    "--precision", "bf16", "--fp8"] + (["--tp-comm-overlap"] if async_tp else [])
+            step_ms, layout = plan_step_ms(options.parbench, teton, args, scratch, status=(0, 3))
+            predicted_s = step_ms / 1e3
+            memory = layout["memory_bytes"]
+            fits = "" if memory["fits"] else " (predicted not to fit)"
+            rows.append(row("Llama3.1-70B", f"{technique}{fits}", gpus, global_batch, published_s, predicted_s,
+                            "FSDP2 as ZeRO-3 with prefetch over 32 ranks, TP 8 with sequence parallelism, async TP as "
+                            "--tp-comm-overlap; Float8 linear layers as --fp8; full checkpointing; FlashAttention-2; "
+                            "one micro-batch of 16", False,
+                            published_tokens_per_s_per_gpu=tokens_per_s,
+                            predicted_tokens_per_s_per_gpu=global_batch * 8192 / (predicted_s * gpus),
+                            exposed_tp_s=layout["time_ms"]["exposed_tp"] / 1e3))
+        tables["torchtitan 2D, H100 Llama 3.1 70B FSDP + TP, Float8 (step time from tokens/s per GPU)"] = rows
+
     summaries = []
     for title, rows in tables.items():
         print(f"## {title}")
@@ -294,7 +326,8 @@ def main():
             print(f"{r['model']:>8} {r['mode']:<16} {r['gpus']:>5} {r['published_s']:>12.3f} {r['predicted_s']:>12.3f} "
                   f"{100 * r['error']:>+7.1f}%{sample}")
         expected = {"arXiv 2205": 2 * len(KORTHIKANTI), "arXiv 2104": len(NARAYANAN), "Megatron-LM": len(MEGATRON_H100),
-                    "NeMo": len(NEMO_H100_FP8), "torchtitan": len(TORCHTITAN_H100)}
+                    "NeMo": len(NEMO_H100_FP8), "torchtitan 2D": len(TORCHTITAN_H100_2D),
+                    "torchtitan": len(TORCHTITAN_H100)}
         summary = summarize(title, rows, next(n for key, n in expected.items() if title.startswith(key)))
         summary["in_sample"] = rows[0]["in_sample"]
         summaries.append(summary)
