@@ -64,6 +64,7 @@ struct CollectiveResult {
     double reported_time_us = 0.0;      // median of the samples (mean for rank-mean)
     std::vector<AggregateTime> aggregates;  // the reported time under every aggregation
     std::vector<RankFigures> per_rank;
+    FullStatistics full;                // OSU's -f: fastest and slowest rank, p95 and its rank
     std::optional<StragglerFinding> straggler;
     double bus_factor = 1.0;
     double algbw_gbps = 0.0;            // bytes / reported time, decimal GB/s
@@ -91,6 +92,7 @@ struct RunSummary {
     std::size_t measured_points = 0;
     std::size_t measured_sizes = 0;       // distinct sizes (as asked for) among the measured points
     std::size_t measured_collectives = 0;
+    std::size_t measured_cases = 0;       // most (type, op, root) cases of one collective: several under -d/-o/-r all
     bool both_placements = false;         // points measured out of place and in place
     std::size_t warned_points = 0;        // measured points with at least one warning
     bool checked = false;

@@ -7,10 +7,16 @@ namespace parbench {
 namespace {
 
 constexpr int half_width = 36;  // time, algbw, busbw, #wrong
+// --full: the fastest and slowest rank's mean and the p95 sample, each with its rank.
+constexpr int full_time_width = 10;
+constexpr int full_rank_width = 5;
+constexpr int full_width = 3 * (full_time_width + full_rank_width);
 
-void print_half(std::ostream& out, const CollectiveResult* result) {
+int width_of_half(bool full) { return half_width + (full ? full_width : 0); }
+
+void print_half(std::ostream& out, const CollectiveResult* result, bool full) {
     if (result == nullptr || result->skipped) {
-        out << std::setw(half_width) << "skipped";
+        out << std::setw(width_of_half(full)) << "skipped";
         return;
     }
     const auto flags = out.flags();
@@ -18,6 +24,11 @@ void print_half(std::ostream& out, const CollectiveResult* result) {
         << result->algbw_gbps << std::setw(9) << result->busbw_gbps;
     out.flags(flags);
     out << std::setw(7) << (result->wrong ? std::to_string(*result->wrong) : "N/A");
+    if (!full) return;
+    out << std::fixed << std::setprecision(2);
+    for (const TimeOfRank& t : {result->full.fastest_rank, result->full.slowest_rank, result->full.p95})
+        out << std::setw(full_time_width) << t.time_us << std::setw(full_rank_width) << t.rank;
+    out.flags(flags);
 }
 
 }  // namespace
@@ -47,31 +58,43 @@ void print_console_header(std::ostream& out, const nlohmann::json& frame, const 
 }
 
 void print_console_columns(std::ostream& out, const std::string& collective, Placements placements,
-                           std::string_view time_statistic) {
+                           std::string_view time_statistic, bool full) {
     const int halves = (placements.out_of_place ? 1 : 0) + (placements.in_place ? 1 : 0);
     out << "#\n# " << collective << '\n';
+    if (full)
+        out << "# --full: t_min / t_max: the fastest / slowest rank's mean time (OSU's Min / Max Latency) and that "
+               "rank; p95: the 95th-percentile sample and the rank slowest in it\n";
     out << "# " << std::setw(49) << "";
-    if (placements.out_of_place) out << std::setw(half_width) << "out-of-place";
-    if (placements.in_place) out << std::setw(half_width) << "in-place";
+    if (placements.out_of_place) out << std::setw(width_of_half(full)) << "out-of-place";
+    if (placements.in_place) out << std::setw(width_of_half(full)) << "in-place";
     out << '\n';
     out << "# " << std::setw(12) << "size" << std::setw(12) << "count" << std::setw(10) << "type" << std::setw(8)
         << "redop" << std::setw(7) << "root";
     // The time column names its statistic: IMB's labels for the rank means.
     const char* time_label = time_statistic == "median"               ? "time_med"
                              : time_statistic == "mean of rank means" ? "t_avg"
+                             : time_statistic == "min of rank means"  ? "t_min"
                                                                       : "t_max";
-    for (int h = 0; h < halves; ++h)
-        out << std::setw(11) << time_label << std::setw(9) << "algbw"
-            << std::setw(9) << "busbw" << std::setw(7) << "#wrong";
+    for (int h = 0; h < halves; ++h) {
+        out << std::setw(11) << time_label << std::setw(9) << "algbw" << std::setw(9) << "busbw" << std::setw(7)
+            << "#wrong";
+        if (full)
+            for (const char* label : {"t_min", "t_max", "p95"})
+                out << std::setw(full_time_width) << label << std::setw(full_rank_width) << "rank";
+    }
     out << '\n';
     out << "# " << std::setw(12) << "(B)" << std::setw(12) << "(elements)" << std::setw(25) << "";
-    for (int h = 0; h < halves; ++h)
+    for (int h = 0; h < halves; ++h) {
         out << std::setw(11) << "(us)" << std::setw(9) << "(GB/s)" << std::setw(9) << "(GB/s)" << std::setw(7) << "";
+        if (full)
+            for (int column = 0; column < 3; ++column)
+                out << std::setw(full_time_width) << "(us)" << std::setw(full_rank_width) << "";
+    }
     out << '\n';
 }
 
 void print_console_row(std::ostream& out, Placements placements, const CollectiveResult* out_of_place,
-                       const CollectiveResult* in_place) {
+                       const CollectiveResult* in_place, bool full) {
     const CollectiveResult& any = out_of_place != nullptr ? *out_of_place : *in_place;
     // A skipped point has no measured size: show the one asked for.
     const bool measured = any.count > 0;
@@ -79,8 +102,8 @@ void print_console_row(std::ostream& out, Placements placements, const Collectiv
         << std::setw(10) << dtype_name(any.dtype) << std::setw(8)
         << (any.op ? std::string(reduce_op_name(*any.op)) : "none") << std::setw(7)
         << (any.root ? std::to_string(*any.root) : "-");
-    if (placements.out_of_place) print_half(out, out_of_place);
-    if (placements.in_place) print_half(out, in_place);
+    if (placements.out_of_place) print_half(out, out_of_place, full);
+    if (placements.in_place) print_half(out, in_place, full);
     for (const CollectiveResult* half : {out_of_place, in_place})
         if (half != nullptr && half->skipped)
             out << "  (" << (half->inplace ? "in-place" : "out-of-place") << " skipped: " << *half->skipped << ')';
@@ -106,6 +129,7 @@ std::string average_scope(const RunSummary& summary) {
         return "the " + counted(summary.measured_sizes, "measured size", "measured sizes");
     std::string parts;
     if (summary.measured_collectives > 1) parts = counted(summary.measured_collectives, "collective", "collectives") + ", ";
+    if (summary.measured_cases > 1) parts += counted(summary.measured_cases, "type/op/root case", "type/op/root cases") + ", ";
     parts += counted(summary.measured_sizes, "size", "sizes");
     if (summary.both_placements) parts += ", out of place and in place";
     return "the " + counted(summary.measured_points, "measured point", "measured points") + " (" + parts + ")";

@@ -81,6 +81,8 @@ def check_consistent(report, ranks):
             check(math.isclose(reported, per_rank_mean, rel_tol=1e-9), f"{name}: rank-mean = mean of rank means")
         elif entry["aggregation"] == "rank-max":
             reported = max(r["mean_us"] for r in entry["per_rank"])
+        elif entry["aggregation"] == "rank-min":
+            reported = min(r["mean_us"] for r in entry["per_rank"])
         else:
             reported = median
         check(math.isclose(entry["reported_time_us"], reported, rel_tol=1e-9), f"{name}: reported time")
