@@ -44,9 +44,13 @@ def check_every_kind(args, tmp):
         sys.exit(f"FAILED: plot.py wrote {listed}, want {expected}")
     for path in expected:
         with open(path, "rb") as image:
-            header = image.read(8)
-        if header != b"\x89PNG\r\n\x1a\n" or os.path.getsize(path) < 5000:
+            header = image.read(24)
+        if header[:8] != b"\x89PNG\r\n\x1a\n" or os.path.getsize(path) < 5000:
             sys.exit(f"FAILED: {path} is not a drawn PNG ({os.path.getsize(path)} bytes)")
+        # A slide's width (the IHDR chunk's first field), whatever the number of panels.
+        width = int.from_bytes(header[16:20], "big")
+        if width != 1600:
+            sys.exit(f"FAILED: {path} is {width} pixels wide, not 1600")
     svg = run([args.plot_python, args.plot, a, "--kind", "busbw", "--kind", "spread", "--point", "allreduce:8",
                "--format", "svg", "--out", os.path.join(tmp, "svg")]).stdout.split()
     for path in svg:
