@@ -7,16 +7,19 @@ namespace parbench {
 namespace {
 
 constexpr int half_width = 36;  // time, algbw, busbw, #wrong
+constexpr int verdict_width = 13;  // ratio, verdict
 // --full: the fastest and slowest rank's mean and the p95 sample, each with its rank.
 constexpr int full_time_width = 10;
 constexpr int full_rank_width = 5;
 constexpr int full_width = 3 * (full_time_width + full_rank_width);
 
-int width_of_half(bool full) { return half_width + (full ? full_width : 0); }
+int width_of_half(const Placements& columns) {
+    return half_width + (columns.verdicts ? verdict_width : 0) + (columns.full ? full_width : 0);
+}
 
-void print_half(std::ostream& out, const CollectiveResult* result, bool full) {
+void print_half(std::ostream& out, const CollectiveResult* result, const Placements& columns) {
     if (result == nullptr || result->skipped) {
-        out << std::setw(width_of_half(full)) << "skipped";
+        out << std::setw(width_of_half(columns)) << "skipped";
         return;
     }
     const auto flags = out.flags();
@@ -24,10 +27,19 @@ void print_half(std::ostream& out, const CollectiveResult* result, bool full) {
         << result->algbw_gbps << std::setw(9) << result->busbw_gbps;
     out.flags(flags);
     out << std::setw(7) << (result->wrong ? std::to_string(*result->wrong) : "N/A");
-    if (!full) return;
-    out << std::fixed << std::setprecision(2);
-    for (const TimeOfRank& t : {result->full.fastest_rank, result->full.slowest_rank, result->full.p95})
-        out << std::setw(full_time_width) << t.time_us << std::setw(full_rank_width) << t.rank;
+    if (columns.full) {
+        out << std::fixed << std::setprecision(2);
+        for (const TimeOfRank& t : {result->full.fastest_rank, result->full.slowest_rank, result->full.p95})
+            out << std::setw(full_time_width) << t.time_us << std::setw(full_rank_width) << t.rank;
+        out.flags(flags);
+    }
+    if (!columns.verdicts) return;
+    if (!result->verdict) {
+        out << std::setw(verdict_width) << "-";
+        return;
+    }
+    out << std::fixed << std::setprecision(2) << std::setw(7) << result->verdict->ratio << std::setw(6)
+        << result->verdict->verdict;
     out.flags(flags);
 }
 
@@ -58,15 +70,15 @@ void print_console_header(std::ostream& out, const nlohmann::json& frame, const 
 }
 
 void print_console_columns(std::ostream& out, const std::string& collective, Placements placements,
-                           std::string_view time_statistic, bool full) {
+                           std::string_view time_statistic) {
     const int halves = (placements.out_of_place ? 1 : 0) + (placements.in_place ? 1 : 0);
     out << "#\n# " << collective << '\n';
-    if (full)
+    if (placements.full)
         out << "# --full: t_min / t_max: the fastest / slowest rank's mean time (OSU's Min / Max Latency) and that "
                "rank; p95: the 95th-percentile sample and the rank slowest in it\n";
     out << "# " << std::setw(49) << "";
-    if (placements.out_of_place) out << std::setw(width_of_half(full)) << "out-of-place";
-    if (placements.in_place) out << std::setw(width_of_half(full)) << "in-place";
+    if (placements.out_of_place) out << std::setw(width_of_half(placements)) << "out-of-place";
+    if (placements.in_place) out << std::setw(width_of_half(placements)) << "in-place";
     out << '\n';
     out << "# " << std::setw(12) << "size" << std::setw(12) << "count" << std::setw(10) << "type" << std::setw(8)
         << "redop" << std::setw(7) << "root";
@@ -78,23 +90,25 @@ void print_console_columns(std::ostream& out, const std::string& collective, Pla
     for (int h = 0; h < halves; ++h) {
         out << std::setw(11) << time_label << std::setw(9) << "algbw" << std::setw(9) << "busbw" << std::setw(7)
             << "#wrong";
-        if (full)
+        if (placements.full)
             for (const char* label : {"t_min", "t_max", "p95"})
                 out << std::setw(full_time_width) << label << std::setw(full_rank_width) << "rank";
+        if (placements.verdicts) out << std::setw(7) << "ratio" << std::setw(6) << "vs";
     }
     out << '\n';
     out << "# " << std::setw(12) << "(B)" << std::setw(12) << "(elements)" << std::setw(25) << "";
     for (int h = 0; h < halves; ++h) {
         out << std::setw(11) << "(us)" << std::setw(9) << "(GB/s)" << std::setw(9) << "(GB/s)" << std::setw(7) << "";
-        if (full)
+        if (placements.full)
             for (int column = 0; column < 3; ++column)
                 out << std::setw(full_time_width) << "(us)" << std::setw(full_rank_width) << "";
+        if (placements.verdicts) out << std::setw(7) << "(x exp)" << std::setw(6) << "model";
     }
     out << '\n';
 }
 
 void print_console_row(std::ostream& out, Placements placements, const CollectiveResult* out_of_place,
-                       const CollectiveResult* in_place, bool full) {
+                       const CollectiveResult* in_place) {
     const CollectiveResult& any = out_of_place != nullptr ? *out_of_place : *in_place;
     // A skipped point has no measured size: show the one asked for.
     const bool measured = any.count > 0;
@@ -102,12 +116,23 @@ void print_console_row(std::ostream& out, Placements placements, const Collectiv
         << std::setw(10) << dtype_name(any.dtype) << std::setw(8)
         << (any.op ? std::string(reduce_op_name(*any.op)) : "none") << std::setw(7)
         << (any.root ? std::to_string(*any.root) : "-");
-    if (placements.out_of_place) print_half(out, out_of_place, full);
-    if (placements.in_place) print_half(out, in_place, full);
+    if (placements.out_of_place) print_half(out, out_of_place, placements);
+    if (placements.in_place) print_half(out, in_place, placements);
     for (const CollectiveResult* half : {out_of_place, in_place})
         if (half != nullptr && half->skipped)
             out << "  (" << (half->inplace ? "in-place" : "out-of-place") << " skipped: " << *half->skipped << ')';
     out << '\n';
+    // What a verdict other than ok points to, and the expected figure it was judged against.
+    for (const CollectiveResult* half : {out_of_place, in_place})
+        if (half != nullptr && half->verdict && half->verdict->verdict != "ok") {
+            const auto flags = out.flags();
+            out << std::fixed << std::setprecision(2) << "#   " << (half->inplace ? "in-place" : "out-of-place") << ' '
+                << half->verdict->verdict << ": expected " << half->verdict->expected.busbw_gbps << " GB/s busbw ("
+                << half->verdict->expected.algorithm
+                << (half->verdict->expected.protocol.empty() ? "" : "/" + half->verdict->expected.protocol) << ", "
+                << half->verdict->expected.time_us << " us); " << half->verdict->cause << '\n';
+            out.flags(flags);
+        }
     // Uneven traffic (alltoallv): the halves share their blocks, so one line tells both.
     for (const CollectiveResult* half : {out_of_place, in_place})
         if (half != nullptr && half->imbalance) {

@@ -20,14 +20,16 @@ void print_console_header(std::ostream& out, const nlohmann::json& frame, const 
 struct Placements {
     bool out_of_place = true;
     bool in_place = true;
+    bool verdicts = false;  // each half ends with the ratio to the expected busbw and the verdict
+    // --full (OSU's -f): each half also shows the fastest and slowest rank's mean time and the
+    // p95 sample, each with its rank (CollectiveResult::full).
+    bool full = false;
 };
-// `full` (--full, OSU's -f): each half also shows the fastest and slowest rank's mean time and
-// the p95 sample, each with its rank (CollectiveResult::full).
 void print_console_columns(std::ostream& out, const std::string& collective, Placements placements,
-                           std::string_view time_statistic, bool full = false);
+                           std::string_view time_statistic);
 // One size: either half may be absent (not asked for); at least one is given.
 void print_console_row(std::ostream& out, Placements placements, const CollectiveResult* out_of_place,
-                       const CollectiveResult* in_place, bool full = false);
+                       const CollectiveResult* in_place);
 // The closing lines: wrong elements, average and peak busbw, then nccl-tests' own two lines
 // ("# Out of bounds values : 0 OK", "# Avg bus bandwidth    : 1.1087") for the log scrapers
 // written for it; `min_busbw_gbps`, the run's gate, adds OK or FAILED to the second as nccl-tests does.
