@@ -55,18 +55,20 @@ std::string IterationLog::line(const StepProgress& last, const Figures& interval
     char mfu[32] = "unknown (--peak-tflops)";
     if (interval.mfu) std::snprintf(mfu, sizeof mfu, "%.2f %%", 100.0 * *interval.mfu);
     char text[640];
-    // Megatron's fields and order; parbench never skips an update (it has no fp16 loss scaler),
-    // so the skipped count is 0 unless that changes; a NaN loss or grad norm is counted and,
-    // for the loss, ends the run.
+    // Megatron's fields, names and order, so that scripts reading its logs read these (a
+    // language model's loss is its "lm loss"); parbench never skips an update (it has no fp16
+    // loss scaler), so the skipped count is 0; a NaN loss or grad norm is counted and, for the
+    // loss, ends the run.
     std::snprintf(text, sizeof text,
                   " [%s] iteration %*d/%d%s | consumed samples: %lld | elapsed time per iteration (ms): %.2f | "
-                  "learning rate: %.6E | global batch size: %d | loss: %.6E | grad norm: %.4f | %s: %.1f | "
-                  "TFLOP/s per rank: %.4f | MFU: %s | peak memory (MiB): %.1f | skipped iterations: 0 | "
-                  "nan iterations: %d |\n",
+                  "learning rate: %.6E | global batch size: %d | %s: %.6E | grad norm: %.4f | %s: %.1f | "
+                  "TFLOP/s per rank: %.4f | MFU: %s | peak memory (MiB): %.1f | number of skipped iterations: 0 | "
+                  "number of nan iterations: %d |\n",
                   log_timestamp(std::chrono::system_clock::now()).c_str(), width, last.step + 1, last.total_steps,
-                  last.timed ? "" : " (warm-up)", consumed, interval.time_ms, learning_rate_, global_batch_, mean_loss,
-                  last.grad_norm, tokens_ ? "tokens/s" : "samples/s", interval.per_second, interval.tflops_per_rank,
-                  mfu, static_cast<double>(last.peak_memory_bytes) / 1048576.0, nan_iterations_);
+                  last.timed ? "" : " (warm-up)", consumed, interval.time_ms, learning_rate_, global_batch_,
+                  tokens_ ? "lm loss" : "loss", mean_loss, last.grad_norm, tokens_ ? "tokens/s" : "samples/s",
+                  interval.per_second, interval.tflops_per_rank, mfu,
+                  static_cast<double>(last.peak_memory_bytes) / 1048576.0, nan_iterations_);
     return text;
 }
 

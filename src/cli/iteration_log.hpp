@@ -1,7 +1,7 @@
 // The training log, in Megatron-LM's form (megatron/training/training.py's training_log, read
 // for its fields): one line per --log-interval steps with the time, iteration / total,
 // consumed samples, elapsed ms per iteration (the interval's mean), learning rate, loss (the
-// interval's mean, as Megatron's lm loss), grad norm (the last step's), tokens/s (samples/s
+// interval's mean: Megatron's "lm loss"), grad norm (the last step's), tokens/s (samples/s
 // for a model without tokens), model TFLOP/s per rank and MFU over the interval, the peak
 // memory so far and the skipped and NaN iterations so far. Each step's own figures go in
 // the report's progress.steps with the same names.
