@@ -4,6 +4,8 @@
 #include <cmath>
 #include <cstdio>
 #include <map>
+#include <tuple>
+#include <utility>
 
 #include "bench/statistics.hpp"
 
@@ -39,43 +41,47 @@ std::string label(const PairParticipant& p) { return "rank " + std::to_string(p.
 
 bool SlowLatency::asymmetric() const { return !std::isnan(reverse_us) && latency_us >= latency_flag_factor * reverse_us; }
 
-PairAnalysis flag_slow_pairs(const std::vector<std::vector<double>>& bandwidth,
-                             const std::vector<std::vector<double>>& latency,
+namespace {
+
+using Matrix = std::vector<std::vector<double>>;
+
+// visit(i, j, crosses) for every measured off-diagonal entry, in row order.
+template <typename Visit>
+void each_measured(const Matrix& matrix, const std::vector<PairParticipant>& participants, Visit visit) {
+    for (std::size_t i = 0; i < participants.size(); ++i)
+        for (std::size_t j = 0; j < participants.size(); ++j)
+            if (i != j && !std::isnan(matrix[i][j])) visit(i, j, across(participants, i, j));
+}
+
+// The medians of a matrix's entries inside a host and across hosts.
+std::pair<std::optional<double>, std::optional<double>> medians_by_kind(const Matrix& matrix,
+                                                                        const std::vector<PairParticipant>& participants) {
+    std::vector<double> within, crossing;
+    each_measured(matrix, participants,
+                  [&](std::size_t i, std::size_t j, bool crosses) { (crosses ? crossing : within).push_back(matrix[i][j]); });
+    return {median_of(within), median_of(crossing)};
+}
+
+}  // namespace
+
+PairAnalysis flag_slow_pairs(const Matrix& bandwidth, const Matrix& latency,
                              const std::vector<PairParticipant>& participants, double flag_below) {
     PairAnalysis analysis;
-    std::vector<double> within;
-    std::vector<double> crossing;
-    const std::size_t n = participants.size();
-    for (std::size_t i = 0; i < n; ++i)
-        for (std::size_t j = 0; j < n; ++j)
-            if (i != j && !std::isnan(bandwidth[i][j])) (across(participants, i, j) ? crossing : within).push_back(bandwidth[i][j]);
-    analysis.median_within_host_gbps = median_of(within);
-    analysis.median_across_hosts_gbps = median_of(crossing);
-    for (std::size_t i = 0; i < n; ++i)
-        for (std::size_t j = 0; j < n; ++j) {
-            if (i == j || std::isnan(bandwidth[i][j])) continue;
-            const bool crosses = across(participants, i, j);
-            const double median = crosses ? *analysis.median_across_hosts_gbps : *analysis.median_within_host_gbps;
-            if (bandwidth[i][j] < flag_below * median)
-                analysis.flagged.push_back({static_cast<int>(i), static_cast<int>(j), bandwidth[i][j], median, crosses});
-        }
-    std::vector<double> latency_within, latency_crossing;
-    for (std::size_t i = 0; i < n; ++i)
-        for (std::size_t j = 0; j < n; ++j)
-            if (i != j && !std::isnan(latency[i][j]))
-                (across(participants, i, j) ? latency_crossing : latency_within).push_back(latency[i][j]);
-    analysis.median_latency_within_host_us = median_of(latency_within);
-    analysis.median_latency_across_hosts_us = median_of(latency_crossing);
-    for (std::size_t i = 0; i < n; ++i)
-        for (std::size_t j = 0; j < n; ++j) {
-            if (i == j || std::isnan(latency[i][j])) continue;
-            const bool crosses = across(participants, i, j);
-            const double median =
-                crosses ? *analysis.median_latency_across_hosts_us : *analysis.median_latency_within_host_us;
-            const SlowLatency finding{static_cast<int>(i), static_cast<int>(j), latency[i][j], latency[j][i], median,
-                                      crosses};
-            if (latency[i][j] >= latency_flag_factor * median) analysis.slow_latency.push_back(finding);
-        }
+    std::tie(analysis.median_within_host_gbps, analysis.median_across_hosts_gbps) =
+        medians_by_kind(bandwidth, participants);
+    each_measured(bandwidth, participants, [&](std::size_t i, std::size_t j, bool crosses) {
+        const double median = crosses ? *analysis.median_across_hosts_gbps : *analysis.median_within_host_gbps;
+        if (bandwidth[i][j] < flag_below * median)
+            analysis.flagged.push_back({static_cast<int>(i), static_cast<int>(j), bandwidth[i][j], median, crosses});
+    });
+    std::tie(analysis.median_latency_within_host_us, analysis.median_latency_across_hosts_us) =
+        medians_by_kind(latency, participants);
+    each_measured(latency, participants, [&](std::size_t i, std::size_t j, bool crosses) {
+        const double median = crosses ? *analysis.median_latency_across_hosts_us : *analysis.median_latency_within_host_us;
+        if (latency[i][j] >= latency_flag_factor * median)
+            analysis.slow_latency.push_back(
+                {static_cast<int>(i), static_cast<int>(j), latency[i][j], latency[j][i], median, crosses});
+    });
     return analysis;
 }
 
