@@ -23,6 +23,7 @@
 #include "cli/nccl_tests_flags.hpp"
 #include "cli/rank_agreement.hpp"
 #include "collectives/collective.hpp"
+#include "collectives/one_rank_shortcut.hpp"
 #include "comm/backend.hpp"
 #include "comm/mpi_session.hpp"
 #include "core/console.hpp"
@@ -763,9 +764,13 @@ class CollectiveCommand : public Command {
             points += cases_of(*collective, resolved, measured_ranks).size() * resolved.sizes.size() *
                       (resolved.placements.in_place && resolved.placements.out_of_place ? 2 : 1);
         for (const Collective* collective : resolved.collectives) {
-            if (rank == 0 && !options_.quiet)
+            if (rank == 0 && !options_.quiet) {
                 print_console_columns(std::cout, column_title(*collective, resolved.params), placements,
                                       reported_statistic(resolved.aggregation));
+                if (const auto shortcut = one_rank_shortcut(*collective, harness.data().backend(),
+                                                            harness.data().size(), resolved.params))
+                    std::cout << "# " << *shortcut << '\n';
+            }
             for (const CollectiveParams& params : cases_of(*collective, resolved, measured_ranks)) {
                 for (std::uint64_t requested : resolved.sizes) {
                     std::optional<CollectiveResult> halves[2];
@@ -856,6 +861,8 @@ class CollectiveCommand : public Command {
         if (collective.skewed())
             result.skew = SkewUsed{skew_name(params.skew), params.skew.seed, direction_name(params.direction)};
         result.aggregation = resolved.aggregation;
+        result.one_rank_shortcut =
+            one_rank_shortcut(collective, harness.data().backend(), harness.data().size(), params);
         result.bus_factor = collective.bus_factor(nranks);
         result.count = element_count(collective, requested, params, nranks, resolved.exact_size);
         result.bytes = result.count * dtype_size(params.type);

@@ -322,12 +322,8 @@ class TrainCommand : public Command {
             if (rank == 0) {
                 Mesh serial_mesh(*self, MeshShape{});
                 ReferenceProgress reference_progress(watchdog);
-                const TrainMeasurements reference = run_training(serial_reference_plan(plan, shape.dp), serial_mesh, device, ops,
-                                                                 *self, true, &reference_progress);
-                check = compare_with_reference(measurements.loss, measurements.final_parameters, reference.loss,
-                                               reference.final_parameters,
-                                               model_parameter_layout(plan.model, plan.seq_len),
-                                               parse_precision(options_.precision));
+                check = check_against_serial_reference(plan, shape.dp, measurements, serial_mesh, device, ops, *self,
+                                                       &reference_progress);
             } else {
                 watchdog.enter({"check", "waiting for rank 0's serial reference", 0, 0});
             }
@@ -501,6 +497,9 @@ std::unique_ptr<Command> add_train_command(CLI::App& app) {
         ->group("Testing");
     sub->add_option("--testing-slow-ms", o.testing_slow_ms, "Testing: the delay of --testing-slow-rank per step")
         ->capture_default_str()
+        ->group("Testing");
+    sub->add_option("--testing-misread-rank", o.testing_misread_rank,
+                    "Testing: this world rank draws the samples one after its own (an error --check must find)")
         ->group("Testing");
     return command;
 }

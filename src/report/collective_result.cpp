@@ -77,6 +77,7 @@ nlohmann::json to_json(const CollectiveResult& result) {
         {"placement", result.inplace ? "in" : "out"},
     };
     if (result.placement_note) entry["placement_note"] = *result.placement_note;
+    if (result.one_rank_shortcut) entry["one_rank_shortcut"] = *result.one_rank_shortcut;
     if (result.skew)
         entry["skew"] = {{"distribution", result.skew->distribution},
                          {"seed", result.skew->seed},

@@ -57,6 +57,7 @@ struct CollectiveResult {
     std::optional<int> root;            // rooted collectives only
     bool inplace = false;
     std::optional<std::string> placement_note;  // what out of place means here, when it differs
+    std::optional<std::string> one_rank_shortcut;  // what NCCL ran instead (collectives/one_rank_shortcut.hpp)
     std::optional<SkewUsed> skew;               // alltoallv only
     std::optional<TrafficImbalance> imbalance;  // alltoallv only, when measured
     Aggregation aggregation = Aggregation::max;

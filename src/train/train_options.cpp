@@ -193,6 +193,9 @@ MeshShape resolve_layout(const TrainPlan& plan, int world_size) {
     if (o.testing_slow_rank >= world_size)
         throw UsageError("--testing-slow-rank " + text(o.testing_slow_rank) + ": the job has ranks 0 to " +
                          text(world_size - 1) + "; name one of them");
+    if (o.testing_misread_rank >= world_size)
+        throw UsageError("--testing-misread-rank " + text(o.testing_misread_rank) + ": the job has ranks 0 to " +
+                         text(world_size - 1) + "; name one of them");
     check_global_batch(o.global_batch, shape.dp, o.microbatches);
     check_expert_parallel(plan.model, o.ep, shape.dp, shape.cp);
     check_expert_tensor_parallel(plan.model, o.etp, o.tp, o.sp);
@@ -240,6 +243,7 @@ nlohmann::json to_json(const TrainOptions& o) {
         {"check", o.check},
         {"backend_requested", o.backend},
         {"testing_slow_rank", o.testing_slow_rank},
+        {"testing_misread_rank", o.testing_misread_rank},
     };
 }
 

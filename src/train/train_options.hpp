@@ -75,6 +75,9 @@ struct TrainOptions {
     // (-1: none), so that the straggler report can be shown to name it.
     int testing_slow_rank = -1;
     double testing_slow_ms = 20.0;
+    // Testing: world rank that draws the samples after its own (-1: none): a planted data-sharding
+    // error, which --check must find (the serial reference draws the right ones).
+    int testing_misread_rank = -1;
 };
 
 // Everything the flags determine without knowing the world.

@@ -455,13 +455,42 @@ nlohmann::json train_result_json(const TrainSummaryInputs& in) {
     };
     if (in.check) {
         result["check"] = {{"max_rel_diff_loss", in.check->max_rel_diff_loss},
+                           {"rel_diff_loss", in.check->rel_diff_loss},
+                           {"loss_over_tolerance", in.check->loss_over_tolerance},
                            {"max_rel_diff_params", in.check->max_rel_diff_params},
                            {"tolerance", {{"loss", in.check->tolerance_loss}, {"params", in.check->tolerance_params}}},
                            {"worst_tensor", in.check->worst_tensor},
-                           {"method", "loss: max over steps of |parallel - serial| / |serial|; params: max over tensors "
-                                      "of ||parallel - serial||_2 / ||serial||_2"},
+                           {"method", "loss: per step, |parallel - serial| / |serial| within that step's tolerance; params: max over tensors "
+                                      "of ||parallel - serial||_2 / ||serial||_2 over the elements whose gradient is "
+                                      "not zero by construction; those (zero_gradient) element by element, within "
+                                      "2 Adam steps per step (train/reference_check.hpp)"},
+                           {"zero_gradient",
+                            {{"elements", in.check->zero_gradient_elements},
+                             {"max_abs_diff", in.check->max_abs_diff_zero_gradient},
+                             {"tolerance", in.check->tolerance_zero_gradient}}},
                            {"reference", "the same model, seed, data and global batch on a world of one (serial)"},
                            {"passed", in.check->passed}};
+        if (in.check->routing) {
+            const RoutingComparison& routing = *in.check->routing;
+            nlohmann::json flips = nlohmann::json::array();
+            for (const RoutingFlip& flip : routing.flips)
+                flips.push_back({{"layer", flip.layer},
+                                 {"sample", flip.sample},
+                                 {"step", flip.sample / static_cast<std::uint64_t>(in.plan.options.global_batch)},
+                                 {"position", flip.position},
+                                 {"margin", flip.margin},
+                                 {"near_tie", flip.margin <= routing.near_tie}});
+            result["check"]["routing"] = {
+                {"followed", routing.followed},
+                {"not_followed", routing.followed ? nlohmann::json() : nlohmann::json(routing.not_followed)},
+                {"decisions", routing.decisions},
+                {"flips", flips},
+                {"near_tie", routing.near_tie},
+                {"method", "the serial reference takes the run's routing decisions; a flip is a token whose own top-k "
+                           "differed, its margin the score its own experts had over the run's (with the balancing "
+                           "bias); a near-tie (margin <= the parameters' tolerance) passes, any other flip fails"},
+                {"passed", routing.passed()}};
+        }
     }
     if (counts_tokens) {
         result["tokens_per_step"] = tokens_per_step;
@@ -513,6 +542,35 @@ void print_train_header(std::ostream& out, const TrainPlan& plan, const MeshShap
     out << "# method: " << o.warmup << " warm-up + " << o.steps
         << " timed steps; barrier, step, device sync; each step's time is the max over ranks\n";
 }
+
+namespace {
+
+// --check's routing half: one line per flip (the first ten), then whether the reference followed.
+void print_routing_check(std::ostream& out, const nlohmann::json& routing) {
+    if (!routing["followed"].get<bool>()) {
+        out << "  routing: the reference routed on its own (" << routing["not_followed"].get<std::string>() << ")\n";
+        return;
+    }
+    const auto& flips = routing["flips"];
+    out << "  routing: the reference followed the run's " << routing["decisions"].get<std::uint64_t>()
+        << " decisions; its own top-k differed at " << flips.size() << '\n';
+    constexpr std::size_t shown = 10;
+    for (std::size_t i = 0; i < flips.size() && i < shown; ++i) {
+        const auto& flip = flips[i];
+        char line[200];
+        const bool near_tie = flip["near_tie"].get<bool>();
+        std::snprintf(line, sizeof line,
+                      "  routing flip: step %llu, layer %d, sample %llu token %d: margin %.2e %s %.0e (%s)\n",
+                      static_cast<unsigned long long>(flip["step"].get<std::uint64_t>()) + 1, flip["layer"].get<int>(),
+                      static_cast<unsigned long long>(flip["sample"].get<std::uint64_t>()), flip["position"].get<int>(),
+                      flip["margin"].get<double>(), near_tie ? "<=" : ">", routing["near_tie"].get<double>(),
+                      near_tie ? "near-tie, not a failure" : "FAILED");
+        out << line;
+    }
+    if (flips.size() > shown) out << "  routing: " << flips.size() - shown << " more flips in the report\n";
+}
+
+}  // namespace
 
 void print_train_summary(std::ostream& out, const nlohmann::json& r) {
     const auto& t = r["step_time_ms"];
@@ -603,6 +661,7 @@ void print_train_summary(std::ostream& out, const nlohmann::json& r) {
                       c["max_rel_diff_loss"].get<double>(), c["tolerance"]["loss"].get<double>(),
                       c["max_rel_diff_params"].get<double>(), c["tolerance"]["params"].get<double>(), where.c_str());
         out << line;
+        if (c.contains("routing")) print_routing_check(out, c["routing"]);
     }
 }
 

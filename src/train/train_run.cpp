@@ -321,7 +321,7 @@ std::vector<double> model_parallel_weights(const ParameterLayout& layout, Commun
 }  // namespace
 
 TrainMeasurements run_training(const TrainPlan& plan, Mesh& mesh, Device& device, Ops& ops, Communicator& control,
-                               bool keep_parameters, StepObserver* observer) {
+                               bool keep_parameters, StepObserver* observer, RoutingTrace* follow_routing) {
     const TrainOptions& o = plan.options;
     const int dp = mesh.shape().dp;
     MicrobatchShape shape;
@@ -357,7 +357,23 @@ TrainMeasurements run_training(const TrainPlan& plan, Mesh& mesh, Device& device
         expert_data_group = split(mesh_expert_data_group_ranks(mesh.shape(), o.ep, world_rank));
     }
     // --etp: each routed expert's width split over the tp group (its all-reduces counted as tp's).
-    const MoeContext moe{plan.moe, &mesh.gradient_group(), expert_group.get(), o.etp > 1 ? &mesh.tp() : nullptr};
+    // --check: an MoE run records its routing where its groups are whole micro-batches.
+    TrainMeasurements result;
+    std::optional<RoutingTrace> recorded;
+    if (keep_parameters && plan.model.moe && follow_routing == nullptr) {
+        if (o.sp)
+            result.routing_not_recorded = "under --sp each tensor-parallel rank routes its own slice of a micro-batch";
+        else if (o.cp > 1)
+            result.routing_not_recorded = "under --cp each context-parallel rank routes its own slice of a micro-batch";
+        else
+            recorded.emplace(plan.seq_len);
+    }
+    const MoeContext moe{plan.moe,
+                         &mesh.gradient_group(),
+                         expert_group.get(),
+                         o.etp > 1 ? &mesh.tp() : nullptr,
+                         recorded ? &*recorded : nullptr,
+                         follow_routing};
     std::unique_ptr<Model> model = make_model(plan.model, shape, o.seed, ops, ledger, tp, part, parse_precision(o.precision),
                                               plan.recompute, cp, moe, plan.attention);
     // Gradients are averaged over dp x cp (Mesh::gradient_group), so DDP and ZeRO run on it; the
@@ -386,6 +402,7 @@ TrainMeasurements run_training(const TrainPlan& plan, Mesh& mesh, Device& device
 
     std::optional<PipelineExecutor> executor;
     if (o.testing_slow_rank == control.rank()) step_plan.testing_delay_ms = o.testing_slow_ms;
+    if (o.testing_misread_rank == control.rank()) step_plan.testing_sample_shift = 1;
     if (pipelined)
         executor.emplace(*schedule, mesh.coordinates().pp, plan.p2p, *model, *scheme, mesh.pp(), ops, ledger, control,
                          mesh_group_ranks(mesh.shape(), MeshDimension::pp, control.rank()),
@@ -409,7 +426,6 @@ TrainMeasurements run_training(const TrainPlan& plan, Mesh& mesh, Device& device
     std::array<double, 4> passes_total{};  // forward, input_grad, weight_grad, weight_grad_deferred
     std::vector<double> pipeline_span_ms;
 
-    TrainMeasurements result;
     result.parameters = model_parameter_layout(plan.model, plan.seq_len).total_numel();
     std::uint64_t local_parameters = model->layout().total_numel();
     control.allreduce(&local_parameters, &local_parameters, 1, DType::uint64, ReduceOp::max);
@@ -591,6 +607,10 @@ TrainMeasurements run_training(const TrainPlan& plan, Mesh& mesh, Device& device
     for (double& loss : losses) loss /= control.size() / o.pp;
     result.loss = losses;
     result.memory_by_rank = gather_memory(ledger.usage(), control);
+    if (recorded) {
+        recorded->gather(control);
+        if (control.rank() == 0) result.routing = std::move(recorded);
+    }
     if (keep_parameters) {
         std::vector<float> parameters = scheme->canonical_parameters();
         // A pipeline stage's layouts hold its units only.
@@ -650,6 +670,7 @@ TrainPlan serial_reference_plan(const TrainPlan& plan, int dp) {
     serial.options.overlap = false;
     serial.options.prefetch = false;
     serial.options.testing_slow_rank = -1;
+    serial.options.testing_misread_rank = -1;
     serial.scheme.zero_stage = 0;
     serial.scheme.microbatches = serial.options.microbatches;
     serial.scheme.overlap = false;
@@ -666,39 +687,27 @@ TrainPlan serial_reference_plan(const TrainPlan& plan, int dp) {
     return serial;
 }
 
-CheckResult compare_with_reference(const std::vector<double>& loss, const std::vector<float>& parameters,
-                                   const std::vector<double>& reference_loss,
-                                   const std::vector<float>& reference_parameters, const ParameterLayout& layout,
-                                   Precision precision) {
-    if (loss.size() != reference_loss.size() || parameters.size() != reference_parameters.size() ||
-        parameters.size() != layout.total_numel())
-        throw std::logic_error("compare_with_reference: runs of different shapes");
-    CheckResult check;
-    const bool bf16 = precision == Precision::bf16;
-    check.tolerance_loss = bf16 ? check_tolerance_loss_bf16 : check_tolerance_loss;
-    check.tolerance_params = bf16 ? check_tolerance_params_bf16 : check_tolerance_params;
-    // NaN never compares greater: it counts as an infinite difference.
-    auto worse = [](double current, double difference) { return std::isnan(difference) ? INFINITY : std::max(current, difference); };
-    for (std::size_t i = 0; i < loss.size(); ++i) {
-        const double scale = std::max(std::abs(reference_loss[i]), 1e-30);
-        check.max_rel_diff_loss = worse(check.max_rel_diff_loss, std::abs(loss[i] - reference_loss[i]) / scale);
+CheckTolerances check_tolerances(const TrainPlan& plan) {
+    return check_tolerances(plan.model, plan.seq_len, parse_precision(plan.options.precision), plan.scheme.adamw,
+                            plan.options.warmup + plan.options.steps);
+}
+
+CheckResult check_against_serial_reference(const TrainPlan& plan, int dp, const TrainMeasurements& measurements,
+                                           Mesh& serial_mesh, Device& device, Ops& ops, Communicator& self,
+                                           StepObserver* observer) {
+    std::optional<RoutingTrace> routing = measurements.routing;
+    const TrainMeasurements reference = run_training(serial_reference_plan(plan, dp), serial_mesh, device, ops, self,
+                                                     true, observer, routing ? &*routing : nullptr);
+    const CheckTolerances tolerances = check_tolerances(plan);
+    CheckResult check = compare_with_reference(measurements.loss, measurements.final_parameters, reference.loss,
+                                               reference.final_parameters,
+                                               model_parameter_layout(plan.model, plan.seq_len), tolerances);
+    if (plan.model.moe) {
+        // A flip is a near-tie when the arithmetic's own tolerance could move a score by its margin.
+        check.routing = routing ? routing->comparison(tolerances.params) : RoutingComparison{};
+        if (!routing) check.routing->not_followed = measurements.routing_not_recorded;
+        check.passed = check.passed && check.routing->passed();
     }
-    std::size_t offset = 0;
-    for (const TensorSpec& tensor : layout.tensors()) {
-        double difference_squares = 0.0;
-        double reference_squares = 0.0;
-        for (std::size_t i = offset; i < offset + tensor.numel; ++i) {
-            const double reference = reference_parameters[i];
-            const double difference = static_cast<double>(parameters[i]) - reference;
-            difference_squares += difference * difference;
-            reference_squares += reference * reference;
-        }
-        offset += tensor.numel;
-        const double relative = std::sqrt(difference_squares) / std::max(std::sqrt(reference_squares), 1e-30);
-        if (std::isnan(relative) || relative > check.max_rel_diff_params) check.worst_tensor = tensor.name;
-        check.max_rel_diff_params = worse(check.max_rel_diff_params, relative);
-    }
-    check.passed = check.max_rel_diff_loss <= check.tolerance_loss && check.max_rel_diff_params <= check.tolerance_params;
     return check;
 }
 

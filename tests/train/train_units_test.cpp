@@ -3,6 +3,7 @@
 #include <gtest/gtest.h>
 
 #include <algorithm>
+#include <cmath>
 #include <cstdlib>
 #include <stdexcept>
 #include <string>
@@ -437,6 +438,97 @@ TEST(Check, Bf16RunsAreComparedWithBf16Tolerances) {
     EXPECT_EQ(bf16.tolerance_params, check_tolerance_params_bf16);
     // A lost or misplaced shard is still caught.
     EXPECT_FALSE(compare_with_reference({2.0}, {3, 8}, {2.0}, reference, layout, Precision::bf16).passed);
+}
+
+// The elements whose exact gradient is zero (train/reference_check.hpp): GPT's key bias at any
+// length, and at one token the query and key rows of qkv; Llama's wq and wk (its GQA width) at one
+// token, no bias; none in an MLP.
+TEST(Check, ZeroGradientElementsAreTheKeyBiasAndAtOneTokenTheQueryAndKey) {
+    const ModelConfig gpt = load_model_config("gpt-tiny");
+    const auto C = static_cast<std::size_t>(gpt.hidden);
+    const std::vector<ZeroGradientElements> long_sequence = zero_gradient_elements(gpt, 8);
+    ASSERT_EQ(long_sequence.size(), static_cast<std::size_t>(gpt.layers));
+    EXPECT_EQ(long_sequence[1].tensor, "h1.qkvb");
+    EXPECT_EQ(long_sequence[1].first, C);
+    EXPECT_EQ(long_sequence[1].count, C);
+    const std::vector<ZeroGradientElements> one_token = zero_gradient_elements(gpt, 1);
+    ASSERT_EQ(one_token.size(), 2u * static_cast<std::size_t>(gpt.layers));
+    EXPECT_EQ(one_token[0].tensor, "h0.qkvw");
+    EXPECT_EQ(one_token[0].count, 2 * C * C);
+    EXPECT_EQ(one_token[1].tensor, "h0.qkvb");
+    EXPECT_EQ(one_token[1].count, 2 * C);
+
+    const ModelConfig llama = load_model_config("llama-tiny");
+    EXPECT_TRUE(zero_gradient_elements(llama, 8).empty());
+    const std::vector<ZeroGradientElements> llama_one = zero_gradient_elements(llama, 1);
+    ASSERT_EQ(llama_one.size(), 2u * static_cast<std::size_t>(llama.layers));
+    const auto LC = static_cast<std::size_t>(llama.hidden);
+    EXPECT_EQ(llama_one[1].tensor, "h0.wk");
+    EXPECT_EQ(llama_one[1].count, LC * LC * static_cast<std::size_t>(llama.kv_heads) / static_cast<std::size_t>(llama.heads));
+    EXPECT_TRUE(zero_gradient_elements(load_model_config("mlp-tiny"), 1).empty());
+}
+
+// Kingma & Ba's bound on one Adam step: lr (1 - β1) / sqrt(1 - β2) when that exceeds lr.
+TEST(Check, AdamStepBoundByHand) {
+    AdamWSettings adamw;
+    adamw.lr = 1e-3f;
+    EXPECT_NEAR(adam_step_bound(adamw), 1e-3 * 0.1 / std::sqrt(0.001), 1e-7);  // β2 0.999 (a float): 3.16 lr
+    adamw.beta2 = 0.95f;
+    EXPECT_NEAR(adam_step_bound(adamw), 1e-3, 1e-7);  // sqrt(0.05) > 0.1: lr
+}
+
+// Elements of zero gradient are compared apart, element by element, within 2 steps' bound per
+// step; the rest of their tensor is held to the relative tolerance as before.
+TEST(Check, ZeroGradientElementsAreBoundedApartElementByElement) {
+    ParameterLayout layout;
+    layout.add_unit("u");
+    layout.add_tensor("h0.qkvb", {6}, InitKind::zeros);
+    const std::vector<float> reference{1, 2, 3, 4, 5, 6};
+    CheckTolerances tolerances;
+    tolerances.zero_gradient = {{"h0.qkvb", 2, 2, "the key bias"}};
+    tolerances.zero_gradient_elementwise = 0.5;
+    std::vector<float> noisy = reference;
+    noisy[2] += 0.4f;  // within 0.5: noise Adam turned into steps
+    noisy[3] -= 0.4f;
+    const CheckResult noise = compare_with_reference({2.0}, noisy, {2.0}, reference, layout, tolerances);
+    EXPECT_TRUE(noise.passed);
+    EXPECT_EQ(noise.zero_gradient_elements, 2u);
+    EXPECT_EQ(noise.max_rel_diff_params, 0.0);
+    EXPECT_NEAR(noise.max_abs_diff_zero_gradient, 0.4, 1e-6);
+    noisy[3] -= 0.2f;  // 0.6: more than Adam can move it
+    EXPECT_FALSE(compare_with_reference({2.0}, noisy, {2.0}, reference, layout, tolerances).passed);
+    std::vector<float> moved = reference;
+    moved[5] += 0.1f;  // an element outside them: the relative tolerance
+    EXPECT_FALSE(compare_with_reference({2.0}, moved, {2.0}, reference, layout, tolerances).passed);
+}
+
+// The loss may drift by check_tolerance_loss_per_step a step (each step's rounding is carried
+// into the next), never less than check_tolerance_loss: 1.5e-5 fails at the first step, passes at the tenth.
+TEST(Check, LossToleranceGrowsWithTheSteps) {
+    ParameterLayout layout;
+    layout.add_unit("u");
+    layout.add_tensor("a", {1}, InitKind::zeros);
+    const std::vector<float> same{1.0f};
+    std::vector<double> reference(10, 2.0), early = reference, late = reference;
+    early[0] = 2.0 * (1 + 1.5e-5);
+    late[9] = 2.0 * (1 + 1.5e-5);
+    EXPECT_FALSE(compare_with_reference(early, same, reference, same, layout).passed);
+    const CheckResult drifted = compare_with_reference(late, same, reference, same, layout);
+    EXPECT_TRUE(drifted.passed);
+    EXPECT_NEAR(drifted.tolerance_loss, 10 * check_tolerance_loss_per_step, 1e-12);
+    EXPECT_NEAR(drifted.loss_over_tolerance, 1.5e-5 / (10 * check_tolerance_loss_per_step), 1e-6);
+}
+
+// A routing flip passes only as a near-tie.
+TEST(Check, RoutingFlipsPassOnlyAsNearTies) {
+    RoutingComparison routing;
+    routing.followed = true;
+    routing.near_tie = 1e-3;
+    EXPECT_TRUE(routing.passed());
+    routing.flips.push_back({3, 17, 5, 2e-7});
+    EXPECT_TRUE(routing.passed());
+    routing.flips.push_back({1, 4, 0, 0.2});
+    EXPECT_FALSE(routing.passed());
 }
 
 TEST(TrainOptions, MoeOverlap1f1bRefusedOnAGpuOnly) {
