@@ -18,10 +18,11 @@ std::string log_timestamp(std::chrono::system_clock::time_point when) {
 }
 
 IterationLog::IterationLog(const TrainPlan& plan, int world, const PeakFlops& peak, int log_interval)
-    : world_(world), global_batch_(plan.options.global_batch),
-      units_per_step_(static_cast<double>(plan.options.global_batch) * (plan.model.has_sequence() ? plan.seq_len : 1)),
-      tokens_(plan.model.has_sequence()),
-      flops_per_step_(model_flops_per_step(plan.model, plan.options.global_batch, plan.seq_len)),
+    : world_(world), global_batch_(plan.layout.global_batch),
+      units_per_step_(static_cast<double>(plan.layout.global_batch) *
+                      (plan.layout.model.has_sequence() ? plan.layout.seq_len : 1)),
+      tokens_(plan.layout.model.has_sequence()),
+      flops_per_step_(model_flops_per_step(plan.layout.model, plan.layout.global_batch, plan.layout.seq_len)),
       peak_tflops_(peak.tflops), learning_rate_(plan.options.lr), log_interval_(log_interval) {}
 
 IterationLog::Figures IterationLog::figures(int steps, double total_ms) const {

@@ -9,6 +9,7 @@
 #include <string>
 #include <vector>
 
+#include "cli/memory_check.hpp"
 #include "core/error.hpp"
 #include "device/cpu_device.hpp"
 #include "tests/support/usage_error_text.hpp"
@@ -376,25 +377,25 @@ TEST(Metrics, PeakTableKnowsCommonGpus) {
 
 TEST(TrainOptions, LayoutErrorsNameTheFlags) {
     TrainOptions options;
-    options.dp = 3;
+    options.layout.dp = 3;
     const TrainPlan plan = resolve_train_options(options);
-    const std::string world = usage_error_text([&] { resolve_layout(plan, 4); });
+    const std::string world = usage_error_text([&] { resolve_train_plan(plan, 4); });
     EXPECT_NE(world.find("--dp 3"), std::string::npos) << world;
     EXPECT_NE(world.find("4"), std::string::npos) << world;
 
     TrainOptions batch;
-    batch.global_batch = 6;
-    batch.microbatches = 2;
-    const std::string divide = usage_error_text([&] { resolve_layout(resolve_train_options(batch), 2); });
+    batch.layout.global_batch = 6;
+    batch.layout.microbatches = 2;
+    const std::string divide = usage_error_text([&] { resolve_train_plan(resolve_train_options(batch), 2); });
     EXPECT_NE(divide.find("--global-batch 6"), std::string::npos) << divide;
     EXPECT_NE(divide.find("--microbatches 2"), std::string::npos) << divide;
-    EXPECT_EQ(resolve_layout(resolve_train_options(batch), 3).dp, 3);  // dp fills the world
+    EXPECT_EQ(resolve_train_plan(resolve_train_options(batch), 3).layout.dp, 3);  // dp fills the world
 
     TrainOptions prefetch;
-    prefetch.prefetch = true;
+    prefetch.layout.prefetch = true;
     EXPECT_NE(usage_error_text([&] { resolve_train_options(prefetch); }).find("--zero 3"), std::string::npos);
     TrainOptions zero;
-    zero.zero = 4;
+    zero.layout.zero = 4;
     EXPECT_NE(usage_error_text([&] { resolve_train_options(zero); }).find("--zero 4"), std::string::npos);
     TrainOptions seq;
     seq.model = "mlp-tiny";
@@ -531,10 +532,45 @@ TEST(Check, RoutingFlipsPassOnlyAsNearTies) {
     EXPECT_FALSE(routing.passed());
 }
 
+// train's memory pre-check (cli/memory_check.hpp) against budgets set by the test: a long
+// sequence's 10 GiB per rank fits a 16 GiB budget and is refused by an 8 GiB one, in one line
+// naming the flags that size it and both numbers; under --ep a rank counts its E/ep experts only.
+// (check_train_report.py holds the count equal to the ledger on every train run that fits.)
+TEST(TrainMemoryCheck, RefusesWhatDoesNotFitItsBudget) {
+    TrainOptions options;
+    options.model = "llama-tiny";
+    options.seq = 100000;
+    const TrainPlan plan = resolve_train_plan(resolve_train_options(options), 1);
+    const RankMemory need = train_rank_memory(plan, 0);
+    EXPECT_GT(need.total(), 10.0 * (1 << 30));
+    EXPECT_LT(need.total(), 11.0 * (1 << 30));
+    const auto budget = [](double gib) {
+        return RunMemoryBudgets{std::nullopt, MemoryBudget{static_cast<std::uint64_t>(gib * (1 << 30)), "a test's budget"}};
+    };
+    EXPECT_FALSE(train_memory_refusal(plan, need, budget(16)));
+    const std::optional<std::string> refusal = train_memory_refusal(plan, need, budget(8));
+    ASSERT_TRUE(refusal);
+    EXPECT_EQ(refusal->rfind("--global-batch 8 --seq 100000: the run needs 10.1 GiB per rank", 0), 0u) << *refusal;
+    EXPECT_NE(refusal->find("a test's budget leaves 8.0 GiB per rank"), std::string::npos) << *refusal;
+
+    TrainOptions moe;
+    moe.model = "llama-moe-tiny";
+    const RankMemory whole = train_rank_memory(resolve_train_plan(resolve_train_options(moe), 2), 0);
+    moe.layout.ep = 2;
+    const RankMemory half = train_rank_memory(resolve_train_plan(resolve_train_options(moe), 2), 0);
+    EXPECT_LT(half.of(MemoryCategory::params), whole.of(MemoryCategory::params));
+
+    // A micro-batch the engine cannot index is refused before anything is counted.
+    options.layout.global_batch = 1 << 20;
+    const std::string rows =
+        usage_error_text([&] { train_rank_memory(resolve_train_plan(resolve_train_options(options), 1), 0); });
+    EXPECT_EQ(rows.rfind("--global-batch 1048576 --seq 100000: each rank would run a micro-batch", 0), 0u) << rows;
+}
+
 TEST(TrainOptions, MoeOverlap1f1bRefusedOnAGpuOnly) {
     TrainPlan plan = resolve_train_options(TrainOptions{});
     EXPECT_NO_THROW(check_backend_moe_overlap_1f1b(plan, true));  // the flag off: nothing to refuse
-    plan.options.moe_a2a_overlap_1f1b = true;
+    plan.layout.moe.a2a_overlap_1f1b = true;
     EXPECT_NO_THROW(check_backend_moe_overlap_1f1b(plan, false));
     const std::string gpu = usage_error_text([&] { check_backend_moe_overlap_1f1b(plan, true); });
     EXPECT_NE(gpu.find("--moe-a2a-overlap-1f1b"), std::string::npos) << gpu;

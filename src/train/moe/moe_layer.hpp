@@ -82,6 +82,7 @@
 
 #include "comm/communicator.hpp"
 #include "core/poll_registry.hpp"
+#include "theory/layout.hpp"  // MoeSettings: the layout's MoE options
 #include "theory/moe_memory.hpp"
 #include "train/matmuls.hpp"
 #include "train/moe/router.hpp"
@@ -147,14 +148,6 @@ struct MoeGradients {
     float* shared_gate = nullptr;
     float* shared_up = nullptr;
     float* shared_down = nullptr;
-};
-
-// Megatron-core's MoE flags, as train takes them (docs/moe.md).
-struct MoeSettings {
-    std::optional<double> capacity_factor;  // --moe-expert-capacity-factor; unset: dropless
-    double aux_loss_coeff = 0.0;            // --moe-aux-loss-coeff (alpha)
-    double bias_update_rate = 0.0;          // --moe-router-bias-update-rate (u); 0: no bias
-    bool a2a_overlap = false;               // --moe-a2a-overlap: dispatch/combine in two overlapped halves
 };
 
 // What a model's MoE layers need from the run: the settings, the group whose ranks route the
