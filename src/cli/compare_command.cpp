@@ -61,6 +61,8 @@ class CompareCommand : public Command {
                              "0.95");
     }
 
+    bool needs_mpi() const override { return false; }
+
     int run(Invocation&) override {
         const std::vector<std::string> labels = distinct_labels(paths);
         std::vector<LabelledReport> reports;

@@ -204,6 +204,8 @@ class TrainCommand : public Command {
         check_flags_apply();
     }
 
+    bool needs_mpi() const override { return !options_.print_schedule; }
+
     int run(Invocation& invocation) override {
         const TrainPlan plan = resolve_train_options(options_);
         if (options_.print_schedule) {  // needs no MPI: the schedule is data

@@ -185,6 +185,9 @@ MISMATCHES = [
      "--aggregate"),
     ("min busbw", f"allreduce --size 1K --min-busbw 0.001 {COLLECTIVE}", f"allreduce --size 1K {COLLECTIVE}",
      "--min-busbw"),
+    # Issue 32: values compared exactly, not by a six-digit name (MPI_Alltoallv failed after this passed).
+    ("skew exponent", f"alltoallv --size 64K --skew zipf:1 {COLLECTIVE}",
+     f"alltoallv --size 64K --skew zipf:1.000004 {COLLECTIVE}", "--skew: rank 0 zipf:1, rank 1 zipf:1.000004"),
     ("pairs size", f"pairs --size 1K {COLLECTIVE}", f"pairs --size 2K {COLLECTIVE}", "--size"),
     ("pairs latency size", f"pairs --size 1K --latency-size 8 {COLLECTIVE}",
      f"pairs --size 1K --latency-size 16 {COLLECTIVE}", "--latency-size"),
@@ -285,6 +288,78 @@ def case_mixed_job(ctx):
     errors = error_lines(result.stderr)
     check(result.returncode == 2 and len(errors) == 1 and "different parbench builds" in errors[0],
           f"two builds, one failing: exit {result.returncode}: {result.stderr}")
+
+
+# Issue 32: a rank running what needs no MPI (plan, compare, --version, --help, --dry-run,
+# train --print-schedule) left the others waiting in MPI_Init for ever, --timeout or not.
+BESIDE = [
+    ("train --steps 1 --timeout 10", "plan --model gpt-tiny --gpus 2", "rank 0 train, rank 1 plan"),
+    ("allreduce --size 64K --timeout 10", "--version", "rank 0 allreduce, rank 1 --version"),
+    ("allreduce --size 1K", "compare a.json b.json", "rank 0 allreduce, rank 1 compare"),
+    ("allreduce --size 1K", "allreduce --size 1K --help", "rank 0 allreduce, rank 1 allreduce --help"),
+    ("allreduce --size 1K", "--dry-run allreduce --size 1K", "rank 0 allreduce, rank 1 allreduce --dry-run"),
+    (f"{TRAIN} --quiet", f"{TRAIN} --print-schedule", "rank 0 train, rank 1 train --print-schedule"),
+    ("plan --model gpt-tiny --gpus 2", "train --steps 1 --timeout 10", "rank 0 plan, rank 1 train"),
+]
+
+
+def stand_in(ctx, name, script):
+    """A program a rank runs instead of parbench (another program, one that crashes)."""
+    path = ctx.path(name)
+    with open(path, "w") as out:
+        out.write("#!/bin/sh\n" + script + "\n")
+    os.chmod(path, 0o755)
+    return path
+
+
+def case_peer_without_mpi(ctx):
+    """Whatever one rank runs, the job ends: a command that needs no MPI joins the others' first
+    agreement and is refused there in one line naming each rank's command; every rank running it
+    runs it once (on the first rank); a peer that never starts MPI is bounded by --timeout, which
+    covers MPI_Init; a crash before MPI ends the job through the launcher."""
+    for first, second, needle in BESIDE:
+        started = time.monotonic()
+        result = ctx.run(2, wrapper=True, timeout=60, env={"PARBENCH_ARGS_0": first, "PARBENCH_ARGS_1": second})
+        took = time.monotonic() - started
+        errors = error_lines(result.stderr)
+        check(result.returncode == 2 and len(errors) == 1, f"{first} beside {second}: exit {result.returncode}: "
+                                                           f"{result.stderr}")
+        check(f"ranks run different commands: {needle}; launch every rank with the same command and flags" in errors[0],
+              errors[0])
+        check(took < 10, f"{first} beside {second}: took {took:.1f} s, want under 10")
+        print(f"{first} beside {second}: exit 2 in {took:.1f} s: {errors[0]}")
+    # Every rank running the same command that needs no MPI: it runs once, on the first rank.
+    for args, needle in (("--version", "parbench "), ("plan --model gpt-tiny --gpus 2", "step time:"),
+                         ("--dry-run allreduce --size 1K", "flags valid")):
+        result = ctx.run(2, *args.split(), timeout=60)
+        check(result.returncode == 0 and result.stdout.count(needle) == 1, f"{args} on 2 ranks: exit "
+              f"{result.returncode}, {result.stdout.count(needle)} x {needle!r}: {result.stdout} {result.stderr}")
+    # ... and its failure is one line, once.
+    result = ctx.run(2, "compare", ctx.path("absent.json"), ctx.path("absent.json"), timeout=60)
+    errors = error_lines(result.stderr)
+    check(result.returncode == 2 and len(errors) == 1 and "absent.json" in errors[0], result.stderr)
+
+    # A peer that never starts MPI (another program, or one stuck before it): --timeout ends the wait in MPI_Init.
+    started = time.monotonic()
+    result = ctx.run(2, wrapper=True, timeout=60, env={"PARBENCH_ARGS_0": f"allreduce --size 1K --timeout {TIMEOUT}",
+                                                       "PARBENCH_BINARY_1": "/bin/sleep", "PARBENCH_ARGS_1": "50"})
+    took = time.monotonic() - started
+    errors = error_lines(result.stderr)
+    check(watchdog_exit(result.returncode, result.stderr) and len(errors) == 1 and
+          f"error: watchdog: rank 0 (" in errors[0] and f"waited {TIMEOUT} s (--timeout) for the other ranks to start MPI"
+          in errors[0], f"exit {result.returncode}: {result.stderr}")
+    check(took < TIMEOUT + 15, f"a peer that never starts MPI: ended after {took:.1f} s, want --timeout {TIMEOUT} s")
+    print(f"beside a peer that never starts MPI: exit {result.returncode} in {took:.1f} s: {errors[0]}")
+
+    # A rank that crashes before starting MPI: the launcher ends the job, --timeout or not.
+    crash = stand_in(ctx, "crash.sh", "kill -SEGV $$")
+    started = time.monotonic()
+    result = ctx.run(2, wrapper=True, timeout=60,
+                     env={"PARBENCH_ARGS_0": "allreduce --size 1K", "PARBENCH_BINARY_1": crash})
+    took = time.monotonic() - started
+    check(result.returncode != 0 and took < 15, f"a crash before MPI: exit {result.returncode} after {took:.1f} s: "
+                                                 f"{result.stderr}")
+    print(f"beside a rank that crashes before MPI: exit {result.returncode} in {took:.1f} s")
 
 
 # --- errors one rank sees ------------------------------------------------------------------
