@@ -10,6 +10,7 @@
 
 #include "bench/collective_harness.hpp"
 #include "bench/watchdog.hpp"
+#include "cli/call_arguments_check.hpp"
 #include "cli/collective_groups.hpp"
 #include "cli/command.hpp"
 #include "cli/job_environment.hpp"
@@ -377,6 +378,11 @@ void check_flags_apply(const CollectiveOptions& options, const ResolvedOptions& 
         throw UsageError("--json and --csv name the same file '" + options.json_path + "'; give two paths");
 }
 
+// The flag that sets the largest size, with its value, for refusals.
+std::string size_flag(const CollectiveOptions& options) {
+    return options.size ? "--size " + *options.size : "-e/--max-bytes " + options.max_bytes;
+}
+
 // Before any allocation: the buffers of the largest point (buffers only grow during a sweep;
 // in the device's memory) and the timing samples (each point's are kept in the results and
 // the report; in host memory) against this rank's share of the memory they come from.
@@ -398,8 +404,7 @@ std::optional<std::string> collective_memory_refusal(const CollectiveOptions& op
     const double points = static_cast<double>(resolved.collectives.size() * resolved.sizes.size());
     constexpr double bytes_per_kept_sample = 8.0 + 16.0 + 24.0;  // the double, its JSON value, its text
     const double samples = static_cast<double>(resolved.timing.iters) * (2 * 8.0 + points * bytes_per_kept_sample);
-    const std::string size_flag = options.size ? "--size " + *options.size : "-e/--max-bytes " + options.max_bytes;
-    return placed_memory_refusal({{"send and receive buffers at the largest size", send + recv, size_flag}},
+    return placed_memory_refusal({{"send and receive buffers at the largest size", send + recv, size_flag(options)}},
                                  {{"timing samples", samples, "--iters " + std::to_string(resolved.timing.iters)}},
                                  budgets.device, budgets.host, "lower it, or run fewer ranks per host");
 }
@@ -536,6 +541,17 @@ class CollectiveCommand : public Command {
                                       run_memory_budgets(*backend.device, control, session.hosts_by_rank(),
                                                          session.local_size())),
             session.hosts_by_rank());
+        // With --groups every group is its own job: its harness splits off data and bookkeeping.
+        std::unique_ptr<Communicator> group_data = groups ? backend.comm->split(groups->mine, rank) : nullptr;
+        std::unique_ptr<Communicator> group_control = groups ? control.split(groups->mine, rank) : nullptr;
+        Communicator& data = group_data ? *group_data : *backend.comm;
+        std::vector<PlannedPoint> planned;
+        for (const Collective* collective : resolved.collectives)
+            for (std::uint64_t requested : resolved.sizes)
+                planned.push_back({collective, element_count(*collective, requested, resolved.params, measured_ranks,
+                                                             resolved.exact_size)});
+        throw_if_any_rank_failed(control, call_arguments_refusal(data, planned, resolved.params, size_flag(options_)),
+                                 session.hosts_by_rank());
         if (resolved.timing.graph && !backend.device->is_gpu())
             throw UsageError("--graph replays CUDA graphs; this run uses " + backend.device->kind() +
                              " memory (no GPU visible)");
@@ -556,14 +572,11 @@ class CollectiveCommand : public Command {
                                           " (OMPI_MPI_THREAD_LEVEL set?); higher levels cost small messages latency");
         }
 
-        // With --groups every group is its own job: its harness splits off data and bookkeeping.
-        std::unique_ptr<Communicator> group_data = groups ? backend.comm->split(groups->mine, rank) : nullptr;
-        std::unique_ptr<Communicator> group_control = groups ? control.split(groups->mine, rank) : nullptr;
         TimingOptions timing = resolved.timing;
         const BufferOffsets offsets = offsets_of_rank(resolved, rank);
         timing.send_offset_bytes = offsets.send;
         timing.recv_offset_bytes = offsets.recv;
-        CollectiveHarness harness(group_data ? *group_data : *backend.comm, group_control ? *group_control : control,
+        CollectiveHarness harness(data, group_control ? *group_control : control,
                                   *backend.device, timing, *watchdog);
         NvtxRange run_range("run " + options_.command);
         watchdog->idle();

@@ -673,6 +673,22 @@ def case_resources(ctx):
         check(cost < RSS_BOUND_MB, f"{name}: the refusal peaked at {rss:.0f} MB ({rss - baseline:.0f} MB above the "
                                    f"{baseline:.0f} MB of starting the binary), want under {RSS_BOUND_MB} MB")
         print(f"refused {name}: peak RSS {rss:.1f} MB (starting the binary alone: {baseline:.1f} MB): {errors[0]}")
+    # Issue 32: a size past MPI's int counts, refused before its buffers are allocated (it was refused
+    # only after 22 s of allocating 4 GiB): alltoallv's one block at 1 rank, allreduce's count at 2.
+    for ranks, arguments in ((1, ["alltoallv", "--size", "2049M", "--dtype", "int8"]),
+                             (2, ["allreduce", "--size", "2049M", "--dtype", "int8"])):
+        report = ctx.path("int-count.json")
+        launcher = [] if ranks == 1 else ctx.mpiexec + ["-np", str(ranks)]
+        started = time.monotonic()
+        status, stderr, rss = peak_rss_mb(launcher + [ctx.parbench, *arguments, "--json", report], ctx.env)
+        took = time.monotonic() - started
+        errors = error_lines(stderr)
+        check(status == 2 and len(errors) == 1 and errors[0].startswith("error: --size 2049M: ") and
+              "MPI's int count limit" in errors[0], f"{arguments[0]} at {ranks} rank(s): exit {status}: {stderr}")
+        check(not os.path.exists(report), f"{arguments[0]}: left a report")
+        cost = rss - baseline if relative else rss
+        check(cost < RSS_BOUND_MB, f"{arguments[0]} 2049M int8: the refusal peaked at {rss:.0f} MB")
+        print(f"refused {arguments[0]} 2049M int8 at {ranks} rank(s) in {took:.1f} s, peak RSS {rss:.1f} MB: {errors[0]}")
     # Ranks on one host share its memory: at 2 ranks each gets half.
     started = time.monotonic()
     status, stderr, rss = peak_rss_mb(ctx.mpiexec + ["-np", "2", ctx.parbench, "allreduce", "--size", "64T"], ctx.env)
