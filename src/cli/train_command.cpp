@@ -14,6 +14,7 @@
 #include <thread>
 
 #include "cli/command.hpp"
+#include "cli/divergence_reason.hpp"
 #include "cli/job_environment.hpp"
 #include "cli/job_watchdog.hpp"
 #include "cli/memory_check.hpp"
@@ -332,7 +333,7 @@ class TrainCommand : public Command {
         TrainProgress progress(plan, shape, watchdog, kept, trace, report, speaks, run_options_.log_interval);
         const TrainMeasurements measurements = train_or_name_buffers(plan, mesh, device, ops, control, progress);
         report = progress.report();
-        if (measurements.diverged) return stop_diverged(measurements, report, kept, trace, rank);
+        if (measurements.diverged) return stop_diverged(measurements, plan.model, report, kept, trace, rank);
 
         std::optional<CheckResult> check;
         int exit_status = 0;
@@ -393,20 +394,15 @@ class TrainCommand : public Command {
     }
 
     // A NaN or infinite loss stopped every rank at the same step: keep what was measured
-    // (the report as failed, the pipeline trace) and say which step, and what usually causes it.
-    int stop_diverged(const TrainMeasurements& measurements, nlohmann::json& report, KeptReport& kept, KeptTrace& trace,
-                      int rank) const {
+    // (the report as failed, the pipeline trace) and say which step, and what it points to.
+    int stop_diverged(const TrainMeasurements& measurements, const ModelConfig& model, nlohmann::json& report,
+                      KeptReport& kept, KeptTrace& trace, int rank) const {
         if (rank != 0) return 1;
-        const StepProgress& at = *measurements.diverged;
-        std::ostringstream reason;
-        reason << "training diverged: the loss is " << (std::isnan(at.loss) ? "NaN" : at.loss > 0 ? "+inf" : "-inf")
-               << " at step " << at.step + 1 << " of " << at.total_steps << " (" << (at.timed ? "timed" : "warm-up")
-               << "); lower --lr (now " << options_.lr << "), the usual cause";
-        if (options_.check) reason << "; --check did not compare with the serial run, since a diverged run differs from any";
+        const std::string reason = divergence_reason(*measurements.diverged, model, options_.lr, options_.check);
         report["finished_at"] = utc_now_iso8601();
-        kept.write(report, RunStatus::failed, reason.str());
-        if (measurements.pipeline) trace.write(RunStatus::failed, reason.str());
-        std::cerr << ("error: " + reason.str() + "\n") << std::flush;
+        kept.write(report, RunStatus::failed, reason);
+        if (measurements.pipeline) trace.write(RunStatus::failed, reason);
+        std::cerr << ("error: " + reason + "\n") << std::flush;
         return 1;
     }
 

@@ -616,6 +616,15 @@ def case_diverged(ctx):
     report = ctx.report(report_path)
     check(report["status"] == "failed" and "diverged" in report["status_reason"], "report says failed")
     print(f"NaN loss: {errors[0]}")
+    # Issue 32: a config whose rotary base makes every angle NaN passed, and its first step's NaN was
+    # blamed on --lr; it is refused before the run, naming the value and what it does.
+    config = model_copy(ctx, "llama-tiny", {"rope_theta": 1e-300})
+    result = ctx.run(2, "train", "--model", config, "--steps", "1", "--json", report_path + ".nan", timeout=60)
+    errors = error_lines(result.stderr)
+    check(result.returncode == 2 and len(errors) == 1 and '"rope_theta" is 1e-300' in errors[0] and "NaN" in errors[0]
+          and "--lr" not in errors[0], f"rope_theta 1e-300: exit {result.returncode}: {result.stderr}")
+    check(not os.path.exists(report_path + ".nan"), "rope_theta 1e-300: left a report")
+    print(f"rope_theta 1e-300: {errors[0]}")
 
 
 # --- resources ------------------------------------------------------------------------------
