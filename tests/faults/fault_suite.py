@@ -605,6 +605,52 @@ def case_sigstop_train_tp(ctx):
     train_fault(ctx, signal.SIGSTOP, 0, "SIGSTOP rank 0", layout=("--tp", "2"))
 
 
+def check_trace_left(ctx, path, reason_needle=None):
+    """The trace a run that rank 0 could not finish leaves: schema-valid, partial, with every
+    rank's events of the timed steps it says it traced."""
+    check(os.path.exists(path), "no trace was left")
+    trace = json.load(open(path))
+    jsonschema.validate(trace, ctx.trace_schema)
+    about = trace["otherData"]
+    check(about["status"] == "partial" and about["timed_steps_traced"] >= 1, f"trace otherData {about}")
+    if reason_needle:
+        check(reason_needle in about["status_reason"], f"trace status_reason {about['status_reason']}")
+    check({e["pid"] for e in trace["traceEvents"] if e["ph"] == "X"} == {0, 1}, "events of both ranks")
+    return about
+
+
+def case_trace_kept(ctx):
+    """Issue 32: --trace was lost when rank 0 was stopped, a rank was killed or on Ctrl-C, where
+    the JSON report survived; the trace is kept the same way (rewritten as the run goes, and on a
+    signal rewritten saying so)."""
+    arguments = ["train", "--pp", "2", "--microbatches", "4", "--warmup", "1", "--steps", "500", "--timeout",
+                 str(TIMEOUT), "--quiet"]
+    for name in ("SIGSTOP rank 0", "kill -9 rank 1", "Ctrl-C"):
+        report_path = ctx.path(f"kept-{len(ctx.jobs)}.json")
+        trace_path = ctx.path(f"kept-trace-{len(ctx.jobs)}.json")
+        job = Job(ctx, 2, arguments + ["--json", report_path, "--trace", trace_path])
+        pids = job.wait_for_ranks()
+        wait_for_report(ctx, job, report_path)
+        time.sleep(0.5)
+        started = time.monotonic()
+        if name == "SIGSTOP rank 0":
+            os.kill(pids[0], signal.SIGSTOP)
+        elif name == "kill -9 rank 1":
+            os.kill(pids[1], signal.SIGKILL)
+        else:
+            os.kill(job.process.pid, signal.SIGINT)  # what a Ctrl-C at the terminal sends mpirun
+        status = job.wait(TIMEOUT + 40)
+        text = job.text()
+        check(status != 0, f"{name}: exit {status}:\n{text}")
+        report = check_partial(ctx, report_path, name)
+        about = check_trace_left(ctx, trace_path, "SIGTERM stopped the run" if name == "Ctrl-C" else None)
+        if name == "Ctrl-C":
+            check("SIGTERM stopped the run" in report["status_reason"], f"report reason {report['status_reason']}")
+        timed = sum(1 for s in report["progress"]["steps"] if s["timed"])
+        print(f"train --pp 2 --trace, {name}: ended after {time.monotonic() - started:.2f} s (exit {status}); the "
+              f"trace keeps {about['timed_steps_traced']} timed steps ({about['status_reason']}), the report {timed}")
+
+
 def case_diverged(ctx):
     report_path = ctx.path("nan.json")
     result = ctx.run(2, "train", "--model", "mlp-tiny", "--lr", "1e30", "--steps", "4", "--check", "--quiet",
