@@ -7,6 +7,7 @@
 #include <csignal>
 #include <cstring>
 #include <stdexcept>
+#include <thread>
 
 namespace parbench {
 namespace {
@@ -30,7 +31,7 @@ const char* signal_name(int number) { return number == SIGINT ? "SIGINT" : "SIGT
 
 }  // namespace
 
-StopSignals::StopSignals(std::function<bool(const std::string& signal)> on_stop) {
+StopSignals::StopSignals(std::function<void(const std::string& signal)> keep, std::chrono::milliseconds linger) {
     if (::pipe2(pipe_, O_CLOEXEC) != 0)
         throw std::runtime_error(std::string("pipe2 for the signal watcher failed: ") + std::strerror(errno));
     int expected = -1;
@@ -45,7 +46,7 @@ StopSignals::StopSignals(std::function<bool(const std::string& signal)> on_stop)
     action.sa_flags = SA_RESTART;  // MPI's and the kernels' calls go on; the watcher acts
     for (int i = 0; i < 2; ++i) ::sigaction(watched[i], &action, &previous_[i]);  // fails only for a bad number
     // A signal before the thread runs waits in the pipe.
-    thread_ = std::thread(&StopSignals::watch, this, std::move(on_stop));
+    thread_ = std::thread(&StopSignals::watch, this, std::move(keep), linger);
 }
 
 StopSignals::~StopSignals() {
@@ -58,15 +59,21 @@ StopSignals::~StopSignals() {
     ::close(pipe_[1]);
 }
 
-void StopSignals::watch(std::function<bool(const std::string&)> on_stop) {
+void StopSignals::watch(std::function<void(const std::string&)> keep, std::chrono::milliseconds linger) {
+    unsigned char byte = 0;
     for (;;) {
-        unsigned char byte = 0;
         const ssize_t got = ::read(pipe_[0], &byte, 1);
         if (got < 0 && errno == EINTR) continue;
-        if (got != 1 || byte == 0) return;
-        if (requested_.exchange(true)) continue;  // a second signal: the first is being handled
-        if (on_stop(signal_name(byte))) ::_exit(128 + byte);
+        if (got != 1 || byte == 0) return;  // the destructor's wake-up
+        break;
     }
+    keep(signal_name(byte));
+    std::this_thread::sleep_for(linger);
+    ::_exit(128 + byte);
+}
+
+std::chrono::milliseconds stop_linger(int world_rank) {
+    return world_rank == 0 ? std::chrono::milliseconds(0) : std::chrono::milliseconds(2000);
 }
 
 }  // namespace parbench

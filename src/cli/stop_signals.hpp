@@ -2,16 +2,17 @@
 // every rank as SIGCONT, then SIGTERM a second later, then SIGKILL a second after that
 // (measured with Open MPI 4.1.4): a rank has about a second to keep what it measured. A thread
 // of this object's own hears the signal (the handler only writes a byte to a pipe, what a
-// handler may do) and calls `on_stop` with the signal's name, off the main thread, which may
-// be inside MPI: it keeps what was measured (rewrites the report and trace saying why the run
-// stopped), and unless it returns false to let the run end itself at its next boundary
-// (requested()), the process then ends with 128 + the signal's number, as the signal would
-// have ended it. One at a time; the previous handlers come back when it goes.
+// handler may do) and calls `keep` with the signal's name, off the main thread, which may be
+// inside MPI: it rewrites the report and trace saying why the run stopped. Then, after
+// `linger`, the process ends with 128 + the signal's number, as the signal would have ended it.
+// The rank that writes the files lingers not at all; the others a while, since mpirun kills the
+// whole job as soon as one rank ends, which would stop the writing rank mid-file. One at a
+// time; the previous handlers come back when it goes.
 #pragma once
 
 #include <signal.h>
 
-#include <atomic>
+#include <chrono>
 #include <functional>
 #include <string>
 #include <thread>
@@ -20,22 +21,22 @@ namespace parbench {
 
 class StopSignals {
   public:
-    // `on_stop(signal)`: "SIGINT" or "SIGTERM"; true: end the process now.
-    explicit StopSignals(std::function<bool(const std::string& signal)> on_stop);
+    // `keep(signal)`: "SIGINT" or "SIGTERM".
+    StopSignals(std::function<void(const std::string& signal)> keep, std::chrono::milliseconds linger);
     ~StopSignals();
     StopSignals(const StopSignals&) = delete;
     StopSignals& operator=(const StopSignals&) = delete;
 
-    // Whether a signal came (on_stop has run, or is running).
-    bool requested() const { return requested_.load(); }
-
   private:
-    void watch(std::function<bool(const std::string&)> on_stop);
+    void watch(std::function<void(const std::string&)> keep, std::chrono::milliseconds linger);
 
     int pipe_[2] = {-1, -1};
     struct sigaction previous_[2] = {};  // SIGINT's and SIGTERM's handlers before
-    std::atomic<bool> requested_{false};
     std::thread thread_;
 };
+
+// How long a rank lingers after keeping what it has: world rank 0 writes the report and
+// trace, and ends at once; the others wait two seconds, longer than mpirun takes to kill them.
+std::chrono::milliseconds stop_linger(int world_rank);
 
 }  // namespace parbench

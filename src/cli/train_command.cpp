@@ -277,13 +277,14 @@ class TrainCommand : public Command {
                                                  trace.abandon(message);
                                              });
         // Ctrl-C (SIGTERM from mpirun) or a SIGTERM of its own: the report and trace say so.
-        const StopSignals stop([&kept, &trace, rank](const std::string& signal) {
-            const std::string reason = signal + " stopped the run";
-            kept.abandon(reason);
-            trace.abandon(reason);
-            if (rank == 0) write_line(std::cerr, "error: " + reason + "; the report and trace keep the steps it finished");
-            return true;
-        });
+        const StopSignals stop(
+            [&kept, &trace, rank](const std::string& signal) {
+                const std::string reason = signal + " stopped the run";
+                kept.abandon(reason);
+                trace.abandon(reason);
+                if (rank == 0) write_line(std::cerr, "error: " + reason + "; the report and trace keep the steps it finished");
+            },
+            stop_linger(rank));
         watchdog->enter({"setup", "start-up", 0, 0});
         Backend backend = make_backend(backend_choice, session, control);
         Device& device = *backend.device;
