@@ -73,6 +73,7 @@ nlohmann::json to_json(const CollectiveResult& result) {
         {"inplace", result.inplace},
         {"placement", result.inplace ? "in" : "out"},
     };
+    if (result.repetition) entry["repetition"] = *result.repetition;
     if (result.placement_note) entry["placement_note"] = *result.placement_note;
     if (result.skew)
         entry["skew"] = {{"distribution", result.skew->distribution},

@@ -520,6 +520,8 @@ BAD_INPUT = [
     # (ranks, arguments, text the one error line must contain)
     (0, ["frobnicate"], "frobnicate"),
     (0, ["allreduce", "--bogus"], "--bogus"),
+    (0, ["allreduce", "--repeat", "-1"], "--repeat -1"),
+    (0, ["allreduce", "--inject-slowdown", "1.5"], "--inject-slowdown"),
     (2, ["allreduce", "--size", "0"], "--size"),
     (2, ["allreduce", "--size", "-5"], "--size"),
     (2, ["allreduce", "--size", "12Q"], "--size"),

@@ -470,6 +470,41 @@ def case_kill_collectives(ctx):
           f"report partial with {len(report['results'])} points")
 
 
+def case_repeat_until_stopped(ctx):
+    """--repeat 0 sweeps until SIGINT or SIGTERM: Ctrl-C at mpirun (SIGTERM to the ranks, SIGKILL a
+    second later) ends it keeping the report, complete with the sweeps it finished, each point once
+    per sweep and the spread between sweeps; compare then judges the point by its runs."""
+    report_path = ctx.path("until-stopped.json")
+    job = Job(ctx, 2, ["allreduce", "-b", "1K", "-e", "4K", "-f", "4", "--iters", "5", "--placement", "out",
+                       "--repeat", "0", "--quiet", "--json", report_path])
+    job.wait_for_ranks()
+    deadline = time.monotonic() + 120
+    while time.monotonic() < deadline:
+        check(job.process.poll() is None, f"the run ended before it was stopped:\n{job.text()}")
+        try:
+            if json.load(open(report_path))["repetitions"]["completed"] >= 3:
+                break
+        except (OSError, ValueError, KeyError):
+            pass
+        time.sleep(0.1)
+    stopped = time.monotonic()
+    os.kill(job.process.pid, signal.SIGINT)
+    status = job.wait(40)
+    report = ctx.report(report_path)
+    repetitions = report["repetitions"]
+    check(report["status"] == "complete" and repetitions["ended_by"] == "SIGTERM" and repetitions["requested"] == 0 and
+          repetitions["completed"] >= 3, f"status {report['status']}, repetitions {repetitions}")
+    check(all(entry["repetition"] >= 1 for entry in report["results"]) and
+          len(report["results"]) >= 2 * repetitions["completed"], "each point once per sweep")
+    check(len(repetitions["points"]) == 2 and all(len(p["time_us"]) >= 3 for p in repetitions["points"]),
+          f"the spread of both points: {repetitions['points']}")
+    result = subprocess.run([ctx.parbench, "compare", "--threshold", "0.9", report_path, report_path],
+                            capture_output=True, text=True, timeout=60)
+    check(result.returncode == 0 and "(runs " in result.stdout, f"compare: {result.stdout} {result.stderr}")
+    print(f"--repeat 0, Ctrl-C after {repetitions['completed']} sweeps: ended after {time.monotonic() - stopped:.2f} s "
+          f"(exit {status}), report complete with {len(report['results'])} points")
+
+
 # --- pairs: the same watchdog, partial report and resource checks as the collectives ------------
 
 PAIRS = ["pairs", "--size", "256K", "--latency-iters", "5", "--iters", "10000"]  # rounds of seconds
