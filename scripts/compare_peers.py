@@ -1,8 +1,7 @@
 #!/usr/bin/env python3
 """parbench side by side with the Intel MPI Benchmarks and the OSU micro-benchmarks.
 
-Runs, in rounds, parbench with the flags that reproduce each peer's method (README
-"Reproducing other tools' numbers"), IMB-MPI1 and the OSU collective latency tests, on the
+Runs, in rounds, parbench with the flags that reproduce each peer's method (docs/reproducing.md),, IMB-MPI1 and the OSU collective latency tests, on the
 same ranks and sizes, the three back to back at each point, and prints for every figure
 the lower quartile over the rounds' processes (--statistic) and parbench's ratio of those
 to the peer's, and as a control IMB's ratio to OSU's: how closely two tools of the same
@@ -115,7 +114,7 @@ def imb_placement(imb, spy, np, name, size, workdir):
     --buffer-offsets value (S0,R0:S1,R1:...), from one short IMB run under the MPI_Alloc_mem
     spy: IMB allocates the send buffer, then the receive buffer, from glibc's heap, so on a
     rank the two are neighbours (64 KiB ones 16 bytes apart modulo 4096, which makes IMB slow
-    there: README) while each rank's heap puts them elsewhere."""
+    there: docs/reproducing.md) while each rank's heap puts them elsewhere."""
     send_bytes, recv_bytes = imb_buffer_bytes(name, size, np)
     lengths = os.path.join(workdir, "imb-lengths.txt")
     with open(lengths, "w") as out:

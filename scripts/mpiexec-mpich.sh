@@ -3,7 +3,7 @@
 # as root and beyond the core count without being told, and refuses the flags that say so.
 # MPICH 4.0.2's (Debian 12's) ch4 device-level reduce crashes (SIGSEGV inside MPI_Reduce) on
 # an in-place reduce at a root other than 0 above 2 KiB; MPICH's generic reduce is correct, so
-# the tests run with the device one off unless told otherwise (README, MPICH).
+# the tests run with the device one off unless told otherwise (docs/clusters.md, MPICH).
 export MPIR_CVAR_REDUCE_DEVICE_COLLECTIVE=${MPIR_CVAR_REDUCE_DEVICE_COLLECTIVE:-0}
 args=()
 for arg in "$@"; do

@@ -1,8 +1,8 @@
 /* The cost of where two buffers lie relative to each other, without parbench or a peer:
  * a 64 KiB-per-rank allgather (or allreduce) timed the way IMB-MPI1 times it (each call
  * alone after a barrier, MPI_Wtime), for send and receive buffers at given offsets past a
- * page; every offset pair in each of 5 rounds, the best round kept. README "Reproducing
- * other tools' numbers" shows its output.
+ * page; every offset pair in each of 5 rounds, the best round kept. docs/reproducing.md
+ * and results/2026-12-01-imb-osu-peers show its output.
  * Build and run: mpicc -O2 buffer_placement.c -o buffer_placement
  *                mpirun -np 2 ./buffer_placement [allgather|allreduce] */
 #include <mpi.h>

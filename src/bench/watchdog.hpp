@@ -93,7 +93,7 @@ class Watchdog : public CallObserver {
     void enter(Activity activity);
     // The next iteration of the current activity, without a lock or a clock read: the timed
     // loop calls it between barrier-synchronised calls, where the peers do nothing, and work
-    // there lengthens the timed call (README, Measurement method). The watchdog's thread sees
+    // there lengthens the timed call (docs/collectives.md, Measurement method). The watchdog's thread sees
     // it at its next tick, so the age counts from then, a tick (0.1 s at most) late.
     void advance(int iteration) noexcept;
     void idle();

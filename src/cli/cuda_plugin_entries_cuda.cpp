@@ -13,7 +13,7 @@ namespace {
 
 std::unique_ptr<Ops> make_cuda_ops(const Device& device) { return std::make_unique<CudaOps>(device); }
 
-constexpr CudaPluginEntries plugin_entries{cuda_plugin_interface_version, &cuda_visible_gpu_count,
+constexpr CudaPluginEntries plugin_entries{cuda_plugin_interface_version, &cuda_gpu_availability,
                                            &query_cuda_gpu_inventory, &make_nccl_backend, &make_cuda_ops};
 
 }  // namespace

@@ -37,6 +37,7 @@ int run(int& argc, char**& argv) {
     add(add_pairs_command(app));
     add(add_train_command(app));
     add(add_plan_command(app));
+    add(add_moe_dispatch_command(app));
 
     const auto known = [&](const std::string& name) {
         const auto subcommands = app.get_subcommands([&](CLI::App* sub) { return sub->get_name() == name; });

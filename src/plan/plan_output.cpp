@@ -10,7 +10,7 @@ namespace {
 double gib(double bytes) { return bytes / (1024.0 * 1024.0 * 1024.0); }
 
 // plan's own error on published step times: scripts/validate_plan_papers.py's median |error| is
-// 4.1 % on arXiv 2205.05198 table 5 and 4.5 % on arXiv 2104.04473 table 1 (README, "Planning"),
+// 4.1 % on arXiv 2205.05198 table 5 and 4.5 % on arXiv 2104.04473 table 1 (docs/planning.md),
 // within the 5 % goal both meet. A layout whose predicted step is within this of the first's
 // cannot be told apart from it by the plan.
 constexpr double plan_error_band = 0.05;

@@ -75,6 +75,7 @@ nlohmann::json to_json(const CollectiveResult& result) {
     };
     if (result.repetition) entry["repetition"] = *result.repetition;
     if (result.placement_note) entry["placement_note"] = *result.placement_note;
+    if (result.one_rank_shortcut) entry["one_rank_shortcut"] = *result.one_rank_shortcut;
     if (result.skew)
         entry["skew"] = {{"distribution", result.skew->distribution},
                          {"seed", result.skew->seed},
@@ -125,6 +126,8 @@ nlohmann::json to_json(const CollectiveResult& result) {
     }
     entry["warnings"] = warnings;
     if (!result.groups.is_null()) entry["groups"] = result.groups;
+    if (result.verdict) entry.update(to_json(*result.verdict));
+    if (result.extra.is_object()) entry.update(result.extra);
     entry["warning_kinds"] = kinds;
     return entry;
 }

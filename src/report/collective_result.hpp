@@ -16,6 +16,7 @@
 #include "bench/straggler.hpp"
 #include "bench/thread_counters.hpp"
 #include "core/dtype.hpp"
+#include "report/verdict.hpp"
 
 namespace parbench {
 
@@ -56,6 +57,7 @@ struct CollectiveResult {
     std::optional<int> root;            // rooted collectives only
     bool inplace = false;
     std::optional<std::string> placement_note;  // what out of place means here, when it differs
+    std::optional<std::string> one_rank_shortcut;  // what NCCL ran instead (collectives/one_rank_shortcut.hpp)
     std::optional<SkewUsed> skew;               // alltoallv only
     std::optional<TrafficImbalance> imbalance;  // alltoallv only, when measured
     Aggregation aggregation = Aggregation::max;
@@ -78,6 +80,8 @@ struct CollectiveResult {
     std::vector<ThreadCounters> counters_by_rank;
     std::uint64_t counted_calls = 0;
     nlohmann::json groups;              // with --groups: every group's figures and the minimum (cli/collective_groups.hpp)
+    std::optional<PointVerdict> verdict;  // against the expected value, when the run has a model (--cluster, --expect-host)
+    nlohmann::json extra;                 // keys of the run's options: "background", "nccl_choice" (cli/)
 };
 
 // Fills samples, statistics, per-rank figures, the straggler and bandwidths from every

@@ -20,7 +20,7 @@
 namespace parbench {
 
 // Forward + backward of one layer's attention, block against standard, llama-small's heads on
-// one CPU core (results/issue19/2026-12-02-step4.md sec. 2, thread CPU time): 1.03x at T = 128,
+// one CPU core (results/2026-12-02-cpu-step-vs-pytorch/2026-12-02-step4.md sec. 2, thread CPU time): 1.03x at T = 128,
 // 0.93x at 256, 0.88x at 512, 0.63-0.68x at 1024-2048. The block kernels win from 256 on.
 inline constexpr int block_attention_min_seq_len = 256;
 

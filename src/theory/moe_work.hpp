@@ -3,7 +3,7 @@
 // "moe" and "mla" (every layer a dense Llama block of width ffn_hidden, grouped-query or
 // multi-head attention of `heads` x hidden/heads), and these functions say which layers are
 // MoE and what such a layer costs instead (theory/moe.hpp's formulas). Approximations, which
-// plan's output and the README repeat:
+// plan's output and docs/moe.md repeat:
 // - DeepSeek-V3's latent attention (MLA) is counted exactly in parameters (and so in states,
 //   optimizer time and the 6N FLOPs of its projections), but its compute, activations and
 //   attention core are the skeleton's attention of `heads` heads of width hidden/heads.

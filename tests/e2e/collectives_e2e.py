@@ -424,7 +424,7 @@ def case_straggler(ctx):
 
 
 def skew_blocks(count, ranks, skew):
-    """Each destination's block in popularity order, as the README defines --skew, written
+    """Each destination's block in popularity order, as docs/collectives.md defines --skew, written
     independently of the C++: integer weights, floors, then one element each to the largest
     remainders (the more popular first among equals)."""
     kind, _, value = skew.partition(":")
@@ -444,7 +444,7 @@ def skew_blocks(count, ranks, skew):
 
 
 def case_alltoallv_report(ctx):
-    """alltoallv's report: the skew it ran, the imbalance against the README's definitions,
+    """alltoallv's report: the skew it ran, the imbalance against docs/collectives.md's definitions,
     nccl-tests' bandwidths on each rank's send buffer, no in-place half, every element checked."""
     ranks = 3
     json_path = ctx.path("alltoallv.json")

@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """scripts/compare_peers.py, checked without the peers' real binaries.
 
-1. Tabulation: every committed side-by-side (results/issue10/peers-*.json, old and new
+1. Tabulation: every committed side-by-side (results/2026-12-01-imb-osu-peers/peers-*.json, old and new
    formats) is tabulated again under each statistic; every ratio must be the statistic of
    parbench's processes over the statistic of the peer's, computed here from the raw rounds.
 2. A measuring run with stand-ins for IMB-MPI1 and the OSU tests (scripts that print each
@@ -10,7 +10,7 @@
    every point, and compute its ratios from those.
 
     check_compare_peers.py --script scripts/compare_peers.py --parbench build/parbench \\
-        --results results/issue10
+        --results results/2026-12-01-imb-osu-peers
 """
 import argparse
 import glob

@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""The plotting scripts run as the README and docs/pipeline.md show them (`scripts/plot.py ...`,
+"""The plotting scripts run as docs/collectives.md and docs/pipeline.md show them (`scripts/plot.py ...`,
 found through its `#!/usr/bin/env python3`), with a python3 first on PATH that has no
 matplotlib: a bare virtual environment, as pyenv, conda or a project venv would be. They must
 run again under an interpreter that has it and draw, saying so on stderr.

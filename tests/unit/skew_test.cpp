@@ -1,4 +1,4 @@
-// alltoallv's per-destination blocks (collectives/skew.hpp): the README's definitions, checked
+// alltoallv's per-destination blocks (collectives/skew.hpp): docs/collectives.md's definitions, checked
 // with figures worked out by hand, and every refusal of --skew.
 #include <gtest/gtest.h>
 

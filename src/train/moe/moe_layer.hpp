@@ -22,7 +22,7 @@
 // as without ep. Backward sends the experts' output gradients the same way and their input
 // gradients back. A rank holds the parameters of its E/ep experts only (the model's layout
 // with an ExpertSplit, theory/model_layout.hpp); their gradients are averaged over the
-// expert-data-parallel group (train/schemes/expert_split.cpp; README "Mixture of experts").
+// expert-data-parallel group (train/schemes/expert_split.cpp; docs/moe.md).
 //
 // The experts' own tensor parallelism (--etp = tp, Megatron-core's expert tensor parallelism):
 // each routed expert's first matrices are column-parallel (a rank's Fe/etp rows), its second
@@ -62,8 +62,7 @@
 // kernels/moe.cu and cuBLAS on a GPU), the alltoall(v)s the expert group's Communicator's (NCCL
 // on GPUs). The capacity and the expert-major order are decided on the host, in
 // assign_expert_rows (train/moe/router.hpp), the same code on either device, so routing is
-// deterministic; on a GPU that makes each MoE layer sync its stream twice (README "Mixture of
-// experts"): in forward, to copy the chosen experts and weights (N·k each) to the host and the
+// deterministic; on a GPU that makes each MoE layer sync its stream twice (docs/moe.md): in forward, to copy the chosen experts and weights (N·k each) to the host and the
 // rows back, and in backward, to copy the layer's rows per expert (E+1, and E under ep) back
 // for the expert loop and the exchange's sizes. With the balancing loss, forward also copies
 // the scores (N·E) for it. Under ep each blocking all-to-all is timed between two syncs, so the
@@ -139,7 +138,7 @@ struct MoeGradients {
     float* shared_down = nullptr;
 };
 
-// Megatron-core's MoE flags, as train takes them (README "Mixture of experts").
+// Megatron-core's MoE flags, as train takes them (docs/moe.md).
 struct MoeSettings {
     std::optional<double> capacity_factor;  // --moe-expert-capacity-factor; unset: dropless
     double aux_loss_coeff = 0.0;            // --moe-aux-loss-coeff (alpha)
@@ -226,7 +225,7 @@ class MoeLayer {
     // its MoE forward or backward: Open MPI moves a non-blocking exchange on only inside MPI
     // calls, so unpolled it would wait for the partner's next post or for its own wait().
     // (Polling between every expert matmul as well completed no more of them before their wait
-    // in a probe, at 3.7 times the polls: results/issue20/2026-12-02-pair-poll.md.)
+    // in a probe, at 3.7 times the polls: results/2026-12-02-moe-all-to-all/2026-12-02-pair-poll.md.)
     void set_exchange_switch(std::function<void()> on_post) { exchange_switch_ = std::move(on_post); }
 
     const MoeMemoryShape& shape() const { return shape_; }
