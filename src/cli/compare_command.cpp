@@ -153,6 +153,7 @@ class CompareCommand : public Command {
     bool needs_mpi() const override { return false; }
 
     int run(Invocation&) override {
+        if (const InJobInputs in_job = split_in_job_inputs(paths); !in_job.logs.empty()) return run_in_job(in_job);
         // A column of several reports ("a.json,b.json") is labelled by its first, "+N" more.
         std::vector<std::vector<std::string>> columns;
         std::vector<std::string> firsts;
@@ -161,8 +162,6 @@ class CompareCommand : public Command {
             firsts.push_back(columns.back().front());
         }
         const std::vector<std::string> labels = distinct_labels(firsts);
-        if (const InJobInputs in_job = split_in_job_inputs(paths); !in_job.logs.empty()) return run_in_job(in_job);
-        const std::vector<std::string> labels = distinct_labels(paths);
         std::vector<LabelledReport> reports;
         for (std::size_t i = 0; i < columns.size(); ++i) {
             std::vector<LabelledReport> runs;
