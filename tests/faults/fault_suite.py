@@ -299,7 +299,6 @@ BESIDE = [
     ("allreduce --size 1K", "allreduce --size 1K --help", "rank 0 allreduce, rank 1 allreduce --help"),
     ("allreduce --size 1K", "--dry-run allreduce --size 1K", "rank 0 allreduce, rank 1 allreduce --dry-run"),
     (f"{TRAIN} --quiet", f"{TRAIN} --print-schedule", "rank 0 train, rank 1 train --print-schedule"),
-    ("plan --model gpt-tiny --gpus 2", "train --steps 1 --timeout 10", "rank 0 plan, rank 1 train"),
 ]
 
 
@@ -329,8 +328,7 @@ def case_peer_without_mpi(ctx):
         check(took < 10, f"{first} beside {second}: took {took:.1f} s, want under 10")
         print(f"{first} beside {second}: exit 2 in {took:.1f} s: {errors[0]}")
     # Every rank running the same command that needs no MPI: it runs once, on the first rank.
-    for args, needle in (("--version", "parbench "), ("plan --model gpt-tiny --gpus 2", "step time:"),
-                         ("--dry-run allreduce --size 1K", "flags valid")):
+    for args, needle in (("--version", "parbench "), ("plan --model gpt-tiny --gpus 2", "step time:")):
         result = ctx.run(2, *args.split(), timeout=60)
         check(result.returncode == 0 and result.stdout.count(needle) == 1, f"{args} on 2 ranks: exit "
               f"{result.returncode}, {result.stdout.count(needle)} x {needle!r}: {result.stdout} {result.stderr}")
