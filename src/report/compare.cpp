@@ -497,7 +497,7 @@ ThresholdVerdict judge_threshold(const Comparison& comparison, double threshold,
                  << std::fixed << std::setprecision(3) << ratio << "x of " << comparison.labels[0] << "'s "
                  << number_text(point.busbw_gbps[0]) << " GB/s, below --threshold " << threshold;
             if (!runs) {
-                line << "; not judged: one run a side shows only " << (noise.judged ? "its iterations' spread" : "itself")
+                line << "; one run a side shows only " << (noise.judged ? "its iterations' spread" : "itself")
                      << ", not the spread between runs (measure with --repeat 3, or give several reports a side: "
                         "a.json,b.json)";
                 verdict.unjudged.push_back(line.str());
