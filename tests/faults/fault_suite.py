@@ -788,6 +788,49 @@ def case_resources(ctx):
           f"{time.monotonic() - started:.1f} s: {errors[0]}")
 
 
+# Issue 32's runs that passed the old pre-check (the MLP's formula for every Llama model, every
+# routed expert on every rank under --ep) and then met the OOM killer or a failed allocation, and
+# one per family besides: each rank's buffers counted by the theory its ledger is held to
+# (src/cli/memory_check.hpp; check_train_report.py holds the count equal to the ledger on every
+# run that fits). llama-tiny --seq 100000 at the default batch of 8 needs 10.1 GiB per rank, so a
+# host with more free is right to run it (slowly): the long sequence is refused here at a batch no
+# host holds.
+TRAIN_MEMORY_CASES = [
+    ("llama-moe-small --ep 2", 2, ["--model", "llama-moe-small", "--ep", "2", "--global-batch", "100000"],
+     "--global-batch 100000"),
+    ("llama-small", 1, ["--model", "llama-small", "--global-batch", "1000000"], "--global-batch 1000000"),
+    ("long --seq", 1, ["--model", "llama-tiny", "--seq", "100000", "--global-batch", "1024"],
+     "--global-batch 1024 --seq 100000"),
+    ("gpt-small", 1, ["--model", "gpt-small", "--global-batch", "100000"], "--global-batch 100000"),
+    ("mlp", 1, ["--model", "mlp-tiny", "--global-batch", "1000000000"], "--global-batch 1000000000"),
+]
+TRAIN_MEMORY_SECONDS = 30  # start-up and the check; the refused runs took 2-3 s on the 2-core VM
+
+
+def case_train_memory(ctx):
+    _, _, baseline = peak_rss_mb([ctx.parbench, "--version"], ctx.env)
+    relative = ctx.built_with_cuda or ctx.sanitized
+    for name, ranks, arguments, needle in TRAIN_MEMORY_CASES:
+        report = ctx.path("train_memory.json")
+        command = [ctx.parbench, "train", *arguments, "--steps", "1", "--json", report]
+        if ranks > 1:
+            command = ctx.mpiexec + ["-np", str(ranks)] + command
+        started = time.monotonic()
+        status, stderr, rss = peak_rss_mb(command, ctx.env)
+        seconds = time.monotonic() - started
+        errors = error_lines(stderr)
+        check(status == 2, f"{name}: exit {status}: {stderr}")
+        # One line: the flags, what a rank needs and what its budget leaves.
+        check(len(errors) == 1 and errors[0].startswith("error: " + needle + ": the run needs ") and
+              errors[0].count(" per rank") == 2 and "MemAvailable" in errors[0], f"{name}: {stderr}")
+        check(not os.path.exists(report), f"{name}: left a report")
+        cost = rss - baseline if relative else rss
+        check(cost < RSS_BOUND_MB, f"{name}: the refusal peaked at {rss:.0f} MB, want under {RSS_BOUND_MB} MB")
+        check(seconds < TRAIN_MEMORY_SECONDS, f"{name}: refused after {seconds:.1f} s, want under "
+                                              f"{TRAIN_MEMORY_SECONDS} s")
+        print(f"refused {name} at {ranks} rank(s) in {seconds:.1f} s, peak RSS {rss:.1f} MB: {errors[0]}")
+
+
 CASES = {name[len("case_"):]: function for name, function in globals().items() if name.startswith("case_")}
 
 
