@@ -329,7 +329,7 @@ class TrainCommand : public Command {
         TrainProgress progress(plan, shape, watchdog, kept, trace, report, speaks, run_options_.log_interval);
         const TrainMeasurements measurements = train_or_name_buffers(plan, mesh, device, ops, control, progress);
         report = progress.report();
-        if (measurements.diverged) return stop_diverged(measurements, plan.model, report, kept, trace, rank);
+        if (measurements.diverged) return stop_diverged(measurements, plan.layout.model, report, kept, trace, rank);
 
         std::optional<CheckResult> check;
         int exit_status = 0;
