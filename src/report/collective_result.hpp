@@ -74,6 +74,7 @@ struct CollectiveResult {
     std::size_t outliers = 0;
     std::vector<Warning> warnings;
     std::optional<std::string> skipped; // why the point was not measured
+    std::optional<int> repetition;      // --repeat K: which whole sweep (from 1) measured it
     // Every rank's page faults and involuntary switches across the timed loop, and the
     // calls each rank ran there (bench/thread_counters.hpp).
     std::vector<ThreadCounters> counters_by_rank;
