@@ -13,6 +13,7 @@
 #include <thread>
 
 #include "cli/command.hpp"
+#include "cli/divergence_reason.hpp"
 #include "cli/iteration_log.hpp"
 #include "cli/job_environment.hpp"
 #include "cli/job_watchdog.hpp"
@@ -20,6 +21,7 @@
 #include "cli/memory_check.hpp"
 #include "cli/mpi_scope.hpp"
 #include "cli/rank_agreement.hpp"
+#include "cli/stop_signals.hpp"
 #include "comm/backend.hpp"
 #include "comm/mpi_communicator.hpp"
 #include "comm/mpi_session.hpp"
@@ -147,6 +149,8 @@ class TrainCommand : public Command {
 
     void validate() const override { check_flags_apply(resolve_train_options(options_)); }
 
+    bool needs_mpi() const override { return !options_.print_schedule; }
+
     int run(Invocation& invocation) override {
         const TrainPlan plan = resolve_train_options(options_);
         if (options_.print_schedule) {  // needs no MPI: the schedule is data
@@ -215,6 +219,15 @@ class TrainCommand : public Command {
                                                  kept.abandon(message);
                                                  trace.abandon(message);
                                              });
+        // Ctrl-C (SIGTERM from mpirun) or a SIGTERM of its own: the report and trace say so.
+        const StopSignals stop(
+            [&kept, &trace, rank](const std::string& signal) {
+                const std::string reason = signal + " stopped the run";
+                kept.abandon(reason);
+                trace.abandon(reason);
+                if (rank == 0) write_line(std::cerr, "error: " + reason + "; the report and trace keep the steps it finished");
+            },
+            stop_linger(rank));
         watchdog->enter({"setup", "start-up", 0, 0});
         Backend backend = make_backend(backend_choice, session, control);
         Device& device = *backend.device;
@@ -299,7 +312,7 @@ class TrainCommand : public Command {
         TrainProgress progress(plan, shape, peak, watchdog, kept, trace, report, speaks, run_options_.log_interval);
         const TrainMeasurements measurements = train_or_name_buffers(plan, mesh, device, ops, control, progress);
         report = progress.report();
-        if (measurements.diverged) return stop_diverged(measurements, report, kept, trace, rank);
+        if (measurements.diverged) return stop_diverged(measurements, plan.layout.model, report, kept, trace, rank);
 
         std::optional<CheckResult> check;
         int exit_status = 0;
@@ -357,20 +370,15 @@ class TrainCommand : public Command {
     }
 
     // A NaN or infinite loss stopped every rank at the same step: keep what was measured
-    // (the report as failed, the pipeline trace) and say which step, and what usually causes it.
-    int stop_diverged(const TrainMeasurements& measurements, nlohmann::json& report, KeptReport& kept, KeptTrace& trace,
-                      int rank) const {
+    // (the report as failed, the pipeline trace) and say which step, and what it points to.
+    int stop_diverged(const TrainMeasurements& measurements, const ModelConfig& model, nlohmann::json& report,
+                      KeptReport& kept, KeptTrace& trace, int rank) const {
         if (rank != 0) return 1;
-        const StepProgress& at = *measurements.diverged;
-        std::ostringstream reason;
-        reason << "training diverged: the loss is " << (std::isnan(at.loss) ? "NaN" : at.loss > 0 ? "+inf" : "-inf")
-               << " at step " << at.step + 1 << " of " << at.total_steps << " (" << (at.timed ? "timed" : "warm-up")
-               << "); lower --lr (now " << options_.lr << "), the usual cause";
-        if (options_.check) reason << "; --check did not compare with the serial run, since a diverged run differs from any";
+        const std::string reason = divergence_reason(*measurements.diverged, model, options_.lr, options_.check);
         report["finished_at"] = utc_now_iso8601();
-        kept.write(report, RunStatus::failed, reason.str());
-        if (measurements.pipeline) trace.write(RunStatus::failed, reason.str());
-        std::cerr << ("error: " + reason.str() + "\n") << std::flush;
+        kept.write(report, RunStatus::failed, reason);
+        if (measurements.pipeline) trace.write(RunStatus::failed, reason);
+        std::cerr << ("error: " + reason + "\n") << std::flush;
         return 1;
     }
 

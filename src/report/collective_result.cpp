@@ -76,6 +76,7 @@ nlohmann::json to_json(const CollectiveResult& result) {
         {"inplace", result.inplace},
         {"placement", result.inplace ? "in" : "out"},
     };
+    if (result.repetition) entry["repetition"] = *result.repetition;
     if (result.placement_note) entry["placement_note"] = *result.placement_note;
     if (result.one_rank_shortcut) entry["one_rank_shortcut"] = *result.one_rank_shortcut;
     if (result.skew)
@@ -149,6 +150,7 @@ RunSummary summarize_run(const std::vector<CollectiveResult>& results, bool chec
     // (collective, type, op, root): several per collective under -d/-o/-r all
     std::set<std::tuple<std::string, DType, std::optional<ReduceOp>, std::optional<int>>> cases;
     std::set<bool> placements;
+    std::set<int> sweeps;
     for (const CollectiveResult& r : results) {
         if (r.skipped) continue;
         ++summary.measured_points;
@@ -156,6 +158,7 @@ RunSummary summarize_run(const std::vector<CollectiveResult>& results, bool chec
         collectives.insert(r.collective);
         cases.insert({r.collective, r.dtype, r.op, r.root});
         placements.insert(r.inplace);
+        sweeps.insert(r.repetition.value_or(1));
         if (!r.warnings.empty()) ++summary.warned_points;
         busbw_total += r.busbw_gbps;
         if (r.wrong) summary.wrong_total += *r.wrong;
@@ -172,6 +175,7 @@ RunSummary summarize_run(const std::vector<CollectiveResult>& results, bool chec
     for (const auto& entry : cases) ++cases_per_collective[std::get<0>(entry)];
     for (const auto& [name, count] : cases_per_collective) summary.measured_cases = std::max(summary.measured_cases, count);
     summary.both_placements = placements.size() == 2;
+    summary.measured_sweeps = std::max<std::size_t>(sweeps.size(), 1);
     if (summary.measured_points > 0) summary.average_busbw_gbps = busbw_total / static_cast<double>(summary.measured_points);
     summary.straggler_warning = run_straggler_warning(findings);
     return summary;

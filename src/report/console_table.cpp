@@ -150,13 +150,15 @@ std::string average_scope(const RunSummary& summary) {
     const auto counted = [](std::size_t n, const char* one, const char* many) {
         return std::to_string(n) + ' ' + (n == 1 ? one : many);
     };
-    if (summary.measured_points == summary.measured_sizes && summary.measured_collectives <= 1)
+    if (summary.measured_points == summary.measured_sizes && summary.measured_collectives <= 1 &&
+        summary.measured_sweeps <= 1)
         return "the " + counted(summary.measured_sizes, "measured size", "measured sizes");
     std::string parts;
     if (summary.measured_collectives > 1) parts = counted(summary.measured_collectives, "collective", "collectives") + ", ";
     if (summary.measured_cases > 1) parts += counted(summary.measured_cases, "type/op/root case", "type/op/root cases") + ", ";
     parts += counted(summary.measured_sizes, "size", "sizes");
     if (summary.both_placements) parts += ", out of place and in place";
+    if (summary.measured_sweeps > 1) parts += ", " + counted(summary.measured_sweeps, "sweep", "sweeps");
     return "the " + counted(summary.measured_points, "measured point", "measured points") + " (" + parts + ")";
 }
 

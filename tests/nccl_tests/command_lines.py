@@ -48,6 +48,9 @@ LINES = [
      "--minbytes 8 --maxbytes 128M --stepfactor 2 --ngpus 1 --datatype half --op all --warmup_iters 5 --iters 20 "
      "--check 1 --average 1 --blocking 0 --cudagraph 0 --output_file out.json --timeout 30 --memory 1 "
      "--per_iter_timing 1", VALID, ""),
+    ("soak: the sweep again and again until stopped", "all_reduce_perf", "-b 8 -e 8G -f 2 -g 1 -N 0", VALID, ""),
+    ("run-to-run noise: five whole sweeps, long form", "all_gather_perf", "-b 8 -e 1G -f 2 -g 1 --run_cycles 5",
+     VALID, ""),
     ("registered buffers", "all_reduce_perf", "-b 8 -e 8G -f 2 -g 1 -R 1", REFUSED, "-R (--local_register) 1"),
     ("fp8", "all_reduce_perf", "-b 8 -e 8G -f 2 -g 1 -d f8e4m3", REFUSED, "-d/--dtype f8e4m3"),
     ("NCCL's pre-multiplied sum", "all_reduce_perf", "-b 8 -e 8G -f 2 -g 1 -o mulsum", REFUSED, "-o/--op mulsum"),
@@ -138,12 +141,21 @@ def run_every_type_op_and_root(runner):
     want = [(t, o) for t in dict.fromkeys(types) for o in ("sum", "prod", "max", "min", "avg") if o != "avg" or t in floating]
     check(cases == want, f"cases in order: {cases}")
     check(report["config"]["check_runs"] == 2 and all(e["wrong"] == 0 for e in report["results"]), "-c 2")
-    result = runner.run(2, "broadcast -b 1K -e 2K -i 1K -g 1 -r all -n 2 -w 1 -J roots.json".split())
+    result = runner.run(2, "broadcast -b 1K -e 2K -i 1K -g 1 -r all -N 2 -n 2 -w 1 -J roots.json".split())
     check(result.returncode == 0, f"exit {result.returncode}: {result.stderr}")
-    roots = [(e["root"], e["requested_bytes"]) for e in runner.report("roots.json")["results"]]
-    check(roots == [(0, 1024), (0, 1024), (0, 2048), (0, 2048), (1, 1024), (1, 1024), (1, 2048), (1, 2048)],
-          f"-r all with -i 1K: {roots}")
-    print("ok: -d all -o all -c 2, -r all -i")
+    report = runner.report("roots.json")
+    sweep = [(0, 1024), (0, 1024), (0, 2048), (0, 2048), (1, 1024), (1, 1024), (1, 2048), (1, 2048)]
+    roots = [(e["root"], e["requested_bytes"]) for e in report["results"]]
+    check(roots == sweep * 2, f"-r all with -i 1K, twice under -N 2: {roots}")
+    check([e["repetition"] for e in report["results"]] == [1] * 8 + [2] * 8, "each point's sweep")
+    repetitions = report["repetitions"]  # -N 2 is --repeat 2: each root's point its own, with both sweeps
+    check((repetitions["requested"], repetitions["completed"]) == (2, 2), f"-N 2: {repetitions}")
+    check(sorted((p["root"], p["bytes"], p["inplace"]) for p in repetitions["points"]) ==
+          sorted((r, b, inplace) for r in (0, 1) for b in (1024, 2048) for inplace in (False, True)) and
+          all(len(p["time_us"]) == 2 for p in repetitions["points"]), f"one point per root and size: {repetitions}")
+    check("# nccl-tests flag -N 2: --repeat 2" in result.stdout and "run-to-run spread over 2 sweeps" in result.stdout,
+          f"-N 2 on the console:\n{result.stdout}")
+    print("ok: -d all -o all -c 2, -r all -i -N 2")
 
 
 def run_refused_at_start(runner):
