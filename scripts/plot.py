@@ -5,8 +5,10 @@
 
 Kinds (default: every kind the reports have data for):
   busbw     bus bandwidth against size, one panel per collective, one line per report
-            (two clusters' reports overlay), log-log axes; a band from the samples' 5th to
-            95th percentile around each line
+            (two clusters' reports overlay; one per type/op/root case under -d/-o/-r all),
+            log-log axes; a band from the samples' 5th to 95th percentile around each line,
+            or, for a report of several sweeps (--repeat, -N), the sweeps' median with a band
+            from their smallest to largest
   latency   time against size for small messages (up to --latency-max bytes), with the band
   spread    every rank's median and mean time at one point (--point COLLECTIVE:BYTES,
             default each report's largest size of its first collective), the straggler marked,
@@ -49,18 +51,24 @@ def load(paths):
     return reports
 
 
+def case_of(entry):
+    """A point's (type, op, root) case: a report of -d/-o/-r all holds several per collective."""
+    return tuple(str(entry[key]) for key in ("dtype", "op", "root") if entry.get(key) is not None)
+
+
 def collective_points(report, placement):
-    """{collective: [(bytes, entry), ...]} of the measured points at this placement."""
+    """{collective: {case: [(bytes, [entry, ...]), ...]}} of the measured points at this
+    placement; a point's entries are its sweeps under --repeat (nccl-tests' -N), one without."""
     points = {}
     for entry in report["results"]:
         if "collective" not in entry or "skipped" in entry:
             continue
         if entry.get("placement", "in" if entry.get("inplace") else "out") != placement:
             continue
-        points.setdefault(entry["collective"], []).append((entry["bytes"], entry))
-    for series in points.values():
-        series.sort(key=lambda point: point[0])
-    return points
+        by_size = points.setdefault(entry["collective"], {}).setdefault(case_of(entry), {})
+        by_size.setdefault(entry["bytes"], []).append(entry)
+    return {name: {case: sorted(by_size.items()) for case, by_size in cases.items()}
+            for name, cases in points.items()}
 
 
 def train_results(report):
@@ -84,6 +92,7 @@ def panel_grid(pyplot, count, title, panel_height=3.2, most_columns=3):
     grid = figure.add_gridspec(rows + 1, columns, height_ratios=[panel_height] * rows + [legend_height])
     axes = [figure.add_subplot(grid[index // columns, index % columns]) for index in range(count)]
     figure.legend_axis = figure.add_subplot(grid[rows, :])  # figure_legend draws in it
+    figure.legend_grid = (grid, [panel_height] * rows, legend_height)
     figure.legend_axis.axis("off")
     figure.suptitle(title)
     return figure, axes
@@ -97,12 +106,26 @@ def figure_legend(figure, axes):
             if label not in labels:
                 handles.append(handle)
                 labels.append(label)
-    if getattr(figure, "banded", False):  # one entry for the bands of every line, in grey
+    shading = getattr(figure, "band_kinds", None)
+    if not handles:
+        return
+    # As many columns as the longest label lets fit in the width (about 120 characters of the
+    # legend's font at 1600 px), and a taller legend row for more rows, so that no label is cut;
+    # what the shading means on a row of its own below.
+    columns = max(1, min(len(labels), 5, 120 // (max(len(label) for label in labels) + 6)))
+    rows = -(-len(labels) // columns) + (1 if shading else 0)
+    grid, panel_heights, legend_height = figure.legend_grid
+    needed = 0.25 * rows + 0.25
+    if needed > legend_height:
+        grid.set_height_ratios(panel_heights + [needed])
+        figure.set_figheight(figure.get_figheight() + needed - legend_height)
+    axis = figure.legend_axis
+    lines = axis.legend(handles, labels, loc="upper center" if shading else "center", ncol=columns, frameon=False)
+    if shading:  # one entry for the bands of every line, in grey
         from matplotlib.patches import Patch
-        handles.append(Patch(color="grey", alpha=0.3))
-        labels.append("shaded: each line's samples, 5th to 95th percentile")
-    if handles:
-        figure.legend_axis.legend(handles, labels, loc="center", ncol=min(len(labels), 5), frameon=False)
+        axis.add_artist(lines)
+        axis.legend([Patch(color="grey", alpha=0.3)], ["shaded: each point's " + " or ".join(shading)],
+                    loc="lower center", frameon=False)
 
 
 def percentile(values, fraction):
@@ -122,9 +145,16 @@ def sample_band(entry):
     return percentile(samples, 0.05), percentile(samples, 0.95)
 
 
+def median(values):
+    return percentile(values, 0.5)
+
+
 def plot_size_series(pyplot, reports, args, value, band, ylabel, title, small_only):
-    """One panel per collective, a line per report, and where the points have samples a band
-    between the values of their 5th and 95th percentile samples (`band(entry, (p5, p95))`)."""
+    """One panel per collective, a line per report (and per type/op/root case where a report has
+    several). A point measured in several sweeps (--repeat, nccl-tests' -N) is drawn at the
+    median of its sweeps with a band from their smallest to their largest value; a point of one
+    sweep with samples, with a band between the values of its 5th and 95th percentile samples
+    (`band(entry, (p5, p95))`)."""
     names = []
     for report in reports:
         for name in collective_points(report, args.placement):
@@ -134,22 +164,33 @@ def plot_size_series(pyplot, reports, args, value, band, ylabel, title, small_on
         return None
     from matplotlib.ticker import FuncFormatter
     figure, axes = panel_grid(pyplot, len(names), title, most_columns=4 if len(names) > 6 else 3)
-    colours = pyplot.rcParams["axes.prop_cycle"].by_key()["color"]
+    figure.band_kinds = []
+    cycle = pyplot.rcParams["axes.prop_cycle"].by_key()["color"]
+    colours = {}  # a line's label -> its colour, the same in every panel
     for axis, name in zip(axes, names):
-        for index, report in enumerate(reports):
-            series = [(b, e) for b, e in collective_points(report, args.placement).get(name, [])
-                      if not small_only or b <= args.latency_max]
-            if not series:
-                continue
-            colour = colours[index % len(colours)]
-            sizes = [b for b, _ in series]
-            axis.plot(sizes, [value(e) for _, e in series], marker="o", markersize=3, color=colour,
-                      label=report["_label"])
-            bands = [band(e, sample_band(e)) if sample_band(e) else None for _, e in series]
-            if all(bands):
-                axis.fill_between(sizes, [low for low, _ in bands], [high for _, high in bands], color=colour,
-                                  alpha=0.2, linewidth=0)
-                figure.banded = True
+        for report in reports:
+            cases = collective_points(report, args.placement).get(name, {})
+            for case, points in cases.items():
+                series = [(b, entries) for b, entries in points if not small_only or b <= args.latency_max]
+                if not series:
+                    continue
+                label = report["_label"] + (" " + " ".join(case) if len(cases) > 1 else "")
+                colour = colours.setdefault(label, cycle[len(colours) % len(cycle)])
+                sizes = [b for b, _ in series]
+                axis.plot(sizes, [median([value(e) for e in entries]) for _, entries in series], marker="o",
+                          markersize=3, color=colour, label=label)
+                if all(len(entries) > 1 for _, entries in series):
+                    bands, kind = [(min(value(e) for e in entries), max(value(e) for e in entries))
+                                   for _, entries in series], "sweeps, smallest to largest (--repeat)"
+                else:
+                    bands = [band(entries[0], sample_band(entries[0])) if sample_band(entries[0]) else None
+                             for _, entries in series]
+                    kind = "samples, 5th to 95th percentile"
+                if all(bands):
+                    axis.fill_between(sizes, [low for low, _ in bands], [high for _, high in bands], color=colour,
+                                      alpha=0.2, linewidth=0)
+                    if kind not in figure.band_kinds:
+                        figure.band_kinds.append(kind)
         axis.set_xscale("log", base=2)
         axis.set_yscale("log")
         axis.xaxis.set_major_formatter(FuncFormatter(size_label))
@@ -184,14 +225,15 @@ def chosen_point(report, args):
     points = collective_points(report, args.placement)
     if not points:
         return None
+    # The first case's point, in its first sweep.
     if args.point:
         name, _, size = args.point.partition(":")
-        for bytes_, entry in points.get(name, []):
+        for bytes_, entries in next(iter(points.get(name, {}).values()), []):
             if str(bytes_) == size:
-                return entry
+                return entries[0]
         return None
-    first = next(iter(points.values()))
-    return first[-1][1]
+    first = next(iter(next(iter(points.values())).values()))
+    return first[-1][1][0]
 
 
 def plot_spread(pyplot, reports, args):

@@ -1,6 +1,7 @@
 #!/usr/bin/env python3
 """Renders every kind of scripts/plot.py from reports this test produces (two collective
-runs to overlay, one pipeline training run) and checks the image files."""
+runs to overlay, the second of two sweeps (-N 2), one pipeline training run) and checks the
+image files."""
 import argparse
 import importlib.util
 import os
@@ -32,7 +33,7 @@ def check_every_kind(args, tmp):
     run(mpiexec + ["-np", "2", args.parbench, "all", "-b", "8", "-e", "64K", "-f", "32", "--iters", "3", "--json", a],
         env=env)
     run(mpiexec + ["-np", "2", args.parbench, "allreduce", "-b", "8", "-e", "64K", "-f", "32", "--iters", "3",
-                   "--aggregate", "rank-mean", "--inject-straggler", "1", "--json", b], env=env)
+                   "--aggregate", "rank-mean", "--inject-straggler", "1", "-N", "2", "--json", b], env=env)
     run(mpiexec + ["-np", "2", args.parbench, "train", "--model", args.model, "--pp", "2", "--microbatches", "4",
                    "--steps", "1", "--warmup", "0", "--json", train], env=env)
 
