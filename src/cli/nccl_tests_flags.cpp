@@ -21,7 +21,7 @@ constexpr std::array<FlagSpec, 20> specs{{
     {"-t,--nthreads", "nthreads", "Threads per process: 1 (parbench runs one rank per process; launch more ranks)"},
     {"-g,--ngpus", "ngpus", "GPUs per thread: 1 (one GPU per rank; launch one rank per GPU)"},
     {"-m,--agg_iters", "agg_iters", "Ops per sample: N > 1 is --timing batched --batch-size N"},
-    {"-N,--run_cycles", "run_cycles", "Run the whole sweep N times (0: until stopped)"},
+    {"-N,--run_cycles", "run_cycles", "--repeat N: the whole sweep N times in one report (0: until stopped)"},
     {"-p,--parallel_init", "parallel_init", "0 or 1: no effect (one thread per process initialises its communicator)"},
     {"-z,--blocking", "blocking", "0: as parbench times; 1 or 3: --timing per-iter (with -m N > 1, -z 3 is --timing batched)"},
     {"-y,--stream_null", "stream_null", "0 only: parbench runs on its own stream"},
