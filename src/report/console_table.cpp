@@ -62,11 +62,16 @@ void print_console_header(std::ostream& out, const nlohmann::json& frame, const 
             << config["mpi_threads"]["requested"].get<std::string>() << ")";
     out << '\n';
     out << "# method: " << method << '\n';
-    if (config.contains("check"))
-        out << "# validation: "
-            << (config["check"].get<bool>() ? "one checked run per size after timing (--no-check skips it)"
-                                            : "off (--no-check): #wrong is N/A")
-            << '\n';
+    if (config.contains("check")) {
+        // nccl-tests' -c N checks N runs per size; -c 0 is --no-check.
+        const int runs = config.value("check_runs", config["check"].get<bool>() ? 1 : 0);
+        out << "# validation: ";
+        if (runs == 0)
+            out << "off (-c 0 / --no-check): #wrong is N/A\n";
+        else
+            out << (runs == 1 ? std::string("one checked run") : std::to_string(runs) + " checked runs")
+                << " per size after timing (-c 0 or --no-check skips " << (runs == 1 ? "it" : "them") << ")\n";
+    }
 }
 
 void print_console_columns(std::ostream& out, const std::string& collective, Placements placements,
@@ -178,7 +183,7 @@ std::optional<std::string> warning_tally(const RunSummary& summary) {
 void print_console_summary(std::ostream& out, const RunSummary& summary, std::optional<double> min_busbw_gbps) {
     out << "#\n# wrong elements: ";
     if (!summary.checked)
-        out << "not checked (--no-check)\n";
+        out << "not checked (-c 0 / --no-check)\n";
     else
         out << summary.wrong_total << (summary.wrong_total == 0 ? " OK" : " FAILED") << '\n';
     const auto flags = out.flags();
@@ -197,7 +202,7 @@ void print_console_summary(std::ostream& out, const RunSummary& summary, std::op
     if (summary.checked)
         out << summary.wrong_total << (summary.wrong_total == 0 ? " OK" : " FAILED") << '\n';
     else
-        out << "N/A (--no-check)\n";
+        out << "N/A (-c 0 / --no-check)\n";
     out << "# Avg bus bandwidth    : ";
     if (summary.average_busbw_gbps) {
         out << std::defaultfloat << std::setprecision(6) << *summary.average_busbw_gbps;

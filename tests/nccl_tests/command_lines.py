@@ -141,6 +141,7 @@ def run_every_type_op_and_root(runner):
     want = [(t, o) for t in dict.fromkeys(types) for o in ("sum", "prod", "max", "min", "avg") if o != "avg" or t in floating]
     check(cases == want, f"cases in order: {cases}")
     check(report["config"]["check_runs"] == 2 and all(e["wrong"] == 0 for e in report["results"]), "-c 2")
+    check("# validation: 2 checked runs per size after timing" in result.stdout, f"-c 2 in the header:\n{result.stdout}")
     result = runner.run(2, "broadcast -b 1K -e 2K -i 1K -g 1 -r all -N 2 -n 2 -w 1 -J roots.json".split())
     check(result.returncode == 0, f"exit {result.returncode}: {result.stderr}")
     report = runner.report("roots.json")

@@ -58,7 +58,7 @@ TEST(ConsoleSummary, EndsWithNcclTestsLines) {
     unchecked.checked = false;
     std::ostringstream text;
     print_console_summary(text, unchecked, 1.0);
-    EXPECT_NE(text.str().find("# Out of bounds values : N/A (--no-check)\n# Avg bus bandwidth    : 1.10876 OK\n"),
+    EXPECT_NE(text.str().find("# Out of bounds values : N/A (-c 0 / --no-check)\n# Avg bus bandwidth    : 1.10876 OK\n"),
               std::string::npos)
         << text.str();
 }
