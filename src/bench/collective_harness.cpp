@@ -217,7 +217,10 @@ PointMeasurement CollectiveHarness::measure(const PointSpec& spec) {
         [&] { collective.run(data_, pointers.send, pointers.recv, spec.count, spec.params); });
     PointMeasurement measurement;
     measurement.times = time_samples(spec, *op, bytes, measurement);
-    if (spec.check) measurement.wrong = count_wrong(spec, shape, pointers, *op);
+    if (spec.check) {
+        measurement.wrong = 0;
+        for (int run = 0; run < spec.check_runs; ++run) *measurement.wrong += count_wrong(spec, shape, pointers, *op);
+    }
     return measurement;
 }
 

@@ -2,7 +2,7 @@
 // warm-up, then per-iteration (barrier, start, op, device sync, stop) or batched
 // (barrier, N ops, sync, time / N) samples; every rank's own times, arrivals and finishes
 // come back to every rank (bench/rank_times.hpp aggregates them over ranks); then, when
-// asked, one validated run on fresh inputs.
+// asked, validated runs on fresh inputs (one by default).
 #pragma once
 
 #include <cstdint>
@@ -50,6 +50,7 @@ struct PointSpec {
     CollectiveParams params;
     bool inplace = false;
     bool check = false;
+    int check_runs = 1;  // validated runs when checking, their wrong elements summed (nccl-tests' -c N)
 };
 
 struct PointMeasurement {

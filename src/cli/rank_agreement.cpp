@@ -125,6 +125,7 @@ std::string flag_of_config_key(const std::string& key, const FlagLookup& is_flag
         {"timeout_s", "--timeout"},
         {"backend_requested", "--backend"},
         {"batch_size", "--batch-size"},
+        {"check_runs", "-c/--check"},
         {"model_content", "the --model config's content"},
         {"resolved.dp", "--dp"},
         {"resolved.tp", "--tp"},

@@ -14,6 +14,7 @@
 
 #include "cli/command.hpp"
 #include "cli/divergence_reason.hpp"
+#include "cli/iteration_log.hpp"
 #include "cli/job_environment.hpp"
 #include "cli/job_watchdog.hpp"
 #include "cli/layout_flags.hpp"
@@ -76,22 +77,6 @@ int share_check_outcome(Communicator& control, bool passed) {
     return outcome;
 }
 
-// One line per step (or per --log-interval), after Megatron-LM's training log: step, time,
-// loss, throughput (tokens/s for GPT, samples/s for MLP) and model TFLOP/s per rank.
-std::string progress_line(const TrainPlan& plan, int world, const StepProgress& p) {
-    const bool gpt = plan.layout.model.kind == ModelKind::gpt;
-    const double seconds = p.time_ms / 1000.0;
-    const double per_step = static_cast<double>(plan.layout.global_batch) * (gpt ? plan.layout.seq_len : 1);
-    const double tflops = model_flops_per_step(plan.layout.model, plan.layout.global_batch, plan.layout.seq_len) / seconds /
-                          static_cast<double>(world) / 1e12;
-    char line[256];
-    std::snprintf(line, sizeof line, " step %*d/%d%s | step time %.2f ms | loss %.6g | %s %.1f | TFLOP/s per rank %.4f\n",
-                  static_cast<int>(std::to_string(p.total_steps).size()), p.step + 1, p.total_steps,
-                  p.timed ? "        " : " warm-up", p.time_ms, p.loss, gpt ? "tokens/s" : "samples/s",
-                  per_step / seconds, tflops);
-    return line;
-}
-
 // Flags of the run itself (not of what is trained), kept beside TrainOptions.
 struct TrainRunOptions {
     double timeout_s = 0.0;
@@ -99,14 +84,14 @@ struct TrainRunOptions {
     int log_interval = 1;
 };
 
-// Watches every step of the run, prints Megatron's kind of progress line, and rewrites the
-// report after every timed step, so a run that dies keeps every step it finished.
+// Watches every step of the run, prints Megatron's training log (cli/iteration_log.hpp), and
+// rewrites the report after every timed step, so a run that dies keeps every step it finished.
 class TrainProgress : public StepObserver {
   public:
-    TrainProgress(const TrainPlan& plan, const MeshShape& shape, Watchdog& watchdog, KeptReport& kept, KeptTrace& trace,
-                  nlohmann::json report, bool speaks, int log_interval)
-        : plan_(plan), world_(shape.world()), watchdog_(watchdog), kept_(kept), trace_(trace),
-          report_(std::move(report)), speaks_(speaks), log_interval_(log_interval) {
+    TrainProgress(const TrainPlan& plan, const MeshShape& shape, const PeakFlops& peak, Watchdog& watchdog,
+                  KeptReport& kept, KeptTrace& trace, nlohmann::json report, bool speaks, int log_interval)
+        : plan_(plan), log_(plan, shape.world(), peak, log_interval), watchdog_(watchdog), kept_(kept), trace_(trace),
+          report_(std::move(report)), speaks_(speaks) {
         report_["progress"] = {{"steps", nlohmann::json::array()}};
     }
 
@@ -116,10 +101,9 @@ class TrainProgress : public StepObserver {
 
     void step_finished(const StepProgress& p) override {
         watchdog_.idle();
-        if (speaks_ && ((p.step + 1) % log_interval_ == 0 || p.step + 1 == p.total_steps))
-            std::cout << progress_line(plan_, world_, p) << std::flush;
-        report_["progress"]["steps"].push_back(
-            {{"step", p.step + 1}, {"timed", p.timed}, {"time_ms", p.time_ms}, {"loss", p.loss}});
+        const std::optional<std::string> line = log_.step_finished(p);
+        if (speaks_ && line) std::cout << *line << std::flush;
+        report_["progress"]["steps"].push_back(log_.step_json(p));
         if (!p.timed) return;
         ++timed_done_;
         kept_.write(report_, RunStatus::partial,
@@ -140,13 +124,12 @@ class TrainProgress : public StepObserver {
 
   private:
     const TrainPlan& plan_;
-    int world_;
+    IterationLog log_;
     Watchdog& watchdog_;
     KeptReport& kept_;
     KeptTrace& trace_;
     nlohmann::json report_;
     bool speaks_;
-    int log_interval_;
     int timed_done_ = 0;
 };
 
@@ -326,7 +309,7 @@ class TrainCommand : public Command {
 
         watchdog.enter({"setup", "model and scheme", 0, 0});
         Mesh mesh(*backend.comm, shape);
-        TrainProgress progress(plan, shape, watchdog, kept, trace, report, speaks, run_options_.log_interval);
+        TrainProgress progress(plan, shape, peak, watchdog, kept, trace, report, speaks, run_options_.log_interval);
         const TrainMeasurements measurements = train_or_name_buffers(plan, mesh, device, ops, control, progress);
         report = progress.report();
         if (measurements.diverged) return stop_diverged(measurements, plan.layout.model, report, kept, trace, rank);

@@ -63,9 +63,10 @@ std::vector<double> samples_of(const nlohmann::json& entry) {
 }
 
 // Whether the point's reported time is a mean over its samples (--aggregate rank-mean,
-// rank-max: IMB's and OSU's way) rather than their median.
+// rank-max, rank-min: IMB's and OSU's way) rather than their median.
 bool reports_mean(const nlohmann::json& entry) {
-    return entry.contains("aggregation") && (entry["aggregation"] == "rank-mean" || entry["aggregation"] == "rank-max");
+    return entry.contains("aggregation") && (entry["aggregation"] == "rank-mean" || entry["aggregation"] == "rank-max" ||
+                                             entry["aggregation"] == "rank-min");
 }
 
 std::string ratio_text(double value, double reference) {

@@ -11,7 +11,8 @@
 namespace parbench {
 namespace {
 
-using PointKey = std::tuple<std::string, std::uint64_t, DType, int, bool, std::string>;
+// -r all measures a rooted collective once per root: each root is a point of its own.
+using PointKey = std::tuple<std::string, std::uint64_t, DType, int, int, bool, std::string>;
 
 // alltoallv's "zipf:1.2 seed 1" ("... combine"), as compare names the point; "" without a skew.
 std::string skew_text(const CollectiveResult& r) {
@@ -21,7 +22,8 @@ std::string skew_text(const CollectiveResult& r) {
 }
 
 PointKey key_of(const CollectiveResult& r) {
-    return {r.collective, r.bytes, r.dtype, r.op ? static_cast<int>(*r.op) : -1, r.inplace, skew_text(r)};
+    return {r.collective, r.bytes, r.dtype, r.op ? static_cast<int>(*r.op) : -1, r.root.value_or(-1), r.inplace,
+            skew_text(r)};
 }
 
 }  // namespace
@@ -58,6 +60,7 @@ nlohmann::json repetitions_json(const std::vector<CollectiveResult>& results, in
                                 {"time_us", p.time_us},
                                 {"busbw_gbps", p.busbw_gbps},
                                 {"spread", p.spread}};
+        if (p.first->root) entry["root"] = *p.first->root;
         if (p.first->skew) entry["skew"] = skew_text(*p.first);
         points.push_back(std::move(entry));
     }

@@ -81,6 +81,8 @@ def check_consistent(report, ranks):
             check(math.isclose(reported, per_rank_mean, rel_tol=1e-9), f"{name}: rank-mean = mean of rank means")
         elif entry["aggregation"] == "rank-max":
             reported = max(r["mean_us"] for r in entry["per_rank"])
+        elif entry["aggregation"] == "rank-min":
+            reported = min(r["mean_us"] for r in entry["per_rank"])
         else:
             reported = median
         check(math.isclose(entry["reported_time_us"], reported, rel_tol=1e-9), f"{name}: reported time")
@@ -280,7 +282,7 @@ def case_placement_summary(ctx):
     check_consistent(report, 2)
     check(all(e["wrong"] is None and e["placement"] == "in" for e in report["results"]), "unchecked, in place")
     check(report["summary"]["status"] == "not checked", "summary says not checked")
-    check("off (--no-check)" in result.stdout and "not checked" in result.stdout, result.stdout)
+    check("off (-c 0 / --no-check)" in result.stdout and "not checked" in result.stdout, result.stdout)
     for entry in report["results"]:
         check(entry["aggregation"] == "rank0" and math.isclose(entry["reported_time_us"],
               entry["per_rank"][0]["median_us"], rel_tol=1e-9), "rank0 is rank 0's median")
@@ -353,7 +355,7 @@ def case_habits(ctx):
     check(f"(mean over the 6 measured points (3 sizes, out of place and in place)" in result.stdout, result.stdout)
     result = ctx.run(2, *base, "--placement", "out", "--no-check")
     check("(mean over the 3 measured sizes; an average, not a peak)" in result.stdout, result.stdout)
-    check(re.search(r"^# Out of bounds values : N/A \(--no-check\)$", result.stdout, re.M), result.stdout)
+    check(re.search(r"^# Out of bounds values : N/A \(-c 0 / --no-check\)$", result.stdout, re.M), result.stdout)
 
     # The gate: below it the run fails (exit 1, report failed, one error line with both figures).
     gates = [  # (flag, environment, exit status, source named)
