@@ -10,6 +10,7 @@
 
 #include "bench/collective_harness.hpp"
 #include "bench/watchdog.hpp"
+#include "cli/buffer_pages_flag.hpp"
 #include "cli/collective_groups.hpp"
 #include "cli/command.hpp"
 #include "cli/job_environment.hpp"
@@ -528,7 +529,7 @@ class CollectiveCommand : public Command {
                                              [&kept](const std::string& message) { kept.abandon(message); },
                                              std::move(progress));
         watchdog->enter({"setup", "start-up", 0, 0});
-        Backend backend = make_backend(resolved.backend, session, control);
+        Backend backend = make_run_backend(invocation, resolved.backend, session, control);
         // Once the device is known (a GPU's free memory is checked too), before any buffer.
         throw_if_any_rank_failed(
             control,
@@ -800,6 +801,7 @@ std::unique_ptr<Command> add_collective_command(CLI::App& app, const std::string
     command->given().csv = sub->add_option("--csv", o.csv_path, "Write the results as CSV");
     sub->add_option("--backend", o.backend, "auto (NCCL when every rank sees a GPU), mpi or nccl")
         ->capture_default_str();
+    add_buffer_pages_flag(*sub);
     sub->add_option("--groups", o.groups,
                     "Run the collective in concurrent groups: host (one per host), cross-host (one per local rank) "
                     "or N (consecutive ranks); busbw per group and the minimum");

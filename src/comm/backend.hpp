@@ -21,8 +21,9 @@ struct Backend {
 // "auto", "mpi" or "nccl"; UsageError naming --backend otherwise.
 BackendChoice parse_backend(const std::string& text);
 // auto prefers NCCL when this build has CUDA and every rank sees a GPU; a rank's answer is
-// agreed over `bootstrap` so that all ranks pick the same backend.
-Backend make_backend(BackendChoice choice, const MpiSession& session, Communicator& bootstrap);
+// agreed over `bootstrap` so that all ranks pick the same backend. `pages`: what the MPI
+// backend's host buffers ask for; NCCL's are GPU memory, which it does not apply to.
+Backend make_backend(BackendChoice choice, const MpiSession& session, Communicator& bootstrap, BufferPages pages);
 std::string backend_name(BackendChoice choice);
 
 }  // namespace parbench
