@@ -25,7 +25,8 @@ struct ReportSetup {
     std::string backend;
     std::string hosts;  // first host, "+N" when more
     std::string dtype;
-    std::string describe() const;  // "2 ranks, mpi, vm"
+    std::string pages;  // environment.buffer_pages.obtained: normal, huge, ...; "" in reports from before it
+    std::string describe() const;  // "2 ranks, mpi, vm, normal pages"
 };
 
 // Report r against the first at one point: a percentile bootstrap confidence interval of the
