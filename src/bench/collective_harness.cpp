@@ -124,7 +124,7 @@ RankTimes CollectiveHarness::time_samples(const PointSpec& spec, PreparedCall& o
     // Every wait on the other ranks is watched, bookkeeping included: a rank stopped while
     // the others gather would otherwise leave them waiting in an "idle" that never times out.
     watchdog_.enter({"results", "gathering rank times", bytes, 0});
-    RankTimes times = gather_rank_times(own, arrival, finish);
+    RankTimes times = gather_rank_times(control_, own, arrival, finish);
     counted.counters_by_rank = gather_thread_counters(counters_between(counters_before, counters_after), control_);
     counted.calls_per_rank = iters * static_cast<std::uint64_t>(ops_per_sample);
     watchdog_.idle();
@@ -132,18 +132,18 @@ RankTimes CollectiveHarness::time_samples(const PointSpec& spec, PreparedCall& o
 }
 
 // Outside timing: every rank's series to every rank, on the control communicator.
-RankTimes CollectiveHarness::gather_rank_times(const std::vector<double>& own, const std::vector<double>& arrival,
-                                               const std::vector<double>& finish) {
+RankTimes gather_rank_times(Communicator& control, const std::vector<double>& own, const std::vector<double>& arrival,
+                            const std::vector<double>& finish) {
     RankTimes times;
-    times.ranks = control_.size();
+    times.ranks = control.size();
     times.iterations = static_cast<int>(own.size());
     const std::size_t total = own.size() * static_cast<std::size_t>(times.ranks);
     times.own_us.resize(total);
     times.arrival_us.resize(total);
     times.finish_us.resize(total);
-    control_.allgather(own.data(), times.own_us.data(), own.size(), DType::float64);
-    control_.allgather(arrival.data(), times.arrival_us.data(), arrival.size(), DType::float64);
-    control_.allgather(finish.data(), times.finish_us.data(), finish.size(), DType::float64);
+    control.allgather(own.data(), times.own_us.data(), own.size(), DType::float64);
+    control.allgather(arrival.data(), times.arrival_us.data(), arrival.size(), DType::float64);
+    control.allgather(finish.data(), times.finish_us.data(), finish.size(), DType::float64);
     return times;
 }
 

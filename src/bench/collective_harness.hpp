@@ -78,8 +78,6 @@ class CollectiveHarness {
     Pointers prepare_buffers(const PointSpec& spec, const BufferShape& shape);
     void fill_inputs(const PointSpec& spec, const BufferShape& shape, const Pointers& pointers);
     RankTimes time_samples(const PointSpec& spec, PreparedCall& op, std::uint64_t bytes, PointMeasurement& counted);
-    RankTimes gather_rank_times(const std::vector<double>& own, const std::vector<double>& arrival,
-                                const std::vector<double>& finish);
     std::uint64_t count_wrong(const PointSpec& spec, const BufferShape& shape, const Pointers& pointers,
                               PreparedCall& op);
     Buffer& grow(Buffer& buffer, std::size_t bytes);
@@ -92,6 +90,11 @@ class CollectiveHarness {
     Buffer send_;
     Buffer recv_;
 };
+
+// Every rank's series of one point to every rank (rank-major), over `control`: the harness's own
+// times, and any other timed loop's (bench/moe_dispatch.cpp).
+RankTimes gather_rank_times(Communicator& control, const std::vector<double>& own, const std::vector<double>& arrival,
+                            const std::vector<double>& finish);
 
 // The input pattern of `rank` for a collective with these parameters.
 InputPattern input_pattern(const Collective& collective, const CollectiveParams& params, int nranks, int rank);

@@ -28,11 +28,11 @@ void add_buffer_pages_flag(CLI::App& command) {
 }
 
 Backend make_run_backend(const Invocation& invocation, BackendChoice choice, const MpiSession& session,
-                         Communicator& control) {
+                         Communicator& control, NcclLogLevel nccl_log) {
     const CLI::Option* flag = invocation.command->get_option_no_throw(flag_name);
     const bool given = flag != nullptr && flag->count() > 0;
     const BufferPages pages = given ? parse_buffer_pages(flag->as<std::string>()).value() : BufferPages::normal;
-    Backend backend = make_backend(choice, session, control, pages);
+    Backend backend = make_backend(choice, session, control, pages, nccl_log);
     if (given && backend.device->is_gpu() && control.rank() == 0)
         write_line(std::cerr, std::string("note: ") + flag_name + " " + buffer_pages_name(pages) +
                                   " is for host buffers; the " + std::string(backend.comm->backend()) +

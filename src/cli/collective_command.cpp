@@ -11,12 +11,15 @@
 #include "bench/collective_harness.hpp"
 #include "bench/watchdog.hpp"
 #include "cli/buffer_pages_flag.hpp"
+#include "cli/collective_background.hpp"
+#include "cli/collective_expectation.hpp"
 #include "cli/collective_groups.hpp"
 #include "cli/command.hpp"
 #include "cli/job_environment.hpp"
 #include "cli/job_watchdog.hpp"
 #include "cli/memory_check.hpp"
 #include "cli/mpi_scope.hpp"
+#include "cli/nccl_run_report.hpp"
 #include "cli/rank_agreement.hpp"
 #include "collectives/collective.hpp"
 #include "comm/backend.hpp"
@@ -50,6 +53,7 @@ struct CollectiveOptions {
     std::string timing = "per-iter";
     int batch_size = 10;
     bool graph = false;
+    bool nccl_choices = false;  // NCCL's per-call TUNING log: each point's algorithm, protocol, channels
     std::string placement = "both";
     bool inplace = false;  // shorthand for --placement in
     bool check = true;     // nccl-tests' -c 1: one checked run per size after timing
@@ -71,6 +75,8 @@ struct CollectiveOptions {
     std::string skew = "uniform";  // alltoallv's per-destination blocks (collectives/skew.hpp)
     std::uint64_t skew_seed = 1;
     std::string direction = "dispatch";  // alltoallv's blocks out or back (collectives/skew.hpp)
+    ExpectationOptions expectation;      // --cluster, --expect-host, --min-ratio
+    std::string background;              // --background gemm[:N]|stream[:BYTES]|collective[:BYTES]
 };
 
 // Where a rank's send and receive buffers start past a page (--buffer-offsets).
@@ -93,6 +99,8 @@ struct ResolvedOptions {
     std::optional<GroupsSpec> groups;
     std::vector<BufferOffsets> buffer_offsets{BufferOffsets{}};  // one for every rank, or one per rank
     std::optional<BusbwGate> min_busbw;
+    ExpectationPlan expectation;
+    std::optional<BackgroundSpec> background;
 };
 
 // --min-busbw, else nccl-tests' NCCL_TESTS_MIN_BW (GB/s), so a job script written for
@@ -141,6 +149,11 @@ void resolve_reporting(const CollectiveOptions& options, ResolvedOptions& resolv
     if (!threads || *threads == MpiThreadLevel::serialized)
         throw UsageError("--mpi-threads '" + options.mpi_threads + "': use single, funneled or multiple");
     resolved.mpi_threads = *threads;
+    if (!options.background.empty()) {
+        resolved.background = parse_background(options.background);
+        resolved.mpi_threads =
+            background_thread_level(*resolved.background, resolved.mpi_threads, options.mpi_threads != "single");
+    }
     if (options.verbose && options.quiet) throw UsageError("--verbose and --quiet contradict each other; give one");
     if (options.inject_straggler_us < 0) throw UsageError("--inject-straggler-us must be 0 or more");
     resolved.timing.inject_straggler_rank = options.inject_straggler_rank;
@@ -246,6 +259,7 @@ ResolvedOptions resolve(const CollectiveOptions& options) {
     resolve_reporting(options, resolved);
     resolved.buffer_offsets = parse_buffer_offsets(options.buffer_offsets, resolved.params.type);
     resolved.min_busbw = resolve_busbw_gate(options);
+    resolved.expectation = resolve_expectation(options.expectation);
     return resolved;
 }
 
@@ -287,6 +301,8 @@ nlohmann::json config_json(const CollectiveOptions& options, const ResolvedOptio
         {"mpi_threads", {{"requested", thread_level_name(resolved.mpi_threads)}}},
         {"timeout_s", options.timeout_s},
         {"min_busbw", resolved.min_busbw ? nlohmann::json(resolved.min_busbw->gbps) : nlohmann::json(nullptr)},
+        {"expected", to_json(resolved.expectation)},
+        {"background", resolved.background ? nlohmann::json(background_name(*resolved.background)) : nlohmann::json(nullptr)},
         {"backend_requested", options.backend},
     };
 }
@@ -472,6 +488,12 @@ TrafficImbalance traffic_imbalance(const RankTraffic& traffic, std::size_t eleme
     return imbalance;
 }
 
+// What a point is measured with besides the harness: its verdict, its run under a load.
+struct PointAddons {
+    const PointJudge& judge;
+    BackgroundRunner* background = nullptr;
+};
+
 class CollectiveCommand : public Command {
   public:
     explicit CollectiveCommand(std::string name) { options_.command = std::move(name); }
@@ -529,7 +551,13 @@ class CollectiveCommand : public Command {
                                              [&kept](const std::string& message) { kept.abandon(message); },
                                              std::move(progress));
         watchdog->enter({"setup", "start-up", 0, 0});
-        Backend backend = make_run_backend(invocation, resolved.backend, session, control);
+        Backend backend = make_run_backend(invocation, resolved.backend, session, control,
+                                           options_.nccl_choices ? NcclLogLevel::per_call : NcclLogLevel::init);
+        if (options_.nccl_choices && !backend.nccl_log)
+            throw UsageError("--nccl-choices reads NCCL's own log; this run uses MPI on host memory: drop it, or run "
+                             "on GPUs with --backend nccl");
+        NcclRunReport nccl(rank == 0 ? backend.nccl_log.get() : nullptr);
+        nccl.read_initialisation();
         // Once the device is known (a GPU's free memory is checked too), before any buffer.
         throw_if_any_rank_failed(
             control,
@@ -566,6 +594,20 @@ class CollectiveCommand : public Command {
         timing.recv_offset_bytes = offsets.recv;
         CollectiveHarness harness(group_data ? *group_data : *backend.comm, group_control ? *group_control : control,
                                   *backend.device, timing, *watchdog);
+        // Before the first point, while nothing else runs: the host measured for --expect-host.
+        watchdog->enter({"setup", "measuring this host's links for the expected values", 0, 0});
+        PointJudge judge(resolved.expectation, *backend.comm, *backend.device, hosts,
+                         *std::max_element(resolved.sizes.begin(), resolved.sizes.end()), oversubscribed(environment),
+                         resolved.timing.mode == TimingMode::per_iteration);
+        watchdog->idle();
+        report["expected_model"] = judge.model_json();
+        if (rank == 0 && !options_.quiet && judge.active()) std::cout << (judge.header_line() + '\n') << std::flush;
+        Placements placements = resolved.placements;
+        placements.verdicts = judge.active();
+        std::optional<BackgroundRunner> background;
+        if (resolved.background)
+            background.emplace(*resolved.background, group_data ? *group_data : *backend.comm,
+                               group_control ? *group_control : control, *backend.device);
         NvtxRange run_range("run " + options_.command);
         watchdog->idle();
 
@@ -574,7 +616,7 @@ class CollectiveCommand : public Command {
                                    (resolved.placements.in_place && resolved.placements.out_of_place ? 2 : 1);
         for (const Collective* collective : resolved.collectives) {
             if (rank == 0 && !options_.quiet)
-                print_console_columns(std::cout, column_title(*collective, resolved.params), resolved.placements,
+                print_console_columns(std::cout, column_title(*collective, resolved.params), placements,
                                       reported_statistic(resolved.aggregation));
             for (std::uint64_t requested : resolved.sizes) {
                 std::optional<CollectiveResult> halves[2];
@@ -585,7 +627,11 @@ class CollectiveCommand : public Command {
                         control.barrier();
                         watchdog->idle();
                     }
-                    halves[inplace] = measure_point(harness, *collective, requested, inplace, resolved, measured_ranks, hosts);
+                    judge.set_transport_note(nccl.transport_note());
+                    halves[inplace] =
+                        measure_point(harness, *collective, requested, inplace, resolved, measured_ranks, hosts,
+                                      {judge, background ? &*background : nullptr});
+                    if (nccl.active()) halves[inplace]->extra["nccl_choice"] = nccl.point_choice(std::string(collective->name()));
                     if (groups) {
                         watchdog->enter({"results", "gathering group figures", requested, 0});
                         combine_groups(*halves[inplace], *groups, session, control, options_.quiet);
@@ -593,14 +639,16 @@ class CollectiveCommand : public Command {
                     }
                     results.push_back(*halves[inplace]);
                 }
+                if (nccl.active()) report["nccl"] = nccl.to_json();
                 if (rank == 0)
-                    publish(results, report, resolved.placements, halves[0], halves[1], kept,
+                    publish(results, report, placements, halves[0], halves[1], kept,
                             std::to_string(results.size()) + " of " + std::to_string(points) +
                                 " points measured (the run is going on, or it ended before the rest)");
             }
         }
         const RunSummary summary = summarize_run(results, options_.check);
-        const std::optional<std::string> below_gate = busbw_gate_failure(summary, resolved.min_busbw);
+        std::optional<std::string> below_gate = busbw_gate_failure(summary, resolved.min_busbw);
+        if (!below_gate) below_gate = min_ratio_failure(results, resolved.expectation.min_ratio);
         if (rank == 0) {
             report["finished_at"] = utc_now_iso8601();
             report["summary"] = to_json(summary);
@@ -612,6 +660,10 @@ class CollectiveCommand : public Command {
             else
                 write_reports(results, report, kept, RunStatus::complete);
             close_console(summary, resolved, below_gate);
+            if (nccl.active() && !options_.quiet) {
+                write_line(std::cout, nccl.header_line());
+                for (const NcclWarning& warning : nccl.warnings()) write_line(std::cerr, "warning: " + warning.text);
+            }
         }
         // The gate is the first rank's verdict (with --groups each rank's summary is its group's),
         // so that every rank exits alike.
@@ -642,7 +694,7 @@ class CollectiveCommand : public Command {
 
     CollectiveResult measure_point(CollectiveHarness& harness, const Collective& collective, std::uint64_t requested,
                                    bool inplace, const ResolvedOptions& resolved, int nranks,
-                                   const std::vector<std::string>& hosts) const {
+                                   const std::vector<std::string>& hosts, const PointAddons& addons) const {
         CollectiveResult result;
         result.collective = std::string(collective.name());
         result.requested_bytes = requested;
@@ -675,6 +727,11 @@ class CollectiveCommand : public Command {
         result.wrong = measurement.wrong;
         derive_statistics(result, measurement.times, hosts);
         add_thread_counters(result, std::move(measurement.counters_by_rank), measurement.calls_per_rank);
+        addons.judge.judge(result, collective, resolved.params);
+        if (addons.background)
+            addons.background->measure_under_load(
+                harness, spec, result, hosts,
+                resolved.timing.iters * (resolved.timing.mode == TimingMode::batched ? resolved.timing.batch_size : 1));
         return result;
     }
 
@@ -701,6 +758,8 @@ class CollectiveCommand : public Command {
         if (!options_.quiet) {
             print_console_row(std::cout, placements, out_of_place ? &*out_of_place : nullptr,
                               in_place ? &*in_place : nullptr);
+            for (const auto* half : {&out_of_place, &in_place})
+                if (*half && !background_line(**half).empty()) std::cout << (background_line(**half) + '\n');
             std::cout << std::flush;
         }
         if (options_.verbose)
@@ -780,10 +839,18 @@ std::unique_ptr<Command> add_collective_command(CLI::App& app, const std::string
         ->capture_default_str();
     command->given().batch_size = sub->add_option("--batch-size", o.batch_size, "Ops per sample in batched timing")->capture_default_str();
     sub->add_flag("--graph", o.graph, "Replay the op(s) of a sample from a CUDA graph (GPU only)");
+    sub->add_flag("--nccl-choices", o.nccl_choices,
+                  "NCCL backend: record each point's algorithm, protocol and channels from NCCL's per-call tuning log "
+                  "(rank 0 then writes a log line inside every timed call)");
     sub->add_option("--buffer-offsets", o.buffer_offsets,
                     "SEND[,RECV]: start the send and receive buffers this many bytes past a page (default 0,0); "
                     "SEND,RECV:SEND,RECV...: one pair per rank (docs/reproducing.md: IMB-MPI1's placement)");
     add_reporting_flags(*sub, o);
+    add_expectation_flags(*sub, o.expectation);
+    sub->add_option("--background", o.background,
+                    "Measure every point again under a load on every rank: gemm[:N], stream[:BYTES] or "
+                    "collective[:BYTES] (a second communicator); each row reports both times, the slowdown and the "
+                    "load's throughput without and with the collective");
     command->given().skew =
         sub->add_option("--skew", o.skew,
                         "alltoallv's per-destination blocks: uniform, zipf:S (destination p of the seeded popularity "

@@ -34,5 +34,6 @@ std::unique_ptr<Command> add_info_command(CLI::App& app);
 std::unique_ptr<Command> add_pairs_command(CLI::App& app);
 std::unique_ptr<Command> add_train_command(CLI::App& app);
 std::unique_ptr<Command> add_plan_command(CLI::App& app);
+std::unique_ptr<Command> add_moe_dispatch_command(CLI::App& app);
 
 }  // namespace parbench

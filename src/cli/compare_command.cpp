@@ -3,8 +3,13 @@
 // reports that share nothing are exit 2 saying what each holds; and --threshold R is exit 3
 // when a shared point's busbw fell below R times the first report's beyond run-to-run noise
 // (its --confidence interval, a bootstrap over both reports' samples, lies below 1).
+// NCCL Inspector logs (files, or the folder the plugin wrote them in) given with reports are set
+// against them instead: the in-job busbw of each (collective, size bucket, group size) beside the
+// benchmark's (report/inspector_compare.hpp); --threshold R then gates those ratios.
+#include <algorithm>
 #include <cmath>
 #include <filesystem>
+#include <fstream>
 #include <iostream>
 #include <sstream>
 
@@ -13,6 +18,7 @@
 #include "core/error.hpp"
 #include "core/json_file.hpp"
 #include "report/compare.hpp"
+#include "report/inspector_compare.hpp"
 
 namespace parbench {
 namespace {
@@ -42,6 +48,52 @@ std::string count_line(const Comparison& comparison) {
     return line.str();
 }
 
+std::string read_text(const std::string& path) {
+    std::ifstream file(path, std::ios::binary);
+    if (!file) throw UsageError("cannot read '" + path + "'; give report files written with --json or NCCL Inspector logs");
+    std::ostringstream text;
+    text << file.rdbuf();
+    return text.str();
+}
+
+// The Inspector logs of a folder (NCCL_INSPECTOR_DUMP_DIR: *.log or *.jsonl files, in sub-folders
+// too), in path order; none when it holds none.
+std::vector<std::string> inspector_logs_in(const std::string& folder) {
+    std::vector<std::string> logs;
+    for (const auto& entry : std::filesystem::recursive_directory_iterator(folder)) {
+        const std::string extension = entry.path().extension().string();
+        if (entry.is_regular_file() && (extension == ".log" || extension == ".jsonl") &&
+            looks_like_inspector_log(read_text(entry.path().string())))
+            logs.push_back(entry.path().string());
+    }
+    std::sort(logs.begin(), logs.end());
+    return logs;
+}
+
+// The arguments split into NCCL Inspector logs (a folder of them, or a file whose first line is
+// a record) and the rest, the reports.
+struct InJobInputs {
+    std::vector<std::string> logs;
+    std::vector<std::string> reports;
+};
+
+InJobInputs split_in_job_inputs(const std::vector<std::string>& paths) {
+    InJobInputs inputs;
+    for (const std::string& path : paths) {
+        std::error_code error;
+        if (std::filesystem::is_directory(path, error)) {
+            const std::vector<std::string> logs = inspector_logs_in(path);
+            if (logs.empty()) inputs.reports.push_back(path);  // refused below, as a folder always was
+            inputs.logs.insert(inputs.logs.end(), logs.begin(), logs.end());
+        } else if (std::filesystem::is_regular_file(path, error) && looks_like_inspector_log(read_text(path))) {
+            inputs.logs.push_back(path);
+        } else {
+            inputs.reports.push_back(path);
+        }
+    }
+    return inputs;
+}
+
 class CompareCommand : public Command {
   public:
     std::vector<std::string> paths;
@@ -52,7 +104,9 @@ class CompareCommand : public Command {
     bool allow_partial = false;
 
     void validate() const override {
-        if (paths.size() < 2) throw UsageError("compare needs at least two reports: parbench compare A.json B.json");
+        if (paths.size() < 2)
+            throw UsageError("compare needs at least two files: parbench compare A.json B.json, or NCCL Inspector logs "
+                             "and a report (parbench compare inspector-dir/ bench.json)");
         if (markdown && csv) throw UsageError("--markdown and --csv exclude each other; pick one");
         if (threshold && !(std::isfinite(*threshold) && *threshold > 0))
             throw UsageError("--threshold is a busbw ratio to the first report, a positive number (e.g. 0.9)");
@@ -62,6 +116,7 @@ class CompareCommand : public Command {
     }
 
     int run(Invocation&) override {
+        if (const InJobInputs in_job = split_in_job_inputs(paths); !in_job.logs.empty()) return run_in_job(in_job);
         const std::vector<std::string> labels = distinct_labels(paths);
         std::vector<LabelledReport> reports;
         for (std::size_t i = 0; i < paths.size(); ++i) {
@@ -87,6 +142,51 @@ class CompareCommand : public Command {
         write_line(std::cerr, error.str());
         return regression_exit_code;
     }
+
+  private:
+    // Inspector logs against the reports: the in-job table, and exit 3 when --threshold is given
+    // and a group's ratio lies below it.
+    int run_in_job(const InJobInputs& inputs) const {
+        if (inputs.reports.empty())
+            throw UsageError("NCCL Inspector logs need a parbench report to be set against: add one written by "
+                             "parbench <collective>|all --json on the job's group size");
+        std::vector<InspectorRecord> records;
+        for (const std::string& log : inputs.logs)
+            for (InspectorRecord& record : parse_inspector_log(read_text(log), log)) records.push_back(std::move(record));
+        const std::vector<std::string> labels = distinct_labels(inputs.reports);
+        std::vector<LabelledReport> reports;
+        for (std::size_t i = 0; i < inputs.reports.size(); ++i) {
+            std::error_code error;
+            if (std::filesystem::is_directory(inputs.reports[i], error))
+                throw UsageError("'" + inputs.reports[i] + "' is a folder without NCCL Inspector logs (*.log, *.jsonl); "
+                                 "give report files or the folder NCCL_INSPECTOR_DUMP_DIR named");
+            reports.push_back({labels[i], read_json_file(inputs.reports[i])});
+            check_report_status(reports.back(), allow_partial);
+        }
+        const CompareFormat format =
+            markdown ? CompareFormat::markdown : (csv ? CompareFormat::csv : CompareFormat::console);
+        const InJobComparison comparison = compare_in_job(records, reports);
+        std::cout << render(comparison, format) << std::flush;
+        std::size_t low = 0, unmatched = 0, below = 0;
+        for (const InJobRow& row : comparison.rows) {
+            low += row.verdict == "LOW" ? 1 : 0;
+            unmatched += row.ratio ? 0 : 1;
+            if (!threshold || !row.ratio || *row.ratio >= *threshold) continue;
+            ++below;
+            std::ostringstream line;
+            line << "error: in-job " << row.collective << " " << row.bucket_bytes << " B bucket on " << row.n_ranks
+                 << " ranks: busbw " << row.job_busbw_gbps << " GB/s is " << *row.ratio << "x of the benchmark's "
+                 << *row.bench_busbw_gbps << " GB/s (" << row.bench_report << "), below --threshold " << *threshold;
+            write_line(std::cerr, line.str());
+        }
+        std::ostringstream count;
+        count << "compare: " << comparison.rows.size() << " in-job groups from " << comparison.records
+              << " Inspector records in " << inputs.logs.size() << " log(s); " << low << " LOW, " << unmatched
+              << " without a benchmark point";
+        if (comparison.untimed_records > 0) count << "; " << comparison.untimed_records << " records without a time left out";
+        write_line(std::cerr, count.str());
+        return below > 0 ? regression_exit_code : 0;
+    }
 };
 
 }  // namespace
@@ -94,7 +194,10 @@ class CompareCommand : public Command {
 std::unique_ptr<Command> add_compare_command(CLI::App& app) {
     auto command = std::make_unique<CompareCommand>();
     CLI::App* sub = app.add_subcommand("compare", "Line up the points that several reports share (no MPI needed)");
-    sub->add_option("reports", command->paths, "Report files written with --json")->required();
+    sub->add_option("reports", command->paths,
+                    "Report files written with --json; NCCL Inspector logs (or their folder) beside a report set "
+                    "in-job figures against it")
+        ->required();
     sub->add_flag("--markdown", command->markdown, "Print a Markdown table");
     sub->add_flag("--csv", command->csv, "Print CSV");
     sub->add_option("--threshold", command->threshold,

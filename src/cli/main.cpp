@@ -37,6 +37,7 @@ int run(int& argc, char**& argv) {
     add(add_pairs_command(app));
     add(add_train_command(app));
     add(add_plan_command(app));
+    add(add_moe_dispatch_command(app));
 
     const auto known = [&](const std::string& name) {
         const auto subcommands = app.get_subcommands([&](CLI::App* sub) { return sub->get_name() == name; });
@@ -79,7 +80,8 @@ int run(int& argc, char**& argv) {
 bool peers_wait_in_mpi(int argc, char** argv) {
     if (parbench::launcher_world_size() < 2 || argc < 2) return false;
     const std::string command = argv[1];
-    bool measuring = command == "all" || command == "train" || command == "pairs" || command == "info";
+    bool measuring = command == "all" || command == "train" || command == "pairs" || command == "info" ||
+                     command == "moe-dispatch";
     for (const parbench::Collective* collective : parbench::all_collectives())
         measuring = measuring || command == collective->name();
     if (!measuring) return false;

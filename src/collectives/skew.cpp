@@ -129,6 +129,16 @@ std::vector<int> popularity_order(int nranks, std::uint64_t seed) {
     return order;
 }
 
+std::vector<double> destination_weights(int n, const Skew& skew) {
+    const std::vector<std::uint64_t> by_position = weights_by_position(n, skew);
+    const double total = static_cast<double>(std::accumulate(by_position.begin(), by_position.end(), std::uint64_t{0}));
+    const std::vector<int> order = popularity_order(n, skew.seed);
+    std::vector<double> weights(static_cast<std::size_t>(n));
+    for (std::size_t p = 0; p < weights.size(); ++p)
+        weights[static_cast<std::size_t>(order[p])] = static_cast<double>(by_position[p]) / total;
+    return weights;
+}
+
 std::vector<std::size_t> destination_counts(std::size_t count, int nranks, const Skew& skew) {
     const auto n = static_cast<std::size_t>(nranks);
     const std::vector<std::uint64_t> weights = weights_by_position(nranks, skew);

@@ -59,6 +59,11 @@ std::optional<std::string> skew_refusal(const Skew& skew, int nranks);
 // same on every host and compiler).
 std::vector<int> popularity_order(int nranks, std::uint64_t seed);
 
+// Each of n destinations' weight, indexed by destination (not by popularity), summing to 1:
+// the distribution destination_counts apportions, for a caller that draws from it (an MoE
+// router's top-k over experts: bench/moe_dispatch.hpp).
+std::vector<double> destination_weights(int n, const Skew& skew);
+
 // Elements every rank sends to each destination rank (indexed by rank): sums to `count`.
 std::vector<std::size_t> destination_counts(std::size_t count, int nranks, const Skew& skew);
 

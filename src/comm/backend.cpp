@@ -24,14 +24,15 @@ std::string backend_name(BackendChoice choice) {
     return "?";
 }
 
-Backend make_backend(BackendChoice choice, const MpiSession& session, Communicator& bootstrap, BufferPages pages) {
+Backend make_backend(BackendChoice choice, const MpiSession& session, Communicator& bootstrap, BufferPages pages,
+                     NcclLogLevel nccl_log) {
     // --backend mpi needs no GPU count: the CUDA plugin stays unloaded, and so do the CUDA
     // libraries (device/cuda_plugin.hpp). Every rank was given the same choice.
     const int local_gpus = choice == BackendChoice::mpi ? 0 : visible_gpu_count();
     int fewest_gpus = 0;
     bootstrap.allreduce(&local_gpus, &fewest_gpus, 1, DType::int32, ReduceOp::min);
     const bool use_nccl = choice == BackendChoice::nccl || (choice == BackendChoice::automatic && fewest_gpus > 0);
-    if (!use_nccl) return Backend{std::make_unique<CpuDevice>(pages), MpiCommunicator::world()};
+    if (!use_nccl) return Backend{std::make_unique<CpuDevice>(pages), MpiCommunicator::world(), nullptr};
     const CudaPlugin& plugin = cuda_plugin();
     if (!plugin.built)
         throw UsageError("--backend nccl: this parbench was built without CUDA; rebuild with the CUDA toolkit and "
@@ -41,8 +42,9 @@ Backend make_backend(BackendChoice choice, const MpiSession& session, Communicat
                          (plugin.entries == nullptr ? plugin.unavailable_reason
                                                     : std::string("check CUDA_VISIBLE_DEVICES and the driver")) +
                          "); use --backend mpi to measure on host memory");
+    auto log = nccl_log == NcclLogLevel::none ? nullptr : std::make_unique<NcclLogCapture>(nccl_log);
     NcclBackend nccl = plugin.entries->make_nccl_backend(session, bootstrap);
-    return Backend{std::move(nccl.device), std::move(nccl.comm)};
+    return Backend{std::move(nccl.device), std::move(nccl.comm), std::move(log)};
 }
 
 }  // namespace parbench

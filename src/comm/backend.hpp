@@ -7,6 +7,7 @@
 
 #include "comm/communicator.hpp"
 #include "comm/mpi_session.hpp"
+#include "comm/nccl_log_capture.hpp"
 #include "device/device.hpp"
 
 namespace parbench {
@@ -16,6 +17,7 @@ enum class BackendChoice { automatic, mpi, nccl };
 struct Backend {
     std::unique_ptr<Device> device;
     std::unique_ptr<Communicator> comm;
+    std::unique_ptr<NcclLogCapture> nccl_log;  // NCCL's log when asked for (NCCL backend only)
 };
 
 // "auto", "mpi" or "nccl"; UsageError naming --backend otherwise.
@@ -23,7 +25,9 @@ BackendChoice parse_backend(const std::string& text);
 // auto prefers NCCL when this build has CUDA and every rank sees a GPU; a rank's answer is
 // agreed over `bootstrap` so that all ranks pick the same backend. `pages`: what the MPI
 // backend's host buffers ask for; NCCL's are GPU memory, which it does not apply to.
-Backend make_backend(BackendChoice choice, const MpiSession& session, Communicator& bootstrap, BufferPages pages);
+// `nccl_log`: what of NCCL's own log to capture before NCCL starts (comm/nccl_log_capture.hpp).
+Backend make_backend(BackendChoice choice, const MpiSession& session, Communicator& bootstrap, BufferPages pages,
+                     NcclLogLevel nccl_log = NcclLogLevel::none);
 std::string backend_name(BackendChoice choice);
 
 }  // namespace parbench

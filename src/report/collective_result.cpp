@@ -124,6 +124,8 @@ nlohmann::json to_json(const CollectiveResult& result) {
     }
     entry["warnings"] = warnings;
     if (!result.groups.is_null()) entry["groups"] = result.groups;
+    if (result.verdict) entry.update(to_json(*result.verdict));
+    if (result.extra.is_object()) entry.update(result.extra);
     entry["warning_kinds"] = kinds;
     return entry;
 }

@@ -16,6 +16,7 @@
 #include "bench/straggler.hpp"
 #include "bench/thread_counters.hpp"
 #include "core/dtype.hpp"
+#include "report/verdict.hpp"
 
 namespace parbench {
 
@@ -77,6 +78,8 @@ struct CollectiveResult {
     std::vector<ThreadCounters> counters_by_rank;
     std::uint64_t counted_calls = 0;
     nlohmann::json groups;              // with --groups: every group's figures and the minimum (cli/collective_groups.hpp)
+    std::optional<PointVerdict> verdict;  // against the expected value, when the run has a model (--cluster, --expect-host)
+    nlohmann::json extra;                 // keys of the run's options: "background", "nccl_choice" (cli/)
 };
 
 // Fills samples, statistics, per-rank figures, the straggler and bandwidths from every

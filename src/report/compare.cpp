@@ -94,14 +94,6 @@ std::string noise_text(const NoiseVerdict& noise) {
     return text.str();
 }
 
-// A label holding a comma or quote is quoted, as RFC 4180 says.
-std::string csv_cell(const std::string& cell) {
-    if (cell.find_first_of(",\"\n") == std::string::npos) return cell;
-    std::string quoted = "\"";
-    for (char c : cell) quoted += c == '"' ? std::string("\"\"") : std::string(1, c);
-    return quoted + "\"";
-}
-
 std::vector<std::vector<std::string>> table_rows(const Comparison& comparison) {
     std::vector<std::vector<std::string>> rows;
     std::vector<std::string> heading{"collective", "bytes", "dtype", "op", "inplace"};
@@ -480,42 +472,13 @@ ThresholdVerdict judge_threshold(const Comparison& comparison, double threshold,
 }
 
 std::string render(const Comparison& comparison, CompareFormat format) {
-    const auto rows = table_rows(comparison);
-    std::ostringstream out;
     std::string missing_note;
     if (comparison.unshared > 0)
         missing_note = "# " + std::to_string(comparison.unshared) + " point(s) of " + comparison.labels.front() +
                        " are missing from another report and are not shown\n";
-    if (format == CompareFormat::csv) {
-        for (const auto& row : rows) {
-            for (std::size_t c = 0; c < row.size(); ++c) out << (c ? "," : "") << csv_cell(row[c]);
-            out << '\n';
-        }
-        return out.str() + missing_note;
-    }
-    if (format == CompareFormat::markdown) {
-        for (std::size_t r = 0; r < rows.size(); ++r) {
-            out << '|';
-            for (const auto& cell : rows[r]) out << ' ' << cell << " |";
-            out << '\n';
-            if (r == 0) {
-                out << '|';
-                for (std::size_t c = 0; c < rows[r].size(); ++c) out << (c < 5 ? " --- |" : " ---: |");
-                out << '\n';
-            }
-        }
-        if (!missing_note.empty()) out << '\n' << missing_note.substr(2);
-        return out.str();
-    }
-    std::vector<std::size_t> widths(rows.front().size(), 0);
-    for (const auto& row : rows)
-        for (std::size_t c = 0; c < row.size(); ++c) widths[c] = std::max(widths[c], row[c].size());
-    for (const auto& row : rows) {
-        for (std::size_t c = 0; c < row.size(); ++c)
-            out << (c ? "  " : "") << std::setw(static_cast<int>(widths[c])) << row[c];
-        out << '\n';
-    }
-    return out.str() + missing_note;
+    const std::string text = render_table(table_rows(comparison), format, 5);
+    if (format == CompareFormat::markdown) return missing_note.empty() ? text : text + '\n' + missing_note.substr(2);
+    return text + missing_note;
 }
 
 }  // namespace parbench

@@ -12,6 +12,8 @@
 #include <string>
 #include <vector>
 
+#include "report/text_table.hpp"
+
 namespace parbench {
 
 struct LabelledReport {
@@ -87,7 +89,7 @@ NoiseVerdict bootstrap_ratio(const std::vector<double>& a, const std::vector<dou
                              bool means, double confidence, int resamples, std::uint64_t seed);
 }  // namespace detail
 
-enum class CompareFormat { console, markdown, csv };
+using CompareFormat = TableFormat;  // console, markdown, csv
 std::string render(const Comparison& comparison, CompareFormat format);
 
 struct ThresholdVerdict {

@@ -9,10 +9,11 @@ namespace parbench {
 namespace {
 
 constexpr int half_width = 36;  // time, algbw, busbw, #wrong
+constexpr int verdict_width = 13;  // ratio, verdict
 
-void print_half(std::ostream& out, const CollectiveResult* result) {
+void print_half(std::ostream& out, const CollectiveResult* result, bool verdicts) {
     if (result == nullptr || result->skipped) {
-        out << std::setw(half_width) << "skipped";
+        out << std::setw(half_width + (verdicts ? verdict_width : 0)) << "skipped";
         return;
     }
     const auto flags = out.flags();
@@ -20,6 +21,14 @@ void print_half(std::ostream& out, const CollectiveResult* result) {
         << result->algbw_gbps << std::setw(9) << result->busbw_gbps;
     out.flags(flags);
     out << std::setw(7) << (result->wrong ? std::to_string(*result->wrong) : "N/A");
+    if (!verdicts) return;
+    if (!result->verdict) {
+        out << std::setw(verdict_width) << "-";
+        return;
+    }
+    out << std::fixed << std::setprecision(2) << std::setw(7) << result->verdict->ratio << std::setw(6)
+        << result->verdict->verdict;
+    out.flags(flags);
 }
 
 }  // namespace
@@ -54,8 +63,9 @@ void print_console_columns(std::ostream& out, const std::string& collective, Pla
     const int halves = (placements.out_of_place ? 1 : 0) + (placements.in_place ? 1 : 0);
     out << "#\n# " << collective << '\n';
     out << "# " << std::setw(49) << "";
-    if (placements.out_of_place) out << std::setw(half_width) << "out-of-place";
-    if (placements.in_place) out << std::setw(half_width) << "in-place";
+    const int width = half_width + (placements.verdicts ? verdict_width : 0);
+    if (placements.out_of_place) out << std::setw(width) << "out-of-place";
+    if (placements.in_place) out << std::setw(width) << "in-place";
     out << '\n';
     out << "# " << std::setw(12) << "size" << std::setw(12) << "count" << std::setw(10) << "type" << std::setw(8)
         << "redop" << std::setw(7) << "root";
@@ -63,13 +73,17 @@ void print_console_columns(std::ostream& out, const std::string& collective, Pla
     const char* time_label = time_statistic == "median"               ? "time_med"
                              : time_statistic == "mean of rank means" ? "t_avg"
                                                                       : "t_max";
-    for (int h = 0; h < halves; ++h)
+    for (int h = 0; h < halves; ++h) {
         out << std::setw(11) << time_label << std::setw(9) << "algbw"
             << std::setw(9) << "busbw" << std::setw(7) << "#wrong";
+        if (placements.verdicts) out << std::setw(7) << "ratio" << std::setw(6) << "vs";
+    }
     out << '\n';
     out << "# " << std::setw(12) << "(B)" << std::setw(12) << "(elements)" << std::setw(25) << "";
-    for (int h = 0; h < halves; ++h)
+    for (int h = 0; h < halves; ++h) {
         out << std::setw(11) << "(us)" << std::setw(9) << "(GB/s)" << std::setw(9) << "(GB/s)" << std::setw(7) << "";
+        if (placements.verdicts) out << std::setw(7) << "(x exp)" << std::setw(6) << "model";
+    }
     out << '\n';
 }
 
@@ -82,12 +96,23 @@ void print_console_row(std::ostream& out, Placements placements, const Collectiv
         << std::setw(10) << dtype_name(any.dtype) << std::setw(8)
         << (any.op ? std::string(reduce_op_name(*any.op)) : "none") << std::setw(7)
         << (any.root ? std::to_string(*any.root) : "-");
-    if (placements.out_of_place) print_half(out, out_of_place);
-    if (placements.in_place) print_half(out, in_place);
+    if (placements.out_of_place) print_half(out, out_of_place, placements.verdicts);
+    if (placements.in_place) print_half(out, in_place, placements.verdicts);
     for (const CollectiveResult* half : {out_of_place, in_place})
         if (half != nullptr && half->skipped)
             out << "  (" << (half->inplace ? "in-place" : "out-of-place") << " skipped: " << *half->skipped << ')';
     out << '\n';
+    // What a verdict other than ok points to, and the expected figure it was judged against.
+    for (const CollectiveResult* half : {out_of_place, in_place})
+        if (half != nullptr && half->verdict && half->verdict->verdict != "ok") {
+            const auto flags = out.flags();
+            out << std::fixed << std::setprecision(2) << "#   " << (half->inplace ? "in-place" : "out-of-place") << ' '
+                << half->verdict->verdict << ": expected " << half->verdict->expected.busbw_gbps << " GB/s busbw ("
+                << half->verdict->expected.algorithm
+                << (half->verdict->expected.protocol.empty() ? "" : "/" + half->verdict->expected.protocol) << ", "
+                << half->verdict->expected.time_us << " us); " << half->verdict->cause << '\n';
+            out.flags(flags);
+        }
     // Uneven traffic (alltoallv): the halves share their blocks, so one line tells both.
     for (const CollectiveResult* half : {out_of_place, in_place})
         if (half != nullptr && half->imbalance) {

@@ -20,6 +20,7 @@ void print_console_header(std::ostream& out, const nlohmann::json& frame, const 
 struct Placements {
     bool out_of_place = true;
     bool in_place = true;
+    bool verdicts = false;  // each half ends with the ratio to the expected busbw and the verdict
 };
 void print_console_columns(std::ostream& out, const std::string& collective, Placements placements,
                            std::string_view time_statistic);
