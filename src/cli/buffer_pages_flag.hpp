@@ -14,8 +14,9 @@ namespace parbench {
 // Adds the flag to a command; a value other than normal or huge is refused as it is parsed.
 void add_buffer_pages_flag(CLI::App& command);
 
-// make_backend (its `nccl_log` passed on) with the pages the invocation's --buffer-pages asks for. A GPU backend's buffers
-// are device memory, which the flag does not apply to: given there, rank 0 says it is ignored.
+// make_backend with the pages the invocation's --buffer-pages asks for (and `nccl_log` passed
+// on). A GPU backend's buffers are device memory, which the flag does not apply to: given there,
+// rank 0 says it is ignored.
 Backend make_run_backend(const Invocation& invocation, BackendChoice choice, const MpiSession& session,
                          Communicator& control, NcclLogLevel nccl_log = NcclLogLevel::none);
 

@@ -47,24 +47,26 @@ class ThpFolder : public ::testing::Test {
         std::filesystem::create_directories(root_ / "hugepages-2048kB");
     }
     void TearDown() override { std::filesystem::remove_all(root_); }
-    void write(const std::string& file, const std::string& line) { std::ofstream(root_ / file) << line << '\n'; }
+    // The setting read from a folder whose three files hold these lines.
+    ThpSetting read(const std::string& enabled, const std::string& defrag, const std::string& size_2048kb) {
+        std::ofstream(root_ / "enabled") << enabled << '\n';
+        std::ofstream(root_ / "defrag") << defrag << '\n';
+        std::ofstream(root_ / "hugepages-2048kB" / "enabled") << size_2048kb << '\n';
+        return read_thp_setting(root_.string());
+    }
     std::filesystem::path root_;
 };
 
 TEST_F(ThpFolder, TheTopLevelSettingHoldsWhereTheHugePageSizeInherits) {
-    write("enabled", "always [madvise] never");
-    write("defrag", "always defer defer+madvise [madvise] never");
-    write("hugepages-2048kB/enabled", "always [inherit] madvise never");
-    const ThpSetting setting = read_thp_setting(root_.string());
+    const ThpSetting setting =
+        read("always [madvise] never", "always defer defer+madvise [madvise] never", "always [inherit] madvise never");
     EXPECT_EQ(setting.enabled, "madvise");
     EXPECT_EQ(setting.defrag, "madvise");
 }
 
 TEST_F(ThpFolder, AHugePageSizeSetApartOverridesTheTopLevel) {
-    write("enabled", "always [madvise] never");
-    write("defrag", "[always] defer defer+madvise madvise never");
-    write("hugepages-2048kB/enabled", "[always] inherit madvise never");
-    const ThpSetting setting = read_thp_setting(root_.string());
+    const ThpSetting setting =
+        read("always [madvise] never", "[always] defer defer+madvise madvise never", "[always] inherit madvise never");
     EXPECT_EQ(setting.enabled, "always");
     EXPECT_EQ(setting.defrag, "always");
 }
