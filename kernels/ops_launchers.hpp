@@ -37,11 +37,10 @@ void launch_gelu_forward(float* out, const float* inp, std::size_t n, GpuStream 
 void launch_gelu_backward(float* dinp, const float* inp, const float* dout, std::size_t n, GradientWrite write,
                           GpuStream stream);
 
-// attention.cu
-void launch_attention_forward(float* out, float* preatt, float* att, const float* qkv, int B, int T, int C, int NH,
-                              GpuStream stream);
-void launch_attention_backward(float* dqkv, float* dpreatt, float* datt, const float* dout, const float* qkv,
-                               const float* att, int B, int T, int C, int NH, GpuStream stream);
+// attention.cu: the softmax between CudaOps' attention GEMMs, over (B, NH, T, T) scores
+void launch_attention_softmax(float* att, float* preatt, int B, int NH, int T, GpuStream stream);
+void launch_attention_softmax_backward(float* dpreatt, const float* datt, const float* att, int B, int NH, int T,
+                                       GpuStream stream);
 
 // rmsnorm.cu, swiglu.cu, rope.cu, gqa_attention.cu: Llama's ops
 void launch_rmsnorm_forward(float* out, float* rstd, const float* inp, const float* weight, int N, int C, float eps,

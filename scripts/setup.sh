@@ -27,7 +27,7 @@ if [[ ! -f $build_dir/CMakeCache.txt ]] || ! grep -q "^PARBENCH_CUDA:STRING=$cud
   # ccache: a second build folder (MPICH beside Open MPI) then compiles only the files whose
   # preprocessed source differs, those that include mpi.h; the rest are the first build's.
   cmake -S "$root" -B "$build_dir" -DCMAKE_BUILD_TYPE=Release -DPARBENCH_CUDA="$cuda" -DPARBENCH_MPI="$mpi" \
-    -DCMAKE_CXX_COMPILER_LAUNCHER=ccache >"$build_dir/setup-configure.log" 2>&1 ||
+    -DCMAKE_CXX_COMPILER_LAUNCHER=ccache -DCMAKE_CUDA_COMPILER_LAUNCHER=ccache >"$build_dir/setup-configure.log" 2>&1 ||
     { cat "$build_dir/setup-configure.log"; exit 1; }
 fi
 targets=()

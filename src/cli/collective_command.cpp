@@ -11,6 +11,7 @@
 #include "bench/collective_harness.hpp"
 #include "bench/watchdog.hpp"
 #include "cli/buffer_pages_flag.hpp"
+#include "cli/call_arguments_check.hpp"
 #include "cli/collective_background.hpp"
 #include "cli/collective_expectation.hpp"
 #include "cli/collective_groups.hpp"
@@ -21,7 +22,9 @@
 #include "cli/mpi_scope.hpp"
 #include "cli/nccl_run_report.hpp"
 #include "cli/rank_agreement.hpp"
+#include "cli/stop_signals.hpp"
 #include "collectives/collective.hpp"
+#include "collectives/one_rank_shortcut.hpp"
 #include "comm/backend.hpp"
 #include "comm/mpi_session.hpp"
 #include "core/console.hpp"
@@ -34,6 +37,7 @@
 #include "report/console_table.hpp"
 #include "report/csv_report.hpp"
 #include "report/kept_report.hpp"
+#include "report/repetitions.hpp"
 #include "report/report_document.hpp"
 
 namespace parbench {
@@ -71,12 +75,14 @@ struct CollectiveOptions {
     std::string groups;  // --groups: host, cross-host or N
     std::optional<int> inject_straggler_rank;
     double inject_straggler_us = 2000.0;
+    double inject_slowdown = 1.0;  // fault injection: busbw reads about this fraction (bench/collective_harness.hpp)
     std::string buffer_offsets;  // --buffer-offsets SEND[,RECV][:SEND,RECV...]
     std::string skew = "uniform";  // alltoallv's per-destination blocks (collectives/skew.hpp)
     std::uint64_t skew_seed = 1;
     std::string direction = "dispatch";  // alltoallv's blocks out or back (collectives/skew.hpp)
     ExpectationOptions expectation;      // --cluster, --expect-host, --min-ratio
     std::string background;              // --background gemm[:N]|stream[:BYTES]|collective[:BYTES]
+    int repeat = 1;  // whole sweeps (report/repetitions.hpp); 0: until SIGINT or SIGTERM
 };
 
 // Where a rank's send and receive buffers start past a page (--buffer-offsets).
@@ -158,6 +164,9 @@ void resolve_reporting(const CollectiveOptions& options, ResolvedOptions& resolv
     if (options.inject_straggler_us < 0) throw UsageError("--inject-straggler-us must be 0 or more");
     resolved.timing.inject_straggler_rank = options.inject_straggler_rank;
     resolved.timing.inject_straggler_us = options.inject_straggler_us;
+    if (!(options.inject_slowdown > 0.0 && options.inject_slowdown <= 1.0))
+        throw UsageError("--inject-slowdown is the fraction of its busbw a point keeps, in (0, 1] (e.g. 0.7)");
+    resolved.timing.inject_slowdown = options.inject_slowdown;
 }
 
 // --buffer-offsets SEND[,RECV][:SEND,RECV...]: bytes past the allocation's start, below a
@@ -195,6 +204,9 @@ std::vector<BufferOffsets> parse_buffer_offsets(const std::string& text, DType t
 std::string placement_name(const Placements& placements) {
     return placements.out_of_place && placements.in_place ? "both" : placements.in_place ? "in" : "out";
 }
+
+// --repeat's bound: a report holds every sweep's points.
+constexpr int max_repeat = 10000;
 
 ResolvedOptions resolve(const CollectiveOptions& options) {
     ResolvedOptions resolved;
@@ -237,6 +249,9 @@ ResolvedOptions resolve(const CollectiveOptions& options) {
 
     if (options.warmup < 0) throw UsageError("--warmup must be 0 or more");
     if (options.iters < 1) throw UsageError("--iters must be at least 1");
+    if (options.repeat < 0 || options.repeat > max_repeat)
+        throw UsageError("--repeat " + std::to_string(options.repeat) + ": give the whole sweeps to run, 1 to " +
+                         std::to_string(max_repeat) + " (e.g. --repeat 5), or 0 to run until SIGINT or SIGTERM");
     if (options.batch_size < 1) throw UsageError("--batch-size must be at least 1");
     if (options.timeout_s < 0) throw UsageError("--timeout must be 0 (off) or a positive number of seconds");
     if (!(std::isfinite(options.progress_s) && options.progress_s >= 0))
@@ -291,6 +306,7 @@ nlohmann::json config_json(const CollectiveOptions& options, const ResolvedOptio
         {"check", options.check},
         {"warmup", resolved.timing.warmup},
         {"iters", resolved.timing.iters},
+        {"repeat", options.repeat},
         {"timing", timing_mode_name(resolved.timing.mode)},
         {"batch_size", resolved.timing.mode == TimingMode::batched ? nlohmann::json(resolved.timing.batch_size)
                                                                     : nlohmann::json(nullptr)},
@@ -304,6 +320,8 @@ nlohmann::json config_json(const CollectiveOptions& options, const ResolvedOptio
         {"expected", to_json(resolved.expectation)},
         {"background", resolved.background ? nlohmann::json(background_name(*resolved.background)) : nlohmann::json(nullptr)},
         {"backend_requested", options.backend},
+        // A planted regression shows in the report it is planted in.
+        {"inject_slowdown", options.inject_slowdown < 1.0 ? nlohmann::json(options.inject_slowdown) : nlohmann::json()},
     };
 }
 
@@ -394,6 +412,11 @@ void check_flags_apply(const CollectiveOptions& options, const ResolvedOptions& 
         throw UsageError("--json and --csv name the same file '" + options.json_path + "'; give two paths");
 }
 
+// The flag that sets the largest size, with its value, for refusals.
+std::string size_flag(const CollectiveOptions& options) {
+    return options.size ? "--size " + *options.size : "-e/--max-bytes " + options.max_bytes;
+}
+
 // Before any allocation: the buffers of the largest point (buffers only grow during a sweep;
 // in the device's memory) and the timing samples (each point's are kept in the results and
 // the report; in host memory) against this rank's share of the memory they come from.
@@ -412,11 +435,11 @@ std::optional<std::string> collective_memory_refusal(const CollectiveOptions& op
         recv = std::max(recv, static_cast<double>(options.inplace ? shape.inplace_count : shape.recv_count) * element +
                                   static_cast<double>(offsets.recv));
     }
-    const double points = static_cast<double>(resolved.collectives.size() * resolved.sizes.size());
+    const double points = static_cast<double>(resolved.collectives.size() * resolved.sizes.size()) *
+                          std::max(options.repeat, 1);
     constexpr double bytes_per_kept_sample = 8.0 + 16.0 + 24.0;  // the double, its JSON value, its text
     const double samples = static_cast<double>(resolved.timing.iters) * (2 * 8.0 + points * bytes_per_kept_sample);
-    const std::string size_flag = options.size ? "--size " + *options.size : "-e/--max-bytes " + options.max_bytes;
-    return placed_memory_refusal({{"send and receive buffers at the largest size", send + recv, size_flag}},
+    return placed_memory_refusal({{"send and receive buffers at the largest size", send + recv, size_flag(options)}},
                                  {{"timing samples", samples, "--iters " + std::to_string(resolved.timing.iters)}},
                                  budgets.device, budgets.host, "lower it, or run fewer ranks per host");
 }
@@ -565,6 +588,17 @@ class CollectiveCommand : public Command {
                                       run_memory_budgets(*backend.device, control, session.hosts_by_rank(),
                                                          session.local_size())),
             session.hosts_by_rank());
+        // With --groups every group is its own job: its harness splits off data and bookkeeping.
+        std::unique_ptr<Communicator> group_data = groups ? backend.comm->split(groups->mine, rank) : nullptr;
+        std::unique_ptr<Communicator> group_control = groups ? control.split(groups->mine, rank) : nullptr;
+        Communicator& data = group_data ? *group_data : *backend.comm;
+        std::vector<PlannedPoint> planned;
+        for (const Collective* collective : resolved.collectives)
+            for (std::uint64_t requested : resolved.sizes)
+                planned.push_back({collective, element_count(*collective, requested, resolved.params, measured_ranks,
+                                                             resolved.exact_size)});
+        throw_if_any_rank_failed(control, call_arguments_refusal(data, planned, resolved.params, size_flag(options_)),
+                                 session.hosts_by_rank());
         if (resolved.timing.graph && !backend.device->is_gpu())
             throw UsageError("--graph replays CUDA graphs; this run uses " + backend.device->kind() +
                              " memory (no GPU visible)");
@@ -585,14 +619,11 @@ class CollectiveCommand : public Command {
                                           " (OMPI_MPI_THREAD_LEVEL set?); higher levels cost small messages latency");
         }
 
-        // With --groups every group is its own job: its harness splits off data and bookkeeping.
-        std::unique_ptr<Communicator> group_data = groups ? backend.comm->split(groups->mine, rank) : nullptr;
-        std::unique_ptr<Communicator> group_control = groups ? control.split(groups->mine, rank) : nullptr;
         TimingOptions timing = resolved.timing;
         const BufferOffsets offsets = offsets_of_rank(resolved, rank);
         timing.send_offset_bytes = offsets.send;
         timing.recv_offset_bytes = offsets.recv;
-        CollectiveHarness harness(group_data ? *group_data : *backend.comm, group_control ? *group_control : control,
+        CollectiveHarness harness(data, group_control ? *group_control : control,
                                   *backend.device, timing, *watchdog);
         // Before the first point, while nothing else runs: the host measured for --expect-host.
         watchdog->enter({"setup", "measuring this host's links for the expected values", 0, 0});
@@ -614,10 +645,34 @@ class CollectiveCommand : public Command {
         std::vector<CollectiveResult> results;
         const std::size_t points = resolved.collectives.size() * resolved.sizes.size() *
                                    (resolved.placements.in_place && resolved.placements.out_of_place ? 2 : 1);
+        points_per_sweep_ = points;
+        // Ctrl-C (SIGTERM from mpirun) or a SIGTERM of its own: the report says so; under --repeat 0,
+        // the way such a run ends, it is complete with the sweeps it has.
+        const StopSignals stop(
+            [&kept, repeat = options_.repeat](const std::string& signal) {
+                if (repeat != 0) return kept.abandon(signal + " stopped the run");
+                kept.conclude([&signal](nlohmann::json& document) {
+                    set_status(document, RunStatus::complete);
+                    document["finished_at"] = utc_now_iso8601();
+                    document["repetitions"]["ended_by"] = signal;
+                });
+            },
+            stop_linger(rank));
+        const bool repeated = options_.repeat != 1;
+        for (int sweep = 1; options_.repeat == 0 || sweep <= options_.repeat; ++sweep)
         for (const Collective* collective : resolved.collectives) {
-            if (rank == 0 && !options_.quiet)
-                print_console_columns(std::cout, column_title(*collective, resolved.params), placements,
-                                      reported_statistic(resolved.aggregation));
+            if (rank == 0 && !options_.quiet) {
+                print_console_columns(std::cout,
+                                      column_title(*collective, resolved.params) +
+                                          (repeated ? "; sweep " + std::to_string(sweep) +
+                                                          (options_.repeat > 0 ? " of " + std::to_string(options_.repeat)
+                                                                               : " (until stopped)")
+                                                    : ""),
+                                      placements, reported_statistic(resolved.aggregation));
+                if (const auto shortcut = one_rank_shortcut(*collective, harness.data().backend(),
+                                                            harness.data().size(), resolved.params))
+                    std::cout << "# " << *shortcut << '\n';
+            }
             for (std::uint64_t requested : resolved.sizes) {
                 std::optional<CollectiveResult> halves[2];
                 for (bool inplace : {false, true}) {
@@ -637,12 +692,15 @@ class CollectiveCommand : public Command {
                         combine_groups(*halves[inplace], *groups, session, control, options_.quiet);
                         watchdog->idle();
                     }
+                    if (repeated) halves[inplace]->repetition = sweep;
                     results.push_back(*halves[inplace]);
                 }
                 if (nccl.active()) report["nccl"] = nccl.to_json();
                 if (rank == 0)
                     publish(results, report, placements, halves[0], halves[1], kept,
-                            std::to_string(results.size()) + " of " + std::to_string(points) +
+                            std::to_string(results.size()) + " of " +
+                                (options_.repeat > 0 ? std::to_string(points * static_cast<std::size_t>(options_.repeat))
+                                                     : std::string("as many as run until stopped")) +
                                 " points measured (the run is going on, or it ended before the rest)");
             }
         }
@@ -659,7 +717,7 @@ class CollectiveCommand : public Command {
                 write_reports(results, report, kept, RunStatus::failed, *below_gate);
             else
                 write_reports(results, report, kept, RunStatus::complete);
-            close_console(summary, resolved, below_gate);
+            close_console(summary, resolved, below_gate, results);
             if (nccl.active() && !options_.quiet) {
                 write_line(std::cout, nccl.header_line());
                 for (const NcclWarning& warning : nccl.warnings()) write_line(std::cerr, "warning: " + warning.text);
@@ -674,7 +732,7 @@ class CollectiveCommand : public Command {
 
     // The summary lines, the tally of warnings (each point's under --verbose) and the error.
     void close_console(const RunSummary& summary, const ResolvedOptions& resolved,
-                       const std::optional<std::string>& below_gate) const {
+                       const std::optional<std::string>& below_gate, const std::vector<CollectiveResult>& results) const {
         if (!options_.quiet) {
             print_console_summary(std::cout, summary,
                                   resolved.min_busbw ? std::optional(resolved.min_busbw->gbps) : std::nullopt);
@@ -684,6 +742,8 @@ class CollectiveCommand : public Command {
                                           (options_.verbose ? "" : " (--verbose prints each; the JSON report has them all)"));
             }
             if (summary.straggler_warning) write_line(std::cerr, "warning: " + *summary.straggler_warning);
+            if (const auto spread = spread_line(repetition_spreads(results), results.size() / points_per_sweep_))
+                std::cout << *spread << '\n' << std::flush;
             if (summary.warning_points.count("page-faults") > 0) write_line(std::cerr, "hint: " + page_fault_hint());
         }
         if (summary.wrong_total > 0)
@@ -706,6 +766,8 @@ class CollectiveCommand : public Command {
             result.skew = SkewUsed{skew_name(resolved.params.skew), resolved.params.skew.seed,
                                    direction_name(resolved.params.direction)};
         result.aggregation = resolved.aggregation;
+        result.one_rank_shortcut =
+            one_rank_shortcut(collective, harness.data().backend(), harness.data().size(), resolved.params);
         result.bus_factor = collective.bus_factor(nranks);
         result.count = element_count(collective, requested, resolved.params, nranks, resolved.exact_size);
         result.bytes = result.count * dtype_size(resolved.params.type);
@@ -777,12 +839,14 @@ class CollectiveCommand : public Command {
         nlohmann::json entries = nlohmann::json::array();
         for (const CollectiveResult& r : results) entries.push_back(to_json(r));
         report["results"] = std::move(entries);
+        if (options_.repeat != 1) report["repetitions"] = repetitions_json(results, options_.repeat, points_per_sweep_);
         kept.write(report, status, reason);
         if (!options_.csv_path.empty()) write_text_atomically(options_.csv_path, to_csv(results));
     }
 
     CollectiveOptions options_;
     GivenFlags given_;
+    std::size_t points_per_sweep_ = 0;  // set when the run starts measuring
 };
 
 void add_reporting_flags(CLI::App& sub, CollectiveOptions& o) {
@@ -835,6 +899,11 @@ std::unique_ptr<Command> add_collective_command(CLI::App& app, const std::string
     command->given().root = root;
     sub->add_option("-w,--warmup", o.warmup, "Untimed iterations before timing")->capture_default_str();
     sub->add_option("-n,--iters", o.iters, "Timed samples per size")->capture_default_str();
+    sub->add_option("--repeat", o.repeat,
+                    "Run the whole sweep this many times (nccl-tests' -N); the report holds every sweep and the spread "
+                    "between them, which compare takes as run-to-run noise. 0: until SIGINT/SIGTERM, which end it "
+                    "keeping the report")
+        ->capture_default_str();
     sub->add_option("--timing", o.timing, "per-iter (barrier + sync around each op) or batched")
         ->capture_default_str();
     command->given().batch_size = sub->add_option("--batch-size", o.batch_size, "Ops per sample in batched timing")->capture_default_str();
@@ -887,6 +956,10 @@ std::unique_ptr<Command> add_collective_command(CLI::App& app, const std::string
     sub->add_option("--inject-straggler", o.inject_straggler_rank,
                     "Fault injection: this rank sleeps after each barrier before the op (tests straggler naming)")
         ->group(hidden);  // fault injection, for the tests
+    sub->add_option("--inject-slowdown", o.inject_slowdown,
+                    "Fault injection: every rank stretches each timed op so busbw reads about this fraction of what "
+                    "it would (tests compare's gate)")
+        ->group(hidden);  // fault injection, for the tests and scripts/bench_compare_gate.sh
     sub->add_option("--inject-straggler-us", o.inject_straggler_us, "How long --inject-straggler sleeps (us)")
         ->capture_default_str()
         ->group(hidden);  // fault injection, for the tests

@@ -19,6 +19,7 @@
 #include "core/json_file.hpp"
 #include "core/version.hpp"
 #include "device/cpu_device.hpp"
+#include "device/cpu_kernels.hpp"
 #include "device/gpu_inventory.hpp"
 
 namespace parbench {
@@ -44,10 +45,23 @@ nlohmann::json to_json(const GpuInventory& inventory) {
             {"peer_access", inventory.peer_access}};
 }
 
+// The CPU ops' path on this host and what it could run (device/cpu_kernels.hpp), and OpenBLAS's kernels.
+nlohmann::json describe_cpu_kernels() {
+    const CpuKernelChoice choice = choose_cpu_kernels();
+    std::vector<std::string> runnable;
+    for (CpuKernels kernels : cpu_kernels_runnable()) runnable.emplace_back(cpu_kernels_name(kernels));
+    const BlasLibrary blas = blas_library();
+    return {{"path", cpu_kernels_name(choice.kernels)},
+            {"forced", choice.forced},
+            {"runnable", runnable},
+            {"blas", {{"library", blas.config}, {"core", blas.core}}}};
+}
+
 nlohmann::json describe_this_host(const std::string& host) {
     return {{"name", host},
             {"cpu", cpu_model_name()},
             {"cpu_cores", std::thread::hardware_concurrency()},
+            {"cpu_kernels", describe_cpu_kernels()},
             {"gpu", to_json(query_gpu_inventory())}};
 }
 
@@ -162,6 +176,17 @@ void print_info(std::ostream& out, const nlohmann::json& document) {
             << (ranks.size() == 1 ? " rank (" : " ranks (") << rank_list(ranks) << ")\n";
         out << "  CPU:  " << host["cpu"].get<std::string>() << ", " << host["cpu_cores"].get<unsigned>()
             << " cores\n";
+        const auto& kernels = host["cpu_kernels"];
+        std::string runnable;
+        for (const auto& path : kernels["runnable"])
+            runnable += (runnable.empty() ? "" : ", ") + path.get<std::string>();
+        out << "  CPU kernels: " << kernels["path"].get<std::string>()
+            << (kernels["forced"].get<bool>() ? " (forced by PARBENCH_CPU_KERNELS)" : " (the widest this CPU runs)")
+            << "; this CPU runs " << runnable << '\n';
+        const auto& blas = kernels["blas"];
+        out << "  BLAS: " << blas["library"].get<std::string>();
+        if (!blas["core"].get<std::string>().empty()) out << "; kernels " << blas["core"].get<std::string>();
+        out << '\n';
         print_gpus(out, host["gpu"]);
     }
 }
@@ -181,6 +206,13 @@ class InfoCommand : public Command {
                 } catch (const UsageError& error) {
                     path_error = error.what();
                 }
+            }
+            // Checked on every rank before the gather: one host's describe_cpu_kernels() refusing a bad
+            // PARBENCH_CPU_KERNELS would leave the others waiting in it.
+            try {
+                choose_cpu_kernels();
+            } catch (const UsageError& error) {
+                if (!path_error) path_error = error.what();
             }
             throw_if_any_rank_failed(control, path_error);
 

@@ -5,6 +5,7 @@
 #include "cli/launcher.hpp"
 #include "core/error.hpp"
 #include "device/cpu_device.hpp"
+#include "device/cpu_kernels.hpp"
 
 namespace parbench {
 namespace {
@@ -60,6 +61,15 @@ BufferPagesRecord gather_buffer_pages(const Device& device, Communicator& contro
 Environment collect_environment(const MpiSession& session, const Device& device, const Communicator& data,
                                 Communicator& control) {
     Environment environment;
+    // First, before the collective below: a PARBENCH_CPU_KERNELS refused here is refused on every rank alike.
+    const CpuKernelChoice kernels = choose_cpu_kernels();
+    environment.cpu_kernels = cpu_kernels_name(kernels.kernels);
+    environment.cpu_kernels_forced = kernels.forced;
+    for (CpuKernels runnable : cpu_kernels_runnable())
+        environment.cpu_kernels_runnable.emplace_back(cpu_kernels_name(runnable));
+    const BlasLibrary blas = blas_library();
+    environment.blas = blas.config;
+    environment.blas_core = blas.core;
     environment.world_size = session.world_size();
     environment.launcher = launcher_name();
     environment.hosts_by_rank = session.hosts_by_rank();

@@ -7,33 +7,26 @@
 #include <sstream>
 
 #include "cli/command.hpp"
+#include "cli/layout_flags.hpp"
 #include "core/checked.hpp"
 #include "core/error.hpp"
 #include "core/json_file.hpp"
 #include "plan/layout_search.hpp"
 #include "plan/moe_plan.hpp"
 #include "plan/plan_output.hpp"
-#include "theory/engine_attention.hpp"
 #include "theory/engine_defaults.hpp"
-#include "theory/expert_parallel.hpp"
-#include "theory/layout_check.hpp"
-#include "theory/moe_a2a_overlap_1f1b.hpp"
+#include "theory/layout.hpp"
+#include "theory/model_layout.hpp"
 #include "theory/model_shape.hpp"
 #include "theory/moe_work.hpp"
-#include "theory/pipeline/partition.hpp"
-#include "train/model.hpp"
 
 namespace parbench {
 namespace {
 
-// The ranges of plan's own flags (the model's sizes are model_limits', the cluster's
-// cluster_limits'): beyond any job run, and small enough that every product plan forms is exact
-// and every table it builds (a schedule of pp x microbatches x virtual stages) is bounded.
-constexpr int max_microbatches = 1 << 16;
-constexpr std::int64_t max_schedule_slots = std::int64_t{1} << 20;
-constexpr std::int64_t max_global_batch = std::int64_t{1} << 30;
+// The ranges of plan's own flags (the layout's are layout_limits', the model's sizes
+// model_limits', the cluster's cluster_limits'): beyond any job run, and small enough that every
+// product plan forms is exact.
 constexpr int max_top = 10000;
-constexpr double max_bucket_mib = 1 << 20;
 constexpr double max_pass_cost = 1e9;
 constexpr double max_moe_imbalance = 1e6;
 
@@ -56,10 +49,10 @@ std::vector<int> parse_int_list(const std::string& text, const std::string& flag
         try {
             std::size_t used = 0;
             const int value = std::stoi(item, &used);
-            if (used != item.size() || value < 1 || value > max_microbatches) throw std::invalid_argument(item);
+            if (used != item.size() || value < 1 || value > layout_limits::max_microbatches) throw std::invalid_argument(item);
             values.push_back(value);
         } catch (const std::exception&) {
-            throw UsageError(flag + " '" + text + "': give integers from 1 to " + std::to_string(max_microbatches) +
+            throw UsageError(flag + " '" + text + "': give integers from 1 to " + std::to_string(layout_limits::max_microbatches) +
                              " separated by commas, e.g. 1,2,4,8");
         }
     }
@@ -77,26 +70,15 @@ class PlanCommand : public Command {
     std::string cluster_path;
     std::optional<int> cores_per_host;
     bool allow_cross_host_tp = false;
-    std::optional<int> dp;
-    int tp = 1, pp = 1, zero = 0, microbatches = 1, virtual_stages = 1, global_batch = 0, cp = 1;
-    std::optional<std::string> cp_style, cp_balance;
-    bool sp = false, overlap = false, prefetch = false, no_reshard = false, hybrid_shard = false;
-    std::optional<std::string> precision;  // default: default_precision(states)
-    std::string schedule = "1f1b", recompute = "none", p2p = "nonblocking";
+    LayoutFlags layout;  // cli/layout_flags.hpp: the flags train takes too
     std::optional<std::string> states;  // default: default_states()
-    std::optional<double> bucket_mb;
+    bool no_reshard = false, hybrid_shard = false;
     std::string pass_costs;
     std::optional<double> efficiency;
-    std::vector<int> stage_layers;
-    std::optional<std::string> attention;
     std::string gemm_curve;
     std::vector<std::string> calibrate;
     std::string calibrate_compute;
-    std::optional<int> ep;                 // MoE models only (plan/moe_plan.hpp)
-    std::optional<int> etp;                // the experts' tensor parallelism: 1 or tp (unset: the convention's)
     std::optional<double> moe_imbalance;
-    bool moe_a2a_overlap = false;
-    bool moe_a2a_overlap_1f1b = false;
     bool search = false;
     int top = 10;
     std::string microbatch_list = "1,2,4,8,16,32,64,128,256,512";
@@ -106,17 +88,16 @@ class PlanCommand : public Command {
     void validate() const override {
         check_flag_ranges();
         if (efficiency && !(*efficiency > 0.0 && *efficiency <= 1.0)) throw UsageError("--efficiency must be in (0, 1]");
-        if (attention) parse_attention(*attention);
         if (!gemm_curve.empty() && (efficiency || !calibrate_compute.empty()))
             throw UsageError("--gemm-curve models compute from each GEMM's shape; drop --efficiency and "
                              "--calibrate-compute, which give one rate instead");
         if (!json_path.empty()) check_writable(json_path, "--json");
-        if (ep) check_int(*ep, "--ep", 1, cluster_limits::max_gpus);
-        if (etp) check_int(*etp, "--etp", 1, cluster_limits::max_gpus);
         if (moe_imbalance && !(*moe_imbalance >= 1.0 && *moe_imbalance <= max_moe_imbalance))
             throw UsageError("--moe-imbalance " + std::to_string(*moe_imbalance) + ": give the max / mean tokens an "
                              "expert-parallel rank receives, 1 (balanced) or more, as `parbench alltoallv --skew` reports it");
     }
+
+    bool needs_mpi() const override { return false; }
 
     int run(Invocation& invocation) override {
         const ResolvedModel resolved = resolve_plan_model(model);
@@ -126,7 +107,7 @@ class PlanCommand : public Command {
             if (gpus) cluster.gpus = *gpus;
         } else {
             cluster.device = device_preset(device);
-            cluster.gpus = gpus.value_or(tp * pp * cp * dp.value_or(1));
+            cluster.gpus = gpus.value_or(layout.tp * layout.pp * layout.cp * layout.dp.value_or(1));
             cluster.gpus_per_host = gpus_per_host;
             cluster.source = "--gpus " + std::to_string(cluster.gpus) + " --gpus-per-host " + std::to_string(gpus_per_host) +
                              " --device " + device;
@@ -135,7 +116,7 @@ class PlanCommand : public Command {
             cluster.cores_per_host = *cores_per_host;
             cluster.cores_source = "--cores-per-host";
         }
-        const Precision run_precision = parse_precision(precision.value_or(default_precision(states)));
+        const Precision run_precision = parse_precision(layout.precision.value_or(default_precision(states)));
         const double peak = run_precision == Precision::bf16 ? cluster.device.peak_tflops_bf16
                                                              : cluster.device.peak_tflops_fp32;
         ComputeRate rate;
@@ -184,7 +165,7 @@ class PlanCommand : public Command {
             inputs.model["active_parameters"] = static_cast<double>(count.active);
             inputs.model["routed_expert_parameters"] = static_cast<double>(count.routed_experts);
             inputs.model["moe_approximations"] =
-                moe_approximations(resolved.config, moe_a2a_overlap, moe_a2a_overlap_1f1b);
+                moe_approximations(resolved.config, layout.moe_a2a_overlap, layout.moe_a2a_overlap_1f1b);
         }
         inputs.cluster = to_json(cluster);
         inputs.compute = to_json(context.rate);
@@ -264,22 +245,8 @@ class PlanCommand : public Command {
         if (cores_per_host)
             check_int(*cores_per_host, "--cores-per-host", 1, cluster_limits::max_cores_per_host,
                       "the CPU cores a host's ranks share");
-        if (dp) check_int(*dp, "--dp", 1, cluster_limits::max_gpus);
-        for (const auto& [value, flag] : {std::pair{tp, "--tp"}, std::pair{pp, "--pp"}, std::pair{cp, "--cp"}})
-            check_int(value, flag, 1, cluster_limits::max_gpus);
-        check_product({static_cast<std::uint64_t>(dp.value_or(1)), static_cast<std::uint64_t>(tp),
-                       static_cast<std::uint64_t>(pp), static_cast<std::uint64_t>(cp)},
-                      dp ? "--dp x --tp x --pp x --cp" : "--tp x --pp x --cp", cluster_limits::max_gpus,
-                      "that many GPUs is beyond what plan models");
-        check_int(zero, "--zero", 0, 3);
-        check_int(microbatches, "--microbatches", 1, max_microbatches);
-        check_int(virtual_stages, "--virtual-stages", 1, model_limits::max_layers);
-        check_product({static_cast<std::uint64_t>(pp), static_cast<std::uint64_t>(microbatches),
-                       static_cast<std::uint64_t>(virtual_stages)},
-                      "--pp x --microbatches x --virtual-stages", max_schedule_slots,
-                      "plan simulates schedules of up to that many slots; lower one of them");
-        if (global_batch != 0) check_int(global_batch, "--global-batch", 1, max_global_batch);
-        if (bucket_mb) check_number(*bucket_mb, "--bucket-mb", 0, max_bucket_mib, true);
+        // The layout's before anything (the GPUs' default) is formed from them.
+        check_layout_flag_ranges(layout);
         check_int(top, "--top", 1, max_top);
         if (model.layers) check_int(*model.layers, "--layers", 1, model_limits::max_layers);
         if (model.hidden) check_int(*model.hidden, "--hidden", 1, model_limits::max_hidden);
@@ -294,63 +261,47 @@ class PlanCommand : public Command {
         checked_product(factors, what, static_cast<std::uint64_t>(limit), hint);
     }
 
-    // Context parallelism as train takes it: the same flags, one check (theory/layout_check.hpp).
-    void resolve_context(PlanLayout& p, const ModelConfig& config) const {
-        EngineLayout& l = p.engine;
-        const ContextChoice choice = check_context_parallel(config, config.seq_len, ContextRequest{cp, cp_style, cp_balance});
-        if (cp == 1) return;
-        if (search) throw UsageError("--cp with --search: the search does not range over cp; give the layout, or drop --cp");
-        l.cp = cp;
-        l.cp_style = choice.style;
-        l.cp_balance = choice.balance;
+    // What --search chooses itself: given, these flags would be dropped.
+    void check_search_flags() const {
+        if (!search) return;
+        if (!layout.stage_layers.empty())
+            throw UsageError("--stage-layers with --search: the search cuts balanced stages; drop one of them");
+        if (layout.cp > 1)
+            throw UsageError("--cp with --search: the search does not range over cp; give the layout, or drop --cp");
+        if (no_reshard || hybrid_shard)
+            throw UsageError(std::string(no_reshard ? "--no-reshard" : "--hybrid-shard") +
+                             " with --search: the search tries both for ZeRO-3 layouts; drop it");
     }
 
-    // train's pipeline check of the layout the flags gave (its engine fields, filled from them
-    // above), with --stage-layers.
-    PipelineRequest pipeline_request(const PlanLayout& p) const {
-        const EngineLayout& l = p.engine;
-        PipelineRequest request;
-        request.pp = l.pp;
-        request.schedule = l.schedule;
-        request.p2p = l.p2p;
-        request.virtual_stages = l.virtual_stages;
-        request.stage_layers = stage_layers;
-        request.microbatches = l.microbatches;
-        request.zero = l.zero;
-        request.overlap = l.overlap;
-        request.prefetch = l.prefetch;
-        request.sp = l.sp;
-        request.recompute = l.recompute;
-        request.engine = p.states == StateConvention::parbench;
-        return request;
+    // ZeRO-3 as FSDP runs it (frameworks' conventions only): without resharding after forward, or
+    // sharded inside a host and replicated across hosts.
+    void resolve_fsdp(PlanLayout& p, const ClusterSpec& cluster) const {
+        if (!no_reshard && !hybrid_shard) return;
+        const Layout& l = p.engine;
+        const std::string flag = no_reshard ? "--no-reshard" : "--hybrid-shard";
+        if (l.zero != 3 || p.states == StateConvention::parbench)
+            throw UsageError(flag + " models ZeRO-3 as FSDP runs it; add --zero 3 and --states zero|megatron, or drop it");
+        p.reshard_after_forward = !no_reshard;
+        if (!hybrid_shard) return;
+        p.shard_group = std::max(1, cluster.gpus_per_host / (l.tp * l.cp));
+        if (p.shard_group < 2)
+            throw UsageError("--hybrid-shard shards over a host's dp ranks, but --tp " + std::to_string(l.tp) +
+                             " fills the host; lower --tp or drop --hybrid-shard");
+        if (l.dp <= p.shard_group || l.dp % p.shard_group != 0)
+            throw UsageError("--hybrid-shard shards over the " + std::to_string(p.shard_group) +
+                             " dp ranks of a host and replicates across hosts; --dp " + std::to_string(l.dp) +
+                             " must be a larger multiple of it, or drop --hybrid-shard");
     }
 
-    // --states parbench plans parbench's own train, which runs an MoE model only where its engine
-    // does (train/train_options.cpp check_moe): the same layouts refused, naming the flag.
-    void check_engine_moe_layout(const ModelConfig& config) const {
-        const std::string fix = "; or plan a framework's job with --states megatron|zero";
-        if (config.mla)
-            throw UsageError("--states parbench with --model " + config.name + ": multi-head latent attention (\"mla\") "
-                             "is counted by the frameworks' conventions only; train does not run it" + fix);
-    }
-
-    // --ep and --moe-imbalance for a mixture-of-experts model (plan/moe_plan.hpp); refused for a
-    // dense one and where plan does not model MoE.
+    // A mixture-of-experts model (plan/moe_plan.hpp): the frameworks' conventions count it on its
+    // dense skeleton and add the MoE layers; parbench's engine formulas (theory/memory.hpp,
+    // rank_traffic.hpp) count the MoE layers as train builds them, so they take the model itself.
+    // The layout's own MoE rules are resolve_layout's; these are plan's.
     void resolve_experts(PlanLayout& p, const ModelConfig& config) const {
-        if (!config.moe) {
-            if (ep || etp || moe_imbalance || moe_a2a_overlap || moe_a2a_overlap_1f1b)
-                throw UsageError(std::string(ep                ? "--ep"
-                                             : etp             ? "--etp"
-                                             : moe_imbalance   ? "--moe-imbalance"
-                                             : moe_a2a_overlap ? "--moe-a2a-overlap"
-                                                               : "--moe-a2a-overlap-1f1b") +
-                                 ": --model has no experts (no \"moe\" "
-                                 "in its config); expert parallelism needs a mixture-of-experts model, e.g. --model "
-                                 "mixtral-8x7b, or drop the flag");
-            if (!config.mla) return;
-        }
-        if (p.states == StateConvention::parbench) check_engine_moe_layout(config);
-        if (config.kind == ModelKind::gpt && p.states != StateConvention::parbench)
+        if (!config.moe && moe_imbalance) throw UsageError(dense_model_moe_flag_refusal("--moe-imbalance", config));
+        if (!config.moe && !config.mla) return;
+        const bool engine = p.states == StateConvention::parbench;
+        if (config.kind == ModelKind::gpt && !engine)
             throw UsageError("--model " + config.name + ": a GPT mixture of experts is planned with --states parbench "
                              "only (the frameworks' MoE conventions count a Llama skeleton: SwiGLU MLPs, no biases); "
                              "add --states parbench");
@@ -359,45 +310,21 @@ class PlanCommand : public Command {
                              "experts of an MoE model; drop it");
         p.experts.model = config;
         p.experts.imbalance = moe_imbalance.value_or(1.0);
-        p.experts.a2a_overlap = moe_a2a_overlap;
-        p.engine.moe_a2a_overlap = moe_a2a_overlap;  // train's call counts: two halves per alltoallv
+        if (!engine) p.engine.model = dense_skeleton(config);
         if (!config.moe) return;
         if (search) {
-            if (ep) throw UsageError("--ep with --search: the search ranges over ep (divisors of the experts and dp); drop --ep");
-            if (moe_a2a_overlap_1f1b)
+            if (layout.ep) throw UsageError("--ep with --search: the search ranges over ep (divisors of the experts and dp); drop --ep");
+            if (layout.moe_a2a_overlap_1f1b)
                 throw UsageError("--moe-a2a-overlap-1f1b with --search: the search tries it on every MoE 1F1B layout "
                                  "that takes it, beside the blocking one; drop it");
             return;
         }
-        p.experts.ep = ep.value_or(1);
-        if (moe_a2a_overlap && p.experts.ep == 1)  // train's message (train_options.cpp check_moe)
-            throw UsageError("--moe-a2a-overlap needs --ep 2 or more: without expert parallelism there is no "
-                             "all-to-all to overlap; add --ep N or drop the flag");
-        const bool engine = p.states == StateConvention::parbench;
-        if (moe_a2a_overlap_1f1b) {
-            // train's rule, one copy (theory/moe_a2a_overlap_1f1b.hpp), in train's order (before the
-            // expert-parallel checks), on the experts' tensor parallelism as planned (the
-            // convention's default when --etp is not given).
-            check_moe_a2a_overlap_1f1b({p.experts.ep, moe_a2a_overlap, p.engine.pp, schedule, p.engine.virtual_stages,
-                                        p.engine.microbatches, etp.value_or(engine ? 1 : p.engine.tp), recompute, cp});
-            check_moe_a2a_overlap_1f1b_stages(config, p.engine.stage_ranges);
-            p.experts.a2a_overlap_1f1b = true;
-        }
-        // parbench's engine formulas size the MoE layers' receive buffers and exchanges by ep.
-        if (p.states == StateConvention::parbench) p.engine.ep = p.experts.ep;
-        check_expert_parallel(config, p.experts.ep, p.engine.dp, p.engine.cp);  // train's check
-        // The experts' tensor parallelism: parbench's engine splits them only when asked (and not
-        // yet under --sp), Megatron-core by default over the tp degree.
-        p.experts.etp = etp.value_or(engine ? 1 : p.engine.tp);
-        check_expert_tensor_parallel(config, p.experts.etp, p.engine.tp, engine && p.engine.sp);
-        if (engine) p.engine.etp = p.experts.etp;
-        if (p.engine.tp > 1 && !p.engine.sp && p.states != StateConvention::parbench)
+        if (p.engine.tp > 1 && !p.engine.sp && !engine)
             throw UsageError("--tp " + std::to_string(p.engine.tp) + " without --sp: Megatron-core runs MoE layers under "
                              "tensor parallelism only with sequence parallelism (each tp rank dispatches its shard of "
                              "the tokens); add --sp");
     }
 
-    // The one layout the flags give (checked as train checks them), or the search's base.
     // The byte convention when --states is not given: the frameworks' mixed precision (Megatron's
     // 18 B/param) for a bf16 job, parbench's own fp32 trainer for an fp32 one or on a CPU host (a
     // cluster whose cores are known), which is what parbench's own runs are.
@@ -417,97 +344,44 @@ class PlanCommand : public Command {
                ": parbench's own trainer, every buffer it allocates; --states megatron|zero for a framework's job";
     }
 
+    // Where the layout is planned, and what the flags not given mean there.
+    LayoutTarget layout_target(StateConvention states_used, Precision run_precision, const ClusterSpec& cluster) const {
+        const std::vector<std::string> presets = device_preset_names();
+        const bool gpu = std::find(presets.begin(), presets.end(), cluster.device.name) != presets.end();
+        LayoutTarget target;
+        target.engine = states_used == StateConvention::parbench;
+        target.world = WorldSize{cluster.gpus, "GPUs", "--gpus"};
+        target.degrees_searched = search;
+        // parbench's own engine attends as train chooses (theory/engine_attention.hpp): its block
+        // kernels tile on a CPU host (a device that is no GPU preset, or --cores-per-host) only.
+        target.block_attention_tiles = !gpu || cluster.cores_per_host > 0;
+        // Flash attention is how bf16 jobs on GPUs run; fp32 plans keep the scores (naive).
+        target.auto_attention = run_precision == Precision::bf16 && gpu ? AttentionKind::flash : AttentionKind::naive;
+        target.default_precision = run_precision;
+        // Not given: a plan of parbench's own run (one layout) takes train's default, so the same
+        // flags count the same bytes; otherwise one sequence per micro-batch per data-parallel rank.
+        if (target.engine && !search) {
+            target.default_global_batch = engine_default_global_batch;
+            target.default_global_batch_note = " (train's default, which --states parbench plans)";
+        } else {
+            target.default_global_batch.reset();
+        }
+        return target;
+    }
+
+    // The one layout the flags give (resolved and checked as train resolves them,
+    // theory/layout.hpp), or the search's base.
     PlanLayout base_layout(const ModelConfig& config, Precision run_precision, const ClusterSpec& cluster) const {
         PlanLayout p;
         p.states = states ? parse_states(*states) : default_states(run_precision, cluster);
-        const std::vector<std::string> gpus = device_preset_names();
-        const bool gpu = std::find(gpus.begin(), gpus.end(), cluster.device.name) != gpus.end();
-        const bool requested = attention && *attention != "auto";
-        if (p.states == StateConvention::parbench) {
-            // parbench's own engine attends as train chooses (theory/engine_attention.hpp): its block
-            // kernels tile on a CPU host (a device that is no GPU preset, or --cores-per-host) only.
-            const bool cpu_host = !gpu || cluster.cores_per_host > 0;
-            p.engine.attention = engine_attention(attention.value_or("auto"), cpu_host, config.seq_len, cp);
-            p.attention = p.engine.attention;
-        } else {
-            // Flash attention is how bf16 jobs on GPUs run; fp32 plans keep the scores (naive).
-            p.attention = requested ? parse_attention(*attention)
-                          : run_precision == Precision::bf16 && gpu ? AttentionKind::flash
-                                                                    : AttentionKind::naive;
-        }
-        EngineLayout& l = p.engine;
-        // The frameworks' conventions count an MoE model on its dense skeleton and add the MoE
-        // layers (plan/moe_plan.hpp); parbench's engine formulas (theory/memory.hpp,
-        // rank_traffic.hpp) count the MoE layers as train builds them, so they take the model itself.
-        l.model = (config.moe || config.mla) && p.states != StateConvention::parbench ? dense_skeleton(config) : config;
-        l.seq_len = config.seq_len;
-        l.precision = run_precision;
-        l.recompute = parse_recompute(recompute);
-        l.tp = tp;
-        l.pp = pp;
-        l.sp = sp;
-        l.zero = zero;
-        l.overlap = overlap;
-        l.prefetch = prefetch;
-        l.microbatches = microbatches;
-        l.virtual_stages = virtual_stages;
-        l.schedule = parse_schedule_kind(schedule);
-        l.p2p = parse_p2p_mode(p2p);
-        // train's rules, one copy (theory/layout_check.hpp).
-        check_degrees(tp, pp, cp, zero, microbatches, sp, prefetch, TensorParallelStyle::megatron);
-        resolve_context(p, config);
-        if (!stage_layers.empty() && search)
-            throw UsageError("--stage-layers with --search: the search cuts balanced stages; drop one of them");
-        if (!search) {
-            if (tp > cluster.gpus_per_host && !allow_cross_host_tp)
-                throw UsageError("--tp " + std::to_string(tp) + " is above --gpus-per-host " +
-                                 std::to_string(cluster.gpus_per_host) +
-                                 ": tensor parallelism across hosts is slow; lower --tp or add --allow-cross-host-tp");
-            check_tensor_split(config, tp, sp, TensorParallelStyle::megatron, l.local_seq_len(), cp);
-            // Uneven stages as train takes them (--stage-layers, one count per virtual stage);
-            // parbench's own engine's limits only when the plan is of its runs.
-            l.stage_ranges = check_pipeline(config, pipeline_request(p));
-        }
-        l.dp = search ? 1 : check_world(dp, tp, pp, cp, WorldSize{cluster.gpus, "GPUs", "--gpus"});
-        if (no_reshard || hybrid_shard) {
-            const std::string flag = no_reshard ? "--no-reshard" : "--hybrid-shard";
-            if (zero != 3 || p.states == StateConvention::parbench)
-                throw UsageError(flag + " models ZeRO-3 as FSDP runs it; add --zero 3 and --states zero|megatron, or drop it");
-            if (search) throw UsageError(flag + " with --search: the search tries both for ZeRO-3 layouts; drop it");
-            p.reshard_after_forward = !no_reshard;
-            if (hybrid_shard) {
-                p.shard_group = std::max(1, cluster.gpus_per_host / (tp * cp));
-                if (p.shard_group < 2)
-                    throw UsageError("--hybrid-shard shards over a host's dp ranks, but --tp " + std::to_string(tp) +
-                                     " fills the host; lower --tp or drop --hybrid-shard");
-                if (l.dp <= p.shard_group || l.dp % p.shard_group != 0)
-                    throw UsageError("--hybrid-shard shards over the " + std::to_string(p.shard_group) +
-                                     " dp ranks of a host and replicates across hosts; --dp " + std::to_string(l.dp) +
-                                     " must be a larger multiple of it, or drop --hybrid-shard");
-            }
-        }
+        check_search_flags();
+        if (!search && layout.tp > cluster.gpus_per_host && !allow_cross_host_tp)
+            throw UsageError("--tp " + std::to_string(layout.tp) + " is above --gpus-per-host " +
+                             std::to_string(cluster.gpus_per_host) +
+                             ": tensor parallelism across hosts is slow; lower --tp or add --allow-cross-host-tp");
+        p.engine = resolve_layout(layout, config, config.seq_len, layout_target(p.states, run_precision, cluster));
+        resolve_fsdp(p, cluster);
         resolve_experts(p, config);
-        // Not given: a plan of parbench's own run (--states parbench, one layout) takes train's
-        // default, so the same flags count the same bytes; otherwise one sequence per micro-batch
-        // per data-parallel rank.
-        const bool engine_batch = global_batch <= 0 && !search && p.states == StateConvention::parbench;
-        p.global_batch = global_batch > 0 ? global_batch
-                         : engine_batch   ? engine_default_global_batch
-                                          : std::max(1, l.dp * microbatches);
-        if (!search)
-            check_global_batch(p.global_batch, l.dp, microbatches,
-                               engine_batch ? " (train's default, which --states parbench plans)" : "");
-        l.microbatch_size = p.global_batch / l.dp / microbatches;
-        // The search forms its own tp degrees (and checks each divides the model): the flags' tp is
-        // not one of its layouts, and may not divide the vocabulary.
-        const std::size_t parameters =
-            model_parameter_layout(config, config.seq_len, search ? TensorSplit{} : TensorSplit{0, tp, sp}).total_numel();
-        if (bucket_mb) {
-            if (!(*bucket_mb > 0)) throw UsageError("--bucket-mb must be a positive number of MiB");
-            l.bucket_bytes = static_cast<std::size_t>(*bucket_mb * 1024.0 * 1024.0);
-        } else {
-            l.bucket_bytes = default_bucket_bytes(zero, parameters);
-        }
         return p;
     }
 };
@@ -518,12 +392,11 @@ std::unique_ptr<Command> add_plan_command(CLI::App& app) {
     auto command = std::make_unique<PlanCommand>();
     PlanCommand& c = *command;
     CLI::App* sub = app.add_subcommand("plan", "Predict memory, traffic, bubble and step time of a layout (no MPI)");
-    sub->add_option("--model", c.model.model, "Model config NAME or PATH (as train), e.g. gpt3-175b");
+    add_model_flags(*sub, c.model.model, c.model.seq);
     sub->add_option("--params", c.model.params, "Parameter count (7.5B, 350M) for a GPT shape");
     sub->add_option("--layers", c.model.layers, "Transformer layers");
     sub->add_option("--hidden", c.model.hidden, "Hidden size");
     sub->add_option("--heads", c.model.heads, "Attention heads (default hidden/128)");
-    sub->add_option("--seq", c.model.seq, "Sequence length (default 2048, or the config's)");
     sub->add_option("--vocab", c.model.vocab, "Vocabulary (default 51200)");
     sub->add_option("--gpus", c.gpus, "GPUs in all (default dp x tp x pp x cp)");
     sub->add_option("--gpus-per-host", c.gpus_per_host, "GPUs per host")->capture_default_str();
@@ -532,61 +405,23 @@ std::unique_ptr<Command> add_plan_command(CLI::App& app) {
     sub->add_option("--cores-per-host", c.cores_per_host,
                     "CPU cores a host's ranks share (more ranks than cores: each computes at cores/ranks)");
     sub->add_flag("--allow-cross-host-tp", c.allow_cross_host_tp, "Let tp exceed --gpus-per-host");
-    sub->add_option("--dp", c.dp, "Data-parallel degree (default: what the GPUs leave)");
-    sub->add_option("--tp", c.tp, "Tensor-parallel degree")->capture_default_str();
-    sub->add_option("--pp", c.pp, "Pipeline stages")->capture_default_str();
-    sub->add_flag("--sp", c.sp, "Sequence parallelism inside the tp group");
-    sub->add_option("--cp", c.cp, "Context-parallel degree (ranks that split every sequence)")->capture_default_str();
-    sub->add_option("--cp-style", c.cp_style, "Context-parallel attention: ring (default) or alltoall");
-    sub->add_option("--cp-balance", c.cp_balance, "Context-parallel causal balance: zigzag (default) or none");
-    sub->add_option("--zero", c.zero, "ZeRO stage 0-3")->capture_default_str();
-    sub->add_option("--schedule", c.schedule, "Pipeline schedule: gpipe, 1f1b, interleaved, zb-h1")->capture_default_str();
-    sub->add_option("--microbatches", c.microbatches, "Micro-batches per step")->capture_default_str();
-    sub->add_option("--stage-layers", c.stage_layers,
-                    "Layers per (virtual) stage as train takes them, e.g. 7,8,8,...,7 (default: balanced)")
-        ->delimiter(',');
-    sub->add_option("--virtual-stages", c.virtual_stages, "Chunks per pipeline rank (interleaved)")->capture_default_str();
-    sub->add_option("--global-batch", c.global_batch, "Sequences per step (default: train's, 8, for one layout under --states parbench; dp x microbatches otherwise)");
-    sub->add_option("--precision", c.precision,
-                    "fp32 or bf16: the matmuls' precision and which peak MFU is against (default: fp32, train's, "
-                    "under --states parbench; bf16 otherwise)");
-    sub->add_option("--recompute", c.recompute, "Activation recompute: none, selective, full")->capture_default_str();
+    add_layout_flags(*sub, c.layout);
     sub->add_option("--states", c.states,
                     "Byte convention: zero, megatron, parbench (default: megatron for a bf16 job, parbench for an fp32 "
                     "one or a CPU host with known cores)");
-    sub->add_flag("--overlap", c.overlap, "Overlap gradient collectives with backward");
-    sub->add_flag("--prefetch", c.prefetch, "ZeRO-3: prefetch the next layer's parameters");
     sub->add_flag("--no-reshard", c.no_reshard,
                   "ZeRO-3 as FSDP without resharding after forward (one gather per layer, parameters kept)");
     sub->add_flag("--hybrid-shard", c.hybrid_shard,
                   "ZeRO-3 as FSDP's hybrid sharding: shard inside a host, replicate across hosts");
-    sub->add_option("--bucket-mb", c.bucket_mb, "Gradient bucket in MiB (default as train)");
-    sub->add_option("--p2p", c.p2p, "Pipeline transfers: nonblocking or blocking")->capture_default_str();
     sub->add_option("--fbw", c.pass_costs, "F,B,W times of one micro-batch for the schedule simulation");
     sub->add_option("--efficiency", c.efficiency,
                     "One fraction of peak for all compute (default: each GEMM's shape on the device's curve, "
                     "element-wise work at HBM bandwidth; 0.5 on a device without a curve)");
-    sub->add_option("--attention", c.attention,
-                    "auto, flash (no s x s scores kept, recomputed in backward) or naive. auto: flash for bf16 on a "
-                    "GPU device under --states zero|megatron; under --states parbench train's choice (block "
-                    "attention from 256 tokens on a CPU host, standard on a GPU)");
     sub->add_option("--gemm-curve", c.gemm_curve, "parbench-ops report whose matmul entries fit the GEMM curve");
     sub->add_option("--calibrate", c.calibrate, "Collective reports (size sweeps) to fit alpha/beta from");
     sub->add_option("--calibrate-compute", c.calibrate_compute, "parbench-ops or train report for the compute rate");
-    sub->add_option("--etp", c.etp,
-                    "MoE: the experts' tensor parallelism, 1 or the tp degree (default: tp under the frameworks' "
-                    "conventions, Megatron-core's; 1 under --states parbench, as train)");
-    sub->add_option("--ep", c.ep,
-                    "MoE: expert-parallel degree, carved from the dp x cp ranks (divides the experts and dp x cp; default 1)");
     sub->add_option("--moe-imbalance", c.moe_imbalance,
                     "MoE: max/mean tokens per ep rank, what `parbench alltoallv --skew` reports (default 1, balanced)");
-    sub->add_flag("--moe-a2a-overlap", c.moe_a2a_overlap,
-                  "MoE: train's --moe-a2a-overlap, dispatch and combine in two halves, one overlapping the other's "
-                  "expert compute: half of them exposed, the other half hidden up to the step's compute");
-    sub->add_flag("--moe-a2a-overlap-1f1b", c.moe_a2a_overlap_1f1b,
-                  "MoE: train's --moe-a2a-overlap-1f1b, 1F1B's steady-state forward and backward paired, each "
-                  "exchange hidden by the partner pass's compute up to its next switch (a transport that progresses "
-                  "on its own: NCCL, a NIC); warm-up, cool-down and the last stage blocking");
     sub->add_flag("--search", c.search, "Rank every layout that divides the GPUs and the model (and ep for MoE)");
     sub->add_option("--top", c.top, "Layouts to show with --search")->capture_default_str();
     sub->add_option("--microbatch-list", c.microbatch_list, "Micro-batch counts --search tries")->capture_default_str();

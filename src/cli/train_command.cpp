@@ -6,7 +6,6 @@
 #include <cmath>
 #include <cstdio>
 #include <fstream>
-#include <iomanip>
 #include <iostream>
 #include <iterator>
 #include <sstream>
@@ -15,11 +14,14 @@
 
 #include "cli/buffer_pages_flag.hpp"
 #include "cli/command.hpp"
+#include "cli/divergence_reason.hpp"
 #include "cli/job_environment.hpp"
 #include "cli/job_watchdog.hpp"
+#include "cli/layout_flags.hpp"
 #include "cli/memory_check.hpp"
 #include "cli/mpi_scope.hpp"
 #include "cli/rank_agreement.hpp"
+#include "cli/stop_signals.hpp"
 #include "comm/backend.hpp"
 #include "comm/mpi_communicator.hpp"
 #include "comm/mpi_session.hpp"
@@ -30,7 +32,6 @@
 #include "report/environment.hpp"
 #include "report/kept_report.hpp"
 #include "report/report_document.hpp"
-#include "theory/tensor_parallel_cost.hpp"
 #include "train/matmuls.hpp"
 #include "train/mesh.hpp"
 #include "train/mesh_placement.hpp"
@@ -48,10 +49,10 @@ namespace {
 
 // The CPU peak is measured on every rank at once (so ranks that share cores measure their
 // share); the report takes the mean.
-PeakFlops resolve_peak(const TrainOptions& options, const Device& device, Communicator& control) {
-    if (options.peak_tflops) return PeakFlops{*options.peak_tflops, "--peak-tflops"};
+PeakFlops resolve_peak(const TrainPlan& plan, const Device& device, Communicator& control) {
+    if (plan.options.peak_tflops) return PeakFlops{*plan.options.peak_tflops, "--peak-tflops"};
     if (device.is_gpu()) {
-        if (auto known = known_gpu_peak(device.name(), options.precision)) return *known;
+        if (auto known = known_gpu_peak(device.name(), precision_name(plan.layout.precision))) return *known;
         return PeakFlops{std::nullopt, "unknown: " + device.name() + " is not in the peak table; give --peak-tflops"};
     }
     control.barrier();
@@ -79,10 +80,10 @@ int share_check_outcome(Communicator& control, bool passed) {
 // One line per step (or per --log-interval), after Megatron-LM's training log: step, time,
 // loss, throughput (tokens/s for GPT, samples/s for MLP) and model TFLOP/s per rank.
 std::string progress_line(const TrainPlan& plan, int world, const StepProgress& p) {
-    const bool gpt = plan.model.kind == ModelKind::gpt;
+    const bool gpt = plan.layout.model.kind == ModelKind::gpt;
     const double seconds = p.time_ms / 1000.0;
-    const double per_step = static_cast<double>(plan.options.global_batch) * (gpt ? plan.seq_len : 1);
-    const double tflops = model_flops_per_step(plan.model, plan.options.global_batch, plan.seq_len) / seconds /
+    const double per_step = static_cast<double>(plan.layout.global_batch) * (gpt ? plan.layout.seq_len : 1);
+    const double tflops = model_flops_per_step(plan.layout.model, plan.layout.global_batch, plan.layout.seq_len) / seconds /
                           static_cast<double>(world) / 1e12;
     char line[256];
     std::snprintf(line, sizeof line, " step %*d/%d%s | step time %.2f ms | loss %.6g | %s %.1f | TFLOP/s per rank %.4f\n",
@@ -90,42 +91,6 @@ std::string progress_line(const TrainPlan& plan, int world, const StepProgress& 
                   p.timed ? "        " : " warm-up", p.time_ms, p.loss, gpt ? "tokens/s" : "samples/s",
                   per_step / seconds, tflops);
     return line;
-}
-
-// Before any allocation: the ledger's model states (ZeRO's 16 B/param, arXiv 1910.02054, for
-// this rank's tensor and pipeline share) and the activations one micro-batch keeps (GPT:
-// Korthikanti et al.'s per-layer formula plus the logits; MLP: its layer outputs) against
-// this rank's share of the device's memory (the host's on CPU; a GPU's free memory shared by
-// the ranks on it). An estimate, on the low side: it refuses only runs that cannot fit.
-std::optional<std::string> train_memory_refusal(const TrainPlan& plan, const MeshShape& shape,
-                                                const RunMemoryBudgets& budgets) {
-    const TrainOptions& o = plan.options;
-    const ModelConfig& m = plan.model;
-    const double parameters = static_cast<double>(model_parameter_layout(m, plan.seq_len).total_numel());
-    const double share = parameters / static_cast<double>(shape.tp * shape.pp);
-    const TheoreticalMemory states =
-        zero_theoretical_memory(static_cast<std::size_t>(share), shape.dp * shape.cp, o.zero);
-    const int micro = std::max(o.global_batch / shape.dp / std::max(o.microbatches, 1), 1);
-    const double layers_here = static_cast<double>(m.layers) / shape.pp;
-    double activations = 0.0;
-    if (m.kind == ModelKind::gpt) {
-        // A context-parallel rank holds seq / cp tokens of each sequence.
-        activations =
-            gpt_activation_bytes_per_layer(m, plan.local_seq_len(), micro, plan.tensor_split(0)).bytes * layers_here +
-            2.0 * micro * plan.local_seq_len() * (static_cast<double>(m.vocab) / shape.tp) * 4.0;
-    } else {
-        activations = 3.0 * micro * static_cast<double>(m.hidden) * layers_here * 4.0;
-    }
-    std::ostringstream model_flag, batch_flag;
-    const char* scale = parameters >= 1e12 ? "T" : parameters >= 1e9 ? "B" : parameters >= 1e6 ? "M" : "K";
-    const double unit = parameters >= 1e12 ? 1e12 : parameters >= 1e9 ? 1e9 : parameters >= 1e6 ? 1e6 : 1e3;
-    model_flag << "--model " << o.model << " (" << std::setprecision(3) << parameters / unit << scale << " parameters)";
-    batch_flag << "--global-batch " << o.global_batch;
-    return placed_memory_refusal(
-        {{"parameters, gradients and optimizer state", states.total(), model_flag.str()},
-         {"activations of one micro-batch", activations, batch_flag.str()}},
-        {}, budgets.device, budgets.host,
-        "use a smaller model or batch, shard with --zero, --tp or --pp, or run fewer ranks per host");
 }
 
 // Flags of the run itself (not of what is trained), kept beside TrainOptions.
@@ -200,15 +165,14 @@ class TrainCommand : public Command {
   public:
     TrainOptions& options() { return options_; }
 
-    void validate() const override {
-        resolve_train_options(options_);
-        check_flags_apply();
-    }
+    void validate() const override { check_flags_apply(resolve_train_options(options_)); }
+
+    bool needs_mpi() const override { return !options_.print_schedule; }
 
     int run(Invocation& invocation) override {
         const TrainPlan plan = resolve_train_options(options_);
         if (options_.print_schedule) {  // needs no MPI: the schedule is data
-            print_schedule(std::cout, make_schedule(plan.schedule, plan.schedule_shape()));
+            print_schedule(std::cout, make_schedule(plan.layout.schedule, plan.layout.schedule_shape()));
             return 0;
         }
         const BackendChoice backend_choice = parse_backend(options_.backend);
@@ -225,7 +189,7 @@ class TrainCommand : public Command {
 
   private:
     // Flags that do not apply, or outputs that collide, are refused rather than ignored.
-    void check_flags_apply() const {
+    void check_flags_apply(const TrainPlan& plan) const {
         if (!std::isfinite(run_options_.timeout_s) || run_options_.timeout_s < 0)
             throw UsageError("--timeout must be 0 (off) or a positive finite number of seconds");
         if (run_options_.log_interval < 1) throw UsageError("--log-interval must be 1 or more steps");
@@ -233,7 +197,7 @@ class TrainCommand : public Command {
             throw UsageError("--json needs a file name (e.g. --json train.json)");
         if (trace_flag_->count() > 0 && options_.trace_path.empty())
             throw UsageError("--trace needs a file name (e.g. --trace timeline.json)");
-        if (!options_.trace_path.empty() && options_.pp < 2)
+        if (!options_.trace_path.empty() && plan.layout.pp < 2)
             throw UsageError("--trace writes the pipeline timeline, and this run has no pipeline; add --pp 2 or more, "
                              "or drop --trace (Nsight Systems shows any run's NVTX ranges)");
         if (same_file(options_.json_path, options_.trace_path))
@@ -247,11 +211,11 @@ class TrainCommand : public Command {
     nlohmann::json agreed_options(const TrainPlan& plan) const {
         nlohmann::json options = to_json(options_);
         options.erase("model");
-        std::ifstream file(plan.model.source, std::ios::binary);
+        std::ifstream file(plan.layout.model.source, std::ios::binary);
         const std::string content((std::istreambuf_iterator<char>(file)), std::istreambuf_iterator<char>());
         std::ostringstream digest;
         digest << "content digest " << std::hex << detail::fnv1a(content);
-        options["model_content"] = labelled_value(digest.str(), plan.model.source);
+        options["model_content"] = labelled_value(digest.str(), plan.layout.model.source);
         options["timeout_s"] = run_options_.timeout_s;
         options["log_interval"] = run_options_.log_interval;
         options["json"] = options_.json_path;
@@ -262,7 +226,7 @@ class TrainCommand : public Command {
     int train(Invocation& invocation, const TrainPlan& requested, BackendChoice backend_choice,
               const MpiSession& session, Communicator& control) {
         const int rank = session.world_rank();
-        const MeshShape shape = resolve_layout(requested, session.world_size());
+        const MeshShape shape = mesh_shape(resolve_train_plan(requested, session.world_size()).layout);
         check_outputs_writable(control, {{options_.json_path, "--json"}, {options_.trace_path, "--trace"}});
 
         KeptReport kept(rank == 0 ? options_.json_path : std::string());
@@ -273,21 +237,28 @@ class TrainCommand : public Command {
                                                  kept.abandon(message);
                                                  trace.abandon(message);
                                              });
+        // Ctrl-C (SIGTERM from mpirun) or a SIGTERM of its own: the report and trace say so.
+        const StopSignals stop(
+            [&kept, &trace, rank](const std::string& signal) {
+                const std::string reason = signal + " stopped the run";
+                kept.abandon(reason);
+                trace.abandon(reason);
+                if (rank == 0) write_line(std::cerr, "error: " + reason + "; the report and trace keep the steps it finished");
+            },
+            stop_linger(rank));
         watchdog->enter({"setup", "start-up", 0, 0});
         Backend backend = make_run_backend(invocation, backend_choice, session, control);
         Device& device = *backend.device;
         std::unique_ptr<Ops> ops = make_ops(device);
         // The whole-sequence attention as this backend's kernels allow (theory/engine_attention.hpp).
-        const TrainPlan plan = with_backend_attention(requested, ops->tiles_block_attention());
+        const TrainPlan plan = resolve_train_plan(requested, session.world_size(), ops->tiles_block_attention());
         check_backend_moe_overlap_1f1b(plan, device.is_gpu());
-        // Once the device is known (a GPU's free memory is checked too), before the model is built.
-        throw_if_any_rank_failed(
-            control,
-            train_memory_refusal(plan, shape,
-                                 run_memory_budgets(device, control, session.hosts_by_rank(), session.local_size())),
-            session.hosts_by_rank());
+        // Once the device is known (a GPU's free memory is checked too), before the model is built:
+        // what this rank will hold, by the theory its ledger is held to (cli/memory_check.hpp).
+        const nlohmann::json memory_check = check_memory(plan, session, control, device);
         try {
-            return train_watched(invocation, plan, shape, backend, *ops, session, control, *watchdog, kept, trace);
+            return train_watched(invocation, plan, shape, backend, *ops, session, control, *watchdog, kept, trace,
+                                 memory_check);
         } catch (const UsageError&) {
             throw;  // raised alike on every rank, before any step: nothing was measured
         } catch (const std::exception& error) {
@@ -300,20 +271,48 @@ class TrainCommand : public Command {
         }
     }
 
+    // Refuses, alike on every rank and before anything is allocated, a run some rank of which
+    // would hold more than its share of the device's memory (the host's on CPU); returns what
+    // each rank's check counted, for the report (where it is held to the ledger).
+    static nlohmann::json check_memory(const TrainPlan& plan, const MpiSession& session, Communicator& control,
+                                       const Device& device) {
+        const int rank = session.world_rank();
+        const RankMemory need = train_rank_memory(plan, rank);
+        const std::optional<RankMemory> reference = train_reference_memory(plan);  // on every rank: refused alike
+        const bool reference_larger = rank == 0 && reference && reference->total() > need.total();
+        const RunMemoryBudgets budgets =
+            run_memory_budgets(device, control, session.hosts_by_rank(), session.local_size());
+        throw_if_any_rank_failed(
+            control, train_memory_refusal(plan, reference_larger ? *reference : need, budgets, reference_larger),
+            session.hosts_by_rank());
+        double mine = need.total();
+        std::vector<double> by_rank(static_cast<std::size_t>(control.size()));
+        control.allgather(&mine, by_rank.data(), 1, DType::float64);
+        const std::optional<MemoryBudget>& budget = budgets.device ? budgets.device : budgets.host;
+        return {{"by_rank", by_rank},
+                {"reference", reference ? nlohmann::json(reference->total()) : nlohmann::json(nullptr)},
+                {"budget_per_rank", budget ? nlohmann::json(budget->per_rank_bytes) : nlohmann::json(nullptr)},
+                {"budget_source", budget ? budget->source : "unknown: nothing refused"},
+                {"method", "before allocating, each rank's buffers for its pipeline stage as theory/memory.hpp counts "
+                           "them from the model, layout and flags (memory_predicted_bytes' formula), and under --check "
+                           "the serial reference rank 0 runs after, against the rank's share of the device's (on a "
+                           "CPU the host's) memory"}};
+    }
+
     int train_watched(Invocation& invocation, const TrainPlan& plan, const MeshShape& shape, Backend& backend,
                       Ops& ops, const MpiSession& session, Communicator& control, Watchdog& watchdog,
-                      KeptReport& kept, KeptTrace& trace) {
+                      KeptReport& kept, KeptTrace& trace, const nlohmann::json& memory_check) {
         const int rank = session.world_rank();
         Device& device = *backend.device;
         const Environment environment = collect_environment(session, device, *backend.comm, control);
         nlohmann::json config = to_json(options_);
-        config["resolved"] = {{"dp", shape.dp}, {"tp", shape.tp}, {"pp", shape.pp}, {"cp", shape.cp}, {"seq_len", plan.seq_len},
-                              {"attention", attention_name(plan.attention)},
-                              {"model_source", plan.model.source}};
+        config["resolved"] = {{"dp", shape.dp}, {"tp", shape.tp}, {"pp", shape.pp}, {"cp", shape.cp}, {"seq_len", plan.layout.seq_len},
+                              {"attention", attention_name(plan.layout.attention)},
+                              {"model_source", plan.layout.model.source}};
         config["timeout_s"] = run_options_.timeout_s;
         config["log_interval"] = run_options_.log_interval;
         nlohmann::json report = report_frame("train", invocation.arguments, invocation.started_at, environment, config);
-        const std::size_t parameters = model_parameter_layout(plan.model, plan.seq_len).total_numel();
+        const std::size_t parameters = model_parameter_layout(plan.layout.model, plan.layout.seq_len).total_numel();
         const bool speaks = rank == 0 && !run_options_.quiet;
         if (speaks) {
             print_train_header(std::cout, plan, shape, parameters, device.kind());
@@ -323,7 +322,7 @@ class TrainCommand : public Command {
                              "times measure the scheduler too; quote figures from runs with at most one rank per core\n";
         }
         watchdog.enter({"setup", "peak FLOP/s", 0, 0});
-        const PeakFlops peak = resolve_peak(options_, device, control);
+        const PeakFlops peak = resolve_peak(plan, device, control);
         const MeshPlacement placement = place_mesh(shape, environment.hosts_by_rank);
         if (rank == 0 && placement.warning) write_line(std::cerr, "warning: " + *placement.warning);
 
@@ -332,7 +331,7 @@ class TrainCommand : public Command {
         TrainProgress progress(plan, shape, watchdog, kept, trace, report, speaks, run_options_.log_interval);
         const TrainMeasurements measurements = train_or_name_buffers(plan, mesh, device, ops, control, progress);
         report = progress.report();
-        if (measurements.diverged) return stop_diverged(measurements, report, kept, trace, rank);
+        if (measurements.diverged) return stop_diverged(measurements, plan.layout.model, report, kept, trace, rank);
 
         std::optional<CheckResult> check;
         int exit_status = 0;
@@ -341,12 +340,8 @@ class TrainCommand : public Command {
             if (rank == 0) {
                 Mesh serial_mesh(*self, MeshShape{});
                 ReferenceProgress reference_progress(watchdog);
-                const TrainMeasurements reference = run_training(serial_reference_plan(plan, shape.dp), serial_mesh, device, ops,
-                                                                 *self, true, &reference_progress);
-                check = compare_with_reference(measurements.loss, measurements.final_parameters, reference.loss,
-                                               reference.final_parameters,
-                                               model_parameter_layout(plan.model, plan.seq_len),
-                                               parse_precision(options_.precision));
+                check = check_against_serial_reference(plan, shape.dp, measurements, serial_mesh, device, ops, *self,
+                                                       &reference_progress);
             } else {
                 watchdog.enter({"check", "waiting for rank 0's serial reference", 0, 0});
             }
@@ -359,6 +354,7 @@ class TrainCommand : public Command {
                 TrainSummaryInputs{plan, shape, scheme_name(plan), measurements, peak, check});
             result["layout"]["placement"] = {{"group_hosts", placement.group_hosts},
                                              {"tp_crosses_hosts", placement.tp_crosses_hosts}};
+            result["memory_checked_bytes"] = memory_check;
             if (!run_options_.quiet) {
                 print_train_summary(std::cout, result);
                 print_pipeline_summary(std::cout, result);
@@ -393,20 +389,15 @@ class TrainCommand : public Command {
     }
 
     // A NaN or infinite loss stopped every rank at the same step: keep what was measured
-    // (the report as failed, the pipeline trace) and say which step, and what usually causes it.
-    int stop_diverged(const TrainMeasurements& measurements, nlohmann::json& report, KeptReport& kept, KeptTrace& trace,
-                      int rank) const {
+    // (the report as failed, the pipeline trace) and say which step, and what it points to.
+    int stop_diverged(const TrainMeasurements& measurements, const ModelConfig& model, nlohmann::json& report,
+                      KeptReport& kept, KeptTrace& trace, int rank) const {
         if (rank != 0) return 1;
-        const StepProgress& at = *measurements.diverged;
-        std::ostringstream reason;
-        reason << "training diverged: the loss is " << (std::isnan(at.loss) ? "NaN" : at.loss > 0 ? "+inf" : "-inf")
-               << " at step " << at.step + 1 << " of " << at.total_steps << " (" << (at.timed ? "timed" : "warm-up")
-               << "); lower --lr (now " << options_.lr << "), the usual cause";
-        if (options_.check) reason << "; --check did not compare with the serial run, since a diverged run differs from any";
+        const std::string reason = divergence_reason(*measurements.diverged, model, options_.lr, options_.check);
         report["finished_at"] = utc_now_iso8601();
-        kept.write(report, RunStatus::failed, reason.str());
-        if (measurements.pipeline) trace.write(RunStatus::failed, reason.str());
-        std::cerr << ("error: " + reason.str() + "\n") << std::flush;
+        kept.write(report, RunStatus::failed, reason);
+        if (measurements.pipeline) trace.write(RunStatus::failed, reason);
+        std::cerr << ("error: " + reason + "\n") << std::flush;
         return 1;
     }
 
@@ -422,88 +413,15 @@ std::unique_ptr<Command> add_train_command(CLI::App& app) {
     auto command = std::make_unique<TrainCommand>();
     TrainOptions& o = command->options();
     CLI::App* sub = app.add_subcommand("train", "Time end-to-end training steps of a model under a parallel layout");
-    sub->add_option("--model", o.model, "Model NAME in configs/models (gpt-tiny, gpt-small, mlp-tiny, ...) or a PATH")
-        ->capture_default_str();
-    sub->add_option("--global-batch", o.global_batch, "Sequences (samples) per step over all ranks")
-        ->capture_default_str();
-    sub->add_option("--seq", o.seq, "Sequence length (default: the model's seq_len)");
+    add_model_flags(*sub, o.model, o.seq);
     sub->add_option("--steps", o.steps, "Timed steps")->capture_default_str();
     sub->add_option("--warmup", o.warmup, "Untimed steps before timing")->capture_default_str();
     sub->add_option("--seed", o.seed, "Seed of parameters and data")->capture_default_str();
     sub->add_option("--lr", o.lr, "AdamW learning rate")->capture_default_str();
-    sub->add_option("--dp", o.dp, "Data-parallel degree (default: the world size / (tp x pp))");
-    sub->add_option("--tp", o.tp, "Tensor-parallel degree (Megatron-style split inside each layer)")
-        ->capture_default_str();
-    sub->add_flag("--sp", o.sp, "Sequence parallelism within the tensor-parallel group (needs --tp 2 or more)");
-    sub->add_option("--tp-style", o.tp_style,
-                    "megatron (column- then row-parallel pairs) or allgather (MLP: gather every layer's output)")
-        ->capture_default_str();
-    sub->add_option("--pp", o.pp, "Pipeline-parallel degree")->capture_default_str();
-    sub->add_option("--schedule", o.schedule, "Pipeline schedule: gpipe, 1f1b, interleaved or zb-h1")
-        ->capture_default_str();
-    sub->add_option("--virtual-stages", o.virtual_stages, "Chunks per pipeline rank (--schedule interleaved)")
-        ->capture_default_str();
-    sub->add_option("--stage-layers", o.stage_layers, "Layers per (virtual) stage, e.g. 3,3,2 (default: balanced)")
-        ->delimiter(',');
-    sub->add_option("--p2p", o.p2p, "Pipeline transfers: nonblocking (isend/irecv) or blocking (send/recv)")
-        ->capture_default_str();
+    add_layout_flags(*sub, o.layout);
+    add_engine_layout_flags(*sub, o.layout);
     sub->add_flag("--print-schedule", o.print_schedule, "Print each pipeline rank's actions and exit (no MPI needed)");
     command->trace_flag() = sub->add_option("--trace", o.trace_path, "Write every rank's timeline as a Chrome trace (Perfetto) JSON FILE");
-    sub->add_option("--zero", o.zero, "ZeRO stage: 0 (DDP), 1 (optimizer), 2 (+gradients), 3 (+parameters)")
-        ->capture_default_str();
-    sub->add_option("--microbatches", o.microbatches, "Micro-batches per rank per step (gradient accumulation)")
-        ->capture_default_str();
-    sub->add_option("--bucket-mb", o.bucket_mb,
-                    "Gradient bucket size in MiB (default 25; ZeRO-2: min(25, 1/4 of the model's gradients))");
-    sub->add_flag("--overlap", o.overlap, "Start each bucket's gradient collective as soon as it is ready");
-    sub->add_flag("--prefetch", o.prefetch, "ZeRO-3: gather the next layer while computing this one");
-    sub->add_option("--precision", o.precision, "fp32, or bf16 (bf16 matmuls, fp32 master weights)")->capture_default_str();
-    sub->add_option("--recompute", o.recompute,
-                    "Activation recompute: none, selective (the attention core) or full (each layer's forward)")
-        ->capture_default_str();
-    sub->add_option("--attention", o.attention,
-                    "Whole-sequence attention: auto (block attention from 256 tokens where the backend's block "
-                    "kernels tile: the CPU's; standard on a GPU), flash (block: the log-sum-exp kept, scores "
-                    "recomputed in backward) or naive (standard: the T x T probabilities kept)")
-        ->capture_default_str();
-    sub->add_option("--cp", o.cp, "Context-parallel degree: ranks that split every sequence (gpt and llama models)")
-        ->capture_default_str();
-    sub->add_option("--cp-style", o.cp_style,
-                    "Context-parallel attention: ring (K/V passed around the group, default) or alltoall (sequence "
-                    "to heads and back)");
-    sub->add_option("--cp-balance", o.cp_balance,
-                    "Context-parallel causal balance: zigzag (two chunks per rank, one from each end, default) or "
-                    "none (contiguous chunks)");
-    sub->add_option("--ep", o.ep,
-                    "Expert-parallel degree (MoE models): ranks that split the experts, carved from the dp x cp ranks "
-                    "(ep consecutive ranks of the dp x cp group, Megatron-core's expert order tp-ep-dp-pp); tokens go to their "
-                    "experts' ranks by alltoallv; each rank holds its E/ep experts' parameters, gradients and "
-                    "optimizer states, their gradients averaged (ZeRO-sharded) over the dp x cp / ep ranks holding "
-                    "the same experts")
-        ->capture_default_str();
-    sub->add_option("--etp", o.etp,
-                    "The experts' tensor parallelism (MoE models): 1 (each tp rank holds its experts whole) or the tp "
-                    "degree (each routed expert's first matrices column-parallel, its second row-parallel over the tp "
-                    "group, the partial outputs all-reduced over it; Megatron-core's --expert-tensor-parallel-size)")
-        ->capture_default_str();
-    sub->add_option("--moe-expert-capacity-factor", o.moe_capacity_factor,
-                    "MoE: each expert takes at most ceil(F x tokens x top_k / experts) of a micro-batch's "
-                    "assignments, dropping those of lowest router weight (default: dropless)");
-    sub->add_option("--moe-aux-loss-coeff", o.moe_aux_loss_coeff,
-                    "MoE: weight of the Switch/GShard load-balancing loss (0: off)")
-        ->capture_default_str();
-    sub->add_option("--moe-router-bias-update-rate", o.moe_bias_update_rate,
-                    "MoE: DeepSeek-V3's aux-loss-free balancing, each expert's bias moves so much per step "
-                    "(0: off)")
-        ->capture_default_str();
-    sub->add_flag("--moe-a2a-overlap", o.moe_a2a_overlap,
-                  "MoE with --ep: each dispatch and combine goes as two non-blocking alltoallv halves, one half's "
-                  "all-to-all overlapping the other half's expert compute (and the shared experts'); results "
-                  "bit-identical to the blocking exchange");
-    sub->add_flag("--moe-a2a-overlap-1f1b", o.moe_a2a_overlap_1f1b,
-                  "MoE with --ep and a --pp 1f1b pipeline: each steady-state forward runs paired with the next "
-                  "backward (on two fibers of one thread), each posting its dispatch/combine non-blocking and "
-                  "computing the other's pass while it travels (DualPipe's idea); results bit-identical to blocking");
     sub->add_option("--peak-tflops", o.peak_tflops, "Peak TFLOP/s per rank for MFU (default: table or measured)");
     sub->add_flag("-c,--check", o.check, "Compare loss and final parameters with a serial run; fail if they differ");
     sub->add_option("--timeout", command->run_options().timeout_s,
@@ -521,6 +439,9 @@ std::unique_ptr<Command> add_train_command(CLI::App& app) {
         ->group("Testing");
     sub->add_option("--testing-slow-ms", o.testing_slow_ms, "Testing: the delay of --testing-slow-rank per step")
         ->capture_default_str()
+        ->group("Testing");
+    sub->add_option("--testing-misread-rank", o.testing_misread_rank,
+                    "Testing: this world rank draws the samples one after its own (an error --check must find)")
         ->group("Testing");
     return command;
 }

@@ -7,14 +7,17 @@
 
 #include "comm/communicator.hpp"
 #include "comm/mpi_session.hpp"
+#include "device/cuda_plugin.hpp"
 #include "device/device.hpp"
 
 namespace parbench {
 
 // GPUs this process can use (after CUDA_VISIBLE_DEVICES); 0 when there is no driver, no
-// device or any other CUDA failure. Never throws. (The core's visible_gpu_count(),
-// device/cuda_plugin.hpp, reaches it through the plugin.)
+// device or any other CUDA failure. Never throws.
 int cuda_visible_gpu_count() noexcept;
+// The same count, with a CUDA failure other than "no device" as its fault. (The core's
+// gpu_availability(), device/cuda_plugin.hpp, reaches it through the plugin.)
+GpuAvailability cuda_gpu_availability();
 
 struct NcclBackend {
     std::unique_ptr<Device> device;

@@ -54,6 +54,17 @@ int cuda_visible_gpu_count() noexcept {
     return count;
 }
 
+GpuAvailability cuda_gpu_availability() {
+    int count = 0;
+    const cudaError_t status = cudaGetDeviceCount(&count);
+    if (status == cudaSuccess) return {count, ""};
+    (void)cudaGetLastError();  // not sticky: later calls must not see it
+    // No device, or none left visible by CUDA_VISIBLE_DEVICES: an answer. Anything else (a
+    // driver older than this runtime, a device node that cannot be opened) is a fault.
+    if (status == cudaErrorNoDevice) return {0, ""};
+    return {0, std::string("cudaGetDeviceCount: ") + cudaGetErrorName(status) + ": " + cudaGetErrorString(status)};
+}
+
 NcclBackend make_nccl_backend(const MpiSession& session, Communicator& bootstrap) {
     check_one_gpu_per_rank(session, bootstrap, cuda_visible_gpu_count());
     auto device = std::make_unique<CudaDevice>(session.local_rank());

@@ -75,10 +75,14 @@ bool nvidia_driver_present() {
     return access("/dev/nvidiactl", F_OK) == 0;
 }
 
-int visible_gpu_count() noexcept {
-    if (!nvidia_driver_present()) return 0;
+GpuAvailability gpu_availability() {
+    if (!nvidia_driver_present()) return {};
     const CudaPlugin& plugin = cuda_plugin();
-    return plugin.entries != nullptr ? plugin.entries->visible_gpu_count() : 0;
+    if (!plugin.built) return {};  // built for the CPU alone: that was chosen at build time
+    if (plugin.entries == nullptr) return {0, plugin.unavailable_reason};
+    return plugin.entries->gpu_availability();
 }
+
+int visible_gpu_count() { return gpu_availability().count; }
 
 }  // namespace parbench

@@ -18,23 +18,37 @@
 
 namespace parbench {
 
-// Made by the layers above device/ (comm/, train/): named here, defined there.
+// Made by the layers above device/ (comm/, bench/, train/): named here, defined there.
+class BackgroundLoad;
 class Communicator;
 class Device;
 class MpiSession;
 class Ops;
+struct BackgroundSpec;
 struct NcclBackend;
 
 // Raise whenever CudaPluginEntries changes.
-inline constexpr int cuda_plugin_interface_version = 1;
+inline constexpr int cuda_plugin_interface_version = 3;
+
+// The GPUs this process can use, as a run choosing its backend needs to know them: how many,
+// and, when there are none, whether that is an answer (no driver, no device, GPUs hidden by
+// CUDA_VISIBLE_DEVICES) or a fault (the plugin or CUDA failed on a host whose NVIDIA driver is
+// loaded), which a GPU run must report rather than quietly run on the CPU.
+struct GpuAvailability {
+    int count = 0;
+    std::string fault;  // empty unless the host's GPUs exist but cannot be used; then why
+};
 
 struct CudaPluginEntries {
     int interface_version = 0;
-    // GPUs this process can use; 0 when there is no driver or device. Never throws.
-    int (*visible_gpu_count)() noexcept = nullptr;
+    // cudaGetDeviceCount's answer; a CUDA error other than "no device" is a fault.
+    GpuAvailability (*gpu_availability)() = nullptr;
     GpuInventory (*query_gpu_inventory)() = nullptr;
     NcclBackend (*make_nccl_backend)(const MpiSession& session, Communicator& bootstrap) = nullptr;
     std::unique_ptr<Ops> (*make_cuda_ops)(const Device& device) = nullptr;
+    // --background on a GPU rank (bench/gpu_background_load.hpp).
+    std::unique_ptr<BackgroundLoad> (*make_gpu_background_load)(const BackgroundSpec& spec, Device& device,
+                                                                Communicator& data) = nullptr;
 };
 
 struct CudaPlugin {
@@ -54,9 +68,12 @@ const CudaPlugin& cuda_plugin();
 // can be visible, and a run choosing its backend need not load the plugin to learn that.
 bool nvidia_driver_present();
 
-// GPUs this process can use: 0 without an NVIDIA driver (nothing loaded) or without the
-// plugin; otherwise the plugin's count. Never throws.
-int visible_gpu_count() noexcept;
+// This process's GPUs: none, with no fault, without an NVIDIA driver (then nothing is loaded)
+// or in a build without CUDA; with a driver, the plugin's answer, or its load failure as the
+// fault.
+GpuAvailability gpu_availability();
+// gpu_availability().count.
+int visible_gpu_count();
 
 }  // namespace parbench
 

@@ -49,7 +49,7 @@ Placement placement_of(int span, const ClusterSpec& cluster) {
 }
 
 PlanMemory convention_memory(const PlanLayout& p, int pp_rank, const EnginePipeline* pipeline) {
-    const EngineLayout& l = p.engine;
+    const Layout& l = p.engine;
     const EngineRank rank = engine_rank(l, pp_rank, pipeline);
     const StateBytes bytes = state_bytes(p.states, l.zero);
     const ModelStateBytes states =
@@ -86,7 +86,7 @@ PlanMemory convention_memory(const PlanLayout& p, int pp_rank, const EnginePipel
         // Flash attention keeps no s x s scores: what selective recompute keeps (arXiv 2205.05198
         // sec. 5 drops the same tensors; flash's softmax statistics, b x a x s floats, are
         // negligible beside them).
-        if (p.attention == AttentionKind::flash && recompute == Recompute::none) recompute = Recompute::selective;
+        if (p.engine.attention == AttentionKind::flash && recompute == Recompute::none) recompute = Recompute::selective;
         if (l.model.kind == ModelKind::llama && l.cp == 1)
             return llama_paper_layer_activation_bytes(l.model, l.seq_len, l.microbatch_size, l.tp, l.sp, recompute);
         return LayerActivationBytes{paper_layer_activation_bytes(shape, recompute),
@@ -228,7 +228,7 @@ PlanMemory plan_memory(const PlanLayout& p, const EnginePipeline* shared) {
 }
 
 PlanPrediction predict_layout(const PlanLayout& p, const PlanContext& context, const EnginePipeline* shared) {
-    const EngineLayout& l = p.engine;
+    const Layout& l = p.engine;
     const ClusterSpec& cluster = context.cluster;
     PlanPrediction out;
     out.layout = p;
@@ -249,7 +249,7 @@ PlanPrediction predict_layout(const PlanLayout& p, const PlanContext& context, c
     // (theory/rank_traffic.hpp); the tp and dp lines are the most loaded rank's, the pp lines the
     // busiest sender's (a middle stage sends most; a receive is its peer's send).
     const ParameterLayout whole =
-        model_parameter_layout(l.model, l.seq_len, TensorSplit{0, l.tp, l.sp, l.tp_style}, engine_expert_split(l));
+        model_parameter_layout(l.model, l.seq_len, TensorSplit{0, l.tp, l.sp, l.tp_style}, l.expert_split());
     for (int r = 0; r < l.pp; ++r) out.traffic_by_pp_rank.push_back(engine_rank_traffic(l, r, 0, &whole));
     int busiest = 0;
     double busiest_bytes = -1;
@@ -275,7 +275,7 @@ PlanPrediction predict_layout(const PlanLayout& p, const PlanContext& context, c
     // all-reduce is added below).
     std::optional<std::map<std::string, TrafficByOp>> shard_traffic;
     if (p.shard_group > 0) {
-        EngineLayout shard = l;
+        Layout shard = l;
         shard.dp = p.shard_group;
         shard_traffic = engine_rank_traffic(shard, out.memory.pp_rank, 0, &whole);
     }
@@ -334,7 +334,7 @@ PlanPrediction predict_layout(const PlanLayout& p, const PlanContext& context, c
     if (p.experts.active()) {
         // MoE in Megatron-core's expert order (tp, ep, expert-dp, pp; cp folded into the expert
         // dp): the ep group's members are tp apart, the expert-dp group's tp x ep apart.
-        const int ep = p.experts.ep, host = cluster.gpus_per_host;
+        const int ep = p.engine.ep, host = cluster.gpus_per_host;
         const MoeLinks links{placement_of(sharded_over * l.tp, cluster), placement_of(sharded_over * l.tp, cluster),
                              placement_of(ep * l.tp, cluster),
                              nics_used(std::min(sharded_over, std::max(1, host / l.tp))),
@@ -421,13 +421,13 @@ PlanPrediction predict_layout(const PlanLayout& p, const PlanContext& context, c
     add_lines("cp", out.memory.pp_rank, l.cp, placement_of(l.cp * l.tp, cluster), wire, 1.0, l.tp);
 
     // Compute, bubble, optimizer.
-    out.flops_per_step = p.experts.active() ? moe_model_flops_per_step(*p.experts.model, p.global_batch, l.seq_len)
-                                            : model_flops_per_step(l.model, p.global_batch, l.seq_len);
+    out.flops_per_step = p.experts.active() ? moe_model_flops_per_step(*p.experts.model, p.engine.global_batch, l.seq_len)
+                                            : model_flops_per_step(l.model, p.engine.global_batch, l.seq_len);
     // Ranks that outnumber their host's cores compute at cores / ranks of the unshared rate.
     out.compute_share = compute_share(cluster, world);
     std::optional<PassCosts> work_costs;  // F, B, W per chunk from the work, when modelled
     if (context.device_compute) {
-        out.stages = stage_compute(l, p.attention, *context.device_compute, &p.experts);
+        out.stages = stage_compute(l, p.engine.attention, *context.device_compute, &p.experts);
         const StageCompute* busiest_stage = &out.stages.front();
         for (const StageCompute& stage : out.stages) {
             if (stage.total_ms() > busiest_stage->total_ms()) busiest_stage = &stage;
@@ -448,8 +448,8 @@ PlanPrediction predict_layout(const PlanLayout& p, const PlanContext& context, c
         out.hardware_flops_per_step = out.flops_per_step;
         if (!context.rate.includes_optimizer)
             out.hardware_flops_per_step +=
-                p.experts.active() ? moe_recompute_flops_per_step(*p.experts.model, p.global_batch, l.seq_len, l.recompute)
-                                   : recompute_flops_per_step(l.model, p.global_batch, l.seq_len, l.recompute);
+                p.experts.active() ? moe_recompute_flops_per_step(*p.experts.model, p.engine.global_batch, l.seq_len, l.recompute)
+                                   : recompute_flops_per_step(l.model, p.engine.global_batch, l.seq_len, l.recompute);
         const double rank_tflops = context.rate.tflops_per_gpu * out.compute_share.share;
         out.compute_ms = out.hardware_flops_per_step / (world * rank_tflops * 1e12) * 1e3;
     }
@@ -536,7 +536,7 @@ PlanPrediction predict_layout(const PlanLayout& p, const PlanContext& context, c
             out.exposed_pp_ms += line.time_ms;
     }
     double hidden_ep_ms = 0;
-    if (p.experts.a2a_overlap && out.exposed_ep_ms > 0) {
+    if (p.engine.moe.a2a_overlap && out.exposed_ep_ms > 0) {
         // Under parbench's states the ep lines are train's: the counts' alltoall blocks, the
         // alltoallv halves overlap; Megatron-core's one line is dispatch and combine.
         double blocking_ms = 0, overlappable_ms = 0;
@@ -548,7 +548,7 @@ PlanPrediction predict_layout(const PlanLayout& p, const PlanContext& context, c
         out.exposed_ep_ms = moe_overlapped_exposure(blocking_ms, overlappable_ms, out.compute_ms);
         hidden_ep_ms = std::max(0.0, blocking_ms + overlappable_ms - out.exposed_ep_ms);
     }
-    if (p.experts.a2a_overlap_1f1b && out.exposed_ep_ms > 0 && l.pp > 1) {
+    if (p.engine.moe.a2a_overlap_1f1b && out.exposed_ep_ms > 0 && l.pp > 1) {
         // 1F1B's paired steps (plan/moe_plan.hpp): each stretch of compute between two exchanges
         // timed as the step's compute is, on the device's model or at the rate.
         const auto pass_ms = [&](const PassWork& work) {
@@ -556,7 +556,7 @@ PlanPrediction predict_layout(const PlanLayout& p, const PlanContext& context, c
                                                      : work.flops() / (context.rate.tflops_per_gpu * 1e12) * 1e3;
             return ms / out.compute_share.share;
         };
-        hidden_ep_ms = apply_moe_a2a_overlap_1f1b(out, moe_exchange_stretches(l, p.attention, p.experts, pass_ms),
+        hidden_ep_ms = apply_moe_a2a_overlap_1f1b(out, moe_exchange_stretches(l, p.engine.attention, p.experts, pass_ms),
                                                   paired_groups_per_rank(pipeline->schedule, l.p2p));
     }
     // What the collectives hid, they took from the compute beside them (arXiv 2507.03114): on a
@@ -569,7 +569,7 @@ PlanPrediction predict_layout(const PlanLayout& p, const PlanContext& context, c
         out.overlap_slowdown_ms = overlap_compute_slowdown * std::min(hidden_ms, out.compute_ms);
     }
     out.step_ms = out.compute_ms + out.bubble_ms + out.optimizer_ms + out.exposed_ms() + out.overlap_slowdown_ms;
-    const double tokens = static_cast<double>(p.global_batch) * (l.model.kind != ModelKind::mlp ? l.seq_len : 1);
+    const double tokens = static_cast<double>(p.engine.global_batch) * (l.model.kind != ModelKind::mlp ? l.seq_len : 1);
     out.tokens_per_s = tokens / (out.step_ms / 1e3);
     const double peak = l.precision == Precision::bf16 ? cluster.device.peak_tflops_bf16 : cluster.device.peak_tflops_fp32;
     out.mfu = peak > 0 ? out.flops_per_step / (out.step_ms / 1e3 * world * peak * 1e12) : 0.0;
@@ -577,7 +577,7 @@ PlanPrediction predict_layout(const PlanLayout& p, const PlanContext& context, c
 }
 
 std::string layout_label(const PlanLayout& p) {
-    const EngineLayout& l = p.engine;
+    const Layout& l = p.engine;
     std::ostringstream label;
     label << "dp" << l.dp << " tp" << l.tp << (l.sp ? "+sp" : "") << " pp" << l.pp;
     if (l.cp > 1) label << " cp" << l.cp << " " << context_style_name(l.cp_style) << (l.cp_balance == ContextBalance::none ? " unbalanced" : "");
@@ -590,13 +590,13 @@ std::string layout_label(const PlanLayout& p) {
     if (l.prefetch) label << " prefetch";
     if (l.zero == 3 && !p.reshard_after_forward) label << " no-reshard";
     if (p.shard_group > 0) label << " hybrid" << p.shard_group;
-    if (p.experts.has_experts()) label << " ep" << p.experts.ep;
-    if (p.experts.a2a_overlap_1f1b) label << " a2a-1f1b";
+    if (p.experts.has_experts()) label << " ep" << p.engine.ep;
+    if (p.engine.moe.a2a_overlap_1f1b) label << " a2a-1f1b";
     return label.str();
 }
 
 nlohmann::json to_json(const PlanPrediction& p) {
-    const EngineLayout& l = p.layout.engine;
+    const Layout& l = p.layout.engine;
     nlohmann::json items = nlohmann::json::array();
     for (const MemoryItem& item : p.memory.items)
         items.push_back({{"category", memory_category_name(item.category)}, {"name", item.name},
@@ -637,14 +637,14 @@ nlohmann::json to_json(const PlanPrediction& p) {
               {"zero", l.zero},
               {"schedule", l.pp > 1 ? schedule_kind_name(l.schedule) : "none"}, {"virtual_stages", l.virtual_stages},
               {"microbatches", l.microbatches}, {"microbatch_size", l.microbatch_size},
-              {"global_batch", p.layout.global_batch}, {"overlap", l.overlap}, {"prefetch", l.prefetch},
+              {"global_batch", p.layout.engine.global_batch}, {"overlap", l.overlap}, {"prefetch", l.prefetch},
               {"bucket_mb", static_cast<double>(l.bucket_bytes) / (1024.0 * 1024.0)},
               {"precision", l.precision == Precision::bf16 ? "bf16" : "fp32"},
               {"recompute", recompute_name(l.recompute)}, {"p2p", p2p_mode_name(l.p2p)},
-              {"attention", attention_name(p.layout.attention)},
+              {"attention", attention_name(p.layout.engine.attention)},
               {"reshard_after_forward", p.layout.reshard_after_forward}, {"shard_group", p.layout.shard_group},
-              {"ep", p.layout.experts.ep}, {"moe_a2a_overlap", p.layout.experts.a2a_overlap},
-              {"moe_a2a_overlap_1f1b", p.layout.experts.a2a_overlap_1f1b}}},
+              {"ep", p.layout.engine.ep}, {"moe_a2a_overlap", p.layout.engine.moe.a2a_overlap},
+              {"moe_a2a_overlap_1f1b", p.layout.engine.moe.a2a_overlap_1f1b}}},
             {"memory_bytes",
              {{"states", states_name(p.layout.states)}, {"pp_rank", p.memory.pp_rank}, {"params", p.memory.params},
               {"grads", p.memory.grads}, {"optimizer", p.memory.optimizer}, {"activations", p.memory.activations},

@@ -72,12 +72,14 @@ ModelStateBytes model_state_bytes(StateConvention states, double parameters, int
 inline constexpr double overlap_compute_slowdown = 0.189;
 
 struct PlanLayout {
-    EngineLayout engine;
-    int global_batch = 1;  // recompute: engine.recompute, for every convention
+    // The layout (theory/layout.hpp) as the engine's formulas count it: under --states parbench
+    // the model itself; under the frameworks' conventions a mixture-of-experts model's dense
+    // skeleton (plan/moe_plan.hpp), the model itself in experts.model. Its attention is the
+    // convention's (flash: no s x s scores kept, recomputed in backward, theory/layer_work.hpp;
+    // naive: kept unless recompute drops them); the command defaults to flash for bf16 on a GPU
+    // device.
+    Layout engine;
     StateConvention states = StateConvention::parbench;
-    // Flash: no s x s scores kept, recomputed in backward (theory/layer_work.hpp); naive: kept
-    // unless recompute drops them. The command defaults to flash for bf16 on a GPU device.
-    AttentionKind attention = AttentionKind::naive;
     // ZeRO-3 as FSDP runs it (arXiv 2304.11277 sec. 3.2): `reshard_after_forward` false keeps the
     // gathered parameters from forward to backward (one gather per layer, not two; the whole
     // model's 16-bit parameters held at the peak); `shard_group` > 0 shards the states over that
@@ -85,10 +87,7 @@ struct PlanLayout {
     // shards all-reduced across the replicas once per step. zero and megatron conventions only.
     bool reshard_after_forward = true;
     int shard_group = 0;  // 0: all dp ranks
-    // A mixture-of-experts model (plan/moe_plan.hpp): engine.model is then its dense skeleton under
-    // the frameworks' conventions, the model itself under parbench's (whose engine formulas count
-    // the MoE layers as train builds them).
-    ExpertParallel experts;
+    PlanExperts experts;
 };
 
 struct PlanMemory {

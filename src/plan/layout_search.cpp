@@ -21,7 +21,7 @@ SearchResult search_layouts(const SearchSpace& space, const PlanContext& context
     SearchResult result;
     const ModelConfig& model = space.base.engine.model;
     const int gpus = context.cluster.gpus;
-    const int batch = space.base.global_batch;
+    const int batch = space.base.engine.global_batch;
     auto drop = [&](const std::string& reason) { ++result.dropped[reason]; };
     for (int tp : divisors(gpus)) {
         if (tp > context.cluster.gpus_per_host && !space.allow_cross_host_tp) {
@@ -68,7 +68,7 @@ SearchResult search_layouts(const SearchSpace& space, const PlanContext& context
                     // One schedule (and its peaks in flight) for every layout of this shape.
                     std::optional<EnginePipeline> pipeline;
                     if (pp > 1) {
-                        EngineLayout shape = space.base.engine;
+                        Layout shape = space.base.engine;
                         shape.pp = pp;
                         shape.microbatches = m;
                         shape.schedule = schedule;
@@ -85,7 +85,7 @@ SearchResult search_layouts(const SearchSpace& space, const PlanContext& context
                                 continue;
                             }
                             PlanLayout layout = space.base;
-                            EngineLayout& l = layout.engine;
+                            Layout& l = layout.engine;
                             l.dp = dp;
                             l.tp = tp;
                             l.pp = pp;
@@ -123,7 +123,7 @@ SearchResult search_layouts(const SearchSpace& space, const PlanContext& context
                                 ++result.considered;
                                 PlanPrediction prediction =
                                     predict_layout(candidate, context, pipeline ? &*pipeline : nullptr);
-                                if (!candidate.experts.a2a_overlap_1f1b) {
+                                if (!candidate.engine.moe.a2a_overlap_1f1b) {
                                     unpaired_step_ms = prediction.step_ms;
                                 } else if (prediction.step_ms >= unpaired_step_ms) {
                                     drop("--moe-a2a-overlap-1f1b no faster than blocking");

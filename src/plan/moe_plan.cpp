@@ -13,7 +13,7 @@
 
 namespace parbench {
 
-std::vector<LayerRange> pipeline_rank_layers(const EngineLayout& l, int pp_rank) {
+std::vector<LayerRange> pipeline_rank_layers(const Layout& l, int pp_rank) {
     if (l.pp == 1 || l.stage_ranges.empty()) return {LayerRange{0, l.model.layers}};
     // Virtual stage i runs on rank i mod p (partition.hpp's order: chunk-major).
     std::vector<LayerRange> ranges;
@@ -22,7 +22,7 @@ std::vector<LayerRange> pipeline_rank_layers(const EngineLayout& l, int pp_rank)
     return ranges;
 }
 
-int expert_data_parallel(const PlanLayout& p) { return std::max(1, p.engine.gradient_ranks() / p.experts.ep); }
+int expert_data_parallel(const PlanLayout& p) { return std::max(1, p.engine.gradient_ranks() / p.engine.ep); }
 
 MoeRankParameters moe_rank_parameters(const PlanLayout& p, double skeleton_parameters,
                                       const std::vector<LayerRange>& layers) {
@@ -41,7 +41,7 @@ MoeRankParameters moe_rank_parameters(const PlanLayout& p, double skeleton_param
         // split over tp under --etp); an ep rank holds E/ep of the routed experts, as in
         // Megatron-core. The skeleton counted the engine's layout, so its routed experts are
         // already the rank's E/ep (/etp).
-        r.routed = r.moe_layers * layer.routed / p.experts.ep / p.experts.etp;
+        r.routed = r.moe_layers * layer.routed / p.engine.ep / p.engine.etp;
         r.dense = skeleton_parameters - r.routed;
         return r;
     }
@@ -50,12 +50,12 @@ MoeRankParameters moe_rank_parameters(const PlanLayout& p, double skeleton_param
     // router is replicated.
     r.dense += r.layers * layer.attention_delta / t +
                r.moe_layers * (layer.router + (layer.shared - layer.dense_mlp) / t);
-    r.routed = r.moe_layers * layer.routed / p.experts.ep / p.experts.etp;
+    r.routed = r.moe_layers * layer.routed / p.engine.ep / p.engine.etp;
     return r;
 }
 
 void apply_moe_memory(PlanMemory& m, const PlanLayout& p, double skeleton_parameters, double layer_micro) {
-    const EngineLayout& l = p.engine;
+    const Layout& l = p.engine;
     const MoeRankParameters r = moe_rank_parameters(p, skeleton_parameters, pipeline_rank_layers(l, m.pp_rank));
     const int edp = expert_data_parallel(p);
     const ModelStateBytes dense = model_state_bytes(p.states, r.dense, l.zero, l.gradient_ranks());
@@ -77,7 +77,7 @@ void apply_moe_memory(PlanMemory& m, const PlanLayout& p, double skeleton_parame
     shape.shared_experts = model.moe->shared_experts;
     shape.expert_hidden = model.moe->expert_hidden;
     shape.tp = l.tp;
-    shape.imbalance = p.experts.effective_imbalance();
+    shape.imbalance = p.experts.effective_imbalance(p.engine.ep);
     // The skeleton counted the dense SwiGLU's gate, up and product, 6·T·f/t bytes, per layer.
     const double dense_mlp = 6.0 * shape.tokens * model.ffn_hidden / l.tp;
     const double extra_per_layer = moe_mlp_activation_bytes(shape) - dense_mlp;
@@ -94,16 +94,16 @@ void apply_moe_memory(PlanMemory& m, const PlanLayout& p, double skeleton_parame
 void apply_moe_traffic(PlanPrediction& out, const PlanContext& context, double skeleton_parameters,
                        const MoeLinks& links) {
     const PlanLayout& p = out.layout;
-    const EngineLayout& l = p.engine;
+    const Layout& l = p.engine;
     if (!p.experts.active()) return;
     const ModelConfig& model = *p.experts.model;
     MoePrediction& moe = out.moe;
     moe.active = true;
-    moe.ep = p.experts.ep;
-    moe.etp = p.experts.etp;
+    moe.ep = p.engine.ep;
+    moe.etp = p.engine.etp;
     // Both conventions hold E/ep experts per rank and reduce their gradients over dp x cp / ep.
     moe.expert_dp = expert_data_parallel(p);
-    moe.imbalance = p.experts.effective_imbalance();
+    moe.imbalance = p.experts.effective_imbalance(p.engine.ep);
     moe.ep_placement = links.ep;
     const MoeRankParameters r =
         moe_rank_parameters(p, skeleton_parameters, pipeline_rank_layers(l, out.memory.pp_rank));
@@ -193,10 +193,9 @@ std::vector<PlanLayout> with_expert_degrees(const std::vector<PlanLayout>& layou
         for (int ep = 1; ep <= degrees; ++ep) {
             if (degrees % ep != 0) continue;
             PlanLayout variant = layout;
-            variant.experts.ep = ep;
+            variant.engine.ep = ep;
             // Each convention's default experts' tensor parallelism (plan --etp's).
-            variant.experts.etp = engine ? 1 : layout.engine.tp;
-            if (engine) variant.engine.ep = ep;
+            variant.engine.etp = engine ? 1 : layout.engine.tp;
             out.push_back(variant);
         }
     }
@@ -207,17 +206,14 @@ std::vector<PlanLayout> with_a2a_overlap_1f1b(const std::vector<PlanLayout>& lay
     std::vector<PlanLayout> out;
     for (const PlanLayout& layout : layouts) {
         out.push_back(layout);
-        const EngineLayout& l = layout.engine;
-        if (!layout.experts.has_experts() || layout.experts.a2a_overlap || layout.experts.a2a_overlap_1f1b) continue;
+        const Layout& l = layout.engine;
+        if (!layout.experts.has_experts() || layout.engine.moe.a2a_overlap || layout.engine.moe.a2a_overlap_1f1b) continue;
         // train's rule (plan --moe-a2a-overlap-1f1b's): only the layouts it takes.
-        const MoeA2aOverlap1f1bRequest request{layout.experts.ep, false,          l.pp,
-                                               schedule_kind_name(l.schedule), l.virtual_stages, l.microbatches,
-                                               layout.experts.etp, recompute_name(l.recompute), l.cp};
-        if (moe_a2a_overlap_1f1b_refusal(request) ||
+        if (moe_a2a_overlap_1f1b_refusal(l) ||
             moe_a2a_overlap_1f1b_stage_refusal(*layout.experts.model, l.stage_ranges))
             continue;
         PlanLayout paired = layout;
-        paired.experts.a2a_overlap_1f1b = true;
+        paired.engine.moe.a2a_overlap_1f1b = true;
         out.push_back(paired);
     }
     return out;
@@ -263,7 +259,7 @@ double moe_rank_exposed_ms(int microbatches, int paired_groups, int moe_layers, 
 double apply_moe_a2a_overlap_1f1b(PlanPrediction& out, const std::vector<ExchangeStretches>& stretches,
                                   const std::vector<int>& paired_groups) {
     const PlanLayout& p = out.layout;
-    const EngineLayout& l = p.engine;
+    const Layout& l = p.engine;
     MoePrediction& moe = out.moe;
     moe.a2a_overlap_1f1b = true;
     // One exchange's time from the ep lines (every dispatch and combine moves the same rows under

@@ -33,28 +33,21 @@ struct PlanLayout;
 struct PlanMemory;
 struct PlanPrediction;
 struct PlanContext;
-struct EngineLayout;
+struct Layout;
 struct ExchangeStretches;
 
-// A model with "moe" (or "mla") in plan: engine.model is its dense skeleton, `model` the config.
-struct ExpertParallel {
+// A model with "moe" (or "mla") in plan: under the frameworks' conventions engine.model (the
+// layout's, theory/layout.hpp) is its dense skeleton and `model` the config; the degrees (ep,
+// etp) and the MoE options are the layout's.
+struct PlanExperts {
     std::optional<ModelConfig> model;  // nullopt: a dense model
-    int ep = 1;
-    int etp = 1;  // --etp: the ranks each routed expert's width is split over (1 or tp)
     // --moe-imbalance: max / mean tokens received per ep rank, what `parbench alltoallv --skew`
     // reports as its imbalance; the busiest rank sets the all-to-all's and the experts' time.
     double imbalance = 1.0;
-    // --moe-a2a-overlap: each dispatch and combine in two halves, one overlapping the other's
-    // expert compute (train/moe/moe_layer.hpp); moe_overlapped_exposure gives what stays exposed.
-    bool a2a_overlap = false;
-    // --moe-a2a-overlap-1f1b: 1F1B's steady-state forward and backward paired, one micro-batch's
-    // exchanges under the other's compute (theory/pipeline/paired_passes.hpp);
-    // moe_paired_group_exposed_ms gives what stays exposed.
-    bool a2a_overlap_1f1b = false;
     bool active() const { return model.has_value(); }
     bool has_experts() const { return model && model->moe.has_value(); }
     // A rank receives at most every copy, so max / mean is at most ep (1 with one rank).
-    double effective_imbalance() const { return std::min(imbalance, static_cast<double>(ep)); }
+    double effective_imbalance(int ep) const { return std::min(imbalance, static_cast<double>(ep)); }
 };
 
 struct MoePrediction {
@@ -77,7 +70,7 @@ struct MoePrediction {
 };
 
 // The ranges of layers pipeline rank `pp_rank` holds (all layers without a pipeline).
-std::vector<LayerRange> pipeline_rank_layers(const EngineLayout& layout, int pp_rank);
+std::vector<LayerRange> pipeline_rank_layers(const Layout& layout, int pp_rank);
 
 struct MoeRankParameters {
     double dense = 0, routed = 0;  // one tensor-parallel rank's, after the ep split for routed

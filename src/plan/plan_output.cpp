@@ -204,7 +204,7 @@ void print_plan_console(std::ostream& out, const PlanInputs& inputs, const std::
         return;
     }
     for (const PlanPrediction& p : layouts) {
-        out << "layout: " << layout_label(p.layout) << " (global batch " << p.layout.global_batch << ", micro-batch "
+        out << "layout: " << layout_label(p.layout) << " (global batch " << p.layout.engine.global_batch << ", micro-batch "
             << p.layout.engine.microbatch_size << ")\n";
         char line[512];
         char reserve[128] = "";

@@ -18,7 +18,7 @@ void add(StageCompute& stage, const LayerWork& work, const DeviceCompute& device
 
 namespace {
 
-LayerWorkShape layer_shape(const EngineLayout& l) {
+LayerWorkShape layer_shape(const Layout& l) {
     LayerWorkShape shape;
     shape.model = l.model;
     shape.seq = l.local_seq_len();
@@ -39,8 +39,8 @@ PassWork whole_backward(const LayerWork& work) {
 
 }  // namespace
 
-std::vector<StageCompute> stage_compute(const EngineLayout& l, AttentionKind attention, const DeviceCompute& device,
-                                        const ExpertParallel* experts) {
+std::vector<StageCompute> stage_compute(const Layout& l, AttentionKind attention, const DeviceCompute& device,
+                                        const PlanExperts* experts) {
     const LayerWorkShape shape = layer_shape(l);
     const bool mlp = !l.model.has_sequence();
     LayerWork layer = mlp ? mlp_layer_work(shape) : transformer_layer_work(shape, attention, l.recompute);
@@ -60,7 +60,7 @@ std::vector<StageCompute> stage_compute(const EngineLayout& l, AttentionKind att
         LayerWorkShape expert_shape = shape;
         expert_shape.model = *experts->model;
         const LayerWork moe_layer =
-            moe_layer_work(expert_shape, attention, l.recompute, experts->ep, experts->effective_imbalance());
+            moe_layer_work(expert_shape, attention, l.recompute, l.ep, experts->effective_imbalance(l.ep));
         for (StageCompute& stage : stages) {
             int moe_layers = 0;
             for (const LayerRange& range : pipeline_rank_layers(l, stage.pp_rank))
@@ -76,8 +76,8 @@ std::vector<StageCompute> stage_compute(const EngineLayout& l, AttentionKind att
     return stages;
 }
 
-std::vector<ExchangeStretches> moe_exchange_stretches(const EngineLayout& l, AttentionKind attention,
-                                                      const ExpertParallel& experts,
+std::vector<ExchangeStretches> moe_exchange_stretches(const Layout& l, AttentionKind attention,
+                                                      const PlanExperts& experts,
                                                       const std::function<double(const PassWork&)>& pass_ms) {
     std::vector<ExchangeStretches> out(static_cast<std::size_t>(l.pp));
     if (!experts.has_experts() || !l.model.has_sequence()) return out;
@@ -86,7 +86,7 @@ std::vector<ExchangeStretches> moe_exchange_stretches(const EngineLayout& l, Att
     LayerWorkShape expert_shape = shape;
     expert_shape.model = *experts.model;
     const LayerWork moe =
-        moe_layer_work(expert_shape, attention, l.recompute, experts.ep, experts.effective_imbalance());
+        moe_layer_work(expert_shape, attention, l.recompute, l.ep, experts.effective_imbalance(l.ep));
     const MoePassParts forward = split_moe_pass(moe.forward);
     const MoePassParts backward = split_moe_pass(whole_backward(moe));
     const double dense_forward = pass_ms(dense.forward), dense_backward = pass_ms(whole_backward(dense));

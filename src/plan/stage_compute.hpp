@@ -25,8 +25,8 @@ struct StageCompute {
 
 // One entry per pipeline rank (one without a pipeline). `experts`: an MoE model's, whose MoE
 // layers do theory/moe_work.hpp's moe_layer_work on the busiest expert-parallel rank.
-std::vector<StageCompute> stage_compute(const EngineLayout& layout, AttentionKind attention,
-                                        const DeviceCompute& device, const ExpertParallel* experts = nullptr);
+std::vector<StageCompute> stage_compute(const Layout& layout, AttentionKind attention,
+                                        const DeviceCompute& device, const PlanExperts* experts = nullptr);
 
 // One micro-batch's forward and backward on a pipeline rank cut at its MoE exchanges, the points
 // where --moe-a2a-overlap-1f1b hands the thread to the partner pass (plan/moe_plan.hpp): with n
@@ -40,8 +40,8 @@ struct ExchangeStretches {
     std::vector<double> forward_ms, backward_ms;
 };
 // Per pipeline rank; `pass_ms` times one piece of work (the device's model, or FLOPs at a rate).
-std::vector<ExchangeStretches> moe_exchange_stretches(const EngineLayout& layout, AttentionKind attention,
-                                                      const ExpertParallel& experts,
+std::vector<ExchangeStretches> moe_exchange_stretches(const Layout& layout, AttentionKind attention,
+                                                      const PlanExperts& experts,
                                                       const std::function<double(const PassWork&)>& pass_ms);
 
 }  // namespace parbench

@@ -73,7 +73,9 @@ nlohmann::json to_json(const CollectiveResult& result) {
         {"inplace", result.inplace},
         {"placement", result.inplace ? "in" : "out"},
     };
+    if (result.repetition) entry["repetition"] = *result.repetition;
     if (result.placement_note) entry["placement_note"] = *result.placement_note;
+    if (result.one_rank_shortcut) entry["one_rank_shortcut"] = *result.one_rank_shortcut;
     if (result.skew)
         entry["skew"] = {{"distribution", result.skew->distribution},
                          {"seed", result.skew->seed},

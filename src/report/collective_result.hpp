@@ -57,6 +57,7 @@ struct CollectiveResult {
     std::optional<int> root;            // rooted collectives only
     bool inplace = false;
     std::optional<std::string> placement_note;  // what out of place means here, when it differs
+    std::optional<std::string> one_rank_shortcut;  // what NCCL ran instead (collectives/one_rank_shortcut.hpp)
     std::optional<SkewUsed> skew;               // alltoallv only
     std::optional<TrafficImbalance> imbalance;  // alltoallv only, when measured
     Aggregation aggregation = Aggregation::max;
@@ -73,6 +74,7 @@ struct CollectiveResult {
     std::size_t outliers = 0;
     std::vector<Warning> warnings;
     std::optional<std::string> skipped; // why the point was not measured
+    std::optional<int> repetition;      // --repeat K: which whole sweep (from 1) measured it
     // Every rank's page faults and involuntary switches across the timed loop, and the
     // calls each rank ran there (bench/thread_counters.hpp).
     std::vector<ThreadCounters> counters_by_rank;

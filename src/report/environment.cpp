@@ -60,6 +60,11 @@ nlohmann::json to_json(const Environment& environment) {
         {"mpi_version", environment.mpi_version},
         {"cpu", environment.cpu},
         {"cpu_cores", environment.cpu_cores},
+        {"cpu_kernels",
+         {{"path", environment.cpu_kernels},
+          {"forced", environment.cpu_kernels_forced},
+          {"runnable", environment.cpu_kernels_runnable}}},
+        {"blas", {{"library", environment.blas}, {"core", environment.blas_core}}},
         {"versions", environment.versions},
         {"buffer_pages", to_json(environment.buffer_pages)},
     };

@@ -49,6 +49,13 @@ struct Environment {
     std::string mpi_version;
     std::string cpu;
     unsigned cpu_cores = 0;                   // of this host
+    // What the CPU ops computed with (device/cpu_kernels.hpp), rank 0's: their path, whether
+    // PARBENCH_CPU_KERNELS forced it, the paths this CPU runs; OpenBLAS's build and kernels.
+    std::string cpu_kernels;
+    bool cpu_kernels_forced = false;
+    std::vector<std::string> cpu_kernels_runnable;
+    std::string blas;
+    std::string blas_core;
     std::map<std::string, std::string> versions;  // from the device: CUDA, NCCL
     BufferPagesRecord buffer_pages;
 };

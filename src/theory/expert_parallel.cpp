@@ -6,13 +6,17 @@
 
 namespace parbench {
 
+std::string dense_model_moe_flag_refusal(const std::string& flag, const ModelConfig& model) {
+    return flag + ": model " + model.name + " has no experts (no \"moe\" in its config); expert parallelism and the "
+           "--moe-* flags need a mixture-of-experts model, e.g. llama-moe-tiny or mixtral-8x7b; pick one or drop " +
+           flag;
+}
+
 void check_expert_parallel(const ModelConfig& model, int ep, int dp, int cp) {
     const std::string flag = "--ep " + std::to_string(ep);
     if (ep < 1) throw UsageError("--ep must be at least 1 (the ranks that split the experts)");
     if (ep == 1) return;
-    if (!model.moe)
-        throw UsageError(flag + ": model " + model.name + " has no experts (no \"moe\" in its config); drop --ep or "
-                         "pick an MoE model such as llama-moe-tiny");
+    if (!model.moe) throw UsageError(dense_model_moe_flag_refusal(flag, model));
     if (model.moe->experts % ep != 0)
         throw UsageError(flag + " does not divide the " + std::to_string(model.moe->experts) + " experts of " +
                          model.name + "; use a divisor of " + std::to_string(model.moe->experts));
@@ -51,9 +55,7 @@ void check_expert_tensor_parallel(const ModelConfig& model, int etp, int tp, boo
         throw UsageError(flag + ": the experts' tensor parallelism is 1 (experts whole on every tp rank) or the tp "
                          "degree (--tp " + std::to_string(tp) + "), over the tp group; use --etp 1 or --etp " +
                          std::to_string(tp));
-    if (!model.moe)
-        throw UsageError(flag + ": model " + model.name + " has no experts (no \"moe\" in its config); drop --etp or "
-                         "pick an MoE model such as llama-moe-tiny");
+    if (!model.moe) throw UsageError(dense_model_moe_flag_refusal(flag, model));
     if (model.moe->expert_hidden % etp != 0)
         throw UsageError(flag + " does not divide the experts' width " + std::to_string(model.moe->expert_hidden) +
                          " (expert_hidden of " + model.name + "); use --etp 1");

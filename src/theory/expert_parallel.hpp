@@ -28,6 +28,10 @@ struct ExpertSplit {
     int tensor_size = 1;
 };
 
+// The refusal of a mixture-of-experts flag (as `flag` names it: --ep 2, --moe-imbalance, ...) on
+// `model`, which has no experts.
+std::string dense_model_moe_flag_refusal(const std::string& flag, const ModelConfig& model);
+
 // UsageError naming --etp and the fix unless `etp` is 1 or `tp` (Megatron-core's expert tensor
 // parallelism; parbench's experts are split over the tp group or not at all), or when it cannot
 // split the model's experts (`sequence_parallel`: not yet with --sp).

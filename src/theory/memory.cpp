@@ -32,7 +32,7 @@ class ItemList {
 // train/schemes/data_parallel.cpp and train/schemes/zero.cpp, one scheme over `layout` whose
 // ZeRO shards are 1/`ranks`. `units_held`: the most parameter units the model holds at once
 // (ZeRO-3's gather slots); `what` prefixes the items' names.
-void one_scheme_items(const EngineLayout& l, const ParameterLayout& layout, int ranks, int units_held,
+void one_scheme_items(const Layout& l, const ParameterLayout& layout, int ranks, int units_held,
                       const std::string& what, ItemList& items) {
     const bool zero3 = l.zero == 3;
     const FlatLayout flat(layout, zero3 ? one_unit_per_group(layout) : group_units_by_bytes(layout, l.bucket_bytes),
@@ -71,7 +71,7 @@ void one_scheme_items(const EngineLayout& l, const ParameterLayout& layout, int 
 // train/schemes/expert_split.cpp: the dense units under one scheme over the gradient group
 // (dp x cp), an MoE model's routed experts (this rank's E/ep) under another over the
 // expert-data-parallel group (dp x cp / ep), each holding one unit at a time.
-void scheme_items(const EngineLayout& l, const ParameterLayout& layout, int units_held, ItemList& items) {
+void scheme_items(const Layout& l, const ParameterLayout& layout, int units_held, ItemList& items) {
     const std::vector<int> experts = layout.routed_expert_units();
     if (experts.empty()) return one_scheme_items(l, layout, l.gradient_ranks(), units_held, "", items);
     one_scheme_items(l, layout.select_units(layout.dense_units()), l.gradient_ranks(), units_held, "dense: ", items);
@@ -81,7 +81,7 @@ void scheme_items(const EngineLayout& l, const ParameterLayout& layout, int unit
 
 // The MoE layer's shape as train builds it (train/models/gpt.cpp, llama.cpp): `tokens` rows per
 // routing group; empty without "moe".
-MoeMemoryShape engine_moe_memory_shape(const EngineLayout& l, double tokens) {
+MoeMemoryShape engine_moe_memory_shape(const Layout& l, double tokens) {
     if (!l.model.moe) return {};
     const ModelConfig::Moe& moe = *l.model.moe;
     return MoeMemoryShape{static_cast<std::size_t>(tokens),       static_cast<std::size_t>(l.model.hidden),
@@ -92,7 +92,7 @@ MoeMemoryShape engine_moe_memory_shape(const EngineLayout& l, double tokens) {
 }
 
 // bf16 operand copies of the largest matmul (train/matmuls.cpp).
-void matmul_items(const EngineLayout& l, const std::vector<MatmulShape>& shapes, ItemList& items) {
+void matmul_items(const Layout& l, const std::vector<MatmulShape>& shapes, ItemList& items) {
     if (l.precision != Precision::bf16) return;
     double inp = 0, weight = 0, dout = 0;
     for (const MatmulShape& s : shapes) {
@@ -113,7 +113,7 @@ void matmul_items(const EngineLayout& l, const std::vector<MatmulShape>& shapes,
 // `moe_block`: what an MoE layer keeps instead of `block` (models with "moe"); its stores are a
 // kind of their own unless full recompute makes every layer keep the same. An MoE layer defers
 // nothing to W, so only the dense stores have a zero-bubble stash (zb-h1 refuses full recompute).
-bool layer_store_items(const EngineLayout& l, const PipelinePart& part, const std::string& norm, double block,
+bool layer_store_items(const Layout& l, const PipelinePart& part, const std::string& norm, double block,
                        double stash, double rc, double head, ItemList& items, double moe_block = 0.0) {
     const std::string moe_stores = "MoE layer stores: attention, router, dispatch/combine buffers, expert activations";
     if (!part.active()) {
@@ -139,7 +139,7 @@ bool layer_store_items(const EngineLayout& l, const PipelinePart& part, const st
 
 // What a model with MoE layers allocates once for all of them (train/moe/moe_layer.cpp's
 // scratch; under SP, train/moe/moe_model_state.hpp's gradient pack). Shared by GPT and Llama.
-void moe_shared_items(const EngineLayout& l, const MoeMemoryShape& moe_shape, ItemList& items) {
+void moe_shared_items(const Layout& l, const MoeMemoryShape& moe_shape, ItemList& items) {
     items.activation("MoE scratch, shared by the MoE layers (theory/moe_memory.hpp)", 1,
                      static_cast<double>(moe_scratch_bytes(moe_shape)) / f32);
     if (l.sp)
@@ -155,7 +155,7 @@ struct AttentionFloats {
     double saved = 0, workspace = 0;
 };
 
-AttentionFloats attention_floats(const EngineLayout& l, bool context, bool block_attention, double probabilities) {
+AttentionFloats attention_floats(const Layout& l, bool context, bool block_attention, double probabilities) {
     const TensorSplit split{0, l.tp, l.sp, l.tp_style};
     if (context) {
         const ContextAttentionFloats f = context_attention_floats(
@@ -184,7 +184,7 @@ void attention_workspace_item(bool context, bool block_attention, const Attentio
 // per-layer stores (in pipeline slots when pipelined), the head's, and the backward scratch
 // shared by every layer. Under context parallelism and block attention as llama_items says,
 // and under context parallelism the gathered position rows and their gradient.
-void gpt_items(const EngineLayout& l, const PipelinePart& part, ItemList& items) {
+void gpt_items(const Layout& l, const PipelinePart& part, ItemList& items) {
     const double t = l.tp;
     const bool context = l.cp > 1;
     const bool block_attention = !context && l.attention == AttentionKind::flash;
@@ -249,7 +249,7 @@ void gpt_items(const EngineLayout& l, const PipelinePart& part, ItemList& items)
 // nothing), there is no attention scratch of the model's own, and ContextAttention's workspace
 // is counted once. Block attention over the whole sequence (l.attention flash, no cp) the same
 // way: the log-sum-exp rows per layer, SequenceAttention's workspace once.
-void llama_items(const EngineLayout& l, const PipelinePart& part, ItemList& items) {
+void llama_items(const Layout& l, const PipelinePart& part, ItemList& items) {
     const double t = l.tp;
     const bool context = l.cp > 1;
     const bool block_attention = !context && l.attention == AttentionKind::flash;
@@ -313,7 +313,7 @@ void llama_items(const EngineLayout& l, const PipelinePart& part, ItemList& item
 
 // train/models/mlp.cpp: layers alternate column- and row-parallel (megatron style) or are all
 // column-parallel with gathered inputs (allgather style).
-void mlp_items(const EngineLayout& l, ItemList& items) {
+void mlp_items(const Layout& l, ItemList& items) {
     const double b = l.microbatch_size, H = l.model.hidden, Hl = H / l.tp;
     const bool split = l.tp > 1;
     const bool allgather = split && l.tp_style == TensorParallelStyle::allgather;
@@ -338,11 +338,7 @@ void mlp_items(const EngineLayout& l, ItemList& items) {
 
 }  // namespace
 
-ExpertSplit engine_expert_split(const EngineLayout& l, int tp_rank) {
-    return l.etp > 1 ? ExpertSplit{0, l.ep, tp_rank, l.etp} : ExpertSplit{0, l.ep};
-}
-
-std::optional<EnginePipeline> engine_pipeline(const EngineLayout& l) {
+std::optional<EnginePipeline> engine_pipeline(const Layout& l) {
     if (l.pp <= 1) return std::nullopt;
     EnginePipeline pipeline{make_schedule(l.schedule, ScheduleShape{l.pp, l.microbatches, l.virtual_stages}), {}, {}};
     pipeline.in_flight = peak_in_flight(pipeline.schedule, l.p2p);
@@ -350,11 +346,11 @@ std::optional<EnginePipeline> engine_pipeline(const EngineLayout& l) {
     return pipeline;
 }
 
-EngineRank engine_rank(const EngineLayout& l, int pp_rank, const EnginePipeline* pipeline) {
+EngineRank engine_rank(const Layout& l, int pp_rank, const EnginePipeline* pipeline) {
     const TensorSplit split{0, l.tp, l.sp, l.tp_style};
     EngineRank rank;
     // Every rank of an ep group holds as many experts: rank 0's layout counts them all.
-    rank.layout = model_parameter_layout(l.model, l.seq_len, split, engine_expert_split(l));
+    rank.layout = model_parameter_layout(l.model, l.seq_len, split, l.expert_split());
     if (l.pp > 1) {
         std::optional<EnginePipeline> built;
         if (pipeline == nullptr) pipeline = &built.emplace(*engine_pipeline(l));
@@ -382,7 +378,7 @@ double RankMemory::total() const {
     return bytes;
 }
 
-RankMemory engine_rank_memory(const EngineLayout& layout, int pp_rank, const EnginePipeline* pipeline) {
+RankMemory engine_rank_memory(const Layout& layout, int pp_rank, const EnginePipeline* pipeline) {
     RankMemory memory;
     memory.pp_rank = pp_rank;
     ItemList items(memory);
@@ -408,7 +404,7 @@ RankMemory engine_rank_memory(const EngineLayout& layout, int pp_rank, const Eng
     return memory;
 }
 
-RankMemory engine_peak_memory(const EngineLayout& layout) {
+RankMemory engine_peak_memory(const Layout& layout) {
     const std::optional<EnginePipeline> pipeline = engine_pipeline(layout);
     const EnginePipeline* shared = pipeline ? &*pipeline : nullptr;
     RankMemory peak = engine_rank_memory(layout, 0, shared);

@@ -15,8 +15,8 @@
 #include <vector>
 
 #include "theory/activation_memory.hpp"
-#include "theory/context_split.hpp"
 #include "theory/layer_work.hpp"
+#include "theory/layout.hpp"
 #include "theory/memory_category.hpp"
 #include "theory/model_config.hpp"
 #include "theory/model_layout.hpp"
@@ -38,47 +38,6 @@ inline constexpr int mlp_gradient_piece_rows = 256;
 inline bool mlp_holds_gradient_piece(int tp, Precision precision, int microbatches) {
     return tp == 1 && precision == Precision::fp32 && microbatches == 1;
 }
-
-// A layout as parbench's engine would run it: everything the ledger's contents depend on.
-struct EngineLayout {
-    ModelConfig model;
-    int seq_len = 1;
-    int microbatch_size = 1;  // samples per micro-batch on one rank
-    int microbatches = 1;
-    int dp = 1;
-    int tp = 1;
-    int pp = 1;
-    bool sp = false;
-    TensorParallelStyle tp_style = TensorParallelStyle::megatron;
-    int zero = 0;
-    std::size_t bucket_bytes = 25u << 20;
-    bool overlap = false;
-    bool prefetch = false;
-    ScheduleKind schedule = ScheduleKind::one_f_one_b;
-    int virtual_stages = 1;
-    std::vector<LayerRange> stage_ranges;  // pp > 1: the virtual stages' layers (partition.hpp)
-    P2pMode p2p = P2pMode::nonblocking;
-    Precision precision = Precision::fp32;
-    Recompute recompute = Recompute::none;  // what each layer keeps (theory/activation_memory.hpp)
-    // The whole-sequence attention without context parallelism (theory/engine_attention.hpp):
-    // naive keeps the probabilities per layer, flash (the block kernels) the log-sum-exp.
-    AttentionKind attention = AttentionKind::naive;
-    // Context parallelism: cp ranks split every sequence (seq_len / cp tokens each); the
-    // gradients are averaged over dp x cp.
-    int cp = 1;
-    int ep = 1;  // expert-parallel ranks (MoE models; theory/expert_parallel.hpp)
-    int etp = 1;  // the routed experts' tensor parallelism: 1 or tp (theory/expert_parallel.hpp)
-    bool moe_a2a_overlap = false;  // --moe-a2a-overlap: each alltoallv of the MoE layers as two halves
-    ContextStyle cp_style = ContextStyle::ring;
-    ContextBalance cp_balance = ContextBalance::zigzag;
-    int gradient_ranks() const { return dp * cp; }
-    int local_seq_len() const { return seq_len / cp; }
-    ContextSplit context_split() const { return ContextSplit{0, cp, cp_style, cp_balance}; }
-};
-
-// The routed experts a rank of tp coordinate `tp_rank` holds: ep rank 0's (every rank of an ep
-// group holds as many), split over tp when etp > 1.
-ExpertSplit engine_expert_split(const EngineLayout& l, int tp_rank = 0);
 
 // `count` buffers of `bytes_each` under `category`, named for what they hold.
 struct MemoryItem {
@@ -110,13 +69,13 @@ struct EnginePipeline {
     std::vector<std::vector<int>> in_flight;  // per rank, per chunk (schedule_simulation.hpp)
     std::vector<ChunkOccupancy> occupancy;    // per rank (schedule_simulation.hpp)
 };
-std::optional<EnginePipeline> engine_pipeline(const EngineLayout& layout);
-EngineRank engine_rank(const EngineLayout& layout, int pp_rank, const EnginePipeline* pipeline = nullptr);
+std::optional<EnginePipeline> engine_pipeline(const Layout& layout);
+EngineRank engine_rank(const Layout& layout, int pp_rank, const EnginePipeline* pipeline = nullptr);
 
 // One pipeline rank's ledger. Throws UsageError for a model kind the engine cannot train.
-RankMemory engine_rank_memory(const EngineLayout& layout, int pp_rank, const EnginePipeline* pipeline = nullptr);
+RankMemory engine_rank_memory(const Layout& layout, int pp_rank, const EnginePipeline* pipeline = nullptr);
 // The most loaded rank (largest total), as the train report shows it.
-RankMemory engine_peak_memory(const EngineLayout& layout);
+RankMemory engine_peak_memory(const Layout& layout);
 
 // The gradient bucket for data parallelism when --bucket-mb is not given. DDP and ZeRO-1
 // keep whole gradients, so the bucket only groups their collectives: 25 MiB (PyTorch DDP's

@@ -8,28 +8,17 @@
 #include <string>
 #include <vector>
 
+#include "theory/layout.hpp"
 #include "theory/model_config.hpp"
 #include "theory/model_layout.hpp"
 
 namespace parbench {
 
-// The flags the rule reads, as the user gave them.
-struct MoeA2aOverlap1f1bRequest {
-    int ep = 1;
-    bool moe_a2a_overlap = false;  // --moe-a2a-overlap: the halves within a micro-batch
-    int pp = 1;
-    std::string schedule = "1f1b";
-    int virtual_stages = 1;
-    int microbatches = 1;
-    int etp = 1;
-    std::string recompute = "none";
-    int cp = 1;
-};
-
-// The message refusing the flag on this layout, or nullopt when the layout takes it.
-std::optional<std::string> moe_a2a_overlap_1f1b_refusal(const MoeA2aOverlap1f1bRequest& request);
+// The message refusing the flag on this layout (its degrees, pipeline, recompute and MoE options
+// as resolved from the flags), or nullopt when the layout takes it.
+std::optional<std::string> moe_a2a_overlap_1f1b_refusal(const Layout& layout);
 // Throws UsageError with moe_a2a_overlap_1f1b_refusal's message.
-void check_moe_a2a_overlap_1f1b(const MoeA2aOverlap1f1bRequest& request);
+void check_moe_a2a_overlap_1f1b(const Layout& layout);
 
 // Once the stages are known: the pairs run on every stage but the last, so one of those must
 // hold an MoE layer, else the flag would change nothing. `stage_ranges`: the virtual stages'

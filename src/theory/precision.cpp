@@ -10,4 +10,6 @@ Precision parse_precision(const std::string& name) {
     throw UsageError("--precision '" + name + "': use fp32 or bf16");
 }
 
+std::string precision_name(Precision precision) { return precision == Precision::bf16 ? "bf16" : "fp32"; }
+
 }  // namespace parbench

@@ -9,6 +9,7 @@ namespace parbench {
 enum class Precision { fp32, bf16 };
 // "fp32" or "bf16"; UsageError for anything else.
 Precision parse_precision(const std::string& name);
+std::string precision_name(Precision precision);  // "fp32", "bf16"
 
 // One matmul a model runs: inp (N,C) · weight (OC,C)ᵀ.
 struct MatmulShape {

@@ -40,14 +40,14 @@ int model_parameter_units_held_at_once(const ModelConfig& config, const Pipeline
     return config.kind == ModelKind::gpt && !part.active() ? 2 : 1;
 }
 
-std::map<std::string, TrafficByOp> engine_rank_traffic(const EngineLayout& l, int pp_rank, int tp_rank,
+std::map<std::string, TrafficByOp> engine_rank_traffic(const Layout& l, int pp_rank, int tp_rank,
                                                        const ParameterLayout* whole, int cp_rank) {
     const TensorSplit split{tp_rank, l.tp, l.sp, l.tp_style};
-    // A prebuilt `whole` layout is tp rank 0's (plan's, built with engine_expert_split): under
+    // A prebuilt `whole` layout is tp rank 0's (plan's, built with Layout::expert_split): under
     // etp > 1 another tp rank counts its own expert slices.
     ParameterLayout layout = whole && (l.etp == 1 || tp_rank == 0)
                                  ? *whole
-                                 : model_parameter_layout(l.model, l.seq_len, split, engine_expert_split(l, tp_rank));
+                                 : model_parameter_layout(l.model, l.seq_len, split, l.expert_split(tp_rank));
     ModelShare share = whole_model_share(l.model);
     PipelinePart part;
     std::vector<int> stages;  // the virtual stages this rank holds
@@ -69,10 +69,7 @@ std::map<std::string, TrafficByOp> engine_rank_traffic(const EngineLayout& l, in
     std::map<std::string, TrafficByOp> traffic;
     // Under context parallelism the gradients are averaged over one group of dp x cp ranks
     // (train/mesh.hpp), and every per-token figure counts the rank's seq / cp tokens.
-    SchemeSettings scheme;
-    scheme.zero_stage = l.zero;
-    scheme.bucket_bytes = l.bucket_bytes;
-    scheme.microbatches = l.microbatches;
+    const SchemeSettings scheme = l.scheme();
     const std::vector<int> use_order = model_parameter_use_order(l.model, part);
     const std::vector<int> expert_units = layout.routed_expert_units();
     if (expert_units.empty()) {
@@ -121,7 +118,7 @@ std::map<std::string, TrafficByOp> engine_rank_traffic(const EngineLayout& l, in
     if (l.ep > 1 && share.moe_layers > 0)
         traffic["ep"] = expert_parallel_traffic(l.model,
                                                 static_cast<double>(l.microbatch_size) * l.local_seq_len() / (l.sp ? l.tp : 1),
-                                                l.microbatches, l.ep, share, l.recompute, l.moe_a2a_overlap ? 2 : 1);
+                                                l.microbatches, l.ep, share, l.recompute, l.moe.a2a_overlap ? 2 : 1);
     if (l.pp > 1) {
         const double rows = static_cast<double>(l.microbatch_size) * l.local_seq_len() / (l.sp ? l.tp : 1);
         const double boundary_bytes = rows * l.model.hidden * sizeof(float);

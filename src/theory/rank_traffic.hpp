@@ -43,7 +43,7 @@ int model_parameter_units_held_at_once(const ModelConfig& config, const Pipeline
 // when its copies sit on two ranks, adds one exchange of that unit's gradient.
 // `whole`: the model's parameter layout under the rank's tensor split, when the caller has it
 // (a plan asks for every pipeline rank); built here otherwise.
-std::map<std::string, TrafficByOp> engine_rank_traffic(const EngineLayout& layout, int pp_rank, int tp_rank = 0,
+std::map<std::string, TrafficByOp> engine_rank_traffic(const Layout& layout, int pp_rank, int tp_rank = 0,
                                                        const ParameterLayout* whole = nullptr, int cp_rank = 0);
 
 }  // namespace parbench

@@ -4,24 +4,24 @@ namespace parbench {
 
 std::map<std::string, TrafficByOp> expected_rank_traffic(const TrainPlan& plan, const MeshShape& shape,
                                                          const MeshCoordinates& at) {
-    std::map<std::string, TrafficByOp> traffic = engine_rank_traffic(engine_layout(plan, shape), at.pp, at.tp, nullptr, at.cp);
+    std::map<std::string, TrafficByOp> traffic = engine_rank_traffic(plan.layout, at.pp, at.tp, nullptr, at.cp);
     // The aux-loss-free balancing bias: one all-reduce per step over the gradient group of the
     // loads (E doubles) of every MoE layer this rank holds (train/models/transformer_model.hpp's
     // finish_step).
-    if (plan.model.moe && plan.moe.bias_update_rate > 0.0 && shape.dp * shape.cp > 1) {
+    if (plan.layout.model.moe && plan.layout.moe.bias_update_rate > 0.0 && shape.dp * shape.cp > 1) {
         int moe_layers = 0;
-        for (int layer = 0; layer < plan.model.layers; ++layer) {
+        for (int layer = 0; layer < plan.layout.model.layers; ++layer) {
             bool held = shape.pp == 1;
-            for (int chunk = 0; chunk < plan.options.virtual_stages && !held; ++chunk) {
-                const LayerRange& range = plan.stage_ranges.at(static_cast<std::size_t>(chunk * shape.pp + at.pp));
+            for (int chunk = 0; chunk < plan.layout.virtual_stages && !held; ++chunk) {
+                const LayerRange& range = plan.layout.stage_ranges.at(static_cast<std::size_t>(chunk * shape.pp + at.pp));
                 held = layer >= range.first && layer < range.end;
             }
-            moe_layers += held && plan.model.moe->is_moe_layer(layer);
+            moe_layers += held && plan.layout.model.moe->is_moe_layer(layer);
         }
         if (moe_layers > 0) {
             CollectiveVolume& loads = traffic["dp"]["allreduce"];
             loads.calls += 1.0;
-            loads.bytes += static_cast<double>(moe_layers) * plan.model.moe->experts * sizeof(double);
+            loads.bytes += static_cast<double>(moe_layers) * plan.layout.model.moe->experts * sizeof(double);
         }
     }
     // Under context parallelism the gradient group is dp x cp ranks, one communicator that

@@ -60,6 +60,8 @@ MeshCoordinates group_member(const MeshShape& shape, MeshDimension dimension, Me
 
 }  // namespace
 
+MeshShape mesh_shape(const Layout& layout) { return MeshShape{layout.dp, layout.tp, layout.pp, layout.cp}; }
+
 MeshCoordinates mesh_coordinates(const MeshShape& shape, int world_rank) {
     if (world_rank < 0 || world_rank >= shape.world())
         throw std::out_of_range("mesh_coordinates: rank " + std::to_string(world_rank) + " outside the mesh");

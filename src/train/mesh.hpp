@@ -14,6 +14,7 @@
 #include <vector>
 
 #include "comm/communicator.hpp"
+#include "theory/layout.hpp"
 
 namespace parbench {
 
@@ -24,6 +25,9 @@ struct MeshShape {
     int cp = 1;
     int world() const { return dp * tp * pp * cp; }
 };
+
+// The mesh a resolved layout (theory/layout.hpp) runs on: its degrees.
+MeshShape mesh_shape(const Layout& layout);
 
 struct MeshCoordinates {
     int dp = 0;

@@ -17,8 +17,10 @@ StepDriver::StepDriver(Model& model, TrainingScheme& scheme, Device& device, Com
 StepRecord StepDriver::run_step(int step) {
     const int micro = plan_.microbatch_size();
     // Samples of this step: [step * B, (step + 1) * B); this rank takes its contiguous slice.
-    const std::uint64_t first = static_cast<std::uint64_t>(step) * static_cast<std::uint64_t>(plan_.global_batch) +
-                                static_cast<std::uint64_t>(plan_.dp_rank) * static_cast<std::uint64_t>(plan_.local_batch());
+    const std::uint64_t first =
+        static_cast<std::uint64_t>(step) * static_cast<std::uint64_t>(plan_.global_batch) +
+        static_cast<std::uint64_t>(plan_.dp_rank) * static_cast<std::uint64_t>(plan_.local_batch()) +
+        static_cast<std::uint64_t>(plan_.testing_sample_shift);
     for (int k = 0; k < plan_.microbatches; ++k)
         model_.stage_batch(k, first + static_cast<std::uint64_t>(k) * static_cast<std::uint64_t>(micro));
     // The step loss is the mean over every row of the global batch: each row's share.

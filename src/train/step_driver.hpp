@@ -29,6 +29,7 @@ struct StepPlan {
     int rows_per_sample = 1;  // tokens per sequence (GPT), 1 (MLP)
     std::uint64_t data_seed = 0;
     double testing_delay_ms = 0.0;  // this rank sleeps so long in each step, outside communication
+    int testing_sample_shift = 0;   // this rank draws its samples so many later (a planted error)
     int local_batch() const { return global_batch / dp_size; }
     int microbatch_size() const { return local_batch() / microbatches; }
 };

@@ -87,7 +87,7 @@ double mib(const nlohmann::json& bytes) { return bytes.get<double>() / (1024.0 *
 // The buffer-aware theory (theory/memory.hpp, the formula `parbench plan` uses): every buffer
 // the engine allocates, from the model, layout and flags alone, for the most loaded rank.
 nlohmann::json predicted_memory_json(const TrainSummaryInputs& in, const MemoryUsage& measured) {
-    const RankMemory predicted = engine_peak_memory(engine_layout(in.plan, in.mesh));
+    const RankMemory predicted = engine_peak_memory(in.plan.layout);
     nlohmann::json items = nlohmann::json::array();
     for (const MemoryItem& item : predicted.items)
         items.push_back({{"category", memory_category_name(item.category)}, {"name", item.name},
@@ -112,15 +112,15 @@ nlohmann::json activation_json(const TrainSummaryInputs& in) {
                                  {"method", "bytes one layer keeps from forward for backward for one micro-batch, "
                                             "allocated from the ledger (the MLP: the mean over its layers); "
                                             "the largest rank"}};
-    if (!in.plan.model.has_sequence()) return activation;
+    if (!in.plan.layout.model.has_sequence()) return activation;
     const ActivationFormula formula = transformer_activation_bytes_per_layer(
-        in.plan.model, in.plan.seq_len, in.plan.microbatch_size(in.mesh.dp), in.plan.tensor_split(0),
-        in.plan.recompute, in.plan.context_split(0), in.plan.attention);
-    activation["recompute"] = recompute_name(in.plan.recompute);
-    activation["attention"] = attention_name(in.plan.attention);  // theory/engine_attention.hpp
+        in.plan.layout.model, in.plan.layout.seq_len, in.plan.layout.microbatch_size, in.plan.layout.tensor_split(0),
+        in.plan.layout.recompute, in.plan.layout.context_split(0), in.plan.layout.attention);
+    activation["recompute"] = recompute_name(in.plan.layout.recompute);
+    activation["attention"] = attention_name(in.plan.layout.attention);  // theory/engine_attention.hpp
     activation["formula_bytes_per_layer"] = formula.bytes;
     activation["formula"] = formula.formula;
-    if (in.plan.model.moe)
+    if (in.plan.layout.model.moe)
         activation["moe_note"] = "measured: a dense layer's when the model has one, else an MoE layer's, which keeps "
                                  "moe.memory.kept_bytes_per_layer in place of the SwiGLU's three buffers; the formula "
                                  "is a dense layer's";
@@ -148,9 +148,9 @@ nlohmann::json context_json(const TrainSummaryInputs& in, const nlohmann::json& 
     };
     nlohmann::json context = {
         {"cp", in.mesh.cp},
-        {"style", context_style_name(in.plan.cp_style)},
-        {"balance", context_balance_name(in.plan.cp_balance)},
-        {"local_seq_len", in.plan.local_seq_len()},
+        {"style", context_style_name(in.plan.layout.cp_style)},
+        {"balance", context_balance_name(in.plan.layout.cp_balance)},
+        {"local_seq_len", in.plan.layout.local_seq_len()},
         {"groups", mesh_all_groups(in.mesh, MeshDimension::cp)},
         {"gradient_groups", mesh_all_groups(in.mesh, MeshDimension::dp_cp)},
         {"gradient_reduction", "averaged over dp x cp = " + std::to_string(in.mesh.dp * in.mesh.cp) +
@@ -175,9 +175,9 @@ nlohmann::json context_json(const TrainSummaryInputs& in, const nlohmann::json& 
                    "comm.expected_*.cp put the measured cp traffic beside theory/context_traffic.hpp's volume"}};
     // What ContextAttention allocated beside theory/context_parallel.hpp's counts.
     const ContextAttentionFloats formula = context_attention_floats(
-        context_local_gqa_shape(in.plan.model, in.plan.microbatch_size(in.mesh.dp), in.plan.local_seq_len(),
-                                in.plan.tensor_split(0)),
-        in.plan.context_split(0), in.plan.seq_len);
+        context_local_gqa_shape(in.plan.layout.model, in.plan.layout.microbatch_size, in.plan.layout.local_seq_len(),
+                                in.plan.layout.tensor_split(0)),
+        in.plan.layout.context_split(0), in.plan.layout.seq_len);
     context["saved_floats_per_layer"] = {{"measured", c.saved_floats}, {"formula", formula.saved}};
     context["workspace_bytes"] = {{"measured", c.workspace_bytes}, {"formula", formula.workspace * sizeof(float)}};
     if (comm["time_ms"].contains("cp")) {
@@ -221,8 +221,8 @@ void print_context_summary(std::ostream& out, const nlohmann::json& c) {
 // theory/moe_memory.hpp.
 nlohmann::json moe_json(const TrainSummaryInputs& in) {
     const MoeMeasurements& m = *in.measurements.moe;
-    const ModelConfig::Moe& config = *in.plan.model.moe;
-    const TrainOptions& o = in.plan.options;
+    const ModelConfig::Moe& config = *in.plan.layout.model.moe;
+    const Layout& l = in.plan.layout;
     nlohmann::json layers = nlohmann::json::array();
     for (const MoeLayerMeasurement& layer : m.layers) {
         const auto& tokens = layer.tokens_per_expert;
@@ -258,13 +258,13 @@ nlohmann::json moe_json(const TrainSummaryInputs& in) {
         {"top_k", config.top_k},
         {"shared_experts", config.shared_experts},
         {"router", config.score == MoeScore::sigmoid ? "sigmoid" : "softmax"},
-        {"ep", o.ep},
-        {"capacity_factor", optional_number(o.moe_capacity_factor)},
-        {"dropless", !o.moe_capacity_factor},
-        {"aux_loss_coeff", o.moe_aux_loss_coeff},
-        {"bias_update_rate", o.moe_bias_update_rate},
-        {"a2a_overlap", o.moe_a2a_overlap},
-        {"a2a_overlap_1f1b", o.moe_a2a_overlap_1f1b},
+        {"ep", l.ep},
+        {"capacity_factor", optional_number(l.moe.capacity_factor)},
+        {"dropless", !l.moe.capacity_factor},
+        {"aux_loss_coeff", l.moe.aux_loss_coeff},
+        {"bias_update_rate", l.moe.bias_update_rate},
+        {"a2a_overlap", l.moe.a2a_overlap},
+        {"a2a_overlap_1f1b", l.moe.a2a_overlap_1f1b},
         {"routing_group", "one micro-batch on one data-parallel rank: the capacity and the balancing loss count "
                           "over its tokens"},
         {"mfu_basis", "active parameters (flops.formula): the router and the experts a token runs"},
@@ -324,29 +324,30 @@ void print_moe_summary(std::ostream& out, const nlohmann::json& moe) {
 }  // namespace
 
 std::string scheme_name(const TrainPlan& plan) {
-    if (plan.scheme.zero_stage == 0) return "ddp";
-    return "zero" + std::to_string(plan.scheme.zero_stage);
+    if (plan.layout.zero == 0) return "ddp";
+    return "zero" + std::to_string(plan.layout.zero);
 }
 
 nlohmann::json train_result_json(const TrainSummaryInputs& in) {
     const TrainOptions& o = in.plan.options;
+    const Layout& l = in.plan.layout;
     const TrainMeasurements& m = in.measurements;
     const Summary step = summarize(m.step_ms);
     const Summary exposed = summarize(m.exposed_comm_ms);
     // Throughput is named for what it counts: tokens for a sequence model, samples for the MLP.
-    const bool counts_tokens = in.plan.model.has_sequence();
-    const double samples_per_step = static_cast<double>(o.global_batch);
-    const double tokens_per_step = samples_per_step * in.plan.seq_len;
-    const double flops = model_flops_per_step(in.plan.model, o.global_batch, in.plan.seq_len);
+    const bool counts_tokens = in.plan.layout.model.has_sequence();
+    const double samples_per_step = static_cast<double>(l.global_batch);
+    const double tokens_per_step = samples_per_step * in.plan.layout.seq_len;
+    const double flops = model_flops_per_step(in.plan.layout.model, l.global_batch, in.plan.layout.seq_len);
     const double median_s = step.median / 1000.0;
     const double achieved_tflops = flops / median_s / static_cast<double>(in.mesh.world()) / 1e12;
     const double hardware_flops =
-        flops + recompute_flops_per_step(in.plan.model, o.global_batch, in.plan.seq_len, in.plan.recompute);
+        flops + recompute_flops_per_step(in.plan.layout.model, l.global_batch, in.plan.layout.seq_len, in.plan.layout.recompute);
     const double hardware_tflops = hardware_flops / median_s / static_cast<double>(in.mesh.world()) / 1e12;
 
-    nlohmann::json model = to_json(in.plan.model);
+    nlohmann::json model = to_json(in.plan.layout.model);
     model["parameters"] = m.parameters;
-    model["shape"]["seq_len_trained"] = in.plan.seq_len;
+    model["shape"]["seq_len_trained"] = in.plan.layout.seq_len;
 
     // The largest rank's figures: ranks differ only by padding.
     MemoryUsage largest;
@@ -355,7 +356,7 @@ nlohmann::json train_result_json(const TrainSummaryInputs& in) {
     nlohmann::json by_rank = nlohmann::json::array();
     for (const MemoryUsage& usage : m.memory_by_rank) by_rank.push_back(memory_json(usage));
     const TheoreticalMemory theory =
-        zero_theoretical_memory(m.parameters_per_rank, in.mesh.dp * in.mesh.cp, in.plan.scheme.zero_stage);
+        zero_theoretical_memory(m.parameters_per_rank, in.mesh.dp * in.mesh.cp, in.plan.layout.zero);
 
     const nlohmann::json comm = comm_result_json(in);
     const nlohmann::json stragglers = straggler_json(m, in.mesh);
@@ -366,28 +367,28 @@ nlohmann::json train_result_json(const TrainSummaryInputs& in) {
          {{"dp", in.mesh.dp},
           {"tp", in.mesh.tp},
           {"pp", in.mesh.pp},
-          {"sp", o.sp},
-          {"tp_style", o.tp_style},
-          {"zero", in.plan.scheme.zero_stage},
+          {"sp", l.sp},
+          {"tp_style", o.layout.tp_style},
+          {"zero", in.plan.layout.zero},
           {"scheme", in.scheme_name},
           {"schedule", "none"},
-          {"microbatches", o.microbatches},
-          {"microbatch_size", in.plan.microbatch_size(in.mesh.dp)},
-          {"overlap", o.overlap},
-          {"prefetch", o.prefetch},
-          {"recompute", recompute_name(in.plan.recompute)},
+          {"microbatches", l.microbatches},
+          {"microbatch_size", in.plan.layout.microbatch_size},
+          {"overlap", l.overlap},
+          {"prefetch", l.prefetch},
+          {"recompute", recompute_name(in.plan.layout.recompute)},
           {"cp", in.mesh.cp},
-          {"ep", o.ep},
-          {"etp", o.etp},
-          {"cp_style", in.mesh.cp > 1 ? nlohmann::json(context_style_name(in.plan.cp_style)) : nlohmann::json(nullptr)},
+          {"ep", l.ep},
+          {"etp", l.etp},
+          {"cp_style", in.mesh.cp > 1 ? nlohmann::json(context_style_name(in.plan.layout.cp_style)) : nlohmann::json(nullptr)},
           {"cp_balance",
-           in.mesh.cp > 1 ? nlohmann::json(context_balance_name(in.plan.cp_balance)) : nlohmann::json(nullptr)},
-          {"bucket_mb", static_cast<double>(in.plan.scheme.bucket_bytes) / (1024.0 * 1024.0)},
-          {"bucket_source", in.plan.bucket_source},
-          {"groups", groups_json(in.mesh, o.ep)}}},
-        {"precision", o.precision},
-        {"global_batch", o.global_batch},
-        {"seq_len", in.plan.seq_len},
+           in.mesh.cp > 1 ? nlohmann::json(context_balance_name(in.plan.layout.cp_balance)) : nlohmann::json(nullptr)},
+          {"bucket_mb", static_cast<double>(in.plan.layout.bucket_bytes) / (1024.0 * 1024.0)},
+          {"bucket_source", in.plan.layout.bucket_source},
+          {"groups", groups_json(in.mesh, l.ep)}}},
+        {"precision", precision_name(l.precision)},
+        {"global_batch", l.global_batch},
+        {"seq_len", in.plan.layout.seq_len},
         {"samples_per_step", samples_per_step},
         {"warmup", o.warmup},
         {"steps", o.steps},
@@ -401,9 +402,9 @@ nlohmann::json train_result_json(const TrainSummaryInputs& in) {
         {"throughput_basis", "median step time"},
         {"flops",
          {{"per_step", flops},
-          {"formula", flops_formula(in.plan.model)},
+          {"formula", flops_formula(in.plan.layout.model)},
           {"causal_discount", false},
-          {"recompute", recompute_name(in.plan.recompute)},
+          {"recompute", recompute_name(in.plan.layout.recompute)},
           {"hardware_per_step", hardware_flops}}},
         {"achieved_tflops_per_rank", achieved_tflops},
         {"peak_tflops_per_rank", optional_number(in.peak.tflops)},
@@ -449,13 +450,42 @@ nlohmann::json train_result_json(const TrainSummaryInputs& in) {
     };
     if (in.check) {
         result["check"] = {{"max_rel_diff_loss", in.check->max_rel_diff_loss},
+                           {"rel_diff_loss", in.check->rel_diff_loss},
+                           {"loss_over_tolerance", in.check->loss_over_tolerance},
                            {"max_rel_diff_params", in.check->max_rel_diff_params},
                            {"tolerance", {{"loss", in.check->tolerance_loss}, {"params", in.check->tolerance_params}}},
                            {"worst_tensor", in.check->worst_tensor},
-                           {"method", "loss: max over steps of |parallel - serial| / |serial|; params: max over tensors "
-                                      "of ||parallel - serial||_2 / ||serial||_2"},
+                           {"method", "loss: per step, |parallel - serial| / |serial| within that step's tolerance; params: max over tensors "
+                                      "of ||parallel - serial||_2 / ||serial||_2 over the elements whose gradient is "
+                                      "not zero by construction; those (zero_gradient) element by element, within "
+                                      "2 Adam steps per step (train/reference_check.hpp)"},
+                           {"zero_gradient",
+                            {{"elements", in.check->zero_gradient_elements},
+                             {"max_abs_diff", in.check->max_abs_diff_zero_gradient},
+                             {"tolerance", in.check->tolerance_zero_gradient}}},
                            {"reference", "the same model, seed, data and global batch on a world of one (serial)"},
                            {"passed", in.check->passed}};
+        if (in.check->routing) {
+            const RoutingComparison& routing = *in.check->routing;
+            nlohmann::json flips = nlohmann::json::array();
+            for (const RoutingFlip& flip : routing.flips)
+                flips.push_back({{"layer", flip.layer},
+                                 {"sample", flip.sample},
+                                 {"step", flip.sample / static_cast<std::uint64_t>(in.plan.layout.global_batch)},
+                                 {"position", flip.position},
+                                 {"margin", flip.margin},
+                                 {"near_tie", flip.margin <= routing.near_tie}});
+            result["check"]["routing"] = {
+                {"followed", routing.followed},
+                {"not_followed", routing.followed ? nlohmann::json() : nlohmann::json(routing.not_followed)},
+                {"decisions", routing.decisions},
+                {"flips", flips},
+                {"near_tie", routing.near_tie},
+                {"method", "the serial reference takes the run's routing decisions; a flip is a token whose own top-k "
+                           "differed, its margin the score its own experts had over the run's (with the balancing "
+                           "bias); a near-tie (margin <= the parameters' tolerance) passes, any other flip fails"},
+                {"passed", routing.passed()}};
+        }
     }
     if (counts_tokens) {
         result["tokens_per_step"] = tokens_per_step;
@@ -483,30 +513,60 @@ std::vector<std::string> train_warnings(const TrainMeasurements& measurements) {
 void print_train_header(std::ostream& out, const TrainPlan& plan, const MeshShape& mesh, std::size_t parameters,
                         const std::string& device_kind) {
     const TrainOptions& o = plan.options;
-    const ModelConfig& c = plan.model;
+    const Layout& l = plan.layout;
+    const ModelConfig& c = plan.layout.model;
     out << "# parbench train: " << c.name << " (" << model_kind_name(c.kind) << ", "
         << human_count(static_cast<double>(parameters)) << " parameters: " << c.layers << " layers, hidden "
         << c.hidden;
-    if (c.has_sequence()) out << ", " << c.heads << " heads, seq " << plan.seq_len << ", vocab " << c.vocab;
+    if (c.has_sequence()) out << ", " << c.heads << " heads, seq " << plan.layout.seq_len << ", vocab " << c.vocab;
     if (c.kind == ModelKind::llama) out << ", " << c.kv_heads << " kv heads, ffn " << c.ffn_hidden;
     out << ")\n";
     out << "# layout: dp " << mesh.dp << " x tp " << mesh.tp;
-    if (mesh.tp > 1) out << " (" << o.tp_style << (o.sp ? ", sequence parallel" : "") << ")";
+    if (mesh.tp > 1) out << " (" << o.layout.tp_style << (l.sp ? ", sequence parallel" : "") << ")";
     out << " x pp " << mesh.pp;
     if (mesh.cp > 1)
-        out << " x cp " << mesh.cp << " (" << context_style_name(plan.cp_style) << ", "
-            << context_balance_name(plan.cp_balance) << " balance, " << plan.local_seq_len()
+        out << " x cp " << mesh.cp << " (" << context_style_name(plan.layout.cp_style) << ", "
+            << context_balance_name(plan.layout.cp_balance) << " balance, " << plan.layout.local_seq_len()
             << " tokens of each sequence per rank; gradients over dp x cp)";
     out << ", "
-        << (plan.scheme.zero_stage == 0 ? std::string("DDP") : "ZeRO-" + std::to_string(plan.scheme.zero_stage));
-    if (o.overlap) out << ", overlapped gradient collectives";
-    if (o.prefetch) out << ", prefetch";
-    out << "; global batch " << o.global_batch << " = " << mesh.dp << " ranks x " << o.microbatches
-        << " micro-batches x " << plan.microbatch_size(mesh.dp) << "; " << o.precision << " on "
+        << (plan.layout.zero == 0 ? std::string("DDP") : "ZeRO-" + std::to_string(plan.layout.zero));
+    if (l.overlap) out << ", overlapped gradient collectives";
+    if (l.prefetch) out << ", prefetch";
+    out << "; global batch " << l.global_batch << " = " << mesh.dp << " ranks x " << l.microbatches
+        << " micro-batches x " << plan.layout.microbatch_size << "; " << precision_name(l.precision) << " on "
         << device_kind << "\n";
     out << "# method: " << o.warmup << " warm-up + " << o.steps
         << " timed steps; barrier, step, device sync; each step's time is the max over ranks\n";
 }
+
+namespace {
+
+// --check's routing half: one line per flip (the first ten), then whether the reference followed.
+void print_routing_check(std::ostream& out, const nlohmann::json& routing) {
+    if (!routing["followed"].get<bool>()) {
+        out << "  routing: the reference routed on its own (" << routing["not_followed"].get<std::string>() << ")\n";
+        return;
+    }
+    const auto& flips = routing["flips"];
+    out << "  routing: the reference followed the run's " << routing["decisions"].get<std::uint64_t>()
+        << " decisions; its own top-k differed at " << flips.size() << '\n';
+    constexpr std::size_t shown = 10;
+    for (std::size_t i = 0; i < flips.size() && i < shown; ++i) {
+        const auto& flip = flips[i];
+        char line[200];
+        const bool near_tie = flip["near_tie"].get<bool>();
+        std::snprintf(line, sizeof line,
+                      "  routing flip: step %llu, layer %d, sample %llu token %d: margin %.2e %s %.0e (%s)\n",
+                      static_cast<unsigned long long>(flip["step"].get<std::uint64_t>()) + 1, flip["layer"].get<int>(),
+                      static_cast<unsigned long long>(flip["sample"].get<std::uint64_t>()), flip["position"].get<int>(),
+                      flip["margin"].get<double>(), near_tie ? "<=" : ">", routing["near_tie"].get<double>(),
+                      near_tie ? "near-tie, not a failure" : "FAILED");
+        out << line;
+    }
+    if (flips.size() > shown) out << "  routing: " << flips.size() - shown << " more flips in the report\n";
+}
+
+}  // namespace
 
 void print_train_summary(std::ostream& out, const nlohmann::json& r) {
     const auto& t = r["step_time_ms"];
@@ -589,6 +649,7 @@ void print_train_summary(std::ostream& out, const nlohmann::json& r) {
                       c["max_rel_diff_params"].get<double>(), c["tolerance"]["params"].get<double>(),
                       c["worst_tensor"].get<std::string>().c_str());
         out << line;
+        if (c.contains("routing")) print_routing_check(out, c["routing"]);
     }
 }
 

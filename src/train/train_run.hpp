@@ -17,9 +17,11 @@
 #include "theory/traffic.hpp"
 #include "train/matmuls.hpp"
 #include "train/memory_ledger.hpp"
+#include "train/moe/routing_trace.hpp"
 #include "train/mesh.hpp"
 #include "train/ops/ops.hpp"
 #include "train/pipeline/pipeline_executor.hpp"
+#include "train/reference_check.hpp"
 #include "train/train_options.hpp"
 
 namespace parbench {
@@ -141,12 +143,18 @@ struct TrainMeasurements {
     // The step whose loss was NaN or infinite: training stopped after it, alike on every rank,
     // and the per-step figures above cover only the steps before it.
     std::optional<StepProgress> diverged;
+    // --check of an MoE model (keep_parameters): the routing every group decided, on rank 0, or
+    // why the run could not record it (train/moe/routing_trace.hpp).
+    std::optional<RoutingTrace> routing;
+    std::string routing_not_recorded;
 };
 
 // Collective over `control` (the mesh's world). `keep_parameters` gathers the final
-// parameters to rank 0 (for --check).
+// parameters to rank 0 (for --check), and an MoE model's routing. `follow_routing`: the MoE
+// layers take these decisions instead of their own (the serial reference of --check).
 TrainMeasurements run_training(const TrainPlan& plan, Mesh& mesh, Device& device, Ops& ops, Communicator& control,
-                               bool keep_parameters, StepObserver* observer = nullptr);
+                               bool keep_parameters, StepObserver* observer = nullptr,
+                               RoutingTrace* follow_routing = nullptr);
 
 // The serial reference of --check: the same model, seed, data, global batch and steps on a
 // world of one, plain data parallelism with one micro-batch, in the same precision (a bf16
@@ -155,41 +163,14 @@ TrainMeasurements run_training(const TrainPlan& plan, Mesh& mesh, Device& device
 // data-parallel degree), so that its routing groups are the run's.
 TrainPlan serial_reference_plan(const TrainPlan& plan, int dp);
 
-struct CheckResult {
-    double max_rel_diff_loss = 0.0;
-    double max_rel_diff_params = 0.0;
-    double tolerance_loss = 0.0;
-    double tolerance_params = 0.0;
-    std::string worst_tensor;  // the parameter tensor with the largest difference
-    bool passed = false;
-};
+// What --check allows a run of `plan` (train/reference_check.hpp): its precision's tolerances and
+// Adam's bound on its elements of zero gradient over all its steps.
+CheckTolerances check_tolerances(const TrainPlan& plan);
 
-// Tolerances, relative. fp32 sums in a different order (per-rank partial sums, then the
-// all-reduce) differ in the last bits, ~1e-7 relative per reduction, and a dozen steps
-// carry that to ~1e-8..1e-6 on the loss. Parameters are compared per tensor, as
-// ||parallel - serial||_2 / ||serial||_2, not element by element: a parameter whose true
-// gradient is zero (the key bias: softmax ignores a constant added to every score) gets
-// rounding noise as its gradient, and Adam, which divides by the gradient's own scale,
-// turns that noise into updates of either sign, so such elements legitimately differ by
-// 100% while the tensor agrees to ~1e-5. A broken scheme (a rank's gradient left out, a
-// stale or misplaced shard) is off by 1e-3 or more after one step.
-inline constexpr double check_tolerance_loss = 1e-5;
-inline constexpr double check_tolerance_params = 2e-3;
-// bf16 (the serial reference runs in bf16 too): a last-bit difference in an fp32 sum moves
-// an operand across a bf16 rounding boundary now and then, and that operand then differs by
-// 2^-9 instead of 2^-24: the parallel run's summation order shows ~1000x larger. Measured
-// on gpt-tiny over 3-8 steps (DP 2, ZeRO-1 at 4, TP 2 with and without SP, PP 2 zb-h1):
-// loss up to 1.2e-5, parameters up to 2.4e-2 (the key bias again). The tolerances leave 2-4x
-// room. They still catch a lost or misplaced shard (off by O(1) in that tensor), but not a
-// subtle one, nor a matmul left in fp32 (bf16 against fp32 differ by only ~2e-5 and ~8e-2):
-// the fp32 --check is the one that proves a scheme right.
-inline constexpr double check_tolerance_loss_bf16 = 5e-5;
-inline constexpr double check_tolerance_params_bf16 = 5e-2;
-
-// `precision` picks the tolerances above; both runs must have run in it.
-CheckResult compare_with_reference(const std::vector<double>& loss, const std::vector<float>& parameters,
-                                   const std::vector<double>& reference_loss,
-                                   const std::vector<float>& reference_parameters, const ParameterLayout& layout,
-                                   Precision precision = Precision::fp32);
-
+// --check on rank 0, after `measurements` of `plan` (run with keep_parameters on `dp` data-parallel
+// ranks): runs the serial reference on `serial_mesh` (a world of one, `self`), following the run's
+// MoE routing where it was recorded, and compares.
+CheckResult check_against_serial_reference(const TrainPlan& plan, int dp, const TrainMeasurements& measurements,
+                                           Mesh& serial_mesh, Device& device, Ops& ops, Communicator& self,
+                                           StepObserver* observer);
 }  // namespace parbench

@@ -1,6 +1,7 @@
 // What the GPU tests share: MPI for the process (NCCL's bootstrap), and the NCCL backend,
 // created once because communicator initialisation costs a second or more. Every test
-// skips, saying why, when this process sees no GPU or fewer GPUs than its host has ranks.
+// skips, saying why, when this process sees no GPU or fewer GPUs than its host has ranks,
+// and fails when the host's GPUs exist but cannot be used (device/cuda_plugin.hpp).
 #pragma once
 
 #include <gtest/gtest.h>
@@ -25,12 +26,15 @@ class GpuTestEnvironment : public ::testing::Environment {
     Communicator& control() { return *control_; }
     // Why the tests cannot use a GPU here; empty when they can.
     const std::string& skip_reason() const { return skip_reason_; }
+    // Why they fail: this host's GPUs exist but cannot be used; empty otherwise.
+    const std::string& failure_reason() const { return failure_reason_; }
     NcclBackend& nccl() { return *nccl_; }
 
   private:
     const MpiSession& session_;
     std::unique_ptr<MpiCommunicator> control_;
     std::string skip_reason_;
+    std::string failure_reason_;
     std::optional<NcclBackend> nccl_;
 };
 
@@ -38,10 +42,12 @@ class GpuTestEnvironment : public ::testing::Environment {
 GpuTestEnvironment& environment();
 void set_environment(GpuTestEnvironment* registered);
 
-// Base of every GPU test: skips, with the reason, when no usable GPU is visible.
+// Base of every GPU test: skips, with the reason, when no GPU is visible; fails when one is
+// there but cannot be used.
 class GpuTest : public ::testing::Test {
   protected:
     void SetUp() override {
+        if (!environment().failure_reason().empty()) GTEST_FAIL() << environment().failure_reason();
         if (!environment().skip_reason().empty()) GTEST_SKIP() << environment().skip_reason();
     }
 };

@@ -23,7 +23,17 @@ void set_environment(GpuTestEnvironment* environment) { registered() = environme
 
 void GpuTestEnvironment::SetUp() {
     control_ = MpiCommunicator::world();
-    const int gpus = visible_gpu_count();
+    const GpuAvailability availability = gpu_availability();
+    // GPUs that exist but cannot be used are a failure to report, never a skip.
+    int faults = availability.fault.empty() ? 0 : 1;
+    control_->allreduce(&faults, &faults, 1, DType::int32, ReduceOp::sum);
+    if (faults > 0) {
+        failure_reason_ = availability.fault.empty()
+                              ? "another rank's GPUs cannot be used (its own output says why)"
+                              : "this host has an NVIDIA driver, but its GPUs cannot be used: " + availability.fault;
+        return;
+    }
+    const int gpus = availability.count;
     int fewest = 0;
     control_->allreduce(&gpus, &fewest, 1, DType::int32, ReduceOp::min);
     if (fewest == 0) {

@@ -1,7 +1,7 @@
 // Every CudaOps op against the CpuOps op on the same random inputs (label gpu). The CPU ops
 // are held to finite differences in the unit tests, so agreement here carries that over.
-// Each test skips, saying why, when no GPU is visible.
-#include <cuda_runtime_api.h>
+// Each test skips, saying why, when no GPU is visible, and fails when one is there but cannot
+// be used.
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -10,6 +10,7 @@
 #include <sstream>
 
 #include "device/cuda_device.hpp"
+#include "device/cuda_plugin.hpp"
 #include "gradient_check.hpp"
 #include "train/ops/cpu_ops.hpp"
 #include "train/ops/cuda_ops.hpp"
@@ -42,11 +43,11 @@ struct Tolerance {
 class CudaOpsTest : public ::testing::Test {
   protected:
     void SetUp() override {
-        int count = 0;
-        const cudaError_t status = cudaGetDeviceCount(&count);
-        if (status != cudaSuccess || count == 0)
-            GTEST_SKIP() << "no CUDA device visible (cudaGetDeviceCount: "
-                         << (status == cudaSuccess ? "0 devices" : cudaGetErrorString(status)) << ")";
+        // No driver or no device: skipped; GPUs that exist but cannot be used: failed.
+        const GpuAvailability availability = gpu_availability();
+        if (!availability.fault.empty())
+            GTEST_FAIL() << "this host has an NVIDIA driver, but its GPUs cannot be used: " << availability.fault;
+        if (availability.count == 0) GTEST_SKIP() << "no GPU visible: no NVIDIA driver or no device here";
         device_ = std::make_unique<CudaDevice>(0);
         gpu_ = std::make_unique<CudaOps>(*device_);
     }

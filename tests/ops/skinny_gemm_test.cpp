@@ -33,15 +33,14 @@ class SkinnyGemm : public ::testing::Test {
     skinny_gemm::Scratch scratch_;
 };
 
-TEST_F(SkinnyGemm, SuitsOnlyAFewRows) {
-    if (__builtin_cpu_supports("avx512f")) {
-        EXPECT_FALSE(skinny_gemm::suits(64)) << "an AVX-512 CPU keeps OpenBLAS's 16-wide kernels";
-        return;
-    }
-    EXPECT_TRUE(skinny_gemm::suits(64));
-    EXPECT_TRUE(skinny_gemm::suits(128));
-    EXPECT_FALSE(skinny_gemm::suits(129));
-    EXPECT_FALSE(skinny_gemm::suits(4096));
+// Only on the avx2 path: the avx512 path keeps OpenBLAS's 16-wide kernels, the baseline has no FMA.
+TEST_F(SkinnyGemm, SuitsOnlyAFewRowsOnTheAvx2Path) {
+    EXPECT_TRUE(skinny_gemm::suits(CpuKernels::avx2, 64));
+    EXPECT_TRUE(skinny_gemm::suits(CpuKernels::avx2, 128));
+    EXPECT_FALSE(skinny_gemm::suits(CpuKernels::avx2, 129));
+    EXPECT_FALSE(skinny_gemm::suits(CpuKernels::avx2, 4096));
+    EXPECT_FALSE(skinny_gemm::suits(CpuKernels::avx512, 64));
+    EXPECT_FALSE(skinny_gemm::suits(CpuKernels::baseline, 64));
 }
 
 TEST_F(SkinnyGemm, ForwardMatchesTripleLoop) {

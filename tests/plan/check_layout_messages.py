@@ -1,6 +1,6 @@
 #!/usr/bin/env python3
 """train and plan refuse the same bad layout with the same line (issue 21: one Layout check shared
-by both, theory/layout_check.hpp). Each case runs `train` at 2 ranks and `plan --gpus 2` with the
+by both, theory/layout.hpp). Each case runs `train` at 2 ranks and `plan --gpus 2` with the
 same flags (plan under --states parbench --precision fp32, the plan of train's own run, so the
 engine's rules apply to both); both must exit 2 with one `error:` line, and the lines must be equal.
 The world-size rule names each command's own source of the size (mpirun -np, --gpus): its two lines

@@ -60,7 +60,7 @@ using parbench::testing::toy_moe;
 PlanLayout toy_pipeline(int microbatches) {
     PlanLayout p;
     p.states = StateConvention::zero;
-    EngineLayout& l = p.engine;
+    Layout& l = p.engine;
     const ModelConfig config = toy_moe();
     l.model = dense_skeleton(config);
     l.seq_len = 16;
@@ -71,9 +71,9 @@ PlanLayout toy_pipeline(int microbatches) {
     l.stage_ranges = {LayerRange{0, 3}, LayerRange{3, 4}};
     l.microbatch_size = 1;
     l.precision = Precision::bf16;
-    p.global_batch = 2 * microbatches;
+    p.engine.global_batch = 2 * microbatches;
     p.experts.model = config;
-    p.experts.ep = 2;
+    p.engine.ep = 2;
     return p;
 }
 
@@ -90,7 +90,7 @@ PlanContext context_at(double tflops) {
 TEST(PlanMoe1f1b, StretchesCutAtEveryExchange) {
     const PlanLayout p = toy_pipeline(4);
     const auto flops = [](const PassWork& work) { return work.flops(); };
-    const std::vector<ExchangeStretches> stretches = moe_exchange_stretches(p.engine, p.attention, p.experts, flops);
+    const std::vector<ExchangeStretches> stretches = moe_exchange_stretches(p.engine, p.engine.attention, p.experts, flops);
     ASSERT_EQ(stretches.size(), 2u);
     // 2 MoE layers on the first stage: 5 stretches each way; 1 on the last: 3.
     EXPECT_EQ(stretches[0].forward_ms.size(), 5u);
@@ -106,7 +106,7 @@ TEST(PlanMoe1f1b, StretchesCutAtEveryExchange) {
     double sum = 0;
     for (double f : stretches[1].forward_ms) sum += f;
     const LayerWorkShape shape{toy_moe(), 16, 16, 1, 1, false, 2.0};
-    LayerWork moe = moe_layer_work(shape, p.attention, Recompute::none, 2, 1.0);
+    LayerWork moe = moe_layer_work(shape, p.engine.attention, Recompute::none, 2, 1.0);
     EXPECT_DOUBLE_EQ(sum, moe.forward.flops() + head_work(LayerWorkShape{dense_skeleton(toy_moe()), 16, 16, 1, 1,
                                                                          false, 2.0}).forward.flops());
 }
@@ -115,7 +115,7 @@ TEST(PlanMoe1f1b, PredictionPairsEveryStageButTheLastAndMovesTheSameBytes) {
     const PlanContext context = context_at(100.0);
     PlanLayout layout = toy_pipeline(4);
     const PlanPrediction blocking = predict_layout(layout, context);
-    layout.experts.a2a_overlap_1f1b = true;
+    layout.engine.moe.a2a_overlap_1f1b = true;
     const PlanPrediction paired = predict_layout(layout, context);
     // The same traffic, line for line.
     ASSERT_EQ(paired.comm.size(), blocking.comm.size());
@@ -150,7 +150,7 @@ TEST(PlanMoe1f1b, ComputeLongerThanTheExchangesLeavesTheUnpairedPassesAndEmptySt
     // it (the gradient arrives before the pair starts): F's first dispatch has nothing to hide
     // under, one exchange per group; the warm-up forward and cool-down backward wait for all 2 x 2.
     PlanLayout layout = toy_pipeline(4);
-    layout.experts.a2a_overlap_1f1b = true;
+    layout.engine.moe.a2a_overlap_1f1b = true;
     const PlanPrediction paired = predict_layout(layout, context_at(1e-6));
     // (The clock runs to long times here: the waits are differences of large numbers.)
     EXPECT_NEAR(paired.moe.paired_exposed_ms_by_pp_rank[0], (1 * 4 * 2 + 3 * 1) * paired.moe.exchange_ms,
@@ -160,7 +160,7 @@ TEST(PlanMoe1f1b, ComputeLongerThanTheExchangesLeavesTheUnpairedPassesAndEmptySt
 TEST(PlanMoe1f1b, SearchAddsThePairedVariantWhereTrainTakesIt) {
     PlanLayout layout = toy_pipeline(4);
     EXPECT_EQ(with_a2a_overlap_1f1b({layout}).size(), 2u);
-    EXPECT_TRUE(with_a2a_overlap_1f1b({layout})[1].experts.a2a_overlap_1f1b);
+    EXPECT_TRUE(with_a2a_overlap_1f1b({layout})[1].engine.moe.a2a_overlap_1f1b);
     PlanLayout gpipe = layout;
     gpipe.engine.schedule = ScheduleKind::gpipe;
     EXPECT_EQ(with_a2a_overlap_1f1b({gpipe}).size(), 1u);
@@ -170,13 +170,13 @@ TEST(PlanMoe1f1b, SearchAddsThePairedVariantWhereTrainTakesIt) {
     last_stage_only.engine.stage_ranges = {LayerRange{0, 1}, LayerRange{1, 4}};
     EXPECT_EQ(with_a2a_overlap_1f1b({last_stage_only}).size(), 1u);
     PlanLayout no_ep = layout;
-    no_ep.experts.ep = 1;
+    no_ep.engine.ep = 1;
     EXPECT_EQ(with_a2a_overlap_1f1b({no_ep}).size(), 1u);
     PlanLayout full_recompute = layout;
     full_recompute.engine.recompute = Recompute::full;
     EXPECT_EQ(with_a2a_overlap_1f1b({full_recompute}).size(), 1u);
     PlanLayout experts_split = layout;  // the frameworks' default --etp is tp
-    experts_split.experts.etp = 2;
+    experts_split.engine.etp = 2;
     EXPECT_EQ(with_a2a_overlap_1f1b({experts_split}).size(), 1u);
 }
 

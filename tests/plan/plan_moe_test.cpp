@@ -24,7 +24,7 @@ using parbench::testing::toy_moe;
 PlanLayout toy_layout(int dp, int ep, double imbalance = 1.0) {
     PlanLayout p;
     p.states = StateConvention::zero;  // 2 + 2 + 12 B per parameter
-    EngineLayout& l = p.engine;
+    Layout& l = p.engine;
     const ModelConfig config = toy_moe();
     l.model = dense_skeleton(config);
     l.seq_len = 16;
@@ -32,9 +32,9 @@ PlanLayout toy_layout(int dp, int ep, double imbalance = 1.0) {
     l.zero = 1;
     l.microbatch_size = 1;
     l.precision = Precision::bf16;
-    p.global_batch = dp;
+    p.engine.global_batch = dp;
     p.experts.model = config;
-    p.experts.ep = ep;
+    p.engine.ep = ep;
     p.experts.imbalance = imbalance;
     return p;
 }
@@ -88,7 +88,7 @@ TEST(PlanMoe, ActivationsOfTheMoeLayersByHand) {
     // copies' gate/up/product 6·(32 + 16 shared)·32 = 9216, expert outputs 2·16·2·64 = 4096:
     // 17664 in place of the dense MLP's 6·16·128 = 12288, 3 such layers.
     PlanLayout dense = toy_layout(4, 2);
-    dense.experts = ExpertParallel{};
+    dense.experts = PlanExperts{};
     const double skeleton = plan_memory(dense).activations;
     EXPECT_DOUBLE_EQ(plan_memory(toy_layout(4, 2)).activations - skeleton, 3 * (17664.0 - 12288.0));
     // Imbalance 1.5 on the busiest rank: 48 copies, 2·48·64 = 6144 and 6·(48 + 16)·32 = 12288.
@@ -137,7 +137,7 @@ TEST(PlanMoe, OverlapHidesHalfTheAlltoallUpToTheCompute) {
     const PlanContext context = context_on(4, 8);
     PlanLayout layout = toy_layout(4, 2);
     const PlanPrediction blocking = predict_layout(layout, context);
-    layout.experts.a2a_overlap = true;
+    layout.engine.moe.a2a_overlap = true;
     const PlanPrediction overlapped = predict_layout(layout, context);
     EXPECT_DOUBLE_EQ(overlapped.exposed_ep_ms, moe_overlapped_exposure(0.0, blocking.exposed_ep_ms, blocking.compute_ms));
     EXPECT_LT(overlapped.exposed_ep_ms, blocking.exposed_ep_ms);
@@ -150,7 +150,7 @@ TEST(PlanMoe, ExpertGradientsReduceOverTheirOwnGroup) {
     // The skeleton's dp bytes split by parameter: the dense part and, over the expert-dp group,
     // the experts' part (none with ep = dp, whose experts have no replica).
     PlanLayout dense = toy_layout(4, 2);
-    dense.experts = ExpertParallel{};
+    dense.experts = PlanExperts{};
     const PlanContext context = context_on(4, 8);
     auto dp_bytes = [&](const PlanLayout& layout) {
         double bytes = 0;
@@ -179,27 +179,27 @@ TEST(PlanMoe, SearchRangesOverEpDividingExpertsAndDp) {
     // layout passes as it is; hybrid sharding is not modelled for experts and goes.
     std::vector<PlanLayout> layouts{toy_layout(8, 1), toy_layout(2, 1)};
     PlanLayout dense = toy_layout(8, 1);
-    dense.experts = ExpertParallel{};
+    dense.experts = PlanExperts{};
     layouts.push_back(dense);
     PlanLayout hybrid = toy_layout(8, 1);
     hybrid.shard_group = 4;
     layouts.push_back(hybrid);
     std::vector<int> degrees;
-    for (const PlanLayout& layout : with_expert_degrees(layouts)) degrees.push_back(layout.experts.ep);
+    for (const PlanLayout& layout : with_expert_degrees(layouts)) degrees.push_back(layout.engine.ep);
     EXPECT_EQ(degrees, (std::vector<int>{1, 2, 4, 1, 2, 1}));
 
     SearchSpace space;
     space.base = toy_layout(1, 1);
-    space.base.global_batch = 8;
+    space.base.engine.global_batch = 8;
     space.microbatch_counts = {1, 2};
     const SearchResult result = search_layouts(space, context_on(8, 8));
     ASSERT_FALSE(result.ranked.empty());
     std::set<int> seen;
     for (const PlanPrediction& p : result.ranked) {
-        EXPECT_EQ(4 % p.layout.experts.ep, 0) << layout_label(p.layout);
-        EXPECT_EQ(p.layout.engine.dp % p.layout.experts.ep, 0) << layout_label(p.layout);
-        EXPECT_NE(layout_label(p.layout).find(" ep" + std::to_string(p.layout.experts.ep)), std::string::npos);
-        seen.insert(p.layout.experts.ep);
+        EXPECT_EQ(4 % p.layout.engine.ep, 0) << layout_label(p.layout);
+        EXPECT_EQ(p.layout.engine.dp % p.layout.engine.ep, 0) << layout_label(p.layout);
+        EXPECT_NE(layout_label(p.layout).find(" ep" + std::to_string(p.layout.engine.ep)), std::string::npos);
+        seen.insert(p.layout.engine.ep);
     }
     EXPECT_EQ(seen, (std::set<int>{1, 2, 4}));
 }
@@ -224,10 +224,7 @@ TEST(PlanMoe, ParbenchStatesFollowTrainsMoeLayout) {
     const std::vector<PlanLayout> formed =
         with_expert_degrees({engine_layout(4, 1, false), engine_layout(2, 2, false), engine_layout(2, 2, true), zero_bubble});
     std::vector<std::pair<int, int>> degrees;  // (tp, ep)
-    for (const PlanLayout& layout : formed) {
-        EXPECT_EQ(layout.engine.ep, layout.experts.ep);
-        degrees.push_back({layout.engine.tp, layout.experts.ep});
-    }
+    for (const PlanLayout& layout : formed) degrees.push_back({layout.engine.tp, layout.engine.ep});
     EXPECT_EQ(degrees, (std::vector<std::pair<int, int>>{
                            {1, 1}, {1, 2}, {1, 4}, {2, 1}, {2, 2}, {2, 1}, {2, 2}, {1, 1}, {1, 2}, {1, 4}}));
 
@@ -241,7 +238,6 @@ TEST(PlanMoe, ParbenchStatesFollowTrainsMoeLayout) {
     // At ep 2 a rank holds half the routed experts, reduced over dp / ep = 1 rank, as Megatron-core.
     PlanLayout sharded = engine_layout(2, 1, false);
     sharded.engine.ep = 2;
-    sharded.experts.ep = 2;
     const PlanPrediction half = predict_layout(sharded, context_on(2, 8));
     const double held = static_cast<double>(model_parameter_layout(toy_moe(), 16, {}, ExpertSplit{0, 2}).total_numel());
     EXPECT_LT(held, parameters);

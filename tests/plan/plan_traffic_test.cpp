@@ -59,8 +59,8 @@ TEST(PlanTraffic, PipelinedUseOrderIsInTheStagesNumbering) {
     EXPECT_EQ(model_parameter_use_order(gpt, first), (std::vector<int>{0, 1, 1}));
 }
 
-EngineLayout pipelined(const ModelConfig& config, ScheduleKind schedule, int pp, int virtual_stages, int microbatches) {
-    EngineLayout l;
+Layout pipelined(const ModelConfig& config, ScheduleKind schedule, int pp, int virtual_stages, int microbatches) {
+    Layout l;
     l.model = config;
     l.seq_len = config.seq_len;
     l.microbatch_size = 2;
@@ -85,7 +85,7 @@ TEST(PlanTraffic, PipelineTransfersAreTheSchedulesOwn) {
     for (const Case c : {Case{ScheduleKind::gpipe, 4, 1, 6}, Case{ScheduleKind::one_f_one_b, 3, 1, 5},
                          Case{ScheduleKind::interleaved, 2, 2, 4}, Case{ScheduleKind::interleaved, 4, 2, 8},
                          Case{ScheduleKind::zero_bubble_h1, 4, 1, 6}}) {
-        const EngineLayout l = pipelined(gpt, c.schedule, c.pp, c.virtual_stages, c.microbatches);
+        const Layout l = pipelined(gpt, c.schedule, c.pp, c.virtual_stages, c.microbatches);
         const Schedule schedule = make_schedule(c.schedule, ScheduleShape{c.pp, c.microbatches, c.virtual_stages});
         const double boundary = 2.0 * gpt.seq_len * gpt.hidden * 4.0;
         const std::string what = schedule_kind_name(c.schedule) + " p" + std::to_string(c.pp);
@@ -103,10 +103,10 @@ TEST(PlanTraffic, PipelineTransfersAreTheSchedulesOwn) {
         }
     }
     // Llama's embedding and head are separate units: nothing to exchange.
-    const EngineLayout llama = pipelined(model("llama-tiny"), ScheduleKind::one_f_one_b, 2, 1, 4);
+    const Layout llama = pipelined(model("llama-tiny"), ScheduleKind::one_f_one_b, 2, 1, 4);
     EXPECT_EQ(engine_rank_traffic(llama, 0).at("pp").count("sendrecv"), 0u);
     // Under SP a transfer carries the rank's 1/t of the rows.
-    EngineLayout sp = pipelined(gpt, ScheduleKind::one_f_one_b, 2, 1, 4);
+    Layout sp = pipelined(gpt, ScheduleKind::one_f_one_b, 2, 1, 4);
     sp.tp = 2;
     sp.sp = true;
     const TrafficByOp split = engine_rank_traffic(sp, 0).at("pp");
@@ -142,7 +142,7 @@ TEST(PlanLlamaActivations, HandDerivedLlama3_8B) {
 TEST(PlanLlamaActivations, ConventionMemoryUsesLlamasItems) {
     PlanLayout p;
     p.states = StateConvention::megatron;
-    EngineLayout& l = p.engine;
+    Layout& l = p.engine;
     l.model = model("llama3-8b");
     l.seq_len = 4096;
     l.tp = 8;
@@ -155,11 +155,11 @@ TEST(PlanLlamaActivations, ConventionMemoryUsesLlamasItems) {
 
 PlanPrediction predict_on(int gpus, int gpus_per_host, int cores_per_host) {
     PlanLayout p;
-    EngineLayout& l = p.engine;
+    Layout& l = p.engine;
     l.model = model("gpt-tiny");
     l.seq_len = l.model.seq_len;
     l.dp = gpus;
-    p.global_batch = gpus;
+    p.engine.global_batch = gpus;
     ClusterSpec cluster;
     cluster.device = device_preset("H100");
     cluster.gpus = gpus;

@@ -106,7 +106,7 @@ TEST(PlanPaperTables, MegatronWeightAndOptimizerBytes) {
 
         PlanLayout p;
         p.states = StateConvention::megatron;
-        EngineLayout& e = p.engine;
+        Layout& e = p.engine;
         e.model = gpt3;
         e.seq_len = gpt3.seq_len;
         e.tp = c.tp;
@@ -147,7 +147,7 @@ TEST(PlanMemory, ZeroTwoDefaultBucketSavesGradientMemory) {
     EXPECT_EQ(default_bucket_bytes(0, parameters), 25u << 20);
     EXPECT_EQ(default_bucket_bytes(2, parameters), parameters);  // 1/4 of 4 B per parameter
     EXPECT_EQ(default_bucket_bytes(2, 1u << 30), 25u << 20);
-    EngineLayout l;
+    Layout l;
     l.model = small;
     l.seq_len = small.seq_len;
     l.dp = 2;

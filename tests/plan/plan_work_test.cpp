@@ -142,7 +142,7 @@ TEST(DeviceCompute, FitsTheCurveToAnOpsReport) {
 }
 
 TEST(StageCompute, FullRecomputeAddsEachLayersForward) {
-    EngineLayout l;
+    Layout l;
     l.model = hand_gpt();
     l.seq_len = 512;
     l.microbatch_size = 2;
@@ -212,7 +212,7 @@ ComputeRate hundred_tflops() {
 PlanLayout hand_layout() {
     PlanLayout p;
     p.states = StateConvention::zero;
-    EngineLayout& l = p.engine;
+    Layout& l = p.engine;
     l.model = hand_gpt();
     l.seq_len = 512;
     l.precision = Precision::bf16;
@@ -243,12 +243,12 @@ double prediction_send_bytes(const PlanPrediction& prediction) {
 
 TEST(PipelineTransfers, AcrossHostsScatterOverTpThenGatherInside) {
     PlanLayout p = hand_layout();
-    EngineLayout& l = p.engine;
+    Layout& l = p.engine;
     l.tp = 8;
     l.pp = 2;
     l.microbatches = 2;
     l.stage_ranges = virtual_stage_layers(4, 2, 1, {});
-    p.global_batch = 2;
+    p.engine.global_batch = 2;
     ClusterSpec cluster = a100_cluster(16);
     cluster.gpus_per_host = 8;
     const ComputeRate rate = hundred_tflops();
@@ -293,7 +293,7 @@ TEST(MemoryReserve, FrameworkConventionsFitInTheHbmLessTheReserve) {
     const PlanContext context{cluster, CommModel(cluster), rate, PassCosts{}, false, true, std::nullopt};
     PlanLayout p = hand_layout();
     p.engine.dp = 2;
-    p.global_batch = 2;
+    p.engine.global_batch = 2;
     const double gib = 1024.0 * 1024.0 * 1024.0;
     const PlanPrediction zero = predict_layout(p, context);
     EXPECT_DOUBLE_EQ(zero.memory_reserved, cluster.device.memory_reserved_gib * gib);
@@ -358,7 +358,7 @@ TEST(OverlapSlowdown, HiddenCollectivesSlowTheComputeBesideThem) {
     p.engine.zero = 3;
     p.engine.prefetch = true;
     p.engine.overlap = true;
-    p.global_batch = 4;
+    p.engine.global_batch = 4;
     const ClusterSpec cluster = a100_cluster(4);
     const ComputeRate rate = hundred_tflops();
     PlanContext context{cluster, CommModel(cluster), rate, PassCosts{}, false, true, hand_device()};
@@ -381,7 +381,7 @@ TEST(WireBytes, MegatronGathersBf16ParametersAndReducesFp32Gradients) {
     PlanLayout p = hand_layout();
     p.engine.dp = 4;
     p.engine.zero = 3;
-    p.global_batch = 4;
+    p.engine.global_batch = 4;
     const ClusterSpec cluster = a100_cluster(4);
     const ComputeRate rate = hundred_tflops();
     const PlanContext context{cluster, CommModel(cluster), rate, PassCosts{}, false, true, std::nullopt};
@@ -411,7 +411,7 @@ TEST(AveragedGradients, DpLinesTakeTheAverageSweepTpLinesTheSum) {
     p.engine.precision = Precision::fp32;
     p.engine.dp = 2;
     p.engine.tp = 2;
-    p.global_batch = 2;
+    p.engine.global_batch = 2;
     const ClusterSpec cluster = a100_cluster(4);
     const ComputeRate rate = hundred_tflops();
     CollectiveFit sum;

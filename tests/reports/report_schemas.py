@@ -42,6 +42,9 @@ RUNS.update({
               {"--json": "report"}),
     "plan": (0, ["plan", "--params", "125M", "--gpus", "8"], {"--json": "plan"}),
     "info": (2, ["info"], {"--json": "info"}),
+    "moe-dispatch": (2, ["moe-dispatch", "--tokens", "64", "--hidden", "64", "--topk", "2", "--experts", "4",
+                         "--skew", "zipf:1", "--iters", "2", "--warmup", "0"],
+                     {"--json": "report"}),
 })
 WRITES_NOTHING = {"compare": "prints its table and verdict; it reads reports and writes none"}
 OUTPUT_FLAGS = ("--json", "--trace", "--csv")

@@ -198,27 +198,27 @@ using parbench::testing::usage_error_text;
 TEST(TensorOptions, BadSplitsNameTheFlagAndTheFix) {
     TrainOptions o;
     o.model = "gpt-tiny";  // 4 heads, hidden 64, seq 32, vocab 256
-    o.tp = 3;
+    o.layout.tp = 3;
     std::string message = usage_error_text([&] { resolve_train_options(o); });
     EXPECT_NE(message.find("--tp 3"), std::string::npos) << message;
     EXPECT_NE(message.find("head count 4"), std::string::npos) << message;
-    o.tp = 2;
-    o.sp = true;
+    o.layout.tp = 2;
+    o.layout.sp = true;
     o.seq = 31;
     message = usage_error_text([&] { resolve_train_options(o); });
     EXPECT_NE(message.find("--sp"), std::string::npos) << message;
     EXPECT_NE(message.find("--seq"), std::string::npos) << message;
     o.seq.reset();
     EXPECT_EQ(usage_error_text([&] { resolve_train_options(o); }), "") << "tp 2 with sp fits gpt-tiny";
-    o.tp = 1;
+    o.layout.tp = 1;
     EXPECT_NE(usage_error_text([&] { resolve_train_options(o); }).find("--tp 2 or more"), std::string::npos);
-    o.sp = false;
-    o.tp = 2;
-    o.tp_style = "allgather";
+    o.layout.sp = false;
+    o.layout.tp = 2;
+    o.layout.tp_style = "allgather";
     EXPECT_NE(usage_error_text([&] { resolve_train_options(o); }).find("MLP"), std::string::npos);
     o.model = "mlp-tiny";
     EXPECT_EQ(usage_error_text([&] { resolve_train_options(o); }), "");
-    o.tp_style = "ring";
+    o.layout.tp_style = "ring";
     EXPECT_NE(usage_error_text([&] { resolve_train_options(o); }).find("--tp-style 'ring'"), std::string::npos);
 }
 

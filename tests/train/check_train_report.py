@@ -9,7 +9,8 @@ say check.passed when --check was given, and carry the --field values (dotted pa
 results[0], compared as JSON). Every such run is also held to the communication figures'
 invariants: per dimension exposed <= comm time, per call blocked <= time, exposed <= step
 time; no dimension whose group has one rank is reported; the traffic the layout implies
-equals the measured on every rank; throughput is named for what it counts. With
+equals the measured on every rank; throughput is named for what it counts; and the memory
+pre-check's count of every rank equals that rank's ledger peak. With
 --expect-straggler the report names that rank as the one the others wait for, consistently,
 and warns about it. With a non-zero exit status the run must print exactly one line on
 stderr and, with --expect-no-report, leave no report file behind.
@@ -94,6 +95,23 @@ def check_comm(result, output):
     unit = result["throughput"]["unit"]
     if unit != ("tokens/s" if gpt else "samples/s") or gpt != ("tokens_per_s" in result):
         fail(f"throughput of a {result['model']['kind']} model is named {unit!r}", output)
+
+
+def check_memory_check(result, output, checked_reference):
+    """The pre-check (src/cli/memory_check.hpp) counted, before anything was allocated, exactly what
+    each rank's ledger then held at its peak; under --check also rank 0's serial reference; and
+    the run passed it, so every count is within the budget it was held to."""
+    checked = result["memory_checked_bytes"]
+    measured = [rank["total_peak"] for rank in result["memory_bytes_by_rank"]]
+    if checked["by_rank"] != measured:
+        fail(f"the memory pre-check counted {checked['by_rank']} B by rank, the ledgers peaked at {measured} B", output)
+    if (checked["reference"] is not None) != checked_reference:
+        fail(f"memory_checked_bytes.reference is {checked['reference']} for a run with{'' if checked_reference else 'out'}"
+             f" --check", output)
+    budget = checked["budget_per_rank"]
+    largest = max(checked["by_rank"] + ([checked["reference"]] if checked_reference else []))
+    if budget is not None and largest > budget:
+        fail(f"the run went ahead needing {largest} B per rank against a budget of {budget} B", output)
 
 
 def check_context(result, output):
@@ -206,6 +224,7 @@ def main():
         if not check or check.get("passed") is not True:
             fail(f"check did not pass: {check}", output)
     check_comm(result, output)
+    check_memory_check(result, output, "--check" in command or "-c" in command)
     if result["layout"].get("cp", 1) > 1:
         check_context(result, output)
     if args.expect_straggler is not None:

@@ -80,12 +80,18 @@ TEST(MoeRouter, SigmoidWeightsNormaliseTheChosenSigmoids) {
 // logits (a_t, 0, -5) choose experts 0 and 1 with weights sigmoid(a_t) and 1 - sigmoid(a_t).
 // Expert 0 keeps the two largest sigmoid(a_t) (tokens 1 and 2), expert 1 the two largest
 // 1 - sigmoid(a_t) (tokens 3 and 0); four assignments are dropped.
+// Four tokens over three experts, k = 2, capacity factor 0.75: token t's logits (a_t, 0, -5).
+const RouterShape capacity_shape{4, 3, 2, MoeScore::softmax, 0.75};
+std::vector<float> capacity_logits() {
+    std::vector<float> logits;
+    for (float a : {1.0f, 3.0f, 2.0f, 0.5f}) logits.insert(logits.end(), {a, 0.0f, -5.0f});
+    return logits;
+}
+
 TEST(MoeRouter, CapacityDropsTheLowestWeightAssignments) {
     Group g(4, 3, 2);
-    const float a[4] = {1.0f, 3.0f, 2.0f, 0.5f};
-    std::vector<float> logits;
-    for (float at : a) logits.insert(logits.end(), {at, 0.0f, -5.0f});
-    const RouterShape shape{4, 3, 2, MoeScore::softmax, 0.75};
+    const std::vector<float> logits = capacity_logits();
+    const RouterShape shape = capacity_shape;
     EXPECT_EQ(expert_capacity(shape), 2);
     const RoutingCounts counts = route_tokens(g.buffers(), logits.data(), nullptr, shape);
     EXPECT_EQ(counts.routed, (std::vector<int>{4, 4, 0}));
@@ -94,6 +100,77 @@ TEST(MoeRouter, CapacityDropsTheLowestWeightAssignments) {
     // slot[t·2 + i]; expert 0's rows in token order (1, 2), then expert 1's (0, 3).
     EXPECT_EQ(g.slot, (std::vector<int>{-1, 2, 0, -1, 1, -1, -1, 3}));
     EXPECT_EQ(g.expert_start, (std::vector<int>{0, 2, 4, 4}));
+}
+
+// --check's reference follows the run's drops (router.hpp's FollowedDrops): with the assignments
+// to keep given, an expert over capacity keeps those, not its highest weights, and names the flip.
+TEST(MoeRouter, FollowedDropsKeepTheGivenAssignmentsAndNameTheFlip) {
+    Group g(4, 3, 2);
+    const std::vector<float> logits = capacity_logits();
+    const RouterShape shape = capacity_shape;
+    route_tokens(g.buffers(), logits.data(), nullptr, shape);
+    // Its own choice keeps expert 0's assignments of tokens 1 and 2 (assignments 2 and 4); the run
+    // kept tokens 0 and 2's (0 and 4) instead; expert 1's as its own (1 and 7).
+    std::vector<unsigned char> kept(8, 0);
+    for (int assignment : {0, 4, 1, 7}) kept[static_cast<std::size_t>(assignment)] = 1;
+    std::vector<std::pair<int, double>> flips;
+    const RoutingCounts counts = assign_expert_rows(g.buffers(), shape, FollowedDrops{kept.data(), &flips});
+    EXPECT_EQ(counts.kept, (std::vector<int>{2, 2, 0}));
+    EXPECT_EQ(counts.dropped, 4);
+    EXPECT_EQ(g.slot, (std::vector<int>{0, 2, -1, -1, 1, -1, -1, 3}));
+    ASSERT_EQ(flips.size(), 1u);
+    EXPECT_EQ(flips[0].first, 0);
+    EXPECT_NEAR(flips[0].second, g.weights[2] - g.weights[0], 1e-6);
+    EXPECT_GT(flips[0].second, 0.0);
+}
+
+// The MoE layer records the decisions it takes, and following other decisions takes those,
+// naming each token whose own top-k differed with the margin of its own choice (a decision per
+// assignment: the expert, or -(e + 1) dropped).
+TEST(MoeLayer, FollowingTakesTheGivenExpertsAndNamesTheFlips) {
+    const MoeMemoryShape shape{4, 8, 4, 2, 4, 0};
+    CpuDevice device;
+    MemoryLedger ledger(device);
+    std::unique_ptr<Ops> ops = make_ops(device);
+    ActivationArena arena(ledger);
+    MoeLayer layer(shape, MoeScore::softmax, MoeSettings{}, *ops, arena);
+    const MoeActivations kept = layer.allocate_activations(arena);
+    std::vector<float> x(4 * 8), router(4 * 8), gate(4 * 4 * 8), up(4 * 4 * 8), down(4 * 8 * 4), out(4 * 8);
+    for (std::vector<float>* values : {&x, &router, &gate, &up, &down})
+        for (std::size_t i = 0; i < values->size(); ++i) (*values)[i] = std::sin(0.7f * static_cast<float>(i + values->size()));
+    const MoeWeights w{router.data(), gate.data(), up.data(), down.data()};
+    MoeExchangeStats stats;
+    std::vector<int> own;
+    RoutingHold record;
+    record.taken = &own;
+    layer.forward(out.data(), kept, x.data(), w, nullptr, stats, record);
+    ASSERT_EQ(own.size(), 8u);
+    const std::vector<float> own_out = out;
+
+    // Following its own decisions changes nothing and flips nothing.
+    std::vector<GroupFlip> flips;
+    RoutingHold same;
+    same.follow = own.data();
+    same.flips = &flips;
+    layer.forward(out.data(), kept, x.data(), w, nullptr, stats, same);
+    EXPECT_TRUE(flips.empty());
+    EXPECT_EQ(out, own_out);
+
+    // Token 2's second choice replaced by an expert it did not choose: one flip, margin >= 0.
+    std::vector<int> other = own;
+    for (int e = 0; e < 4; ++e)
+        if (e != own[4] && e != own[5]) other[5] = e;
+    std::vector<int> taken;
+    RoutingHold follow;
+    follow.follow = other.data();
+    follow.flips = &flips;
+    follow.taken = &taken;
+    layer.forward(out.data(), kept, x.data(), w, nullptr, stats, follow);
+    ASSERT_EQ(flips.size(), 1u);
+    EXPECT_EQ(flips[0].token, 2);
+    EXPECT_GE(flips[0].margin, 0.0);
+    EXPECT_EQ(taken, other);
+    EXPECT_NE(out, own_out);
 }
 
 // N = 2, E = 2, k = 1: L_aux = alpha · 2/4 · sum_e routed_e · sum_t P_te.

@@ -3,11 +3,13 @@
 #include <gtest/gtest.h>
 
 #include <algorithm>
+#include <cmath>
 #include <cstdlib>
 #include <stdexcept>
 #include <string>
 #include <vector>
 
+#include "cli/memory_check.hpp"
 #include "core/error.hpp"
 #include "device/cpu_device.hpp"
 #include "tests/support/usage_error_text.hpp"
@@ -375,25 +377,25 @@ TEST(Metrics, PeakTableKnowsCommonGpus) {
 
 TEST(TrainOptions, LayoutErrorsNameTheFlags) {
     TrainOptions options;
-    options.dp = 3;
+    options.layout.dp = 3;
     const TrainPlan plan = resolve_train_options(options);
-    const std::string world = usage_error_text([&] { resolve_layout(plan, 4); });
+    const std::string world = usage_error_text([&] { resolve_train_plan(plan, 4); });
     EXPECT_NE(world.find("--dp 3"), std::string::npos) << world;
     EXPECT_NE(world.find("4"), std::string::npos) << world;
 
     TrainOptions batch;
-    batch.global_batch = 6;
-    batch.microbatches = 2;
-    const std::string divide = usage_error_text([&] { resolve_layout(resolve_train_options(batch), 2); });
+    batch.layout.global_batch = 6;
+    batch.layout.microbatches = 2;
+    const std::string divide = usage_error_text([&] { resolve_train_plan(resolve_train_options(batch), 2); });
     EXPECT_NE(divide.find("--global-batch 6"), std::string::npos) << divide;
     EXPECT_NE(divide.find("--microbatches 2"), std::string::npos) << divide;
-    EXPECT_EQ(resolve_layout(resolve_train_options(batch), 3).dp, 3);  // dp fills the world
+    EXPECT_EQ(resolve_train_plan(resolve_train_options(batch), 3).layout.dp, 3);  // dp fills the world
 
     TrainOptions prefetch;
-    prefetch.prefetch = true;
+    prefetch.layout.prefetch = true;
     EXPECT_NE(usage_error_text([&] { resolve_train_options(prefetch); }).find("--zero 3"), std::string::npos);
     TrainOptions zero;
-    zero.zero = 4;
+    zero.layout.zero = 4;
     EXPECT_NE(usage_error_text([&] { resolve_train_options(zero); }).find("--zero 4"), std::string::npos);
     TrainOptions seq;
     seq.model = "mlp-tiny";
@@ -439,10 +441,136 @@ TEST(Check, Bf16RunsAreComparedWithBf16Tolerances) {
     EXPECT_FALSE(compare_with_reference({2.0}, {3, 8}, {2.0}, reference, layout, Precision::bf16).passed);
 }
 
+// The elements whose exact gradient is zero (train/reference_check.hpp): GPT's key bias at any
+// length, and at one token the query and key rows of qkv; Llama's wq and wk (its GQA width) at one
+// token, no bias; none in an MLP.
+TEST(Check, ZeroGradientElementsAreTheKeyBiasAndAtOneTokenTheQueryAndKey) {
+    const ModelConfig gpt = load_model_config("gpt-tiny");
+    const auto C = static_cast<std::size_t>(gpt.hidden);
+    const std::vector<ZeroGradientElements> long_sequence = zero_gradient_elements(gpt, 8);
+    ASSERT_EQ(long_sequence.size(), static_cast<std::size_t>(gpt.layers));
+    EXPECT_EQ(long_sequence[1].tensor, "h1.qkvb");
+    EXPECT_EQ(long_sequence[1].first, C);
+    EXPECT_EQ(long_sequence[1].count, C);
+    const std::vector<ZeroGradientElements> one_token = zero_gradient_elements(gpt, 1);
+    ASSERT_EQ(one_token.size(), 2u * static_cast<std::size_t>(gpt.layers));
+    EXPECT_EQ(one_token[0].tensor, "h0.qkvw");
+    EXPECT_EQ(one_token[0].count, 2 * C * C);
+    EXPECT_EQ(one_token[1].tensor, "h0.qkvb");
+    EXPECT_EQ(one_token[1].count, 2 * C);
+
+    const ModelConfig llama = load_model_config("llama-tiny");
+    EXPECT_TRUE(zero_gradient_elements(llama, 8).empty());
+    const std::vector<ZeroGradientElements> llama_one = zero_gradient_elements(llama, 1);
+    ASSERT_EQ(llama_one.size(), 2u * static_cast<std::size_t>(llama.layers));
+    const auto LC = static_cast<std::size_t>(llama.hidden);
+    EXPECT_EQ(llama_one[1].tensor, "h0.wk");
+    EXPECT_EQ(llama_one[1].count, LC * LC * static_cast<std::size_t>(llama.kv_heads) / static_cast<std::size_t>(llama.heads));
+    EXPECT_TRUE(zero_gradient_elements(load_model_config("mlp-tiny"), 1).empty());
+}
+
+// Kingma & Ba's bound on one Adam step: lr (1 - β1) / sqrt(1 - β2) when that exceeds lr.
+TEST(Check, AdamStepBoundByHand) {
+    AdamWSettings adamw;
+    adamw.lr = 1e-3f;
+    EXPECT_NEAR(adam_step_bound(adamw), 1e-3 * 0.1 / std::sqrt(0.001), 1e-7);  // β2 0.999 (a float): 3.16 lr
+    adamw.beta2 = 0.95f;
+    EXPECT_NEAR(adam_step_bound(adamw), 1e-3, 1e-7);  // sqrt(0.05) > 0.1: lr
+}
+
+// Elements of zero gradient are compared apart, element by element, within 2 steps' bound per
+// step; the rest of their tensor is held to the relative tolerance as before.
+TEST(Check, ZeroGradientElementsAreBoundedApartElementByElement) {
+    ParameterLayout layout;
+    layout.add_unit("u");
+    layout.add_tensor("h0.qkvb", {6}, InitKind::zeros);
+    const std::vector<float> reference{1, 2, 3, 4, 5, 6};
+    CheckTolerances tolerances;
+    tolerances.zero_gradient = {{"h0.qkvb", 2, 2, "the key bias"}};
+    tolerances.zero_gradient_elementwise = 0.5;
+    std::vector<float> noisy = reference;
+    noisy[2] += 0.4f;  // within 0.5: noise Adam turned into steps
+    noisy[3] -= 0.4f;
+    const CheckResult noise = compare_with_reference({2.0}, noisy, {2.0}, reference, layout, tolerances);
+    EXPECT_TRUE(noise.passed);
+    EXPECT_EQ(noise.zero_gradient_elements, 2u);
+    EXPECT_EQ(noise.max_rel_diff_params, 0.0);
+    EXPECT_NEAR(noise.max_abs_diff_zero_gradient, 0.4, 1e-6);
+    noisy[3] -= 0.2f;  // 0.6: more than Adam can move it
+    EXPECT_FALSE(compare_with_reference({2.0}, noisy, {2.0}, reference, layout, tolerances).passed);
+    std::vector<float> moved = reference;
+    moved[5] += 0.1f;  // an element outside them: the relative tolerance
+    EXPECT_FALSE(compare_with_reference({2.0}, moved, {2.0}, reference, layout, tolerances).passed);
+}
+
+// The loss may drift by check_tolerance_loss_per_step a step (each step's rounding is carried
+// into the next), never less than check_tolerance_loss: 1.5e-5 fails at the first step, passes at the tenth.
+TEST(Check, LossToleranceGrowsWithTheSteps) {
+    ParameterLayout layout;
+    layout.add_unit("u");
+    layout.add_tensor("a", {1}, InitKind::zeros);
+    const std::vector<float> same{1.0f};
+    std::vector<double> reference(10, 2.0), early = reference, late = reference;
+    early[0] = 2.0 * (1 + 1.5e-5);
+    late[9] = 2.0 * (1 + 1.5e-5);
+    EXPECT_FALSE(compare_with_reference(early, same, reference, same, layout).passed);
+    const CheckResult drifted = compare_with_reference(late, same, reference, same, layout);
+    EXPECT_TRUE(drifted.passed);
+    EXPECT_NEAR(drifted.tolerance_loss, 10 * check_tolerance_loss_per_step, 1e-12);
+    EXPECT_NEAR(drifted.loss_over_tolerance, 1.5e-5 / (10 * check_tolerance_loss_per_step), 1e-6);
+}
+
+// A routing flip passes only as a near-tie.
+TEST(Check, RoutingFlipsPassOnlyAsNearTies) {
+    RoutingComparison routing;
+    routing.followed = true;
+    routing.near_tie = 1e-3;
+    EXPECT_TRUE(routing.passed());
+    routing.flips.push_back({3, 17, 5, 2e-7});
+    EXPECT_TRUE(routing.passed());
+    routing.flips.push_back({1, 4, 0, 0.2});
+    EXPECT_FALSE(routing.passed());
+}
+
+// train's memory pre-check (cli/memory_check.hpp) against budgets set by the test: a long
+// sequence's 10 GiB per rank fits a 16 GiB budget and is refused by an 8 GiB one, in one line
+// naming the flags that size it and both numbers; under --ep a rank counts its E/ep experts only.
+// (check_train_report.py holds the count equal to the ledger on every train run that fits.)
+TEST(TrainMemoryCheck, RefusesWhatDoesNotFitItsBudget) {
+    TrainOptions options;
+    options.model = "llama-tiny";
+    options.seq = 100000;
+    const TrainPlan plan = resolve_train_plan(resolve_train_options(options), 1);
+    const RankMemory need = train_rank_memory(plan, 0);
+    EXPECT_GT(need.total(), 10.0 * (1 << 30));
+    EXPECT_LT(need.total(), 11.0 * (1 << 30));
+    const auto budget = [](double gib) {
+        return RunMemoryBudgets{std::nullopt, MemoryBudget{static_cast<std::uint64_t>(gib * (1 << 30)), "a test's budget"}};
+    };
+    EXPECT_FALSE(train_memory_refusal(plan, need, budget(16)));
+    const std::optional<std::string> refusal = train_memory_refusal(plan, need, budget(8));
+    ASSERT_TRUE(refusal);
+    EXPECT_EQ(refusal->rfind("--global-batch 8 --seq 100000: the run needs 10.1 GiB per rank", 0), 0u) << *refusal;
+    EXPECT_NE(refusal->find("a test's budget leaves 8.0 GiB per rank"), std::string::npos) << *refusal;
+
+    TrainOptions moe;
+    moe.model = "llama-moe-tiny";
+    const RankMemory whole = train_rank_memory(resolve_train_plan(resolve_train_options(moe), 2), 0);
+    moe.layout.ep = 2;
+    const RankMemory half = train_rank_memory(resolve_train_plan(resolve_train_options(moe), 2), 0);
+    EXPECT_LT(half.of(MemoryCategory::params), whole.of(MemoryCategory::params));
+
+    // A micro-batch the engine cannot index is refused before anything is counted.
+    options.layout.global_batch = 1 << 20;
+    const std::string rows =
+        usage_error_text([&] { train_rank_memory(resolve_train_plan(resolve_train_options(options), 1), 0); });
+    EXPECT_EQ(rows.rfind("--global-batch 1048576 --seq 100000: each rank would run a micro-batch", 0), 0u) << rows;
+}
+
 TEST(TrainOptions, MoeOverlap1f1bRefusedOnAGpuOnly) {
     TrainPlan plan = resolve_train_options(TrainOptions{});
     EXPECT_NO_THROW(check_backend_moe_overlap_1f1b(plan, true));  // the flag off: nothing to refuse
-    plan.options.moe_a2a_overlap_1f1b = true;
+    plan.layout.moe.a2a_overlap_1f1b = true;
     EXPECT_NO_THROW(check_backend_moe_overlap_1f1b(plan, false));
     const std::string gpu = usage_error_text([&] { check_backend_moe_overlap_1f1b(plan, true); });
     EXPECT_NE(gpu.find("--moe-a2a-overlap-1f1b"), std::string::npos) << gpu;

@@ -68,42 +68,42 @@ TrainOptions llama_tiny() {
 
 TEST(ContextOptions, LayoutsThatCannotRunAreRefused) {
     TrainOptions o = llama_tiny();
-    o.cp = 3;  // 32 tokens do not split into 6 zigzag chunks
+    o.layout.cp = 3;  // 32 tokens do not split into 6 zigzag chunks
     EXPECT_THROW(resolve_train_options(o), UsageError);
-    o.cp_balance = "none";  // ... nor into 3
+    o.layout.cp_balance = "none";  // ... nor into 3
     EXPECT_THROW(resolve_train_options(o), UsageError);
     o.seq = 24;
     EXPECT_NO_THROW(resolve_train_options(o));
     o = llama_tiny();
-    o.cp_style = "alltoall";  // without --cp > 1
+    o.layout.cp_style = "alltoall";  // without --cp > 1
     EXPECT_THROW(resolve_train_options(o), UsageError);
-    o.cp = 2;
+    o.layout.cp = 2;
     EXPECT_NO_THROW(resolve_train_options(o));
-    o.cp_style = "ulysses";
+    o.layout.cp_style = "ulysses";
     EXPECT_THROW(resolve_train_options(o), UsageError);
     o = llama_tiny();
-    o.cp = 2;
+    o.layout.cp = 2;
     o.model = "mlp-tiny";
     EXPECT_THROW(resolve_train_options(o), UsageError);
     o = llama_tiny();
-    o.cp = 4;
-    o.tp = 2;
-    o.sp = true;
+    o.layout.cp = 4;
+    o.layout.tp = 2;
+    o.layout.sp = true;
     o.seq = 16;  // 4 tokens per cp rank split over tp 2: fine
     EXPECT_NO_THROW(resolve_train_options(o));
 }
 
 TEST(ContextOptions, TheWorldIsDataTimesTensorTimesPipelineTimesContext) {
     TrainOptions o = llama_tiny();
-    o.cp = 2;
-    o.tp = 2;
+    o.layout.cp = 2;
+    o.layout.tp = 2;
     const TrainPlan plan = resolve_train_options(o);
-    const MeshShape shape = resolve_layout(plan, 8);
+    const MeshShape shape = mesh_shape(resolve_train_plan(plan, 8).layout);
     EXPECT_EQ(shape.dp, 2);
     EXPECT_EQ(shape.cp, 2);
-    EXPECT_THROW(resolve_layout(plan, 6), UsageError);
-    o.dp = 1;
-    EXPECT_THROW(resolve_layout(resolve_train_options(o), 8), UsageError);
+    EXPECT_THROW(resolve_train_plan(plan, 6), UsageError);
+    o.layout.dp = 1;
+    EXPECT_THROW(resolve_train_plan(resolve_train_options(o), 8), UsageError);
 }
 
 TEST(ContextFormulas, PaperActivationsTakeThePerTokenTermsAtSOverC) {

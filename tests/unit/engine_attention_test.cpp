@@ -33,7 +33,7 @@ TEST(EngineAttention, RefusesWhatCannotRunNamingTheFlag) {
 // llama-small's heads at T = 256: the block path keeps B·NH·T floats per layer where the
 // standard one keeps B·NH·T² (and three T x T scratch arrays), and adds its workspace once.
 TEST(EngineAttention, MemoryCountsTheLogSumExpInPlaceOfTheProbabilities) {
-    EngineLayout l;
+    Layout l;
     l.model = ModelConfig{};
     l.model.name = "test-llama";
     l.model.kind = ModelKind::llama;

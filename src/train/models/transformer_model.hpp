@@ -75,6 +75,7 @@ class TransformerModel : public Model {
     std::vector<int> parameter_use_order() const override { return model_parameter_use_order(config_, part_); }
 
     void stage_batch(int microbatch, std::uint64_t first_sample) override {
+        if (moe_state_) moe_state_->stage(microbatch, first_sample);
         batch_.stage(device_, microbatch, seed_, first_sample, B_, shape_.seq_len, V_,
                      context_ ? positions_host_ : std::vector<int>{});
     }

@@ -320,7 +320,7 @@ void MoeLayer::expert_input_gradient(float* dx, const float* x, const float* w_g
 }
 
 MoeForwardResult MoeLayer::forward(float* out, const MoeActivations& a, const float* x, const MoeWeights& w,
-                                   const float* bias, MoeExchangeStats& stats) {
+                                   const float* bias, MoeExchangeStats& stats, const RoutingHold& hold) {
     const int N = as_int(shape_.tokens), E = as_int(shape_.experts), k = as_int(shape_.top_k);
     const int C = as_int(shape_.hidden), Fe = as_int(shape_.expert_hidden), SFe = as_int(shape_.shared_experts) * Fe;
     const int Fr = as_int(shape_.routed_hidden());  // a routed expert's width here (Fe/etp)
@@ -328,7 +328,7 @@ MoeForwardResult MoeLayer::forward(float* out, const MoeActivations& a, const fl
     // choice stable).
     ops_.matmul_forward(logits_, x, w.router, nullptr, N, C, E);
     MoeForwardResult result;
-    result.counts = route(a.routing, bias);
+    result.counts = route(a.routing, bias, hold);
     // Permutation: each kept assignment's token row into its expert-major row.
     ops_.moe_dispatch(a.dispatched, x, a.routing.slot, N, k, C);
     std::optional<ExchangePlan> plan;

@@ -82,9 +82,11 @@
 
 #include "comm/communicator.hpp"
 #include "core/poll_registry.hpp"
+#include "theory/layout.hpp"  // MoeSettings: the layout's MoE options
 #include "theory/moe_memory.hpp"
 #include "train/matmuls.hpp"
 #include "train/moe/router.hpp"
+#include "train/moe/routing_trace.hpp"
 #include "train/ops/ops.hpp"
 
 namespace parbench {
@@ -109,6 +111,16 @@ struct MoeActivations {
     float* shared_gate = nullptr;  // (N, S·Fe), null without shared experts
     float* shared_up = nullptr;
     float* shared_glu = nullptr;
+};
+
+// --check's hold on one group's routing (train/moe/routing_trace.hpp): the decisions to take
+// instead of the router's own (null: its own), where to copy the decisions taken (null:
+// nowhere), and where to list the tokens whose own choice `follow` overrode (needed with follow).
+// A decision per assignment: its expert e, or -(e + 1) where the capacity dropped it.
+struct RoutingHold {
+    const int* follow = nullptr;           // (N, k)
+    std::vector<int>* taken = nullptr;     // (N, k), written
+    std::vector<GroupFlip>* flips = nullptr;
 };
 
 // What a forward of one group decided, for the step's figures.
@@ -138,24 +150,20 @@ struct MoeGradients {
     float* shared_down = nullptr;
 };
 
-// Megatron-core's MoE flags, as train takes them (docs/moe.md).
-struct MoeSettings {
-    std::optional<double> capacity_factor;  // --moe-expert-capacity-factor; unset: dropless
-    double aux_loss_coeff = 0.0;            // --moe-aux-loss-coeff (alpha)
-    double bias_update_rate = 0.0;          // --moe-router-bias-update-rate (u); 0: no bias
-    bool a2a_overlap = false;               // --moe-a2a-overlap: dispatch/combine in two overlapped halves
-};
-
 // What a model's MoE layers need from the run: the settings, the group whose ranks route the
 // other parts of the step's batch (the gradient group, dp x cp), over which the aux-loss-free
 // bias update sums the experts' loads (null: this rank alone), the expert-parallel group
 // (null or of one rank: every expert runs here), and the group each routed expert's width is
 // split over (--etp: the tp group; null: experts whole).
+// --check (train/moe/routing_trace.hpp): the trace that records the run's routing, or the one
+// the serial reference follows (at most one; both null: neither).
 struct MoeContext {
     MoeSettings settings;
     Communicator* balance_group = nullptr;
     Communicator* expert_group = nullptr;
     Communicator* expert_tensor_group = nullptr;
+    RoutingTrace* record_routing = nullptr;
+    RoutingTrace* follow_routing = nullptr;
 };
 
 // The all-to-alls of one MoE layer over the step so far (forward and backward, a full
@@ -203,9 +211,9 @@ class MoeLayer {
     MoeActivations allocate_activations(ActivationArena& arena) const;
 
     // out (N,C) = the layer's output for input x (N,C). `bias` (E): the layer's balancing bias.
-    // `exchange`: where the all-to-alls are counted.
+    // `exchange`: where the all-to-alls are counted. `hold`: --check's (RoutingHold).
     MoeForwardResult forward(float* out, const MoeActivations& a, const float* x, const MoeWeights& w,
-                             const float* bias, MoeExchangeStats& exchange);
+                             const float* bias, MoeExchangeStats& exchange, const RoutingHold& hold = {});
     // dx (N,C) += the input gradient from dout (N,C); grads +=. `balance_weight`: alpha times
     // the group's weight in the step loss.
     void backward(float* dx, const MoeGradients& g, const float* dout, const MoeActivations& a, const float* x,
@@ -289,7 +297,10 @@ class MoeLayer {
     // Routes a group: the router's per-token part through ops_ (from logits_), the rest on
     // the host (assign_expert_rows), its decisions copied into `routing` (device memory) and
     // kept in host_ for the expert loop and the exchange (train/moe/moe_host_routing.cpp).
-    RoutingCounts route(const RoutingBuffers& routing, const float* bias);
+    // `hold`: as forward's; following, a token whose own choice differs takes hold.follow's,
+    // its combine weights recomputed from its scores for those experts.
+    RoutingCounts route(const RoutingBuffers& routing, const float* bias, const RoutingHold& hold);
+    void follow_routing(const RoutingBuffers& routing, const float* bias, const RoutingHold& hold);
     // Fills host_'s row counts from a's (device memory) before its backward.
     void fetch_row_counts(const MoeActivations& a);
     // The host copies of what routing decided, for the steps that run on the host; expert_start
@@ -297,6 +308,8 @@ class MoeLayer {
     struct HostRouting {
         std::vector<int> chosen, slot, expert_start, routed, received_counts;
         std::vector<float> weights, scores;
+        std::vector<int> followed_chosen;            // --check's reference: the run's experts (RoutingHold)
+        std::vector<unsigned char> followed_kept;    // ... and which the capacity kept
     };
     HostRouting host_;
     std::function<void()> exchange_switch_;  // set_exchange_switch

@@ -28,6 +28,11 @@ MoeModelState::MoeModelState(const ModelConfig& config, const MoeContext& contex
         routed_.emplace_back(static_cast<std::size_t>(experts_), 0.0);
     }
     aux_losses_.assign(static_cast<std::size_t>(microbatches) * layers_.size(), 0.0);
+    first_samples_.assign(static_cast<std::size_t>(microbatches), 0);
+}
+
+void MoeModelState::stage(int microbatch, std::uint64_t first_sample) {
+    first_samples_.at(static_cast<std::size_t>(microbatch)) = first_sample;
 }
 
 MoeLayerStats MoeModelState::empty_stats() const {
@@ -38,8 +43,23 @@ MoeLayerStats MoeModelState::empty_stats() const {
 
 void MoeModelState::forward(MoeLayer& moe, int layer, int microbatch, bool recomputing, float* out,
                             const MoeActivations& a, const float* x, const MoeWeights& w) {
-    const MoeForwardResult routed = moe.forward(out, a, x, w, bias(layer), exchange(layer));
+    // A recomputing forward routes as the first did (the same inputs): the reference, which keeps
+    // every activation, follows each decision once, and the run records it once.
+    const RoutingKey key{layer, first_samples_.at(static_cast<std::size_t>(microbatch))};
+    RoutingHold hold;
+    std::vector<int> taken;
+    std::vector<GroupFlip> flips;
+    if (context_.follow_routing != nullptr) {
+        hold.follow = context_.follow_routing->decisions(key).data();
+        hold.flips = &flips;
+    } else if (context_.record_routing != nullptr && !recomputing) {
+        hold.taken = &taken;
+    }
+    const MoeForwardResult routed = moe.forward(out, a, x, w, bias(layer), exchange(layer), hold);
     if (!recomputing) count(layer, microbatch, routed);
+    if (context_.follow_routing != nullptr && !recomputing)
+        context_.follow_routing->followed(key, moe.router_shape().tokens, flips);
+    if (hold.taken != nullptr) context_.record_routing->record(key, std::move(taken));
 }
 
 void MoeModelState::backward(MoeLayer& moe, MoeGradientPack& pack, int layer, float* dx, const MoeGradients& whole,

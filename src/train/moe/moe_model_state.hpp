@@ -34,6 +34,9 @@ class MoeModelState {
     // The layer's balancing bias (E) and its all-to-all counters.
     const float* bias(int layer) const { return bias_[index(layer)].data(); }
     MoeExchangeStats& exchange(int layer) { return stats_[index(layer)].exchange; }
+    // The global index of `microbatch`'s first sample this step (Model::stage_batch): the key of
+    // its routing groups for --check (train/moe/routing_trace.hpp).
+    void stage(int microbatch, std::uint64_t first_sample);
     // A forward's routing of MoE layer `layer` for `microbatch` into the step's figures.
     void count(int layer, int microbatch, const MoeForwardResult& result);
 
@@ -67,6 +70,7 @@ class MoeModelState {
     std::vector<std::vector<double>> routed_;  // (E) the step's loads (chosen assignments)
     Buffer loads_;  // the bias update's loads (layers x E doubles) while the balance group sums them
     std::vector<double> aux_losses_;         // (micro-batches x layers) the last forward's L_aux
+    std::vector<std::uint64_t> first_samples_;  // (micro-batches) stage's
 };
 
 // Under sequence parallelism each tp rank routes its own R/t rows, so the gradients of an MoE

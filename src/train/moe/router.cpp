@@ -24,7 +24,7 @@ RoutingCounts route_tokens(const RoutingBuffers& routing, const float* logits, c
     return assign_expert_rows(routing, shape);
 }
 
-RoutingCounts assign_expert_rows(const RoutingBuffers& routing, const RouterShape& shape) {
+RoutingCounts assign_expert_rows(const RoutingBuffers& routing, const RouterShape& shape, const FollowedDrops& follow) {
     const int N = shape.tokens, E = shape.experts, k = shape.top_k;
     RoutingCounts counts;
     counts.routed.assign(static_cast<std::size_t>(E), 0);
@@ -39,11 +39,31 @@ RoutingCounts assign_expert_rows(const RoutingBuffers& routing, const RouterShap
     for (int e = 0; e < E; ++e) {
         std::vector<int>& assignments = of_expert[static_cast<std::size_t>(e)];
         if (capacity >= 0 && static_cast<int>(assignments.size()) > capacity) {
-            std::stable_sort(assignments.begin(), assignments.end(),
+            const std::size_t chosen_here = assignments.size();
+            std::vector<int> own = assignments;
+            std::stable_sort(own.begin(), own.end(),
                              [&](int a, int b) { return routing.weights[a] > routing.weights[b]; });
-            counts.dropped += static_cast<int>(assignments.size()) - capacity;
-            assignments.resize(static_cast<std::size_t>(capacity));
-            std::sort(assignments.begin(), assignments.end());
+            own.resize(static_cast<std::size_t>(capacity));
+            std::sort(own.begin(), own.end());
+            if (follow.kept == nullptr) {
+                assignments = own;
+            } else {
+                std::erase_if(assignments, [&](int a) { return follow.kept[a] == 0; });
+                if (follow.flips != nullptr && assignments != own) {
+                    double margin = 0.0;
+                    int first_against = -1;
+                    for (int a : own)
+                        if (!std::binary_search(assignments.begin(), assignments.end(), a))
+                            margin += routing.weights[a];
+                    for (int a : assignments)
+                        if (!std::binary_search(own.begin(), own.end(), a)) {
+                            margin -= routing.weights[a];
+                            if (first_against < 0) first_against = a;
+                        }
+                    follow.flips->emplace_back(first_against, margin);
+                }
+            }
+            counts.dropped += static_cast<int>(chosen_here - assignments.size());
         }
         routing.expert_start[e] = row;
         for (int a : assignments) routing.slot[a] = row++;

@@ -10,6 +10,7 @@
 
 #include <cstddef>
 #include <optional>
+#include <utility>
 #include <vector>
 
 #include "kernels/moe_router_math.hpp"
@@ -53,10 +54,21 @@ struct RoutingCounts {
 RoutingCounts route_tokens(const RoutingBuffers& routing, const float* logits, const float* bias,
                            const RouterShape& shape);
 
+// Drops decided elsewhere (--check's serial reference follows the run's, train/moe/routing_trace.hpp):
+// `kept` (N·k; 1 kept, 0 dropped) says which assignments an expert over its capacity keeps,
+// instead of their weights; `flips` gets, per expert whose own choice would have kept others,
+// the first assignment it keeps against its weights and the weight margin (the kept weight its
+// own choice had over the one followed, >= 0).
+struct FollowedDrops {
+    const unsigned char* kept = nullptr;
+    std::vector<std::pair<int, double>>* flips = nullptr;
+};
+
 // route_tokens' second half, for routing whose per-token part ran elsewhere (an Ops's
 // moe_route, on a GPU): from chosen and weights (host memory), the capacity and the
 // expert-major order: writes slot, expert_start and routed; scores is not read.
-RoutingCounts assign_expert_rows(const RoutingBuffers& routing, const RouterShape& shape);
+RoutingCounts assign_expert_rows(const RoutingBuffers& routing, const RouterShape& shape,
+                                 const FollowedDrops& follow = {});
 
 // The Switch-form balancing loss of a routed group (Fedus et al., arXiv 2101.03961 eq. 4-6,
 // with Megatron-core's top-k normalisation):

@@ -7,14 +7,14 @@
 namespace parbench {
 namespace {
 
-PARBENCH_SIMD_CLONES void adamw_loop(float* __restrict params, const float* __restrict grads, float* __restrict m,
-                                     float* __restrict v, std::size_t n, AdamWHyper hyper) {
+PARBENCH_SIMD_LOOP void adamw_loop(float* __restrict params, const float* __restrict grads, float* __restrict m,
+                                   float* __restrict v, std::size_t n, AdamWHyper hyper) {
     for (std::size_t i = 0; i < n; ++i) adamw_step(params[i], grads[i], m[i], v[i], hyper);
 }
 
-PARBENCH_SIMD_CLONES void adamw_clearing_loop(float* __restrict params, float* __restrict grads,
-                                              float* __restrict m, float* __restrict v, std::size_t n,
-                                              AdamWHyper hyper) {
+PARBENCH_SIMD_LOOP void adamw_clearing_loop(float* __restrict params, float* __restrict grads,
+                                            float* __restrict m, float* __restrict v, std::size_t n,
+                                            AdamWHyper hyper) {
     for (std::size_t i = 0; i < n; ++i) {
         adamw_step(params[i], grads[i], m[i], v[i], hyper);
         grads[i] = 0.0f;
@@ -25,12 +25,14 @@ PARBENCH_SIMD_CLONES void adamw_clearing_loop(float* __restrict params, float* _
 
 void CpuOps::adamw_update(float* params, const float* grads, float* m, float* v, std::size_t n, float lr,
                           float beta1, float beta2, float eps, float weight_decay, int step) {
-    adamw_loop(params, grads, m, v, n, adamw_hyper(lr, beta1, beta2, eps, weight_decay, step));
+    const AdamWHyper hyper = adamw_hyper(lr, beta1, beta2, eps, weight_decay, step);
+    simd::run(kernels_, [&]() PARBENCH_SIMD_BODY { adamw_loop(params, grads, m, v, n, hyper); });
 }
 
 void CpuOps::adamw_update_clearing_grads(float* params, float* grads, float* m, float* v, std::size_t n, float lr,
                                          float beta1, float beta2, float eps, float weight_decay, int step) {
-    adamw_clearing_loop(params, grads, m, v, n, adamw_hyper(lr, beta1, beta2, eps, weight_decay, step));
+    const AdamWHyper hyper = adamw_hyper(lr, beta1, beta2, eps, weight_decay, step);
+    simd::run(kernels_, [&]() PARBENCH_SIMD_BODY { adamw_clearing_loop(params, grads, m, v, n, hyper); });
 }
 
 }  // namespace parbench

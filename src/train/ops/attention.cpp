@@ -25,7 +25,7 @@ void CpuOps::attention_forward(float* out, float* preatt, float* att, const floa
     for (std::size_t b = 0; b < static_cast<std::size_t>(B); ++b)
         for (std::size_t h = 0; h < static_cast<std::size_t>(NH); ++h) {
             const std::size_t scores = (b * NH + h) * TT;
-            attention_head_forward(head_of(qkv, b, h, T, C, NH), out + b * T * C + h * hs, preatt + scores,
+            attention_head_forward(kernels_, head_of(qkv, b, h, T, C, NH), out + b * T * C + h * hs, preatt + scores,
                                    att + scores);
         }
 }
@@ -39,8 +39,8 @@ void CpuOps::attention_backward(float* dqkv, float* dpreatt, float* datt, const 
             // the same offsets in dqkv as in qkv
             float* dq = dqkv + (head.q - qkv);
             const std::size_t scores = (b * NH + h) * TT;
-            attention_head_backward(head, dq, dq + C, dq + 2 * static_cast<std::size_t>(C), dpreatt + scores,
-                                    datt + scores, dout + b * T * C + h * hs, att + scores);
+            attention_head_backward(kernels_, head, dq, dq + C, dq + 2 * static_cast<std::size_t>(C),
+                                    dpreatt + scores, datt + scores, dout + b * T * C + h * hs, att + scores);
         }
 }
 

@@ -20,8 +20,8 @@ namespace {
 constexpr int query_block = 32;
 
 // att[0..n) = softmax(pre[0..n)), att[n..T) = pre[n..T) = 0.
-PARBENCH_SIMD_CLONES void causal_softmax_row(float* __restrict att, float* __restrict pre, std::size_t n,
-                                             std::size_t T) {
+PARBENCH_SIMD_LOOP void causal_softmax_row(float* __restrict att, float* __restrict pre, std::size_t n,
+                                           std::size_t T) {
     const float row_max = simd::lane_max(pre, n);
     for (std::size_t j = 0; j < n; ++j) att[j] = softmax_term(pre[j], row_max);
     const float inverse = 1.0f / simd::lane_sum(n, [&](std::size_t j) { return att[j]; });
@@ -31,8 +31,8 @@ PARBENCH_SIMD_CLONES void causal_softmax_row(float* __restrict att, float* __res
 }
 
 // dpre[0..n) = d scores from the probabilities and their gradient; the rest of both rows 0.
-PARBENCH_SIMD_CLONES void causal_softmax_row_backward(float* __restrict dpre, float* __restrict datt,
-                                                      const float* __restrict att, std::size_t n, std::size_t T) {
+PARBENCH_SIMD_LOOP void causal_softmax_row_backward(float* __restrict dpre, float* __restrict datt,
+                                                    const float* __restrict att, std::size_t n, std::size_t T) {
     const float sum_a_da = simd::lane_sum(n, [&](std::size_t j) { return att[j] * datt[j]; });
     for (std::size_t j = 0; j < n; ++j) dpre[j] = softmax_input_gradient(att[j], datt[j], sum_a_da);
     std::fill(dpre + n, dpre + T, 0.0f);
@@ -41,7 +41,7 @@ PARBENCH_SIMD_CLONES void causal_softmax_row_backward(float* __restrict dpre, fl
 
 }  // namespace
 
-void attention_head_forward(const AttentionHead& h, float* out, float* preatt, float* att) {
+void attention_head_forward(CpuKernels kernels, const AttentionHead& h, float* out, float* preatt, float* att) {
     const float scale = attention_scale(h.hs);
     const auto T = static_cast<std::size_t>(h.T);
     for (int r0 = 0; r0 < h.T; r0 += query_block) {
@@ -50,15 +50,17 @@ void attention_head_forward(const AttentionHead& h, float* out, float* preatt, f
         const auto first = static_cast<std::size_t>(r0);
         cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, rows, keys, h.hs, scale, h.q + first * h.ldq,
                     static_cast<int>(h.ldq), h.k, static_cast<int>(h.ldk), 0.0f, preatt + first * T, h.T);
-        for (std::size_t t = first; t < first + static_cast<std::size_t>(rows); ++t)
-            causal_softmax_row(att + t * T, preatt + t * T, t + 1, T);
+        simd::run(kernels, [&]() PARBENCH_SIMD_BODY {
+            for (std::size_t t = first; t < first + static_cast<std::size_t>(rows); ++t)
+                causal_softmax_row(att + t * T, preatt + t * T, t + 1, T);
+        });
         cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, rows, h.hs, keys, 1.0f, att + first * T, h.T, h.v,
                     static_cast<int>(h.ldv), 0.0f, out + first * h.ldo, static_cast<int>(h.ldo));
     }
 }
 
-void attention_head_backward(const AttentionHead& h, float* dq, float* dk, float* dv, float* dpreatt, float* datt,
-                             const float* dout, const float* att) {
+void attention_head_backward(CpuKernels kernels, const AttentionHead& h, float* dq, float* dk, float* dv,
+                             float* dpreatt, float* datt, const float* dout, const float* att) {
     const float scale = attention_scale(h.hs);
     const auto T = static_cast<std::size_t>(h.T);
     const int ldq = static_cast<int>(h.ldq), ldk = static_cast<int>(h.ldk), ldv = static_cast<int>(h.ldv),
@@ -73,8 +75,10 @@ void attention_head_backward(const AttentionHead& h, float* dq, float* dk, float
         // dP = dY Vᵀ over the keys this block sees
         cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, rows, keys, h.hs, 1.0f, dy, ldo, h.v, ldv, 0.0f,
                     datt + first * T, h.T);
-        for (std::size_t t = first; t < first + static_cast<std::size_t>(rows); ++t)
-            causal_softmax_row_backward(dpreatt + t * T, datt + t * T, att + t * T, t + 1, T);
+        simd::run(kernels, [&]() PARBENCH_SIMD_BODY {
+            for (std::size_t t = first; t < first + static_cast<std::size_t>(rows); ++t)
+                causal_softmax_row_backward(dpreatt + t * T, datt + t * T, att + t * T, t + 1, T);
+        });
         // dV += Pᵀ dY, dQ += scale dS K, dK += scale dSᵀ Q
         cblas_sgemm(CblasRowMajor, CblasTrans, CblasNoTrans, keys, h.hs, rows, 1.0f, p, h.T, dy, ldo, 1.0f, dv, ldv);
         cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, rows, h.hs, keys, scale, ds, h.T, h.k, ldk, 1.0f,

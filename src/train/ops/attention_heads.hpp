@@ -6,6 +6,8 @@
 
 #include <cstddef>
 
+#include "device/cpu_kernels.hpp"
+
 namespace parbench {
 
 struct AttentionHead {
@@ -18,12 +20,12 @@ struct AttentionHead {
 };
 
 // out (T, hs, stride ldo) = softmax(scale q kᵀ, causal) v; preatt and att (T, T) get the
-// scaled scores and the probabilities, 0 right of the diagonal.
-void attention_head_forward(const AttentionHead& head, float* out, float* preatt, float* att);
+// scaled scores and the probabilities, 0 right of the diagonal. `kernels`: the softmax rows' path.
+void attention_head_forward(CpuKernels kernels, const AttentionHead& head, float* out, float* preatt, float* att);
 
 // Accumulates (+=) into dq, dk, dv (the strides of q, k, v); dpreatt and datt (T, T) are
 // overwritten with d scores and d probabilities, 0 right of the diagonal.
-void attention_head_backward(const AttentionHead& head, float* dq, float* dk, float* dv, float* dpreatt,
-                             float* datt, const float* dout, const float* att);
+void attention_head_backward(CpuKernels kernels, const AttentionHead& head, float* dq, float* dk, float* dv,
+                             float* dpreatt, float* datt, const float* dout, const float* att);
 
 }  // namespace parbench

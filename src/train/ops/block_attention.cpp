@@ -25,8 +25,8 @@ namespace {
 constexpr int query_rows = block_query_rows;
 
 // row[0..n) = exp(row - max) (unnormalised), row[n..width) = 0; writes the row's max and sum.
-PARBENCH_SIMD_CLONES void partial_softmax_row(float* __restrict row, std::size_t n, std::size_t width,
-                                              float& row_max, float& row_sum) {
+PARBENCH_SIMD_LOOP void partial_softmax_row(float* __restrict row, std::size_t n, std::size_t width,
+                                            float& row_max, float& row_sum) {
     row_max = simd::lane_max(row, n);
     const float m = row_max;
     for (std::size_t j = 0; j < n; ++j) row[j] = softmax_term(row[j], m);
@@ -36,8 +36,8 @@ PARBENCH_SIMD_CLONES void partial_softmax_row(float* __restrict row, std::size_t
 
 // p[0..n) = P recomputed from the scores and the row's lse; ds[0..n) = dS from dP (in ds) and
 // D; both 0 over [n, width).
-PARBENCH_SIMD_CLONES void probability_gradient_row(float* __restrict p, float* __restrict ds, std::size_t n,
-                                                   std::size_t width, float lse, float delta) {
+PARBENCH_SIMD_LOOP void probability_gradient_row(float* __restrict p, float* __restrict ds, std::size_t n,
+                                                 std::size_t width, float lse, float delta) {
     for (std::size_t j = 0; j < n; ++j) {
         p[j] = block_probability(p[j], lse);
         ds[j] = softmax_input_gradient(p[j], ds[j], delta);
@@ -79,11 +79,13 @@ void CpuOps::block_attention_forward(float* part_out, float* part_max, float* pa
                 float* tile = scores;
                 cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, rows, keys, a.hs, scale, q + a.q_offset(b, t0, h),
                             ld.q, keys_k, ld.kv, 0.0f, tile, a.cols);
-                for (std::size_t t = t0; t < t0 + static_cast<std::size_t>(rows); ++t)
-                    partial_softmax_row(tile + (t - t0) * static_cast<std::size_t>(a.cols),
-                                        static_cast<std::size_t>(a.visible_keys(static_cast<int>(t))),
-                                        static_cast<std::size_t>(keys), part_max[a.stat_index(b, t, h)],
-                                        part_sum[a.stat_index(b, t, h)]);
+                simd::run(kernels_, [&]() PARBENCH_SIMD_BODY {
+                    for (std::size_t t = t0; t < t0 + static_cast<std::size_t>(rows); ++t)
+                        partial_softmax_row(tile + (t - t0) * static_cast<std::size_t>(a.cols),
+                                            static_cast<std::size_t>(a.visible_keys(static_cast<int>(t))),
+                                            static_cast<std::size_t>(keys), part_max[a.stat_index(b, t, h)],
+                                            part_sum[a.stat_index(b, t, h)]);
+                });
                 cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, rows, a.hs, keys, 1.0f, tile, a.cols, keys_v,
                             ld.kv, 0.0f, part_out + a.out_offset(b, t0, h), ld.out);
             }
@@ -143,12 +145,14 @@ void CpuOps::block_attention_backward(float* dq, float* dk, float* dv, float* sc
                             ld.kv, 0.0f, p, a.cols);
                 cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, rows, keys, a.hs, 1.0f, dout + oo, ld.out,
                             v + kv, ld.kv, 0.0f, ds, a.cols);
-                for (std::size_t t = t0; t < t0 + static_cast<std::size_t>(rows); ++t)
-                    probability_gradient_row(p + (t - t0) * static_cast<std::size_t>(a.cols),
-                                             ds + (t - t0) * static_cast<std::size_t>(a.cols),
-                                             static_cast<std::size_t>(a.visible_keys(static_cast<int>(t))),
-                                             static_cast<std::size_t>(keys), lse[a.stat_index(b, t, h)],
-                                             delta[a.stat_index(b, t, h)]);
+                simd::run(kernels_, [&]() PARBENCH_SIMD_BODY {
+                    for (std::size_t t = t0; t < t0 + static_cast<std::size_t>(rows); ++t)
+                        probability_gradient_row(p + (t - t0) * static_cast<std::size_t>(a.cols),
+                                                 ds + (t - t0) * static_cast<std::size_t>(a.cols),
+                                                 static_cast<std::size_t>(a.visible_keys(static_cast<int>(t))),
+                                                 static_cast<std::size_t>(keys), lse[a.stat_index(b, t, h)],
+                                                 delta[a.stat_index(b, t, h)]);
+                });
                 // dV += Pᵀ dY, dQ += scale dS K, dK += scale dSᵀ Q
                 cblas_sgemm(CblasRowMajor, CblasTrans, CblasNoTrans, keys, a.hs, rows, 1.0f, p, a.cols, dout + oo,
                             ld.out, 1.0f, dv + kv, ld.kv);

@@ -10,7 +10,7 @@
 
 namespace parbench {
 
-// Which GEMMs the linear layers use: skinny_gemm where it suits (a few rows, AVX2 and FMA, no AVX-512),
+// Which GEMMs the linear layers use: skinny_gemm where it suits (a few rows, the avx2 path),
 // else OpenBLAS; or OpenBLAS always (parbench-ops times both side by side).
 enum class CpuGemm { fastest, openblas };
 
@@ -19,7 +19,13 @@ class CpuOps : public Ops {
     using Ops::encoder_backward;
     using Ops::encoder_forward;
 
-    explicit CpuOps(CpuGemm gemm = CpuGemm::fastest) : gemm_(gemm) {}
+    // The loops' path (device/cpu_kernels.hpp): choose_cpu_kernels()'s, or `kernels` (the tests
+    // run each path this CPU executes); a baseline build takes the baseline path whatever is asked.
+    explicit CpuOps(CpuGemm gemm = CpuGemm::fastest);
+    explicit CpuOps(CpuKernels kernels, CpuGemm gemm = CpuGemm::fastest);
+    CpuKernels kernels() const { return kernels_; }
+    // The widest path this build holds (baseline in the baseline build, else avx512).
+    static CpuKernels widest_built();
 
     std::string name() const override { return "cpu"; }
     bool tiles_block_attention() const override { return true; }
@@ -148,7 +154,7 @@ class CpuOps : public Ops {
                               const BFloat16* weight, int N, int C, int OC) override;
 
   private:
-    bool uses_skinny_gemm(int rows) const { return gemm_ == CpuGemm::fastest && skinny_gemm::suits(rows); }
+    bool uses_skinny_gemm(int rows) const { return gemm_ == CpuGemm::fastest && skinny_gemm::suits(kernels_, rows); }
     void linear_backward(float* dinp, float dinp_beta, float* dweight, float* dbias, const float* dout,
                          const float* inp, const float* weight, int N, int C, int OC);
 
@@ -159,6 +165,7 @@ class CpuOps : public Ops {
     // skinny_gemm's copies of the operands of a few rows' matmuls: grown once, like those above.
     skinny_gemm::Scratch skinny_scratch_;
     CpuGemm gemm_;
+    CpuKernels kernels_;
     // RoPE's cosines and sines of one position (rope.cpp): grown to the head size once.
     std::vector<float> rope_turns_;
 };

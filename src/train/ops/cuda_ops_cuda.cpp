@@ -1,59 +1,22 @@
-// CudaOps: cuBLAS for the GEMMs, kernels/<family>.cu for everything else, all on the
-// CudaDevice's stream. cuBLAS status codes become exceptions here, in one place.
+// CudaOps: cuBLAS for the GEMMs (device/cublas_handle.hpp), kernels/<family>.cu for everything
+// else, all on the CudaDevice's stream.
 #include <cublas_v2.h>
 #include <cuda_runtime_api.h>
 
 #include <memory>
-#include <source_location>
 #include <string>
 
 #include "core/nvtx.hpp"
 #include "core/error.hpp"
+#include "device/cublas_handle.hpp"
 #include "device/cuda_check.hpp"
 #include "device/cuda_device.hpp"
 #include "kernels/ops_launchers.hpp"
+#include "kernels/softmax_math.hpp"
 #include "train/ops/cuda_ops.hpp"
 
 namespace parbench {
 namespace {
-
-void check_cublas(cublasStatus_t status, const char* call,
-                  std::source_location where = std::source_location::current()) {
-    if (status == CUBLAS_STATUS_SUCCESS) return;
-    throw RuntimeFailure(std::string(call) + " failed (" + where.file_name() + ":" + std::to_string(where.line()) +
-                         ", " + where_this_process_runs() + "): " + cublasGetStatusName(status) + ": " +
-                         cublasGetStatusString(status));
-}
-
-// cuBLAS's workspace, given to it once: left to itself, cuBLAS may cudaMalloc one on first
-// use of a stream, inside a training step (an implicit host sync) or during CUDA graph
-// capture (an error). 32 MiB is what the cuBLAS documentation advises for Hopper (4 MiB
-// before it); the larger serves both.
-constexpr std::size_t cublas_workspace_bytes = 32u << 20;
-
-class CublasHandle {
-  public:
-    explicit CublasHandle(cudaStream_t stream) : workspace_(allocate_device_memory(cublas_workspace_bytes)) {
-        check_cublas(cublasCreate(&handle_), "cublasCreate");
-        try {
-            check_cublas(cublasSetStream(handle_, stream), "cublasSetStream");
-            // After cublasSetStream, which resets the workspace to cuBLAS's default.
-            check_cublas(cublasSetWorkspace(handle_, workspace_.get(), cublas_workspace_bytes), "cublasSetWorkspace");
-        } catch (...) {
-            cublasDestroy(handle_);
-            throw;
-        }
-    }
-    // Destruction must not throw; a failure here leaks nothing we could still free.
-    ~CublasHandle() { cublasDestroy(handle_); }
-    CublasHandle(const CublasHandle&) = delete;
-    CublasHandle& operator=(const CublasHandle&) = delete;
-    cublasHandle_t get() const { return handle_; }
-
-  private:
-    std::shared_ptr<void> workspace_;  // declared first: freed after the handle that uses it
-    cublasHandle_t handle_ = nullptr;
-};
 
 const CudaDevice& as_cuda_device(const Device& device) {
     const auto* cuda = dynamic_cast<const CudaDevice*>(&device);
@@ -264,14 +227,98 @@ void CudaOps::add_rows(float* dst, std::size_t dst_pitch, const float* src, std:
     launch_add_rows(dst, dst_pitch, src, src_pitch, width, rows, resources_->stream->get());
 }
 
+namespace {
+
+// One GEMM per head of a sequence, the heads a batch of cuBLAS (strided by hs in qkv and out,
+// by T x T in the scores), fp32 throughout like gemm() above. Column-major as gemm() says:
+// a row-major (T, hs) head slice with row pitch ld is the column-major (hs, T) matrix, ld ld.
+struct HeadGemm {
+    cublasOperation_t op_a, op_b;
+    int m, n, k;
+    const float* a;
+    int lda;
+    long long stride_a;
+    const float* b;
+    int ldb;
+    long long stride_b;
+    float* c;
+    int ldc;
+    long long stride_c;
+};
+
+// Where sequence b's pieces start: its q | k | v rows in qkv (and dqkv), its rows of out and
+// dout, its heads' (T, T) scores.
+struct AttentionSlices {
+    int T, C, NH;
+    int hs = C / NH;
+    int row = 3 * C;  // qkv's row pitch
+    long long square = static_cast<long long>(T) * T;
+    std::size_t qkv(int b) const { return static_cast<std::size_t>(b) * T * row; }
+    std::size_t rows(int b) const { return static_cast<std::size_t>(b) * T * C; }
+    std::size_t scores(int b) const { return static_cast<std::size_t>(b) * NH * static_cast<std::size_t>(square); }
+};
+
+void head_gemms(cublasHandle_t handle, const HeadGemm& g, float alpha, float beta, int heads, const char* what) {
+    check_cublas(cublasGemmStridedBatchedEx(handle, g.op_a, g.op_b, g.m, g.n, g.k, &alpha, g.a, CUDA_R_32F, g.lda,
+                                            g.stride_a, g.b, CUDA_R_32F, g.ldb, g.stride_b, &beta, g.c, CUDA_R_32F,
+                                            g.ldc, g.stride_c, heads, CUBLAS_COMPUTE_32F, CUBLAS_GEMM_DEFAULT),
+                 what);
+}
+
+}  // namespace
+
+// Standard attention as GEMMs, the way an unfused training job runs it (llm.c's attention
+// without cuDNN, PyTorch's math attention): per sequence b and head h, with row-major slices
+// Q, K, V, Y, dY of (T, hs) and scores of (T, T),
+//   S = scale Q Kᵀ,  P = causal softmax(S),  Y = P V                (forward)
+//   dP = dY Vᵀ,  dS = P ∘ (dP - rowsum(P ∘ dP)),  dV += Pᵀ dY,  dQ += scale dS K,  dK += scale dSᵀ Q
+// The GEMMs run over the full T x T square (twice the causal work; the masked half of P and
+// dS is 0, so it adds nothing), which is what lets every head of a sequence be one batched
+// call. Column-major, each becomes (Q Kᵀ)ᵀ = K Qᵀ and so on below.
 void CudaOps::attention_forward(float* out, float* preatt, float* att, const float* qkv, int B, int T, int C,
                                 int NH) {
-    launch_attention_forward(out, preatt, att, qkv, B, T, C, NH, resources_->stream->get());
+    NvtxRange range("attention_forward");
+    const AttentionSlices x{T, C, NH};
+    cublasHandle_t handle = resources_->cublas.get();
+    for (int b = 0; b < B; ++b) {
+        const float* q = qkv + x.qkv(b);
+        // Sᵀ (T, T) = K Qᵀ
+        head_gemms(handle, {CUBLAS_OP_T, CUBLAS_OP_N, T, T, x.hs, q + C, x.row, x.hs, q, x.row, x.hs,
+                            preatt + x.scores(b), T, x.square},
+                   attention_scale(x.hs), 0.0f, NH, "cublasGemmStridedBatchedEx (attention scores)");
+    }
+    launch_attention_softmax(att, preatt, B, NH, T, resources_->stream->get());
+    for (int b = 0; b < B; ++b)  // Yᵀ (hs, T) = Vᵀ Pᵀ
+        head_gemms(handle, {CUBLAS_OP_N, CUBLAS_OP_N, x.hs, T, T, qkv + x.qkv(b) + 2 * C, x.row, x.hs,
+                            att + x.scores(b), T, x.square, out + x.rows(b), C, x.hs},
+                   1.0f, 0.0f, NH, "cublasGemmStridedBatchedEx (attention values)");
 }
 
 void CudaOps::attention_backward(float* dqkv, float* dpreatt, float* datt, const float* dout, const float* qkv,
                                  const float* att, int B, int T, int C, int NH) {
-    launch_attention_backward(dqkv, dpreatt, datt, dout, qkv, att, B, T, C, NH, resources_->stream->get());
+    NvtxRange range("attention_backward");
+    const AttentionSlices x{T, C, NH};
+    const float scale = attention_scale(x.hs);
+    cublasHandle_t handle = resources_->cublas.get();
+    for (int b = 0; b < B; ++b)  // dPᵀ (T, T) = V dYᵀ
+        head_gemms(handle, {CUBLAS_OP_T, CUBLAS_OP_N, T, T, x.hs, qkv + x.qkv(b) + 2 * C, x.row, x.hs,
+                            dout + x.rows(b), C, x.hs, datt + x.scores(b), T, x.square},
+                   1.0f, 0.0f, NH, "cublasGemmStridedBatchedEx (attention probability gradients)");
+    launch_attention_softmax_backward(dpreatt, datt, att, B, NH, T, resources_->stream->get());
+    for (int b = 0; b < B; ++b) {
+        const float* q = qkv + x.qkv(b);
+        float* dq = dqkv + x.qkv(b);
+        const float* dy = dout + x.rows(b);
+        const float* p = att + x.scores(b);
+        const float* ds = dpreatt + x.scores(b);
+        // dVᵀ (hs, T) += dYᵀ P;  dQᵀ (hs, T) += scale Kᵀ dSᵀ;  dKᵀ (hs, T) += scale Qᵀ dS
+        head_gemms(handle, {CUBLAS_OP_N, CUBLAS_OP_T, x.hs, T, T, dy, C, x.hs, p, T, x.square, dq + 2 * C, x.row, x.hs},
+                   1.0f, 1.0f, NH, "cublasGemmStridedBatchedEx (attention dV)");
+        head_gemms(handle, {CUBLAS_OP_N, CUBLAS_OP_N, x.hs, T, T, q + C, x.row, x.hs, ds, T, x.square, dq, x.row, x.hs},
+                   scale, 1.0f, NH, "cublasGemmStridedBatchedEx (attention dQ)");
+        head_gemms(handle, {CUBLAS_OP_N, CUBLAS_OP_T, x.hs, T, T, q, x.row, x.hs, ds, T, x.square, dq + C, x.row, x.hs},
+                   scale, 1.0f, NH, "cublasGemmStridedBatchedEx (attention dK)");
+    }
 }
 
 void CudaOps::encoder_forward(float* out, const int* tokens, const float* wte, const float* wpe, int B, int T, int C,

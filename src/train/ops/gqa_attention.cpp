@@ -22,8 +22,8 @@ void CpuOps::gqa_attention_forward(float* out, float* preatt, float* att, const 
                                    const float* v, const GqaShape& s) {
     for (std::size_t b = 0; b < static_cast<std::size_t>(s.B); ++b)
         for (std::size_t h = 0; h < static_cast<std::size_t>(s.NH); ++h)
-            attention_head_forward(head_of(q, k, v, b, h, s), out + s.q_index(b, 0, h, 0), preatt + s.score_row(b, h, 0),
-                                   att + s.score_row(b, h, 0));
+            attention_head_forward(kernels_, head_of(q, k, v, b, h, s), out + s.q_index(b, 0, h, 0),
+                                   preatt + s.score_row(b, h, 0), att + s.score_row(b, h, 0));
 }
 
 void CpuOps::gqa_attention_backward(float* dq, float* dk, float* dv, float* dpreatt, float* datt, const float* dout,
@@ -32,10 +32,10 @@ void CpuOps::gqa_attention_backward(float* dq, float* dk, float* dv, float* dpre
     for (std::size_t b = 0; b < static_cast<std::size_t>(s.B); ++b)
         for (std::size_t h = 0; h < static_cast<std::size_t>(s.NH); ++h) {
             const auto j = static_cast<std::size_t>(s.kv_head(static_cast<int>(h)));
-            attention_head_backward(head_of(q, k, v, b, h, s), dq + s.q_index(b, 0, h, 0), dk + s.kv_index(b, 0, j, 0),
-                                    dv + s.kv_index(b, 0, j, 0), dpreatt + s.score_row(b, h, 0),
-                                    datt + s.score_row(b, h, 0), dout + s.q_index(b, 0, h, 0),
-                                    att + s.score_row(b, h, 0));
+            attention_head_backward(kernels_, head_of(q, k, v, b, h, s), dq + s.q_index(b, 0, h, 0),
+                                    dk + s.kv_index(b, 0, j, 0), dv + s.kv_index(b, 0, j, 0),
+                                    dpreatt + s.score_row(b, h, 0), datt + s.score_row(b, h, 0),
+                                    dout + s.q_index(b, 0, h, 0), att + s.score_row(b, h, 0));
         }
 }
 

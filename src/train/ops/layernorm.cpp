@@ -9,10 +9,10 @@
 namespace parbench {
 namespace {
 
-PARBENCH_SIMD_CLONES void layernorm_forward_rows(float* __restrict out, float* __restrict mean,
-                                                 float* __restrict rstd, const float* __restrict inp,
-                                                 const float* __restrict weight, const float* __restrict bias,
-                                                 std::size_t N, std::size_t C) {
+PARBENCH_SIMD_LOOP void layernorm_forward_rows(float* __restrict out, float* __restrict mean,
+                                               float* __restrict rstd, const float* __restrict inp,
+                                               const float* __restrict weight, const float* __restrict bias,
+                                               std::size_t N, std::size_t C) {
     const auto width = static_cast<float>(C);
     for (std::size_t n = 0; n < N; ++n) {
         const float* __restrict x = inp + n * C;
@@ -28,11 +28,11 @@ PARBENCH_SIMD_CLONES void layernorm_forward_rows(float* __restrict out, float* _
     }
 }
 
-PARBENCH_SIMD_CLONES void layernorm_backward_rows(float* __restrict dinp, float* __restrict dweight,
-                                                  float* __restrict dbias, const float* __restrict dout,
-                                                  const float* __restrict inp, const float* __restrict weight,
-                                                  const float* __restrict mean, const float* __restrict rstd,
-                                                  std::size_t N, std::size_t C) {
+PARBENCH_SIMD_LOOP void layernorm_backward_rows(float* __restrict dinp, float* __restrict dweight,
+                                                float* __restrict dbias, const float* __restrict dout,
+                                                const float* __restrict inp, const float* __restrict weight,
+                                                const float* __restrict mean, const float* __restrict rstd,
+                                                std::size_t N, std::size_t C) {
     const auto width = static_cast<float>(C);
     for (std::size_t n = 0; n < N; ++n) {
         const float* __restrict x = inp + n * C;
@@ -58,14 +58,18 @@ PARBENCH_SIMD_CLONES void layernorm_backward_rows(float* __restrict dinp, float*
 // out (N,C), mean (N), rstd (N); inp (N,C), weight (C), bias (C)
 void CpuOps::layernorm_forward(float* out, float* mean, float* rstd, const float* inp, const float* weight,
                                const float* bias, int N, int C) {
-    layernorm_forward_rows(out, mean, rstd, inp, weight, bias, static_cast<std::size_t>(N),
-                           static_cast<std::size_t>(C));
+    simd::run(kernels_, [&]() PARBENCH_SIMD_BODY {
+        layernorm_forward_rows(out, mean, rstd, inp, weight, bias, static_cast<std::size_t>(N),
+                               static_cast<std::size_t>(C));
+    });
 }
 
 void CpuOps::layernorm_backward(float* dinp, float* dweight, float* dbias, const float* dout, const float* inp,
                                 const float* weight, const float* mean, const float* rstd, int N, int C) {
-    layernorm_backward_rows(dinp, dweight, dbias, dout, inp, weight, mean, rstd, static_cast<std::size_t>(N),
-                            static_cast<std::size_t>(C));
+    simd::run(kernels_, [&]() PARBENCH_SIMD_BODY {
+        layernorm_backward_rows(dinp, dweight, dbias, dout, inp, weight, mean, rstd, static_cast<std::size_t>(N),
+                                static_cast<std::size_t>(C));
+    });
 }
 
 }  // namespace parbench

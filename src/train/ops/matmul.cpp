@@ -15,8 +15,8 @@ namespace parbench {
 namespace {
 
 // dbias (OC) += the column sums of dout (N,OC), row by row (the same order as a scalar loop).
-PARBENCH_SIMD_CLONES void add_column_sums(float* __restrict dbias, const float* __restrict dout, std::size_t N,
-                                          std::size_t OC) {
+PARBENCH_SIMD_LOOP void add_column_sums(float* __restrict dbias, const float* __restrict dout, std::size_t N,
+                                        std::size_t OC) {
     for (std::size_t n = 0; n < N; ++n)
         for (std::size_t o = 0; o < OC; ++o) dbias[o] += dout[n * OC + o];
 }
@@ -52,7 +52,10 @@ void CpuOps::linear_backward(float* dinp, float dinp_beta, float* dweight, float
             cblas_sgemm(CblasRowMajor, CblasTrans, CblasNoTrans, OC, C, N, 1.0f, dout, OC, inp, C, 1.0f, dweight, C);
     }
     // dbias (OC) += column sums of dout
-    if (dbias != nullptr) add_column_sums(dbias, dout, static_cast<std::size_t>(N), static_cast<std::size_t>(OC));
+    if (dbias != nullptr)
+        simd::run(kernels_, [&]() PARBENCH_SIMD_BODY {
+            add_column_sums(dbias, dout, static_cast<std::size_t>(N), static_cast<std::size_t>(OC));
+        });
 }
 
 void CpuOps::matmul_backward(float* dinp, float* dweight, float* dbias, const float* dout, const float* inp,

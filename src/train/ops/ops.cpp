@@ -1,11 +1,15 @@
 #include "train/ops/ops.hpp"
 
+#include <algorithm>
 #include <stdexcept>
+#include <string>
+#include <vector>
 
 #include "core/error.hpp"
 #include "device/device.hpp"
 #include "device/cuda_plugin.hpp"
 #include "train/ops/cpu_ops.hpp"
+#include "train/ops/cpu_simd.hpp"
 
 namespace parbench {
 namespace {
@@ -15,6 +19,17 @@ namespace {
 }
 
 }  // namespace
+
+CpuKernels CpuOps::widest_built() { return simd::widest_built; }
+
+CpuOps::CpuOps(CpuGemm gemm) : CpuOps(choose_cpu_kernels().kernels, gemm) {}
+
+CpuOps::CpuOps(CpuKernels kernels, CpuGemm gemm) : gemm_(gemm), kernels_(std::min(kernels, simd::widest_built)) {
+    const std::vector<CpuKernels> runnable = cpu_kernels_runnable();
+    if (std::find(runnable.begin(), runnable.end(), kernels_) == runnable.end())
+        throw std::logic_error("CpuOps: this CPU cannot execute the " + std::string(cpu_kernels_name(kernels_)) +
+                               " path (ask cpu_kernels_runnable())");
+}
 
 void Ops::cast_to_bf16(BFloat16*, const float*, std::size_t) { throw_no_bf16(*this); }
 

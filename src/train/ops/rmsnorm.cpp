@@ -9,9 +9,9 @@
 namespace parbench {
 namespace {
 
-PARBENCH_SIMD_CLONES void rmsnorm_forward_rows(float* __restrict out, float* __restrict rstd,
-                                               const float* __restrict inp, const float* __restrict weight,
-                                               std::size_t N, std::size_t C, float eps) {
+PARBENCH_SIMD_LOOP void rmsnorm_forward_rows(float* __restrict out, float* __restrict rstd,
+                                             const float* __restrict inp, const float* __restrict weight,
+                                             std::size_t N, std::size_t C, float eps) {
     for (std::size_t n = 0; n < N; ++n) {
         const float* __restrict x = inp + n * C;
         const float squares = simd::lane_sum(C, [&](std::size_t c) { return x[c] * x[c]; });
@@ -22,10 +22,10 @@ PARBENCH_SIMD_CLONES void rmsnorm_forward_rows(float* __restrict out, float* __r
     }
 }
 
-PARBENCH_SIMD_CLONES void rmsnorm_backward_rows(float* __restrict dinp, float* __restrict dweight,
-                                                const float* __restrict dout, const float* __restrict inp,
-                                                const float* __restrict weight, const float* __restrict rstd,
-                                                std::size_t N, std::size_t C) {
+PARBENCH_SIMD_LOOP void rmsnorm_backward_rows(float* __restrict dinp, float* __restrict dweight,
+                                              const float* __restrict dout, const float* __restrict inp,
+                                              const float* __restrict weight, const float* __restrict rstd,
+                                              std::size_t N, std::size_t C) {
     for (std::size_t n = 0; n < N; ++n) {
         const float* __restrict x = inp + n * C;
         const float* __restrict dy = dout + n * C;
@@ -46,13 +46,17 @@ PARBENCH_SIMD_CLONES void rmsnorm_backward_rows(float* __restrict dinp, float* _
 // out (N,C), rstd (N); inp (N,C), weight (C)
 void CpuOps::rmsnorm_forward(float* out, float* rstd, const float* inp, const float* weight, int N, int C,
                              float eps) {
-    rmsnorm_forward_rows(out, rstd, inp, weight, static_cast<std::size_t>(N), static_cast<std::size_t>(C), eps);
+    simd::run(kernels_, [&]() PARBENCH_SIMD_BODY {
+        rmsnorm_forward_rows(out, rstd, inp, weight, static_cast<std::size_t>(N), static_cast<std::size_t>(C), eps);
+    });
 }
 
 void CpuOps::rmsnorm_backward(float* dinp, float* dweight, const float* dout, const float* inp, const float* weight,
                               const float* rstd, int N, int C) {
-    rmsnorm_backward_rows(dinp, dweight, dout, inp, weight, rstd, static_cast<std::size_t>(N),
-                          static_cast<std::size_t>(C));
+    simd::run(kernels_, [&]() PARBENCH_SIMD_BODY {
+        rmsnorm_backward_rows(dinp, dweight, dout, inp, weight, rstd, static_cast<std::size_t>(N),
+                              static_cast<std::size_t>(C));
+    });
 }
 
 }  // namespace parbench

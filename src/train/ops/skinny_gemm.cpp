@@ -5,12 +5,17 @@
 #include <algorithm>
 #include <cstddef>
 #include <cstring>
+#include <stdexcept>
 
 // Only these functions use AVX2 and FMA: the rest of the binary runs on any x86-64, and
 // runs_here() keeps them from being called where the CPU lacks either.
 #define PARBENCH_AVX2_FMA __attribute__((target("avx2,fma")))
 
 namespace parbench::skinny_gemm {
+
+// A baseline build (train/ops/cpu_simd.hpp) holds no AVX instruction: none of this is compiled,
+// runs_here() says so and CpuOps never calls the functions.
+#if !defined(PARBENCH_CPU_BASELINE_BUILD)
 namespace {
 
 constexpr int tile_rows = 6;
@@ -205,9 +210,8 @@ bool runs_here() {
     return has_avx2_fma;
 }
 
-bool suits(int batch_rows) {
-    static const bool has_avx512 = __builtin_cpu_supports("avx512f");
-    return runs_here() && !has_avx512 && batch_rows <= largest_batch_rows;
+bool suits(CpuKernels kernels, int batch_rows) {
+    return kernels == CpuKernels::avx2 && runs_here() && batch_rows <= largest_batch_rows;
 }
 
 void forward(float* out, const float* inp, const float* weight, const float* bias, int N, int C, int OC,
@@ -255,5 +259,20 @@ void weight_gradient(float* dweight, float beta, const float* dout, const float*
     const float* strips = scratch.input_strips.data();
     over_row_blocks<WeightGradientBlock>(WeightGradientArgs{dweight, beta != 0.0f, columns.data(), strips, N, C}, rows);
 }
+
+#else
+
+bool runs_here() { return false; }
+bool suits(CpuKernels, int) { return false; }
+
+namespace {
+[[noreturn]] void not_built() { throw std::logic_error("skinny_gemm: not in a baseline build (ask runs_here())"); }
+}  // namespace
+
+void forward(float*, const float*, const float*, const float*, int, int, int, Scratch&) { not_built(); }
+void input_gradient(float*, float, const float*, const float*, int, int, int, int, int, Scratch&) { not_built(); }
+void weight_gradient(float*, float, const float*, const float*, int, int, int, int, int, Scratch&) { not_built(); }
+
+#endif
 
 }  // namespace parbench::skinny_gemm

@@ -14,14 +14,16 @@
 
 #include <vector>
 
+#include "device/cpu_kernels.hpp"
+
 namespace parbench::skinny_gemm {
 
-// True when this CPU has AVX2 and FMA: these functions may be called.
+// True when this CPU has AVX2 and FMA (and the build holds these functions): they may be called.
 bool runs_here();
-// True when they are the better choice: they run here, the CPU has no AVX-512 (whose 16-wide
-// kernels OpenBLAS uses, these being 8-wide; not measured), and a product of `batch_rows` rows
-// is small enough that they win over OpenBLAS.
-bool suits(int batch_rows);
+// True when they are the better choice: they run here, the ops take the avx2 path (an AVX-512
+// CPU keeps OpenBLAS's 16-wide kernels, these being 8-wide; not measured), and a product of
+// `batch_rows` rows is small enough that they win over OpenBLAS.
+bool suits(CpuKernels kernels, int batch_rows);
 
 // The operands' copies; they only grow, to the largest layer, so a step allocates nothing.
 struct Scratch {

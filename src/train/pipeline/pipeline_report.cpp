@@ -10,7 +10,7 @@ namespace parbench {
 
 void add_pipeline_results(nlohmann::json& result, const TrainPlan& plan, const MeshShape& mesh,
                           const PipelineMeasurements& pm, const std::vector<MemoryUsage>& memory_by_rank) {
-    const ScheduleShape shape = plan.schedule_shape();
+    const ScheduleShape shape = plan.layout.schedule_shape();
     const double span = std::accumulate(pm.span_ms.begin(), pm.span_ms.end(), 0.0) /
                         static_cast<double>(std::max<std::size_t>(pm.span_ms.size(), 1));
     // Per rank: 1 - compute / span, with span the time from the step's start to the last
@@ -38,12 +38,12 @@ void add_pipeline_results(nlohmann::json& result, const TrainPlan& plan, const M
     for (std::size_t s = 0; s < stage_sum.size(); ++s) per_stage.push_back(stage_sum[s] / std::max(stage_ranks[s], 1));
     overall /= static_cast<double>(std::max<std::size_t>(pm.compute_ms.size(), 1));
 
-    result["layout"]["schedule"] = schedule_kind_name(plan.schedule);
+    result["layout"]["schedule"] = schedule_kind_name(plan.layout.schedule);
     result["bubble"] = {
         {"measured", overall},
         {"measured_per_stage", per_stage},
-        {"theoretical", theoretical_bubble(plan.schedule, shape)},
-        {"formula", bubble_formula(plan.schedule)},
+        {"theoretical", theoretical_bubble(plan.layout.schedule, shape)},
+        {"formula", bubble_formula(plan.layout.schedule)},
         {"normalisation", "idle / step pipeline time: per rank 1 - (F+B+W compute time) / (time from the step's "
                           "start to the last rank's last pipeline action), mean over timed steps; measured_per_stage "
                           "is the mean over a stage's ranks, measured the mean over all ranks. The formula is the "
@@ -64,7 +64,7 @@ void add_pipeline_results(nlohmann::json& result, const TrainPlan& plan, const M
                 activations = std::max(activations, memory_by_rank[r].peak_of(MemoryCategory::activations));
         nlohmann::json layers = nlohmann::json::array();
         for (int c = 0; c < shape.virtual_stages; ++c) {
-            const LayerRange& range = plan.stage_ranges[static_cast<std::size_t>(c * mesh.pp + s)];
+            const LayerRange& range = plan.layout.stage_ranges[static_cast<std::size_t>(c * mesh.pp + s)];
             layers.push_back({range.first, range.end});
         }
         const ActivationPool& pool = pm.kept_pools.at(static_cast<std::size_t>(s));
@@ -76,12 +76,12 @@ void add_pipeline_results(nlohmann::json& result, const TrainPlan& plan, const M
                           {"activations_peak_bytes", activations}});
     }
     result["pipeline"] = {
-        {"schedule", schedule_kind_name(plan.schedule)},
+        {"schedule", schedule_kind_name(plan.layout.schedule)},
         {"stages", mesh.pp},
         {"microbatches", shape.microbatches},
         {"virtual_stages", shape.virtual_stages},
-        {"p2p", p2p_mode_name(plan.p2p)},
-        {"split_backward", plan.schedule == ScheduleKind::zero_bubble_h1},
+        {"p2p", p2p_mode_name(plan.layout.p2p)},
+        {"split_backward", plan.layout.schedule == ScheduleKind::zero_bubble_h1},
         {"per_stage", stages},
         {"memory_method", "activations_peak_bytes: the ledger's peak of activation buffers on the stage's ranks: the "
                           "pool of kept activations its chunks share (kept_activation_pool: slots of boundary "
@@ -134,14 +134,14 @@ nlohmann::json pipeline_trace_json(const TrainPlan& plan, const MeshShape& mesh,
         }
     }
     const nlohmann::json metadata = {{"tool", "parbench train"},
-                                     {"schedule", schedule_kind_name(plan.schedule)},
+                                     {"schedule", schedule_kind_name(plan.layout.schedule)},
                                      {"pp", mesh.pp},
                                      {"dp", mesh.dp},
                                      {"tp", mesh.tp},
-                                     {"microbatches", plan.options.microbatches},
-                                     {"virtual_stages", plan.options.virtual_stages},
-                                     {"p2p", p2p_mode_name(plan.p2p)},
-                                     {"theoretical_bubble", theoretical_bubble(plan.schedule, plan.schedule_shape())}};
+                                     {"microbatches", plan.layout.microbatches},
+                                     {"virtual_stages", plan.layout.virtual_stages},
+                                     {"p2p", p2p_mode_name(plan.layout.p2p)},
+                                     {"theoretical_bubble", theoretical_bubble(plan.layout.schedule, plan.layout.schedule_shape())}};
     return chrome_trace_json(events, names, metadata);
 }
 
