@@ -14,8 +14,8 @@ at the binaries.
         [--parbench-flags "..."] [--no-imb-placement] [--collectives allreduce,alltoall] [--drift]
 
 --drift judges every point as the CI's peer-drift guard does (scripts/peer_drift.py: parbench's
-busbw ratio to each peer against the peers' own, with parbench compare's bootstrap over the
-rounds' processes) and exits 1 where parbench drifted. The JSON records the host's transparent
+busbw ratio to each peer against the peers' own, with parbench compare's between-run noise
+model, each round's process one run) and exits 1 where parbench drifted. The JSON records the host's transparent
 huge page setting and the pages parbench's buffers got (its reports' environment.buffer_pages):
 run it once per setting to see a figure's dependence on them (docs/reproducing.md).
 
@@ -312,8 +312,8 @@ def main():
                            "IMB": [r[point]["imb_t_avg"] for r in rounds], "OSU": [r[point]["osu_avg"] for r in rounds]}
                    for point in rounds[0]}
         verdicts = peer_drift.judge(args.parbench, figures, args.np, peers=("IMB", "OSU"))
-        print("# drift: busbw ratios to each peer, 95 % intervals over the rounds' processes (scripts/peer_drift.py)",
-              file=sys.stderr)
+        print("# drift: busbw ratios to each peer, intervals over the rounds' processes as runs, 95 % for all "
+              "together (scripts/peer_drift.py)", file=sys.stderr)
         peer_drift.print_verdicts(verdicts, sys.stderr)
     if args.json:
         with open(args.json, "w") as out:

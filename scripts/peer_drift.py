@@ -7,9 +7,11 @@ A change made for one purpose can move the collective figures without anyone not
 on huge pages made parbench's 1 MiB-per-peer alltoall read 0.41x IMB's time). Two peers of one
 method disagree too on a shared machine, and each process of any tool can draw a fast or a slow
 mode for its whole life, so a fixed tolerance is either blind or flaky. Here each tool runs once
-per round and point (the order rotating), each process's figure is one sample, and
-`parbench compare` (its bootstrap, src/report/compare.cpp, the one the regression gate uses)
-gives the interval of parbench's busbw ratio to each peer and of the other peer's (the control).
+per round and point (the order rotating), each process is one run of its tool, and
+`parbench compare`'s between-run noise model (src/report/point_runs.hpp, the one the regression
+gate uses: a t interval over the runs' log times, a run slower than twice its column's median
+left out as interrupted, 95 % for all of a comparison's intervals together) gives the interval
+of parbench's busbw ratio to each peer and of the other peer's (the control).
 A point drifts from peer X when every ratio in parbench's interval lies further from 1 than
 every ratio in the control's interval reaches, and further than 25 %: two loops as alike as the
 plain IMB-style and OSU-style ones agree more tightly than any two real tools, while parbench's
@@ -27,7 +29,8 @@ The peers are the project's plain loops written IMB-MPI1's and OSU's way
 IMB nor OSU. scripts/compare_peers.py --drift applies the same judgement to the real IMB-MPI1
 and OSU. Sizes are the peers' convention (alltoall: each per-peer block); parbench runs with the
 flags that reproduce their method (docs/reproducing.md). Exit status: 0 no drift, 1 drift, 2 a
-tool failed or bad usage.
+tool failed, a point could not be judged (no interval: the guard never passes on nothing), or
+bad usage.
 """
 import argparse
 import csv
@@ -138,55 +141,64 @@ def measure(args, points, workdir):
     return figures, sorted(pages)
 
 
-def report_of(tool, figures, np):
-    """A parbench.report/v1 document of one tool whose samples are its processes' figures, so
-    that compare's bootstrap resamples processes (this VM's modes live in processes)."""
+def report_of(tool, figures, np, run):
+    """A parbench.report/v1 document of one process of `tool`: its figure at every point, as one
+    run. compare takes a tool's processes as the runs of one column, so its between-run noise
+    model judges them (this VM's modes live in processes)."""
     results = []
     for (name, size), by_tool in figures.items():
-        samples = by_tool[tool]
-        median = statistics.median(samples)
+        time_us = by_tool[tool][run]
         results.append({"collective": name, "bytes": size, "dtype": "float32", "inplace": False,
-                        "busbw_gbps": size / median / 1e3, "time_us": {"median": median}, "samples_us": samples})
+                        "busbw_gbps": size / time_us / 1e3, "time_us": {"median": time_us}, "samples_us": [time_us]})
     return {"schema": "parbench.report/v1", "command": "peer-drift " + tool, "status": "complete",
             "environment": {"world_size": np, "backend": "mpi", "hosts": ["this host"]}, "config": {"dtype": "float32"},
             "results": results}
 
 
 def interval_of(cell):
-    """(low, high) of compare's "within 0.91-1.07x" / "beyond 0.48-0.52x"; None for "no samples".
-    compare prints two decimals, so "0.00" stands for anything below 0.005 (a resample of slow
-    processes, on a loaded machine): taken as 0.005, which keeps it far from 1."""
-    if cell == "no samples":
+    """(low, high) of compare's "within 0.91-1.07x (runs 4+4)" / "beyond 0.48-0.52x (runs 4+4, 1
+    interrupted left out)"; None for "no runs" or anything else that is not an interval between
+    runs. compare prints two decimals, so "0.00" stands for anything below 0.005 (a tool made
+    hundreds of times slower): taken as 0.005, which keeps it far from 1."""
+    words = cell.split()
+    if len(words) < 3 or words[0] not in ("within", "beyond") or not words[2].startswith("(runs"):
         return None
-    low, high = (max(float(v), 0.005) for v in cell.split()[1].rstrip("x").split("-"))
+    low, high = (max(float(v), 0.005) for v in words[1].rstrip("x").split("-"))
     return low, high
 
 
 def compare_intervals(parbench, reference, others, figures, np, workdir):
-    """{point: {tool: (ratio, (low, high))}}: each other tool's busbw ratio to `reference` and its
-    interval, from `parbench compare --csv reference other...`."""
-    paths = []
+    """{point: {tool: (ratio, (low, high) or None)}}: each other tool's busbw ratio to
+    `reference` and its interval, from `parbench compare --csv reference other...`, each tool's
+    processes given as the runs of its column ("1/tool.json,2/tool.json,...")."""
+    columns = []
     for tool in [reference] + others:
-        path = os.path.join(workdir, f"{tool}.json")
-        json.dump(report_of(tool, figures, np), open(path, "w"))
-        paths.append(path)
-    result = subprocess.run([parbench, "compare", "--csv", *paths], capture_output=True, text=True, timeout=120)
+        paths = []
+        for run in range(len(next(iter(figures.values()))[tool])):
+            folder = os.path.join(workdir, str(run + 1))
+            os.makedirs(folder, exist_ok=True)
+            paths.append(os.path.join(folder, f"{tool}.json"))
+            json.dump(report_of(tool, figures, np, run), open(paths[-1], "w"))
+        columns.append(",".join(paths))
+    result = subprocess.run([parbench, "compare", "--csv", *columns], capture_output=True, text=True, timeout=120)
     if result.returncode != 0:
         print(f"error: parbench compare failed ({result.returncode}): {result.stderr}", file=sys.stderr)
         sys.exit(2)
     rows = list(csv.reader(io.StringIO(result.stdout)))
     header = rows[0]
+    column = lambda tool, what: next(h for h in header if h.startswith(f"{tool}.json") and what in h)
     judged = {}
     for row in rows[1:]:
         if len(row) != len(header):
             continue  # compare's note on unshared points
         cells = dict(zip(header, row))
         point = (row[0], int(row[1]))
-        judged[point] = {}
-        for tool in others:
-            ratio = cells[f"{tool}.json busbw ratio"].rstrip("x")
-            noise = next(v for k, v in cells.items() if k.startswith(f"{tool}.json vs noise"))
-            judged[point][tool] = (float(ratio), interval_of(noise))
+        judged[point] = {tool: (float(cells[column(tool, "busbw ratio")].rstrip("x")),
+                                interval_of(cells[column(tool, "vs noise")])) for tool in others}
+    if set(judged) != set(figures):
+        print(f"error: parbench compare lined up {sorted(judged)}, not every point measured {sorted(figures)}:\n"
+              f"{result.stdout}", file=sys.stderr)
+        sys.exit(2)
     return judged
 
 
@@ -201,7 +213,8 @@ def distance_from_one(interval, nearest):
 
 def judge(parbench, figures, np, peers=("IMB-style", "OSU-style"), mine="parbench"):
     """Per point and peer: parbench's ratio and interval, the control's, and whether it drifts.
-    Returns a list of dicts; a point without samples enough to tell is not judged a drift."""
+    Returns a list of dicts; where compare gave no interval (too few runs to tell), "interval"
+    or "control_interval" is None and the point is not judged a drift: see unjudged()."""
     verdicts = []
     with tempfile.TemporaryDirectory(prefix="peer-drift-compare-") as workdir:
         for reference in peers:
@@ -212,19 +225,31 @@ def judge(parbench, figures, np, peers=("IMB-style", "OSU-style"), mine="parbenc
                 control_ratio, control = judged[point][other]
                 allowed = max(distance_from_one(control, False), math.log(1.0 + TOLERANCE)) if control else None
                 drift = interval is not None and allowed is not None and distance_from_one(interval, True) > allowed
+                # The power of this verdict: an interval as wide as parbench's has, centred on a
+                # ratio this far from 1, would have been judged a drift.
+                caught = (math.exp(allowed + math.log(interval[1] / interval[0]) / 2)
+                          if interval is not None and allowed is not None else None)
                 verdicts.append({"collective": point[0], "bytes": point[1], "peer": reference,
                                  "ratio": ratio, "interval": interval, "control": other,
-                                 "control_ratio": control_ratio, "control_interval": control, "drift": drift})
+                                 "control_ratio": control_ratio, "control_interval": control, "drift": drift,
+                                 "caught_beyond": caught})
     return verdicts
 
 
+def unjudged(verdicts):
+    """The verdicts that judged nothing (no interval for parbench or for the control)."""
+    return [v for v in verdicts if v["interval"] is None or v["control_interval"] is None]
+
+
 def print_verdicts(verdicts, out=sys.stdout):
-    """One line per point and peer, busbw ratios (above 1: faster than the peer)."""
-    span = lambda i: f"{i[0]:.2f}-{i[1]:.2f}" if i else "no samples"
+    """One line per point and peer, busbw ratios (above 1: faster than the peer), and the drift
+    the point could have caught: a ratio that far from 1, either way."""
+    span = lambda i: f"{i[0]:.2f}-{i[1]:.2f}" if i else "no interval"
     for v in verdicts:
+        caught = f"  (catches beyond {v['caught_beyond']:.2f}x)" if v.get("caught_beyond") else ""
         print(f"{v['collective']:>10} {v['bytes']:>8} B  parbench/{v['peer']} {v['ratio']:.2f} ({span(v['interval'])})"
               f"  {v['control']}/{v['peer']} {v['control_ratio']:.2f} ({span(v['control_interval'])})"
-              f"  {'DRIFT' if v['drift'] else 'ok'}", file=out)
+              f"  {'DRIFT' if v['drift'] else 'ok'}{caught}", file=out)
 
 
 def main():
@@ -251,8 +276,8 @@ def main():
               file=sys.stderr)
     verdicts = judge(args.parbench, figures, args.np)
     thp = thp_setting()
-    print(f"# busbw ratios to each peer and the 95 % intervals of parbench compare's bootstrap over "
-          f"{args.rounds} processes per tool; THP {thp['enabled']} (defrag {thp['defrag']}), parbench's buffers on "
+    print(f"# busbw ratios to each peer and their intervals from parbench compare's between-run noise model over "
+          f"{args.rounds} processes per tool (95 % for all of a comparison's together); THP {thp['enabled']} (defrag {thp['defrag']}), parbench's buffers on "
           f"{', '.join(pages)} pages")
     print_verdicts(verdicts)
     if args.json:
@@ -260,6 +285,10 @@ def main():
             json.dump({"np": args.np, "rounds": args.rounds, "thp": thp, "parbench_pages": pages,
                        "parbench_flags": PARBENCH_METHOD + args.parbench_flags.split(), "verdicts": verdicts,
                        "figures": {f"{n} {s}": by_tool for (n, s), by_tool in figures.items()}}, out, indent=1)
+    if unjudged(verdicts) or len(verdicts) != 2 * len(points):
+        print(f"error: {len(unjudged(verdicts))} of {len(verdicts)} verdicts had no interval to judge by "
+              f"(expected {2 * len(points)} judged): the guard does not pass on nothing", file=sys.stderr)
+        return 2
     drifted = [v for v in verdicts if v["drift"]]
     if drifted:
         names = ", ".join(f"{v['collective']} {v['bytes']} B against {v['peer']}" for v in drifted)

@@ -5,7 +5,8 @@
    formats) is tabulated again under each statistic; every ratio must be the statistic of
    parbench's processes over the statistic of the peer's, computed here from the raw rounds.
 2. --drift on a committed run: a verdict for every point against each peer, whose busbw ratio
-   is the inverse of the medians' time ratio, and exit status 1 exactly when one says DRIFT.
+   is the ratio of the processes' median busbw (compare's figure for a column of runs), and
+   exit status 1 exactly when one says DRIFT.
 3. A measuring run with stand-ins for IMB-MPI1 and the OSU tests (scripts that print each
    tool's table rows with figures this test chose and logged) beside the real parbench:
    the script must read the stand-ins' figures back exactly, get a figure from parbench at
@@ -137,16 +138,19 @@ def check_drift(script, results, parbench):
         verdicts = report["drift"]
         if len(verdicts) != 2 * len(rows):
             fail(f"--drift: {len(verdicts)} verdicts for {len(rows)} points and 2 peers")
+        # compare's busbw of a column of runs is the median of the runs' busbw (1 / time here).
+        busbw = lambda point, field: statistics.median(1.0 / r[point][field] for r in report["raw"])
         for v in verdicts:
             field = {"IMB": "imb_t_avg", "OSU": "osu_avg"}[v["peer"]]
-            time_ratio = rows[(v["collective"], v["bytes"])][f"ratio_parbench_rank-mean_to_{field}"]
-            if abs(v["ratio"] - 1 / time_ratio) > 0.0051:  # compare prints two decimals
+            point = f"{v['collective']} {v['bytes']}"
+            expected = busbw(point, "parbench_rank-mean") / busbw(point, field)
+            if abs(v["ratio"] - expected) > 0.0051:  # compare prints two decimals
                 fail(f"--drift: {v['collective']} {v['bytes']} B against {v['peer']}: busbw ratio {v['ratio']}, "
-                     f"the medians give {1 / time_ratio:.4f}")
+                     f"the processes' median busbw give {expected:.4f}")
         drifted = sum(v["drift"] for v in verdicts)
         if result.returncode != (1 if drifted else 0) or result.stderr.count("DRIFT") != drifted:
             fail(f"--drift: {drifted} verdicts drift, exit {result.returncode}, {result.stderr.count('DRIFT')} printed")
-    print(f"--drift on {os.path.basename(path)}: {len(verdicts)} verdicts, {drifted} drift, each ratio its medians'")
+    print(f"--drift on {os.path.basename(path)}: {len(verdicts)} verdicts, {drifted} drift, each ratio its median busbw's")
 
 
 STAND_IN = """#!{python}
