@@ -768,7 +768,7 @@ class CollectiveCommand : public Command {
         result.aggregation = resolved.aggregation;
         result.one_rank_shortcut =
             one_rank_shortcut(collective, harness.data().backend(), harness.data().size(), resolved.params);
-        result.bus_factor = collective.bus_factor(nranks);
+        result.bus_factor = point_bus_factor(collective, nranks, result.one_rank_shortcut.has_value());
         result.count = element_count(collective, requested, resolved.params, nranks, resolved.exact_size);
         result.bytes = result.count * dtype_size(resolved.params.type);
         if (result.count == 0) {

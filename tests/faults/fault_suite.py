@@ -587,10 +587,16 @@ def check_trace_kept(ctx, path, report):
     return about["timed_steps_traced"], len(trace["traceEvents"])
 
 
+# Steps enough that a run outlasts the fault sent to it: on a fast CPU the tiny model's 500 steps
+# took about a second, which is how long mpirun waits after a Ctrl-C before it sends SIGTERM, so
+# such a run could complete first (CI saw "Ctrl-C: status complete").
+STEPS_UNTIL_STOPPED = "1000000"
+
+
 def train_fault(ctx, sig, victim, name, layout=("--pp", "2", "--microbatches", "4"), trace=False):
     report_path = ctx.path(f"train-{name}.json")
     trace_path = ctx.path(f"trace-{name}.json")
-    job = Job(ctx, 2, ["train", *layout, "--warmup", "1", "--steps", "500", "--timeout", str(TIMEOUT), "--quiet",
+    job = Job(ctx, 2, ["train", *layout, "--warmup", "1", "--steps", STEPS_UNTIL_STOPPED, "--timeout", str(TIMEOUT), "--quiet",
                        "--json", report_path, *(["--trace", trace_path] if trace else [])])
     pids = job.wait_for_ranks()
     wait_for_report(ctx, job, report_path)
@@ -656,7 +662,7 @@ def case_trace_kept(ctx):
     """Issue 32: --trace was lost when rank 0 was stopped, a rank was killed or on Ctrl-C, where
     the JSON report survived; the trace is kept the same way (rewritten as the run goes, and on a
     signal rewritten saying so)."""
-    arguments = ["train", "--pp", "2", "--microbatches", "4", "--warmup", "1", "--steps", "500", "--timeout",
+    arguments = ["train", "--pp", "2", "--microbatches", "4", "--warmup", "1", "--steps", STEPS_UNTIL_STOPPED, "--timeout",
                  str(TIMEOUT), "--quiet"]
     for name in ("SIGSTOP rank 0", "kill -9 rank 1", "Ctrl-C"):
         report_path = ctx.path(f"kept-{len(ctx.jobs)}.json")
