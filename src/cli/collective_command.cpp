@@ -11,6 +11,7 @@
 
 #include "bench/collective_harness.hpp"
 #include "bench/watchdog.hpp"
+#include "cli/buffer_pages_flag.hpp"
 #include "cli/call_arguments_check.hpp"
 #include "cli/collective_background.hpp"
 #include "cli/collective_expectation.hpp"
@@ -729,8 +730,8 @@ class CollectiveCommand : public Command {
                                              [&kept](const std::string& message) { kept.abandon(message); },
                                              std::move(progress));
         watchdog->enter({"setup", "start-up", 0, 0});
-        Backend backend = make_backend(resolved.backend, session, control,
-                                       options_.nccl_choices ? NcclLogLevel::per_call : NcclLogLevel::init);
+        Backend backend = make_run_backend(invocation, resolved.backend, session, control,
+                                           options_.nccl_choices ? NcclLogLevel::per_call : NcclLogLevel::init);
         if (options_.nccl_choices && !backend.nccl_log)
             throw UsageError("--nccl-choices reads NCCL's own log; this run uses MPI on host memory: drop it, or run "
                              "on GPUs with --backend nccl");
@@ -1135,6 +1136,7 @@ std::unique_ptr<Command> add_collective_command(CLI::App& app, const std::string
     command->given().csv = sub->add_option("--csv", o.csv_path, "Write the results as CSV");
     sub->add_option("--backend", o.backend, "auto (NCCL when every rank sees a GPU), mpi or nccl")
         ->capture_default_str();
+    add_buffer_pages_flag(*sub);
     sub->add_option("--groups", o.groups,
                     "Run the collective in concurrent groups: host (one per host), cross-host (one per local rank) "
                     "or N (consecutive ranks); busbw per group and the minimum");

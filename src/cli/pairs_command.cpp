@@ -10,6 +10,7 @@
 #include <iostream>
 
 #include "bench/pair_bench.hpp"
+#include "cli/buffer_pages_flag.hpp"
 #include "cli/command.hpp"
 #include "cli/job_environment.hpp"
 #include "cli/job_watchdog.hpp"
@@ -120,7 +121,7 @@ class PairsCommand : public Command {
         const auto watchdog = start_watchdog(options_.timeout_s, session, control,
                                              [&kept](const std::string& message) { kept.abandon(message); });
         watchdog->enter({"setup", "start-up", 0, 0});
-        Backend backend = make_backend(parse_backend(options_.backend), session, control);
+        Backend backend = make_run_backend(invocation, parse_backend(options_.backend), session, control);
         throw_if_any_rank_failed(control,
                                  memory_refusal(resolved, participants.size(),
                                                 run_memory_budgets(*backend.device, control, session.hosts_by_rank(),
@@ -131,6 +132,7 @@ class PairsCommand : public Command {
                                              config_json(resolved));
         if (session.world_rank() == 0) {
             print_header(std::cout, participants, resolved);
+            write_line(std::cout, buffer_pages_line(environment));
             // Ranks that share a core wait for the CPU, not the link: every pair looks slow.
             if (oversubscribed(environment))
                 write_line(std::cerr, "warning: more ranks than cores on a host: ranks share cores and busy-poll, so "
@@ -228,6 +230,7 @@ std::unique_ptr<Command> add_pairs_command(CLI::App& app) {
         ->capture_default_str();
     sub->add_option("--json", o.json_path,
                     "Write the report as JSON (schema parbench.report/v1), rewritten after every round");
+    add_buffer_pages_flag(*sub);
     sub->add_option("--backend", o.backend, "auto (NCCL when every rank sees a GPU), mpi or nccl")
         ->capture_default_str();
     sub->add_option("--timeout", o.timeout_s,

@@ -12,6 +12,7 @@
 #include <optional>
 #include <thread>
 
+#include "cli/buffer_pages_flag.hpp"
 #include "cli/command.hpp"
 #include "cli/divergence_reason.hpp"
 #include "cli/iteration_log.hpp"
@@ -229,7 +230,7 @@ class TrainCommand : public Command {
             },
             stop_linger(rank));
         watchdog->enter({"setup", "start-up", 0, 0});
-        Backend backend = make_backend(backend_choice, session, control);
+        Backend backend = make_run_backend(invocation, backend_choice, session, control);
         Device& device = *backend.device;
         std::unique_ptr<Ops> ops = make_ops(device);
         // The whole-sequence attention as this backend's kernels allow (theory/engine_attention.hpp).
@@ -298,6 +299,7 @@ class TrainCommand : public Command {
         const bool speaks = rank == 0 && !run_options_.quiet;
         if (speaks) {
             print_train_header(std::cout, plan, shape, parameters, device.kind());
+            write_line(std::cout, buffer_pages_line(environment));
             if (oversubscribed(environment))
                 std::cerr << "warning: more ranks than cores on a host: ranks share cores and busy-poll, so step "
                              "times measure the scheduler too; quote figures from runs with at most one rank per core\n";
@@ -412,6 +414,7 @@ std::unique_ptr<Command> add_train_command(CLI::App& app) {
         ->capture_default_str();
     sub->add_flag("-q,--quiet", command->run_options().quiet, "Print errors only (no header, progress or summary)");
     command->json_flag() = sub->add_option("--json", o.json_path, "Write the report as JSON (schema parbench.report/v1)");
+    add_buffer_pages_flag(*sub);
     sub->add_option("--backend", o.backend, "auto (NCCL when every rank sees a GPU), mpi or nccl")
         ->capture_default_str();
     sub->add_option("--testing-slow-rank", o.testing_slow_rank,

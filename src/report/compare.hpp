@@ -31,7 +31,8 @@ struct ReportSetup {
     std::string backend;
     std::string hosts;  // first host, "+N" when more
     std::string dtype;
-    std::string describe() const;  // "2 ranks, mpi, vm"
+    std::string pages;  // environment.buffer_pages.obtained: normal, huge, ...; "" in reports from before it
+    std::string describe() const;  // "2 ranks, mpi, vm, normal pages"
 };
 
 // Where a noise interval comes from: the point's iterations in one run each (a percentile

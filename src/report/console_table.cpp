@@ -3,6 +3,8 @@
 #include <algorithm>
 #include <iomanip>
 
+#include "report/environment.hpp"
+
 namespace parbench {
 namespace {
 
@@ -54,6 +56,7 @@ void print_console_header(std::ostream& out, const nlohmann::json& frame, const 
     out << "; " << environment["cpu_cores"].get<unsigned>() << " cores on this host\n";
     out << "# backend " << environment["backend"].get<std::string>() << ", device "
         << environment["device_kind"].get<std::string>() << ": " << environment["device"].get<std::string>() << '\n';
+    if (environment.contains("buffer_pages")) out << buffer_pages_line(environment["buffer_pages"]) << '\n';
     out << "# " << environment["mpi_version"].get<std::string>();
     for (const auto& [library, version] : environment["versions"].items()) out << ", " << library << ' ' << version.get<std::string>();
     const nlohmann::json& config = frame.at("config");
