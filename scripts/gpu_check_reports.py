@@ -83,6 +83,8 @@ def collectives(path):
         missing = sorted({r["collective"] for r in measured
                           if r["collective"] in ONE_RANK_COPIES and not r.get("one_rank_shortcut")})
         expect(not missing, f"{path}: one-rank points of {', '.join(missing)} are not labelled as NCCL's copy")
+        nonzero = sorted({r["collective"] for r in measured if r.get("one_rank_shortcut") and r["busbw_gbps"] != 0})
+        expect(not nonzero, f"{path}: one-rank copies of {', '.join(nonzero)} report a busbw other than 0")
         wrong = sorted(set(labelled) - ONE_RANK_COPIES)
         expect(not wrong, f"{path}: {', '.join(wrong)} labelled as a copy, but NCCL runs them")
     else:

@@ -99,6 +99,8 @@ class PlanCommand : public Command {
                              "expert-parallel rank receives, 1 (balanced) or more, as `parbench alltoallv --skew` reports it");
     }
 
+    bool needs_mpi() const override { return false; }
+
     int run(Invocation& invocation) override {
         const ResolvedModel resolved = resolve_plan_model(model);
         ClusterSpec cluster;

@@ -6,6 +6,7 @@
 #include <nlohmann/json.hpp>
 
 #include <cstdint>
+#include <limits>
 #include <optional>
 #include <string>
 
@@ -76,6 +77,9 @@ inline constexpr std::int64_t max_vocab = 1 << 24;
 inline constexpr std::int64_t max_ffn_hidden = 1 << 22;
 inline constexpr std::int64_t max_trained_global_batch = 1 << 30;  // plan's --global-batch limit
 inline constexpr double max_parameters = 1e15;  // 500 x the largest model published
+// Below these the float kernels give NaN at the first step (parse_model_config says how).
+inline constexpr double min_rope_theta = 1.0;
+inline constexpr double min_norm_eps = std::numeric_limits<float>::min();  // float's smallest normal number
 }  // namespace model_limits
 
 std::string model_kind_name(ModelKind kind);

@@ -3,6 +3,8 @@
 #include <cublas_v2.h>
 #include <cuda_runtime_api.h>
 
+#include <algorithm>
+#include <limits>
 #include <memory>
 #include <string>
 
@@ -342,6 +344,21 @@ void CudaOps::add_inplace(float* acc, const float* x, std::size_t n) {
 void CudaOps::scale(float* x, float factor, std::size_t n) { launch_scale(x, factor, n, resources_->stream->get()); }
 
 void CudaOps::fill(float* x, float value, std::size_t n) { launch_fill(x, value, n, resources_->stream->get()); }
+
+// cuBLAS's nrm2 on the ops' stream (its result to the host: the call waits for it), in pieces
+// of at most INT_MAX elements, cuBLAS's count type.
+double CudaOps::sum_of_squares(const float* x, std::size_t n) {
+    constexpr std::size_t piece = static_cast<std::size_t>(std::numeric_limits<int>::max());
+    double sum = 0.0;
+    for (std::size_t begin = 0; begin < n; begin += piece) {
+        float norm = 0.0f;
+        check_cublas(cublasSnrm2(resources_->cublas.get(), static_cast<int>(std::min(piece, n - begin)), x + begin, 1,
+                                 &norm),
+                     "cublasSnrm2");
+        sum += static_cast<double>(norm) * static_cast<double>(norm);
+    }
+    return sum;
+}
 
 void CudaOps::crossentropy_forward(float* losses, float* probs, const float* logits, const int* targets, int BT,
                                    int V) {
