@@ -124,10 +124,11 @@ ModelConfig parse_model_config(const nlohmann::json& document, const std::string
     std::set<std::string> allowed = {"kind", "description", "layers", "hidden"};
     if (kind == "gpt") {
         config.kind = ModelKind::gpt;
-        allowed.insert({"heads", "seq_len", "vocab", "moe"});
+        allowed.insert({"heads", "seq_len", "vocab", "moe", "trained_global_batch"});
     } else if (kind == "llama") {
         config.kind = ModelKind::llama;
-        allowed.insert({"heads", "kv_heads", "ffn_hidden", "seq_len", "vocab", "rope_theta", "norm_eps", "moe", "mla"});
+        allowed.insert({"heads", "kv_heads", "ffn_hidden", "seq_len", "vocab", "rope_theta", "norm_eps", "moe", "mla",
+                        "trained_global_batch"});
     } else if (kind == "mlp") {
         config.kind = ModelKind::mlp;
     } else {
@@ -153,6 +154,8 @@ ModelConfig parse_model_config(const nlohmann::json& document, const std::string
         if (config.hidden % config.heads != 0)
             throw UsageError(source + ": \"hidden\" (" + std::to_string(config.hidden) + ") must divide by \"heads\" (" +
                              std::to_string(config.heads) + ")");
+        if (const auto batch = fields.optional_integer("trained_global_batch", 1, model_limits::max_trained_global_batch))
+            config.trained_global_batch = static_cast<int>(*batch);
     }
     if (config.kind == ModelKind::llama) {
         config.kv_heads = positive_int(fields, "kv_heads", model_limits::max_hidden);
@@ -220,7 +223,10 @@ nlohmann::json to_json(const ModelConfig& config) {
                         {"every", config.moe->every},             {"first_dense", config.moe->first_dense},
                         {"router", config.moe->score == MoeScore::sigmoid ? "sigmoid" : "softmax"},
                         {"expert_activation", config.moe->activation == ExpertActivation::gelu ? "gelu" : "swiglu"}};
-    return {{"name", config.name}, {"kind", model_kind_name(config.kind)}, {"source", config.source}, {"shape", shape}};
+    nlohmann::json out = {{"name", config.name}, {"kind", model_kind_name(config.kind)}, {"source", config.source},
+                          {"shape", shape}};
+    if (config.trained_global_batch > 0) out["trained_global_batch"] = config.trained_global_batch;
+    return out;
 }
 
 LlamaShape llama_shape(const ModelConfig& config) {
