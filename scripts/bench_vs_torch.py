@@ -183,7 +183,9 @@ def compare(args, name, tmp):
     return result
 
 
-def main():
+def parse_arguments(argv=None):
+    """The options, each checked: a bad one is one line and exit 2, before anything is installed
+    or run (bench_vs_torch.sh calls this with --check-arguments first)."""
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--parbench", default=os.path.join(ROOT, "build", "parbench"))
     parser.add_argument("--baseline", help="another parbench binary (e.g. an earlier build) run in each pair too")
@@ -196,14 +198,41 @@ def main():
                         help="also the CPU time per step: each program run again with this many more steps")
     parser.add_argument("--profile", action="store_true", help="keep torch.profiler's per-op table in the JSON")
     parser.add_argument("--json", help="write every figure here")
+    parser.add_argument("--check-arguments", action="store_true",
+                        help="check the other arguments and exit (before PyTorch is installed)")
     parser.add_argument("comparisons", nargs="*", default=["gpt-small", "llama-small", "mlp-deep", "gpt-small-dp2",
                                                            "gpt-small-zero3"])
-    args = parser.parse_args()
+    args = parser.parse_args(argv)
+
+    def refuse(message):
+        print(f"bench_vs_torch: {message}", file=sys.stderr)
+        sys.exit(2)
+
     for name in args.comparisons:
         if name not in COMPARISONS:
-            sys.exit(f"bench_vs_torch: unknown comparison '{name}': use {', '.join(COMPARISONS)}")
+            refuse(f"unknown comparison '{name}': use {', '.join(COMPARISONS)}")
     if args.pairs < 1:
-        sys.exit("bench_vs_torch: --pairs must be at least 1")
+        refuse("--pairs must be at least 1")
+    if args.steps < 1:
+        refuse("--steps must be at least 1")
+    if args.warmup < 0 or args.cpu_steps < 0:
+        refuse("--warmup and --cpu-steps must be 0 or more")
+    if not (args.tolerance > 0 and args.tolerance < float("inf")):
+        refuse("--tolerance must be a positive number (a relative loss difference, e.g. 1e-5)")
+    for flag, binary in (("--parbench", args.parbench), ("--baseline", args.baseline)):
+        if binary is not None and not (os.path.isfile(binary) and os.access(binary, os.X_OK)):
+            refuse(f"{flag} {binary}: no such program; build parbench first (scripts/setup.sh)")
+    if args.json:
+        folder = os.path.dirname(os.path.abspath(args.json))
+        if not (os.path.isdir(folder) and os.access(folder, os.W_OK)):
+            refuse(f"--json {args.json}: the folder {folder} does not exist or is not writable")
+    return args
+
+
+def main():
+    args = parse_arguments()
+    if args.check_arguments:
+        return
     results = []
     crashed = []
     with tempfile.TemporaryDirectory() as tmp:

@@ -17,7 +17,9 @@ for arg in "$@"; do
   fi
 done
 venv=${PARBENCH_TORCH_VENV:-$root/.venv-torch}
-[[ -x $root/build/parbench ]] || { echo "bench_vs_torch: build/parbench not found: run scripts/setup.sh first" >&2; exit 2; }
+# The arguments first (the parbench binaries they name too), with the system's Python, since the
+# check needs no PyTorch: a typo is one line and exit 2, not a PyTorch download and then the line.
+python3 "$root/scripts/bench_vs_torch.py" --check-arguments "$@" || exit 2
 if ! "$venv/bin/python" -c "import torch, numpy" 2>/dev/null; then
   echo "bench_vs_torch: installing PyTorch and numpy into $venv (once)"
   python3 -m venv "$venv"

@@ -11,7 +11,13 @@ at the binaries.
 
     scripts/compare_peers.py --imb /path/IMB-MPI1 --osu /path/osu/mpi/collective \\
         [--parbench build/parbench] [--np 2] [--rounds 5] [--json out.json] [--markdown] \\
-        [--parbench-flags "..."] [--no-imb-placement]
+        [--parbench-flags "..."] [--no-imb-placement] [--collectives allreduce,alltoall] [--drift]
+
+--drift judges every point as the CI's peer-drift guard does (scripts/peer_drift.py: parbench's
+busbw ratio to each peer against the peers' own, with parbench compare's between-run noise
+model, each round's process one run) and exits 1 where parbench drifted. The JSON records the host's transparent
+huge page setting and the pages parbench's buffers got (its reports' environment.buffer_pages):
+run it once per setting to see a figure's dependence on them (docs/reproducing.md).
 
 Sizes follow the peers' convention (IMB's #bytes, OSU's Size): the whole buffer for
 allreduce, reduce and broadcast, each rank's contribution for allgather and each
@@ -27,6 +33,9 @@ import subprocess
 import sys
 import tempfile
 
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import peer_drift  # noqa: E402  (beside this script)
+
 COLLECTIVES = {
     # parbench name: (IMB benchmark, OSU binary, parbench size = peer size x this (per rank count))
     "allreduce": ("Allreduce", "osu_allreduce", False),
@@ -36,12 +45,12 @@ COLLECTIVES = {
     "reduce": ("Reduce", "osu_reduce", False),
 }
 DEFAULT_SIZES = [8, 1024, 65536, 1 << 20, 4 << 20]
-SMALL = 8192  # OSU's iteration switch: 1000 iterations + 200 warm-up below, 100 + 10 above
+SMALL = peer_drift.SMALL  # OSU's iteration switch: 1000 iterations + 200 warm-up below, 100 + 10 above
 
 # The parbench flags that reproduce IMB-MPI1's and OSU's method: each iteration timed
 # alone between barriers, every rank's mean over iterations, then the mean (t_avg, OSU's
 # average) or the max (t_max) over ranks; separate send and receive buffers.
-PARBENCH_METHOD = ["--timing", "per-iter", "--aggregate", "rank-mean", "--placement", "out", "--mpi-threads", "single"]
+PARBENCH_METHOD = peer_drift.PARBENCH_METHOD
 
 
 def lower_quartile(values):
@@ -63,14 +72,17 @@ def mpirun(args, np, preload=None):
 
 
 def run_parbench(parbench, np, name, size, workdir, extra_flags):
-    """{"rank-mean": us, "rank-max": us} of one parbench process at one collective and size."""
+    """{"rank-mean": us, "rank-max": us} of one parbench process at one collective and size, and
+    the pages its buffers got."""
     scale = np if COLLECTIVES[name][2] else 1
     iters, warmup = ("1000", "200") if size <= SMALL else ("100", "10")
     report = os.path.join(workdir, f"{name}.json")
     mpirun([parbench, name, "--size", str(size * scale), "--iters", iters, "--warmup", warmup, *PARBENCH_METHOD,
             *extra_flags, "--quiet", "--json", report], np)
-    entry = json.load(open(report))["results"][0]
-    return {"rank-mean": entry["reported_time_us"], "rank-max": entry["aggregates_us"]["rank-max"]}
+    document = json.load(open(report))
+    entry = document["results"][0]
+    pages = document["environment"].get("buffer_pages", {}).get("obtained", "unrecorded")
+    return {"rank-mean": entry["reported_time_us"], "rank-max": entry["aggregates_us"]["rank-max"]}, pages
 
 
 def run_imb(imb, np, name, size, workdir):
@@ -149,7 +161,8 @@ def measure_rounds(args, sizes, workdir):
     round and the point: the machine's slow drifts then touch every tool alike, and each
     round's three figures of a point are seconds apart (the paired ratios compare those)."""
     rounds = []
-    points = [(name, size) for name in COLLECTIVES for size in sizes]
+    pages = set()
+    points = [(name, size) for name in args.collectives for size in sizes]
     tools = ["parbench", "imb", "osu"]
     # parbench's figure for IMB puts every rank's buffers where IMB's land on that rank.
     placement = {}
@@ -162,12 +175,15 @@ def measure_rounds(args, sizes, workdir):
             shift = (r + index) % 3
             for tool in tools[shift:] + tools[:shift]:
                 if tool == "parbench":
-                    value = run_parbench(args.parbench, args.np, name, size, workdir, args.parbench_flags.split())
+                    value, obtained = run_parbench(args.parbench, args.np, name, size, workdir,
+                                                   args.parbench_flags.split())
+                    pages.add(obtained)
                     figures.setdefault((name, size), {}).update({"parbench_" + k: v for k, v in value.items()})
                     if (name, size) in placement:
-                        value = run_parbench(args.parbench, args.np, name, size, workdir,
-                                             args.parbench_flags.split() +
-                                             ["--buffer-offsets", placement[(name, size)]])
+                        value, obtained = run_parbench(args.parbench, args.np, name, size, workdir,
+                                                       args.parbench_flags.split() +
+                                                       ["--buffer-offsets", placement[(name, size)]])
+                        pages.add(obtained)
                     figures[(name, size)].update({"parbench_imb_" + k: v for k, v in value.items()})
                 elif tool == "imb":
                     value = run_imb(args.imb, args.np, name, size, workdir)
@@ -177,7 +193,7 @@ def measure_rounds(args, sizes, workdir):
                     figures.setdefault((name, size), {}).update({"osu_" + k: v for k, v in value.items()})
         rounds.append(figures)
         print(f"round {r + 1}/{args.rounds} done", file=sys.stderr)
-    return rounds, placement
+    return rounds, placement, sorted(pages)
 
 
 def main():
@@ -188,6 +204,9 @@ def main():
     parser.add_argument("--np", type=int, default=2)
     parser.add_argument("--rounds", type=int, default=5)
     parser.add_argument("--sizes", default=",".join(map(str, DEFAULT_SIZES)), help="bytes, peers' convention")
+    parser.add_argument("--collectives", default=",".join(COLLECTIVES), help="a comma-separated subset")
+    parser.add_argument("--drift", action="store_true",
+                        help="judge each point as the CI's peer-drift guard does and exit 1 where parbench drifted")
     parser.add_argument("--parbench-flags", default="", help="more flags for every parbench run")
     parser.add_argument("--no-imb-placement", action="store_true",
                         help="compare IMB with parbench's default buffers, not with IMB's placement of them")
@@ -205,18 +224,25 @@ def main():
                              "explain")
     args = parser.parse_args()
     sizes = [int(s) for s in args.sizes.split(",")]
+    args.collectives = args.collectives.split(",")
+    unknown = [name for name in args.collectives if name not in COLLECTIVES]
+    if unknown:
+        parser.error(f"--collectives: {', '.join(unknown)} unknown; choose from {', '.join(COLLECTIVES)}")
+    thp = peer_drift.thp_setting()
     if args.from_json:  # tabulate a previous run's figures again
         earlier = json.load(open(args.from_json))
         sizes, args.rounds, args.np = earlier["sizes"], earlier["rounds"], earlier["np"]
         split = lambda key: (key.split()[0], int(key.split()[1]))
         rounds = [{split(k): v for k, v in r.items()} for r in earlier["raw"]]
+        args.collectives = [name for name in COLLECTIVES if any(point[0] == name for point in rounds[0])]
         placement = {} if args.no_imb_placement else {split(k): v for k, v in earlier.get("imb_buffer_offsets", {}).items()}
+        pages, thp = earlier.get("parbench_pages", []), earlier.get("thp", {})
     else:
         for path in (args.imb, args.parbench, os.path.join(args.osu, "osu_allreduce")):
             if not path or not os.access(path, os.X_OK):
                 sys.exit(f"error: {path} is not an executable; build it first (see the script's help)")
         with tempfile.TemporaryDirectory(prefix="parbench-peers-") as workdir:
-            rounds, placement = measure_rounds(args, sizes, workdir)
+            rounds, placement, pages = measure_rounds(args, sizes, workdir)
     # (peer figure, parbench figure compared with it, column headers): IMB beside parbench with
     # its own buffers and with IMB's placement of them; IMB's t_max is in the JSON only.
     pairs = [("imb_t_avg", "parbench_rank-mean", "IMB t_avg", "parbench"),
@@ -231,7 +257,7 @@ def main():
                                     None)]
     pick = STATISTICS[args.statistic]
     rows = []
-    for name in COLLECTIVES:
+    for name in args.collectives:
         for size in sizes:
             per_round = [r[(name, size)] for r in rounds]
             row = {"collective": name, "bytes": size}
@@ -277,17 +303,32 @@ def main():
             print(f"#   resampled {args.resample}x: {sum(chances.values()):.1f} points beyond 15 % per run expected; "
                   f"beyond in 90 % of resamples: {', '.join(firm) or 'none'}", file=sys.stderr)
     described = {"quartile": "lower quartile", "best": "best", "median": "median"}[args.statistic]
-    print(f"# times in us, the {described} of {args.rounds} processes per tool and point at {args.np} ranks",
-          file=sys.stderr)
+    print(f"# times in us, the {described} of {args.rounds} processes per tool and point at {args.np} ranks; "
+          f"THP {thp.get('enabled', '?')} (defrag {thp.get('defrag', '?')}), parbench's buffers on "
+          f"{', '.join(pages) or 'unrecorded'} pages", file=sys.stderr)
+    verdicts = None
+    if args.drift:
+        figures = {point: {"parbench": [r[point]["parbench_rank-mean"] for r in rounds],
+                           "IMB": [r[point]["imb_t_avg"] for r in rounds], "OSU": [r[point]["osu_avg"] for r in rounds]}
+                   for point in rounds[0]}
+        verdicts = peer_drift.judge(args.parbench, figures, args.np, peers=("IMB", "OSU"))
+        print("# drift: busbw ratios to each peer, intervals over the rounds' processes as runs, 95 % for all "
+              "together (scripts/peer_drift.py)", file=sys.stderr)
+        peer_drift.print_verdicts(verdicts, sys.stderr)
     if args.json:
         with open(args.json, "w") as out:
-            json.dump({"np": args.np, "rounds": args.rounds, "sizes": sizes,
+            json.dump({"np": args.np, "rounds": args.rounds, "sizes": sizes, "thp": thp, "parbench_pages": pages,
                        "parbench_flags": PARBENCH_METHOD + args.parbench_flags.split(),
                        "imb_buffer_offsets": {f"{k[0]} {k[1]}": v for k, v in placement.items()},
                        "rows": rows,
                        **({"resampled_miss_chance": {pair: {f"{k[0]} {k[1]}": v for k, v in chances.items()}
                                                      for pair, chances in resampled.items()}} if resampled else {}),
+                       **({"drift": verdicts} if verdicts is not None else {}),
                        "raw": [{f"{k[0]} {k[1]}": v for k, v in r.items()} for r in rounds]}, out, indent=1)
+    if verdicts is not None and any(v["drift"] for v in verdicts):
+        print("error: parbench drifted from a peer beyond the peers' own disagreement and the noise (above)",
+              file=sys.stderr)
+        sys.exit(1)
 
 
 def miss_chances(rounds, mine, peer, pick, resamples):

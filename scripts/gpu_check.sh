@@ -17,8 +17,9 @@
 #                clamped to what is left; a step that no longer fits is skipped, and says so.
 #   --only A,B   run only these steps (names as the summary gives them), e.g. to redo two
 #   --rehearse   no GPU is expected: unpack the bundle and run its CPU parts (info, one
-#                collective over MPI at 1 and 2 ranks, the GPU test programs up to their
-#                "no GPU" skip), as tests/gpu_bundle does on a machine without one.
+#                collective over MPI at 1 and 2 ranks, one under a --background load, the GPU
+#                test programs up to their "no GPU" skip), as tests/gpu_bundle does on a
+#                machine without one.
 #
 # OUTDIR gets exactly two files, rewritten after every step, so that even a check killed from
 # outside leaves what it had: summary.txt (a line per step: result, seconds, what it showed)
@@ -28,7 +29,8 @@
 # Order, most telling first: setup (bundle, CUDA libraries, ldd of every program), info and an
 # NCCL smoke test, the refusal of two ranks on one GPU, the GPU unit tests, the MFU of a
 # gpt2-124m bf16 step, GPU-against-CPU training (fp32 and bf16, dense and MoE), the collectives
-# with validation, launch against CUDA-graph replay, and the NVTX ranges. Every report a step
+# with validation, launch against CUDA-graph replay, the NVTX ranges, and collectives under
+# --background loads. Every report a step
 # reads must say backend nccl (the CPU references: mpi), or the step fails.
 set -uo pipefail
 
@@ -250,6 +252,17 @@ nvtx() {
         mpirun --allow-run-as-root -np 1 parbench alltoall -b 8 -e 64 -f 2 --iters 3 --warmup 2 --backend nccl \
         --json "$LOGS/$STEP.json" && read_reports backend nccl "$LOGS/$STEP.json"
 }
+background() {  # RANKS BACKEND "COLLECTIVE LOAD"...: each collective at 4 MiB, checked, under its --background load
+    local ranks=$1 backend=$2 pair collective load files=()
+    shift 2
+    for pair in "$@"; do
+        read -r collective load <<<"$pair"
+        files+=("$LOGS/${STEP}_${collective}_${load%%:*}.json")
+        launch "$ranks" parbench "$collective" --size 4M --check --background "$load" --backend "$backend" \
+            --json "${files[-1]}" || return 1
+    done
+    read_reports background "$backend" "${files[@]}"
+}
 stopped_rank() {
     # A rank stopped (SIGSTOP) in the middle of NCCL allreduces: the watchdog (--timeout) must
     # end the job, naming the rank, within its bound; the stopped rank is then killed.
@@ -282,7 +295,7 @@ stopped_rank() {
     echo "rank 1 stopped mid-allreduce: the watchdog ended the job (status $status), naming rank 1"
 }
 export -f launch read_reports check_info nccl_smoke one_gpu_refusal gtest_program mfu gpu_against_cpu collectives \
-    alltoallv_skew launch_against_graph nvtx stopped_rank
+    alltoallv_skew launch_against_graph nvtx background stopped_rank
 
 # ---- setup: the programs, their libraries, the machine ------------------------------------------
 unpack_bundle() {
@@ -407,6 +420,7 @@ if [[ $rehearse == true ]]; then
         step "collective_mpi_np$ranks" 5 60 bash -c 'launch "$1" parbench allreduce -b 8 -e 1M -f 8 --check --json "$LOGS/$STEP.json" &&
             read_reports backend mpi "$LOGS/$STEP.json" && echo "allreduce 8 B-1 MiB at $1 rank(s) over MPI (auto without a GPU): 0 wrong"' _ "$ranks"
     done
+    step background_mpi 5 60 background 1 mpi "alltoall stream:1M"
     step gpu_tests_skip 5 60 gtest_program 1 "$GPU_TESTS" skip
     step ops_gpu_tests_skip 5 60 gtest_program 1 "$OPS_GPU_TESTS" skip
     exit 0
@@ -436,6 +450,10 @@ step train_gpt-moe-tiny_fp32 10 90 gpu_against_cpu 1 fp32 1e-4 gpt-moe-tiny "${m
 step collectives 20 150 collectives 1
 step launch_against_graph 15 90 launch_against_graph 1
 step nvtx 10 60 nvtx
+# --background's GPU loads, each on a stream of its own beside the collective's: at one rank the
+# second communicator's all-reduce is NCCL's copy, but a GEMM and a memory stream beside NCCL's
+# send/receive kernels still contend for the GPU's SMs and memory.
+step background 15 90 background 1 nccl "sendrecv gemm:4096" "alltoall stream:1G" "alltoall collective:64M"
 
 if ((gpus >= 2)); then
     # Every data movement between GPUs: what one GPU cannot show (docs/gpus.md).
@@ -443,6 +461,8 @@ if ((gpus >= 2)); then
     step "collectives_np$gpus" 30 240 collectives "$gpus"
     ((gpus >= 4)) && step "collectives_groups_np$gpus" 30 240 collectives "$gpus" --groups $((gpus / 2))
     step "alltoallv_skew_np$gpus" 15 90 alltoallv_skew "$gpus"
+    # Two communicators' all-reduces at once (issue 35's 256 KiB pair), and one beside a GEMM.
+    step "background_np$gpus" 15 90 background "$gpus" nccl "allreduce collective:256K" "allreduce gemm:4096"
     step "launch_against_graph_np$gpus" 15 90 launch_against_graph "$gpus"
     step train_gpt-tiny_dp2 10 90 gpu_against_cpu 2 fp32 1e-4 gpt-tiny --dp 2 --microbatches 2
     step train_gpt-tiny_tp2 10 90 gpu_against_cpu 2 fp32 1e-4 gpt-tiny --tp 2 --microbatches 2

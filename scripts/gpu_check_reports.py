@@ -10,6 +10,7 @@ fails its step (a GPU check that quietly ran on the CPU must not pass).
     gpu_check_reports.py mfu FILE
     gpu_check_reports.py losses GPU_FILE CPU_FILE LIMIT
     gpu_check_reports.py graph LAUNCHED_FILE GRAPHED_FILE
+    gpu_check_reports.py background BACKEND FILE...
 
 Exits 0 when every assertion holds, 1 (with the reason) when one does not.
 """
@@ -82,6 +83,8 @@ def collectives(path):
         missing = sorted({r["collective"] for r in measured
                           if r["collective"] in ONE_RANK_COPIES and not r.get("one_rank_shortcut")})
         expect(not missing, f"{path}: one-rank points of {', '.join(missing)} are not labelled as NCCL's copy")
+        nonzero = sorted({r["collective"] for r in measured if r.get("one_rank_shortcut") and r["busbw_gbps"] != 0})
+        expect(not nonzero, f"{path}: one-rank copies of {', '.join(nonzero)} report a busbw other than 0")
         wrong = sorted(set(labelled) - ONE_RANK_COPIES)
         expect(not wrong, f"{path}: {', '.join(wrong)} labelled as a copy, but NCCL runs them")
     else:
@@ -141,6 +144,35 @@ def graph(launched_path, graphed_path):
     print(f"{collective} at {size} B: {one:.2f} us launched, {other:.2f} us replayed from a CUDA graph")
 
 
+def background(expected, paths):
+    """--background runs: every point measured under its load, checked right under it, and the
+    load's throughput taken alone and beside the collective."""
+    for path in paths:
+        report = load(path, expected)
+        expect(report["summary"]["checked"], f"{path}: not a --check run: nothing says the data stayed right")
+        ranks = report["environment"]["world_size"]
+        measured = [r for r in report["results"] if r.get("skipped") is None]
+        expect(measured, f"{path}: no point was measured")
+        for r in measured:
+            b = r.get("background")
+            expect(b, f"{path}: {r['collective']} {r['bytes']} B has no background figures")
+            expect(r["wrong"] == 0 and b["wrong_loaded"] == 0,
+                   f"{path}: {r['collective']} {r['bytes']} B: {b['wrong_loaded']} wrong elements under {b['load']}")
+            units = b["load_units"]
+            expect(units["alone"] > 0 and units["with_collective"] > 0,
+                   f"{path}: {b['load']} did no work ({units['alone']} units alone, {units['with_collective']} beside)")
+            # An all-reduce's busbw is 0 at one rank (2 (n-1)/n); every other load's rate is positive.
+            if not (b["load"].startswith("collective") and ranks == 1):
+                expect(b["load_alone"] > 0 and b["load_with_collective"] > 0, f"{path}: {b['load']}: no throughput")
+            expect(b["time_loaded_us"] > 0 and abs(b["slowdown"] * b["time_alone_us"] - b["time_loaded_us"])
+                   <= 1e-6 * b["time_loaded_us"], f"{path}: slowdown {b['slowdown']} is not loaded / alone")
+        r = max(measured, key=lambda r: (r["bytes"], not r["inplace"]))
+        b = r["background"]
+        print(f"{r['collective']} {r['bytes']} B at {ranks} rank(s) under {b['load']}: {b['time_alone_us']:.1f} -> "
+              f"{b['time_loaded_us']:.1f} us (x{b['slowdown']:.2f}); load {b['load_alone']:.1f} -> "
+              f"{b['load_with_collective']:.1f} {b['unit']}; 0 wrong under load")
+
+
 def main(argv):
     if len(argv) < 2:
         sys.exit(__doc__)
@@ -158,6 +190,8 @@ def main(argv):
             losses(args[0], args[1], float(args[2]))
         elif command == "graph":
             graph(args[0], args[1])
+        elif command == "background":
+            background(args[0], args[1:])
         else:
             sys.exit(__doc__)
     except Failed as failure:

@@ -16,6 +16,9 @@ import plot_env  # scripts/plot_env.py: matplotlib, whatever python3 runs this
 
 plt = plot_env.pyplot()
 
+# A slide's width: 1600 pixels, as scripts/plot.py draws.
+DPI = 160
+WIDTH_INCHES = 1600 / DPI
 COLOURS = {"F": "#4c72b0", "B": "#dd8452", "W": "#55a868"}
 OTHER = {"p2p": "#c8c8c8", "collective": "#8c8c8c", "optimizer": "#5a5a5a"}
 
@@ -36,7 +39,7 @@ def main():
     events = [e for e in events if e["args"]["step"] == step]
     origin = min(e["ts"] for e in events)
     ranks = sorted(names)
-    fig, ax = plt.subplots(figsize=(14, 0.6 * len(ranks) + 2.0))
+    fig, ax = plt.subplots(figsize=(WIDTH_INCHES, 0.55 * len(ranks) + 1.9))
     for e in events:
         row = ranks.index(e["pid"])
         start, width = (e["ts"] - origin) / 1000.0, e["dur"] / 1000.0
@@ -59,10 +62,10 @@ def main():
                  f"theoretical bubble {meta.get('theoretical_bubble', float('nan')):.3f}")
     handles = [plt.Rectangle((0, 0), 1, 1, color=c) for c in list(COLOURS.values()) + list(OTHER.values())]
     ax.legend(handles, ["F forward", "B backward", "W weight grad", "p2p (send / recv wait)", "collective",
-                        "optimizer"], loc="upper center", bbox_to_anchor=(0.5, -0.3), ncol=6, fontsize=8,
+                        "optimizer"], loc="upper center", bbox_to_anchor=(0.5, -0.3), ncol=6, fontsize=9,
               frameon=False)
     fig.tight_layout()
-    fig.savefig(args.out, dpi=130)
+    fig.savefig(args.out, dpi=DPI)
     print(f"wrote {args.out}")
 
 

@@ -1,7 +1,9 @@
 #!/usr/bin/env bash
 # Runs every parbench invocation listed in a sweep file and writes each report under
-# results/<run-id>/: <name>.json, <name>.csv, <name>.log, plus manifest.json describing
-# the machine and each run's exit status.
+# results/<run-id>/: <name>.json and <name>.csv (the report files the run's command writes: a
+# collective both, train, plan, pairs and info the JSON alone), <name>.log, plus manifest.json
+# (schemas/sweep-manifest.schema.json) describing the machine and each run: its arguments,
+# exit status and report files.
 #   scripts/sweep.sh configs/sweeps/cpu-collectives.json
 #   PARBENCH_RUN_ID=my-cluster scripts/sweep.sh configs/sweeps/cpu-collectives.json
 #   PARBENCH_RESULTS_DIR=/scratch/results    where the run folders go (default results/)
@@ -43,7 +45,26 @@ parbench=${PARBENCH_BUILD_DIR:-$root/build}/parbench
 [[ -x $parbench ]] || { echo "error: no parbench at $parbench; build it (scripts/setup.sh) or fix PARBENCH_BUILD_DIR" >&2; exit 2; }
 mkdir -p "$out"
 
-statuses=()
+# The report files a command writes, as its own --help lists them ("--json TEXT", "--csv TEXT"):
+# collectives write both, train, plan, pairs and info JSON alone, compare neither (its --csv is a
+# flag that prints CSV). Asked once per command.
+declare -A report_flags=()
+report_flags_of() {  # sets $kinds
+  local command=$1 key="command:$1" help
+  if [[ -z ${report_flags[$key]+set} ]]; then
+    report_flags[$key]=""
+    if [[ -n $command ]]; then
+      help=$("$parbench" "$command" --help 2>/dev/null </dev/null || true)
+      grep -Eq '^\s+(-\w+,)?--json TEXT' <<<"$help" && report_flags[$key]+=" json"
+      grep -Eq '^\s+(-\w+,)?--csv TEXT' <<<"$help" && report_flags[$key]+=" csv"
+    fi
+  fi
+  kinds=${report_flags[$key]}
+}
+
+manifest_runs=$(mktemp)
+trap 'rm -f "$runs_file" "$manifest_runs"' EXIT
+failed=0
 next=0
 while ((next < ${#fields[@]})); do
   name=${fields[next]}; ranks=${fields[next + 1]}; count=${fields[next + 2]}
@@ -52,28 +73,51 @@ while ((next < ${#fields[@]})); do
   options=(-np "$ranks" -x OPENBLAS_NUM_THREADS=1)
   [[ $(id -u) -eq 0 ]] && options+=(--allow-run-as-root)
   ((ranks > $(nproc))) && options+=(--oversubscribe)
+  command=""
+  for arg in "${args[@]}"; do [[ $arg == -* ]] || { command=$arg; break; }; done
+  outputs=()
+  reports=()
+  report_flags_of "$command"
+  for kind in $kinds; do
+    outputs+=("--$kind" "$out/$name.$kind")
+    reports+=("$name.$kind")
+  done
   printf 'sweep: %s (%s ranks): parbench%s\n' "$name" "$ranks" "$(printf ' %q' "${args[@]}")"
   status=0
-  mpirun "${options[@]}" "$parbench" "${args[@]}" --json "$out/$name.json" --csv "$out/$name.csv" \
-    </dev/null >"$out/$name.log" 2>&1 || status=$?
-  ((status == 0)) || echo "sweep: $name failed with status $status (see $out/$name.log)" >&2
-  statuses+=("$name=$status")
+  mpirun "${options[@]}" "$parbench" "${args[@]}" "${outputs[@]}" </dev/null >"$out/$name.log" 2>&1 || status=$?
+  ((status == 0)) || { echo "sweep: $name failed with status $status (see $out/$name.log)" >&2; failed=$((failed + 1)); }
+  # One run a record: name, ranks, exit status, then its report files and arguments, NUL-terminated.
+  printf '%s\0' "$name" "$ranks" "$status" "${#reports[@]}" "${reports[@]}" "${#args[@]}" "${args[@]}" >>"$manifest_runs"
 done
 
+# The manifest (schemas/sweep-manifest.schema.json): the machine, and each run as it was made.
 python3 - "$out/manifest.json" "$sweep" "$run_id" "$(git -C "$root" rev-parse --short HEAD 2>/dev/null || echo unknown)" \
-  "${statuses[@]}" <<'PY'
+  "$manifest_runs" <<'PY'
 import json, os, platform, sys
-path, sweep, run_id, git, *statuses = sys.argv[1:]
+path, sweep, run_id, git, runs_path = sys.argv[1:]
 cpu = next((l.split(":", 1)[1].strip() for l in open("/proc/cpuinfo") if l.startswith("model name")), "unknown")
 memory = next((l.split()[1] for l in open("/proc/meminfo") if l.startswith("MemTotal")), "0")
+fields = open(runs_path, "rb").read().split(b"\0")[:-1]
+fields = [field.decode("utf-8") for field in fields]
+runs = []
+while fields:
+    name, ranks, status, count, *fields = fields
+    reports, fields = fields[:int(count)], fields[int(count):]
+    count, *fields = fields
+    args, fields = fields[:int(count)], fields[int(count):]
+    runs.append({"name": name, "ranks": int(ranks), "args": args, "exit_status": int(status),
+                 "log": name + ".log", "reports": [r for r in reports if os.path.exists(os.path.join(os.path.dirname(path), r))]})
 manifest = {
+    "schema": "parbench.sweep-manifest/v1",
     "run_id": run_id, "sweep": sweep, "git": git,
     "machine": {"host": platform.node(), "kernel": platform.release(), "cpu": cpu,
                 "cores": os.cpu_count(), "memory_gib": round(int(memory) / 2**20, 1)},
-    "runs": [{"name": s.split("=")[0], "exit_status": int(s.split("=")[1])} for s in statuses],
+    "runs": runs,
 }
-json.dump(manifest, open(path, "w"), indent=2)
+partial = path + ".partial"
+with open(partial, "w") as out:
+    json.dump(manifest, out, indent=2)
+os.replace(partial, path)
 PY
 echo "sweep: reports in $out"
-failed=$(printf '%s\n' "${statuses[@]}" | grep -vc '=0$' || true)
 ((failed == 0))

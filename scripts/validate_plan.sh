@@ -12,11 +12,15 @@
 # (factor 2: the gradient buckets' sizes lie where Open MPI's times leave a line), and plan prices
 # the dp lines with them.
 #
-# The compute rate comes from a one-rank train run of the same model at a 2-rank layout's batch
-# per rank (COMPUTE_FROM=train, the default) or from the ops report (COMPUTE_FROM=ops): since the
-# CPU ops were vectorised, the ops' isolated, cache-warm timings sum to about 80 % of the same
-# work inside a step on this VM (81 ms against 103 ms a gpt-small step of 4 sequences,
-# 2026-12-02), which every ops-calibrated prediction then misses by about that much.
+# Compute is each layer's work on a GEMM curve fitted to the ops report's matmuls (plan
+# --gemm-curve), so a layout's micro-batch shapes and its pipeline stages' unequal work (the
+# embedding on the first, the head on the last) show; its level is a one-rank train run of the same
+# model at a 2-rank layout's batch per rank (COMPUTE_FROM=train, the default: plan sets the curve to
+# that run's step less its optimizer) or the ops' own (COMPUTE_FROM=ops): since the CPU ops were
+# vectorised, the ops' isolated, cache-warm timings sum to about 80 % of the same work inside a
+# step on this VM (81 ms against 103 ms a gpt-small step of 4 sequences, 2026-12-02), which every
+# ops-levelled prediction then misses by about that much. The cluster's memory bandwidth is the
+# ops report's copy rate.
 #
 #   scripts/validate_plan.sh [OUT_DIR]      (env: BUILD=build ROUNDS=2 STEPS=6 COMPUTE_FROM=train; REUSE_CALIBRATION=1
 #                                            keeps OUT_DIR's sweeps and ops report; REUSE_MEASUREMENTS=1
@@ -68,13 +72,18 @@ else
   "$pb" train --model gpt-small --global-batch 4 --precision fp32 --warmup 2 --steps "$steps" --quiet \
     --json "$out/compute-train.json" < /dev/null > /dev/null
 fi
-compute_report=$out/ops.json
-[[ $compute_from == train ]] && compute_report=$out/compute-train.json
-echo "# compute rate from $compute_report" >&2
-peak=$(python3 - "$out/ops.json" <<'PY'
+# Compute by each GEMM's shape on the curve fitted to the ops report's matmuls (so a pipeline's
+# micro-batches and its stages' unequal work show), set to the one-rank train run's measured step
+# (COMPUTE_FROM=train) or at the ops' own isolated level (COMPUTE_FROM=ops).
+compute=(--gemm-curve "$out/ops.json")
+[[ $compute_from == train ]] && compute+=(--calibrate-compute "$out/compute-train.json")
+echo "# compute: the GEMM curve of $out/ops.json$([[ $compute_from == train ]] && echo ", set to $out/compute-train.json's step")" >&2
+read -r peak bandwidth < <(python3 - "$out/ops.json" <<'PY'
 import json, sys
-best = max(b.get("FLOP/s", 0) for b in json.load(open(sys.argv[1]))["benchmarks"] if "/peak/sgemm" in b["name"])
-print(best / 1e12)
+benchmarks = json.load(open(sys.argv[1]))["benchmarks"]
+best = max(b.get("FLOP/s", 0) for b in benchmarks if "/peak/sgemm" in b["name"])
+copy = max(b.get("bytes/s", 0) for b in benchmarks if "/peak/copy" in b["name"])
+print(best / 1e12, copy / 1e9)
 PY
 )
 # 4 ranks on 2 cores share them: plan computes each rank at cores/ranks of the calibrated rate.
@@ -82,7 +91,7 @@ cores=$(nproc)
 for np in 2 4; do
   cat > "$out/cluster-np$np.json" <<JSON
 {"device": {"name": "this VM's CPU cores (a core per rank, shared when oversubscribed)", "peak_tflops_bf16": $peak, "peak_tflops_fp32": $peak,
-            "memory_gib": 4, "memory_bandwidth_gbps": 10,
+            "memory_gib": 4, "memory_bandwidth_gbps": $bandwidth,
             "intra_host": {"latency_us": 5, "busbw_gbps": 5}, "cross_host": {"latency_us": 50, "busbw_gbps": 1}},
  "gpus": $np, "gpus_per_host": $np, "cores_per_host": $cores}
 JSON
@@ -124,7 +133,7 @@ for entry in "${layouts[@]}"; do
     [[ -f $out/coll-avg-$collective-np$np.json ]] && sweeps+=("$out/coll-avg-$collective-np$np.json")
   done
   "$pb" plan "${common[@]}" $flags --gpus "$np" --states parbench --cluster "$out/cluster-np$np.json" \
-    --calibrate "${sweeps[@]}" --calibrate-compute "$compute_report" --json "$out/plan-$name.json" > /dev/null
+    --calibrate "${sweeps[@]}" "${compute[@]}" --json "$out/plan-$name.json" > /dev/null
 done
 
 if [[ -n ${REUSE_MEASUREMENTS:-} ]]; then

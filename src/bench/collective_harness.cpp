@@ -87,6 +87,7 @@ RankTimes CollectiveHarness::time_samples(const PointSpec& spec, PreparedCall& o
     auto timer = device_.make_timer();
     const char* range_name = options_.mode == TimingMode::batched ? "batch" : "iteration";
     const bool straggle = options_.inject_straggler_rank == data_.rank();
+    const bool slow = options_.inject_slowdown < 1.0;
     const auto straggle_for = std::chrono::duration<double, std::micro>(options_.inject_straggler_us);
     const ThreadCounters counters_before = read_thread_counters();
     for (std::size_t i = 0; i < iters; ++i) {
@@ -111,10 +112,18 @@ RankTimes CollectiveHarness::time_samples(const PointSpec& spec, PreparedCall& o
             // after it stops, one per iteration or around a batch, out of the window.
             const NvtxRange call(name);
             timer->start();
+            const Clock::time_point op_started = slow ? Clock::now() : Clock::time_point{};
             if (graph)
                 graph->replay();
             else
                 run_ops();
+            if (slow) {
+                device_.synchronize();
+                const auto until = op_started + (Clock::now() - op_started) / options_.inject_slowdown;
+                while (Clock::now() < until) {
+                    // spins: a sleep would wake late, by the scheduler's tick rather than the op's time
+                }
+            }
             timer->stop();
         }
         own[i] = timer->elapsed_us() / ops_per_sample;
@@ -208,7 +217,10 @@ PointMeasurement CollectiveHarness::measure(const PointSpec& spec) {
         [&] { collective.run(data_, pointers.send, pointers.recv, spec.count, spec.params); });
     PointMeasurement measurement;
     measurement.times = time_samples(spec, *op, bytes, measurement);
-    if (spec.check) measurement.wrong = count_wrong(spec, shape, pointers, *op);
+    if (spec.check) {
+        measurement.wrong = 0;
+        for (int run = 0; run < spec.check_runs; ++run) *measurement.wrong += count_wrong(spec, shape, pointers, *op);
+    }
     return measurement;
 }
 

@@ -2,7 +2,7 @@
 // warm-up, then per-iteration (barrier, start, op, device sync, stop) or batched
 // (barrier, N ops, sync, time / N) samples; every rank's own times, arrivals and finishes
 // come back to every rank (bench/rank_times.hpp aggregates them over ranks); then, when
-// asked, one validated run on fresh inputs.
+// asked, validated runs on fresh inputs (one by default).
 #pragma once
 
 #include <cstdint>
@@ -32,6 +32,10 @@ struct TimingOptions {
     // Fault injection: after each iteration's barrier this rank sleeps this long before it
     // starts the op, so it arrives late (a straggler the others wait for).
     std::optional<int> inject_straggler_rank;
+    // Fault injection: every rank stretches each timed op to 1/inject_slowdown of its own time
+    // (spinning after it, inside the timer), so a point's busbw reads about inject_slowdown x
+    // what it measures without; 1: off. Plants a known regression for compare's gate.
+    double inject_slowdown = 1.0;
     double inject_straggler_us = 2000.0;
     // Where the data start past their allocation's (page-aligned on CPU) beginning: the send
     // and the receive buffer out of place, the one buffer at recv_offset_bytes in place. The
@@ -46,6 +50,7 @@ struct PointSpec {
     CollectiveParams params;
     bool inplace = false;
     bool check = false;
+    int check_runs = 1;  // validated runs when checking, their wrong elements summed (nccl-tests' -c N)
 };
 
 struct PointMeasurement {

@@ -8,21 +8,19 @@
 namespace parbench {
 
 void run_sweep(std::span<const Collective* const> collectives, const std::vector<std::uint64_t>& sizes,
-               SweepPlacements placements, const SweepSteps& steps) {
-    for (const Collective* collective : collectives) {
-        steps.begin_collective(*collective);
-        for (std::uint64_t requested : sizes) {
-            for (bool inplace : {false, true}) {
-                if (inplace ? !placements.in_place : !placements.out_of_place) continue;
-                steps.measure(SweepPoint{collective, requested, inplace});
-            }
-            steps.end_row(*collective, requested);
+               SweepPlacements placements, int repeat, const SweepSteps& steps) {
+    for (int sweep = 1; repeat == 0 || sweep <= repeat; ++sweep)
+        for (const Collective* collective : collectives) {
+            steps.begin_collective(*collective, sweep);
+            for (const CollectiveParams& params : steps.cases(*collective))
+                for (std::uint64_t requested : sizes) {
+                    for (bool inplace : {false, true}) {
+                        if (inplace ? !placements.in_place : !placements.out_of_place) continue;
+                        steps.measure(SweepPoint{collective, &params, requested, inplace, sweep});
+                    }
+                    steps.end_row();
+                }
         }
-    }
-}
-
-std::size_t sweep_point_count(std::size_t collectives, std::size_t sizes, SweepPlacements placements) {
-    return collectives * sizes * (placements.in_place && placements.out_of_place ? 2 : 1);
 }
 
 PointMeasurement measure_sweep_point(CollectiveHarness& harness, const PointSpec& spec, std::uint64_t bytes) {

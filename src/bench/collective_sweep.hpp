@@ -16,16 +16,20 @@ namespace parbench {
 
 struct SweepPoint {
     const Collective* collective = nullptr;
+    const CollectiveParams* params = nullptr;  // one of the collective's cases (type, op, ...)
     std::uint64_t requested_bytes = 0;
     bool inplace = false;
+    int sweep = 1;  // which repetition of the whole sweep (--repeat), from 1
 };
 
-// What the command does around the points: at each collective's start (its console columns),
-// at each point, and when a size's halves (out of place, then in place) are both measured.
+// What the command does around the points: the cases each collective runs, at each collective's
+// start in each sweep (its console columns), at each point, and when a row's halves (out of
+// place, then in place) are both measured.
 struct SweepSteps {
-    std::function<void(const Collective&)> begin_collective;
+    std::function<std::vector<CollectiveParams>(const Collective&)> cases;
+    std::function<void(const Collective&, int sweep)> begin_collective;
     std::function<void(const SweepPoint&)> measure;
-    std::function<void(const Collective&, std::uint64_t requested_bytes)> end_row;
+    std::function<void()> end_row;
 };
 
 struct SweepPlacements {
@@ -33,11 +37,11 @@ struct SweepPlacements {
     bool in_place = false;
 };
 
-// Each collective in turn, each of its sizes in the order given, each size's out-of-place half
-// before its in-place half: the rows of nccl-tests' table.
+// `repeat` sweeps (0: until the run is stopped), each over every collective in turn, each of its
+// cases, each size in the order given, each size's out-of-place half before its in-place half:
+// the rows of nccl-tests' table.
 void run_sweep(std::span<const Collective* const> collectives, const std::vector<std::uint64_t>& sizes,
-               SweepPlacements placements, const SweepSteps& steps);
-std::size_t sweep_point_count(std::size_t collectives, std::size_t sizes, SweepPlacements placements);
+               SweepPlacements placements, int repeat, const SweepSteps& steps);
 
 // Why a point could not be measured. device_allocation: the device refused the send and receive
 // buffers (core/allocation_failure.hpp); host_memory: the host ran out (std::bad_alloc), the

@@ -11,6 +11,8 @@
 //     the OSU benchmarks' "Avg Latency"; nccl-tests' default (-a 1) with its batched loop;
 //   - `rank-max`: each rank's mean over iterations, then the max over ranks: IMB-MPI1's
 //     t_max, OSU's "Max Latency", nccl-tests' -a 3;
+//   - `rank-min`: each rank's mean over iterations, then the min over ranks: IMB-MPI1's
+//     t_min, OSU's "Min Latency", nccl-tests' -a 2 (the fastest rank: it hides the slowest);
 //   - `rank0`: rank 0's own time per iteration, then the median.
 #pragma once
 
@@ -22,8 +24,9 @@
 
 namespace parbench {
 
-enum class Aggregation { max, mean, rank_mean, rank_max, rank0 };
-std::string_view aggregation_name(Aggregation aggregation);  // "max", "mean", "rank-mean", "rank-max", "rank0"
+enum class Aggregation { max, mean, rank_mean, rank_max, rank_min, rank0 };
+// "max", "mean", "rank-mean", "rank-max", "rank-min", "rank0"
+std::string_view aggregation_name(Aggregation aggregation);
 std::optional<Aggregation> parse_aggregation(std::string_view name);
 std::vector<Aggregation> all_aggregations();
 
@@ -53,13 +56,16 @@ struct RankTimes {
 
 // One sample per iteration: the max or mean over ranks, or rank 0's time. `rank-mean`
 // gives the per-iteration mean (whose mean is its reported time), `rank-max` the
-// per-iteration max (its reported time, a max of means, has no per-iteration form).
+// per-iteration max and `rank-min` the per-iteration min (their reported times, a max or min
+// of means, have no per-iteration form).
 std::vector<double> aggregate_samples(const RankTimes& times, Aggregation aggregation);
 
 // The one time a point is reported at (and algbw computed from): the median of the
-// samples; for rank-mean and rank-max the mean or max over ranks of each rank's mean.
+// samples; for rank-mean, rank-max and rank-min the mean, max or min over ranks of each
+// rank's mean.
 double reported_time(const RankTimes& times, Aggregation aggregation);
-std::string_view reported_statistic(Aggregation aggregation);  // "median", "mean of rank means", "max of rank means"
+// "median", "mean of rank means", "max of rank means", "min of rank means"
+std::string_view reported_statistic(Aggregation aggregation);
 
 // The reported time under every mode, so a report lines up with any tool's convention.
 struct AggregateTime {
@@ -74,5 +80,23 @@ struct RankSummary {
     double mean_us = 0.0;
 };
 std::vector<RankSummary> per_rank_summaries(const RankTimes& times);
+
+// OSU's full statistics (osu_latency -f, "--full"): the fastest and the slowest rank's mean
+// time (OSU's Min and Max Latency, IMB-MPI1's t_min and t_max) with the rank each is, and the
+// 95th percentile of the samples with the rank that was slowest in that iteration (the one
+// the others waited for). The percentile is nearest-rank (ceil(0.95 n)-th smallest), so it
+// is a measured sample and has a rank; the report's time_us.p95 interpolates.
+struct TimeOfRank {
+    double time_us = 0.0;
+    int rank = 0;
+};
+struct FullStatistics {
+    TimeOfRank fastest_rank;  // min over ranks of each rank's mean
+    TimeOfRank slowest_rank;  // max over ranks of each rank's mean
+    TimeOfRank p95;           // of `samples`; rank: the slowest in that iteration
+    int p95_iteration = 0;
+};
+// `samples`: aggregate_samples(times, aggregation) of the point.
+FullStatistics full_statistics(const RankTimes& times, std::span<const double> samples);
 
 }  // namespace parbench

@@ -24,15 +24,7 @@ MpiThreadLevel background_thread_level(const BackgroundSpec& spec, MpiThreadLeve
 }
 
 BackgroundRunner::BackgroundRunner(const BackgroundSpec& spec, Communicator& data, Communicator& control, Device& device)
-    : spec_(spec), control_(control) {
-    if (device.is_gpu())
-        throw UsageError("--background runs its load on the CPU ranks of the MPI backend; the GPU loads (a cuBLAS GEMM, "
-                         "a streaming kernel, a second NCCL communicator, each on its own stream) are not built: use "
-                         "--backend mpi");
-    std::unique_ptr<Communicator> second;
-    if (spec.kind == BackgroundSpec::Kind::collective) second = data.split(0, data.rank());
-    load_ = std::make_unique<BackgroundLoad>(spec, device, std::move(second));
-}
+    : spec_(spec), control_(control), load_(make_background_load(spec, device, data)) {}
 
 void BackgroundRunner::measure_under_load(CollectiveHarness& harness, const PointSpec& spec, CollectiveResult& result,
                                           const std::vector<std::string>& hosts, int timed_calls) {

@@ -26,8 +26,8 @@ MpiThreadLevel background_thread_level(const BackgroundSpec& spec, MpiThreadLeve
 
 class BackgroundRunner {
   public:
-    // Collective over `data` (a collective load splits its second communicator off it). UsageError
-    // on a GPU device.
+    // Collective over `data` (a collective load splits its second communicator off it). On a GPU
+    // device the load runs on a stream of its own (bench/gpu_background_load.hpp).
     BackgroundRunner(const BackgroundSpec& spec, Communicator& data, Communicator& control, Device& device);
     // The point of `spec` again under the load (its check too, when checked), and the load alone
     // for as long as the point's own measurement took (50 ms to 1 s); every rank alike.

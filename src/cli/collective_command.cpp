@@ -4,6 +4,7 @@
 #include <algorithm>
 #include <cmath>
 #include <cstdlib>
+#include <iomanip>
 #include <iostream>
 #include <optional>
 #include <sstream>
@@ -11,6 +12,8 @@
 #include "bench/collective_harness.hpp"
 #include "bench/collective_sweep.hpp"
 #include "bench/watchdog.hpp"
+#include "cli/buffer_pages_flag.hpp"
+#include "cli/call_arguments_check.hpp"
 #include "cli/collective_background.hpp"
 #include "cli/collective_expectation.hpp"
 #include "cli/collective_groups.hpp"
@@ -20,7 +23,9 @@
 #include "cli/memory_check.hpp"
 #include "cli/mpi_scope.hpp"
 #include "cli/nccl_run_report.hpp"
+#include "cli/nccl_tests_flags.hpp"
 #include "cli/rank_agreement.hpp"
+#include "cli/stop_signals.hpp"
 #include "collectives/collective.hpp"
 #include "collectives/one_rank_shortcut.hpp"
 #include "comm/backend.hpp"
@@ -35,6 +40,7 @@
 #include "report/console_table.hpp"
 #include "report/csv_report.hpp"
 #include "report/kept_report.hpp"
+#include "report/repetitions.hpp"
 #include "report/report_document.hpp"
 
 namespace parbench {
@@ -45,10 +51,11 @@ struct CollectiveOptions {
     std::optional<std::string> size;
     std::string min_bytes = "32M";
     std::string max_bytes = "32M";
-    double step_factor = 2.0;
-    std::string dtype = "float32";
-    std::string op = "sum";
-    int root = 0;
+    std::optional<double> step_factor;      // 2 unless -i/--step-bytes is given alone
+    std::optional<std::string> step_bytes;  // a fixed increment instead of the factor (nccl-tests' -i)
+    std::string dtype = "float32";  // or "all": every type in turn (nccl-tests' -d all)
+    std::string op = "sum";         // or "all"
+    std::string root = "0";         // a rank, or "all": every rank in turn
     int warmup = 5;
     int iters = 20;
     std::string timing = "per-iter";
@@ -57,7 +64,9 @@ struct CollectiveOptions {
     bool nccl_choices = false;  // NCCL's per-call TUNING log: each point's algorithm, protocol, channels
     std::string placement = "both";
     bool inplace = false;  // shorthand for --placement in
-    bool check = true;     // nccl-tests' -c 1: one checked run per size after timing
+    std::optional<std::string> check;  // -c/--check [N]: N checked runs per size (nccl-tests' -c N); no N: 1
+    bool no_check = false;
+    bool full = false;       // --full: OSU's full statistics in the console
     std::string aggregate = "max";
     std::string mpi_threads = "single";
     bool verbose = false;
@@ -72,12 +81,20 @@ struct CollectiveOptions {
     std::string groups;  // --groups: host, cross-host or N
     std::optional<int> inject_straggler_rank;
     double inject_straggler_us = 2000.0;
+    double inject_slowdown = 1.0;  // fault injection: busbw reads about this fraction (bench/collective_harness.hpp)
     std::string buffer_offsets;  // --buffer-offsets SEND[,RECV][:SEND,RECV...]
     std::string skew = "uniform";  // alltoallv's per-destination blocks (collectives/skew.hpp)
     std::uint64_t skew_seed = 1;
     std::string direction = "dispatch";  // alltoallv's blocks out or back (collectives/skew.hpp)
     ExpectationOptions expectation;      // --cluster, --expect-host, --min-ratio
     std::string background;              // --background gemm[:N]|stream[:BYTES]|collective[:BYTES]
+    NcclTestsFlags nccl_tests;           // nccl-tests' own flags, as given (cli/nccl_tests_flags.hpp)
+    // Set from them (apply_nccl_tests_flags) where parbench has no flag of the same name:
+    std::optional<std::size_t> unalign_elements;  // -u
+    bool memory_report = false;                   // -M 1
+    std::string graph_flag = "--graph";           // how the messages name the CUDA graph flag given
+    std::vector<std::string> nccl_tests_translations;
+    int repeat = 1;  // whole sweeps (report/repetitions.hpp); 0: until SIGINT or SIGTERM
 };
 
 // Where a rank's send and receive buffers start past a page (--buffer-offsets).
@@ -91,7 +108,16 @@ struct ResolvedOptions {
     std::vector<const Collective*> collectives;
     std::vector<std::uint64_t> sizes;
     bool exact_size = false;  // --size on a single collective: refuse to round
-    CollectiveParams params;
+    CollectiveParams params;  // the first case's; skew and direction are every case's
+    // The cases each collective runs, nccl-tests' loops: types, then ops (reducing
+    // collectives), then roots (rooted ones; every rank when all_roots).
+    std::vector<DType> types;
+    std::vector<ReduceOp> ops;
+    bool all_roots = false;
+    int check_runs = 1;  // 0: --no-check
+    bool full = false;
+    bool memory_report = false;
+    std::vector<std::string> nccl_tests_translations;
     TimingOptions timing;
     BackendChoice backend = BackendChoice::automatic;
     Placements placements;
@@ -144,7 +170,8 @@ void resolve_reporting(const CollectiveOptions& options, ResolvedOptions& resolv
         resolved.placements = {false, true};
     }
     const auto aggregation = parse_aggregation(options.aggregate);
-    if (!aggregation) throw UsageError("--aggregate '" + options.aggregate + "': use max, mean, rank-mean, rank-max or rank0");
+    if (!aggregation)
+        throw UsageError("--aggregate '" + options.aggregate + "': use max, mean, rank-mean, rank-max, rank-min or rank0");
     resolved.aggregation = *aggregation;
     const auto threads = parse_thread_level(options.mpi_threads);
     if (!threads || *threads == MpiThreadLevel::serialized)
@@ -159,6 +186,9 @@ void resolve_reporting(const CollectiveOptions& options, ResolvedOptions& resolv
     if (options.inject_straggler_us < 0) throw UsageError("--inject-straggler-us must be 0 or more");
     resolved.timing.inject_straggler_rank = options.inject_straggler_rank;
     resolved.timing.inject_straggler_us = options.inject_straggler_us;
+    if (!(options.inject_slowdown > 0.0 && options.inject_slowdown <= 1.0))
+        throw UsageError("--inject-slowdown is the fraction of its busbw a point keeps, in (0, 1] (e.g. 0.7)");
+    resolved.timing.inject_slowdown = options.inject_slowdown;
 }
 
 // --buffer-offsets SEND[,RECV][:SEND,RECV...]: bytes past the allocation's start, below a
@@ -197,6 +227,85 @@ std::string placement_name(const Placements& placements) {
     return placements.out_of_place && placements.in_place ? "both" : placements.in_place ? "in" : "out";
 }
 
+std::string names_of_types() {
+    std::string names;
+    for (DType t : all_dtypes()) names += (names.empty() ? "" : ", ") + std::string(dtype_name(t));
+    return names;
+}
+
+// --dtype, --op, --root: one each, or "all" for every one in turn (nccl-tests' -d all, -o all,
+// -r all); the type in nccl-tests' names too (half, float, double).
+void resolve_cases(const CollectiveOptions& options, ResolvedOptions& resolved) {
+    if (options.dtype == "all") {
+        resolved.types.assign(all_dtypes().begin(), all_dtypes().end());
+    } else {
+        const auto type = parse_dtype(parbench_dtype_name(options.dtype));
+        if (!type) throw UsageError("--dtype '" + options.dtype + "': unknown type; use one of " + names_of_types() + " or all");
+        resolved.types = {*type};
+    }
+    if (options.op == "all") {
+        resolved.ops.assign(all_reduce_ops().begin(), all_reduce_ops().end());
+    } else {
+        const auto op = parse_reduce_op(options.op);
+        if (!op && options.op == "mulsum")
+            throw UsageError("-o/--op mulsum: NCCL's pre-multiplied sum (ncclRedOpCreatePreMulSum) has no MPI form; "
+                             "use sum (the same traffic), or all for sum, prod, max, min and avg");
+        if (!op) throw UsageError("--op '" + options.op + "': unknown operation; use sum, prod, max, min, avg or all");
+        resolved.ops = {*op};
+    }
+    const bool any_reducing = std::any_of(resolved.collectives.begin(), resolved.collectives.end(),
+                                          [](const Collective* c) { return c->reducing(); });
+    // One type and one op that do not go together are refused; with "all", the cases_of loop
+    // leaves such pairs out (avg on integers), as MPI has no form of them.
+    if (any_reducing && resolved.types.size() == 1 && resolved.ops.size() == 1)
+        if (auto reason = reduce_op_unsupported_reason(resolved.ops.front(), resolved.types.front()))
+            throw UsageError(*reason);
+    int root = 0;
+    if (options.root == "all") {
+        resolved.all_roots = true;
+    } else {
+        const bool digits = !options.root.empty() && options.root.size() <= 9 &&
+                            std::all_of(options.root.begin(), options.root.end(), [](char c) { return c >= '0' && c <= '9'; });
+        if (!digits) throw UsageError("--root '" + options.root + "': give a rank (0 or more) or all");
+        root = std::stoi(options.root);
+    }
+    resolved.params = {resolved.types.front(), resolved.ops.front(), root, parse_skew(options.skew, options.skew_seed),
+                       parse_direction(options.direction)};
+}
+
+// Every (type, op, root) `collective` runs at, in nccl-tests' order (types, then ops, then
+// roots); ops only for reducing collectives, roots only for rooted ones.
+std::vector<CollectiveParams> cases_of(const Collective& collective, const ResolvedOptions& resolved, int nranks) {
+    std::vector<ReduceOp> ops = collective.reducing() ? resolved.ops : std::vector<ReduceOp>{resolved.params.op};
+    std::vector<int> roots{resolved.params.root};
+    if (collective.rooted() && resolved.all_roots) {
+        roots.clear();
+        for (int r = 0; r < nranks; ++r) roots.push_back(r);
+    }
+    std::vector<CollectiveParams> cases;
+    for (DType type : resolved.types)
+        for (ReduceOp op : ops) {
+            if (collective.reducing() && reduce_op_unsupported_reason(op, type)) continue;
+            for (int root : roots) {
+                CollectiveParams params = resolved.params;
+                params.type = type;
+                params.op = op;
+                params.root = root;
+                cases.push_back(params);
+            }
+        }
+    return cases;
+}
+
+// The widest type of the run: offsets and memory are judged at it.
+DType widest_type(const ResolvedOptions& resolved) {
+    return *std::max_element(resolved.types.begin(), resolved.types.end(),
+                             [](DType a, DType b) { return dtype_size(a) < dtype_size(b); });
+}
+
+// --repeat's bound: a report holds every sweep's points.
+constexpr int max_repeat = 10000;
+
 ResolvedOptions resolve(const CollectiveOptions& options) {
     ResolvedOptions resolved;
     if (options.command == "all") {
@@ -205,22 +314,7 @@ ResolvedOptions resolve(const CollectiveOptions& options) {
     } else {
         resolved.collectives.push_back(find_collective(options.command));
     }
-    const auto type = parse_dtype(options.dtype);
-    if (!type) {
-        std::string names;
-        for (DType t : all_dtypes()) names += (names.empty() ? "" : ", ") + std::string(dtype_name(t));
-        throw UsageError("--dtype '" + options.dtype + "': unknown type; use one of " + names);
-    }
-    const auto op = parse_reduce_op(options.op);
-    if (!op) throw UsageError("--op '" + options.op + "': unknown operation; use sum, prod, max, min or avg");
-    const bool any_reducing = std::any_of(resolved.collectives.begin(), resolved.collectives.end(),
-                                          [](const Collective* c) { return c->reducing(); });
-    if (any_reducing) {
-        if (auto reason = reduce_op_unsupported_reason(*op, *type)) throw UsageError(*reason);
-    }
-    resolved.params = {*type, *op, options.root, parse_skew(options.skew, options.skew_seed),
-                       parse_direction(options.direction)};
-    if (options.root < 0) throw UsageError("--root " + std::to_string(options.root) + ": must be a rank, 0 or more");
+    resolve_cases(options, resolved);
 
     if (options.size) {
         resolved.sizes = {parse_size(*options.size, "--size")};
@@ -231,13 +325,24 @@ ResolvedOptions resolve(const CollectiveOptions& options) {
         if (min > max)
             throw UsageError("-b/--min-bytes (" + options.min_bytes + ") is larger than -e/--max-bytes (" +
                              options.max_bytes + "); swap them or raise -e");
-        if (min < max && options.step_factor <= 1.0)
-            throw UsageError("-f/--step-factor must be above 1 for a sweep (e.g. -f 2)");
-        resolved.sizes = geometric_sizes(min, max, options.step_factor);
+        // nccl-tests steps by -i only when no factor above 1 is given (common.cu's size loop).
+        const bool linear = options.step_bytes && !(options.step_factor && *options.step_factor > 1.0);
+        if (linear) {
+            resolved.sizes = linear_sizes(min, max, parse_size(*options.step_bytes, "-i/--step-bytes"));
+        } else {
+            const double factor = options.step_factor.value_or(2.0);
+            if (min < max && factor <= 1.0)
+                throw UsageError("-f/--step-factor must be above 1 for a sweep (e.g. -f 2), or give -i/--step-bytes "
+                                 "for a fixed increment");
+            resolved.sizes = geometric_sizes(min, max, factor);
+        }
     }
 
     if (options.warmup < 0) throw UsageError("--warmup must be 0 or more");
     if (options.iters < 1) throw UsageError("--iters must be at least 1");
+    if (options.repeat < 0 || options.repeat > max_repeat)
+        throw UsageError("--repeat " + std::to_string(options.repeat) + ": give the whole sweeps to run, 1 to " +
+                         std::to_string(max_repeat) + " (e.g. --repeat 5), or 0 to run until SIGINT or SIGTERM");
     if (options.batch_size < 1) throw UsageError("--batch-size must be at least 1");
     if (options.timeout_s < 0) throw UsageError("--timeout must be 0 (off) or a positive number of seconds");
     if (!(std::isfinite(options.progress_s) && options.progress_s >= 0))
@@ -256,9 +361,27 @@ ResolvedOptions resolve(const CollectiveOptions& options) {
     resolved.groups = parse_groups(options.groups);
     resolved.backend = parse_backend(options.backend);
     if (resolved.backend == BackendChoice::mpi && options.graph)
-        throw UsageError("--graph replays CUDA graphs; it needs --backend nccl (or auto on GPUs)");
+        throw UsageError(options.graph_flag + " replays CUDA graphs; it needs --backend nccl (or auto on GPUs)");
     resolve_reporting(options, resolved);
-    resolved.buffer_offsets = parse_buffer_offsets(options.buffer_offsets, resolved.params.type);
+    resolved.buffer_offsets = parse_buffer_offsets(options.buffer_offsets, widest_type(resolved));
+    if (options.unalign_elements) {
+        if (!options.buffer_offsets.empty())
+            throw UsageError("-u (--unalign) and --buffer-offsets both place the buffers; keep one");
+        if (resolved.types.size() > 1)
+            throw UsageError("-u (--unalign) counts elements, which differ in size between -d all's types; give one -d "
+                             "with -u, or --buffer-offsets in bytes");
+        const std::size_t bytes = *options.unalign_elements * dtype_size(resolved.types.front());
+        if (bytes >= 4096)
+            throw UsageError("-u (--unalign) " + std::to_string(*options.unalign_elements) + ": " + std::to_string(bytes) +
+                             " bytes is a page or more; give fewer elements (below 4096 bytes)");
+        resolved.buffer_offsets = {BufferOffsets{bytes, bytes}};
+    }
+    resolved.check_runs = options.no_check ? 0 : check_runs_of(options.check.value_or(""));
+    if (options.no_check && options.check)
+        throw UsageError("-c/--check and --no-check both given; keep one (-c 0 is --no-check)");
+    resolved.full = options.full;
+    resolved.memory_report = options.memory_report;
+    resolved.nccl_tests_translations = options.nccl_tests_translations;
     resolved.min_busbw = resolve_busbw_gate(options);
     resolved.expectation = resolve_expectation(options.expectation);
     return resolved;
@@ -284,14 +407,16 @@ nlohmann::json config_json(const CollectiveOptions& options, const ResolvedOptio
         {"collectives", collectives},
         {"sizes", resolved.sizes},
         {"groups", options.groups.empty() ? nlohmann::json(nullptr) : nlohmann::json(options.groups)},
-        {"dtype", dtype_name(resolved.params.type)},
-        {"op", reduce_op_name(resolved.params.op)},
-        {"root", resolved.params.root},
+        {"dtype", resolved.types.size() > 1 ? "all" : dtype_name(resolved.params.type)},
+        {"op", resolved.ops.size() > 1 ? "all" : reduce_op_name(resolved.params.op)},
+        {"root", resolved.all_roots ? nlohmann::json("all") : nlohmann::json(resolved.params.root)},
         {"placement", placement_name(resolved.placements)},
         {"inplace", resolved.placements.in_place && !resolved.placements.out_of_place},
-        {"check", options.check},
+        {"check", resolved.check_runs > 0},
+        {"check_runs", resolved.check_runs},
         {"warmup", resolved.timing.warmup},
         {"iters", resolved.timing.iters},
+        {"repeat", options.repeat},
         {"timing", timing_mode_name(resolved.timing.mode)},
         {"batch_size", resolved.timing.mode == TimingMode::batched ? nlohmann::json(resolved.timing.batch_size)
                                                                     : nlohmann::json(nullptr)},
@@ -305,6 +430,8 @@ nlohmann::json config_json(const CollectiveOptions& options, const ResolvedOptio
         {"expected", to_json(resolved.expectation)},
         {"background", resolved.background ? nlohmann::json(background_name(*resolved.background)) : nlohmann::json(nullptr)},
         {"backend_requested", options.backend},
+        // A planted regression shows in the report it is planted in.
+        {"inject_slowdown", options.inject_slowdown < 1.0 ? nlohmann::json(options.inject_slowdown) : nlohmann::json()},
     };
 }
 
@@ -332,6 +459,10 @@ std::string method_line(const ResolvedOptions& resolved) {
         case Aggregation::rank_max:
             text << "; each rank's mean over samples, then the max over ranks (IMB t_max, OSU max); algbw = "
                     "bytes / that max";
+            break;
+        case Aggregation::rank_min:
+            text << "; each rank's mean over samples, then the min over ranks (IMB t_min, OSU min: the fastest rank); "
+                    "algbw = bytes / that min";
             break;
         case Aggregation::rank0: text << "; each sample is rank 0's own time; algbw = bytes / median"; break;
     }
@@ -373,10 +504,10 @@ void check_flags_apply(const CollectiveOptions& options, const ResolvedOptions& 
         return std::any_of(resolved.collectives.begin(), resolved.collectives.end(), predicate);
     };
     if (given.root->count() > 0 && !any([](const Collective* c) { return c->rooted(); }))
-        throw UsageError("--root applies to rooted collectives (broadcast, reduce, gather, scatter); " +
+        throw UsageError("-r/--root applies to rooted collectives (broadcast, reduce, gather, scatter); " +
                          options.command + " has no root: drop --root");
     if (given.op->count() > 0 && !any([](const Collective* c) { return c->reducing(); }))
-        throw UsageError("--op applies to reducing collectives (allreduce, reducescatter, reduce); " + options.command +
+        throw UsageError("-o/--op applies to reducing collectives (allreduce, reducescatter, reduce); " + options.command +
                          " moves data without reducing: drop --op");
     for (const CLI::Option* flag : {given.skew, given.skew_seed, given.direction})
         if (flag->count() > 0 && !any([](const Collective* c) { return c->skewed(); }))
@@ -395,31 +526,78 @@ void check_flags_apply(const CollectiveOptions& options, const ResolvedOptions& 
         throw UsageError("--json and --csv name the same file '" + options.json_path + "'; give two paths");
 }
 
-// Before any allocation: the buffers of the largest point (buffers only grow during a sweep;
-// in the device's memory) and the timing samples (each point's are kept in the results and
-// the report; in host memory) against this rank's share of the memory they come from.
-std::optional<std::string> collective_memory_refusal(const CollectiveOptions& options, const ResolvedOptions& resolved,
-                                                     int nranks, int rank, const RunMemoryBudgets& budgets) {
+// The flag that sets the largest size, with its value, for refusals.
+std::string size_flag(const CollectiveOptions& options) {
+    return options.size ? "--size " + *options.size : "-e/--max-bytes " + options.max_bytes;
+}
+
+// What a rank's run holds at most: the buffers of the largest point (buffers only grow during
+// a sweep; in the device's memory) and the timing samples (each point's are kept in the
+// results and the report; in host memory).
+struct CollectiveMemory {
+    double send_bytes = 0.0;
+    double recv_bytes = 0.0;
+    double sample_bytes = 0.0;
+};
+
+// `measured_ranks`: the ranks one collective runs over (a --groups group), whose roots -r all takes.
+CollectiveMemory collective_memory(const CollectiveOptions& options, const ResolvedOptions& resolved, int nranks,
+                                   int measured_ranks, int rank) {
     const std::uint64_t largest = *std::max_element(resolved.sizes.begin(), resolved.sizes.end());
-    const double element = static_cast<double>(dtype_size(resolved.params.type));
-    double send = 0.0, recv = 0.0;
-    for (const Collective* collective : resolved.collectives) {
-        const std::size_t count = element_count(*collective, largest, resolved.params, nranks, false);
-        const BufferShape shape = collective->shape(count, nranks, rank, resolved.params);
-        const BufferOffsets offsets = offsets_of_rank(resolved, rank);
-        send = std::max(send, options.inplace ? 0.0
-                                              : static_cast<double>(shape.send_count) * element +
-                                                    static_cast<double>(offsets.send));
-        recv = std::max(recv, static_cast<double>(options.inplace ? shape.inplace_count : shape.recv_count) * element +
-                                  static_cast<double>(offsets.recv));
-    }
-    const double points = static_cast<double>(resolved.collectives.size() * resolved.sizes.size());
+    CollectiveMemory memory;
+    std::size_t cases = 0;
+    for (const Collective* collective : resolved.collectives)
+        for (const CollectiveParams& params : cases_of(*collective, resolved, measured_ranks)) {
+            ++cases;
+            const double element = static_cast<double>(dtype_size(params.type));
+            const std::size_t count = element_count(*collective, largest, params, nranks, false);
+            const BufferShape shape = collective->shape(count, nranks, rank, params);
+            const BufferOffsets offsets = offsets_of_rank(resolved, rank);
+            memory.send_bytes = std::max(memory.send_bytes, options.inplace ? 0.0
+                                                                            : static_cast<double>(shape.send_count) * element +
+                                                                                  static_cast<double>(offsets.send));
+            memory.recv_bytes =
+                std::max(memory.recv_bytes, static_cast<double>(options.inplace ? shape.inplace_count : shape.recv_count) *
+                                                    element +
+                                                static_cast<double>(offsets.recv));
+        }
+    const double points = static_cast<double>(cases * resolved.sizes.size()) * std::max(options.repeat, 1);
     constexpr double bytes_per_kept_sample = 8.0 + 16.0 + 24.0;  // the double, its JSON value, its text
-    const double samples = static_cast<double>(resolved.timing.iters) * (2 * 8.0 + points * bytes_per_kept_sample);
-    const std::string size_flag = options.size ? "--size " + *options.size : "-e/--max-bytes " + options.max_bytes;
-    return placed_memory_refusal({{"send and receive buffers at the largest size", send + recv, size_flag}},
-                                 {{"timing samples", samples, "--iters " + std::to_string(resolved.timing.iters)}},
-                                 budgets.device, budgets.host, "lower it, or run fewer ranks per host");
+    memory.sample_bytes = static_cast<double>(resolved.timing.iters) * (2 * 8.0 + points * bytes_per_kept_sample);
+    return memory;
+}
+
+// Before any allocation: what the run holds against this rank's share of the memory it comes from.
+std::optional<std::string> collective_memory_refusal(const CollectiveOptions& options, const ResolvedOptions& resolved,
+                                                     const CollectiveMemory& memory, const RunMemoryBudgets& budgets) {
+    return placed_memory_refusal(
+        {{"send and receive buffers at the largest size", memory.send_bytes + memory.recv_bytes, size_flag(options)}},
+        {{"timing samples", memory.sample_bytes, "--iters " + std::to_string(resolved.timing.iters)}}, budgets.device,
+        budgets.host, "lower it, or run fewer ranks per host");
+}
+
+// The first call of any (type, op, root) case that `data` cannot make (call_arguments_check.hpp):
+// each case's types set its counts.
+std::optional<std::string> refused_call(Communicator& data, const CollectiveOptions& options,
+                                        const ResolvedOptions& resolved, int measured_ranks) {
+    for (const Collective* collective : resolved.collectives)
+        for (const CollectiveParams& params : cases_of(*collective, resolved, measured_ranks)) {
+            std::vector<PlannedPoint> planned;
+            for (std::uint64_t requested : resolved.sizes)
+                planned.push_back(
+                    {collective, element_count(*collective, requested, params, measured_ranks, resolved.exact_size)});
+            if (auto refusal = call_arguments_refusal(data, planned, params, size_flag(options))) return refusal;
+        }
+    return std::nullopt;
+}
+
+// nccl-tests' -M 1: what rank 0 holds, in the header.
+std::string memory_line(const CollectiveMemory& memory, const std::string& device_kind) {
+    std::ostringstream line;
+    line << std::fixed << std::setprecision(2) << "# memory (-M 1): rank 0 holds " << memory.send_bytes / 1048576.0
+         << " MiB send + " << memory.recv_bytes / 1048576.0 << " MiB receive buffer at the largest size ("
+         << device_kind << " memory), " << memory.sample_bytes / 1048576.0 << " MiB of timing samples (host)";
+    return line.str();
 }
 
 // --groups: every rank's figures for its group reach world rank 0, which records each group
@@ -518,9 +696,9 @@ class CollectiveCommand : public Command {
                 Communicator& control) {
         const int rank = session.world_rank();
         const int nranks = session.world_size();
-        if (resolved.params.root >= nranks)
+        if (!resolved.all_roots && resolved.params.root >= nranks)
             throw UsageError("--root " + std::to_string(resolved.params.root) + ": only " + std::to_string(nranks) +
-                             " ranks; use 0.." + std::to_string(nranks - 1));
+                             " ranks; use 0.." + std::to_string(nranks - 1) + " (or all)");
         if (resolved.buffer_offsets.size() > 1 && resolved.buffer_offsets.size() != static_cast<std::size_t>(nranks))
             throw UsageError("--buffer-offsets gives " + std::to_string(resolved.buffer_offsets.size()) +
                              " pairs for " + std::to_string(nranks) +
@@ -540,7 +718,8 @@ class CollectiveCommand : public Command {
                 if (auto refusal = skew_refusal(resolved.params.skew, measured_ranks)) throw UsageError(*refusal);
         // Refuse impossible exact sizes before any measuring.
         for (const Collective* collective : resolved.collectives)
-            element_count(*collective, resolved.sizes.front(), resolved.params, measured_ranks, resolved.exact_size);
+            for (const CollectiveParams& params : cases_of(*collective, resolved, measured_ranks))
+                element_count(*collective, resolved.sizes.front(), params, measured_ranks, resolved.exact_size);
 
         // Before the backend: a hang while it starts is watched too; the report kept so far is
         // rewritten as partial by the watchdog's thread as it ends the job.
@@ -552,22 +731,29 @@ class CollectiveCommand : public Command {
                                              [&kept](const std::string& message) { kept.abandon(message); },
                                              std::move(progress));
         watchdog->enter({"setup", "start-up", 0, 0});
-        Backend backend = make_backend(resolved.backend, session, control,
-                                       options_.nccl_choices ? NcclLogLevel::per_call : NcclLogLevel::init);
+        Backend backend = make_run_backend(invocation, resolved.backend, session, control,
+                                           options_.nccl_choices ? NcclLogLevel::per_call : NcclLogLevel::init);
         if (options_.nccl_choices && !backend.nccl_log)
             throw UsageError("--nccl-choices reads NCCL's own log; this run uses MPI on host memory: drop it, or run "
                              "on GPUs with --backend nccl");
         NcclRunReport nccl(rank == 0 ? backend.nccl_log.get() : nullptr);
         nccl.read_initialisation();
         // Once the device is known (a GPU's free memory is checked too), before any buffer.
+        const CollectiveMemory memory = collective_memory(options_, resolved, nranks, measured_ranks, rank);
         throw_if_any_rank_failed(
             control,
-            collective_memory_refusal(options_, resolved, nranks, rank,
+            collective_memory_refusal(options_, resolved, memory,
                                       run_memory_budgets(*backend.device, control, session.hosts_by_rank(),
                                                          session.local_size())),
             session.hosts_by_rank());
+        // With --groups every group is its own job: its harness splits off data and bookkeeping.
+        std::unique_ptr<Communicator> group_data = groups ? backend.comm->split(groups->mine, rank) : nullptr;
+        std::unique_ptr<Communicator> group_control = groups ? control.split(groups->mine, rank) : nullptr;
+        Communicator& data = group_data ? *group_data : *backend.comm;
+        throw_if_any_rank_failed(control, refused_call(data, options_, resolved, measured_ranks),
+                                 session.hosts_by_rank());
         if (resolved.timing.graph && !backend.device->is_gpu())
-            throw UsageError("--graph replays CUDA graphs; this run uses " + backend.device->kind() +
+            throw UsageError(options_.graph_flag + " replays CUDA graphs; this run uses " + backend.device->kind() +
                              " memory (no GPU visible)");
         const Environment environment = collect_environment(session, *backend.device, *backend.comm, control);
         nlohmann::json config = config_json(options_, resolved);
@@ -576,6 +762,9 @@ class CollectiveCommand : public Command {
             report_frame(options_.command, invocation.arguments, invocation.started_at, environment, config);
         if (rank == 0 && !options_.quiet) {
             print_console_header(std::cout, report, method_line(resolved));
+            for (const std::string& translation : resolved.nccl_tests_translations)
+                write_line(std::cout, "# nccl-tests flag " + translation);
+            if (resolved.memory_report) write_line(std::cout, memory_line(memory, backend.device->kind()));
             if (oversubscribed(environment))
                 std::cerr << "warning: more ranks than cores on a host: ranks share cores and busy-poll, so times "
                              "measure the scheduler too; quote figures from runs with at most one rank per core\n";
@@ -586,14 +775,11 @@ class CollectiveCommand : public Command {
                                           " (OMPI_MPI_THREAD_LEVEL set?); higher levels cost small messages latency");
         }
 
-        // With --groups every group is its own job: its harness splits off data and bookkeeping.
-        std::unique_ptr<Communicator> group_data = groups ? backend.comm->split(groups->mine, rank) : nullptr;
-        std::unique_ptr<Communicator> group_control = groups ? control.split(groups->mine, rank) : nullptr;
         TimingOptions timing = resolved.timing;
         const BufferOffsets offsets = offsets_of_rank(resolved, rank);
         timing.send_offset_bytes = offsets.send;
         timing.recv_offset_bytes = offsets.recv;
-        CollectiveHarness harness(group_data ? *group_data : *backend.comm, group_control ? *group_control : control,
+        CollectiveHarness harness(data, group_control ? *group_control : control,
                                   *backend.device, timing, *watchdog);
         // Before the first point, while nothing else runs: the host measured for --expect-host.
         watchdog->enter({"setup", "measuring this host's links for the expected values", 0, 0});
@@ -605,6 +791,7 @@ class CollectiveCommand : public Command {
         if (rank == 0 && !options_.quiet && judge.active()) std::cout << (judge.header_line() + '\n') << std::flush;
         Placements placements = resolved.placements;
         placements.verdicts = judge.active();
+        placements.full = resolved.full;
         std::optional<BackgroundRunner> background;
         if (resolved.background)
             background.emplace(*resolved.background, group_data ? *group_data : *backend.comm,
@@ -613,15 +800,36 @@ class CollectiveCommand : public Command {
         watchdog->idle();
 
         std::vector<CollectiveResult> results;
-        const SweepPlacements sweep_placements{resolved.placements.out_of_place, resolved.placements.in_place};
-        const std::size_t points =
-            sweep_point_count(resolved.collectives.size(), resolved.sizes.size(), sweep_placements);
+        std::size_t points = 0;
+        for (const Collective* collective : resolved.collectives)
+            points += cases_of(*collective, resolved, measured_ranks).size() * resolved.sizes.size() *
+                      (resolved.placements.in_place && resolved.placements.out_of_place ? 2 : 1);
+        points_per_sweep_ = points;
+        // Ctrl-C (SIGTERM from mpirun) or a SIGTERM of its own: the report says so; under --repeat 0,
+        // the way such a run ends, it is complete with the sweeps it has.
+        const StopSignals stop(
+            [&kept, repeat = options_.repeat](const std::string& signal) {
+                if (repeat != 0) return kept.abandon(signal + " stopped the run");
+                kept.conclude([&signal](nlohmann::json& document) {
+                    set_status(document, RunStatus::complete);
+                    document["finished_at"] = utc_now_iso8601();
+                    document["repetitions"]["ended_by"] = signal;
+                });
+            },
+            stop_linger(rank));
+        const bool repeated = options_.repeat != 1;
         std::optional<CollectiveResult> halves[2];  // the row being measured: out of place, in place
         SweepSteps steps;
-        steps.begin_collective = [&](const Collective& collective) {
+        steps.cases = [&](const Collective& collective) { return cases_of(collective, resolved, measured_ranks); };
+        steps.begin_collective = [&](const Collective& collective, int sweep) {
             if (rank != 0 || options_.quiet) return;
-            print_console_columns(std::cout, column_title(collective, resolved.params), placements,
-                                  reported_statistic(resolved.aggregation));
+            print_console_columns(std::cout,
+                                  column_title(collective, resolved.params) +
+                                      (repeated ? "; sweep " + std::to_string(sweep) +
+                                                      (options_.repeat > 0 ? " of " + std::to_string(options_.repeat)
+                                                                           : " (until stopped)")
+                                                : ""),
+                                  placements, reported_statistic(resolved.aggregation));
             if (const auto shortcut =
                     one_rank_shortcut(collective, harness.data().backend(), harness.data().size(), resolved.params))
                 std::cout << "# " << *shortcut << '\n';
@@ -634,27 +842,31 @@ class CollectiveCommand : public Command {
             }
             judge.set_transport_note(nccl.transport_note());
             std::optional<CollectiveResult>& half = halves[point.inplace];
-            half = measure_point(harness, *point.collective, point.requested_bytes, point.inplace, resolved,
-                                 measured_ranks, hosts, {judge, background ? &*background : nullptr});
+            half = measure_point(harness, *point.collective, *point.params, point.requested_bytes, point.inplace,
+                                 resolved, measured_ranks, hosts, {judge, background ? &*background : nullptr});
             if (nccl.active()) half->extra["nccl_choice"] = nccl.point_choice(std::string(point.collective->name()));
             if (groups) {
                 watchdog->enter({"results", "gathering group figures", point.requested_bytes, 0});
                 combine_groups(*half, *groups, session, control, options_.quiet);
                 watchdog->idle();
             }
+            if (repeated) half->repetition = point.sweep;
             results.push_back(*half);
         };
-        steps.end_row = [&](const Collective&, std::uint64_t) {
+        steps.end_row = [&]() {
             if (nccl.active()) report["nccl"] = nccl.to_json();
             if (rank == 0)
                 publish(results, report, placements, halves[0], halves[1], kept,
-                        std::to_string(results.size()) + " of " + std::to_string(points) +
+                        std::to_string(results.size()) + " of " +
+                            (options_.repeat > 0 ? std::to_string(points * static_cast<std::size_t>(options_.repeat))
+                                                 : std::string("as many as run until stopped")) +
                             " points measured (the run is going on, or it ended before the rest)");
             halves[0].reset();
             halves[1].reset();
         };
-        run_sweep(resolved.collectives, resolved.sizes, sweep_placements, steps);
-        const RunSummary summary = summarize_run(results, options_.check);
+        run_sweep(resolved.collectives, resolved.sizes, {resolved.placements.out_of_place, resolved.placements.in_place},
+                  options_.repeat, steps);
+        const RunSummary summary = summarize_run(results, resolved.check_runs > 0);
         std::optional<std::string> below_gate = busbw_gate_failure(summary, resolved.min_busbw);
         if (!below_gate) below_gate = min_ratio_failure(results, resolved.expectation.min_ratio);
         if (rank == 0) {
@@ -667,7 +879,7 @@ class CollectiveCommand : public Command {
                 write_reports(results, report, kept, RunStatus::failed, *below_gate);
             else
                 write_reports(results, report, kept, RunStatus::complete);
-            close_console(summary, resolved, below_gate);
+            close_console(summary, resolved, below_gate, results);
             if (nccl.active() && !options_.quiet) {
                 write_line(std::cout, nccl.header_line());
                 for (const NcclWarning& warning : nccl.warnings()) write_line(std::cerr, "warning: " + warning.text);
@@ -682,7 +894,7 @@ class CollectiveCommand : public Command {
 
     // The summary lines, the tally of warnings (each point's under --verbose) and the error.
     void close_console(const RunSummary& summary, const ResolvedOptions& resolved,
-                       const std::optional<std::string>& below_gate) const {
+                       const std::optional<std::string>& below_gate, const std::vector<CollectiveResult>& results) const {
         if (!options_.quiet) {
             print_console_summary(std::cout, summary,
                                   resolved.min_busbw ? std::optional(resolved.min_busbw->gbps) : std::nullopt);
@@ -692,6 +904,8 @@ class CollectiveCommand : public Command {
                                           (options_.verbose ? "" : " (--verbose prints each; the JSON report has them all)"));
             }
             if (summary.straggler_warning) write_line(std::cerr, "warning: " + *summary.straggler_warning);
+            if (const auto spread = spread_line(repetition_spreads(results), results.size() / points_per_sweep_))
+                std::cout << *spread << '\n' << std::flush;
             if (summary.warning_points.count("page-faults") > 0) write_line(std::cerr, "hint: " + page_fault_hint());
         }
         if (summary.wrong_total > 0)
@@ -700,27 +914,26 @@ class CollectiveCommand : public Command {
         if (below_gate) write_line(std::cerr, "error: " + *below_gate);
     }
 
-    CollectiveResult measure_point(CollectiveHarness& harness, const Collective& collective, std::uint64_t requested,
-                                   bool inplace, const ResolvedOptions& resolved, int nranks,
+    CollectiveResult measure_point(CollectiveHarness& harness, const Collective& collective, const CollectiveParams& params,
+                                   std::uint64_t requested, bool inplace, const ResolvedOptions& resolved, int nranks,
                                    const std::vector<std::string>& hosts, const PointAddons& addons) const {
         CollectiveResult result;
         result.collective = std::string(collective.name());
         result.requested_bytes = requested;
-        result.dtype = resolved.params.type;
-        if (collective.reducing()) result.op = resolved.params.op;
-        if (collective.rooted()) result.root = resolved.params.root;
+        result.dtype = params.type;
+        if (collective.reducing()) result.op = params.op;
+        if (collective.rooted()) result.root = params.root;
         result.inplace = inplace;
         if (collective.skewed())
-            result.skew = SkewUsed{skew_name(resolved.params.skew), resolved.params.skew.seed,
-                                   direction_name(resolved.params.direction)};
+            result.skew = SkewUsed{skew_name(params.skew), params.skew.seed, direction_name(params.direction)};
         result.aggregation = resolved.aggregation;
         result.one_rank_shortcut =
-            one_rank_shortcut(collective, harness.data().backend(), harness.data().size(), resolved.params);
-        result.bus_factor = collective.bus_factor(nranks);
-        result.count = element_count(collective, requested, resolved.params, nranks, resolved.exact_size);
-        result.bytes = result.count * dtype_size(resolved.params.type);
+            one_rank_shortcut(collective, harness.data().backend(), harness.data().size(), params);
+        result.bus_factor = point_bus_factor(collective, nranks, result.one_rank_shortcut.has_value());
+        result.count = element_count(collective, requested, params, nranks, resolved.exact_size);
+        result.bytes = result.count * dtype_size(params.type);
         if (result.count == 0) {
-            result.skipped = "smaller than one " + std::string(dtype_name(resolved.params.type)) + " per rank";
+            result.skipped = "smaller than one " + std::string(dtype_name(params.type)) + " per rank";
             return result;
         }
         if (inplace && !collective.supports_inplace()) {
@@ -730,14 +943,14 @@ class CollectiveCommand : public Command {
         if (collective.rooted() && !inplace && !collective.root_output_written(harness.data()))
             result.placement_note = "out of place on MPI: the root sends from its input buffer (MPI_Bcast has one "
                                     "buffer); its output buffer is not written";
-        if (const auto traffic = collective.rank_traffic(result.count, nranks, resolved.params))
-            result.imbalance = traffic_imbalance(*traffic, dtype_size(resolved.params.type));
-        PointSpec spec{&collective, result.count, resolved.params, inplace, options_.check};
+        if (const auto traffic = collective.rank_traffic(result.count, nranks, params))
+            result.imbalance = traffic_imbalance(*traffic, dtype_size(params.type));
+        PointSpec spec{&collective, result.count, params, inplace, resolved.check_runs > 0, resolved.check_runs};
         PointMeasurement measurement = measure_or_name_buffers(harness, spec, result.bytes);
         result.wrong = measurement.wrong;
         derive_statistics(result, measurement.times, hosts);
         add_thread_counters(result, std::move(measurement.counters_by_rank), measurement.calls_per_rank);
-        addons.judge.judge(result, collective, resolved.params);
+        addons.judge.judge(result, collective, params);
         if (addons.background)
             addons.background->measure_under_load(
                 harness, spec, result, hosts,
@@ -789,27 +1002,60 @@ class CollectiveCommand : public Command {
         nlohmann::json entries = nlohmann::json::array();
         for (const CollectiveResult& r : results) entries.push_back(to_json(r));
         report["results"] = std::move(entries);
+        if (options_.repeat != 1) report["repetitions"] = repetitions_json(results, options_.repeat, points_per_sweep_);
         kept.write(report, status, reason);
         if (!options_.csv_path.empty()) write_text_atomically(options_.csv_path, to_csv(results));
     }
 
     CollectiveOptions options_;
     GivenFlags given_;
+    std::size_t points_per_sweep_ = 0;  // set when the run starts measuring
 };
 
 void add_reporting_flags(CLI::App& sub, CollectiveOptions& o) {
     sub.add_option("--placement", o.placement, "out, in or both: out-of-place and in-place halves of each row")
         ->capture_default_str();
     sub.add_flag("--inplace", o.inplace, "Shorthand for --placement in (NCCL's in-place layout)");
-    sub.add_flag("-c,--check,!--no-check", o.check,
-                 "Validate every element after timing (the default); --no-check skips it");
+    sub.add_option("-c,--check", o.check,
+                   "Validate every element after timing (the default: one run per size); N: N validated runs per size, "
+                   "as nccl-tests' -c N (-c 0: none)")
+        ->expected(0, 1);
+    sub.add_flag("--no-check", o.no_check, "Skip validation (#wrong is N/A)");
     sub.add_option("--aggregate", o.aggregate,
-                   "Over ranks: max (per-iteration slowest), mean, rank-mean (IMB t_avg, OSU avg), rank-max (IMB t_max) or rank0")
+                   "Over ranks: max (per-iteration slowest), mean, rank-mean (IMB t_avg, OSU avg), rank-max (IMB t_max), "
+                   "rank-min (IMB t_min) or rank0")
         ->capture_default_str();
+    sub.add_flag("--full", o.full,
+                 "OSU's full statistics: t_min and t_max columns (the fastest and slowest rank's mean time, and which "
+                 "rank) and p95 (the 95th-percentile sample and the rank slowest in it)");
     sub.add_option("--mpi-threads", o.mpi_threads, "MPI thread level: single (MPI_Init), funneled or multiple")
         ->capture_default_str();
     sub.add_flag("-v,--verbose", o.verbose, "Print every point's warnings as it finishes (else one tally)");
     sub.add_flag("-q,--quiet", o.quiet, "Print errors only (no table, summary or warnings)");
+}
+
+// nccl-tests' own flags (cli/nccl_tests_flags.hpp) set the parbench options they mean; one that
+// is also given under parbench's name with another value is refused.
+void apply_nccl_tests_flags(CollectiveOptions& o, const CLI::App& sub) {
+    const NcclTestsMeaning meaning = nccl_tests_meaning(o.nccl_tests);
+    const auto take = [&sub](const std::string& nccl_flag, const std::string& flag, auto& field, const auto& value) {
+        if (sub.get_option(flag)->count() > 0 && field != value)
+            throw UsageError(nccl_flag + " and " + flag + " both given, and they differ; keep one");
+        field = value;
+    };
+    if (meaning.timing) take("-m/-z", "--timing", o.timing, *meaning.timing);
+    if (meaning.batch_size) take("-m", "--batch-size", o.batch_size, *meaning.batch_size);
+    if (meaning.aggregate) take("-a", "--aggregate", o.aggregate, *meaning.aggregate);
+    if (meaning.json_path) take("-J", "--json", o.json_path, *meaning.json_path);
+    if (meaning.graph) {
+        o.graph = true;
+        o.graph_flag = "-G (nccl-tests' --cudagraph)";
+    }
+    if (meaning.full_statistics) o.full = true;
+    if (meaning.repeat) take("-N", "--repeat", o.repeat, *meaning.repeat);
+    o.unalign_elements = meaning.unalign_elements;
+    o.memory_report = meaning.memory_report;
+    o.nccl_tests_translations = meaning.translations;
 }
 
 // CLI11 leaves options of the empty group out of --help; they are still accepted.
@@ -828,25 +1074,38 @@ std::unique_ptr<Command> add_collective_command(CLI::App& app, const std::string
     CollectiveOptions& o = command->options();
     CLI::App* sub = app.add_subcommand(name, description(name));
     auto* size = sub->add_option("--size", o.size, "One size, e.g. 100M (binary suffixes K M G)");
-    auto* min = sub->add_option("-b,--min-bytes", o.min_bytes, "Smallest size of a sweep")->capture_default_str();
-    auto* max = sub->add_option("-e,--max-bytes", o.max_bytes, "Largest size of a sweep")->capture_default_str();
-    auto* factor = sub->add_option("-f,--step-factor", o.step_factor, "Multiply the size by this each step")
-                       ->capture_default_str();
-    size->excludes(min)->excludes(max)->excludes(factor);
-    sub->add_option("--dtype", o.dtype, "float32 float64 float16 bfloat16 int8 uint8 int32 uint32 int64 uint64")
+    // The sweep's flags carry nccl-tests' names too (cli/nccl_tests_flags.hpp).
+    auto* min = sub->add_option("-b,--min-bytes,--minbytes", o.min_bytes, "Smallest size of a sweep")->capture_default_str();
+    auto* max = sub->add_option("-e,--max-bytes,--maxbytes", o.max_bytes, "Largest size of a sweep")->capture_default_str();
+    auto* factor = sub->add_option("-f,--step-factor,--stepfactor", o.step_factor,
+                                   "Multiply the size by this each step (default 2, unless -i is given alone)");
+    auto* step = sub->add_option("-i,--step-bytes,--stepbytes", o.step_bytes,
+                                 "Add this to the size each step instead (nccl-tests' -i; a factor above 1 wins)");
+    size->excludes(min)->excludes(max)->excludes(factor)->excludes(step);
+    sub->add_option("-d,--dtype,--datatype", o.dtype,
+                    "float32 float64 float16 bfloat16 int8 uint8 int32 uint32 int64 uint64, or all (each in turn); "
+                    "nccl-tests' half, float, double too")
         ->capture_default_str();
     // --op and --root are listed by the commands they apply to; the others still accept them,
     // hidden, to refuse them with a message saying why (check_flags_apply).
     const bool reducing = name == "all" || find_collective(name)->reducing();
     const bool rooted = name == "all" || find_collective(name)->rooted();
-    CLI::Option* op = sub->add_option("--op", o.op, "Reduction: sum prod max min avg")->capture_default_str();
-    CLI::Option* root = sub->add_option("--root", o.root, "Root rank of broadcast, reduce, gather, scatter")->capture_default_str();
+    CLI::Option* op =
+        sub->add_option("-o,--op", o.op, "Reduction: sum prod max min avg, or all (each in turn)")->capture_default_str();
+    CLI::Option* root =
+        sub->add_option("-r,--root", o.root, "Root rank of broadcast, reduce, gather, scatter, or all (each in turn)")
+            ->capture_default_str();
     if (!reducing) op->group(hidden);
     if (!rooted) root->group(hidden);
     command->given().op = op;
     command->given().root = root;
-    sub->add_option("-w,--warmup", o.warmup, "Untimed iterations before timing")->capture_default_str();
+    sub->add_option("-w,--warmup,--warmup_iters", o.warmup, "Untimed iterations before timing")->capture_default_str();
     sub->add_option("-n,--iters", o.iters, "Timed samples per size")->capture_default_str();
+    sub->add_option("--repeat", o.repeat,
+                    "Run the whole sweep this many times (nccl-tests' -N); the report holds every sweep and the spread "
+                    "between them, which compare takes as run-to-run noise. 0: until SIGINT/SIGTERM, which end it "
+                    "keeping the report")
+        ->capture_default_str();
     sub->add_option("--timing", o.timing, "per-iter (barrier + sync around each op) or batched")
         ->capture_default_str();
     command->given().batch_size = sub->add_option("--batch-size", o.batch_size, "Ops per sample in batched timing")->capture_default_str();
@@ -880,10 +1139,11 @@ std::unique_ptr<Command> add_collective_command(CLI::App& app, const std::string
     command->given().csv = sub->add_option("--csv", o.csv_path, "Write the results as CSV");
     sub->add_option("--backend", o.backend, "auto (NCCL when every rank sees a GPU), mpi or nccl")
         ->capture_default_str();
+    add_buffer_pages_flag(*sub);
     sub->add_option("--groups", o.groups,
                     "Run the collective in concurrent groups: host (one per host), cross-host (one per local rank) "
                     "or N (consecutive ranks); busbw per group and the minimum");
-    sub->add_option("--timeout", o.timeout_s, "Abort the job when one step hangs this many seconds (0: off)")
+    sub->add_option("-T,--timeout", o.timeout_s, "Abort the job when one step hangs this many seconds (0: off)")
         ->capture_default_str();
     sub->add_option("--progress", o.progress_s,
                     "When one size runs this many seconds, say on stderr which iteration it is in, and again "
@@ -898,9 +1158,15 @@ std::unique_ptr<Command> add_collective_command(CLI::App& app, const std::string
     sub->add_option("--inject-straggler", o.inject_straggler_rank,
                     "Fault injection: this rank sleeps after each barrier before the op (tests straggler naming)")
         ->group(hidden);  // fault injection, for the tests
+    sub->add_option("--inject-slowdown", o.inject_slowdown,
+                    "Fault injection: every rank stretches each timed op so busbw reads about this fraction of what "
+                    "it would (tests compare's gate)")
+        ->group(hidden);  // fault injection, for the tests and scripts/bench_compare_gate.sh
     sub->add_option("--inject-straggler-us", o.inject_straggler_us, "How long --inject-straggler sleeps (us)")
         ->capture_default_str()
         ->group(hidden);  // fault injection, for the tests
+    add_nccl_tests_flags(*sub, o.nccl_tests);
+    sub->parse_complete_callback([&o, sub] { apply_nccl_tests_flags(o, *sub); });
     return command;
 }
 

@@ -54,10 +54,14 @@ GroupLayout layout_groups(const GroupsSpec& spec, const std::vector<std::string>
     if (!equal)
         throw UsageError("--groups " + spec.text + ": the hosts run different numbers of ranks, so the groups would "
                          "differ in size; launch the same number of ranks on every host");
+    // A group of one: host has one rank per host (it needs more ranks on each host), cross-host
+    // one host (it needs more hosts), N can not (its size is 2 or more).
+    if (first < 2 && spec.text == "host")
+        throw UsageError("--groups host makes groups of 1 rank (one rank per host); a collective needs 2 or more: "
+                         "launch 2 or more ranks on each host, or use --groups cross-host");
     if (first < 2)
-        throw UsageError("--groups " + spec.text + " makes groups of 1 rank (" +
-                         (spec.text == "host" ? "one rank per host" : "one host") +
-                         "); a collective needs 2 or more: use the other placement or more ranks per host");
+        throw UsageError("--groups cross-host makes groups of 1 rank: every rank runs on one host, and a cross-host "
+                         "group takes one rank from each host; run on 2 or more hosts, or use --groups host or N");
     return layout;
 }
 

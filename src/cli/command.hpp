@@ -25,6 +25,9 @@ class Command {
     virtual void validate() const {}
     // Returns the process exit status.
     virtual int run(Invocation& invocation) = 0;
+    // Whether run() starts MPI. One that does not (plan, compare) is run, in a launch of several
+    // ranks, by the first rank alone once every rank has agreed to run it (cli/mpi_scope.hpp).
+    virtual bool needs_mpi() const { return true; }
 };
 
 // Each adds its subcommand(s) to the app; the command object holds the parsed options.

@@ -2,7 +2,9 @@
 // 2 naming the file, as is a failed run's report or (without --allow-partial) a partial one;
 // reports that share nothing are exit 2 saying what each holds; and --threshold R is exit 3
 // when a shared point's busbw fell below R times the first report's beyond run-to-run noise
-// (its --confidence interval, a bootstrap over both reports' samples, lies below 1).
+// (its interval from the point's runs lies below R; report/point_runs.hpp). A column may be
+// several reports of one run configuration, "a.json,b.json": their runs of each point are the
+// column's runs.
 // NCCL Inspector logs (files, or the folder the plugin wrote them in) given with reports are set
 // against them instead: the in-job busbw of each (collective, size bucket, group size) beside the
 // benchmark's (report/inspector_compare.hpp); --threshold R then gates those ratios.
@@ -19,6 +21,7 @@
 #include "core/json_file.hpp"
 #include "report/compare.hpp"
 #include "report/inspector_compare.hpp"
+#include "report/point_runs.hpp"
 
 namespace parbench {
 namespace {
@@ -34,18 +37,50 @@ std::string count_line(const Comparison& comparison) {
     if (comparison.unshared > 0)
         line << " (" << comparison.unshared << " of " << comparison.labels.front() << "'s missing elsewhere)";
     for (std::size_t r = 1; r < comparison.labels.size(); ++r) {
-        std::size_t beyond = 0, within = 0, unjudged = 0;
+        std::size_t beyond = 0, within = 0, within_run = 0, unjudged = 0;
         for (const ComparedPoint& point : comparison.points) {
-            if (!point.noise[r].judged)
+            const NoiseVerdict& noise = point.noise[r];
+            if (!noise.judged)
                 ++unjudged;
+            else if (noise.source == NoiseSource::within_run)
+                ++within_run;
             else
-                ++(point.noise[r].beyond() ? beyond : within);
+                ++(noise.beyond() ? beyond : within);
         }
         line << "; " << comparison.labels[r] << ": " << beyond << " beyond run-to-run noise at "
-             << comparison.confidence * 100.0 << " %, " << within << " within";
+             << comparison.confidence * 100.0 << " % (all together), " << within << " within";
+        if (within_run > 0)
+            line << ", " << within_run << " with one run a side (within-run spread only: not judged against "
+                 << "run-to-run noise; --repeat 3 measures it)";
         if (unjudged > 0) line << ", " << unjudged << " without samples";
     }
     return line.str();
+}
+
+// The reports of one column: "a.json,b.json" is two runs of one configuration; a path that
+// exists as it is, comma or not, is one report.
+std::vector<std::string> column_paths(const std::string& column) {
+    std::error_code error;
+    if (std::filesystem::exists(column, error) || column.find(',') == std::string::npos) return {column};
+    std::vector<std::string> paths;
+    std::size_t begin = 0;
+    for (;;) {
+        const std::size_t comma = column.find(',', begin);
+        const std::string path = column.substr(begin, comma == std::string::npos ? std::string::npos : comma - begin);
+        if (path.empty())
+            throw UsageError("'" + column + "': an empty report name between commas; give a.json,b.json for two runs "
+                             "of one configuration");
+        paths.push_back(path);
+        if (comma == std::string::npos) return paths;
+        begin = comma + 1;
+    }
+}
+
+// A threshold as given: 0.9, not 0.900000.
+std::string number_text(double value) {
+    std::ostringstream text;
+    text << value;
+    return text.str();
 }
 
 std::string read_text(const std::string& path) {
@@ -115,15 +150,31 @@ class CompareCommand : public Command {
                              "0.95");
     }
 
+    bool needs_mpi() const override { return false; }
+
     int run(Invocation&) override {
         if (const InJobInputs in_job = split_in_job_inputs(paths); !in_job.logs.empty()) return run_in_job(in_job);
-        const std::vector<std::string> labels = distinct_labels(paths);
+        // A column of several reports ("a.json,b.json") is labelled by its first, "+N" more.
+        std::vector<std::vector<std::string>> columns;
+        std::vector<std::string> firsts;
+        for (const std::string& column : paths) {
+            columns.push_back(column_paths(column));
+            firsts.push_back(columns.back().front());
+        }
+        const std::vector<std::string> labels = distinct_labels(firsts);
         std::vector<LabelledReport> reports;
-        for (std::size_t i = 0; i < paths.size(); ++i) {
-            std::error_code error;
-            if (std::filesystem::is_directory(paths[i], error))
-                throw UsageError("'" + paths[i] + "' is a folder; give report files (e.g. " + paths[i] + "/*.json)");
-            reports.push_back({labels[i], read_json_file(paths[i])});
+        for (std::size_t i = 0; i < columns.size(); ++i) {
+            std::vector<LabelledReport> runs;
+            for (const std::string& path : columns[i]) {
+                std::error_code error;
+                if (std::filesystem::is_directory(path, error))
+                    throw UsageError("'" + path + "' is a folder; give report files (e.g. " + path + "/*.json)");
+                runs.push_back({columns[i].size() == 1 ? labels[i] : path, read_json_file(path)});
+            }
+            if (runs.size() == 1)
+                reports.push_back(std::move(runs.front()));
+            else
+                reports.push_back(merge_runs(labels[i] + " +" + std::to_string(runs.size() - 1), runs, allow_partial));
         }
         const Comparison comparison = compare_reports(reports, {confidence, allow_partial});
         for (const std::string& warning : comparison.warnings) write_line(std::cerr, "warning: " + warning);
@@ -134,7 +185,14 @@ class CompareCommand : public Command {
         if (!threshold) return 0;
         const ThresholdVerdict verdict = judge_threshold(comparison, *threshold, confidence);
         for (const std::string& line : verdict.within_noise) write_line(std::cerr, "passed: " + line);
+        for (const std::string& line : verdict.unjudged) write_line(std::cerr, "not judged: " + line);
         for (const std::string& line : verdict.regressions) write_line(std::cerr, "regression: " + line);
+        if (!verdict.unjudged.empty())
+            write_line(std::cerr, "warning: " + std::to_string(verdict.unjudged.size()) + " point(s) below --threshold " +
+                                      number_text(*threshold) +
+                                      " could not be judged: with one run a side a report shows its iterations' spread, "
+                                      "not how runs differ, so the gate passes them; measure with --repeat 3, or give "
+                                      "several reports a side (a.json,b.json)");
         if (verdict.regressions.empty()) return 0;
         std::ostringstream error;
         error << "error: " << verdict.regressions.size() << " point(s) below --threshold " << *threshold
@@ -195,16 +253,19 @@ std::unique_ptr<Command> add_compare_command(CLI::App& app) {
     auto command = std::make_unique<CompareCommand>();
     CLI::App* sub = app.add_subcommand("compare", "Line up the points that several reports share (no MPI needed)");
     sub->add_option("reports", command->paths,
-                    "Report files written with --json; NCCL Inspector logs (or their folder) beside a report set "
+                    "Report files written with --json; a,b,c: several runs of one configuration as one column, their "
+                    "spread the run-to-run noise; NCCL Inspector logs (or their folder) beside a report set "
                     "in-job figures against it")
         ->required();
     sub->add_flag("--markdown", command->markdown, "Print a Markdown table");
     sub->add_flag("--csv", command->csv, "Print CSV");
     sub->add_option("--threshold", command->threshold,
                     "Exit 3 when a shared point's busbw is below R x the first report's beyond run-to-run noise "
-                    "(a CI gate, e.g. 0.9)");
+                    "(its interval from the point's runs lies below R: --repeat sweeps or a,b reports; a CI gate, "
+                    "e.g. 0.9)");
     sub->add_option("--confidence", command->confidence,
-                    "Level of the noise intervals (bootstrap over each point's samples) that a drop must clear")
+                    "Level of the noise intervals: those from runs hold at it all together (Bonferroni), a "
+                    "within-run one (one run a side) on its own")
         ->capture_default_str();
     sub->add_flag("--allow-partial", command->allow_partial,
                   "Compare reports of runs that ended early (status partial); failed runs are always refused");

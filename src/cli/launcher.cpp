@@ -44,6 +44,11 @@ std::string launcher_name() {
     if (set("HYDI_CONTROL_FD")) return "mpiexec (MPICH Hydra)";
     // srun's step daemons name the step in every task they start.
     if (set("SLURM_STEP_ID") && set("SLURM_PROCID")) return "srun (Slurm)";
+    // A process started alone becomes an MPI singleton, and Open MPI's singleton start sets
+    // the PMIx variables below in it too (with this mark): asked after MPI_Init, it was not
+    // started by a PMI launcher.
+    const char* ess = std::getenv("OMPI_MCA_ess");
+    if (ess != nullptr && std::string(ess) == "singleton") return "none (singleton)";
     if (set("PMIX_RANK") || set("PMI_RANK")) return "a PMI launcher";
     return "none (singleton)";
 }

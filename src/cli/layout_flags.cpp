@@ -26,8 +26,9 @@ void add_layout_flags(CLI::App& command, LayoutFlags& f) {
     c.add_option("--microbatches", f.microbatches, "Micro-batches per rank per step (gradient accumulation)")
         ->capture_default_str();
     c.add_option("--global-batch", f.global_batch,
-                 "Sequences (samples) per step over all ranks (default: 8, train's, which plan --states parbench of "
-                 "one layout takes too; plan otherwise one per micro-batch per dp rank)");
+                 "Sequences (samples) per step over all ranks (default: 8, train's, which plan --states parbench "
+                 "takes too; plan --search the model's trained batch or 4M tokens; one layout one per micro-batch per "
+                 "dp rank)");
     c.add_option("--zero", f.zero, "ZeRO stage: 0 (DDP), 1 (optimizer), 2 (+gradients), 3 (+parameters)")
         ->capture_default_str();
     c.add_option("--bucket-mb", f.bucket_mb,
@@ -35,6 +36,10 @@ void add_layout_flags(CLI::App& command, LayoutFlags& f) {
     c.add_flag("--overlap", f.overlap, "Start each bucket's gradient collective as soon as it is ready (overlap with "
                                        "backward)");
     c.add_flag("--prefetch", f.prefetch, "ZeRO-3: gather the next layer while computing this one");
+    c.add_flag("--tp-comm-overlap", f.tp_comm_overlap,
+               "Tensor-parallel all-gathers and reduce-scatters pipelined with their GEMMs, as Megatron-core's "
+               "--tp-comm-overlap and torchtitan's async TP run them; needs --sp (plan of a framework's job only; "
+               "with --search: every layout with sp)");
     c.add_option("--precision", f.precision,
                  "fp32, or bf16 (bf16 matmuls, fp32 master weights); also which peak MFU is against (default fp32, "
                  "train's, which plan --states parbench takes too; plan otherwise bf16)");

@@ -47,8 +47,8 @@ int run(int& argc, char**& argv) {
         throw UsageError("unknown command '" + std::string(argv[1]) + "'; run 'parbench --help' for the list");
     try {
         app.parse(argc, argv);
-    } catch (const CLI::Success& done) {
-        return is_first_rank() ? app.exit(done) : 0;  // --help, --version
+    } catch (const CLI::Success& done) {  // --help
+        return run_beside_peers(argc, argv, [&] { return app.exit(done); });
     } catch (const CLI::ParseError& error) {
         throw UsageError(std::string(error.what()) + "; run 'parbench " +
                          (argc > 1 && argv[1][0] != '-' ? std::string(argv[1]) + " " : std::string()) +
@@ -56,17 +56,22 @@ int run(int& argc, char**& argv) {
     }
 
     if (version) {
-        if (is_first_rank()) std::cout << "parbench " << tool_version << " (" << git_revision() << ")\n";
-        return 0;
+        return run_beside_peers(argc, argv, [] {
+            std::cout << "parbench " << tool_version << " (" << git_revision() << ")\n";
+            return 0;
+        });
     }
     for (auto& [subcommand, command] : commands) {
         if (!subcommand->parsed()) continue;
         Invocation invocation{argc, argv, std::vector<std::string>(argv, argv + argc), utc_now_iso8601(), subcommand};
         command->validate();
         if (dry_run) {  // what the docs tests check for lines that need GPUs, hosts or Nsight
-            if (is_first_rank()) std::cout << "flags valid\n";
-            return 0;
+            return run_beside_peers(argc, argv, [] {
+                std::cout << "flags valid\n";
+                return 0;
+            });
         }
+        if (!command->needs_mpi()) return run_beside_peers(argc, argv, [&] { return command->run(invocation); });
         return command->run(invocation);
     }
     throw UsageError("no command given; run 'parbench --help' for the list (e.g. parbench allreduce --size 100M)");
@@ -74,23 +79,11 @@ int run(int& argc, char**& argv) {
 
 }  // namespace
 
-// Commands whose every rank starts MPI: a rank that fails before starting it must join the
-// others there to have its error printed (cli/mpi_scope.hpp). The rest run without MPI or
-// on one rank, where the first rank's own line is the only one.
-bool peers_wait_in_mpi(int argc, char** argv) {
-    if (parbench::launcher_world_size() < 2 || argc < 2) return false;
-    const std::string command = argv[1];
-    bool measuring = command == "all" || command == "train" || command == "pairs" || command == "info" ||
-                     command == "moe-dispatch";
-    for (const parbench::Collective* collective : parbench::all_collectives())
-        measuring = measuring || command == collective->name();
-    if (!measuring) return false;
-    for (int i = 2; i < argc; ++i) {
-        const std::string argument = argv[i];
-        if (argument == "--print-schedule" || argument == "--help" || argument == "-h") return false;
-    }
-    return true;
-}
+// An error before MPI started, in a launch of several ranks, is told to the others through
+// their first agreement (cli/mpi_scope.hpp), where they wait whatever they run; once MPI has
+// run (a command that needs none failed on the first rank, after the agreement) or alone, the
+// error is this process's own.
+bool peers_wait_in_mpi() { return parbench::launcher_world_size() >= 2 && !parbench::mpi_was_started(); }
 
 // One write per line: mpirun forwards output in chunks, and a line split across writes
 // can be interleaved with its own messages.
@@ -100,13 +93,11 @@ int main(int argc, char** argv) {
     try {
         return run(argc, argv);
     } catch (const parbench::UsageError& error) {
-        if (peers_wait_in_mpi(argc, argv)) return parbench::join_failed_start(argc, argv, error.what());
+        if (peers_wait_in_mpi()) return parbench::join_failed_start(argc, argv, error.what());
         if (parbench::is_first_rank()) print_error(error.what());
         return 2;
-    } catch (const parbench::ValidationFailure& error) {
-        print_error(error.what());
-        return 1;
-    } catch (const std::exception& error) {
+    } catch (const std::exception& error) {  // ValidationFailure and the rest: exit 1
+        if (peers_wait_in_mpi()) return parbench::join_failed_start(argc, argv, error.what(), 1);
         print_error(error.what());
         return 1;
     }

@@ -248,7 +248,8 @@ class MoeDispatchCommand : public Command {
         const auto watchdog = start_watchdog(options_.timeout_s, session, control,
                                              [&kept](const std::string& message) { kept.abandon(message); });
         watchdog->enter({"setup", "start-up", 0, 0});
-        Backend backend = make_backend(BackendChoice::mpi, session, control);
+        // Its buffers are std::vectors, plain allocations: what BufferPages::normal is, and what the record says.
+        Backend backend = make_backend(BackendChoice::mpi, session, control, BufferPages::normal);
         const Environment environment = collect_environment(session, *backend.device, *backend.comm, control);
         nlohmann::json report =
             report_frame("moe-dispatch", invocation.arguments, invocation.started_at, environment, config_json(config, options_));

@@ -56,23 +56,30 @@ class FallbackExit {
     std::thread thread_;
 };
 
-// The command word of argv ("allreduce"), which every rank must share.
-std::string command_of(const std::vector<std::string>& arguments) { return arguments.size() > 1 ? arguments[1] : ""; }
+// Where this process runs, before MPI can say it: the launcher's rank and this host.
+std::string where_before_mpi() { return "rank " + std::to_string(launcher_rank()) + " (" + host_name() + ")"; }
 
-// The start-up agreements run before the watchdog exists; with --timeout they are bounded too,
-// for a peer that never joins them (an older build, which makes other MPI calls first).
-std::optional<FallbackExit> start_up_guard(const MpiSession& session, const nlohmann::json& options) {
+// MPI_Init and the start-up agreements wait for every rank of the launch; with --timeout they
+// are bounded too, for a peer that never starts MPI (another program, a rank stuck before it)
+// or never joins them (an older build, which makes other MPI calls first). Armed before
+// MPI_Init, which is where such a peer leaves the others waiting.
+std::optional<FallbackExit> start_up_guard(const nlohmann::json& options) {
     const double timeout_s = options.is_object() ? options.value("timeout_s", 0.0) : 0.0;
     if (!(timeout_s > 0)) return std::nullopt;
     std::ostringstream seconds;
     seconds << timeout_s;
     return std::optional<FallbackExit>(
         std::in_place,
-        "error: watchdog: " + where(session) + " waited " + seconds.str() +
-            " s (--timeout) for the other ranks to agree on the build, command and flags: a rank runs another "
-            "command or an older parbench build; launch every rank with the same build, command and flags",
+        "error: watchdog: " + where_before_mpi() + " waited " + seconds.str() +
+            " s (--timeout) for the other ranks to start MPI and agree on the build, command and flags: a rank runs "
+            "another program or an older parbench build, or is stuck before starting MPI; launch every rank with the "
+            "same build, command and flags",
         std::chrono::duration<double>(timeout_s), watchdog_exit_code);
 }
+
+// How long a rank that needs no MPI, or failed before starting it, waits for its peers to join
+// the first agreement before it gives up on them (they run another program).
+constexpr std::chrono::seconds peers_start_limit{30};
 
 }  // namespace
 
@@ -82,17 +89,16 @@ void abort_job(Communicator& comm, int exit_code) {
 }
 
 int run_with_mpi(Invocation& invocation, const nlohmann::json& options, const MpiBody& body, MpiThreadLevel threads) {
+    auto guard = start_up_guard(options);
     MpiSession session(invocation.argc, invocation.argv, threads);
     auto control = MpiCommunicator::world();
     try {
-        {
-            const auto guard = start_up_guard(session, options);
-            require_same_job(*control, command_of(invocation.arguments));
-            throw_if_any_rank_failed(*control, std::nullopt, session.hosts_by_rank());
-            require_same_options(*control, options, [&invocation](const std::string& flag) {
-                return invocation.command != nullptr && invocation.command->get_option_no_throw(flag) != nullptr;
-            });
-        }
+        require_same_job(*control, what_rank_runs(invocation.arguments));
+        throw_if_any_rank_failed(*control, std::nullopt, session.hosts_by_rank());
+        require_same_options(*control, options, [&invocation](const std::string& flag) {
+            return invocation.command != nullptr && invocation.command->get_option_no_throw(flag) != nullptr;
+        });
+        guard.reset();  // the watchdog (cli/job_watchdog.hpp) watches what follows
         return body(session, *control);
     } catch (const UsageError& error) {
         // Raised alike on every rank (agreed through rank_agreement where needed).
@@ -105,13 +111,12 @@ int run_with_mpi(Invocation& invocation, const nlohmann::json& options, const Mp
     }
 }
 
-int join_failed_start(int& argc, char**& argv, const std::string& message) {
-    const FallbackExit fallback("error: rank " + std::to_string(launcher_rank()) + " (" + host_name() + "): " + message,
-                                std::chrono::seconds(30));
+int join_failed_start(int& argc, char**& argv, const std::string& message, int exit_code) {
+    const FallbackExit fallback("error: " + where_before_mpi() + ": " + message, peers_start_limit, exit_code);
     MpiSession session(argc, argv);
     auto control = MpiCommunicator::world();
     try {
-        require_same_job(*control, command_of(std::vector<std::string>(argv, argv + argc)));
+        require_same_job(*control, what_rank_runs(std::vector<std::string>(argv, argv + argc)));
     } catch (const UsageError& mixed) {  // the peers, in run_with_mpi, refuse it alike
         if (session.world_rank() == 0) print_line(std::string("error: ") + mixed.what());
         control->barrier();
@@ -120,7 +125,40 @@ int join_failed_start(int& argc, char**& argv, const std::string& message) {
     const auto agreed = agree_on_error(*control, session.hosts_by_rank(), message);
     if (session.world_rank() == 0) print_line("error: " + agreed.value_or(message));
     control->barrier();
-    return 2;
+    return exit_code;
+}
+
+int run_beside_peers(int& argc, char**& argv, const std::function<int()>& body) {
+    if (launcher_world_size() < 2) return body();
+    const std::string what = what_rank_runs(std::vector<std::string>(argv, argv + argc));
+    bool first = false;
+    {
+        const FallbackExit fallback("error: " + where_before_mpi() + " runs '" + what +
+                                        "', which needs no MPI, and waited " +
+                                        std::to_string(peers_start_limit.count()) +
+                                        " s for the other ranks of the launch to start MPI and agree that they run it "
+                                        "too: a rank runs another program, or is stuck before starting MPI; launch "
+                                        "every rank with the same command",
+                                    peers_start_limit);
+        MpiSession session(argc, argv);
+        auto control = MpiCommunicator::world();
+        try {
+            require_same_job(*control, what);
+            throw_if_any_rank_failed(*control, std::nullopt, session.hosts_by_rank());
+        } catch (const UsageError& error) {
+            if (session.world_rank() == 0) print_line(std::string("error: ") + error.what());
+            control->barrier();
+            return 2;
+        }
+        first = session.world_rank() == 0;
+    }  // MPI ends here, on every rank at once: the first rank's command runs without it
+    return first ? body() : 0;
+}
+
+bool mpi_was_started() {
+    int initialized = 0;
+    MPI_Initialized(&initialized);
+    return initialized != 0;
 }
 
 }  // namespace parbench

@@ -10,6 +10,7 @@
 #include <iostream>
 
 #include "bench/pair_bench.hpp"
+#include "cli/buffer_pages_flag.hpp"
 #include "cli/command.hpp"
 #include "cli/job_environment.hpp"
 #include "cli/job_watchdog.hpp"
@@ -17,11 +18,13 @@
 #include "cli/mpi_scope.hpp"
 #include "cli/rank_agreement.hpp"
 #include "comm/backend.hpp"
+#include "core/console.hpp"
 #include "core/error.hpp"
 #include "core/json_file.hpp"
 #include "core/memory_budget.hpp"
 #include "core/size_parse.hpp"
 #include "report/kept_report.hpp"
+#include "report/environment.hpp"
 #include "report/pair_matrix.hpp"
 #include "report/report_document.hpp"
 
@@ -44,6 +47,7 @@ struct PairsOptions {
     double timeout_s = 0.0;
     std::string json_path;
     std::string backend = "auto";
+    std::optional<int> inject_starved_rank;
 };
 
 void check_exchanges(int count, const char* flag, int least) {
@@ -72,6 +76,7 @@ PairBenchOptions resolve(const PairsOptions& options) {
     resolved.warmup = options.warmup;
     resolved.iters = options.iters;
     resolved.latency_iters = options.latency_iters;
+    resolved.inject_starved_rank = options.inject_starved_rank;
     parse_backend(options.backend);
     return resolved;
 }
@@ -116,7 +121,7 @@ class PairsCommand : public Command {
         const auto watchdog = start_watchdog(options_.timeout_s, session, control,
                                              [&kept](const std::string& message) { kept.abandon(message); });
         watchdog->enter({"setup", "start-up", 0, 0});
-        Backend backend = make_backend(parse_backend(options_.backend), session, control);
+        Backend backend = make_run_backend(invocation, parse_backend(options_.backend), session, control);
         throw_if_any_rank_failed(control,
                                  memory_refusal(resolved, participants.size(),
                                                 run_memory_budgets(*backend.device, control, session.hosts_by_rank(),
@@ -125,16 +130,25 @@ class PairsCommand : public Command {
         const Environment environment = collect_environment(session, *backend.device, *backend.comm, control);
         nlohmann::json report = report_frame("pairs", invocation.arguments, invocation.started_at, environment,
                                              config_json(resolved));
-        if (session.world_rank() == 0) print_header(std::cout, participants, resolved);
+        if (session.world_rank() == 0) {
+            print_header(std::cout, participants, resolved);
+            write_line(std::cout, buffer_pages_line(environment));
+            // Ranks that share a core wait for the CPU, not the link: every pair looks slow.
+            if (oversubscribed(environment))
+                write_line(std::cerr, "warning: more ranks than cores on a host: ranks share cores and busy-poll, so "
+                                      "pairs measure the scheduler too and the CPU-bound diagnosis loses its "
+                                      "reference; run at most one rank per core (or --by host)");
+        }
 
         std::vector<int> ranks;
         for (const PairParticipant& p : participants) ranks.push_back(p.rank);
         const auto keep = [&](const PairMeasurements& so_far, RunStatus status, const std::string& reason) {
-            const PairAnalysis analysis = flag_slow_pairs(so_far.bandwidth_gbps, participants, options_.flag_below);
+            const PairAnalysis analysis =
+                flag_slow_pairs(so_far.bandwidth_gbps, so_far.latency_us, participants, options_.flag_below);
             report["results"] = nlohmann::json::array(
                 {pairs_result_json(options_.by, resolved.bandwidth_bytes, resolved.latency_bytes, so_far.rounds,
-                                   participants, so_far.bandwidth_gbps, so_far.latency_us, options_.flag_below,
-                                   analysis)});
+                                   participants, so_far.bandwidth_gbps, so_far.latency_us, so_far.cpu_share,
+                                   options_.flag_below, analysis)});
             if (status != RunStatus::partial) report["finished_at"] = utc_now_iso8601();
             kept.write(report, status, reason);
             return analysis;
@@ -156,7 +170,7 @@ class PairsCommand : public Command {
             print_pair_matrix(std::cout, "latency (us) at " + std::to_string(resolved.latency_bytes) + " B",
                               measured.latency_us, participants, 1);
         }
-        print_flagged_pairs(std::cout, analysis, participants, options_.flag_below);
+        print_flagged_pairs(std::cout, analysis, participants, options_.flag_below, measured.cpu_share);
         return 0;
     }
 
@@ -216,12 +230,17 @@ std::unique_ptr<Command> add_pairs_command(CLI::App& app) {
         ->capture_default_str();
     sub->add_option("--json", o.json_path,
                     "Write the report as JSON (schema parbench.report/v1), rewritten after every round");
+    add_buffer_pages_flag(*sub);
     sub->add_option("--backend", o.backend, "auto (NCCL when every rank sees a GPU), mpi or nccl")
         ->capture_default_str();
     sub->add_option("--timeout", o.timeout_s,
                     "Abort the job when an exchange or a round's barrier hangs this many seconds, naming the rank "
                     "(0: off)")
         ->capture_default_str();
+    sub->add_option("--inject-cpu-starved", o.inject_starved_rank,
+                    "Fault injection: this rank sleeps inside each timed exchange, as a CPU-throttled rank (tests the "
+                    "diagnosis)")
+        ->group("");  // fault injection, for the tests
     return command;
 }
 

@@ -11,6 +11,7 @@
 #include "core/checked.hpp"
 #include "core/error.hpp"
 #include "core/json_file.hpp"
+#include "plan/global_batch.hpp"
 #include "plan/layout_search.hpp"
 #include "plan/moe_plan.hpp"
 #include "plan/plan_output.hpp"
@@ -81,21 +82,24 @@ class PlanCommand : public Command {
     std::optional<double> moe_imbalance;
     bool search = false;
     int top = 10;
-    std::string microbatch_list = "1,2,4,8,16,32,64,128,256,512";
+    std::optional<std::string> microbatch_list;  // default: SearchSpace's, extended to the batch
+    bool fp8 = false;                            // plan/device_compute.hpp
     std::string json_path;
     bool markdown = false;
 
     void validate() const override {
         check_flag_ranges();
         if (efficiency && !(*efficiency > 0.0 && *efficiency <= 1.0)) throw UsageError("--efficiency must be in (0, 1]");
-        if (!gemm_curve.empty() && (efficiency || !calibrate_compute.empty()))
-            throw UsageError("--gemm-curve models compute from each GEMM's shape; drop --efficiency and "
-                             "--calibrate-compute, which give one rate instead");
+        if (!gemm_curve.empty() && efficiency)
+            throw UsageError("--gemm-curve models compute from each GEMM's shape; drop --efficiency, which gives one "
+                             "rate instead");
         if (!json_path.empty()) check_writable(json_path, "--json");
         if (moe_imbalance && !(*moe_imbalance >= 1.0 && *moe_imbalance <= max_moe_imbalance))
             throw UsageError("--moe-imbalance " + std::to_string(*moe_imbalance) + ": give the max / mean tokens an "
                              "expert-parallel rank receives, 1 (balanced) or more, as `parbench alltoallv --skew` reports it");
     }
+
+    bool needs_mpi() const override { return false; }
 
     int run(Invocation& invocation) override {
         const ResolvedModel resolved = resolve_plan_model(model);
@@ -119,17 +123,13 @@ class PlanCommand : public Command {
                                                              : cluster.device.peak_tflops_fp32;
         ComputeRate rate;
         // Compute from each layer's work on the device's GEMM curve (plan/device_compute.hpp)
-        // unless one rate is given (--efficiency, --calibrate-compute) or the device has no curve.
+        // unless one rate is given (--efficiency, --calibrate-compute); a device without a curve is
+        // refused, naming the ways to give it one. --calibrate-compute with --gemm-curve: the curve
+        // by shape, set to the measured run's level.
         std::optional<DeviceCompute> device_compute;
-        if (!efficiency && calibrate_compute.empty()) {
-            device_compute = device_compute_preset(cluster.device, run_precision == Precision::bf16);
-            if (!gemm_curve.empty()) {
-                if (!device_compute)
-                    throw UsageError("--gemm-curve: device '" + cluster.device.name +
-                                     "' has no memory-bandwidth preset; use --device A100|H100|H200|B200");
-                device_compute->gemm = fit_gemm_curve(gemm_curve, device_compute->peak_tflops);
-            }
-        }
+        if (!efficiency && (calibrate_compute.empty() || !gemm_curve.empty()))
+            device_compute = resolve_device_compute(cluster.device, run_precision == Precision::bf16, gemm_curve,
+                                                    cluster_path.empty() ? "--device " + device : "--cluster " + cluster_path);
         if (calibrate_compute.empty()) {
             rate.tflops_per_gpu = peak * efficiency.value_or(0.5);
             rate.source = device_compute ? std::string(gemm_curve.empty() ? "uncalibrated: " : "") +
@@ -150,6 +150,19 @@ class PlanCommand : public Command {
                 cluster.cores_per_host = rate.measured_cores;
                 cluster.cores_source = "the host of --calibrate-compute " + calibrate_compute;
             }
+        }
+        if (device_compute && !calibrate_compute.empty()) {
+            if (!rate.run)
+                throw UsageError("--calibrate-compute " + calibrate_compute + " with --gemm-curve: give a train report "
+                                 "(its measured step sets the curve's level), not an ops report");
+            // Its own optimizer then, at the rate the ops report measured AdamW at, or the device's
+            // memory bandwidth.
+            rate.includes_optimizer = false;
+            if (!rate.optimizer_gbps)
+                if (const auto gbps = ops_optimizer_gbps(gemm_curve)) {
+                    rate.optimizer_gbps = gbps;
+                    rate.optimizer_source = "--gemm-curve " + gemm_curve + ": its adamw_update bytes/s";
+                }
         }
         PlanContext context{cluster, CommModel(cluster), rate, PassCosts{}, false, true, device_compute};
         PlanInputs inputs;
@@ -200,6 +213,17 @@ class PlanCommand : public Command {
                              {"source", context.pass_costs_given ? "--fbw" : "the schedule's balanced costs"}};
 
         PlanLayout base = base_layout(resolved.config, run_precision, cluster);
+        inputs.batch = to_json(plan_global_batch(layout.global_batch.value_or(0), search, base.states, resolved.config,
+                                                 base.engine.dp, layout.microbatches),
+                               resolved.config);
+        if (context.device_compute && context.rate.run) {
+            const double gbps = rate.optimizer_gbps.value_or(cluster.device.memory_bandwidth_gbps);
+            context.device_compute->step_scale =
+                measured_step_scale(*context.device_compute, base.engine, base.engine.attention, *context.rate.run, gbps);
+            context.device_compute->step_scale_source = "--calibrate-compute " + calibrate_compute + ": its measured "
+                                                        "step over the curve's compute and optimizer for the same run";
+            inputs.compute["device_model"] = to_json(*context.device_compute);
+        }
         inputs.states = {{"convention", states_name(base.states)},
                          {"source", states ? "--states " + *states : default_states_reason(run_precision, cluster)}};
         std::vector<PlanPrediction> layouts;
@@ -207,11 +231,16 @@ class PlanCommand : public Command {
         if (search) {
             SearchSpace space;
             space.base = base;
-            space.microbatch_counts = parse_int_list(microbatch_list, "--microbatch-list");
+            if (microbatch_list) space.microbatch_counts = parse_int_list(*microbatch_list, "--microbatch-list");
+            space.extend_microbatch_counts = !microbatch_list;
             space.allow_cross_host_tp = allow_cross_host_tp;
             space.engine_only = base.states == StateConvention::parbench;
             context.simulate_balanced = false;
             searched = search_layouts(space, context);
+            // Nothing formed: the batch or the list stopped it, not memory (issue 36).
+            const std::string unformed =
+                unformed_reason(*searched, space, cluster.gpus, layout.global_batch.has_value());
+            if (!unformed.empty()) throw UsageError(unformed);
             for (std::size_t i = 0; i < searched->ranked.size() && static_cast<int>(i) < top; ++i)
                 layouts.push_back(searched->ranked[i]);
         } else {
@@ -337,9 +366,12 @@ class PlanCommand : public Command {
     }
 
     // Where the layout is planned, and what the flags not given mean there.
-    LayoutTarget layout_target(StateConvention states_used, Precision run_precision, const ClusterSpec& cluster) const {
+    LayoutTarget layout_target(const ModelConfig& config, StateConvention states_used, Precision run_precision,
+                               const ClusterSpec& cluster) const {
         const std::vector<std::string> presets = device_preset_names();
-        const bool gpu = std::find(presets.begin(), presets.end(), cluster.device.name) != presets.end();
+        // A GPU: a preset, or a --cluster file's device that computes on a GPU preset's curve.
+        const bool gpu = std::find(presets.begin(), presets.end(), cluster.device.name) != presets.end() ||
+                         !cluster.device.gemm_preset.empty();
         LayoutTarget target;
         target.engine = states_used == StateConvention::parbench;
         target.world = WorldSize{cluster.gpus, "GPUs", "--gpus"};
@@ -350,11 +382,15 @@ class PlanCommand : public Command {
         // Flash attention is how bf16 jobs on GPUs run; fp32 plans keep the scores (naive).
         target.auto_attention = run_precision == Precision::bf16 && gpu ? AttentionKind::flash : AttentionKind::naive;
         target.default_precision = run_precision;
-        // Not given: a plan of parbench's own run (one layout) takes train's default, so the same
-        // flags count the same bytes; otherwise one sequence per micro-batch per data-parallel rank.
-        if (target.engine && !search) {
+        // Not given: the default and its reason (plan/global_batch.hpp): train's under --states
+        // parbench, so the same flags count the same bytes; a search's a batch someone trains
+        // with; one layout's one sequence per micro-batch per data-parallel rank.
+        if (target.engine) {
             target.default_global_batch = engine_default_global_batch;
             target.default_global_batch_note = " (train's default, which --states parbench plans)";
+        } else if (search) {
+            target.default_global_batch =
+                plan_global_batch(0, true, states_used, config, 1, layout.microbatches).sequences;
         } else {
             target.default_global_batch.reset();
         }
@@ -371,7 +407,24 @@ class PlanCommand : public Command {
             throw UsageError("--tp " + std::to_string(layout.tp) + " is above --gpus-per-host " +
                              std::to_string(cluster.gpus_per_host) +
                              ": tensor parallelism across hosts is slow; lower --tp or add --allow-cross-host-tp");
-        p.engine = resolve_layout(layout, config, config.seq_len, layout_target(p.states, run_precision, cluster));
+        p.engine = resolve_layout(layout, config, config.seq_len, layout_target(config, p.states, run_precision, cluster));
+        // Plan's pricing of the frameworks' overlap and FP8 needs each GEMM's time on the device.
+        const bool one_rate = efficiency || !calibrate_compute.empty();
+        if (p.engine.tp_comm_overlap && one_rate)
+            throw UsageError("--tp-comm-overlap pairs each collective with its GEMM's time on the device's curve; "
+                             "drop --efficiency and --calibrate-compute, which give one rate instead");
+        if (fp8) {
+            if (p.states == StateConvention::parbench || run_precision != Precision::bf16)
+                throw UsageError("--fp8 prices a framework's FP8 linear layers in a bf16 job; parbench's train runs "
+                                 "none: plan with --states megatron|zero and --precision bf16, or drop it");
+            if (cluster.device.peak_tflops_fp8 <= 0)
+                throw UsageError("--fp8: " + cluster.device.name + " has no FP8 peak (A100 has no FP8 tensor cores; a "
+                                 "--cluster file gives \"peak_tflops_fp8\"); drop --fp8");
+            if (one_rate)
+                throw UsageError("--fp8 prices the linear layers' GEMMs on the device's FP8 curve; drop --efficiency "
+                                 "and --calibrate-compute, which give one rate instead");
+            p.fp8 = true;
+        }
         resolve_fsdp(p, cluster);
         resolve_experts(p, config);
         return p;
@@ -405,10 +458,13 @@ std::unique_ptr<Command> add_plan_command(CLI::App& app) {
                   "ZeRO-3 as FSDP without resharding after forward (one gather per layer, parameters kept)");
     sub->add_flag("--hybrid-shard", c.hybrid_shard,
                   "ZeRO-3 as FSDP's hybrid sharding: shard inside a host, replicate across hosts");
+    sub->add_flag("--fp8", c.fp8,
+                  "FP8 linear layers (Transformer Engine, torchtitan Float8): their GEMMs at the device's FP8 peak and "
+                  "measured FP8 efficiency, activations cast before each; attention and the rest in bf16");
     sub->add_option("--fbw", c.pass_costs, "F,B,W times of one micro-batch for the schedule simulation");
     sub->add_option("--efficiency", c.efficiency,
                     "One fraction of peak for all compute (default: each GEMM's shape on the device's curve, "
-                    "element-wise work at HBM bandwidth; 0.5 on a device without a curve)");
+                    "element-wise work at HBM bandwidth)");
     sub->add_option("--gemm-curve", c.gemm_curve, "parbench-ops report whose matmul entries fit the GEMM curve");
     sub->add_option("--calibrate", c.calibrate, "Collective reports (size sweeps) to fit alpha/beta from");
     sub->add_option("--calibrate-compute", c.calibrate_compute, "parbench-ops or train report for the compute rate");
@@ -416,7 +472,9 @@ std::unique_ptr<Command> add_plan_command(CLI::App& app) {
                     "MoE: max/mean tokens per ep rank, what `parbench alltoallv --skew` reports (default 1, balanced)");
     sub->add_flag("--search", c.search, "Rank every layout that divides the GPUs and the model (and ep for MoE)");
     sub->add_option("--top", c.top, "Layouts to show with --search")->capture_default_str();
-    sub->add_option("--microbatch-list", c.microbatch_list, "Micro-batch counts --search tries")->capture_default_str();
+    sub->add_option("--microbatch-list", c.microbatch_list,
+                    "Micro-batch counts --search tries (default 1,2,4,...,512 and the counts that cut each dp rank's "
+                    "batch into micro-batches of 1, 2, 4 and 8)");
     sub->add_option("--json", c.json_path, "Write the parbench.plan/v1 document here");
     sub->add_flag("--markdown", c.markdown, "Print a Markdown table");
     return command;

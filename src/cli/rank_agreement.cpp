@@ -6,6 +6,7 @@
 #include <vector>
 
 #include "core/error.hpp"
+#include "core/exact_number.hpp"
 #include "core/json_file.hpp"
 #include "core/version.hpp"
 
@@ -37,7 +38,10 @@ void flatten_into(const nlohmann::json& value, const std::string& prefix,
         for (const auto& [key, item] : value.items()) flatten_into(item, prefix.empty() ? key : prefix + "." + key, out);
         return;
     }
-    out.emplace_back(prefix, value.is_string() ? value.get<std::string>() : value.dump());
+    // Floating-point values exactly (JSON's text would write NaN and infinities alike as null).
+    out.emplace_back(prefix, value.is_string()         ? value.get<std::string>()
+                             : value.is_number_float() ? exact_number_text(value.get<double>())
+                                                       : value.dump());
 }
 
 std::string shortened(const std::string& value) {
@@ -121,6 +125,7 @@ std::string flag_of_config_key(const std::string& key, const FlagLookup& is_flag
         {"timeout_s", "--timeout"},
         {"backend_requested", "--backend"},
         {"batch_size", "--batch-size"},
+        {"check_runs", "-c/--check"},
         {"model_content", "the --model config's content"},
         {"resolved.dp", "--dp"},
         {"resolved.tp", "--tp"},
@@ -234,6 +239,25 @@ void check_outputs_writable(Communicator& control, std::initializer_list<OutputF
     message.resize(static_cast<std::size_t>(length));
     control.broadcast(message.data(), message.data(), static_cast<std::size_t>(length), DType::uint8, 0);
     throw UsageError(message);
+}
+
+std::string what_rank_runs(const std::vector<std::string>& arguments) {
+    // The flags that end a run before its command starts MPI, under the name --help lists them.
+    static const std::vector<std::pair<std::string, std::string>> early_exits = {
+        {"--dry-run", "--dry-run"}, {"--help", "--help"}, {"-h", "--help"},
+        {"--print-schedule", "--print-schedule"}, {"--version", "--version"}};
+    std::string command;
+    std::vector<std::string> flags;
+    for (std::size_t i = 1; i < arguments.size(); ++i) {
+        const std::string& argument = arguments[i];
+        if (command.empty() && !argument.starts_with('-')) command = argument;
+        for (const auto& [given, named] : early_exits)
+            if (argument == given && std::find(flags.begin(), flags.end(), named) == flags.end()) flags.push_back(named);
+    }
+    std::sort(flags.begin(), flags.end());
+    std::string words = command;
+    for (const std::string& flag : flags) words += (words.empty() ? "" : " ") + flag;
+    return words.empty() ? "(no command)" : words;
 }
 
 void require_same_job(Communicator& control, const std::string& command) {

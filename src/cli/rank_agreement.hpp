@@ -43,8 +43,13 @@ void check_outputs_writable(Communicator& control, std::initializer_list<OutputF
 // rank, UsageError naming each rank's build or command:
 //   ranks run different parbench builds: rank 0 0.5.0 (64eca0a), rank 1 0.5.0 (9e5c572); install one build on every host
 //   ranks run different commands: rank 0 allreduce, rank 1 info; launch every rank with the same command and flags
-// Costs one 8-byte allgather when they agree.
+// Costs one 8-byte allgather when they agree. `command` is what_rank_runs(argv).
 void require_same_job(Communicator& control, const std::string& command);
+
+// What a rank runs, as require_same_job compares it: the command word and the flags that make
+// the rank do something else than run it ("allreduce", "train --print-schedule", "plan",
+// "allreduce --help", "--version"): two such ranks make different MPI calls, or none.
+std::string what_rank_runs(const std::vector<std::string>& arguments);
 
 // Compares a digest of `options` (a command's resolved config, with input files' contents
 // folded in by the caller) across ranks; on a difference throws, on every rank, UsageError
@@ -60,7 +65,9 @@ void require_same_options(Communicator& control, const nlohmann::json& options, 
 std::string labelled_value(const std::string& compared, const std::string& label);
 
 namespace detail {
-// "a.b" -> value text, depth first, object keys in order; arrays are one value.
+// "a.b" -> value text, depth first, object keys in order; arrays are one value; a floating-point
+// value as exact_number_text writes it (core/exact_number.hpp), so that values agree only when
+// their bit patterns do.
 std::vector<std::pair<std::string, std::string>> flatten_options(const nlohmann::json& options);
 // The flag a config key comes from, for messages: "global_batch" -> "--global-batch",
 // "mpi_threads.requested" -> "--mpi-threads". With `is_flag`, a derived name the command lacks is

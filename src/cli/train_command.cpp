@@ -12,13 +12,17 @@
 #include <optional>
 #include <thread>
 
+#include "cli/buffer_pages_flag.hpp"
 #include "cli/command.hpp"
+#include "cli/divergence_reason.hpp"
+#include "cli/iteration_log.hpp"
 #include "cli/job_environment.hpp"
 #include "cli/job_watchdog.hpp"
 #include "cli/layout_flags.hpp"
 #include "cli/memory_check.hpp"
 #include "cli/mpi_scope.hpp"
 #include "cli/rank_agreement.hpp"
+#include "cli/stop_signals.hpp"
 #include "comm/backend.hpp"
 #include "comm/mpi_communicator.hpp"
 #include "comm/mpi_session.hpp"
@@ -74,22 +78,6 @@ int share_check_outcome(Communicator& control, bool passed) {
     return outcome;
 }
 
-// One line per step (or per --log-interval), after Megatron-LM's training log: step, time,
-// loss, throughput (tokens/s for GPT, samples/s for MLP) and model TFLOP/s per rank.
-std::string progress_line(const TrainPlan& plan, int world, const StepProgress& p) {
-    const bool gpt = plan.layout.model.kind == ModelKind::gpt;
-    const double seconds = p.time_ms / 1000.0;
-    const double per_step = static_cast<double>(plan.layout.global_batch) * (gpt ? plan.layout.seq_len : 1);
-    const double tflops = model_flops_per_step(plan.layout.model, plan.layout.global_batch, plan.layout.seq_len) / seconds /
-                          static_cast<double>(world) / 1e12;
-    char line[256];
-    std::snprintf(line, sizeof line, " step %*d/%d%s | step time %.2f ms | loss %.6g | %s %.1f | TFLOP/s per rank %.4f\n",
-                  static_cast<int>(std::to_string(p.total_steps).size()), p.step + 1, p.total_steps,
-                  p.timed ? "        " : " warm-up", p.time_ms, p.loss, gpt ? "tokens/s" : "samples/s",
-                  per_step / seconds, tflops);
-    return line;
-}
-
 // Flags of the run itself (not of what is trained), kept beside TrainOptions.
 struct TrainRunOptions {
     double timeout_s = 0.0;
@@ -97,14 +85,14 @@ struct TrainRunOptions {
     int log_interval = 1;
 };
 
-// Watches every step of the run, prints Megatron's kind of progress line, and rewrites the
-// report after every timed step, so a run that dies keeps every step it finished.
+// Watches every step of the run, prints Megatron's training log (cli/iteration_log.hpp), and
+// rewrites the report after every timed step, so a run that dies keeps every step it finished.
 class TrainProgress : public StepObserver {
   public:
-    TrainProgress(const TrainPlan& plan, const MeshShape& shape, Watchdog& watchdog, KeptReport& kept, KeptTrace& trace,
-                  nlohmann::json report, bool speaks, int log_interval)
-        : plan_(plan), world_(shape.world()), watchdog_(watchdog), kept_(kept), trace_(trace),
-          report_(std::move(report)), speaks_(speaks), log_interval_(log_interval) {
+    TrainProgress(const TrainPlan& plan, const MeshShape& shape, const PeakFlops& peak, Watchdog& watchdog,
+                  KeptReport& kept, KeptTrace& trace, nlohmann::json report, bool speaks, int log_interval)
+        : plan_(plan), log_(plan, shape.world(), peak, log_interval), watchdog_(watchdog), kept_(kept), trace_(trace),
+          report_(std::move(report)), speaks_(speaks) {
         report_["progress"] = {{"steps", nlohmann::json::array()}};
     }
 
@@ -114,10 +102,9 @@ class TrainProgress : public StepObserver {
 
     void step_finished(const StepProgress& p) override {
         watchdog_.idle();
-        if (speaks_ && ((p.step + 1) % log_interval_ == 0 || p.step + 1 == p.total_steps))
-            std::cout << progress_line(plan_, world_, p) << std::flush;
-        report_["progress"]["steps"].push_back(
-            {{"step", p.step + 1}, {"timed", p.timed}, {"time_ms", p.time_ms}, {"loss", p.loss}});
+        const std::optional<std::string> line = log_.step_finished(p);
+        if (speaks_ && line) std::cout << *line << std::flush;
+        report_["progress"]["steps"].push_back(log_.step_json(p));
         if (!p.timed) return;
         ++timed_done_;
         kept_.write(report_, RunStatus::partial,
@@ -138,13 +125,12 @@ class TrainProgress : public StepObserver {
 
   private:
     const TrainPlan& plan_;
-    int world_;
+    IterationLog log_;
     Watchdog& watchdog_;
     KeptReport& kept_;
     KeptTrace& trace_;
     nlohmann::json report_;
     bool speaks_;
-    int log_interval_;
     int timed_done_ = 0;
 };
 
@@ -163,6 +149,8 @@ class TrainCommand : public Command {
     TrainOptions& options() { return options_; }
 
     void validate() const override { check_flags_apply(resolve_train_options(options_)); }
+
+    bool needs_mpi() const override { return !options_.print_schedule; }
 
     int run(Invocation& invocation) override {
         const TrainPlan plan = resolve_train_options(options_);
@@ -232,8 +220,17 @@ class TrainCommand : public Command {
                                                  kept.abandon(message);
                                                  trace.abandon(message);
                                              });
+        // Ctrl-C (SIGTERM from mpirun) or a SIGTERM of its own: the report and trace say so.
+        const StopSignals stop(
+            [&kept, &trace, rank](const std::string& signal) {
+                const std::string reason = signal + " stopped the run";
+                kept.abandon(reason);
+                trace.abandon(reason);
+                if (rank == 0) write_line(std::cerr, "error: " + reason + "; the report and trace keep the steps it finished");
+            },
+            stop_linger(rank));
         watchdog->enter({"setup", "start-up", 0, 0});
-        Backend backend = make_backend(backend_choice, session, control);
+        Backend backend = make_run_backend(invocation, backend_choice, session, control);
         Device& device = *backend.device;
         std::unique_ptr<Ops> ops = make_ops(device);
         // The whole-sequence attention as this backend's kernels allow (theory/engine_attention.hpp).
@@ -302,6 +299,7 @@ class TrainCommand : public Command {
         const bool speaks = rank == 0 && !run_options_.quiet;
         if (speaks) {
             print_train_header(std::cout, plan, shape, parameters, device.kind());
+            write_line(std::cout, buffer_pages_line(environment));
             if (oversubscribed(environment))
                 std::cerr << "warning: more ranks than cores on a host: ranks share cores and busy-poll, so step "
                              "times measure the scheduler too; quote figures from runs with at most one rank per core\n";
@@ -313,10 +311,10 @@ class TrainCommand : public Command {
 
         watchdog.enter({"setup", "model and scheme", 0, 0});
         Mesh mesh(*backend.comm, shape);
-        TrainProgress progress(plan, shape, watchdog, kept, trace, report, speaks, run_options_.log_interval);
+        TrainProgress progress(plan, shape, peak, watchdog, kept, trace, report, speaks, run_options_.log_interval);
         const TrainMeasurements measurements = train_or_name_buffers(plan, mesh, device, ops, control, progress);
         report = progress.report();
-        if (measurements.diverged) return stop_diverged(measurements, report, kept, trace, rank);
+        if (measurements.diverged) return stop_diverged(measurements, plan.layout.model, report, kept, trace, rank);
 
         std::optional<CheckResult> check;
         int exit_status = 0;
@@ -374,20 +372,15 @@ class TrainCommand : public Command {
     }
 
     // A NaN or infinite loss stopped every rank at the same step: keep what was measured
-    // (the report as failed, the pipeline trace) and say which step, and what usually causes it.
-    int stop_diverged(const TrainMeasurements& measurements, nlohmann::json& report, KeptReport& kept, KeptTrace& trace,
-                      int rank) const {
+    // (the report as failed, the pipeline trace) and say which step, and what it points to.
+    int stop_diverged(const TrainMeasurements& measurements, const ModelConfig& model, nlohmann::json& report,
+                      KeptReport& kept, KeptTrace& trace, int rank) const {
         if (rank != 0) return 1;
-        const StepProgress& at = *measurements.diverged;
-        std::ostringstream reason;
-        reason << "training diverged: the loss is " << (std::isnan(at.loss) ? "NaN" : at.loss > 0 ? "+inf" : "-inf")
-               << " at step " << at.step + 1 << " of " << at.total_steps << " (" << (at.timed ? "timed" : "warm-up")
-               << "); lower --lr (now " << options_.lr << "), the usual cause";
-        if (options_.check) reason << "; --check did not compare with the serial run, since a diverged run differs from any";
+        const std::string reason = divergence_reason(*measurements.diverged, model, options_.lr, options_.check);
         report["finished_at"] = utc_now_iso8601();
-        kept.write(report, RunStatus::failed, reason.str());
-        if (measurements.pipeline) trace.write(RunStatus::failed, reason.str());
-        std::cerr << ("error: " + reason.str() + "\n") << std::flush;
+        kept.write(report, RunStatus::failed, reason);
+        if (measurements.pipeline) trace.write(RunStatus::failed, reason);
+        std::cerr << ("error: " + reason + "\n") << std::flush;
         return 1;
     }
 
@@ -421,6 +414,7 @@ std::unique_ptr<Command> add_train_command(CLI::App& app) {
         ->capture_default_str();
     sub->add_flag("-q,--quiet", command->run_options().quiet, "Print errors only (no header, progress or summary)");
     command->json_flag() = sub->add_option("--json", o.json_path, "Write the report as JSON (schema parbench.report/v1)");
+    add_buffer_pages_flag(*sub);
     sub->add_option("--backend", o.backend, "auto (NCCL when every rank sees a GPU), mpi or nccl")
         ->capture_default_str();
     sub->add_option("--testing-slow-rank", o.testing_slow_rank,

@@ -16,4 +16,8 @@ std::optional<std::string> one_rank_shortcut(const Collective& collective, std::
            "place, nothing), so time and algbw are a device copy's and busbw is no link's bandwidth";
 }
 
+double point_bus_factor(const Collective& collective, int ranks, bool one_rank_copy) {
+    return one_rank_copy ? 0.0 : collective.bus_factor(ranks);
+}
+
 }  // namespace parbench

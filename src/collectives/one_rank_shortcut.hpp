@@ -20,4 +20,9 @@ namespace parbench {
 std::optional<std::string> one_rank_shortcut(const Collective& collective, std::string_view backend, int ranks,
                                              const CollectiveParams& params);
 
+// The bus factor a point's busbw is reported with: 0 for such a copy, since no link carried
+// anything (nccl-tests keeps broadcast's and reduce's factor of 1 there and so prints the copy's
+// speed as a bus bandwidth); the collective's own factor otherwise.
+double point_bus_factor(const Collective& collective, int ranks, bool one_rank_copy);
+
 }  // namespace parbench

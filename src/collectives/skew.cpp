@@ -3,9 +3,9 @@
 #include <algorithm>
 #include <cmath>
 #include <numeric>
-#include <sstream>
 
 #include "core/error.hpp"
+#include "core/exact_number.hpp"
 
 namespace parbench {
 namespace {
@@ -104,11 +104,7 @@ Skew parse_skew(const std::string& text, std::uint64_t seed) {
 std::string skew_name(const Skew& skew) {
     switch (skew.kind) {
         case Skew::Kind::uniform: return "uniform";
-        case Skew::Kind::zipf: {
-            std::ostringstream text;
-            text << "zipf:" << skew.exponent;
-            return text.str();
-        }
+        case Skew::Kind::zipf: return "zipf:" + exact_number_text(skew.exponent);
         case Skew::Kind::hot: return "hot:" + std::to_string(skew.hot);
     }
     return "uniform";

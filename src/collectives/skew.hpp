@@ -51,7 +51,9 @@ std::string direction_name(ExchangeDirection direction);
 // Parses "uniform", "zipf:S" or "hot:K"; the reason it is refused otherwise, naming --skew.
 // K's upper bound (the rank count) is checked by skew_refusal once the ranks are known.
 Skew parse_skew(const std::string& text, std::uint64_t seed);
-std::string skew_name(const Skew& skew);  // "uniform", "zipf:1.2", "hot:2"
+// "uniform", "zipf:1.2", "hot:2"; zipf's exponent exactly (core/exact_number.hpp): "zipf:1.000004"
+// is not zipf:1, and ranks, reports and compare tell them apart.
+std::string skew_name(const Skew& skew);
 // Why `skew` does not fit `nranks` ranks (hot:K with K > n), naming --skew; nothing if it does.
 std::optional<std::string> skew_refusal(const Skew& skew, int nranks);
 

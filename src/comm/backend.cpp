@@ -38,7 +38,8 @@ std::optional<std::string> first_gpu_fault(Communicator& bootstrap, const std::s
 
 }  // namespace
 
-Backend make_backend(BackendChoice choice, const MpiSession& session, Communicator& bootstrap, NcclLogLevel nccl_log) {
+Backend make_backend(BackendChoice choice, const MpiSession& session, Communicator& bootstrap, BufferPages pages,
+                     NcclLogLevel nccl_log) {
     // --backend mpi needs no GPU count: the CUDA plugin stays unloaded, and so do the CUDA
     // libraries (device/cuda_plugin.hpp). Every rank was given the same choice.
     const GpuAvailability local = choice == BackendChoice::mpi ? GpuAvailability{} : gpu_availability();
@@ -51,7 +52,7 @@ Backend make_backend(BackendChoice choice, const MpiSession& session, Communicat
             throw UsageError("--backend auto: this host has an NVIDIA driver, but its GPUs cannot be used (" + *fault +
                              "); fix that to measure on the GPUs, or give --backend mpi to measure on the CPU");
     const bool use_nccl = choice == BackendChoice::nccl || (choice == BackendChoice::automatic && fewest_gpus > 0);
-    if (!use_nccl) return Backend{std::make_unique<CpuDevice>(), MpiCommunicator::world(), nullptr};
+    if (!use_nccl) return Backend{std::make_unique<CpuDevice>(pages), MpiCommunicator::world(), nullptr};
     const CudaPlugin& plugin = cuda_plugin();
     if (!plugin.built)
         throw UsageError("--backend nccl: this parbench was built without CUDA; rebuild with the CUDA toolkit and "

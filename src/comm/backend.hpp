@@ -25,9 +25,10 @@ BackendChoice parse_backend(const std::string& text);
 // auto prefers NCCL when this build has CUDA and every rank sees a GPU; a rank's answer is
 // agreed over `bootstrap` so that all ranks pick the same backend. auto refuses (UsageError,
 // every rank alike) where a rank's host has an NVIDIA driver but its GPUs cannot be used (the
-// CUDA plugin did not load, CUDA failed), rather than measure the CPU in their place.
+// CUDA plugin did not load, CUDA failed), rather than measure the CPU in their place. `pages`:
+// what the MPI backend's host buffers ask for; NCCL's are GPU memory, which it does not apply to.
 // `nccl_log`: what of NCCL's own log to capture before NCCL starts (comm/nccl_log_capture.hpp).
-Backend make_backend(BackendChoice choice, const MpiSession& session, Communicator& bootstrap,
+Backend make_backend(BackendChoice choice, const MpiSession& session, Communicator& bootstrap, BufferPages pages,
                      NcclLogLevel nccl_log = NcclLogLevel::none);
 
 }  // namespace parbench

@@ -245,6 +245,13 @@ class Communicator {
     // repeats `issue` itself. Valid while this communicator and the buffers `issue` names live.
     virtual std::unique_ptr<PreparedCall> prepare(std::function<void()> issue);
 
+    // Checks the arguments of the blocking calls `issue` makes without making them, so that a
+    // call the library cannot take is refused before its buffers exist: `issue` may name
+    // buffers never allocated, which are neither read nor written. MPI refuses counts and
+    // displacements past its int range (UsageError naming the call); the default checks
+    // nothing (NCCL's counts are size_t).
+    virtual void check_arguments(const std::function<void()>& issue) { (void)issue; }
+
     CommStats& stats() { return stats_; }
     const CommStats& stats() const { return stats_; }
 

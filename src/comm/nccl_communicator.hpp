@@ -62,6 +62,9 @@ class NcclCommunicator : public Communicator {
     std::string_view backend() const override { return "nccl"; }
     // A negative color leaves this rank out (NCCL_SPLIT_NOCOLOR): it gets nullptr.
     std::unique_ptr<Communicator> split(int color, int key) override;
+    // split(color, key) with the child's calls enqueued on `stream` instead of this stream: a
+    // second communicator whose collectives run beside this one's (--background collective).
+    std::unique_ptr<NcclCommunicator> split_onto(int color, int key, std::shared_ptr<CudaStream> stream);
     // ncclCommAbort first, so no kernel waiting for a lost peer keeps the GPU, then MPI_Abort.
     [[noreturn]] void abort(int exit_code) override;
     // Polls both streams and NCCL's asynchronous error instead of blocking in the driver, so

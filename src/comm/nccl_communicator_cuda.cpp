@@ -108,7 +108,9 @@ NcclCommunicator::NcclCommunicator(std::shared_ptr<NcclComm> comm, std::shared_p
     check_nccl(ncclCommCount(comm_->get(), &size_), "ncclCommCount", comm_->get());
 }
 
-std::unique_ptr<Communicator> NcclCommunicator::split(int color, int key) {
+std::unique_ptr<Communicator> NcclCommunicator::split(int color, int key) { return split_onto(color, key, stream_); }
+
+std::unique_ptr<NcclCommunicator> NcclCommunicator::split_onto(int color, int key, std::shared_ptr<CudaStream> stream) {
     CurrentDeviceScope scope(stream_->device());
     const bool member = color >= 0;
     MPI_Comm host = MPI_COMM_NULL;
@@ -118,7 +120,8 @@ std::unique_ptr<Communicator> NcclCommunicator::split(int color, int key) {
     check_nccl(ncclCommSplit(comm_->get(), member ? color : NCCL_SPLIT_NOCOLOR, key, &child, nullptr),
                "ncclCommSplit", comm_->get());
     if (!member) return nullptr;
-    return std::make_unique<NcclCommunicator>(std::make_shared<NcclComm>(child), stream_, std::move(host_owner));
+    return std::make_unique<NcclCommunicator>(std::make_shared<NcclComm>(child), std::move(stream),
+                                              std::move(host_owner));
 }
 
 void NcclCommunicator::abort(int exit_code) {

@@ -75,4 +75,13 @@ std::vector<std::uint64_t> geometric_sizes(std::uint64_t min, std::uint64_t max,
     return sizes;
 }
 
+std::vector<std::uint64_t> linear_sizes(std::uint64_t min, std::uint64_t max, std::uint64_t step) {
+    std::vector<std::uint64_t> sizes;
+    for (std::uint64_t size = min; size <= max; size += step) {
+        sizes.push_back(size);
+        if (max - size < step) break;  // the next would pass max (or wrap around)
+    }
+    return sizes;
+}
+
 }  // namespace parbench

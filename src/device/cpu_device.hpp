@@ -7,6 +7,8 @@ namespace parbench {
 
 class CpuDevice : public Device {
   public:
+    // `pages`: what the buffers ask for (device/host_pages.hpp); normal is what a plain program gets.
+    explicit CpuDevice(BufferPages pages = BufferPages::normal) : pages_(pages) {}
     std::string kind() const override { return "cpu"; }
     std::string name() const override;
     bool is_gpu() const override { return false; }
@@ -20,10 +22,15 @@ class CpuDevice : public Device {
     std::unique_ptr<Timer> make_timer() const override;
     // The host's MemAvailable (/proc/meminfo).
     std::optional<DeviceMemory> free_memory() const override;
+    // A 4 MiB probe allocated as allocate() does, its huge pages read back from /proc/self/smaps.
+    std::optional<PageReadBack> read_back_pages() const override;
     void fill_input(Buffer& target, std::size_t offset_elements, std::size_t count, DType type,
                     const InputPattern& pattern) const override;
     std::size_t count_wrong(const Buffer& result, std::size_t offset_elements, std::size_t count, DType type,
                             const ExpectedLayout& layout) const override;
+
+  private:
+    BufferPages pages_;
 };
 
 // "model name" from /proc/cpuinfo, or "unknown cpu".

@@ -48,6 +48,8 @@ class CudaEvent {
 // failure elsewhere (an NCCL async error) surfaces as an exception instead of a hang, and a
 // watchdog thread can still abort the job. check may be empty.
 void wait_for_stream(cudaStream_t stream, const std::function<void()>& check);
+// The same for the work before `event` was recorded.
+void wait_for_event(cudaEvent_t event, const std::function<void()>& check);
 
 // cudaMalloc'd memory freed by cudaFree when the last owner lets go. Running out of memory
 // is reported with the free and total memory of the current GPU and the flag to change.

@@ -107,14 +107,28 @@ CudaEvent::CudaEvent(bool timing) {
 
 CudaEvent::~CudaEvent() { (void)cudaEventDestroy(event_); }
 
-void wait_for_stream(cudaStream_t stream, const std::function<void()>& check) {
+namespace {
+
+// Polls `query` until it answers cudaSuccess, running `check` between polls.
+template <typename Query>
+void poll_until_done(Query query, const char* call, const std::function<void()>& check) {
     for (;;) {
-        const cudaError_t state = cudaStreamQuery(stream);
+        const cudaError_t state = query();
         if (state == cudaSuccess) return;
-        if (state != cudaErrorNotReady) check_cuda(state, "cudaStreamQuery");
+        if (state != cudaErrorNotReady) check_cuda(state, call);
         if (check) check();
         std::this_thread::yield();
     }
+}
+
+}  // namespace
+
+void wait_for_stream(cudaStream_t stream, const std::function<void()>& check) {
+    poll_until_done([stream] { return cudaStreamQuery(stream); }, "cudaStreamQuery", check);
+}
+
+void wait_for_event(cudaEvent_t event, const std::function<void()>& check) {
+    poll_until_done([event] { return cudaEventQuery(event); }, "cudaEventQuery", check);
 }
 
 CudaDevice::CudaDevice(int ordinal) : ordinal_(ordinal), selection_(ordinal) {

@@ -18,15 +18,17 @@
 
 namespace parbench {
 
-// Made by the layers above device/ (comm/, train/): named here, defined there.
+// Made by the layers above device/ (comm/, bench/, train/): named here, defined there.
+class BackgroundLoad;
 class Communicator;
 class Device;
 class MpiSession;
 class Ops;
+struct BackgroundSpec;
 struct NcclBackend;
 
 // Raise whenever CudaPluginEntries changes.
-inline constexpr int cuda_plugin_interface_version = 2;
+inline constexpr int cuda_plugin_interface_version = 3;
 
 // The GPUs this process can use, as a run choosing its backend needs to know them: how many,
 // and, when there are none, whether that is an answer (no driver, no device, GPUs hidden by
@@ -44,6 +46,9 @@ struct CudaPluginEntries {
     GpuInventory (*query_gpu_inventory)() = nullptr;
     NcclBackend (*make_nccl_backend)(const MpiSession& session, Communicator& bootstrap) = nullptr;
     std::unique_ptr<Ops> (*make_cuda_ops)(const Device& device) = nullptr;
+    // --background on a GPU rank (bench/gpu_background_load.hpp).
+    std::unique_ptr<BackgroundLoad> (*make_gpu_background_load)(const BackgroundSpec& spec, Device& device,
+                                                                Communicator& data) = nullptr;
 };
 
 struct CudaPlugin {

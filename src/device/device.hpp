@@ -12,6 +12,7 @@
 #include <string>
 
 #include "core/dtype.hpp"
+#include "device/host_pages.hpp"
 #include "kernels/validation_data.hpp"
 
 namespace parbench {
@@ -64,6 +65,16 @@ struct DeviceMemory {
     bool is_host_memory = false;  // the host's own: host-side needs come out of it too
 };
 
+// Which pages a device's host buffers were found on (device/host_pages.hpp): a probe buffer,
+// allocated as the run's buffers are, read back from the kernel.
+struct PageReadBack {
+    BufferPages requested = BufferPages::normal;
+    ThpSetting thp;
+    std::uint64_t probe_bytes = 0;
+    std::uint64_t probe_huge_capacity = 0;         // its bytes that whole huge pages could back
+    std::optional<std::uint64_t> probe_huge_bytes;  // nullopt: /proc/self/smaps could not be read
+};
+
 class Device {
   public:
     virtual ~Device() = default;
@@ -85,6 +96,8 @@ class Device {
     virtual std::unique_ptr<Timer> make_timer() const = 0;
     // nullopt where it cannot be read (then nothing is refused for want of it).
     virtual std::optional<DeviceMemory> free_memory() const = 0;
+    // nullopt where buffers are device memory (a GPU's), which no page policy applies to.
+    virtual std::optional<PageReadBack> read_back_pages() const { return std::nullopt; }
 
     // Records what `work` enqueues on the device's stream without running it; empty
     // when the device cannot capture (the CPU), and the caller says why to the user.

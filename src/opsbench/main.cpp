@@ -15,6 +15,9 @@
 // `bound` = 1 where compute is the limit, 0 where memory is. On the CPU both sides of that
 // ratio are the thread's CPU time, not wall time, so that a machine shared with other work
 // (time sliced away from the benchmark) does not read as a slow op.
+//
+// --buffer-pages normal|huge (before or among Google Benchmark's flags): the CPU buffers' pages,
+// as parbench's flag of that name; the context's buffer_pages says which pages they got.
 #include <benchmark/benchmark.h>
 
 #include <algorithm>
@@ -23,11 +26,14 @@
 #include <ctime>
 #include <functional>
 #include <memory>
+#include <optional>
 #include <random>
 #include <string>
 #include <vector>
 
+#include "core/error.hpp"
 #include "device/cpu_device.hpp"
+#include "report/environment.hpp"
 #include "opsbench/gpu_device.hpp"
 #include "theory/memory.hpp"
 #include "theory/op_flops.hpp"
@@ -520,15 +526,48 @@ std::string roofline_text(const Roofline& roofline) {
     return text;
 }
 
+// --buffer-pages normal|huge (device/host_pages.hpp; parbench's flag of the same name), taken
+// out of argv before Google Benchmark reads the rest. Throws UsageError for another value.
+BufferPages take_buffer_pages(int& argc, char** argv) {
+    BufferPages pages = BufferPages::normal;
+    int kept = 1;
+    for (int i = 1; i < argc; ++i) {
+        const std::string argument = argv[i];
+        std::optional<std::string> value;
+        if (argument.rfind("--buffer-pages=", 0) == 0) value = argument.substr(std::string("--buffer-pages=").size());
+        else if (argument == "--buffer-pages") value = i + 1 < argc ? std::string(argv[++i]) : std::string();
+        else argv[kept++] = argv[i];
+        if (!value) continue;
+        const auto parsed = parse_buffer_pages(*value);
+        if (!parsed)
+            throw UsageError("--buffer-pages '" + *value +
+                             "': use normal (the kernel's THP setting decides, as for any program) or huge");
+        pages = *parsed;
+    }
+    argc = kept;
+    argv[argc] = nullptr;
+    return pages;
+}
+
 }  // namespace
 }  // namespace parbench
 
 int main(int argc, char** argv) {
     using namespace parbench;
+    BufferPages pages = BufferPages::normal;
+    try {
+        pages = take_buffer_pages(argc, argv);
+    } catch (const UsageError& error) {
+        std::fprintf(stderr, "error: %s\n", error.what());
+        return 2;
+    }
     benchmark::Initialize(&argc, argv);
     if (benchmark::ReportUnrecognizedArguments(argc, argv)) return 1;
     try {
-        CpuDevice cpu;
+        CpuDevice cpu(pages);
+        if (const auto read_back = cpu.read_back_pages())
+            benchmark::AddCustomContext("buffer_pages",
+                                        buffer_pages_line(to_json(buffer_pages_record(*read_back))).substr(2));
         const auto cpu_ops = make_ops(cpu);
         const Roofline cpu_roofline = measure_roofline(cpu, *cpu_ops, false);
         register_device(Target{"cpu", &cpu, cpu_ops.get(), cpu_roofline, true}, false);

@@ -13,9 +13,8 @@ namespace {
 // Capacities from NVIDIA's data sheets (SXM parts); the peaks (0 here) from theory/gpu_peaks.hpp's
 // table, the one train's MFU reads. Links: NVLink 3/4/5 at 300/450/900 GB/s per direction and 200/400/400 Gb/s InfiniBand per GPU, at ~80% as NCCL's
 // bus bandwidth; latencies are typical NCCL small-message figures. Assumptions, not
-// measurements: --calibrate replaces them. GEMM efficiency: only A100's is fitted on published
-// runs (device_compute.cpp); H100, H200 and B200 carry A100's curve, an assumption with no cited
-// measurement behind it, which --gemm-curve replaces.
+// measurements: --calibrate replaces them. GEMM efficiency by shape: each preset's own curve, cited
+// in device_compute.cpp.
 DeviceSpec preset(const std::string& name) {
     DeviceSpec spec;
     if (name == "A100") spec = {"A100", 0.0, 0.0, 80.0, 2039.0, {10.0, 240.0}, {20.0, 20.0}, "preset A100 SXM 80GB", true};
@@ -28,6 +27,8 @@ DeviceSpec preset(const std::string& name) {
         const GpuPeak* peak = find_gpu_peak(spec.name);
         spec.peak_tflops_bf16 = peak->bf16_tflops;
         spec.peak_tflops_fp32 = peak->fp32_tflops;
+        spec.peak_tflops_fp8 = peak->fp8_tflops;
+        spec.gemm_preset = spec.name;
         spec.memory_reserved_gib = framework_memory_reserve_gib;
         spec.intra_host.ring_step_us = nccl_ring_step_nvlink_us;
         spec.cross_host.ring_step_us = nccl_ring_step_network_us;
@@ -78,12 +79,14 @@ ClusterSpec parse_cluster(const nlohmann::json& document, const std::string& sou
         const JsonFields fields = root.object("device");
         fields.refuse_unknown_keys({"name", "peak_tflops_bf16", "peak_tflops_fp32", "memory_gib",
                                     "memory_bandwidth_gbps", "intra_host", "cross_host", "gemm_sustained",
-                                    "gemm_overhead_us", "memory_fraction", "memory_reserved_gib"});
+                                    "gemm_overhead_us", "gemm_preset", "memory_fraction", "memory_reserved_gib",
+                                    "flash_forward_fraction", "flash_backward_fraction", "peak_tflops_fp8"});
         DeviceSpec& d = cluster.device;
         d.name = fields.optional_string("name").value_or("custom");
         d.peak_tflops_bf16 = fields.number("peak_tflops_bf16", 0, cluster_limits::max_tflops, true);
         d.peak_tflops_fp32 =
             fields.optional_number("peak_tflops_fp32", 0, cluster_limits::max_tflops, true).value_or(d.peak_tflops_bf16 / 16.0);
+        d.peak_tflops_fp8 = fields.optional_number("peak_tflops_fp8", 0, cluster_limits::max_tflops, true).value_or(0.0);
         d.memory_gib = fields.number("memory_gib", 0, cluster_limits::max_memory_gib, true);
         d.memory_bandwidth_gbps =
             fields.optional_number("memory_bandwidth_gbps", 0, cluster_limits::max_gbps, true).value_or(2000.0);
@@ -94,11 +97,21 @@ ClusterSpec parse_cluster(const nlohmann::json& document, const std::string& sou
             link->ring_step_us = figures.optional_number("ring_step_us", 0, cluster_limits::max_latency_us).value_or(0.0);
             link->busbw_gbps = figures.number("busbw_gbps", 0, cluster_limits::max_gbps, true);
         }
-        d.source = "--cluster " + source;
-        // The compute model's own numbers (plan/device_compute.hpp); absent: the preset's.
+        d.source = source;
+        // The compute model: the curve of the preset it names, or its own numbers
+        // (plan/device_compute.hpp), its own replacing the named preset's.
+        if (const auto named = fields.optional_string("gemm_preset")) {
+            const std::vector<std::string> names = device_preset_names();
+            if (std::find(names.begin(), names.end(), *named) == names.end())
+                throw UsageError(fields.name("gemm_preset") + " is \"" + *named +
+                                 "\"; name the preset whose GEMM curve this device takes: A100, H100, H200 or B200");
+            d.gemm_preset = *named;
+        }
         d.gemm_sustained = fields.optional_number("gemm_sustained", 0, 1, true).value_or(0.0);
         d.gemm_overhead_us = fields.optional_number("gemm_overhead_us", 0, cluster_limits::max_latency_us).value_or(0.0);
         d.memory_fraction = fields.optional_number("memory_fraction", 0, 1, true).value_or(0.0);
+        d.flash_forward_fraction = fields.optional_number("flash_forward_fraction", 0, 1, true).value_or(0.0);
+        d.flash_backward_fraction = fields.optional_number("flash_backward_fraction", 0, 1, true).value_or(0.0);
         d.memory_reserved_gib = fields.optional_number("memory_reserved_gib", 0, cluster_limits::max_memory_gib).value_or(0.0);
         if (d.memory_reserved_gib >= d.memory_gib)
             throw UsageError(fields.name("memory_reserved_gib") + " is " + std::to_string(d.memory_reserved_gib) +
@@ -113,7 +126,7 @@ ClusterSpec parse_cluster(const nlohmann::json& document, const std::string& sou
         root.optional_integer("gpus_per_host", 1, cluster_limits::max_gpus_per_host).value_or(cluster.gpus_per_host));
     cluster.cores_per_host =
         static_cast<int>(root.optional_integer("cores_per_host", 1, cluster_limits::max_cores_per_host).value_or(0));
-    if (cluster.cores_per_host > 0) cluster.cores_source = "--cluster " + source;
+    if (cluster.cores_per_host > 0) cluster.cores_source = source;
     return cluster;
 }
 
@@ -141,12 +154,14 @@ nlohmann::json to_json(const ClusterSpec& c) {
              {{"name", d.name},
               {"peak_tflops_bf16", d.peak_tflops_bf16},
               {"peak_tflops_fp32", d.peak_tflops_fp32},
+              {"peak_tflops_fp8", d.peak_tflops_fp8 > 0 ? nlohmann::json(d.peak_tflops_fp8) : nlohmann::json(nullptr)},
               {"memory_gib", d.memory_gib},
               {"memory_bandwidth_gbps", d.memory_bandwidth_gbps},
               {"memory_reserved_gib", d.memory_reserved_gib},
               {"intra_host", link(d.intra_host)},
               {"cross_host", link(d.cross_host)},
               {"preset", d.preset},
+              {"gemm_preset", d.gemm_preset.empty() ? nlohmann::json(nullptr) : nlohmann::json(d.gemm_preset)},
               {"source", d.source}}}};
 }
 

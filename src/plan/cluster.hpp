@@ -39,11 +39,19 @@ struct DeviceSpec {
     LinkModel cross_host;  // the network, per GPU
     std::string source;
     bool preset = false;  // a GPU of device_preset_names(), not a --cluster file's own figures
+    // The device preset whose GEMM curve and element-wise fraction this device computes with
+    // (plan/device_compute.hpp): a preset names itself, a --cluster file's device names one
+    // ("gemm_preset") or gives its own curve below; empty: neither, and plan refuses to guess.
+    std::string gemm_preset{};
+    double peak_tflops_fp8 = 0.0;  // dense, for plan --fp8; 0: no FP8 tensor cores (A100)
     // The compute model's numbers (plan/device_compute.hpp) when a --cluster file gives them
-    // ("gemm_sustained", "gemm_overhead_us", "memory_fraction"); 0: the device preset's.
+    // ("gemm_sustained", "gemm_overhead_us", "memory_fraction"); 0: gemm_preset's.
     double gemm_sustained = 0.0;
     double gemm_overhead_us = 0.0;
     double memory_fraction = 0.0;
+    // The fused attention kernel the file's software runs, as fractions of the peak its forward
+    // and backward reach ("flash_forward_fraction", "flash_backward_fraction"); 0: the preset's.
+    double flash_forward_fraction = 0.0, flash_backward_fraction = 0.0;
     // HBM a framework's job cannot give its tensors ("memory_reserved_gib"): what PyTorch's
     // caching allocator holds reserved beyond the allocated tensors (fragmentation), the CUDA
     // context and NCCL's buffers. Layouts under --states zero|megatron fit in memory_gib less

@@ -120,13 +120,24 @@ ComputeRate from_train_report(const JsonFields& report, const std::string& sourc
     rate.tflops_per_gpu = result.number("achieved_tflops_per_rank", 0, cluster_limits::max_tflops, true);
     rate.includes_optimizer = true;
     const std::string model = result.has("model") ? result.object("model").optional_string("name").value_or("?") : "?";
-    std::int64_t dp = 1, tp = 1, pp = 1;
+    std::int64_t dp = 1, tp = 1, pp = 1, cp = 1;
+    ComputeRate::MeasuredRun run;
+    run.model = model;
     if (result.has("layout")) {
         const JsonFields layout = result.object("layout");
         dp = layout.optional_integer("dp", 1, cluster_limits::max_gpus).value_or(1);
         tp = layout.optional_integer("tp", 1, cluster_limits::max_gpus).value_or(1);
         pp = layout.optional_integer("pp", 1, cluster_limits::max_gpus).value_or(1);
+        cp = layout.optional_integer("cp", 1, cluster_limits::max_gpus).value_or(1);
+        run.microbatches =
+            static_cast<int>(layout.optional_integer("microbatches", 1, std::int64_t{1} << 30).value_or(1));
+        run.recompute = layout.optional_string("recompute").value_or("none");
     }
+    run.ranks = static_cast<int>(dp * tp * pp * cp);
+    run.global_batch = static_cast<int>(result.optional_integer("global_batch", 1, std::int64_t{1} << 30).value_or(0));
+    if (result.has("step_time_ms"))
+        run.step_ms = result.object("step_time_ms").optional_number("median", 0, 1e12, true).value_or(0.0);
+    if (run.global_batch > 0 && run.step_ms > 0) rate.run = run;
     rate.source = source + ": achieved TFLOP/s per rank of a train run (" + model + ", dp " + std::to_string(dp) +
                   " x tp " + std::to_string(tp) + " x pp " + std::to_string(pp) +
                   "; optimizer and exposed communication included)";
@@ -177,6 +188,18 @@ ComputeRate calibrate_compute(const std::string& path, const ModelConfig& model)
         throw UsageError(std::string("--calibrate-compute: ") + error.what());
     }
     return calibrate_compute_document(report, path, model);
+}
+
+std::optional<double> ops_optimizer_gbps(const std::string& path) {
+    const nlohmann::json report = read_json_file(path);
+    if (!report.is_object() || !report.contains("benchmarks") || !report["benchmarks"].is_array()) return std::nullopt;
+    for (const nlohmann::json& b : report["benchmarks"]) {
+        const nlohmann::json rate = b.value("bytes/s", nlohmann::json());
+        if (b.value("name", std::string()).find("/adamw_update") != std::string::npos && rate.is_number() &&
+            std::isfinite(rate.get<double>()) && rate.get<double>() > 0)
+            return rate.get<double>() / 1e9;
+    }
+    return std::nullopt;
 }
 
 nlohmann::json to_json(const ComputeRate& rate) {

@@ -29,6 +29,16 @@ struct ComputeRate {
     // The rate was measured on a CPU (an ops report's cpu/ ops, a train report on the cpu
     // backend): planning a GPU with it would carry a CPU's speed onto the GPU.
     bool measured_on_cpu = false;
+    // A train report's run as measured: what --gemm-curve's device model is set to by
+    // (plan/stage_compute.hpp, measured_step_scale). Absent for an ops report.
+    struct MeasuredRun {
+        std::string model;
+        int ranks = 0;  // dp x tp x pp x cp
+        int global_batch = 0, microbatches = 1;
+        std::string recompute = "none";
+        double step_ms = 0.0;  // the median step, optimizer included
+    };
+    std::optional<MeasuredRun> run;
 };
 
 // UsageError naming --calibrate-compute for an unreadable or unrecognised report, or an ops
@@ -36,6 +46,10 @@ struct ComputeRate {
 // Every key read is checked (type, finite, range), a refusal naming the file and key.
 ComputeRate calibrate_compute(const std::string& path, const ModelConfig& model);
 ComputeRate calibrate_compute_document(const nlohmann::json& report, const std::string& path, const ModelConfig& model);
+
+// The AdamW update's memory rate of a parbench-ops report (its */adamw_update bytes/s), for a
+// --gemm-curve report to price the optimizer by; nullopt when it has none. `source` names it.
+std::optional<double> ops_optimizer_gbps(const std::string& path);
 
 nlohmann::json to_json(const ComputeRate& rate);
 

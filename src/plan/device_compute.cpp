@@ -1,6 +1,7 @@
 #include "plan/device_compute.hpp"
 
 #include <algorithm>
+#include <cstdio>
 #include <vector>
 
 #include "core/error.hpp"
@@ -9,19 +10,95 @@
 namespace parbench {
 namespace {
 
+// Each preset's GEMM curve and where it comes from. A100's sustained fraction is the one number
+// fitted on training runs, chosen on both papers' tables (scripts/validate_plan_papers.py): arXiv
+// 2205.05198 table 5 alone is best fitted by 0.76 (median |error| 1.5 %), under which arXiv 2104.04473
+// table 1 misses out of sample (7.2 %, max 11.5 %); the papers disagree by 8-10 % on the same layouts
+// (1T: 94.4 s against 102.6 s derived; 530B: 49.1 against 54.1), so 0.73 meets the goal on both; its
+// per-call overhead is a kernel launch plus one wave's fill and tail (assumed). The others are
+// fitted to measurements of GEMMs alone, never to a training run: XLA's default matmul
+// performance table (openxla/xla, xla/service/gpu/model/matmul_interpolator_data.h, as vendored in
+// tensorflow/tensorflow third_party/xla; bf16 x bf16 -> bf16 TFLOP/s of batched GEMMs b x m x n x k,
+// b 1-4, m n k 256-4096, measured per compute capability), this curve's roofline fitted by least
+// squares of log time over the entries of 1 GFLOP or more. The largest shapes are checked against
+// the Maximum Achievable Matmul FLOPS table (stas00/ml-engineering, compute/accelerator/README.md:
+// the best of a shape search, torch 2.7).
+struct CurvePreset {
+    const char* device;
+    double sustained;
+    double overhead_us;
+    const char* source;
+    AttentionRate attention{};  // none: flash attention's products on the GEMM curve
+    // FP8 GEMMs: the Maximum Achievable Matmul FLOPS table's measured fraction of the FP8 peak
+    // (ml-engineering, float8_e4m3fn, the best of a shape search; no table by shape is published
+    // for FP8 on sm_90); 0: no FP8 (A100).
+    double fp8_sustained = 0.0;
+};
+
+// Flash attention on sm_90, as Megatron-core runs it (Transformer Engine's fused attention
+// backend on Hopper is cuDNN's): FlashAttention-3 (arXiv 2407.08608) fig. 5-6, H100 80GB SXM5,
+// bf16, head dim 128, sequences of 4k-8k (batch x sequence 16k tokens), cuDNN forward 609-600 and
+// backward 499-518 TFLOP/s of 989. Not causal: a causal kernel skips the blocks above the diagonal
+// and is taken at the same rate on the half it computes (theory/layer_work.hpp). PyTorch's SDPA of
+// 2024 ran FlashAttention-2, 368-370 forward and 310-318 backward in the same figures: a
+// cluster file says so with flash_forward_fraction / flash_backward_fraction.
+const AttentionRate sm90_cudnn_attention{
+    0.61, 0.515,
+    "flash attention at cuDNN's measured rate on H100 (arXiv 2407.08608 fig. 5-6: 605 forward, 509 backward TFLOP/s "
+    "at head dim 128, 4k-8k tokens)"};
+const CurvePreset curve_presets[] = {
+    {"A100", 0.73, 10.0,
+     "A100: sustained 0.73 of peak fitted on arXiv 2205.05198 table 5 and arXiv 2104.04473 table 1; 10 us per call "
+     "(launch, fill, tail; assumed)"},
+    // sm_90: 181 entries of 1 GFLOP or more (of 224 read from the table), median |error| of the fit
+    // 4.7 % on them; the largest reach 0.79-0.82 of peak, MAMF 794.5 of 989 TFLOP/s (0.80).
+    {"H100", 0.776, 6.0,
+     "H100: sustained 0.776 of peak and 6 us per call, fitted to XLA's measured sm_90 bf16 GEMM table "
+     "(matmul_interpolator_data.h, 181 shapes of 1 GFLOP or more); MAMF 0.80 at its best shape (ml-engineering)",
+     sm90_cudnn_attention, 1402.6 / 1979.0},
+    // H200 is an H100 die (sm_90, same SMs, clocks and bf16 peak) with HBM3e: the MAMF table
+    // notes H200's bf16 MAMF as the same as H100's. Its element-wise work runs at its own HBM.
+    {"H200", 0.776, 6.0,
+     "H200: H100's sm_90 curve (same die and peak; the MAMF table gives H200's bf16 as H100's): sustained 0.776, "
+     "6 us per call, fitted to XLA's measured sm_90 bf16 GEMM table",
+     sm90_cudnn_attention, 1453.4 / 1979.0},
+    // sm_100: 64 entries of 1 GFLOP or more (of 76 read from the sm_100 part of the table),
+    // median |error| 5.7 %; its largest shapes reach 0.69 of peak where the MAMF search found 0.776
+    // (1745 of 2250 TFLOP/s at 1792x16128x3072): XLA's kernels of the table's date leave Blackwell
+    // further below its peak, so this curve is the cautious one of the two.
+    {"B200", 0.662, 7.5,
+     "B200: sustained 0.662 of peak and 7.5 us per call, fitted to XLA's measured sm_100 bf16 GEMM table "
+     "(matmul_interpolator_data.h, 64 shapes of 1 GFLOP or more); MAMF 0.776 at its best shape (ml-engineering)",
+     {}, 3432.5 / 4500.0},
+};
+
 // Element-wise kernels stream at about 80 % of HBM's data-sheet bandwidth (an assumption, the
 // fraction copy kernels typically reach; --gemm-curve does not change it).
 constexpr double memory_fraction = 0.8;
 
-// A100's sustained fraction is the one fitted number, chosen on both papers' tables
-// (scripts/validate_plan_papers.py): arXiv 2205.05198 table 5 alone is best fitted by 0.76 (median
-// |error| 1.5 %), under which arXiv 2104.04473 table 1 misses out of sample (7.2 %, max 11.5 %); the
-// papers disagree by 8-10 % on the same layouts (1T: 94.4 s against 102.6 s derived; 530B: 49.1
-// against 54.1), so 0.73 meets the goal on both. The other parts: the same fraction of their
-// data-sheet peaks, an assumption until a parbench-ops report (--gemm-curve) replaces it. The
-// per-call overhead is a kernel launch plus one wave's fill and tail (assumed).
-constexpr double a100_sustained = 0.73;
-constexpr double gemm_overhead_us = 10.0;
+const CurvePreset* curve_preset(const std::string& device) {
+    for (const CurvePreset& preset : curve_presets)
+        if (device == preset.device) return &preset;
+    return nullptr;
+}
+
+// A --cluster file's own flash attention rate replaces the preset's (its software's kernel).
+void apply_attention_rate(DeviceCompute& c, const DeviceSpec& device) {
+    if (device.flash_forward_fraction <= 0 && device.flash_backward_fraction <= 0) return;
+    if (device.flash_forward_fraction > 0) c.attention.forward = device.flash_forward_fraction;
+    if (device.flash_backward_fraction > 0) c.attention.backward = device.flash_backward_fraction;
+    char text[128];
+    std::snprintf(text, sizeof text, ": flash attention at %.3g (forward) and %.3g (backward) of peak",
+                  c.attention.forward, c.attention.backward);
+    c.attention.source = device.source + text;
+}
+
+std::string memory_source(const DeviceSpec& device, double fraction, bool assumed) {
+    char text[96];
+    std::snprintf(text, sizeof text, " HBM %.0f GB/s x %.2g%s", device.memory_bandwidth_gbps, fraction,
+                  assumed ? " reached by element-wise kernels (assumed)" : "");
+    return device.source + text;
+}
 
 }  // namespace
 
@@ -32,6 +109,20 @@ double DeviceCompute::efficiency(double gemm_flops) const {
 }
 
 double DeviceCompute::gemm_ms(const Gemm& g) const {
+    // A fused attention kernel's products at its own measured rate (its tiles stay on chip).
+    const double fused = g.role == GemmRole::fused_attention_forward    ? attention.forward
+                         : g.role == GemmRole::fused_attention_backward ? attention.backward
+                                                                        : 0.0;
+    if (fused > 0) return (g.flops() / (peak_tflops * 1e12 * fused) + gemm.overhead_us * 1e-6) * 1e3;
+    const bool linear = g.role == GemmRole::linear || g.role == GemmRole::linear_weight_grad;
+    if (fp8_linear && linear && fp8_peak_tflops > 0) {
+        const double cast_bytes = g.role == GemmRole::linear ? 3.0 * g.m * g.k * g.count : 0.0;
+        Gemm operands = g;
+        operands.element_bytes = 1.0;
+        const double compute_s = g.flops() / (fp8_peak_tflops * 1e12 * fp8.sustained);
+        const double memory_s = operands.bytes() / (memory_gbps * 1e9 * memory_fraction);
+        return (std::max(compute_s, memory_s) + fp8.overhead_us * 1e-6) * 1e3 + memory_ms(cast_bytes);
+    }
     // Roofline: a product whose operands and result take longer to move than its FLOPs take to
     // compute (low arithmetic intensity) runs at memory speed.
     const double compute_s = g.flops() / (peak_tflops * 1e12 * gemm.sustained);
@@ -44,39 +135,67 @@ double DeviceCompute::memory_ms(double bytes) const { return bytes / (memory_gbp
 double DeviceCompute::pass_ms(const PassWork& work) const {
     double ms = memory_ms(work.memory_bytes);
     for (const Gemm& g : work.gemms) ms += gemm_ms(g);
-    return ms;
+    return ms * step_scale;
 }
 
-std::optional<DeviceCompute> device_compute_preset(const DeviceSpec& device, bool bf16) {
-    static const std::vector<std::string> gpus{"A100", "H100", "H200", "B200"};
-    const bool preset = std::find(gpus.begin(), gpus.end(), device.name) != gpus.end();
+std::optional<DeviceCompute> device_compute_model(const DeviceSpec& device, bool bf16) {
+    const CurvePreset* preset = curve_preset(device.gemm_preset);
     if (!preset && device.gemm_sustained <= 0) return std::nullopt;
     DeviceCompute c;
     c.peak_tflops = bf16 ? device.peak_tflops_bf16 : device.peak_tflops_fp32;
-    c.gemm.sustained = a100_sustained;
-    c.gemm.overhead_us = gemm_overhead_us;
-    c.gemm.source = device.name == "A100"
-                        ? "A100: sustained 0.73 of peak fitted on arXiv 2205.05198 table 5 and arXiv 2104.04473 table 1; "
-                          "10 us per call (launch, fill, tail; assumed)"
-                        : device.name + ": A100's fitted 0.73 of the data-sheet peak and 10 us per call, assumed; "
-                                        "measure it with parbench-ops and pass --gemm-curve";
+    if (preset) {
+        c.gemm = {preset->sustained, preset->overhead_us, preset->source};
+        c.attention = preset->attention;
+        if (preset->fp8_sustained > 0 && device.peak_tflops_fp8 > 0) {
+            c.fp8_peak_tflops = device.peak_tflops_fp8;
+            char text[160];
+            std::snprintf(text, sizeof text, "%s FP8: %.3g of %.0f TFLOP/s (MAMF table, float8_e4m3fn), %.3g us per call",
+                          device.gemm_preset.c_str(), preset->fp8_sustained, device.peak_tflops_fp8, preset->overhead_us);
+            c.fp8 = {preset->fp8_sustained, preset->overhead_us, text};
+        }
+        if (device.gemm_preset != device.name) c.gemm.source = device.source + " takes the " + c.gemm.source;
+    }
     c.memory_gbps = device.memory_bandwidth_gbps;
     c.memory_fraction = memory_fraction;
-    c.memory_source = device.source + " HBM " + std::to_string(static_cast<int>(device.memory_bandwidth_gbps)) +
-                      " GB/s x 0.8 reached by element-wise kernels (assumed)";
-    // A --cluster file's own figures (it cites their sources) replace the preset's.
+    c.memory_source = memory_source(device, memory_fraction, true);
+    // A --cluster file's own figures (it cites their sources) replace the preset's; a curve of its
+    // own without an overhead has none.
     if (device.gemm_sustained > 0 || device.gemm_overhead_us > 0) {
         if (device.gemm_sustained > 0) c.gemm.sustained = device.gemm_sustained;
-        if (device.gemm_overhead_us > 0) c.gemm.overhead_us = device.gemm_overhead_us;
-        c.gemm.source = device.source + ": sustained " + std::to_string(c.gemm.sustained) + " of peak, " +
-                        std::to_string(c.gemm.overhead_us) + " us per call";
+        if (device.gemm_overhead_us > 0 || !preset) c.gemm.overhead_us = device.gemm_overhead_us;
+        char text[96];
+        std::snprintf(text, sizeof text, ": sustained %.3g of peak, %.3g us per call", c.gemm.sustained,
+                      c.gemm.overhead_us);
+        c.gemm.source = device.source + text + (preset ? " (over the " + device.gemm_preset + " preset's)" : "");
     }
     if (device.memory_fraction > 0) {
         c.memory_fraction = device.memory_fraction;
-        c.memory_source = device.source + ": HBM " + std::to_string(static_cast<int>(device.memory_bandwidth_gbps)) +
-                          " GB/s x " + std::to_string(device.memory_fraction);
+        c.memory_source = memory_source(device, device.memory_fraction, false);
     }
+    apply_attention_rate(c, device);
     return c;
+}
+
+DeviceCompute resolve_device_compute(const DeviceSpec& device, bool bf16, const std::string& gemm_curve_report,
+                                     const std::string& source) {
+    std::optional<DeviceCompute> c = device_compute_model(device, bf16);
+    if (!gemm_curve_report.empty()) {
+        if (!c) {
+            // The fit brings the curve; the device its peak and memory bandwidth.
+            c.emplace();
+            c->peak_tflops = bf16 ? device.peak_tflops_bf16 : device.peak_tflops_fp32;
+            c->memory_gbps = device.memory_bandwidth_gbps;
+            c->memory_fraction = device.memory_fraction > 0 ? device.memory_fraction : memory_fraction;
+            c->memory_source = memory_source(device, c->memory_fraction, device.memory_fraction <= 0);
+            apply_attention_rate(*c, device);
+        }
+        c->gemm = fit_gemm_curve(gemm_curve_report, c->peak_tflops);
+    }
+    if (!c)
+        throw UsageError(source + ": device \"" + device.name + "\" has no GEMM curve; name the preset whose curve it "
+                         "takes (\"gemm_preset\": \"A100\", H100, H200 or B200, in its device) or give its own "
+                         "(\"gemm_sustained\" and \"gemm_overhead_us\", or --gemm-curve OPS_REPORT from parbench-ops)");
+    return *c;
 }
 
 GemmCurve fit_gemm_curve(const std::string& path, double peak_tflops) {
@@ -88,9 +207,14 @@ GemmCurve fit_gemm_curve(const std::string& path, double peak_tflops) {
     }
     if (!report.is_object() || !report.contains("benchmarks") || !report["benchmarks"].is_array())
         throw UsageError("--gemm-curve " + path + ": not a parbench-ops report (no \"benchmarks\" array)");
-    // (FLOPs, seconds) of every matmul entry; time = FLOPs x slope + intercept by least squares,
-    // slope = 1 / (peak x sustained), intercept = the per-call overhead.
-    std::vector<std::pair<double, double>> points;
+    // (FLOPs, calls, seconds) of every matmul entry: time = FLOPs x slope + calls x overhead,
+    // slope = 1 / (peak x sustained), fitted by least squares of the relative error (so the small
+    // GEMMs that show the overhead count as much as the large ones that show the slope). A
+    // backward entry is two GEMMs (the input's and the weight's gradients).
+    struct Point {
+        double flops, calls, seconds;
+    };
+    std::vector<Point> points;
     for (const nlohmann::json& b : report["benchmarks"]) {
         const std::string name = b.value("name", std::string());
         if (name.find("matmul") == std::string::npos && name.find("gemm") == std::string::npos) continue;
@@ -99,28 +223,27 @@ GemmCurve fit_gemm_curve(const std::string& path, double peak_tflops) {
         const std::string unit = b.value("time_unit", std::string("ns"));
         const double seconds = time * (unit == "s" ? 1.0 : unit == "ms" ? 1e-3 : unit == "us" ? 1e-6 : 1e-9);
         const double flops = b["FLOP/s"].get<double>() * seconds;
-        if (seconds > 0 && flops > 0) points.emplace_back(flops, seconds);
+        const double calls = name.find("backward") != std::string::npos ? 2.0 : 1.0;
+        if (seconds > 0 && flops > 0) points.push_back({flops, calls, seconds});
     }
     if (points.size() < 2)
         throw UsageError("--gemm-curve " + path + ": needs 2 or more matmul entries with FLOP/s; run parbench-ops "
                          "--benchmark_filter=matmul --benchmark_out=ops.json");
-    double sx = 0, sy = 0, sxx = 0, sxy = 0;
-    const double n = static_cast<double>(points.size());
-    for (const auto& [x, y] : points) {
-        sx += x;
-        sy += y;
-        sxx += x * x;
-        sxy += x * y;
+    // Normal equations of min sum ((slope x F + overhead x c) / t - 1)^2.
+    double ff = 0, fc = 0, cc = 0, f1 = 0, c1 = 0;
+    for (const Point& p : points) {
+        const double x = p.flops / p.seconds, y = p.calls / p.seconds;
+        ff += x * x;
+        fc += x * y;
+        cc += y * y;
+        f1 += x;
+        c1 += y;
     }
-    const double denominator = n * sxx - sx * sx;
-    double slope = denominator > 0 ? (n * sxy - sx * sy) / denominator : 0.0;
-    double intercept = (sy - slope * sx) / n;
-    if (!(slope > 0)) {  // all one size: no overhead can be told apart
-        slope = sy / sx;
-        intercept = 0;
-    }
-    if (intercept < 0) {  // the fit through the origin
-        slope = sxy / sxx;
+    const double denominator = ff * cc - fc * fc;
+    double slope = denominator > 0 ? (f1 * cc - fc * c1) / denominator : 0.0;
+    double intercept = denominator > 0 ? (ff * c1 - fc * f1) / denominator : 0.0;
+    if (!(slope > 0) || intercept < 0) {  // one size, or no overhead to tell apart: the fit through the origin
+        slope = f1 / ff;
         intercept = 0;
     }
     GemmCurve curve;
@@ -138,9 +261,23 @@ nlohmann::json to_json(const DeviceCompute& c) {
             {"gemm_efficiency_at",
              {{"1 GFLOP", c.efficiency(1e9)}, {"10 GFLOP", c.efficiency(1e10)}, {"100 GFLOP", c.efficiency(1e11)},
               {"1 TFLOP", c.efficiency(1e12)}}},
+            {"flash_attention",
+             c.attention.forward > 0 || c.attention.backward > 0
+                 ? nlohmann::json{{"forward_fraction", c.attention.forward},
+                                  {"backward_fraction", c.attention.backward},
+                                  {"source", c.attention.source}}
+                 : nlohmann::json("on the GEMM curve")},
+            {"fp8", c.fp8_peak_tflops > 0 ? nlohmann::json{{"peak_tflops", c.fp8_peak_tflops},
+                                                           {"sustained", c.fp8.sustained},
+                                                           {"overhead_us", c.fp8.overhead_us},
+                                                           {"source", c.fp8.source},
+                                                           {"linear_layers_in_fp8", c.fp8_linear}}
+                                          : nlohmann::json(nullptr)},
             {"memory_gbps", c.memory_gbps},
             {"memory_fraction", c.memory_fraction},
             {"memory_source", c.memory_source},
+            {"step_scale", c.step_scale},
+            {"step_scale_source", c.step_scale_source},
             {"time", "each GEMM FLOPs / (peak x sustained) + overhead; element-wise bytes / (HBM x fraction)"}};
 }
 

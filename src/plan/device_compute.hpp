@@ -12,6 +12,10 @@
 // split, a micro-batch of one short sequence, one head's attention) run below it. Presets per
 // device cite their sources (device_compute.cpp); --gemm-curve fits both numbers to the user's
 // parbench-ops report by least squares of time on FLOPs.
+//
+// Which curve a device takes is never guessed: a preset its own, a --cluster file's device the
+// preset it names ("gemm_preset") or its own numbers, or --gemm-curve's fit; a device with none
+// of these is refused (resolve_device_compute), where plan once fell back to a flat rate.
 #pragma once
 
 #include <nlohmann/json.hpp>
@@ -30,21 +34,48 @@ struct GemmCurve {
     std::string source;
 };
 
+// The fused attention kernel's rate (flash attention's products, theory/layer_work.hpp), as
+// fractions of the dense peak for its forward and its backward; 0: on the GEMM curve.
+struct AttentionRate {
+    double forward = 0.0, backward = 0.0;
+    std::string source;
+};
+
 struct DeviceCompute {
     double peak_tflops = 0.0;          // dense, in the plan's precision
     GemmCurve gemm;
+    AttentionRate attention;
+    // FP8 linear layers (plan --fp8, Transformer Engine's recipe and torchtitan's Float8): the
+    // linear layers' GEMMs at the FP8 peak on `fp8` (its sustained fraction, the bf16 curve's
+    // overhead), each activation operand cast to FP8 first (read 2 B, write 1 B per element: the
+    // forward's input and the backward's output gradient; the weight gradient reuses both).
+    // Attention and element-wise work stay in bf16. fp8_peak_tflops 0: the device has no FP8.
+    double fp8_peak_tflops = 0.0;
+    GemmCurve fp8;
+    bool fp8_linear = false;
     double memory_gbps = 0.0;          // HBM, decimal GB/s
     double memory_fraction = 0.0;      // of HBM bandwidth that element-wise kernels reach
     std::string memory_source;
+    // Every pass's time times this: 1, or what a measured train run of the same model says the
+    // curve's isolated kernels miss inside a step (plan/stage_compute.hpp, measured_step_scale:
+    // on a CPU host the ops' cache-warm timings sum to ~80 % of the same work in a step).
+    double step_scale = 1.0;
+    std::string step_scale_source;
     double efficiency(double gemm_flops) const;  // of peak, for one call of this many FLOPs
     double gemm_ms(const Gemm& gemm) const;
     double memory_ms(double bytes) const;
     double pass_ms(const PassWork& work) const;  // GEMMs, then the element-wise traffic
 };
 
-// The preset of a GPU device (A100, H100, H200, B200) in this precision; nullopt for a device
-// without one (a --cluster file's own device, a CPU).
-std::optional<DeviceCompute> device_compute_preset(const DeviceSpec& device, bool bf16);
+// The compute model of a device in this precision: the curve of its gemm_preset, its own
+// numbers over it, or its own alone; nullopt for a device with neither.
+std::optional<DeviceCompute> device_compute_model(const DeviceSpec& device, bool bf16);
+
+// The model plan computes with: device_compute_model, its GEMM curve replaced by the fit to
+// `gemm_curve_report` when one is given (any device: the fit brings the curve). UsageError naming
+// `source` (the --cluster file or --device) and the two ways out for a device with no curve.
+DeviceCompute resolve_device_compute(const DeviceSpec& device, bool bf16, const std::string& gemm_curve_report,
+                                     const std::string& source);
 
 // Fit the GEMM curve to the matmul entries (names with "matmul" or "gemm", counters FLOP/s) of a
 // parbench-ops report. UsageError naming --gemm-curve for a report with fewer than 2 of them.

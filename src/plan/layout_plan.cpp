@@ -5,6 +5,7 @@
 #include <stdexcept>
 
 #include "core/error.hpp"
+#include "plan/tp_comm_overlap.hpp"
 #include "theory/context_parallel.hpp"
 #include "theory/llama_activation_memory.hpp"
 #include "theory/model_flops.hpp"
@@ -49,9 +50,16 @@ Placement placement_of(int span, const ClusterSpec& cluster) {
     return span <= cluster.gpus_per_host ? Placement::intra_host : Placement::cross_host;
 }
 
-PlanMemory convention_memory(const PlanLayout& p, int pp_rank, const EnginePipeline* pipeline) {
+// The whole model's parameters at the layout's tensor and expert split: every pipeline rank's
+// memory and traffic select their units from it.
+ParameterLayout whole_parameter_layout(const Layout& l) {
+    return model_parameter_layout(l.model, l.seq_len, TensorSplit{0, l.tp, l.sp, l.tp_style}, l.expert_split());
+}
+
+PlanMemory convention_memory(const PlanLayout& p, int pp_rank, const EnginePipeline* pipeline,
+                             const ParameterLayout& whole) {
     const Layout& l = p.engine;
-    const EngineRank rank = engine_rank(l, pp_rank, pipeline);
+    const EngineRank rank = engine_rank(l, pp_rank, pipeline, &whole);
     const StateBytes bytes = state_bytes(p.states, l.zero);
     const ModelStateBytes states =
         model_state_bytes(p.states, static_cast<double>(rank.layout.total_numel()), l.zero,
@@ -112,6 +120,8 @@ PlanMemory convention_memory(const PlanLayout& p, int pp_rank, const EnginePipel
     // FSDP without resharding after forward holds every layer's gathered parameters at the peak.
     if (l.zero == 3 && !p.reshard_after_forward)
         m.buffers += static_cast<double>(rank.layout.total_numel()) * bytes.params - m.params;
+    // FP8: the weights' FP8 copies and transposes, 2 B per parameter on the rank (plan/layout_plan.hpp).
+    if (p.fp8) m.buffers += 2.0 * static_cast<double>(rank.layout.total_numel());
     if (p.experts.active()) apply_moe_memory(m, p, static_cast<double>(rank.layout.total_numel()), layer_micro);
     m.total = m.params + m.grads + m.optimizer + m.activations + m.buffers;
     return m;
@@ -221,15 +231,27 @@ PlanMemory plan_memory(const PlanLayout& p, const EnginePipeline* shared) {
     std::optional<EnginePipeline> built;
     if (shared == nullptr && p.engine.pp > 1) shared = &built.emplace(*engine_pipeline(p.engine));
     if (p.states == StateConvention::parbench) return engine_memory(p, shared);
-    PlanMemory peak = convention_memory(p, 0, shared);
+    const ParameterLayout whole = whole_parameter_layout(p.engine);
+    PlanMemory peak = convention_memory(p, 0, shared, whole);
     for (int r = 1; r < p.engine.pp; ++r) {
-        PlanMemory m = convention_memory(p, r, shared);
+        PlanMemory m = convention_memory(p, r, shared, whole);
         if (m.total > peak.total) peak = std::move(m);
     }
     return peak;
 }
 
-PlanPrediction predict_layout(const PlanLayout& p, const PlanContext& context, const EnginePipeline* shared) {
+double plan_memory_reserved(const PlanLayout& p, const ClusterSpec& cluster) {
+    // The frameworks' jobs (zero, megatron) lose the allocator's reserve and the runtime's memory
+    // (DeviceSpec::memory_reserved_gib); parbench's convention counts its engine's own buffers.
+    return p.states == StateConvention::parbench ? 0.0 : cluster.device.memory_reserved_gib * 1024.0 * 1024.0 * 1024.0;
+}
+
+double plan_memory_capacity(const PlanLayout& p, const ClusterSpec& cluster) {
+    return cluster.device.memory_gib * 1024.0 * 1024.0 * 1024.0 - plan_memory_reserved(p, cluster);
+}
+
+PlanPrediction predict_layout(const PlanLayout& p, const PlanContext& context, const EnginePipeline* shared,
+                              const PlanMemory* memory) {
     const Layout& l = p.engine;
     const ClusterSpec& cluster = context.cluster;
     PlanPrediction out;
@@ -237,11 +259,9 @@ PlanPrediction predict_layout(const PlanLayout& p, const PlanContext& context, c
     std::optional<EnginePipeline> built;
     if (shared == nullptr && l.pp > 1) shared = &built.emplace(*engine_pipeline(l));
     const EnginePipeline* pipeline = shared;
-    out.memory = plan_memory(p, shared);
-    // The frameworks' jobs (zero, megatron) lose the allocator's reserve and the runtime's memory
-    // (DeviceSpec::memory_reserved_gib); parbench's convention counts its engine's own buffers.
-    out.memory_reserved = p.states == StateConvention::parbench ? 0.0 : cluster.device.memory_reserved_gib * 1024.0 * 1024.0 * 1024.0;
-    out.memory_capacity = cluster.device.memory_gib * 1024.0 * 1024.0 * 1024.0 - out.memory_reserved;
+    out.memory = memory ? *memory : plan_memory(p, shared);
+    out.memory_reserved = plan_memory_reserved(p, cluster);
+    out.memory_capacity = plan_memory_capacity(p, cluster);
     out.fits = out.memory.total <= out.memory_capacity;
 
     const int world = l.dp * l.tp * l.pp * l.cp;
@@ -250,8 +270,7 @@ PlanPrediction predict_layout(const PlanLayout& p, const PlanContext& context, c
     // Every pipeline rank's traffic, by the formula train checks its counters against
     // (theory/rank_traffic.hpp); the tp and dp lines are the most loaded rank's, the pp lines the
     // busiest sender's (a middle stage sends most; a receive is its peer's send).
-    const ParameterLayout whole =
-        model_parameter_layout(l.model, l.seq_len, TensorSplit{0, l.tp, l.sp, l.tp_style}, l.expert_split());
+    const ParameterLayout whole = whole_parameter_layout(l);
     for (int r = 0; r < l.pp; ++r) out.traffic_by_pp_rank.push_back(engine_rank_traffic(l, r, 0, &whole));
     int busiest = 0;
     double busiest_bytes = -1;
@@ -266,7 +285,7 @@ PlanPrediction predict_layout(const PlanLayout& p, const PlanContext& context, c
             busiest = r;
         }
     }
-    const EngineRank rank = engine_rank(l, out.memory.pp_rank, shared);
+    const EngineRank rank = engine_rank(l, out.memory.pp_rank, shared, &whole);
     // A cross-host group with k members on each host drives k of the host's NICs (one per GPU),
     // up to what NVLink carries between them: its bandwidth term is k times one NIC's.
     auto nics_used = [&](int members_per_host) {
@@ -427,9 +446,13 @@ PlanPrediction predict_layout(const PlanLayout& p, const PlanContext& context, c
                                             : model_flops_per_step(l.model, p.engine.global_batch, l.seq_len);
     // Ranks that outnumber their host's cores compute at cores / ranks of the unshared rate.
     out.compute_share = compute_share(cluster, world);
-    std::optional<PassCosts> work_costs;  // F, B, W per chunk from the work, when modelled
+    // Each pipeline rank's F, B, W per chunk from its own work, when modelled: stages of unequal
+    // work (the embedding on the first, the head on the last) simulated as they are.
+    std::vector<PassCosts> work_costs;
     if (context.device_compute) {
-        out.stages = stage_compute(l, p.engine.attention, *context.device_compute, &p.experts);
+        DeviceCompute device = *context.device_compute;
+        device.fp8_linear = p.fp8;
+        out.stages = stage_compute(l, p.engine.attention, device, &p.experts);
         const StageCompute* busiest_stage = &out.stages.front();
         for (const StageCompute& stage : out.stages) {
             if (stage.total_ms() > busiest_stage->total_ms()) busiest_stage = &stage;
@@ -439,10 +462,10 @@ PlanPrediction predict_layout(const PlanLayout& p, const PlanContext& context, c
         if (l.pp > 1) {
             const double v = l.virtual_stages;
             const bool split = pipeline->schedule.split_backward;
-            const StageCompute& s = *busiest_stage;
-            work_costs = PassCosts{s.forward_ms / v,
-                                   (s.input_grad_ms + s.recompute_ms + (split ? 0.0 : s.weight_grad_ms)) / v,
-                                   split ? s.weight_grad_ms / v : 0.0};
+            for (const StageCompute& s : out.stages)
+                work_costs.push_back(PassCosts{s.forward_ms / v,
+                                               (s.input_grad_ms + s.recompute_ms + (split ? 0.0 : s.weight_grad_ms)) / v,
+                                               split ? s.weight_grad_ms / v : 0.0});
         }
     } else {
         // Recompute repeats forward work (train/metrics.hpp counts it for HFU); a train report's
@@ -455,6 +478,19 @@ PlanPrediction predict_layout(const PlanLayout& p, const PlanContext& context, c
         const double rank_tflops = context.rate.tflops_per_gpu * out.compute_share.share;
         out.compute_ms = out.hardware_flops_per_step / (world * rank_tflops * 1e12) * 1e3;
     }
+    if (l.zero == 3 && p.states != StateConvention::parbench && l.gradient_ranks() > 1) {
+        // FSDP2's per-parameter sharding copies (plan/layout_plan.hpp): every byte a dp gather
+        // brings in is copied out to its parameter, every byte a reduce-scatter sends copied in
+        // first, each read and written once, on the compute stream.
+        double copied = 0;
+        for (const CommLine& line : out.comm)
+            if (line.dimension == "dp" && (line.collective == "allgather" || line.collective == "reducescatter"))
+                copied += 2.0 * line.bytes;
+        const double gbps = cluster.device.memory_bandwidth_gbps *
+                            (context.device_compute ? context.device_compute->memory_fraction : 0.8);
+        out.fsdp_copy_ms = copied / (gbps * 1e9) * 1e3 / out.compute_share.share;
+        out.compute_ms += out.fsdp_copy_ms;
+    }
     out.passes_by_pp_rank = l.pp > 1 ? pass_counts(pipeline->schedule)
                                      : std::vector<PassCounts>{unpipelined_pass_counts(l.microbatches)};
     if (l.pp > 1) {
@@ -463,14 +499,23 @@ PlanPrediction predict_layout(const PlanLayout& p, const PlanContext& context, c
         out.bubble_formula = theoretical_bubble(l.schedule, shape);
         out.bubble_formula_text = bubble_formula(l.schedule);
         out.bubble_simulated = out.bubble_formula;
+        out.bubble_ms = -1;
         if (context.pass_costs_given || context.simulate_balanced) {
-            const PassCosts costs = context.pass_costs_given ? context.pass_costs
-                                    : work_costs             ? *work_costs
-                                                             : balanced_costs(schedule);
-            const SimulationResult simulated = simulate_schedule(schedule, l.p2p, costs);
-            if (simulated.completed) out.bubble_simulated = simulated.bubble();
+            const bool own_costs = !context.pass_costs_given && !work_costs.empty();
+            const SimulationResult simulated =
+                own_costs ? simulate_schedule(schedule, l.p2p, work_costs)
+                          : simulate_schedule(schedule, l.p2p,
+                                              context.pass_costs_given ? context.pass_costs : balanced_costs(schedule));
+            if (simulated.completed) {
+                out.bubble_simulated = simulated.bubble();
+                // In the work's own milliseconds the step's compute and bubble are the makespan:
+                // the busiest rank idles for what is left of it.
+                if (own_costs)
+                    out.bubble_ms = (simulated.makespan - *std::max_element(simulated.busy.begin(), simulated.busy.end())) /
+                                    out.compute_share.share;
+            }
         }
-        out.bubble_ms = out.compute_ms * out.bubble_simulated / (1.0 - out.bubble_simulated);
+        if (out.bubble_ms < 0) out.bubble_ms = out.compute_ms * out.bubble_simulated / (1.0 - out.bubble_simulated);
     }
     if (!context.rate.includes_optimizer) {
         double owned = static_cast<double>(rank.layout.total_numel()) / (l.zero >= 1 ? l.gradient_ranks() : 1);
@@ -484,6 +529,24 @@ PlanPrediction predict_layout(const PlanLayout& p, const PlanContext& context, c
 
     // Exposed communication.
     out.exposed_tp_ms = sum_time_ms(out.comm, "tp");
+    double hidden_tp_ms = 0;
+    if (l.tp_comm_overlap && l.tp > 1 && !out.stages.empty()) {
+        // The sequence-parallel all-gathers and reduce-scatters, each pipelined with the linear
+        // GEMM it feeds or drains, on the busiest stage; the rest (all-reduces) stays exposed.
+        const StageCompute* busiest_stage = &out.stages.front();
+        for (const StageCompute& stage : out.stages)
+            if (stage.total_ms() > busiest_stage->total_ms()) busiest_stage = &stage;
+        double overlapped_ms = 0, calls = 0;
+        for (const CommLine& line : out.comm)
+            if (line.dimension == "tp" && (line.collective == "allgather" || line.collective == "reducescatter")) {
+                overlapped_ms += line.time_ms;
+                calls += line.calls;
+            }
+        const double gemm_ms = l.microbatches * busiest_stage->linear_gemm_ms / out.compute_share.share;
+        const double exposed = tp_overlap_step_exposed_ms(gemm_ms, overlapped_ms, calls, l.tp);
+        hidden_tp_ms = std::max(0.0, overlapped_ms - exposed);
+        out.exposed_tp_ms -= hidden_tp_ms;
+    }
     out.exposed_cp_ms = sum_time_ms(out.comm, "cp");
     // The forward's share of compute: the busiest stage's F with a compute model, else 1/3.
     double forward_ms = out.compute_ms / 3.0;
@@ -523,7 +586,12 @@ PlanPrediction predict_layout(const PlanLayout& p, const PlanContext& context, c
                                              p.reshard_after_forward, l.microbatches, regather_ms);
     } else {
         gather_ms += regather_ms;
-        if (l.overlap && l.gradient_ranks() > 1) reduce_ms = std::max(largest_reduce_ms, reduce_ms - backward_ms);
+        // Gradients accumulated over micro-batches are reduced once, in the last micro-batch's
+        // backward (PyTorch DDP's no_sync, Megatron-core's DDP, parbench's ddp and ZeRO-1): only
+        // that backward hides them. ZeRO-2 reduce-scatters every micro-batch's gradients in its
+        // own backward.
+        const double reduce_window_ms = l.zero >= 2 ? backward_ms : backward_ms / l.microbatches;
+        if (l.overlap && l.gradient_ranks() > 1) reduce_ms = std::max(largest_reduce_ms, reduce_ms - reduce_window_ms);
         if (l.zero == 3 && l.prefetch && l.gradient_ranks() > 1)
             gather_ms = std::max(largest_gather_ms, gather_ms - out.compute_ms);
         out.exposed_dp_ms = reduce_ms + gather_ms;
@@ -567,7 +635,7 @@ PlanPrediction predict_layout(const PlanLayout& p, const PlanContext& context, c
     // report) holds its own slowdown already.
     if (context.device_compute) {
         const double hidden_ms = std::max(0.0, reduce_ms_total + gather_ms_total - out.exposed_dp_ms) +
-                                 std::max(0.0, pp_ms - out.exposed_pp_ms) + hidden_ep_ms;
+                                 std::max(0.0, pp_ms - out.exposed_pp_ms) + hidden_ep_ms + hidden_tp_ms;
         out.overlap_slowdown_ms = overlap_compute_slowdown * std::min(hidden_ms, out.compute_ms);
     }
     out.step_ms = out.compute_ms + out.bubble_ms + out.optimizer_ms + out.exposed_ms() + out.overlap_slowdown_ms;
@@ -587,9 +655,11 @@ std::string layout_label(const PlanLayout& p) {
         label << " " << schedule_kind_name(l.schedule);
         if (l.virtual_stages > 1) label << " v" << l.virtual_stages;
     }
-    label << " m" << l.microbatches << " z" << l.zero;
+    label << " m" << l.microbatches << " mbs" << l.microbatch_size << " z" << l.zero;
     if (l.overlap) label << " overlap";
     if (l.prefetch) label << " prefetch";
+    if (l.tp_comm_overlap) label << " tp-overlap";
+    if (p.fp8) label << " fp8";
     if (l.zero == 3 && !p.reshard_after_forward) label << " no-reshard";
     if (p.shard_group > 0) label << " hybrid" << p.shard_group;
     if (p.experts.has_experts()) label << " ep" << p.engine.ep;
@@ -645,6 +715,7 @@ nlohmann::json to_json(const PlanPrediction& p) {
               {"recompute", recompute_name(l.recompute)}, {"p2p", p2p_mode_name(l.p2p)},
               {"attention", attention_name(p.layout.engine.attention)},
               {"reshard_after_forward", p.layout.reshard_after_forward}, {"shard_group", p.layout.shard_group},
+              {"tp_comm_overlap", l.tp_comm_overlap}, {"fp8", p.layout.fp8},
               {"ep", p.layout.engine.ep}, {"moe_a2a_overlap", p.layout.engine.moe.a2a_overlap},
               {"moe_a2a_overlap_1f1b", p.layout.engine.moe.a2a_overlap_1f1b}}},
             {"memory_bytes",
@@ -674,6 +745,7 @@ nlohmann::json to_json(const PlanPrediction& p) {
               {"oversubscribed", p.compute_share.oversubscribed()},
               {"rule", "each rank computes (model FLOPs and optimizer) at cores/ranks of the unshared rate when a "
                        "host's ranks outnumber its cores (the scheduler time-slices them), else at the whole rate"}}},
+            {"fsdp_copies_ms", p.fsdp_copy_ms},  // inside time_ms.compute
             {"flops_per_step", p.flops_per_step},
             {"hardware_flops_per_step", p.hardware_flops_per_step},
             {"stages", stages},

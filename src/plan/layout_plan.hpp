@@ -11,7 +11,8 @@
 //   bubble    = compute x b / (1 - b), b the simulated schedule's idle fraction
 //   optimizer = AdamW's 28 B per owned parameter / (memory bandwidth x share) (unless the rate
 //               is a train report's, which holds it already)
-//   exposed   = tp: every collective (train's are blocking); cp: every transfer of the
+//   exposed   = tp: every collective (train's are blocking), or with --tp-comm-overlap each
+//               all-gather and reduce-scatter pipelined with its GEMM (plan/tp_comm_overlap.hpp); cp: every transfer of the
 //               context-parallel attention (alltoall's are blocking; ring overlaps its sends
 //               with block compute, so for ring this is an upper bound); dp: all of it, or with --overlap
 //               what the backward cannot hide, at least the last bucket; ZeRO-3 with --prefetch
@@ -21,6 +22,11 @@
 //               --states zero, theory/traffic.hpp); pp: the fill and
 //               drain transfers (2(p-1)) with non-blocking p2p, every transfer with blocking (a
 //               receive is the other end of its peer's send and takes no time of its own)
+//   compute under ZeRO-3 in a framework's convention also holds FSDP2's copies: each gather's
+//               unsharded parameters copied out of the all-gather buffer, each reduce-scatter's
+//               gradients copied into its input (torch/distributed/fsdp/_fully_shard/
+//               _fsdp_collectives.py, foreach_all_gather_copy_out and foreach_reduce: per-parameter
+//               sharding has no flat buffer to gather into), each read and written once at HBM speed
 //   + overlap slowdown: with a GPU's compute model, the compute beside each hidden collective
 //               (dp with --overlap, ZeRO-3's prefetched gathers, non-blocking pipeline sends) runs
 //               overlap_compute_slowdown slower: NCCL's kernels take SMs and HBM bandwidth
@@ -87,6 +93,11 @@ struct PlanLayout {
     // shards all-reduced across the replicas once per step. zero and megatron conventions only.
     bool reshard_after_forward = true;
     int shard_group = 0;  // 0: all dp ranks
+    // FP8 linear layers (Transformer Engine's recipe, torchtitan's Float8; plan/device_compute.hpp):
+    // their GEMMs at the device's FP8 curve, and an FP8 copy of each weight and of its transpose
+    // (1 B each per parameter), which Transformer Engine keeps from a step's first micro-batch to
+    // its last (its is_first_microbatch weight caching). zero and megatron conventions, bf16.
+    bool fp8 = false;
     PlanExperts experts;
 };
 
@@ -137,6 +148,8 @@ struct PlanPrediction {
     double exposed_ep_ms = 0;  // MoE: every all-to-all (plan/moe_plan.hpp)
     // A GPU's compute slows while a collective it hides runs beside it (overlap_compute_slowdown).
     double overlap_slowdown_ms = 0;
+    // ZeRO-3 in a framework (FSDP2): its per-parameter sharding copies, part of compute_ms.
+    double fsdp_copy_ms = 0;
     MoePrediction moe;
     double step_ms = 0, tokens_per_s = 0, mfu = 0;  // MoE: MFU on the active parameters' FLOPs
     double memory_capacity = 0;  // what the layout may use: the HBM less memory_reserved
@@ -162,8 +175,13 @@ struct PlanContext {
 // `pipeline`: the layout's engine_pipeline when the caller has it already (a search shares one
 // per schedule shape); built here otherwise.
 PlanMemory plan_memory(const PlanLayout& layout, const EnginePipeline* pipeline = nullptr);
+// The allocator's and runtime's share of a device a layout cannot use (frameworks' conventions;
+// parbench's counts its engine's own buffers), and what is left for it.
+double plan_memory_reserved(const PlanLayout& layout, const ClusterSpec& cluster);
+double plan_memory_capacity(const PlanLayout& layout, const ClusterSpec& cluster);
+// `memory`: plan_memory's answer for it when the caller has it already (a search checks the fit first).
 PlanPrediction predict_layout(const PlanLayout& layout, const PlanContext& context,
-                              const EnginePipeline* pipeline = nullptr);
+                              const EnginePipeline* pipeline = nullptr, const PlanMemory* memory = nullptr);
 
 // Layers of activations Megatron-LM's interleaved schedule holds at its peak on `pp_rank`
 // (L (1 + (p - 1) / (p v)) on rank 0, arXiv 2205.05198 sec. 4.2.3); `engine_layers` when the

@@ -1,6 +1,7 @@
 #include "plan/layout_search.hpp"
 
 #include <algorithm>
+#include <limits>
 
 #include "core/error.hpp"
 #include "theory/pipeline/partition.hpp"
@@ -13,6 +14,23 @@ std::vector<int> divisors(int n) {
     for (int d = 1; d <= n; ++d)
         if (n % d == 0) out.push_back(d);
     return out;
+}
+
+// A schedule of pp x micro-batches x up to 8 virtual stages stays within what plan simulates
+// (the one-layout command's limit on --pp x --microbatches x --virtual-stages).
+constexpr long long max_schedule_slots = 1LL << 20;
+
+// The list's counts, and (unless the user gave the list) those cutting a dp rank's `per_dp`
+// sequences into micro-batches of 1, 2, 4 and 8.
+std::vector<int> microbatch_counts(const SearchSpace& space, int per_dp, int pp) {
+    std::vector<int> counts = space.microbatch_counts;
+    if (space.extend_microbatch_counts)
+        for (const int size : {1, 2, 4, 8})
+            if (per_dp % size == 0 && static_cast<long long>(per_dp / size) * pp * 8 <= max_schedule_slots)
+                counts.push_back(per_dp / size);
+    std::sort(counts.begin(), counts.end());
+    counts.erase(std::unique(counts.begin(), counts.end()), counts.end());
+    return counts;
 }
 
 }  // namespace
@@ -38,11 +56,17 @@ SearchResult search_layouts(const SearchSpace& space, const PlanContext& context
                 continue;
             }
             const int dp = gpus / tp / pp;
-            for (int m : space.microbatch_counts) {
-                if (batch % (dp * m) != 0) {
-                    drop("global batch does not split into dp x micro-batches");
-                    continue;
-                }
+            if (batch % dp != 0) {
+                drop(batch_not_split_reason);
+                continue;
+            }
+            const std::vector<int> counts = microbatch_counts(space, batch / dp, pp);
+            if (std::none_of(counts.begin(), counts.end(), [&](int m) { return (batch / dp) % m == 0; })) {
+                drop(microbatch_list_reason);
+                continue;
+            }
+            for (int m : counts) {
+                if ((batch / dp) % m != 0) continue;  // other counts of the list cut it
                 std::vector<std::pair<ScheduleKind, int>> schedules{{ScheduleKind::one_f_one_b, 1}};
                 if (pp > 1) {
                     schedules.push_back({ScheduleKind::gpipe, 1});
@@ -90,6 +114,8 @@ SearchResult search_layouts(const SearchSpace& space, const PlanContext& context
                             l.tp = tp;
                             l.pp = pp;
                             l.sp = sp == 1;
+                            // The overlap pipelines sequence parallelism's collectives only.
+                            l.tp_comm_overlap = space.base.engine.tp_comm_overlap && l.sp;
                             l.zero = zero;
                             l.microbatches = m;
                             l.microbatch_size = batch / dp / m;
@@ -121,8 +147,24 @@ SearchResult search_layouts(const SearchSpace& space, const PlanContext& context
                             double unpaired_step_ms = 0;
                             for (const PlanLayout& candidate : with_a2a_overlap_1f1b(with_expert_degrees(variants))) {
                                 ++result.considered;
+                                // Memory first: most layouts of a large model do not fit, and
+                                // pricing their step (a schedule simulated per layout) was most
+                                // of a search's time.
+                                PlanMemory memory = plan_memory(candidate, pipeline ? &*pipeline : nullptr);
+                                if (memory.total > plan_memory_capacity(candidate, context.cluster)) {
+                                    if (!candidate.engine.moe.a2a_overlap_1f1b)
+                                        unpaired_step_ms = std::numeric_limits<double>::infinity();
+                                    drop("does not fit in memory");
+                                    if (!result.any_unfit || memory.total < result.smallest_unfit.memory.total) {
+                                        result.smallest_unfit = PlanPrediction{};
+                                        result.smallest_unfit.layout = candidate;
+                                        result.smallest_unfit.memory = std::move(memory);
+                                    }
+                                    result.any_unfit = true;
+                                    continue;
+                                }
                                 PlanPrediction prediction =
-                                    predict_layout(candidate, context, pipeline ? &*pipeline : nullptr);
+                                    predict_layout(candidate, context, pipeline ? &*pipeline : nullptr, &memory);
                                 if (!candidate.engine.moe.a2a_overlap_1f1b) {
                                     unpaired_step_ms = prediction.step_ms;
                                 } else if (prediction.step_ms >= unpaired_step_ms) {
@@ -147,6 +189,28 @@ SearchResult search_layouts(const SearchSpace& space, const PlanContext& context
     std::sort(result.ranked.begin(), result.ranked.end(),
               [](const PlanPrediction& a, const PlanPrediction& b) { return a.step_ms < b.step_ms; });
     return result;
+}
+
+}  // namespace parbench
+
+namespace parbench {
+
+std::string unformed_reason(const SearchResult& result, const SearchSpace& space, int gpus, bool batch_given) {
+    if (!result.ranked.empty() || result.any_unfit) return "";
+    const int batch = space.base.engine.global_batch;
+    const std::string batch_text = "--global-batch " + std::to_string(batch) + (batch_given ? "" : " (the default)");
+    if (result.dropped.count(batch_not_split_reason) && !result.dropped.count(microbatch_list_reason))
+        return batch_text + ": no layout on " + std::to_string(gpus) + " GPUs has a data-parallel degree that divides "
+               "it, so no layout forms; give a global batch that the dp degrees divide (a multiple of " +
+               std::to_string(gpus) + " fits every one), not a memory limit";
+    if (result.dropped.count(microbatch_list_reason))
+        return "--microbatch-list: none of its counts divides a dp rank's share of " + batch_text +
+               ", so no layout forms; add counts that cut it (or drop --microbatch-list: the search then adds the "
+               "counts of micro-batches of 1, 2, 4 and 8), not a memory limit";
+    std::string reasons;
+    for (const auto& [reason, count] : result.dropped) reasons += (reasons.empty() ? "" : "; ") + std::to_string(count) + " " + reason;
+    return "no layout forms on " + std::to_string(gpus) + " GPUs with " + batch_text + " (" + reasons +
+           "): change the GPUs, the batch or --gpus-per-host, not a memory limit";
 }
 
 }  // namespace parbench

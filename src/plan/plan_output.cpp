@@ -126,7 +126,7 @@ nlohmann::json plan_document(const PlanInputs& inputs, const std::vector<PlanPre
         {"argv", argv},
         {"inputs",
          {{"model", inputs.model}, {"cluster", inputs.cluster}, {"compute", inputs.compute}, {"comm", inputs.comm},
-          {"pass_costs", inputs.pass_costs}, {"states", inputs.states}}},
+          {"pass_costs", inputs.pass_costs}, {"states", inputs.states}, {"batch", inputs.batch}}},
         {"method",
          "step = compute + bubble + optimizer + exposed comm + the compute slowed beside hidden comm (src/plan/layout_plan.hpp); compute = micro-batches x "
          "the busiest pipeline rank's forward, backward and recompute work (GEMMs on the device's curve, element-wise "
@@ -163,7 +163,10 @@ void print_plan_console(std::ostream& out, const PlanInputs& inputs, const std::
                       d["gemm_sustained"].get<double>(), d["peak_tflops"].get<double>(),
                       d["gemm_overhead_us"].get<double>(),
                       d["memory_gbps"].get<double>() * d["memory_fraction"].get<double>());
-        out << "# compute: " << text << " (" << inputs.compute["source"].get<std::string>() << ")\n";
+        out << "# compute: " << text;
+        if (d.value("step_scale", 1.0) != 1.0)
+            out << ", all x " << d["step_scale"].get<double>() << " (" << d["step_scale_source"].get<std::string>() << ")";
+        out << " (" << inputs.compute["source"].get<std::string>() << ")\n";
     } else {
         out << "# compute: " << inputs.compute["tflops_per_gpu"].get<double>() << " TFLOP/s per GPU ("
             << inputs.compute["source"].get<std::string>() << ")\n";
@@ -173,6 +176,15 @@ void print_plan_console(std::ostream& out, const PlanInputs& inputs, const std::
         out << "# MoE: Megatron-core's layout (ep carved from the dp ranks); MFU on active parameters; approximated: "
             << m["moe_approximations"].get<std::string>() << "\n";
     out << "# states: " << inputs.states.value("convention", "?") << " (" << inputs.states.value("source", "?") << ")\n";
+    if (inputs.batch.contains("global_batch")) {
+        const double tokens = inputs.batch["tokens_per_step"].get<double>();
+        char batch[160];
+        std::snprintf(batch, sizeof batch, tokens < 1e6 ? "# batch: %d sequences per step (%.0f tokens), "
+                                                        : "# batch: %d sequences per step (%.3g M tokens), ",
+                      inputs.batch["global_batch"].get<int>(), tokens < 1e6 ? tokens : tokens / 1e6);
+        out << batch << inputs.batch["source"].get<std::string>()
+            << (search ? "; each layout's micro-batch size is its mbs" : "") << "\n";
+    }
     const bool assumed = inputs.compute.value("mfu_basis", "assumed") == "assumed";
     if (assumed)
         out << "# MFU assumed, not predicted: no --calibrate-compute, so the compute rate is an assumption; a "

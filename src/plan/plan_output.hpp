@@ -20,6 +20,7 @@ struct PlanInputs {
     nlohmann::json comm;      // fits and the preset links, with sources
     nlohmann::json pass_costs;
     nlohmann::json states;    // the byte convention used and why (the flag, or the default's reason)
+    nlohmann::json batch;     // the global batch and why (plan/global_batch.hpp)
 };
 
 nlohmann::json plan_document(const PlanInputs& inputs, const std::vector<PlanPrediction>& layouts,

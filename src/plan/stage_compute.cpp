@@ -1,6 +1,8 @@
 #include "plan/stage_compute.hpp"
 
+#include "core/error.hpp"
 #include "theory/moe_work.hpp"
+#include "theory/model_layout.hpp"
 
 namespace parbench {
 namespace {
@@ -12,6 +14,9 @@ void add(StageCompute& stage, const LayerWork& work, const DeviceCompute& device
     stage.recompute_ms += times * device.pass_ms(work.recompute);
     stage.gemm_flops += times * (work.forward.flops() + work.input_grad.flops() + work.weight_grad.flops() +
                                  work.recompute.flops());
+    for (const PassWork* pass : {&work.forward, &work.input_grad, &work.weight_grad})
+        for (const Gemm& g : pass->gemms)
+            if (g.role == GemmRole::linear || g.role == GemmRole::linear_weight_grad) stage.linear_gemm_ms += times * device.gemm_ms(g) * device.step_scale;
 }
 
 }  // namespace
@@ -74,6 +79,34 @@ std::vector<StageCompute> stage_compute(const Layout& l, AttentionKind attention
     add(stages.front(), embedding, device, 1.0);
     add(stages.back(), head, device, 1.0);
     return stages;
+}
+
+double measured_step_scale(const DeviceCompute& device, Layout l, AttentionKind attention,
+                           const ComputeRate::MeasuredRun& run, double optimizer_gbps) {
+    const std::string flags = "--calibrate-compute with --gemm-curve";
+    if (run.ranks != 1)
+        throw UsageError(flags + ": the train report ran " + std::to_string(run.ranks) + " ranks; give a one-rank run "
+                         "(its step is all compute and optimizer), or drop --gemm-curve to take its rate as it is");
+    if (run.model != l.model.name)
+        throw UsageError(flags + ": the train report ran " + run.model + ", the plan is of " + l.model.name +
+                         "; give a run of the same model");
+    l.dp = l.tp = l.pp = l.cp = 1;
+    l.sp = false;
+    l.zero = 0;
+    l.stage_ranges.clear();
+    l.microbatches = run.microbatches;
+    l.microbatch_size = run.global_batch / run.microbatches;
+    l.recompute = parse_recompute(run.recompute);
+    DeviceCompute unscaled = device;
+    unscaled.step_scale = 1.0;
+    const double compute_ms = run.microbatches * stage_compute(l, attention, unscaled).front().total_ms();
+    const double parameters = static_cast<double>(model_parameter_layout(l.model, l.seq_len).total_numel());
+    const double optimizer_ms = parameters * 28.0 / (optimizer_gbps * 1e9) * 1e3;
+    const double scale = (run.step_ms - optimizer_ms) / compute_ms;
+    if (!(scale > 0))
+        throw UsageError(flags + ": the run's step (" + std::to_string(run.step_ms) + " ms) is shorter than its optimizer "
+                         "alone at the device's memory bandwidth; check the cluster file's memory_bandwidth_gbps");
+    return scale;
 }
 
 std::vector<ExchangeStretches> moe_exchange_stretches(const Layout& l, AttentionKind attention,

@@ -8,6 +8,7 @@
 #include <functional>
 #include <vector>
 
+#include "plan/compute_calibration.hpp"
 #include "plan/device_compute.hpp"
 #include "plan/moe_plan.hpp"
 #include "theory/layer_work.hpp"
@@ -20,6 +21,9 @@ struct StageCompute {
     int layers = 0;
     double forward_ms = 0, input_grad_ms = 0, weight_grad_ms = 0, recompute_ms = 0;
     double gemm_flops = 0;  // hardware FLOPs of one micro-batch (recompute included)
+    // The linear layers' GEMMs of one micro-batch (forward, both gradients; not recompute's or a
+    // fused attention kernel's): what tensor-parallel collectives overlap with (plan/tp_comm_overlap.hpp).
+    double linear_gemm_ms = 0;
     double total_ms() const { return forward_ms + input_grad_ms + weight_grad_ms + recompute_ms; }
 };
 
@@ -27,6 +31,14 @@ struct StageCompute {
 // layers do theory/moe_work.hpp's moe_layer_work on the busiest expert-parallel rank.
 std::vector<StageCompute> stage_compute(const Layout& layout, AttentionKind attention,
                                         const DeviceCompute& device, const PlanExperts* experts = nullptr);
+
+// The factor that sets a device model to a measured train run of the same model on one rank
+// (--calibrate-compute TRAIN_REPORT with --gemm-curve OPS_REPORT): the run's median step, less
+// its optimizer at `optimizer_gbps` (AdamW's 28 B per parameter), over the model's compute for
+// the run's micro-batches. `run_layout`: the plan's base layout, its degrees and batch replaced
+// by the run's here. UsageError naming both flags for a run of several ranks or another model.
+double measured_step_scale(const DeviceCompute& device, Layout run_layout, AttentionKind attention,
+                           const ComputeRate::MeasuredRun& run, double optimizer_gbps);
 
 // One micro-batch's forward and backward on a pipeline rank cut at its MoE exchanges, the points
 // where --moe-a2a-overlap-1f1b hands the thread to the partner pass (plan/moe_plan.hpp): with n

@@ -1,8 +1,10 @@
 #include "report/collective_result.hpp"
 
+#include <algorithm>
 #include <iomanip>
 #include <set>
 #include <sstream>
+#include <tuple>
 
 namespace parbench {
 namespace {
@@ -36,6 +38,7 @@ void derive_statistics(CollectiveResult& result, const RankTimes& times, const s
         result.per_rank.push_back(
             {rank.rank, index < hosts_by_rank.size() ? hosts_by_rank[index] : "", rank.median_us, rank.mean_us});
     }
+    result.full = full_statistics(times, result.samples_us);
     result.straggler = find_straggler(times, hosts_by_rank, result.reported_time_us);
     result.outliers = count_outliers(result.samples_us);
     result.warnings = sample_warning_list(result.samples_us);
@@ -73,6 +76,7 @@ nlohmann::json to_json(const CollectiveResult& result) {
         {"inplace", result.inplace},
         {"placement", result.inplace ? "in" : "out"},
     };
+    if (result.repetition) entry["repetition"] = *result.repetition;
     if (result.placement_note) entry["placement_note"] = *result.placement_note;
     if (result.one_rank_shortcut) entry["one_rank_shortcut"] = *result.one_rank_shortcut;
     if (result.skew)
@@ -99,6 +103,11 @@ nlohmann::json to_json(const CollectiveResult& result) {
     for (const RankFigures& r : result.per_rank)
         per_rank.push_back({{"rank", r.rank}, {"host", r.host}, {"median_us", r.median_us}, {"mean_us", r.mean_us}});
     entry["per_rank"] = per_rank;
+    const auto of_rank = [](const TimeOfRank& t) { return nlohmann::json{{"time_us", t.time_us}, {"rank", t.rank}}; };
+    entry["full_statistics"] = {{"fastest_rank_mean", of_rank(result.full.fastest_rank)},
+                                {"slowest_rank_mean", of_rank(result.full.slowest_rank)},
+                                {"p95", of_rank(result.full.p95)},
+                                {"p95_iteration", result.full.p95_iteration}};
     entry["straggler"] = result.straggler ? straggler_json(*result.straggler) : nlohmann::json(nullptr);
     entry["bus_factor"] = result.bus_factor;
     entry["algbw_gbps"] = result.algbw_gbps;
@@ -138,13 +147,18 @@ RunSummary summarize_run(const std::vector<CollectiveResult>& results, bool chec
     std::vector<StragglerFinding> findings;
     std::set<std::uint64_t> sizes;  // as asked for: the same for every collective
     std::set<std::string> collectives;
+    // (collective, type, op, root): several per collective under -d/-o/-r all
+    std::set<std::tuple<std::string, DType, std::optional<ReduceOp>, std::optional<int>>> cases;
     std::set<bool> placements;
+    std::set<int> sweeps;
     for (const CollectiveResult& r : results) {
         if (r.skipped) continue;
         ++summary.measured_points;
         sizes.insert(r.requested_bytes);
         collectives.insert(r.collective);
+        cases.insert({r.collective, r.dtype, r.op, r.root});
         placements.insert(r.inplace);
+        sweeps.insert(r.repetition.value_or(1));
         if (!r.warnings.empty()) ++summary.warned_points;
         busbw_total += r.busbw_gbps;
         if (r.wrong) summary.wrong_total += *r.wrong;
@@ -157,7 +171,11 @@ RunSummary summarize_run(const std::vector<CollectiveResult>& results, bool chec
     }
     summary.measured_sizes = sizes.size();
     summary.measured_collectives = collectives.size();
+    std::map<std::string, std::size_t> cases_per_collective;
+    for (const auto& entry : cases) ++cases_per_collective[std::get<0>(entry)];
+    for (const auto& [name, count] : cases_per_collective) summary.measured_cases = std::max(summary.measured_cases, count);
     summary.both_placements = placements.size() == 2;
+    summary.measured_sweeps = std::max<std::size_t>(sweeps.size(), 1);
     if (summary.measured_points > 0) summary.average_busbw_gbps = busbw_total / static_cast<double>(summary.measured_points);
     summary.straggler_warning = run_straggler_warning(findings);
     return summary;

@@ -66,6 +66,7 @@ struct CollectiveResult {
     double reported_time_us = 0.0;      // median of the samples (mean for rank-mean)
     std::vector<AggregateTime> aggregates;  // the reported time under every aggregation
     std::vector<RankFigures> per_rank;
+    FullStatistics full;                // OSU's -f: fastest and slowest rank, p95 and its rank
     std::optional<StragglerFinding> straggler;
     double bus_factor = 1.0;
     double algbw_gbps = 0.0;            // bytes / reported time, decimal GB/s
@@ -74,6 +75,7 @@ struct CollectiveResult {
     std::size_t outliers = 0;
     std::vector<Warning> warnings;
     std::optional<std::string> skipped; // why the point was not measured
+    std::optional<int> repetition;      // --repeat K: which whole sweep (from 1) measured it
     // Every rank's page faults and involuntary switches across the timed loop, and the
     // calls each rank ran there (bench/thread_counters.hpp).
     std::vector<ThreadCounters> counters_by_rank;
@@ -95,6 +97,8 @@ struct RunSummary {
     std::size_t measured_points = 0;
     std::size_t measured_sizes = 0;       // distinct sizes (as asked for) among the measured points
     std::size_t measured_collectives = 0;
+    std::size_t measured_cases = 0;       // most (type, op, root) cases of one collective: several under -d/-o/-r all
+    std::size_t measured_sweeps = 1;      // --repeat K: the whole sweeps with a measured point
     bool both_placements = false;         // points measured out of place and in place
     std::size_t warned_points = 0;        // measured points with at least one warning
     bool checked = false;

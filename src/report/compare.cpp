@@ -6,10 +6,12 @@
 #include <iomanip>
 #include <limits>
 #include <map>
+#include <set>
 #include <sstream>
 #include <tuple>
 
 #include "core/error.hpp"
+#include "report/point_runs.hpp"
 #include "report/report_document.hpp"
 
 namespace parbench {
@@ -61,9 +63,10 @@ std::vector<double> samples_of(const nlohmann::json& entry) {
 }
 
 // Whether the point's reported time is a mean over its samples (--aggregate rank-mean,
-// rank-max: IMB's and OSU's way) rather than their median.
+// rank-max, rank-min: IMB's and OSU's way) rather than their median.
 bool reports_mean(const nlohmann::json& entry) {
-    return entry.contains("aggregation") && (entry["aggregation"] == "rank-mean" || entry["aggregation"] == "rank-max");
+    return entry.contains("aggregation") && (entry["aggregation"] == "rank-mean" || entry["aggregation"] == "rank-max" ||
+                                             entry["aggregation"] == "rank-min");
 }
 
 std::string ratio_text(double value, double reference) {
@@ -85,13 +88,35 @@ std::string percent_text(double fraction) {
     return text.str();
 }
 
-// "beyond 0.48-0.52x", "within 0.91-1.07x", "no samples"
+// "beyond 0.48-0.52x (runs 5+5)", "within 0.91-1.07x (runs 1+3)", "within-run only: 0.91-1.07x",
+// "no samples"
 std::string noise_text(const NoiseVerdict& noise) {
-    if (!noise.judged) return "no samples";
+    if (!noise.judged) return noise.source == NoiseSource::between_runs ? "no runs" : "no samples";
     std::ostringstream text;
-    text << (noise.beyond() ? "beyond " : "within ") << std::fixed << std::setprecision(2) << noise.low << '-'
-         << noise.high << 'x';
+    text << std::fixed << std::setprecision(2);
+    if (noise.source == NoiseSource::within_run) {
+        text << "within-run only: " << noise.low << '-' << noise.high << 'x';
+        return text.str();
+    }
+    text << (noise.beyond() ? "beyond " : "within ") << noise.low << '-' << noise.high << "x (runs "
+         << noise.runs.first << '+' << noise.runs.second;
+    if (noise.interrupted > 0) text << ", " << noise.interrupted << " interrupted left out";
+    text << ')';
     return text.str();
+}
+
+// A point's time in one run: what its report reports (the median, or the mean for rank-mean).
+double run_time(const nlohmann::json& entry) {
+    if (entry.contains("reported_time_us") && entry["reported_time_us"].is_number())
+        return entry["reported_time_us"].get<double>();
+    return entry.at("time_us").at("median").get<double>();
+}
+
+// The middle of a few values: the middle one, or the mean of the middle two.
+double middle(std::vector<double> values) {
+    std::sort(values.begin(), values.end());
+    const std::size_t half = values.size() / 2;
+    return values.size() % 2 == 1 ? values[half] : (values[half - 1] + values[half]) / 2.0;
 }
 
 std::vector<std::vector<std::string>> table_rows(const Comparison& comparison) {
@@ -106,7 +131,10 @@ std::vector<std::vector<std::string>> table_rows(const Comparison& comparison) {
         if (r > 0) {
             heading.push_back(comparison.labels[r] + " busbw ratio");
             heading.push_back(comparison.labels[r] + " vs noise (" + percent_text(comparison.confidence) +
-                              " interval)");
+                              (comparison.between_runs > 1 ? " for all " + std::to_string(comparison.between_runs) +
+                                                                 " run intervals together"
+                                                           : " interval") +
+                              ")");
         }
     }
     rows.push_back(heading);
@@ -129,7 +157,8 @@ std::vector<std::vector<std::string>> table_rows(const Comparison& comparison) {
 }  // namespace
 
 std::string ReportSetup::describe() const {
-    return std::to_string(world_size) + (world_size == 1 ? " rank, " : " ranks, ") + backend + ", " + hosts;
+    return std::to_string(world_size) + (world_size == 1 ? " rank, " : " ranks, ") + backend + ", " + hosts +
+           (pages.empty() || pages == "device memory" ? "" : ", " + pages + " pages");
 }
 
 namespace {
@@ -282,6 +311,9 @@ ReportSetup setup_of(const nlohmann::json& document) {
     }
     if (setup.backend.empty()) setup.backend = "?";
     if (setup.hosts.empty()) setup.hosts = "?";
+    if (environment.is_object() && environment.contains("buffer_pages") && environment["buffer_pages"].is_object() &&
+        environment["buffer_pages"].contains("obtained") && environment["buffer_pages"]["obtained"].is_string())
+        setup.pages = environment["buffer_pages"]["obtained"].get<std::string>();
     if (document.contains("config") && document["config"].is_object() && document["config"].contains("dtype") &&
         document["config"]["dtype"].is_string())
         setup.dtype = document["config"]["dtype"].get<std::string>();
@@ -314,12 +346,32 @@ std::string holdings(const nlohmann::json& document) {
     return text;
 }
 
+// Loud, and first: the pages a host buffer is on move a figure as much as the code does (the
+// same MPI loop ran 1.5x faster at 16 MiB on huge pages on this project's VM), and nothing in
+// the points themselves shows it. Reports from before the record are not judged.
+void warn_of_different_pages(Comparison& comparison) {
+    std::string values;
+    bool different = false;
+    for (std::size_t r = 0; r < comparison.setups.size(); ++r) {
+        if (comparison.setups[r].pages.empty()) return;
+        different = different || comparison.setups[r].pages != comparison.setups[0].pages;
+        values += (r ? ", " : "") + comparison.labels[r] + " " + comparison.setups[r].pages;
+    }
+    if (different)
+        comparison.warnings.insert(comparison.warnings.begin(),
+                                   "the reports' buffers were on different pages (" + values +
+                                       "; environment.buffer_pages, read back from the kernel): from about 1 MiB the "
+                                       "ratios measure the pages as much as anything else; measure both with the same "
+                                       "--buffer-pages on hosts with the same THP setting");
+}
+
 }  // namespace
 
 Comparison compare_reports(const std::vector<LabelledReport>& reports, const CompareOptions& options) {
     Comparison comparison;
     comparison.confidence = options.confidence;
-    std::vector<std::map<PointKey, const nlohmann::json*>> indexes(reports.size());
+    // Every entry of a point: one per sweep of a report made with --repeat (or merged from several).
+    std::vector<std::map<PointKey, std::vector<const nlohmann::json*>>> indexes(reports.size());
     for (std::size_t r = 0; r < reports.size(); ++r) {
         check_collective_report(reports[r]);
         check_report_status(reports[r], options.allow_partial);
@@ -329,37 +381,67 @@ Comparison compare_reports(const std::vector<LabelledReport>& reports, const Com
         comparison.labels.push_back(reports[r].label);
         comparison.setups.push_back(setup_of(reports[r].document));
         for (const nlohmann::json& entry : reports[r].document["results"])
-            if (measured(entry)) indexes[r].emplace(key_of(entry), &entry);
+            if (measured(entry)) indexes[r][key_of(entry)].push_back(&entry);
     }
+    std::vector<std::vector<std::vector<double>>> run_times;  // by point, by report: each run's time
+    std::set<PointKey> seen;  // a point once, though a repeated report lists it once per sweep
     for (const nlohmann::json& entry : reports.front().document["results"]) {
-        if (!measured(entry)) continue;
+        if (!measured(entry) || !seen.insert(key_of(entry)).second) continue;
         const PointKey key = key_of(entry);
         ComparedPoint point{std::get<0>(key), std::get<1>(key), std::get<2>(key), std::get<3>(key),
                             std::get<4>(key), std::get<5>(key), {}, {}, {}};
-        std::vector<const nlohmann::json*> entries;
+        std::vector<const std::vector<const nlohmann::json*>*> entries;
+        std::vector<std::vector<double>> times;
         for (const auto& index : indexes) {
             const auto found = index.find(key);
             if (found == index.end()) break;
-            entries.push_back(found->second);
-            point.busbw_gbps.push_back(found->second->at("busbw_gbps").get<double>());
-            point.median_us.push_back(found->second->at("time_us").at("median").get<double>());
+            entries.push_back(&found->second);
+            // Over several runs, the middle run's figures.
+            std::vector<double> busbw;
+            times.emplace_back();
+            for (const nlohmann::json* run : found->second) {
+                busbw.push_back(run->at("busbw_gbps").get<double>());
+                times.back().push_back(run_time(*run));
+            }
+            point.busbw_gbps.push_back(middle(busbw));
+            std::vector<double> medians;
+            for (const nlohmann::json* run : found->second) medians.push_back(run->at("time_us").at("median").get<double>());
+            point.median_us.push_back(middle(medians));
         }
         if (entries.size() != reports.size()) {
             ++comparison.unshared;
             continue;
         }
         point.noise.resize(reports.size());
-        const std::vector<double> first = samples_of(*entries[0]);
+        // One run a side: only the iterations' spread (the first run's samples).
+        const std::vector<double> first = samples_of(*entries[0]->front());
         for (std::size_t r = 1; r < reports.size(); ++r) {
+            if (times[0].size() > 1 || times[r].size() > 1) continue;  // between runs, once all are counted
             const double observed = point.busbw_gbps[0] > 0.0 ? point.busbw_gbps[r] / point.busbw_gbps[0]
                                                               : std::numeric_limits<double>::quiet_NaN();
             // The seed depends on the point's place alone: the same reports give the same intervals.
             const std::uint64_t seed = 0x5eedull * 1000003ull + comparison.points.size() * 131ull + r;
-            point.noise[r] = detail::bootstrap_ratio(first, samples_of(*entries[r]), observed,
-                                                     reports_mean(*entries[0]) || reports_mean(*entries[r]),
+            point.noise[r] = detail::bootstrap_ratio(first, samples_of(*entries[r]->front()), observed,
+                                                     reports_mean(*entries[0]->front()) ||
+                                                         reports_mean(*entries[r]->front()),
                                                      options.confidence, options.resamples, seed);
         }
+        run_times.push_back(std::move(times));
         comparison.points.push_back(std::move(point));
+    }
+    // Between runs: every such interval holds at --confidence together with the others.
+    for (const auto& times : run_times)
+        for (std::size_t r = 1; r < times.size(); ++r) comparison.between_runs += times[0].size() > 1 || times[r].size() > 1;
+    const double each = per_interval_confidence(options.confidence, comparison.between_runs);
+    for (std::size_t p = 0; p < comparison.points.size(); ++p) {
+        ComparedPoint& point = comparison.points[p];
+        const auto& times = run_times[p];
+        for (std::size_t r = 1; r < times.size(); ++r) {
+            if (times[0].size() < 2 && times[r].size() < 2) continue;
+            const double observed = point.busbw_gbps[0] > 0.0 ? point.busbw_gbps[r] / point.busbw_gbps[0]
+                                                              : std::numeric_limits<double>::quiet_NaN();
+            point.noise[r] = between_runs_ratio(times[0], times[r], observed, each);
+        }
     }
     if (comparison.points.empty()) {
         std::string text = "the reports share no point (same collective, size, type, op, placement and skew); they hold: ";
@@ -381,6 +463,7 @@ Comparison compare_reports(const std::vector<LabelledReport>& reports, const Com
     differ("world size", [](const ReportSetup& s) { return std::to_string(s.world_size); });
     differ("backend", [](const ReportSetup& s) { return s.backend; });
     differ("dtype", [](const ReportSetup& s) { return s.dtype; });
+    warn_of_different_pages(comparison);
     return comparison;
 }
 
@@ -427,20 +510,29 @@ ThresholdVerdict judge_threshold(const Comparison& comparison, double threshold,
             const double ratio = point.busbw_gbps[r] / point.busbw_gbps[0];
             if (ratio >= threshold) continue;
             const NoiseVerdict& noise = point.noise[r];
-            // A drop counts when the interval lies below 1; without samples it cannot be told
-            // from noise, and a gate then fails rather than pass a regression unseen.
-            const bool significant = !noise.judged || noise.high < 1.0;
+            // A drop counts when the whole interval between runs lies below the threshold: the
+            // point is slower than the threshold allows beyond what runs of it differ by. One run a
+            // side shows no such spread: below the threshold, but not judged.
+            const bool runs = noise.judged && noise.source == NoiseSource::between_runs;
+            const bool significant = runs && noise.high < threshold;
             std::ostringstream line;
             line << point_name(point.collective, point.skew) << ' ' << point.bytes << " B " << point.dtype
                  << (point.op.empty() ? "" : " " + point.op) << (point.inplace ? " in-place" : "") << ": "
                  << comparison.labels[r] << " busbw " << number_text(point.busbw_gbps[r]) << " GB/s is "
                  << std::fixed << std::setprecision(3) << ratio << "x of " << comparison.labels[0] << "'s "
                  << number_text(point.busbw_gbps[0]) << " GB/s, below --threshold " << threshold;
-            if (!noise.judged)
-                line << "; no samples to tell it from noise";
-            else
-                line << "; " << percent_text(confidence) << " interval " << std::setprecision(2) << noise.low << '-'
-                     << noise.high << "x: " << (significant ? "beyond run-to-run noise" : "within run-to-run noise");
+            if (!runs) {
+                line << "; one run a side shows only " << (noise.judged ? "its iterations' spread" : "itself")
+                     << ", not the spread between runs (measure with --repeat 3, or give several reports a side: "
+                        "a.json,b.json)";
+                verdict.unjudged.push_back(line.str());
+                continue;
+            }
+            line << "; " << percent_text(comparison.between_runs > 1 ? per_interval_confidence(confidence, comparison.between_runs)
+                                                                     : confidence)
+                 << " interval from runs " << noise.runs.first << '+' << noise.runs.second << ' ' << std::setprecision(2)
+                 << noise.low << '-' << noise.high << "x: "
+                 << (significant ? "beyond run-to-run noise" : "within run-to-run noise");
             (significant ? verdict.regressions : verdict.within_noise).push_back(line.str());
         }
     }

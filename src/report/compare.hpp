@@ -2,14 +2,18 @@
 // type, op, placement, and alltoallv's skew), with each report's bus bandwidth and median time and the ratio
 // to the first report. Reads files only: no MPI. Usable as a CI gate: every malformed input
 // is a UsageError naming the file, reports that failed (or, unless allowed, are partial) are
-// refused, each point says whether its difference is beyond run-to-run noise (a bootstrap
-// over the per-iteration samples every report keeps), and judge_threshold lists the points
-// that regressed: below the threshold and beyond the noise.
+// refused, each point says whether its difference is beyond run-to-run noise, and
+// judge_threshold lists the points that regressed: below the threshold beyond that noise.
+// Run-to-run noise comes from the runs of a point (report/point_runs.hpp): the sweeps of a
+// report made with --repeat, or several reports given as one column; a point measured once a
+// side has only its iterations' spread (a bootstrap over the samples every report keeps), which
+// says nothing of how runs differ: it is shown as within-run only and never fails the gate.
 #pragma once
 
 #include <nlohmann/json.hpp>
 
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "report/text_table.hpp"
@@ -27,15 +31,23 @@ struct ReportSetup {
     std::string backend;
     std::string hosts;  // first host, "+N" when more
     std::string dtype;
-    std::string describe() const;  // "2 ranks, mpi, vm"
+    std::string pages;  // environment.buffer_pages.obtained: normal, huge, ...; "" in reports from before it
+    std::string describe() const;  // "2 ranks, mpi, vm, normal pages"
 };
 
-// Report r against the first at one point: a percentile bootstrap confidence interval of the
-// busbw ratio, from each report's per-iteration samples resampled with replacement.
+// Where a noise interval comes from: the point's iterations in one run each (a percentile
+// bootstrap over the samples, which shows none of the spread between runs), or its runs
+// (report/point_runs.hpp).
+enum class NoiseSource { within_run, between_runs };
+
+// Report r against the first at one point: a confidence interval of the busbw ratio.
 struct NoiseVerdict {
-    bool judged = false;  // both reports kept 2 or more samples of the point
+    bool judged = false;  // enough to tell: 2 or more samples a side, or 2 or more runs on one side
     double low = 0.0;     // the interval of the busbw ratio
     double high = 0.0;
+    NoiseSource source = NoiseSource::within_run;
+    std::pair<std::size_t, std::size_t> runs{1, 1};  // runs of the point in the first report and in this one
+    std::size_t interrupted = 0;                     // runs left out as interrupted (report/point_runs.hpp)
     bool beyond() const { return judged && (high < 1.0 || low > 1.0); }  // the interval excludes 1
 };
 
@@ -57,7 +69,8 @@ struct Comparison {
     std::vector<ComparedPoint> points;  // in the first report's order
     std::size_t unshared = 0;           // points of the first report missing elsewhere
     std::vector<std::string> warnings;  // setups that differ, partial reports allowed
-    double confidence = 0.95;           // of the noise intervals
+    double confidence = 0.95;           // of the noise intervals: between runs, all of them together
+    std::size_t between_runs = 0;       // intervals from runs, which share the confidence (Bonferroni)
 };
 
 // Each path's shortest suffix of whole components that no other path ends with
@@ -92,10 +105,12 @@ using CompareFormat = TableFormat;  // console, markdown, csv
 std::string render(const Comparison& comparison, CompareFormat format);
 
 struct ThresholdVerdict {
-    std::vector<std::string> regressions;   // below the threshold and beyond the noise (or no samples to tell)
-    std::vector<std::string> within_noise;  // below the threshold, but not beyond the noise: passed
+    std::vector<std::string> regressions;   // below the threshold beyond run-to-run noise
+    std::vector<std::string> within_noise;  // below the threshold, but within run-to-run noise: passed
+    std::vector<std::string> unjudged;      // below the threshold, with no runs to tell: passed, said so
 };
-// One line per (point, report) whose busbw ratio to the first report is below `threshold`.
+// One line per (point, report) whose busbw ratio to the first report is below `threshold`: a
+// regression when its between-runs interval lies wholly below the threshold.
 ThresholdVerdict judge_threshold(const Comparison& comparison, double threshold, double confidence);
 
 }  // namespace parbench

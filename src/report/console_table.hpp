@@ -21,6 +21,9 @@ struct Placements {
     bool out_of_place = true;
     bool in_place = true;
     bool verdicts = false;  // each half ends with the ratio to the expected busbw and the verdict
+    // --full (OSU's -f): each half also shows the fastest and slowest rank's mean time and the
+    // p95 sample, each with its rank (CollectiveResult::full).
+    bool full = false;
 };
 void print_console_columns(std::ostream& out, const std::string& collective, Placements placements,
                            std::string_view time_statistic);

@@ -26,20 +26,28 @@ void KeptReport::write(nlohmann::json document, RunStatus status, const std::str
     if (path_.empty()) return;
     set_status(document, status, reason);
     std::lock_guard lock(mutex_);
+    if (concluded_) return;
     write_json_atomically(path_, document);
     last_ = std::move(document);
 }
 
-void KeptReport::abandon(const std::string& reason) noexcept {
+void KeptReport::conclude(const std::function<void(nlohmann::json& document)>& finish) noexcept {
     try {
         std::lock_guard lock(mutex_);
-        if (path_.empty() || !last_) return;
-        set_status(*last_, RunStatus::partial, reason);
-        (*last_)["finished_at"] = utc_now_iso8601();
+        if (path_.empty() || !last_ || concluded_) return;
+        concluded_ = true;
+        finish(*last_);
         write_json_atomically(path_, *last_);
     } catch (...) {
-        // The job is ending on a hang: a report that cannot be rewritten keeps its last state.
+        // The job is ending: a report that cannot be rewritten keeps its last state.
     }
+}
+
+void KeptReport::abandon(const std::string& reason) noexcept {
+    conclude([&reason](nlohmann::json& document) {
+        set_status(document, RunStatus::partial, reason);
+        document["finished_at"] = utc_now_iso8601();
+    });
 }
 
 }  // namespace parbench

@@ -12,6 +12,7 @@ struct GpuPeak {
     const char* label;      // what a report names as the source
     double bf16_tflops;
     double fp32_tflops;
+    double fp8_tflops;  // 0: no FP8 tensor cores (A100), or no figure taken here
 };
 
 // The first entry whose name_part occurs in `device_name` (more specific names come first:

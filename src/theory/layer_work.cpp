@@ -14,7 +14,7 @@ constexpr double backward_memory_factor = 1.5;
 void add_linear(LayerWork& work, const std::string& name, double tokens, double in, double out, double e) {
     work.forward.gemms.push_back({name, tokens, out, in, 1, e});
     work.input_grad.gemms.push_back({name + " dx", tokens, in, out, 1, e});
-    work.weight_grad.gemms.push_back({name + " dW", in, out, tokens, 1, e});
+    work.weight_grad.gemms.push_back({name + " dW", in, out, tokens, 1, e, GemmRole::linear_weight_grad});
 }
 
 }  // namespace
@@ -58,8 +58,8 @@ LayerWork transformer_layer_work(const LayerWorkShape& shape, AttentionKind atte
 
     // Attention core: per local head, scores Q K^T (seq x keys x head_dim) and P V.
     const double local_heads = shape.micro * heads / t;
-    const Gemm scores{"attention scores", shape.seq, shape.keys, head_dim, local_heads, e};
-    const Gemm values{"attention values", shape.seq, head_dim, shape.keys, local_heads, e};
+    const Gemm scores{"attention scores", shape.seq, shape.keys, head_dim, local_heads, e, GemmRole::attention};
+    const Gemm values{"attention values", shape.seq, head_dim, shape.keys, local_heads, e, GemmRole::attention};
     const double score_elements = local_heads * shape.seq * shape.keys;
     PassWork core;  // the forward of the core, as selective recompute repeats it
     if (attention == AttentionKind::flash) {
@@ -67,14 +67,16 @@ LayerWork transformer_layer_work(const LayerWorkShape& shape, AttentionKind atte
         s.count *= 0.5;  // causal: the blocks above the diagonal are skipped
         v.count *= 0.5;
         s.element_bytes = v.element_bytes = 0;  // fused: the score tiles stay on chip
+        s.role = v.role = GemmRole::fused_attention_forward;
         core.gemms = {s, v};
         work.forward.add(core);
         // Backward: the scores again, then dP = dO V^T, dV = P^T dO, dQ = dS K, dK = dS^T Q.
         Gemm again = s;
+        again.role = GemmRole::fused_attention_backward;
         again.name += " (recomputed in backward)";
         work.input_grad.gemms.push_back(again);
         for (const char* name : {"attention dP", "attention dV", "attention dQ", "attention dK"}) {
-            Gemm g = s;
+            Gemm g = again;
             g.name = name;
             work.input_grad.gemms.push_back(g);
         }

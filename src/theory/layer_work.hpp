@@ -28,11 +28,19 @@ enum class AttentionKind { flash, naive };
 AttentionKind parse_attention(const std::string& name);  // UsageError naming --attention
 std::string attention_name(AttentionKind attention);
 
+// What a product is: a linear layer's (weights by activations, or its weight gradient), attention's per-head products
+// through a GEMM library (naive attention), or products inside a fused attention kernel (flash
+// attention's forward or backward), which run at that kernel's rate (plan/device_compute.hpp).
+// A linear layer's weight gradient is its own role: its operands are the forward's input and the
+// backward's output gradient, already cast when the layer runs in FP8 (plan/device_compute.hpp).
+enum class GemmRole { linear, linear_weight_grad, attention, fused_attention_forward, fused_attention_backward };
+
 struct Gemm {
     std::string name;
     double m = 0, n = 0, k = 0;  // one product of (m x k) by (k x n)
     double count = 1;            // products of this shape in one call (batch x heads)
     double element_bytes = 2;    // of its operands and result
+    GemmRole role = GemmRole::linear;
     double flops() const { return 2.0 * m * n * k * count; }
     // Reads of both operands and the write of the result: what bounds a GEMM of low arithmetic
     // intensity (attention's per-head products, k = head dim) by memory bandwidth.

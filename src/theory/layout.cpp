@@ -51,6 +51,16 @@ Layout read_flags(const LayoutFlags& f, const ModelConfig& model, int seq_len, c
     l.zero = f.zero;
     l.overlap = f.overlap;
     l.prefetch = f.prefetch;
+    if (f.tp_comm_overlap) {
+        if (target.engine)
+            throw UsageError("--tp-comm-overlap is Megatron-core's and torchtitan's overlap of tensor-parallel "
+                             "collectives with GEMMs; parbench's train runs them blocking: plan a framework's job "
+                             "(plan --states megatron|zero), or drop it");
+        if (!target.degrees_searched && (f.tp < 2 || !f.sp))
+            throw UsageError("--tp-comm-overlap overlaps sequence parallelism's all-gathers and reduce-scatters "
+                             "(Megatron-core requires --sequence-parallel for it); add --tp 2 or more and --sp");
+        l.tp_comm_overlap = true;
+    }
     l.microbatches = f.microbatches;
     l.virtual_stages = f.virtual_stages;
     check_degrees(l);

@@ -82,6 +82,7 @@ struct LayoutFlags {
     std::optional<double> bucket_mb;  // default: default_bucket_bytes (theory/memory.hpp)
     bool overlap = false;
     bool prefetch = false;
+    bool tp_comm_overlap = false;  // a framework's overlap of tp collectives with GEMMs (plan only)
     // Memory
     std::string recompute = "none";
     std::optional<std::string> attention;  // auto, flash or naive; unset: auto
@@ -135,6 +136,11 @@ struct Layout {
     std::string bucket_source;  // "--bucket-mb" or the default's rule (theory/memory.hpp)
     bool overlap = false;
     bool prefetch = false;
+    // Tensor-parallel all-gathers and reduce-scatters (sequence parallelism) pipelined with the
+    // GEMMs beside them, as Megatron-core's --tp-comm-overlap (Transformer Engine's userbuffers)
+    // and torchtitan's async TP run them (plan/tp_comm_overlap.hpp prices it); parbench's engine
+    // runs its collectives blocking, so train refuses it.
+    bool tp_comm_overlap = false;
 
     // Memory: what each layer keeps (arXiv 2205.05198 sec. 5), the whole-sequence attention
     // without context parallelism (theory/engine_attention.hpp), the matmuls' precision.

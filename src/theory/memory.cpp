@@ -345,22 +345,25 @@ std::optional<EnginePipeline> engine_pipeline(const Layout& l) {
     return pipeline;
 }
 
-EngineRank engine_rank(const Layout& l, int pp_rank, const EnginePipeline* pipeline) {
+EngineRank engine_rank(const Layout& l, int pp_rank, const EnginePipeline* pipeline, const ParameterLayout* whole) {
     const TensorSplit split{0, l.tp, l.sp, l.tp_style};
-    EngineRank rank;
     // Every rank of an ep group holds as many experts: rank 0's layout counts them all.
-    rank.layout = model_parameter_layout(l.model, l.seq_len, split, l.expert_split());
-    if (l.pp > 1) {
-        std::optional<EnginePipeline> built;
-        if (pipeline == nullptr) pipeline = &built.emplace(*engine_pipeline(l));
-        // pipeline_part (theory/pipeline/partition.cpp) with the peak computed once.
-        rank.part.split_backward = pipeline->schedule.split_backward;
-        rank.part.slots = pipeline->in_flight.at(static_cast<std::size_t>(pp_rank));
-        rank.part.occupancy = pipeline->occupancy.at(static_cast<std::size_t>(pp_rank));
-        for (int c = 0; c < l.virtual_stages; ++c)
-            rank.part.chunks.push_back(l.stage_ranges.at(static_cast<std::size_t>(c * l.pp + pp_rank)));
-        rank.layout = rank.layout.select_units(pipeline_part_units(l.model, rank.part));
+    std::optional<ParameterLayout> built;
+    if (whole == nullptr) whole = &built.emplace(model_parameter_layout(l.model, l.seq_len, split, l.expert_split()));
+    EngineRank rank;
+    if (l.pp == 1) {
+        rank.layout = built ? std::move(*built) : *whole;
+        return rank;
     }
+    std::optional<EnginePipeline> built_pipeline;
+    if (pipeline == nullptr) pipeline = &built_pipeline.emplace(*engine_pipeline(l));
+    // pipeline_part (theory/pipeline/partition.cpp) with the peak computed once.
+    rank.part.split_backward = pipeline->schedule.split_backward;
+    rank.part.slots = pipeline->in_flight.at(static_cast<std::size_t>(pp_rank));
+    rank.part.occupancy = pipeline->occupancy.at(static_cast<std::size_t>(pp_rank));
+    for (int c = 0; c < l.virtual_stages; ++c)
+        rank.part.chunks.push_back(l.stage_ranges.at(static_cast<std::size_t>(c * l.pp + pp_rank)));
+    rank.layout = whole->select_units(pipeline_part_units(l.model, rank.part));
     return rank;
 }
 

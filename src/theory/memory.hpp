@@ -70,7 +70,10 @@ struct EnginePipeline {
     std::vector<ChunkOccupancy> occupancy;    // per rank (schedule_simulation.hpp)
 };
 std::optional<EnginePipeline> engine_pipeline(const Layout& layout);
-EngineRank engine_rank(const Layout& layout, int pp_rank, const EnginePipeline* pipeline = nullptr);
+// `whole`: model_parameter_layout at the layout's tensor and expert split, when the caller has it
+// (a plan asks for every pipeline rank of one layout).
+EngineRank engine_rank(const Layout& layout, int pp_rank, const EnginePipeline* pipeline = nullptr,
+                       const ParameterLayout* whole = nullptr);
 
 // One pipeline rank's ledger. Throws UsageError for a model kind the engine cannot train.
 RankMemory engine_rank_memory(const Layout& layout, int pp_rank, const EnginePipeline* pipeline = nullptr);

@@ -6,6 +6,7 @@
 
 #include "core/checked.hpp"
 #include "core/error.hpp"
+#include "core/exact_number.hpp"
 #include "core/json_file.hpp"
 #include "theory/llama_formulas.hpp"
 
@@ -21,6 +22,27 @@ int positive_int(const JsonFields& document, const char* key, std::int64_t max) 
 
 double positive_number(const JsonFields& document, const char* key, double fallback) {
     return document.optional_number(key, 0.0, 1e30, true).value_or(fallback);
+}
+
+// Values the float kernels turn into NaN at the first step, refused with what they do there:
+//   rope_theta  kernels/rope_math.hpp turns pair i by position x exp(-2i/hs x log(theta)) in
+//               float; below 1 the frequencies rise with i instead of falling (RoPE, arXiv
+//               2104.09864 sec. 3.2.2, takes 10000), and below about 1e-38 log(theta) is -inf in
+//               float: 0 x inf and position x inf make every angle NaN (issue 32: 1e-300 passed,
+//               and the first step's loss was NaN)
+//   norm_eps    kernels/rmsnorm_math.hpp divides by sqrt(mean square + eps) in float: below float's
+//               smallest normal number eps is 0 or subnormal, and a row of zeros is 0 / 0
+void check_float_ranges(const JsonFields& fields, const ModelConfig& config) {
+    if (config.rope_theta < model_limits::min_rope_theta)
+        throw UsageError(fields.name("rope_theta") + " is " + exact_number_text(config.rope_theta) +
+                         ": the rotary base must be at least 1 (RoPE's is 10000, Llama 3's 500000); below 1 its "
+                         "frequencies theta^(-2i/hs) rise with the channel pair instead of falling, and below about "
+                         "1e-38 the float kernels take its log as -inf and every angle is NaN");
+    if (config.norm_eps < model_limits::min_norm_eps)
+        throw UsageError(fields.name("norm_eps") + " is " + exact_number_text(config.norm_eps) +
+                         ": RMSNorm's epsilon must be at least 1.2e-38, float's smallest normal number (the kernels "
+                         "compute in float), or it is 0 there and a row of zeros gives 0/0 = NaN; 1e-5 and 1e-6 are "
+                         "usual");
 }
 
 // A nested object's sizes, each known and in range: a typo in "moe" is refused like one at the top.
@@ -102,10 +124,11 @@ ModelConfig parse_model_config(const nlohmann::json& document, const std::string
     std::set<std::string> allowed = {"kind", "description", "layers", "hidden"};
     if (kind == "gpt") {
         config.kind = ModelKind::gpt;
-        allowed.insert({"heads", "seq_len", "vocab", "moe"});
+        allowed.insert({"heads", "seq_len", "vocab", "moe", "trained_global_batch"});
     } else if (kind == "llama") {
         config.kind = ModelKind::llama;
-        allowed.insert({"heads", "kv_heads", "ffn_hidden", "seq_len", "vocab", "rope_theta", "norm_eps", "moe", "mla"});
+        allowed.insert({"heads", "kv_heads", "ffn_hidden", "seq_len", "vocab", "rope_theta", "norm_eps", "moe", "mla",
+                        "trained_global_batch"});
     } else if (kind == "mlp") {
         config.kind = ModelKind::mlp;
     } else {
@@ -131,12 +154,15 @@ ModelConfig parse_model_config(const nlohmann::json& document, const std::string
         if (config.hidden % config.heads != 0)
             throw UsageError(source + ": \"hidden\" (" + std::to_string(config.hidden) + ") must divide by \"heads\" (" +
                              std::to_string(config.heads) + ")");
+        if (const auto batch = fields.optional_integer("trained_global_batch", 1, model_limits::max_trained_global_batch))
+            config.trained_global_batch = static_cast<int>(*batch);
     }
     if (config.kind == ModelKind::llama) {
         config.kv_heads = positive_int(fields, "kv_heads", model_limits::max_hidden);
         config.ffn_hidden = positive_int(fields, "ffn_hidden", model_limits::max_ffn_hidden);
         config.rope_theta = positive_number(fields, "rope_theta", config.rope_theta);
         config.norm_eps = positive_number(fields, "norm_eps", config.norm_eps);
+        check_float_ranges(fields, config);
         if (config.heads % config.kv_heads != 0)
             throw UsageError(source + ": \"kv_heads\" (" + std::to_string(config.kv_heads) +
                              ") must divide \"heads\" (" + std::to_string(config.heads) +
@@ -197,7 +223,10 @@ nlohmann::json to_json(const ModelConfig& config) {
                         {"every", config.moe->every},             {"first_dense", config.moe->first_dense},
                         {"router", config.moe->score == MoeScore::sigmoid ? "sigmoid" : "softmax"},
                         {"expert_activation", config.moe->activation == ExpertActivation::gelu ? "gelu" : "swiglu"}};
-    return {{"name", config.name}, {"kind", model_kind_name(config.kind)}, {"source", config.source}, {"shape", shape}};
+    nlohmann::json out = {{"name", config.name}, {"kind", model_kind_name(config.kind)}, {"source", config.source},
+                          {"shape", shape}};
+    if (config.trained_global_batch > 0) out["trained_global_batch"] = config.trained_global_batch;
+    return out;
 }
 
 LlamaShape llama_shape(const ModelConfig& config) {

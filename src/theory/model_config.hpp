@@ -6,6 +6,7 @@
 #include <nlohmann/json.hpp>
 
 #include <cstdint>
+#include <limits>
 #include <optional>
 #include <string>
 
@@ -31,6 +32,10 @@ struct ModelConfig {
     // output projection is its own matrix, never tied to the input embedding.
     int kv_heads = 0;
     int ffn_hidden = 0;
+    // gpt and llama, optional: the sequences per step its authors trained with (the paper's,
+    // cited in the file's description). plan --search prices it when --global-batch is not
+    // given; train, whose runs are small, keeps its own default. 0: not published.
+    int trained_global_batch = 0;
     double rope_theta = 10000.0;
     double norm_eps = 1e-5;
     // gpt and llama, optional ("moe": {...}): a mixture of experts in the layers from
@@ -70,7 +75,11 @@ inline constexpr std::int64_t max_hidden = 1 << 20;
 inline constexpr std::int64_t max_seq_len = 1 << 24;
 inline constexpr std::int64_t max_vocab = 1 << 24;
 inline constexpr std::int64_t max_ffn_hidden = 1 << 22;
+inline constexpr std::int64_t max_trained_global_batch = 1 << 30;  // plan's --global-batch limit
 inline constexpr double max_parameters = 1e15;  // 500 x the largest model published
+// Below these the float kernels give NaN at the first step (parse_model_config says how).
+inline constexpr double min_rope_theta = 1.0;
+inline constexpr double min_norm_eps = std::numeric_limits<float>::min();  // float's smallest normal number
 }  // namespace model_limits
 
 std::string model_kind_name(ModelKind kind);

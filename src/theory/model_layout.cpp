@@ -74,7 +74,7 @@ Tensors build(const ModelConfig& config, int seq_len, const TensorSplit& split, 
               const ExpertSplit& experts) {
     const int C = config.hidden;
     const int V = config.vocab;
-    const float residual_stddev = init_stddev / std::sqrt(2.0f * static_cast<float>(config.layers));
+    const float residual_stddev = residual_init_stddev(config.layers);
     Tensors tensors;
     layout.add_unit("embedding");
     tensors.embedding.wte = layout.add_tensor("wte", {V, C}, column_parallel_rows(V, C, split), InitKind::normal,
@@ -123,7 +123,7 @@ Tensors build(const ModelConfig& config, const TensorSplit& split, ParameterLayo
     const int F = config.ffn_hidden;
     const int KVC = config.kv_heads * (config.hidden / config.heads);
     const bool kv_split = config.kv_heads % split.size == 0;
-    const float residual_stddev = init_stddev / std::sqrt(2.0f * static_cast<float>(config.layers));
+    const float residual_stddev = residual_init_stddev(config.layers);
     Tensors tensors;
     layout.add_unit("embedding");
     tensors.wte = layout.add_tensor("wte", {V, C}, column_parallel_rows(V, C, split), InitKind::normal, init_stddev);
@@ -178,9 +178,8 @@ bool input_in_slices(const TensorSplit& split, int layer) {
 }
 
 std::vector<LayerTensors> build(const ModelConfig& config, const TensorSplit& split, ParameterLayout& layout) {
-    // N(0, 1/h): unit variance through a linear layer (LeCun initialisation).
     const int H = config.hidden;
-    const float stddev = 1.0f / std::sqrt(static_cast<float>(H));
+    const float stddev = mlp_init_stddev(H);
     std::vector<LayerTensors> layers;
     for (int l = 0; l < config.layers; ++l) {
         const std::string name = "layer" + std::to_string(l);
@@ -201,6 +200,13 @@ std::vector<LayerTensors> build(const ModelConfig& config, const TensorSplit& sp
 }
 
 }  // namespace mlp_layout
+
+float residual_init_stddev(int layers) {
+    return gpt_layout::init_stddev / std::sqrt(2.0f * static_cast<float>(layers));
+}
+
+// N(0, 1/h): unit variance through a linear layer (LeCun initialisation).
+float mlp_init_stddev(int hidden) { return 1.0f / std::sqrt(static_cast<float>(hidden)); }
 
 ParameterLayout gpt_parameter_layout(const ModelConfig& config, int seq_len, const TensorSplit& split,
                                      const ExpertSplit& experts) {

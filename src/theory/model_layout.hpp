@@ -47,6 +47,13 @@ ParameterLayout gpt_parameter_layout(const ModelConfig& config, int seq_len, con
 // one unit of routed experts per MoE layer (moe_expert_unit).
 ParameterLayout llama_parameter_layout(const ModelConfig& config, const TensorSplit& split = {},
                                        const ExpertSplit& experts = {});
+// The smallest initial scales a config's tensors get, from its sizes alone (no config sets a
+// scale): GPT-2's residual projections N(0, 0.02 / sqrt(2 x layers)) (Radford et al. 2019 sec.
+// 2.3), which Llama's use too, and the MLP's LeCun N(0, 1 / hidden). Within model_limits both stay
+// normal floats (a test holds them at the limits), so no config starts from weights that underflow.
+float residual_init_stddev(int layers);
+float mlp_init_stddev(int hidden);
+
 // The unit of MoE layer `layer`'s routed experts in the whole model's layout (-1: a dense layer).
 int moe_expert_unit(const ModelConfig& config, int layer);
 // Whether tensor parallelism of `tp` ranks splits the key/value heads (they divide) or every

@@ -65,6 +65,7 @@ StepRecord StepDriver::run_step(int step) {
     record.moe = model_.finish_step();
     timer_->stop();
     record.time_ms = timer_->elapsed_us() / 1000.0;  // waits for the device's stop event
+    record.gradient_square_sum = scheme_.gradient_square_sum();
     if (pipeline_ != nullptr) record.pipeline.peer_wait_ms = pipeline_->settle_peer_waits();
     for (std::size_t g = 0; g < groups_.size(); ++g) {
         const CommStats& now = groups_[g].comm->stats();

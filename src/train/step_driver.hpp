@@ -56,6 +56,9 @@ struct StepRecord {
     double exposed_comm_ms = 0.0;    // the sum over dimensions
     double blocked_ms = 0.0;         // in every group's calls, peer waits included
     double loss = 0.0;               // this rank's mean over its micro-batches (0 off the last stage)
+    // This rank's share of the squared grad norm (TrainingScheme::gradient_square_sum): summed
+    // over the world, the model's squared norm.
+    double gradient_square_sum = 0.0;
     PipelineStepStats pipeline;      // pipeline runs only
     PassCounts passes;               // the compute passes this rank ran (the executor's with a pipeline)
     std::vector<MoeLayerStats> moe;  // this rank's MoE layers (Model::moe_layers' order)

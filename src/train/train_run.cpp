@@ -262,20 +262,60 @@ std::vector<double> max_over_ranks(std::vector<double> values, Communicator& con
     return values;
 }
 
-// Every rank's view of a finished step: the slowest rank's time and the global batch's loss
-// (only the last pipeline stage computes one; the mean is over its ranks).
-StepProgress share_step(const StepRecord& record, int step, const TrainPlan& plan, Communicator& control) {
-    double time_ms = record.time_ms;
-    double loss = record.loss;
-    control.allreduce(&time_ms, &time_ms, 1, DType::float64, ReduceOp::max);
-    control.allreduce(&loss, &loss, 1, DType::float64, ReduceOp::sum);
+// Every rank's view of a finished step: the slowest rank's time, the highest memory peak, the
+// global batch's loss (only the last pipeline stage computes one; the mean is over its ranks)
+// and the grad norm (every rank's share summed).
+StepProgress share_step(const StepRecord& record, int step, const TrainPlan& plan, const MemoryLedger& ledger,
+                        Communicator& control) {
+    double maxima[2] = {record.time_ms, static_cast<double>(ledger.usage().total_peak)};
+    double sums[2] = {record.loss, record.gradient_square_sum};
+    control.allreduce(maxima, maxima, 2, DType::float64, ReduceOp::max);
+    control.allreduce(sums, sums, 2, DType::float64, ReduceOp::sum);
     StepProgress progress;
     progress.step = step;
     progress.total_steps = plan.options.warmup + plan.options.steps;
     progress.timed = step >= plan.options.warmup;
-    progress.time_ms = time_ms;
-    progress.loss = loss / (control.size() / plan.layout.pp);
+    progress.time_ms = maxima[0];
+    progress.peak_memory_bytes = static_cast<std::size_t>(maxima[1]);
+    progress.loss = sums[0] / (control.size() / plan.layout.pp);
+    progress.grad_norm = std::sqrt(sums[1]);
     return progress;
+}
+
+// A tensor's identity across ranks: its name, full shape and the pieces held (FNV-1a).
+std::uint64_t tensor_signature(const TensorSpec& tensor) {
+    std::uint64_t hash = 1469598103934665603ull;
+    const auto mix = [&hash](std::uint64_t value) {
+        for (int byte = 0; byte < 8; ++byte) {
+            hash ^= (value >> (8 * byte)) & 0xffu;
+            hash *= 1099511628211ull;
+        }
+    };
+    for (char c : tensor.name) mix(static_cast<unsigned char>(c));
+    for (int extent : tensor.full_shape) mix(static_cast<std::uint64_t>(extent));
+    for (const TensorPiece& piece : tensor.pieces)
+        for (int value : {piece.row, piece.col, piece.rows, piece.cols}) mix(static_cast<std::uint64_t>(value));
+    return hash | 1u;  // never 0, the padding below
+}
+
+// Per tensor of this rank's layout, its weight in the grad norm: 1 / the ranks of its model-
+// parallel group (the tp x pp ranks that together hold one copy of the model) that hold the
+// same elements. A tensor every tp rank holds whole (a norm's gain, a replicated MoE layer)
+// counts once, a split one each piece once, and GPT's tied embedding, held by the first and
+// the last pipeline stage with the same summed gradient, once. The data-parallel replicas are
+// the schemes' to count (gradient_squares.hpp).
+std::vector<double> model_parallel_weights(const ParameterLayout& layout, Communicator& group) {
+    std::vector<std::uint64_t> mine;
+    for (const TensorSpec& tensor : layout.tensors()) mine.push_back(tensor_signature(tensor));
+    std::uint64_t most = mine.size();
+    group.allreduce(&most, &most, 1, DType::uint64, ReduceOp::max);
+    std::vector<std::uint64_t> padded(most, 0), all(most * static_cast<std::size_t>(group.size()));
+    std::copy(mine.begin(), mine.end(), padded.begin());
+    group.allgather(padded.data(), all.data(), most, DType::uint64);
+    std::vector<double> weights;
+    for (std::uint64_t signature : mine)
+        weights.push_back(1.0 / static_cast<double>(std::count(all.begin(), all.end(), signature)));
+    return weights;
 }
 
 // The expert-parallel group: ep consecutive ranks of the gradient group (dp x cp), and the
@@ -562,8 +602,9 @@ std::vector<std::vector<double>> gather_compute_by_rank(const TimedSteps& timed,
 // The warm-up and timed steps: each step's progress shared and observed, its figures kept once
 // timed (counters reset at the first timed step), --trace's events gathered to rank 0 after
 // each timed step; a non-finite loss stops every rank at the same step.
-void run_steps(const TrainPlan& plan, StepDriver& driver, PipelineExecutor* executor, const ReportedGroups& reported,
-               ContextAttention* context, StepObserver* observer, Communicator& control, TrainMeasurements& result,
+void run_steps(const TrainPlan& plan, StepDriver& driver, const MemoryLedger& ledger, PipelineExecutor* executor,
+               const ReportedGroups& reported, ContextAttention* context, StepObserver* observer, Communicator& control,
+               TrainMeasurements& result,
                std::vector<double>& losses, TimedSteps& timed, std::vector<std::vector<TimelineEvent>>& traced_events) {
     const TrainOptions& o = plan.options;
     const std::vector<CommGroup>& groups = reported.groups;
@@ -585,7 +626,7 @@ void run_steps(const TrainPlan& plan, StepDriver& driver, PipelineExecutor* exec
         const ThreadCounters before_step = read_thread_counters();
         const StepRecord record = driver.run_step(step);
         const ThreadCounters in_step = counters_between(before_step, read_thread_counters());
-        const StepProgress progress = share_step(record, step, plan, control);
+        const StepProgress progress = share_step(record, step, plan, ledger, control);
         if (executor != nullptr && !o.trace_path.empty() && step >= o.warmup) {
             auto step_events = gather_events(executor->events(), events_gathered, control);
             events_gathered = executor->events().size();
@@ -598,6 +639,7 @@ void run_steps(const TrainPlan& plan, StepDriver& driver, PipelineExecutor* exec
         }
         if (!std::isfinite(progress.loss)) {
             result.diverged = progress;
+            if (observer) observer->step_finished(progress);  // the log's last line counts it
             break;
         }
         if (observer) observer->step_finished(progress);
@@ -664,10 +706,13 @@ TrainMeasurements run_training(const TrainPlan& plan, Mesh& mesh, Device& device
     SchemeSettings scheme_settings = l.scheme();
     scheme_settings.adamw.lr = static_cast<float>(o.lr);
     scheme_settings.update_in_backward = !pipelined;
+    // The grad norm's weights: one copy of the model is the tp x pp ranks at this dp and cp place.
+    const MeshCoordinates at = mesh.coordinates();
+    const std::unique_ptr<Communicator> model_copy = control.split(at.dp * mesh.shape().cp + at.cp, control.rank());
     std::unique_ptr<TrainingScheme> scheme =
         make_model_scheme(device, ops, mesh.gradient_group(),
                           expert_data_group ? *expert_data_group : mesh.gradient_group(), ledger, *model,
-                          scheme_settings);
+                          scheme_settings, model_parallel_weights(model->layout(), *model_copy));
     scheme->initialize_parameters(o.seed);
 
     const StepPlan step_plan = make_step_plan(plan, mesh, control.rank());
@@ -688,8 +733,8 @@ TrainMeasurements run_training(const TrainPlan& plan, Mesh& mesh, Device& device
         observe_group_calls(observer ? observer->call_observer() : nullptr, groups, mesh, control);
     // --trace: every rank's events reach rank 0 after each step, so a run that stops later keeps them.
     std::vector<std::vector<TimelineEvent>> traced_events;
-    run_steps(plan, driver, executor ? &*executor : nullptr, reported, context, observer, control, result, losses, timed,
-              traced_events);
+    run_steps(plan, driver, ledger, executor ? &*executor : nullptr, reported, context, observer, control, result, losses,
+              timed, traced_events);
     gather_passes(result, timed, mesh, control);
     if (observer) observer->gathering_results();
     if (executor) result.pipeline = gather_pipeline(timed, plan, *schedule, mesh, std::move(traced_events), control);

@@ -63,6 +63,8 @@ struct StepProgress {
     bool timed = false;
     double time_ms = 0.0;  // max over ranks
     double loss = 0.0;     // the global batch's mean
+    double grad_norm = 0.0;  // the L2 norm of the whole model's gradients this step (before the update)
+    std::size_t peak_memory_bytes = 0;  // the memory ledger's peak so far, max over ranks
 };
 
 // Told about every step as it starts and ends, on every rank (the CLI prints the progress

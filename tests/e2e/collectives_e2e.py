@@ -81,6 +81,8 @@ def check_consistent(report, ranks):
             check(math.isclose(reported, per_rank_mean, rel_tol=1e-9), f"{name}: rank-mean = mean of rank means")
         elif entry["aggregation"] == "rank-max":
             reported = max(r["mean_us"] for r in entry["per_rank"])
+        elif entry["aggregation"] == "rank-min":
+            reported = min(r["mean_us"] for r in entry["per_rank"])
         else:
             reported = median
         check(math.isclose(entry["reported_time_us"], reported, rel_tol=1e-9), f"{name}: reported time")
@@ -216,6 +218,23 @@ def case_sweep(ctx):
         report = load_report(ctx, os.path.join(folder, f"{name}.json"))
         check_consistent(report, ranks)
         check(os.path.exists(os.path.join(folder, f"{name}.csv")), f"{name}.csv")
+    manifest_schema = json.load(open(os.path.join(root, "schemas", "sweep-manifest.schema.json")))
+    jsonschema.validate(manifest, manifest_schema)
+    # Issue 32: every run got --csv, which train, plan and pairs do not take: such a sweep always failed.
+    sweep = ctx.path("others.json")
+    json.dump({"runs": [{"name": "plan", "ranks": 1, "args": ["plan", "--params", "125M", "--gpus", "8"]},
+                        {"name": "train", "ranks": 1, "args": ["train", "--model", "mlp-tiny", "--steps", "1", "--quiet"]},
+                        {"name": "pairs", "ranks": 2, "args": ["pairs", "--size", "1K", "--iters", "2",
+                                                                "--latency-iters", "2", "--warmup", "0"]}]},
+              open(sweep, "w"))
+    result = subprocess.run([os.path.join(root, "scripts", "sweep.sh"), sweep], capture_output=True, text=True,
+                            timeout=600, env=dict(env, PARBENCH_RUN_ID="others"), stdin=subprocess.DEVNULL)
+    check(result.returncode == 0, result.stdout + result.stderr)
+    manifest = json.load(open(os.path.join(ctx.tmp, "others", "manifest.json")))
+    jsonschema.validate(manifest, manifest_schema)
+    check([(run["name"], run["exit_status"], run["reports"]) for run in manifest["runs"]] ==
+          [(name, 0, [f"{name}.json"]) for name in ("plan", "train", "pairs")], f"runs: {manifest['runs']}")
+    check(json.load(open(os.path.join(ctx.tmp, "others", "plan.json")))["schema"] == "parbench.plan/v1", "plan's report")
 
 
 def case_placement_summary(ctx):
@@ -263,7 +282,7 @@ def case_placement_summary(ctx):
     check_consistent(report, 2)
     check(all(e["wrong"] is None and e["placement"] == "in" for e in report["results"]), "unchecked, in place")
     check(report["summary"]["status"] == "not checked", "summary says not checked")
-    check("off (--no-check)" in result.stdout and "not checked" in result.stdout, result.stdout)
+    check("off (-c 0 / --no-check)" in result.stdout and "not checked" in result.stdout, result.stdout)
     for entry in report["results"]:
         check(entry["aggregation"] == "rank0" and math.isclose(entry["reported_time_us"],
               entry["per_rank"][0]["median_us"], rel_tol=1e-9), "rank0 is rank 0's median")
@@ -336,7 +355,7 @@ def case_habits(ctx):
     check(f"(mean over the 6 measured points (3 sizes, out of place and in place)" in result.stdout, result.stdout)
     result = ctx.run(2, *base, "--placement", "out", "--no-check")
     check("(mean over the 3 measured sizes; an average, not a peak)" in result.stdout, result.stdout)
-    check(re.search(r"^# Out of bounds values : N/A \(--no-check\)$", result.stdout, re.M), result.stdout)
+    check(re.search(r"^# Out of bounds values : N/A \(-c 0 / --no-check\)$", result.stdout, re.M), result.stdout)
 
     # The gate: below it the run fails (exit 1, report failed, one error line with both figures).
     gates = [  # (flag, environment, exit status, source named)
@@ -503,6 +522,8 @@ BAD_INPUT = [
     # (ranks, arguments, text the one error line must contain)
     (0, ["frobnicate"], "frobnicate"),
     (0, ["allreduce", "--bogus"], "--bogus"),
+    (0, ["allreduce", "--repeat", "-1"], "--repeat -1"),
+    (0, ["allreduce", "--inject-slowdown", "1.5"], "--inject-slowdown"),
     (2, ["allreduce", "--size", "0"], "--size"),
     (2, ["allreduce", "--size", "-5"], "--size"),
     (2, ["allreduce", "--size", "12Q"], "--size"),
@@ -512,6 +533,8 @@ BAD_INPUT = [
     (2, ["allreduce", "--op", "avg", "--dtype", "int32"], "--op avg"),
     (2, ["broadcast", "--root", "5"], "--root"),
     (2, ["allreduce", "--buffer-offsets", "4096"], "--buffer-offsets '4096'"),
+    (2, ["alltoall", "--buffer-pages", "giant"], "--buffer-pages: 'giant'"),
+    (2, ["train", "--model", "gpt-tiny", "--buffer-pages", "4k"], "--buffer-pages: '4k'"),
     (2, ["allreduce", "--buffer-offsets", "0,x"], "each a byte count from 0 to 4095"),
     (2, ["allreduce", "--buffer-offsets", "0,6"], "not a whole number of float32 elements"),
     (2, ["allreduce", "--dtype", "float64", "--buffer-offsets", "4"], "float64 elements (8 bytes each)"),
@@ -560,6 +583,72 @@ def case_bad_input(ctx):
                               (["compare", ctx.path("missing.json"), other], "cannot read")):
         result = ctx.run(0, *arguments)
         check(result.returncode == 2 and needle in result.stderr, f"{arguments}: {result.returncode} {result.stderr}")
+
+
+def thp_enabled():
+    """The kernel's THP setting for 2 MiB pages, read as parbench reads it (device/host_pages.cpp)."""
+    def chosen(path):
+        try:
+            line = open(path).readline()
+        except OSError:
+            return None
+        return line[line.index("[") + 1:line.index("]")] if "[" in line else None
+    pmd = chosen("/sys/kernel/mm/transparent_hugepage/hugepages-2048kB/enabled")
+    return pmd if pmd not in (None, "inherit") else chosen("/sys/kernel/mm/transparent_hugepage/enabled") or "unavailable"
+
+
+def case_buffer_pages(ctx):
+    """--buffer-pages on every command that allocates buffers: the header and the report say
+    what was asked and what a probe read back from the kernel got, which must be what this
+    host's THP setting gives; ranks that disagree are refused; compare warns loudly when two
+    reports' pages differ."""
+    thp = thp_enabled()
+    # What each policy must obtain under each setting: huge pages when asked for under madvise
+    # or always; a plain allocation gets them under always only.
+    expected = {"normal": "huge" if thp == "always" else "normal",
+                "huge": "huge" if thp in ("madvise", "always") else "normal"}
+    runs = [("normal", ["alltoall", "--size", "64K", "--iters", "2", "--warmup", "0"]),
+            ("huge", ["alltoall", "--size", "64K", "--iters", "2", "--warmup", "0", "--buffer-pages", "huge"]),
+            ("huge", ["train", "--model", "gpt-tiny", "--steps", "1", "--warmup", "0", "--buffer-pages", "huge"]),
+            ("normal", ["pairs", "--size", "64K", "--iters", "2", "--latency-iters", "2", "--warmup", "0",
+                        "--buffer-pages", "normal"])]
+    reports = {}
+    for asked, arguments in runs:
+        path = ctx.path(f"{arguments[0]}-{asked}.json")
+        result = ctx.run(2, *arguments, "--json", path)
+        check(result.returncode == 0, f"{arguments}: {result.stderr}")
+        record = load_report(ctx, path)["environment"]["buffer_pages"]
+        check(record["requested"] == asked and record["obtained"] == expected[asked],
+              f"{arguments} under THP {thp}: asked {record['requested']}, obtained {record['obtained']}; expected "
+              f"{asked} and {expected[asked]}: {record}")
+        check(record["thp_enabled"] == thp and len(record["probe_huge_bytes_by_rank"]) == 2, f"{arguments}: {record}")
+        line = [l for l in result.stdout.splitlines() if l.startswith("# buffer pages: ")]
+        check(len(line) == 1 and line[0].startswith(f"# buffer pages: {asked} (") and
+              f"obtained {expected[asked]}" in line[0], f"{arguments}: header {line}")
+        reports.setdefault(arguments[0], []).append(path)
+    # Ranks given different policies: one error line, exit 2, no report.
+    path = ctx.path("mixed.json")
+    mixed = ctx.mpiexec + ["-np", "1", ctx.parbench, "allreduce", "--size", "1K", "--json", path, ":", "-np", "1",
+                           ctx.parbench, "allreduce", "--size", "1K", "--json", path, "--buffer-pages", "huge"]
+    result = subprocess.run(mixed, capture_output=True, text=True, timeout=120,
+                            env=dict(os.environ, OPENBLAS_NUM_THREADS="1"))
+    errors = [l for l in result.stderr.splitlines() if l.startswith("error")]
+    check(result.returncode == 2 and len(errors) == 1 and "--buffer-pages differs between ranks" in errors[0],
+          f"ranks with different --buffer-pages: exit {result.returncode}, {result.stderr}")
+    check(not os.path.exists(path), "ranks with different --buffer-pages left a report behind")
+    # compare: the pages each report's buffers got head its columns, and a difference is warned of first.
+    normal, huge = reports["alltoall"]
+    if expected["normal"] == expected["huge"]:  # THP always or never: make the second one differ
+        document = json.load(open(huge))
+        document["environment"]["buffer_pages"]["obtained"] = "partly huge"
+        json.dump(document, open(huge, "w"))
+    result = ctx.run(0, "compare", normal, huge)
+    warnings = [l for l in result.stderr.splitlines() if l.startswith("warning")]
+    check(result.returncode == 0 and warnings and "warning: the reports' buffers were on different pages" in warnings[0],
+          f"compare of two page policies: {result.returncode} {result.stderr}")
+    check(f"{expected['normal']} pages" in result.stdout.splitlines()[0], result.stdout)
+    same = ctx.run(0, "compare", normal, normal)
+    check("different pages" not in same.stderr, same.stderr)
 
 
 CASES = {name[len("case_"):]: function for name, function in globals().items() if name.startswith("case_")}

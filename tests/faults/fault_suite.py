@@ -185,6 +185,9 @@ MISMATCHES = [
      "--aggregate"),
     ("min busbw", f"allreduce --size 1K --min-busbw 0.001 {COLLECTIVE}", f"allreduce --size 1K {COLLECTIVE}",
      "--min-busbw"),
+    # Issue 32: values compared exactly, not by a six-digit name (MPI_Alltoallv failed after this passed).
+    ("skew exponent", f"alltoallv --size 64K --skew zipf:1 {COLLECTIVE}",
+     f"alltoallv --size 64K --skew zipf:1.000004 {COLLECTIVE}", "--skew: rank 0 zipf:1, rank 1 zipf:1.000004"),
     ("pairs size", f"pairs --size 1K {COLLECTIVE}", f"pairs --size 2K {COLLECTIVE}", "--size"),
     ("pairs latency size", f"pairs --size 1K --latency-size 8 {COLLECTIVE}",
      f"pairs --size 1K --latency-size 16 {COLLECTIVE}", "--latency-size"),
@@ -285,6 +288,76 @@ def case_mixed_job(ctx):
     errors = error_lines(result.stderr)
     check(result.returncode == 2 and len(errors) == 1 and "different parbench builds" in errors[0],
           f"two builds, one failing: exit {result.returncode}: {result.stderr}")
+
+
+# Issue 32: a rank running what needs no MPI (plan, compare, --version, --help, --dry-run,
+# train --print-schedule) left the others waiting in MPI_Init for ever, --timeout or not.
+BESIDE = [
+    ("train --steps 1 --timeout 10", "plan --model gpt-tiny --gpus 2", "rank 0 train, rank 1 plan"),
+    ("allreduce --size 64K --timeout 10", "--version", "rank 0 allreduce, rank 1 --version"),
+    ("allreduce --size 1K", "compare a.json b.json", "rank 0 allreduce, rank 1 compare"),
+    ("allreduce --size 1K", "allreduce --size 1K --help", "rank 0 allreduce, rank 1 allreduce --help"),
+    ("allreduce --size 1K", "--dry-run allreduce --size 1K", "rank 0 allreduce, rank 1 allreduce --dry-run"),
+    (f"{TRAIN} --quiet", f"{TRAIN} --print-schedule", "rank 0 train, rank 1 train --print-schedule"),
+]
+
+
+def stand_in(ctx, name, script):
+    """A program a rank runs instead of parbench (another program, one that crashes)."""
+    path = ctx.path(name)
+    with open(path, "w") as out:
+        out.write("#!/bin/sh\n" + script + "\n")
+    os.chmod(path, 0o755)
+    return path
+
+
+def case_peer_without_mpi(ctx):
+    """Whatever one rank runs, the job ends: a command that needs no MPI joins the others' first
+    agreement and is refused there in one line naming each rank's command; every rank running it
+    runs it once (on the first rank); a peer that never starts MPI is bounded by --timeout, which
+    covers MPI_Init; a crash before MPI ends the job through the launcher."""
+    for first, second, needle in BESIDE:
+        started = time.monotonic()
+        result = ctx.run(2, wrapper=True, timeout=60, env={"PARBENCH_ARGS_0": first, "PARBENCH_ARGS_1": second})
+        took = time.monotonic() - started
+        errors = error_lines(result.stderr)
+        check(result.returncode == 2 and len(errors) == 1, f"{first} beside {second}: exit {result.returncode}: "
+                                                           f"{result.stderr}")
+        check(f"ranks run different commands: {needle}; launch every rank with the same command and flags" in errors[0],
+              errors[0])
+        check(took < 10, f"{first} beside {second}: took {took:.1f} s, want under 10")
+        print(f"{first} beside {second}: exit 2 in {took:.1f} s: {errors[0]}")
+    # Every rank running the same command that needs no MPI: it runs once, on the first rank.
+    for args, needle in (("--version", "parbench "), ("plan --model gpt-tiny --gpus 2", "step time:")):
+        result = ctx.run(2, *args.split(), timeout=60)
+        check(result.returncode == 0 and result.stdout.count(needle) == 1, f"{args} on 2 ranks: exit "
+              f"{result.returncode}, {result.stdout.count(needle)} x {needle!r}: {result.stdout} {result.stderr}")
+    # ... and its failure is one line, once.
+    result = ctx.run(2, "compare", ctx.path("absent.json"), ctx.path("absent.json"), timeout=60)
+    errors = error_lines(result.stderr)
+    check(result.returncode == 2 and len(errors) == 1 and "absent.json" in errors[0], result.stderr)
+
+    # A peer that never starts MPI (another program, or one stuck before it): --timeout ends the wait in MPI_Init.
+    started = time.monotonic()
+    result = ctx.run(2, wrapper=True, timeout=60, env={"PARBENCH_ARGS_0": f"allreduce --size 1K --timeout {TIMEOUT}",
+                                                       "PARBENCH_BINARY_1": "/bin/sleep", "PARBENCH_ARGS_1": "50"})
+    took = time.monotonic() - started
+    errors = error_lines(result.stderr)
+    check(watchdog_exit(result.returncode, result.stderr) and len(errors) == 1 and
+          f"error: watchdog: rank 0 (" in errors[0] and f"waited {TIMEOUT} s (--timeout) for the other ranks to start MPI"
+          in errors[0], f"exit {result.returncode}: {result.stderr}")
+    check(took < TIMEOUT + 15, f"a peer that never starts MPI: ended after {took:.1f} s, want --timeout {TIMEOUT} s")
+    print(f"beside a peer that never starts MPI: exit {result.returncode} in {took:.1f} s: {errors[0]}")
+
+    # A rank that crashes before starting MPI: the launcher ends the job, --timeout or not.
+    crash = stand_in(ctx, "crash.sh", "kill -SEGV $$")
+    started = time.monotonic()
+    result = ctx.run(2, wrapper=True, timeout=60,
+                     env={"PARBENCH_ARGS_0": "allreduce --size 1K", "PARBENCH_BINARY_1": crash})
+    took = time.monotonic() - started
+    check(result.returncode != 0 and took < 15, f"a crash before MPI: exit {result.returncode} after {took:.1f} s: "
+                                                 f"{result.stderr}")
+    print(f"beside a rank that crashes before MPI: exit {result.returncode} in {took:.1f} s")
 
 
 # --- errors one rank sees ------------------------------------------------------------------
@@ -395,6 +468,41 @@ def case_kill_collectives(ctx):
           f"report partial with {len(report['results'])} points")
 
 
+def case_repeat_until_stopped(ctx):
+    """--repeat 0 sweeps until SIGINT or SIGTERM: Ctrl-C at mpirun (SIGTERM to the ranks, SIGKILL a
+    second later) ends it keeping the report, complete with the sweeps it finished, each point once
+    per sweep and the spread between sweeps; compare then judges the point by its runs."""
+    report_path = ctx.path("until-stopped.json")
+    job = Job(ctx, 2, ["allreduce", "-b", "1K", "-e", "4K", "-f", "4", "--iters", "5", "--placement", "out",
+                       "--repeat", "0", "--quiet", "--json", report_path])
+    job.wait_for_ranks()
+    deadline = time.monotonic() + 120
+    while time.monotonic() < deadline:
+        check(job.process.poll() is None, f"the run ended before it was stopped:\n{job.text()}")
+        try:
+            if json.load(open(report_path))["repetitions"]["completed"] >= 3:
+                break
+        except (OSError, ValueError, KeyError):
+            pass
+        time.sleep(0.1)
+    stopped = time.monotonic()
+    os.kill(job.process.pid, signal.SIGINT)
+    status = job.wait(40)
+    report = ctx.report(report_path)
+    repetitions = report["repetitions"]
+    check(report["status"] == "complete" and repetitions["ended_by"] == "SIGTERM" and repetitions["requested"] == 0 and
+          repetitions["completed"] >= 3, f"status {report['status']}, repetitions {repetitions}")
+    check(all(entry["repetition"] >= 1 for entry in report["results"]) and
+          len(report["results"]) >= 2 * repetitions["completed"], "each point once per sweep")
+    check(len(repetitions["points"]) == 2 and all(len(p["time_us"]) >= 3 for p in repetitions["points"]),
+          f"the spread of both points: {repetitions['points']}")
+    result = subprocess.run([ctx.parbench, "compare", "--threshold", "0.9", report_path, report_path],
+                            capture_output=True, text=True, timeout=60)
+    check(result.returncode == 0 and "(runs " in result.stdout, f"compare: {result.stdout} {result.stderr}")
+    print(f"--repeat 0, Ctrl-C after {repetitions['completed']} sweeps: ended after {time.monotonic() - stopped:.2f} s "
+          f"(exit {status}), report complete with {len(report['results'])} points")
+
+
 # --- pairs: the same watchdog, partial report and resource checks as the collectives ------------
 
 PAIRS = ["pairs", "--size", "256K", "--latency-iters", "5", "--iters", "10000"]  # rounds of seconds
@@ -479,10 +587,16 @@ def check_trace_kept(ctx, path, report):
     return about["timed_steps_traced"], len(trace["traceEvents"])
 
 
+# Steps enough that a run outlasts the fault sent to it: on a fast CPU the tiny model's 500 steps
+# took about a second, which is how long mpirun waits after a Ctrl-C before it sends SIGTERM, so
+# such a run could complete first (CI saw "Ctrl-C: status complete").
+STEPS_UNTIL_STOPPED = "1000000"
+
+
 def train_fault(ctx, sig, victim, name, layout=("--pp", "2", "--microbatches", "4"), trace=False):
     report_path = ctx.path(f"train-{name}.json")
     trace_path = ctx.path(f"trace-{name}.json")
-    job = Job(ctx, 2, ["train", *layout, "--warmup", "1", "--steps", "500", "--timeout", str(TIMEOUT), "--quiet",
+    job = Job(ctx, 2, ["train", *layout, "--warmup", "1", "--steps", STEPS_UNTIL_STOPPED, "--timeout", str(TIMEOUT), "--quiet",
                        "--json", report_path, *(["--trace", trace_path] if trace else [])])
     pids = job.wait_for_ranks()
     wait_for_report(ctx, job, report_path)
@@ -530,6 +644,52 @@ def case_sigstop_train_tp(ctx):
     train_fault(ctx, signal.SIGSTOP, 0, "SIGSTOP rank 0", layout=("--tp", "2"))
 
 
+def check_trace_left(ctx, path, reason_needle=None):
+    """The trace a run that rank 0 could not finish leaves: schema-valid, partial, with every
+    rank's events of the timed steps it says it traced."""
+    check(os.path.exists(path), "no trace was left")
+    trace = json.load(open(path))
+    jsonschema.validate(trace, ctx.trace_schema)
+    about = trace["otherData"]
+    check(about["status"] == "partial" and about["timed_steps_traced"] >= 1, f"trace otherData {about}")
+    if reason_needle:
+        check(reason_needle in about["status_reason"], f"trace status_reason {about['status_reason']}")
+    check({e["pid"] for e in trace["traceEvents"] if e["ph"] == "X"} == {0, 1}, "events of both ranks")
+    return about
+
+
+def case_trace_kept(ctx):
+    """Issue 32: --trace was lost when rank 0 was stopped, a rank was killed or on Ctrl-C, where
+    the JSON report survived; the trace is kept the same way (rewritten as the run goes, and on a
+    signal rewritten saying so)."""
+    arguments = ["train", "--pp", "2", "--microbatches", "4", "--warmup", "1", "--steps", STEPS_UNTIL_STOPPED, "--timeout",
+                 str(TIMEOUT), "--quiet"]
+    for name in ("SIGSTOP rank 0", "kill -9 rank 1", "Ctrl-C"):
+        report_path = ctx.path(f"kept-{len(ctx.jobs)}.json")
+        trace_path = ctx.path(f"kept-trace-{len(ctx.jobs)}.json")
+        job = Job(ctx, 2, arguments + ["--json", report_path, "--trace", trace_path])
+        pids = job.wait_for_ranks()
+        wait_for_report(ctx, job, report_path)
+        time.sleep(0.5)
+        started = time.monotonic()
+        if name == "SIGSTOP rank 0":
+            os.kill(pids[0], signal.SIGSTOP)
+        elif name == "kill -9 rank 1":
+            os.kill(pids[1], signal.SIGKILL)
+        else:
+            os.kill(job.process.pid, signal.SIGINT)  # what a Ctrl-C at the terminal sends mpirun
+        status = job.wait(TIMEOUT + 40)
+        text = job.text()
+        check(status != 0, f"{name}: exit {status}:\n{text}")
+        report = check_partial(ctx, report_path, name)
+        about = check_trace_left(ctx, trace_path, "SIGTERM stopped the run" if name == "Ctrl-C" else None)
+        if name == "Ctrl-C":
+            check("SIGTERM stopped the run" in report["status_reason"], f"report reason {report['status_reason']}")
+        timed = sum(1 for s in report["progress"]["steps"] if s["timed"])
+        print(f"train --pp 2 --trace, {name}: ended after {time.monotonic() - started:.2f} s (exit {status}); the "
+              f"trace keeps {about['timed_steps_traced']} timed steps ({about['status_reason']}), the report {timed}")
+
+
 def case_diverged(ctx):
     report_path = ctx.path("nan.json")
     result = ctx.run(2, "train", "--model", "mlp-tiny", "--lr", "1e30", "--steps", "4", "--check", "--quiet",
@@ -541,6 +701,15 @@ def case_diverged(ctx):
     report = ctx.report(report_path)
     check(report["status"] == "failed" and "diverged" in report["status_reason"], "report says failed")
     print(f"NaN loss: {errors[0]}")
+    # Issue 32: a config whose rotary base makes every angle NaN passed, and its first step's NaN was
+    # blamed on --lr; it is refused before the run, naming the value and what it does.
+    config = model_copy(ctx, "llama-tiny", {"rope_theta": 1e-300})
+    result = ctx.run(2, "train", "--model", config, "--steps", "1", "--json", report_path + ".nan", timeout=60)
+    errors = error_lines(result.stderr)
+    check(result.returncode == 2 and len(errors) == 1 and '"rope_theta" is 1e-300' in errors[0] and "NaN" in errors[0]
+          and "--lr" not in errors[0], f"rope_theta 1e-300: exit {result.returncode}: {result.stderr}")
+    check(not os.path.exists(report_path + ".nan"), "rope_theta 1e-300: left a report")
+    print(f"rope_theta 1e-300: {errors[0]}")
 
 
 # --- resources ------------------------------------------------------------------------------
@@ -598,6 +767,22 @@ def case_resources(ctx):
         check(cost < RSS_BOUND_MB, f"{name}: the refusal peaked at {rss:.0f} MB ({rss - baseline:.0f} MB above the "
                                    f"{baseline:.0f} MB of starting the binary), want under {RSS_BOUND_MB} MB")
         print(f"refused {name}: peak RSS {rss:.1f} MB (starting the binary alone: {baseline:.1f} MB): {errors[0]}")
+    # Issue 32: a size past MPI's int counts, refused before its buffers are allocated (it was refused
+    # only after 22 s of allocating 4 GiB): alltoallv's one block at 1 rank, allreduce's count at 2.
+    for ranks, arguments in ((1, ["alltoallv", "--size", "2049M", "--dtype", "int8"]),
+                             (2, ["allreduce", "--size", "2049M", "--dtype", "int8"])):
+        report = ctx.path("int-count.json")
+        launcher = [] if ranks == 1 else ctx.mpiexec + ["-np", str(ranks)]
+        started = time.monotonic()
+        status, stderr, rss = peak_rss_mb(launcher + [ctx.parbench, *arguments, "--json", report], ctx.env)
+        took = time.monotonic() - started
+        errors = error_lines(stderr)
+        check(status == 2 and len(errors) == 1 and errors[0].startswith("error: --size 2049M: ") and
+              "MPI's int count limit" in errors[0], f"{arguments[0]} at {ranks} rank(s): exit {status}: {stderr}")
+        check(not os.path.exists(report), f"{arguments[0]}: left a report")
+        cost = rss - baseline if relative else rss
+        check(cost < RSS_BOUND_MB, f"{arguments[0]} 2049M int8: the refusal peaked at {rss:.0f} MB")
+        print(f"refused {arguments[0]} 2049M int8 at {ranks} rank(s) in {took:.1f} s, peak RSS {rss:.1f} MB: {errors[0]}")
     # Ranks on one host share its memory: at 2 ranks each gets half.
     started = time.monotonic()
     status, stderr, rss = peak_rss_mb(ctx.mpiexec + ["-np", "2", ctx.parbench, "allreduce", "--size", "64T"], ctx.env)

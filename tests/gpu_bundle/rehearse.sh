@@ -101,10 +101,10 @@ echo "--- gpu_check.sh --rehearse exited with status $status"
 outputs=$(cd "$root/out" && ls)
 [[ $outputs == $'gpu-check-logs.tar.gz\nsummary.txt' ]] || fail "OUTDIR holds [$outputs], not the summary and the archive alone"
 summary=$root/out/summary.txt
-for expected in setup info collective_mpi_np1 collective_mpi_np2 gpu_tests_skip ops_gpu_tests_skip; do
+for expected in setup info collective_mpi_np1 collective_mpi_np2 background_mpi gpu_tests_skip ops_gpu_tests_skip; do
     grep -Eq "^$expected +ok " "$summary" || fail "step $expected did not pass"
 done
-grep -q '^verdict: 6 passed, 0 failed, 0 skipped' "$summary" || fail "the verdict is not 6 passed"
+grep -q '^verdict: 7 passed, 0 failed, 0 skipped' "$summary" || fail "the verdict is not 7 passed"
 mkdir "$work/logs" && tar -xzf "$root/out/gpu-check-logs.tar.gz" -C "$work/logs" || fail "the archive does not unpack"
 if ((failures > 0)); then
     echo "--- setup.log"

@@ -313,5 +313,34 @@ TEST(CpuOps, AdamWClearingGradsUpdatesLikeAdamWAndZeroesTheGradients) {
     EXPECT_EQ(grads, std::vector<float>(n, 0.0f));
 }
 
+// The grad norm's variants: the same update bits as adamw_update (in pieces of 4096, so n spans
+// three and a remainder), and the sum of the gradients' squares within float rounding of a
+// double sum; sum_of_squares alone gives the same sum.
+TEST(CpuOps, AdamWSummingSquaresUpdatesLikeAdamWAndSumsTheSquares) {
+    CpuOps ops;
+    const std::size_t n = 3 * 4096 + 37;
+    auto params = random_vector(n, 40), m = random_vector(n, 41, -0.1f, 0.1f), v = random_vector(n, 42, 0.0f, 0.01f);
+    const auto grads = random_vector(n, 43);
+    double reference = 0.0;
+    for (float g : grads) reference += static_cast<double>(g) * g;
+    auto expected_p = params, expected_m = m, expected_v = v;
+    ops.adamw_update(expected_p.data(), grads.data(), expected_m.data(), expected_v.data(), n, 1e-3f, 0.9f, 0.95f,
+                     1e-8f, 0.1f, 4);
+    auto summed_p = params, summed_m = m, summed_v = v;
+    const double squares = ops.adamw_update_squares(summed_p.data(), grads.data(), summed_m.data(), summed_v.data(), n,
+                                                    1e-3f, 0.9f, 0.95f, 1e-8f, 0.1f, 4);
+    EXPECT_EQ(summed_p, expected_p);
+    EXPECT_EQ(summed_m, expected_m);
+    EXPECT_EQ(summed_v, expected_v);
+    EXPECT_NEAR(squares, reference, 1e-6 * reference);
+    auto cleared = grads;
+    const double cleared_squares = ops.adamw_update_clearing_grads_squares(
+        params.data(), cleared.data(), m.data(), v.data(), n, 1e-3f, 0.9f, 0.95f, 1e-8f, 0.1f, 4);
+    EXPECT_EQ(params, expected_p);
+    EXPECT_EQ(cleared, std::vector<float>(n, 0.0f));
+    EXPECT_EQ(cleared_squares, squares);
+    EXPECT_EQ(ops.sum_of_squares(grads.data(), n), squares);
+}
+
 }  // namespace
 }  // namespace parbench

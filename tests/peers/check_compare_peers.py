@@ -4,7 +4,10 @@
 1. Tabulation: every committed side-by-side (results/2026-12-01-imb-osu-peers/peers-*.json, old and new
    formats) is tabulated again under each statistic; every ratio must be the statistic of
    parbench's processes over the statistic of the peer's, computed here from the raw rounds.
-2. A measuring run with stand-ins for IMB-MPI1 and the OSU tests (scripts that print each
+2. --drift on a committed run: a verdict for every point against each peer, whose busbw ratio
+   is the ratio of the processes' median busbw (compare's figure for a column of runs), and
+   exit status 1 exactly when one says DRIFT.
+3. A measuring run with stand-ins for IMB-MPI1 and the OSU tests (scripts that print each
    tool's table rows with figures this test chose and logged) beside the real parbench:
    the script must read the stand-ins' figures back exactly, get a figure from parbench at
    every point, and compute its ratios from those.
@@ -122,6 +125,34 @@ def check_resampling(script):
     print("--resample: a made-up systematic miss is found in every resample, no noise where there is none")
 
 
+def check_drift(script, results, parbench):
+    path = os.path.join(results, "peers-2ranks-30rounds-advance-idle.json")
+    with tempfile.TemporaryDirectory(prefix="peers-drift-") as work:
+        out = os.path.join(work, "again.json")
+        result = subprocess.run([sys.executable, script, "--from-json", path, "--statistic", "median", "--drift",
+                                 "--parbench", parbench, "--json", out], capture_output=True, text=True, timeout=600)
+        if result.returncode not in (0, 1) or not os.path.exists(out):
+            fail(f"--drift exited with {result.returncode}:\n{result.stderr}")
+        report = json.load(open(out))
+        rows = {(row["collective"], row["bytes"]): row for row in report["rows"]}
+        verdicts = report["drift"]
+        if len(verdicts) != 2 * len(rows):
+            fail(f"--drift: {len(verdicts)} verdicts for {len(rows)} points and 2 peers")
+        # compare's busbw of a column of runs is the median of the runs' busbw (1 / time here).
+        busbw = lambda point, field: statistics.median(1.0 / r[point][field] for r in report["raw"])
+        for v in verdicts:
+            field = {"IMB": "imb_t_avg", "OSU": "osu_avg"}[v["peer"]]
+            point = f"{v['collective']} {v['bytes']}"
+            expected = busbw(point, "parbench_rank-mean") / busbw(point, field)
+            if abs(v["ratio"] - expected) > 0.0051:  # compare prints two decimals
+                fail(f"--drift: {v['collective']} {v['bytes']} B against {v['peer']}: busbw ratio {v['ratio']}, "
+                     f"the processes' median busbw give {expected:.4f}")
+        drifted = sum(v["drift"] for v in verdicts)
+        if result.returncode != (1 if drifted else 0) or result.stderr.count("DRIFT") != drifted:
+            fail(f"--drift: {drifted} verdicts drift, exit {result.returncode}, {result.stderr.count('DRIFT')} printed")
+    print(f"--drift on {os.path.basename(path)}: {len(verdicts)} verdicts, {drifted} drift, each ratio its median busbw's")
+
+
 STAND_IN = """#!{python}
 # A stand-in for {tool}: rank 0 prints the row the tool would, with the next figure of
 # this test's list, and logs what it printed.
@@ -196,6 +227,7 @@ def main():
     args = parser.parse_args()
     check_tabulation(args.script, args.results)
     check_resampling(args.script)
+    check_drift(args.script, args.results, args.parbench)
     check_measuring_run(args.script, args.parbench)
     print("compare_peers.py: OK")
 

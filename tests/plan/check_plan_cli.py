@@ -63,6 +63,15 @@ def main():
         (["--model", "gpt3-175b", "--gpus", "64", "--no-reshard", "--states", "zero"], "--no-reshard"),
         (["--model", "gpt3-175b", "--gpus", "64", "--tp", "8", "--zero", "3", "--hybrid-shard", "--states", "zero"],
          "--hybrid-shard"),
+        # Tensor-parallel overlap: sequence parallelism's collectives, a framework's job, GEMM times.
+        (["--model", "gpt3-175b", "--gpus", "64", "--tp", "8", "--tp-comm-overlap"], "--tp-comm-overlap"),
+        (["--model", "gpt-small", "--gpus", "2", "--tp", "2", "--sp", "--tp-comm-overlap", "--states", "parbench"],
+         "--tp-comm-overlap"),
+        (["--model", "gpt3-175b", "--gpus", "64", "--tp", "8", "--sp", "--tp-comm-overlap", "--efficiency", "0.5"],
+         "--tp-comm-overlap"),
+        # FP8 linear layers: a device with FP8 tensor cores, a framework's bf16 job.
+        (["--model", "gpt3-175b", "--gpus", "64", "--device", "A100", "--fp8"], "--fp8"),
+        (["--model", "gpt-small", "--gpus", "2", "--fp8", "--states", "parbench"], "--fp8"),
     ])
     for args, needle in bad:
         result = run(binary, args)
@@ -127,6 +136,43 @@ def main():
             failures.append("oversubscribed: the console does not mark the prediction: " + result.stdout)
         if "uncalibrated" not in document["inputs"]["compute"]["source"]:
             failures.append(f"{name}: the compute rate does not say it is uncalibrated")
+    # --tp-comm-overlap hides part of the sequence-parallel collectives behind their GEMMs, never all
+    # of them (one chunk of each pair stays exposed), and charges the compute it slows.
+    overlap = ["--model", "gpt3-175b", "--gpus", "128", "--tp", "8", "--pp", "16", "--sp", "--zero", "1",
+               "--microbatches", "16", "--global-batch", "16", "--states", "megatron", "--recompute", "selective"]
+    times = {}
+    for name, extra in (("exposed", []), ("overlapped", ["--tp-comm-overlap"])):
+        path = os.path.join(out, "tp-" + name + ".json")
+        result = run(binary, overlap + extra + ["--json", path])
+        if result.returncode == 0:
+            times[name] = json.load(open(path))["layouts"][0]["time_ms"]
+        else:
+            failures.append(f"tp overlap {name}: exit {result.returncode}: {result.stderr}")
+    if len(times) == 2:
+        exposed, overlapped = times["exposed"], times["overlapped"]
+        if not (0 < overlapped["exposed_tp"] < exposed["exposed_tp"]) or \
+                overlapped["overlap_slowdown"] <= exposed["overlap_slowdown"] or overlapped["compute"] != exposed["compute"]:
+            failures.append(f"--tp-comm-overlap: exposed tp {exposed['exposed_tp']} -> {overlapped['exposed_tp']}, "
+                            f"slowdown {exposed['overlap_slowdown']} -> {overlapped['overlap_slowdown']}")
+    # --fp8 runs the linear layers' GEMMs faster (H100: 1979 dense FP8 at its measured fraction)
+    # and holds each weight's FP8 copy and transpose (2 B per parameter on the rank).
+    fp8 = {}
+    for name, extra in (("bf16", []), ("fp8", ["--fp8"])):
+        path = os.path.join(out, "fp8-" + name + ".json")
+        result = run(binary, ["--model", "llama3-8b", "--gpus", "8", "--global-batch", "16", "--zero", "3",
+                              "--microbatches", "2", "--states", "megatron", "--recompute", "full"] + extra +
+                     ["--json", path])
+        if result.returncode == 0:
+            fp8[name] = json.load(open(path))["layouts"][0]
+        else:
+            failures.append(f"--fp8 {name}: exit {result.returncode}: {result.stderr}")
+    if len(fp8) == 2:
+        if not fp8["fp8"]["time_ms"]["compute"] < fp8["bf16"]["time_ms"]["compute"]:
+            failures.append("--fp8: the linear layers' GEMMs are no faster")
+        extra_bytes = fp8["fp8"]["memory_bytes"]["buffers"] - fp8["bf16"]["memory_bytes"]["buffers"]
+        if abs(extra_bytes - 2 * 8.03e9) > 0.01 * 2 * 8.03e9 or "fp8" not in fp8["fp8"]["label"]:
+            failures.append(f"--fp8: {extra_bytes:.4g} B of FP8 weight copies (wanted 2 B per parameter), "
+                            f"label {fp8['fp8']['label']!r}")
     markdown = run(binary, ["--params", "7.5B", "--gpus", "64", "--search", "--global-batch", "512", "--top", "2",
                             "--states", "zero", "--markdown"])
     if markdown.returncode != 0 or "| # | layout |" not in markdown.stdout:

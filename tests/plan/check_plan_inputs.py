@@ -114,6 +114,30 @@ def main():
                                                       "gpus": 2, "gpus_per_host": 2})
         refused(binary, ["--model", "gpt-small", "--cluster", cpu_cluster, "--calibrate-compute", path],
                 ["--calibrate-compute " + path] + needles, f"--calibrate-compute {name}")
+    # A device of a cluster file's own naming once fell back to a flat 0.5 of peak without a word
+    # (issue #31): refused, naming both ways to give it a curve; naming the preset it takes plans
+    # exactly what the preset's own file does; the compute line names the file once.
+    selene = {"device": {"name": "A100-SXM4-80GB (Selene)", "peak_tflops_bf16": 312, "memory_gib": 80,
+                         "memory_bandwidth_gbps": 2039, "memory_reserved_gib": 8.57,
+                         "intra_host": {"latency_us": 10, "busbw_gbps": 240, "ring_step_us": 3.4},
+                         "cross_host": {"latency_us": 20, "busbw_gbps": 22.5, "ring_step_us": 9.6}}, "gpus": 8}
+    layout_175b = ["--model", "gpt3-175b", "--gpus", "64", "--tp", "8", "--pp", "8", "--global-batch", "64",
+                   "--microbatches", "64", "--recompute", "full"]
+    path = write(out, "cluster-selene.json", selene)
+    refused(binary, ["--cluster", path] + layout_175b,
+            ["--cluster " + path, "A100-SXM4-80GB (Selene)", '"gemm_preset"', '"gemm_sustained"', "--gemm-curve"],
+            "a cluster file's own device name without a curve")
+    selene["device"]["gemm_preset"] = "A100"
+    named, result = planned(binary, out, "selene-named", ["--cluster", write(out, "cluster-selene-named.json", selene)]
+                            + layout_175b)
+    preset, _ = planned(binary, out, "selene-preset",
+                        ["--cluster", os.path.join(ROOT, "configs", "clusters", "a100-dgx.json")] + layout_175b)
+    if named and preset and named["layouts"][0]["time_ms"] != preset["layouts"][0]["time_ms"]:
+        failures.append("a file naming the A100 preset's curve plans other times than the A100 preset's own file")
+    compute_line = [line for line in result.stdout.splitlines() if line.startswith("# compute:")]
+    if not compute_line or "--cluster --cluster" in compute_line[0] or "takes the A100" not in compute_line[0]:
+        failures.append(f"the compute line does not name the file once and the preset it takes: {compute_line}")
+
     # A CPU's rate under a GPU preset (issue #21, item 11).
     refused(binary, ["--model", "gpt-small", "--gpus", "2", "--calibrate-compute",
                      os.path.join(CALIBRATION, "ops-report")], ["--calibrate-compute", "measured on a CPU", "H100"],
@@ -188,6 +212,10 @@ def main():
         except ValueError:
             schema_ok = False
         result, _ = run(binary, ["--model", "gpt-tiny", "--cluster", path, "--gpus", "1"])
+        if schema_ok and result.returncode == 2 and "has no GEMM curve" in result.stderr:
+            # Well formed, but its device names no compute model: refused until the plan is given
+            # a rate of its own, with which the file plans.
+            result, _ = run(binary, ["--model", "gpt-tiny", "--cluster", path, "--gpus", "1", "--efficiency", "0.5"])
         if schema_ok != (result.returncode in (0, 3)):
             failures.append(f"{path}: schema says {'valid' if schema_ok else 'invalid'}, plan exits "
                             f"{result.returncode}: {result.stderr.strip()!r}")

@@ -3,7 +3,8 @@
 sec. 5, its 175B runs) on configs/clusters/a100-dgx.json, in the three settings a user tries:
 
   default          the command as a user types it first (megatron states for a bf16 job, flash
-                   attention, no recompute, the default micro-batch counts 1..512 in powers of 2)
+                   attention, no recompute, the default micro-batch counts: 1..512 in powers of 2
+                   and those that cut each dp rank's batch into micro-batches of 1, 2, 4 and 8)
   micro-batch list selective recompute with micro-batch counts 1..512 (48 and 96 among them)
   full recompute   --recompute full, what the 2021 runs used
 
@@ -16,9 +17,11 @@ own error band or "beyond"). Printed per setting: the top 5 with margins and whe
 time goes, and the published layout's rank and margin.
 
 What is asserted, and why not the rest (figures of 2026-12-02, plan on this cluster file):
-- default: the whole rule. The published layout ranks #2 of 43, +1.2 % behind dp16 tp8+sp pp8
-  interleaved v6 m32 z1 (18539 ms against 18762), within plan's error; the first ZeRO-3 layout
-  is #25 (dp256 tp4+sp z3, 20704 ms).
+- default: no ZeRO-3 above the published layout, and NVIDIA's recipe (below) in the top 3. Until
+  the search added the micro-batch counts a batch needs (issue 36), the default counts held no
+  48, 96 or 192, so every layout ran micro-batches of 3 or more and the published layout ranked #2
+  of 43 (+1.2 %); with micro-batches of one, the default ranks as the micro-batch list below does
+  (the published layout #30 of 254, +8.1 %; NVIDIA's recipe #1), for the reason given there.
 - micro-batch list: no ZeRO-3 above the published layout (the first is #162), and the layout
   NVIDIA's own recipe runs GPT-3 175B with on 128 DGX nodes (1024 GPUs) with sequence parallelism
   and selective recompute, tensor 4 x pipeline 8 interleaved with SP (NVIDIA/NeMo-Framework-Launcher
@@ -84,7 +87,7 @@ MICROBATCH_LIST = "1,2,4,8,16,32,48,64,96,128,192,256,384,512"
 
 # (name, flags beyond the base command, assert the top-3 rank, assert no ZeRO-3 above)
 SETTINGS = [
-    ("default", [], True, True),
+    ("default", [], False, True),
     ("micro-batch list", ["--states", "megatron", "--recompute", "selective", "--microbatch-list", MICROBATCH_LIST],
      False, True),
     ("full recompute", ["--recompute", "full"], False, False),
@@ -92,12 +95,12 @@ SETTINGS = [
 
 # Layouts a published recipe runs in a setting, which must rank in the top 3 there: NeMo's GPT-3
 # 175B on 1024 GPUs (launcher_scripts/conf/training/gpt3/175b.yaml): tp 4 + SP, pp 8, interleaved.
-RECIPES = {
-    "micro-batch list": ("NeMo's 175B recipe, tp4+sp pp8 interleaved",
-                         lambda l: (l["tp"], l["pp"], l["sp"], l["schedule"]) == (4, 8, True, "interleaved")),
-}
+NEMO_175B = ("NeMo's 175B recipe, tp4+sp pp8 interleaved",
+             lambda l: (l["tp"], l["pp"], l["sp"], l["schedule"]) == (4, 8, True, "interleaved"))
+RECIPES = {"default": NEMO_175B, "micro-batch list": NEMO_175B}
 
 NOT_ASSERTED = {
+    "default": "top 3: with micro-batches of one, tp 4 layouts expose fewer tp bytes per GPU (docstring)",
     "micro-batch list": "top 3: tp 4 layouts expose fewer tp bytes per GPU (docstring)",
     "full recompute": "top 3 and no ZeRO-3 above: ZeRO-3 with tp 2-4 hides its traffic behind compute; no "
                       "measurement of it is published, and the cost that slowed the paper's tp 1 runs is uncited "

@@ -11,7 +11,9 @@
 #include "plan/device_compute.hpp"
 #include "plan/layout_plan.hpp"
 #include "plan/stage_compute.hpp"
+#include "plan/tp_comm_overlap.hpp"
 #include "theory/layer_work.hpp"
+#include "theory/model_layout.hpp"
 #include "theory/pipeline/partition.hpp"
 
 namespace parbench {
@@ -141,6 +143,40 @@ TEST(DeviceCompute, FitsTheCurveToAnOpsReport) {
     EXPECT_THROW(fit_gemm_curve(path, 100), UsageError);
 }
 
+TEST(DeviceCompute, EachDeviceTakesTheCurveItNamesOrItsOwnOrNone) {
+    // Presets: each its own curve; H200 is the H100 die (sm_90), B200 its own (sm_100).
+    const DeviceCompute h100 = *device_compute_model(device_preset("H100"), true);
+    const DeviceCompute h200 = *device_compute_model(device_preset("H200"), true);
+    const DeviceCompute b200 = *device_compute_model(device_preset("B200"), true);
+    EXPECT_EQ(h100.gemm.sustained, h200.gemm.sustained);
+    EXPECT_NE(h100.gemm.sustained, b200.gemm.sustained);
+    EXPECT_NE(h100.gemm.sustained, device_compute_model(device_preset("A100"), true)->gemm.sustained);
+    EXPECT_EQ(h200.memory_gbps, device_preset("H200").memory_bandwidth_gbps);  // its own HBM
+    // A cluster file's device: the preset it names, its own numbers over it, its own alone, none.
+    DeviceSpec file = device_preset("A100");
+    file.name = "A100-SXM4-80GB (Selene)";
+    file.source = "--cluster selene.json";
+    const DeviceCompute named = *device_compute_model(file, true);
+    EXPECT_EQ(named.gemm.sustained, device_compute_model(device_preset("A100"), true)->gemm.sustained);
+    EXPECT_NE(named.gemm.source.find("--cluster selene.json takes the A100"), std::string::npos);
+    file.gemm_sustained = 0.6;
+    EXPECT_EQ(device_compute_model(file, true)->gemm.sustained, 0.6);
+    EXPECT_EQ(device_compute_model(file, true)->gemm.overhead_us, named.gemm.overhead_us);
+    file.gemm_preset.clear();
+    EXPECT_EQ(device_compute_model(file, true)->gemm.overhead_us, 0.0);  // its own curve, no overhead given
+    file.gemm_sustained = 0.0;
+    EXPECT_FALSE(device_compute_model(file, true).has_value());
+    try {
+        resolve_device_compute(file, true, "", file.source);
+        FAIL() << "a device with no curve was planned";
+    } catch (const UsageError& e) {
+        const std::string message = e.what();
+        for (const char* needle : {"--cluster selene.json", "A100-SXM4-80GB (Selene)", "gemm_preset", "gemm_sustained",
+                                   "--gemm-curve"})
+            EXPECT_NE(message.find(needle), std::string::npos) << needle << " missing in: " << message;
+    }
+}
+
 TEST(StageCompute, FullRecomputeAddsEachLayersForward) {
     Layout l;
     l.model = hand_gpt();
@@ -156,6 +192,94 @@ TEST(StageCompute, FullRecomputeAddsEachLayersForward) {
     EXPECT_NEAR(full.recompute_ms, 4 * d.pass_ms(layer.forward), 1e-9);
     EXPECT_NEAR(full.total_ms() - none.total_ms(), 4 * d.pass_ms(layer.forward), 1e-9);
     EXPECT_DOUBLE_EQ(none.recompute_ms, 0.0);
+}
+
+TEST(StageCompute, AMeasuredOneRankRunSetsTheCurvesLevel) {
+    // The plan's layout is 2 pipeline stages of micro-batches of 2; the run, one rank with one
+    // micro-batch of 4. Scaled, the device model prices the run at its measured step.
+    Layout plan;
+    plan.model = hand_gpt();
+    plan.seq_len = 512;
+    plan.pp = 2;
+    plan.microbatches = 4;
+    plan.microbatch_size = 2;
+    plan.precision = Precision::bf16;
+    ComputeRate::MeasuredRun run{"hand", 1, 4, 1, "none", 500.0};
+    const double gbps = 100;
+    DeviceCompute d = hand_device();
+    const double scale = measured_step_scale(d, plan, AttentionKind::naive, run, gbps);
+    Layout one = plan;
+    one.pp = 1;
+    one.microbatches = 1;
+    one.microbatch_size = 4;
+    const double optimizer_ms =
+        static_cast<double>(model_parameter_layout(one.model, one.seq_len).total_numel()) * 28.0 / (gbps * 1e9) * 1e3;
+    d.step_scale = scale;
+    EXPECT_NEAR(stage_compute(one, AttentionKind::naive, d).front().total_ms() + optimizer_ms, 500.0, 1e-9);
+    run.ranks = 2;  // a run's step with communication in it is no compute measurement
+    EXPECT_THROW(measured_step_scale(d, plan, AttentionKind::naive, run, gbps), UsageError);
+    run.ranks = 1;
+    run.model = "other";
+    EXPECT_THROW(measured_step_scale(d, plan, AttentionKind::naive, run, gbps), UsageError);
+}
+
+TEST(DeviceCompute, ABackwardEntryIsTwoGemmsAndSmallOnesCountAsMuch) {
+    // 100 TFLOP/s at 0.5 and 10 us per call: 1 GFLOP forward 30 us, 2 GFLOP backward (two
+    // calls) 60 us, 100 GFLOP forward 2010 us.
+    const std::string path = ::testing::TempDir() + "/gemm_curve_calls.json";
+    {
+        std::ofstream out(path);
+        out << R"({"benchmarks": [
+          {"name": "gpu/x/matmul_a_forward", "real_time": 30, "time_unit": "us", "FLOP/s": 3.3333333333333336e13},
+          {"name": "gpu/x/matmul_a_backward", "real_time": 60, "time_unit": "us", "FLOP/s": 3.3333333333333336e13},
+          {"name": "gpu/x/matmul_b_forward", "real_time": 2010, "time_unit": "us", "FLOP/s": 4.975124378109453e13}]})";
+    }
+    const GemmCurve curve = fit_gemm_curve(path, 100);
+    EXPECT_NEAR(curve.sustained, 0.5, 1e-9);
+    EXPECT_NEAR(curve.overhead_us, 10.0, 1e-6);
+    std::remove(path.c_str());
+}
+
+TEST(TpCommOverlap, TheLongerOfEachPairPlusOneChunkOfTheShorter) {
+    // A 10 ms GEMM beside a 4 ms all-gather cut into 4 chunks: 1 ms (the first chunk) exposed;
+    // beside a 16 ms one: 6 ms longer than the GEMM, plus 2.5 ms of the GEMM's last chunk.
+    EXPECT_DOUBLE_EQ(tp_overlap_exposed_ms(10, 4, 4), 1.0);
+    EXPECT_DOUBLE_EQ(tp_overlap_exposed_ms(10, 16, 4), 8.5);
+    EXPECT_DOUBLE_EQ(tp_overlap_exposed_ms(10, 4, 1), 4.0);  // one chunk: nothing overlaps
+    // A step of 8 pairs: the same per pair.
+    EXPECT_DOUBLE_EQ(tp_overlap_step_exposed_ms(80, 32, 8, 4), 8.0);
+}
+
+TEST(DeviceCompute, FusedAttentionRunsAtItsKernelsRate) {
+    DeviceCompute d = hand_device();
+    Gemm fused{"scores", 4096, 4096, 128, 32, 0, GemmRole::fused_attention_forward};
+    const double on_curve = d.gemm_ms(fused);
+    d.attention = {0.25, 0.2, "test"};
+    // 0.25 of the 100 TFLOP/s peak, plus the call's overhead.
+    EXPECT_NEAR(d.gemm_ms(fused), fused.flops() / 25e12 * 1e3 + 0.01, 1e-9);
+    EXPECT_GT(d.gemm_ms(fused), on_curve);
+    fused.role = GemmRole::fused_attention_backward;
+    EXPECT_NEAR(d.gemm_ms(fused), fused.flops() / 20e12 * 1e3 + 0.01, 1e-9);
+    // The H100 preset runs flash attention at cuDNN's measured rate, below its GEMM curve.
+    const DeviceCompute h100 = *device_compute_model(device_preset("H100"), true);
+    EXPECT_LT(h100.attention.forward, h100.gemm.sustained);
+    EXPECT_LT(h100.attention.backward, h100.attention.forward);
+}
+
+TEST(DeviceCompute, Fp8LinearLayersRunAtTheFp8CurveAfterCastingTheirActivations) {
+    DeviceCompute d = hand_device();
+    d.fp8_peak_tflops = 200;
+    d.fp8 = {0.5, 10.0, "hand fp8"};
+    const Gemm forward{"fc", 1e4, 1e4, 5e3, 1};  // 1 TFLOP
+    const Gemm weight_grad{"fc dW", 1e4, 1e4, 5e3, 1, 2, GemmRole::linear_weight_grad};
+    const Gemm attention{"scores", 1e4, 1e4, 5e3, 1, 2, GemmRole::attention};
+    const double bf16_ms = d.gemm_ms(forward);
+    d.fp8_linear = true;
+    // 1 TFLOP at 100 TFLOP/s, 10 us, and the cast of its 1e4 x 5e3 input (3 B each at 800 GB/s).
+    EXPECT_NEAR(d.gemm_ms(forward), 10.0 + 0.01 + 1.5e8 / 8e11 * 1e3, 1e-9);
+    EXPECT_NEAR(d.gemm_ms(weight_grad), 10.01, 1e-9);  // its operands were cast already
+    EXPECT_DOUBLE_EQ(d.gemm_ms(attention), bf16_ms);  // attention stays bf16
+    EXPECT_LT(d.gemm_ms(forward), bf16_ms);
 }
 
 TEST(Zero3Overlap, NextGatherHidesBehindOneLayerAndNoMore) {
@@ -233,6 +357,26 @@ TEST(FsdpForms, NoReshardHoldsTheGatheredParametersAndHybridShardsInsideAHost) {
     const PlanMemory hybrid = plan_memory(p);
     EXPECT_DOUBLE_EQ(hybrid.params, 2.0 * sharded.params);  // sharded over 2 ranks, not 4
     EXPECT_DOUBLE_EQ(hybrid.optimizer, 2.0 * sharded.optimizer);
+}
+
+TEST(FsdpForms, PerParameterShardingCopiesEachGatheredAndReducedByteOnce) {
+    PlanLayout p = hand_layout();
+    p.engine.dp = 4;
+    p.engine.zero = 3;
+    p.engine.overlap = p.engine.prefetch = true;
+    p.engine.global_batch = 4;
+    p.engine.microbatch_size = 1;
+    ClusterSpec cluster = a100_cluster(4);
+    const PlanContext context{cluster, CommModel(cluster), hundred_tflops(), PassCosts{}, false, true, std::nullopt};
+    const PlanPrediction fsdp = predict_layout(p, context);
+    double copied = 0;
+    for (const CommLine& line : fsdp.comm)
+        if (line.dimension == "dp" && (line.collective == "allgather" || line.collective == "reducescatter"))
+            copied += 2.0 * line.bytes;
+    EXPECT_GT(copied, 0.0);
+    EXPECT_NEAR(fsdp.fsdp_copy_ms, copied / (cluster.device.memory_bandwidth_gbps * 0.8e9) * 1e3, 1e-9);
+    p.engine.zero = 1;  // ZeRO-1 gathers into its flat buffer: no copies
+    EXPECT_DOUBLE_EQ(predict_layout(p, context).fsdp_copy_ms, 0.0);
 }
 
 double prediction_send_bytes(const PlanPrediction& prediction) {

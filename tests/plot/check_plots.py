@@ -1,6 +1,7 @@
 #!/usr/bin/env python3
 """Renders every kind of scripts/plot.py from reports this test produces (two collective
-runs to overlay, one pipeline training run) and checks the image files."""
+runs to overlay, the second of two sweeps (-N 2), one pipeline training run) and checks the
+image files."""
 import argparse
 import importlib.util
 import os
@@ -32,7 +33,7 @@ def check_every_kind(args, tmp):
     run(mpiexec + ["-np", "2", args.parbench, "all", "-b", "8", "-e", "64K", "-f", "32", "--iters", "3", "--json", a],
         env=env)
     run(mpiexec + ["-np", "2", args.parbench, "allreduce", "-b", "8", "-e", "64K", "-f", "32", "--iters", "3",
-                   "--aggregate", "rank-mean", "--inject-straggler", "1", "--json", b], env=env)
+                   "--aggregate", "rank-mean", "--inject-straggler", "1", "-N", "2", "--json", b], env=env)
     run(mpiexec + ["-np", "2", args.parbench, "train", "--model", args.model, "--pp", "2", "--microbatches", "4",
                    "--steps", "1", "--warmup", "0", "--json", train], env=env)
 
@@ -44,9 +45,13 @@ def check_every_kind(args, tmp):
         sys.exit(f"FAILED: plot.py wrote {listed}, want {expected}")
     for path in expected:
         with open(path, "rb") as image:
-            header = image.read(8)
-        if header != b"\x89PNG\r\n\x1a\n" or os.path.getsize(path) < 5000:
+            header = image.read(24)
+        if header[:8] != b"\x89PNG\r\n\x1a\n" or os.path.getsize(path) < 5000:
             sys.exit(f"FAILED: {path} is not a drawn PNG ({os.path.getsize(path)} bytes)")
+        # A slide's width (the IHDR chunk's first field), whatever the number of panels.
+        width = int.from_bytes(header[16:20], "big")
+        if width != 1600:
+            sys.exit(f"FAILED: {path} is {width} pixels wide, not 1600")
     svg = run([args.plot_python, args.plot, a, "--kind", "busbw", "--kind", "spread", "--point", "allreduce:8",
                "--format", "svg", "--out", os.path.join(tmp, "svg")]).stdout.split()
     for path in svg:

@@ -17,21 +17,31 @@ import subprocess
 import sys
 import tempfile
 
+import jsonschema
+
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 SWEEP = os.path.join(ROOT, "scripts", "sweep.sh")
 
 # A parbench that writes its arguments, NUL-terminated, to the --json path (rank 0 only), and
-# exits with the status after "--exit", if given.
+# exits with the status after "--exit", if given. Its --help lists the report flags as parbench's
+# does: command "nocsv" has --json alone (as train, plan, pairs), "noreport" none (as compare),
+# the others both (as a collective); it records its arguments only where it has --json.
 STAND_IN = r"""#!/usr/bin/env bash
+if [[ ${2:-} == --help ]]; then
+  [[ $1 == noreport ]] || echo "  --json TEXT                 Write the report as JSON"
+  [[ $1 == noreport || $1 == nocsv ]] || echo "  --csv TEXT                  Write the results as CSV"
+  exit 0
+fi
 rank=${OMPI_COMM_WORLD_RANK:-${PMI_RANK:-0}}
-args=("$@"); status=0
+args=("$@"); status=0; json=""
 for ((i = 0; i < ${#args[@]}; i++)); do
   [[ ${args[i]} == --exit ]] && status=${args[i + 1]}
   [[ ${args[i]} == --json ]] && json=${args[i + 1]}
 done
-[[ $rank == 0 ]] && printf '%s\0' "$@" >"$json"
+[[ $rank == 0 && -n $json ]] && printf '%s\0' "$@" >"$json"
 exit "$status"
 """
+MANIFEST_SCHEMA = os.path.join(ROOT, "schemas", "sweep-manifest.schema.json")
 
 
 def check(condition, message):
@@ -117,7 +127,9 @@ def recorded(ctx, run_id, name):
 def case_arguments(ctx):
     hostile = ["all", "two words", "it's \"quoted\"", "*", "$(touch pwned)", "", "--flag=a b", "ünïcode", "-"]
     result = ctx.sweep({"description": "arguments", "runs": [run("hostile-np1", hostile), run("np2", ["x"], ranks=2),
-                                                             run("fails", ["x", "--exit", "3"])]})
+                                                             run("fails", ["x", "--exit", "3"]),
+                                                             run("json-only", ["nocsv", "a"]),
+                                                             run("no-report", ["noreport", "b"])]})
     check(result.returncode != 0, f"a failing run must fail the sweep: {result.stdout}{result.stderr}")
     check("sweep: fails failed with status 3" in result.stderr, result.stderr)
     folder = os.path.join(ctx.results, "test")
@@ -126,10 +138,22 @@ def case_arguments(ctx):
     check(got == want, f"arguments changed on the way: {got} != {want}")
     check(recorded(ctx, "test", "np2")[0] == "x", "the 2-rank run ran")
     check(not os.path.exists(os.path.join(ROOT, "pwned")) and not os.path.exists("pwned"), "an argument was run")
+    # Issue 32: sweep.sh gave every run --csv, so a train, plan or pairs run (no --csv) always failed;
+    # it now passes the report flags the run's command has.
+    check(recorded(ctx, "test", "json-only") == ["nocsv", "a", "--json", os.path.join(folder, "json-only.json")],
+          f"a command without --csv: {recorded(ctx, 'test', 'json-only')}")
     manifest = json.load(open(os.path.join(folder, "manifest.json")))
+    with open(MANIFEST_SCHEMA) as schema:
+        jsonschema.validate(manifest, json.load(schema))
     statuses = {r["name"]: r["exit_status"] for r in manifest["runs"]}
-    check(statuses == {"hostile-np1": 0, "np2": 0, "fails": 3}, f"manifest statuses {statuses}")
-    print(f"{len(hostile)} hostile arguments arrived whole at 1 rank; 2 ranks ran; the manifest says {statuses}")
+    check(statuses == {"hostile-np1": 0, "np2": 0, "fails": 3, "json-only": 0, "no-report": 0},
+          f"manifest statuses {statuses}")
+    by_name = {r["name"]: r for r in manifest["runs"]}
+    check(by_name["hostile-np1"]["args"] == hostile and by_name["np2"]["ranks"] == 2, f"manifest runs {by_name}")
+    check(by_name["json-only"]["reports"] == ["json-only.json"] and by_name["no-report"]["reports"] == [],
+          f"manifest reports {by_name}")
+    print(f"{len(hostile)} hostile arguments arrived whole at 1 rank; 2 ranks ran; report flags as each command has "
+          f"them; the manifest (valid against its schema) says {statuses}")
 
 
 CASES = {name[len("case_"):]: function for name, function in globals().items() if name.startswith("case_")}

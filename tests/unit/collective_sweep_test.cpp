@@ -8,29 +8,37 @@
 namespace parbench {
 namespace {
 
-// The rows of nccl-tests' table: each collective, each size, out of place before in place; a
-// row ends after both its halves.
+// The rows of nccl-tests' table: each sweep, each collective, each of its cases, each size, out of
+// place before in place; a row ends after both its halves.
 TEST(CollectiveSweep, PointsInTableOrder) {
     const Collective* const collectives[] = {find_collective("allreduce"), find_collective("allgather")};
     std::vector<std::string> seen;
     SweepSteps steps;
-    steps.begin_collective = [&](const Collective& c) { seen.push_back("begin " + std::string(c.name())); };
-    steps.measure = [&](const SweepPoint& p) {
-        seen.push_back(std::string(p.collective->name()) + ' ' + std::to_string(p.requested_bytes) +
-                       (p.inplace ? " in" : " out"));
+    steps.cases = [](const Collective& c) {
+        CollectiveParams a, b;
+        b.root = 1;
+        return c.name() == "allreduce" ? std::vector<CollectiveParams>{a, b} : std::vector<CollectiveParams>{a};
     };
-    steps.end_row = [&](const Collective&, std::uint64_t bytes) { seen.push_back("row " + std::to_string(bytes)); };
-    run_sweep(collectives, {8, 16}, {true, true}, steps);
+    steps.begin_collective = [&](const Collective& c, int sweep) {
+        seen.push_back("begin " + std::string(c.name()) + " sweep " + std::to_string(sweep));
+    };
+    steps.measure = [&](const SweepPoint& p) {
+        seen.push_back(std::string(p.collective->name()) + " case " + std::to_string(p.params->root) + ' ' +
+                       std::to_string(p.requested_bytes) + (p.inplace ? " in" : " out"));
+    };
+    steps.end_row = [&] { seen.push_back("row"); };
+    run_sweep(collectives, {8, 16}, {true, true}, 1, steps);
     const std::vector<std::string> expected = {
-        "begin allreduce", "allreduce 8 out",  "allreduce 8 in",  "row 8",  "allreduce 16 out", "allreduce 16 in",
-        "row 16",          "begin allgather",  "allgather 8 out", "allgather 8 in", "row 8", "allgather 16 out",
-        "allgather 16 in", "row 16"};
+        "begin allreduce sweep 1", "allreduce case 0 8 out",  "allreduce case 0 8 in",  "row",
+        "allreduce case 0 16 out", "allreduce case 0 16 in",  "row",                    "allreduce case 1 8 out",
+        "allreduce case 1 8 in",   "row",                     "allreduce case 1 16 out", "allreduce case 1 16 in",
+        "row",                     "begin allgather sweep 1", "allgather case 0 8 out",  "allgather case 0 8 in",
+        "row",                     "allgather case 0 16 out", "allgather case 0 16 in",  "row"};
     EXPECT_EQ(seen, expected);
-    EXPECT_EQ(sweep_point_count(2, 2, {true, true}), 8u);
     seen.clear();
-    run_sweep(std::span(collectives, 1), {8}, {false, true}, steps);
-    EXPECT_EQ(seen, (std::vector<std::string>{"begin allreduce", "allreduce 8 in", "row 8"}));
-    EXPECT_EQ(sweep_point_count(1, 1, {false, true}), 1u);
+    run_sweep(std::span(collectives + 1, 1), {8}, {false, true}, 2, steps);
+    EXPECT_EQ(seen, (std::vector<std::string>{"begin allgather sweep 1", "allgather case 0 8 in", "row",
+                                              "begin allgather sweep 2", "allgather case 0 8 in", "row"}));
 }
 
 }  // namespace

@@ -28,6 +28,10 @@ TEST(ConsoleSummary, SaysWhatTheAverageIsOver) {
     EXPECT_EQ(average_scope(summary_of(2, 1, 1, true)), "the 2 measured points (1 size, out of place and in place)");
     EXPECT_EQ(average_scope(summary_of(51, 3, 9, true)),
               "the 51 measured points (9 collectives, 3 sizes, out of place and in place)");
+    // -N/--repeat: each sweep measures every point again.
+    RunSummary repeated = summary_of(6, 3, 1, false);
+    repeated.measured_sweeps = 2;
+    EXPECT_EQ(average_scope(repeated), "the 6 measured points (3 sizes, 2 sweeps)");
 }
 
 TEST(ConsoleSummary, TalliesWarningsInPlainWords) {
@@ -54,7 +58,7 @@ TEST(ConsoleSummary, EndsWithNcclTestsLines) {
     unchecked.checked = false;
     std::ostringstream text;
     print_console_summary(text, unchecked, 1.0);
-    EXPECT_NE(text.str().find("# Out of bounds values : N/A (--no-check)\n# Avg bus bandwidth    : 1.10876 OK\n"),
+    EXPECT_NE(text.str().find("# Out of bounds values : N/A (-c 0 / --no-check)\n# Avg bus bandwidth    : 1.10876 OK\n"),
               std::string::npos)
         << text.str();
 }

@@ -39,5 +39,17 @@ TEST(OneRankShortcut, FloatingAverageRunsAKernel) {
                                   CollectiveParams{DType::float32, ReduceOp::avg}));
 }
 
+// At one rank allreduce's, allgather's and reducescatter's factors are 0 already; broadcast's and
+// reduce's are 1, which would print a device copy's speed as busbw.
+TEST(OneRankShortcut, ACopysBusbwIsZero) {
+    for (const char* name : {"broadcast", "reduce", "allreduce"}) {
+        const Collective& collective = *find_collective(name);
+        EXPECT_EQ(point_bus_factor(collective, 1, true), 0.0) << name;
+        EXPECT_EQ(point_bus_factor(collective, 1, false), collective.bus_factor(1)) << name;
+        EXPECT_EQ(point_bus_factor(collective, 4, false), collective.bus_factor(4)) << name;
+    }
+    EXPECT_EQ(find_collective("broadcast")->bus_factor(1), 1.0);
+}
+
 }  // namespace
 }  // namespace parbench

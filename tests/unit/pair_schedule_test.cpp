@@ -30,13 +30,15 @@ TEST(PairSchedule, EveryPairOnceEachRankOncePerRound) {
 }
 
 const double nan = std::nan("");
+// Latencies alike everywhere: these tests judge bandwidth.
+const std::vector<std::vector<double>> even_latency(4, std::vector<double>(4, 1.0));
 
 TEST(PairMatrix, FlagsTheSlowHostsPairsOnly) {
     // Four hosts, one rank each; host d's link is 10x slower.
     const std::vector<PairParticipant> who = {{0, "a"}, {1, "b"}, {2, "c"}, {3, "d"}};
     const std::vector<std::vector<double>> bw = {
         {nan, 1.0, 0.9, 0.1}, {1.1, nan, 1.0, 0.1}, {0.9, 1.0, nan, 0.12}, {0.1, 0.09, 0.1, nan}};
-    const PairAnalysis analysis = flag_slow_pairs(bw, who, 0.8);
+    const PairAnalysis analysis = flag_slow_pairs(bw, even_latency, who, 0.8);
     ASSERT_EQ(analysis.flagged.size(), 6u);
     for (const SlowPair& pair : analysis.flagged) {
         EXPECT_TRUE(pair.from == 3 || pair.to == 3);
@@ -51,7 +53,7 @@ TEST(PairMatrix, JudgesPairsInsideAHostAgainstTheirOwnKind) {
     const std::vector<PairParticipant> who = {{0, "a"}, {1, "a"}, {2, "b"}, {3, "b"}};
     const std::vector<std::vector<double>> bw = {
         {nan, 10.0, 1.0, 1.1}, {9.0, nan, 1.0, 0.9}, {1.0, 1.0, nan, 11.0}, {1.0, 0.95, 10.0, nan}};
-    const PairAnalysis analysis = flag_slow_pairs(bw, who, 0.8);
+    const PairAnalysis analysis = flag_slow_pairs(bw, even_latency, who, 0.8);
     EXPECT_TRUE(analysis.flagged.empty());
     ASSERT_TRUE(analysis.median_within_host_gbps);
     EXPECT_DOUBLE_EQ(*analysis.median_within_host_gbps, 10.0);
@@ -64,7 +66,7 @@ TEST(PairMatrix, AHostInEverySlowPairIsNamedAlone) {
     const std::vector<PairParticipant> who = {{0, "a"}, {1, "b"}, {2, "c"}, {3, "d"}};
     const std::vector<std::vector<double>> bw = {
         {nan, 1.0, 1.0, 0.1}, {1.0, nan, 1.0, 1.0}, {1.0, 1.0, nan, 0.1}, {0.1, 0.1, 1.0, nan}};
-    const PairAnalysis analysis = flag_slow_pairs(bw, who, 0.8);
+    const PairAnalysis analysis = flag_slow_pairs(bw, even_latency, who, 0.8);
     ASSERT_EQ(analysis.flagged.size(), 4u);
     EXPECT_EQ(hosts_common_to_flagged(analysis, who), std::vector<std::string>{"d"});
 }
@@ -73,7 +75,7 @@ TEST(PairMatrix, NamesNoHostWhenTheSlowPairsShareNone) {
     const std::vector<PairParticipant> who = {{0, "a"}, {1, "b"}, {2, "c"}, {3, "d"}};
     const std::vector<std::vector<double>> bw = {
         {nan, 0.1, 1.0, 1.0}, {0.1, nan, 1.0, 1.0}, {1.0, 1.0, nan, 0.1}, {1.0, 1.0, 0.1, nan}};
-    const PairAnalysis analysis = flag_slow_pairs(bw, who, 0.8);
+    const PairAnalysis analysis = flag_slow_pairs(bw, even_latency, who, 0.8);
     EXPECT_EQ(analysis.flagged.size(), 4u);
     EXPECT_TRUE(hosts_common_to_flagged(analysis, who).empty());
 }

@@ -70,13 +70,50 @@ TEST(Aggregation, Rank0IsRankZerosOwnTime) {
     EXPECT_DOUBLE_EQ(reported_time(scripted(), Aggregation::rank0), 13.0);
 }
 
+TEST(Aggregation, RankMinIsTheSmallestRankMean) {
+    // IMB's t_min, OSU's Min Latency, nccl-tests' -a 2: rank 2's mean 3.
+    EXPECT_DOUBLE_EQ(reported_time(scripted(), Aggregation::rank_min), 3.0);
+    EXPECT_EQ(aggregate_samples(scripted(), Aggregation::rank_min), (std::vector<double>{1, 2, 3, 6}));
+    EXPECT_EQ(reported_statistic(Aggregation::rank_min), "min of rank means");
+}
+
 TEST(Aggregation, EveryModeIsRecorded) {
     const auto all = every_aggregation(scripted());
-    ASSERT_EQ(all.size(), 5u);
+    ASSERT_EQ(all.size(), 6u);
     EXPECT_DOUBLE_EQ(all[0].time_us, 25.0);
     EXPECT_DOUBLE_EQ(all[2].time_us, 41.0 / 3);
     EXPECT_DOUBLE_EQ(all[3].time_us, 25.0);
-    EXPECT_DOUBLE_EQ(all[4].time_us, 13.0);
+    EXPECT_DOUBLE_EQ(all[4].time_us, 3.0);
+    EXPECT_DOUBLE_EQ(all[5].time_us, 13.0);
+}
+
+TEST(FullStatistics, FastestAndSlowestRankMeansWithTheirRanks) {
+    const RankTimes times = scripted();
+    const FullStatistics full = full_statistics(times, aggregate_samples(times, Aggregation::max));
+    EXPECT_DOUBLE_EQ(full.fastest_rank.time_us, 3.0);  // OSU's Min Latency
+    EXPECT_EQ(full.fastest_rank.rank, 2);
+    EXPECT_DOUBLE_EQ(full.slowest_rank.time_us, 25.0);  // OSU's Max Latency
+    EXPECT_EQ(full.slowest_rank.rank, 1);
+}
+
+TEST(FullStatistics, P95IsANearestRankSampleWithTheRankSlowestInIt) {
+    // Samples (max over ranks) 20 12 30 40: ceil(0.95 x 4) = 4th smallest, 40, iteration 3,
+    // where rank 1 (40) was slowest.
+    const RankTimes times = scripted();
+    const FullStatistics full = full_statistics(times, aggregate_samples(times, Aggregation::max));
+    EXPECT_DOUBLE_EQ(full.p95.time_us, 40.0);
+    EXPECT_EQ(full.p95.rank, 1);
+    EXPECT_EQ(full.p95_iteration, 3);
+    // Twenty samples: the 19th smallest, not the largest.
+    RankTimes twenty;
+    twenty.ranks = 2;
+    twenty.iterations = 20;
+    for (int r = 0; r < 2; ++r)
+        for (int i = 0; i < 20; ++i) twenty.own_us.push_back(r == 0 ? i + 1.0 : 0.5);
+    const FullStatistics of_twenty = full_statistics(twenty, aggregate_samples(twenty, Aggregation::max));
+    EXPECT_DOUBLE_EQ(of_twenty.p95.time_us, 19.0);
+    EXPECT_EQ(of_twenty.p95.rank, 0);
+    EXPECT_EQ(of_twenty.p95_iteration, 18);
 }
 
 // Four ranks on two hosts; rank 3 arrives 100 us late in three of four iterations.

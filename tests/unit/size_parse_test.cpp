@@ -37,6 +37,15 @@ TEST(SizeParse, GeometricSweepIncludesBothEnds) {
     EXPECT_EQ(geometric_sizes(1024, 1024, 2), (std::vector<std::uint64_t>{1024}));
 }
 
+TEST(SizeParse, LinearSweepStepsByTheIncrementUpToMax) {
+    // nccl-tests' -b 1M -e 4M -i 1M: 1, 2, 3, 4 MiB; a max between steps ends the sweep below it.
+    EXPECT_EQ(linear_sizes(1 << 20, 4 << 20, 1 << 20),
+              (std::vector<std::uint64_t>{1 << 20, 2 << 20, 3 << 20, 4 << 20}));
+    EXPECT_EQ(linear_sizes(8, 20, 5), (std::vector<std::uint64_t>{8, 13, 18}));
+    EXPECT_EQ(linear_sizes(8, 8, 5), (std::vector<std::uint64_t>{8}));
+    EXPECT_EQ(linear_sizes(1, UINT64_MAX, UINT64_MAX - 1).size(), 2u);  // no wrap-around past the largest
+}
+
 TEST(SizeParse, FormatsBinaryUnits) {
     EXPECT_EQ(format_size(8), "8B");
     EXPECT_EQ(format_size(1024), "1KiB");

@@ -6,6 +6,7 @@
 #include <chrono>
 #include <condition_variable>
 #include <functional>
+#include <limits>
 #include <mutex>
 #include <thread>
 
@@ -252,6 +253,34 @@ TEST(RankAgreement, NamesOnlyFlagsTheCommandHas) {
     const Options b{{"mpi_threads.requested", "funneled"}};
     EXPECT_EQ(detail::disagreement({a, b}, collective_flags),
               "ranks disagree on --mpi-threads: rank 0 single, rank 1 funneled; launch every rank with the same flags");
+}
+
+// Issue 32: floating-point options agree only when their bits do; JSON's text wrote NaN and
+// both infinities alike as null, and a rounded text would let close values pass.
+TEST(RankAgreement, ComparesFloatingPointValuesExactly) {
+    const auto one = detail::flatten_options({{"lr", 1.0}});
+    const auto close = detail::flatten_options({{"lr", 1.0000000000000002}});
+    EXPECT_EQ(detail::disagreement({one, close}),
+              "ranks disagree on --lr: rank 0 1, rank 1 1.0000000000000002; launch every rank with the same flags");
+    const double infinity = std::numeric_limits<double>::infinity();
+    EXPECT_TRUE(detail::disagreement(
+        {detail::flatten_options({{"x", infinity}}), detail::flatten_options({{"x", -infinity}})}));
+    EXPECT_TRUE(detail::disagreement({detail::flatten_options({{"x", 0.0}}), detail::flatten_options({{"x", -0.0}})}));
+    EXPECT_TRUE(detail::disagreement({detail::flatten_options({{"x", std::numeric_limits<double>::quiet_NaN()}}),
+                                      detail::flatten_options({{"x", nullptr}})}));
+    EXPECT_FALSE(detail::disagreement({one, detail::flatten_options({{"lr", 1.0}})}));
+}
+
+// What a rank runs, as the first agreement compares it: the command and the flags that make a
+// rank run something else (no MPI, or none of the command's calls).
+TEST(RankAgreement, SaysWhatARankRuns) {
+    EXPECT_EQ(what_rank_runs({"parbench", "allreduce", "--size", "1K"}), "allreduce");
+    EXPECT_EQ(what_rank_runs({"parbench", "train", "--print-schedule", "--pp", "2"}), "train --print-schedule");
+    EXPECT_EQ(what_rank_runs({"parbench", "--version"}), "--version");
+    EXPECT_EQ(what_rank_runs({"parbench", "allreduce", "-h"}), "allreduce --help");
+    EXPECT_EQ(what_rank_runs({"parbench", "--dry-run", "allreduce", "--size", "1K"}), "allreduce --dry-run");
+    EXPECT_EQ(what_rank_runs({"parbench", "plan", "--model", "gpt-tiny"}), "plan");
+    EXPECT_EQ(what_rank_runs({"parbench"}), "(no command)");
 }
 
 TEST(RankAgreement, NamesEachRanksBuildBeforeItsCommand) {

@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <deque>
+#include <stdexcept>
 #include <numeric>
 
 #include "core/error.hpp"
@@ -24,7 +25,7 @@ struct Message {
 struct Simulator {
     const Schedule& schedule;
     P2pMode mode;
-    PassCosts costs;
+    std::vector<PassCosts> costs;  // per rank
     int p;
     std::vector<std::vector<Step>> steps;
     std::vector<std::size_t> pc;
@@ -34,8 +35,8 @@ struct Simulator {
     std::vector<bool> send_done, recv_done;                // parts of the current transfer step
     std::string problem;
 
-    Simulator(const Schedule& s, P2pMode m, const PassCosts& c)
-        : schedule(s), mode(m), costs(c), p(s.shape.stages), pc(static_cast<std::size_t>(p), 0),
+    Simulator(const Schedule& s, P2pMode m, std::vector<PassCosts> c)
+        : schedule(s), mode(m), costs(std::move(c)), p(s.shape.stages), pc(static_cast<std::size_t>(p), 0),
           clock(static_cast<std::size_t>(p), 0.0), busy(static_cast<std::size_t>(p), 0.0),
           queues(static_cast<std::size_t>(p), std::vector<std::deque<Message>>(static_cast<std::size_t>(p))),
           send_done(static_cast<std::size_t>(p), false), recv_done(static_cast<std::size_t>(p), false) {
@@ -61,10 +62,11 @@ struct Simulator {
                std::to_string(action.peer) + ")";
     }
 
-    double cost(const Action& action) const {
-        if (action.kind == ActionKind::forward) return costs.forward;
-        if (action.kind == ActionKind::backward) return costs.backward;
-        return costs.weight;
+    double cost(int rank, const Action& action) const {
+        const PassCosts& c = costs[idx(rank)];
+        if (action.kind == ActionKind::forward) return c.forward;
+        if (action.kind == ActionKind::backward) return c.backward;
+        return c.weight;
     }
 
     void advance(int rank) {
@@ -119,8 +121,8 @@ struct Simulator {
     bool step(int rank) {
         const Step& s = current(rank);
         if (s.compute) {
-            clock[idx(rank)] += cost(*s.compute);
-            busy[idx(rank)] += cost(*s.compute);
+            clock[idx(rank)] += cost(rank, *s.compute);
+            busy[idx(rank)] += cost(rank, *s.compute);
             advance(rank);
             return true;
         }
@@ -192,6 +194,7 @@ void validate_p2p_mode(ScheduleKind kind, P2pMode mode) {
 
 std::vector<Step> rank_steps(const std::vector<Action>& actions, P2pMode mode) {
     std::vector<Step> steps;
+    steps.reserve(actions.size());
     std::vector<bool> taken(actions.size(), false);
     for (std::size_t i = 0; i < actions.size(); ++i) {
         if (taken[i]) continue;
@@ -250,7 +253,13 @@ double SimulationResult::bubble() const {
 }
 
 SimulationResult simulate_schedule(const Schedule& schedule, P2pMode mode, const PassCosts& costs) {
-    return Simulator(schedule, mode, costs).run();
+    return Simulator(schedule, mode, std::vector<PassCosts>(static_cast<std::size_t>(schedule.shape.stages), costs)).run();
+}
+
+SimulationResult simulate_schedule(const Schedule& schedule, P2pMode mode, const std::vector<PassCosts>& costs_by_rank) {
+    if (costs_by_rank.size() != static_cast<std::size_t>(schedule.shape.stages))
+        throw std::logic_error("simulate_schedule: one PassCosts per pipeline rank");
+    return Simulator(schedule, mode, costs_by_rank).run();
 }
 
 }  // namespace parbench

@@ -57,5 +57,8 @@ struct SimulationResult {
 };
 
 SimulationResult simulate_schedule(const Schedule& schedule, P2pMode mode, const PassCosts& costs);
+// Each pipeline rank at its own costs (stages of unequal work: the embedding on the first, the
+// head on the last, uneven layers); one entry per rank.
+SimulationResult simulate_schedule(const Schedule& schedule, P2pMode mode, const std::vector<PassCosts>& costs_by_rank);
 
 }  // namespace parbench

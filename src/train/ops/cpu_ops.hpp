@@ -92,6 +92,7 @@ class CpuOps : public Ops {
     void add_inplace(float* acc, const float* x, std::size_t n) override;
     void scale(float* x, float factor, std::size_t n) override;
     void fill(float* x, float value, std::size_t n) override;
+    double sum_of_squares(const float* x, std::size_t n) override;
 
     void crossentropy_forward(float* losses, float* probs, const float* logits, const int* targets, int BT,
                               int V) override;
@@ -142,6 +143,11 @@ class CpuOps : public Ops {
                       float beta2, float eps, float weight_decay, int step) override;
     void adamw_update_clearing_grads(float* params, float* grads, float* m, float* v, std::size_t n, float lr,
                                      float beta1, float beta2, float eps, float weight_decay, int step) override;
+    double adamw_update_squares(float* params, const float* grads, float* m, float* v, std::size_t n, float lr,
+                                float beta1, float beta2, float eps, float weight_decay, int step) override;
+    double adamw_update_clearing_grads_squares(float* params, float* grads, float* m, float* v, std::size_t n, float lr,
+                                               float beta1, float beta2, float eps, float weight_decay,
+                                               int step) override;
 
     // bf16 as an exact emulation of the GPU's: the same round-to-nearest-even cast
     // (kernels/half_types.hpp), then the bf16 operands widened to fp32 (exact) and multiplied

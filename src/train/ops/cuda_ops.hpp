@@ -85,6 +85,7 @@ class CudaOps : public Ops {
     void add_inplace(float* acc, const float* x, std::size_t n) override;
     void scale(float* x, float factor, std::size_t n) override;
     void fill(float* x, float value, std::size_t n) override;
+    double sum_of_squares(const float* x, std::size_t n) override;
 
     void crossentropy_forward(float* losses, float* probs, const float* logits, const int* targets, int BT,
                               int V) override;

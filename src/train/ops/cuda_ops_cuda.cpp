@@ -1,14 +1,16 @@
-// CudaOps: cuBLAS for the GEMMs, kernels/<family>.cu for everything else, all on the
-// CudaDevice's stream. cuBLAS status codes become exceptions here, in one place.
+// CudaOps: cuBLAS for the GEMMs (device/cublas_handle.hpp), kernels/<family>.cu for everything
+// else, all on the CudaDevice's stream.
 #include <cublas_v2.h>
 #include <cuda_runtime_api.h>
 
+#include <algorithm>
+#include <limits>
 #include <memory>
-#include <source_location>
 #include <string>
 
 #include "core/nvtx.hpp"
 #include "core/error.hpp"
+#include "device/cublas_handle.hpp"
 #include "device/cuda_check.hpp"
 #include "device/cuda_device.hpp"
 #include "kernels/ops_launchers.hpp"
@@ -17,44 +19,6 @@
 
 namespace parbench {
 namespace {
-
-void check_cublas(cublasStatus_t status, const char* call,
-                  std::source_location where = std::source_location::current()) {
-    if (status == CUBLAS_STATUS_SUCCESS) return;
-    throw RuntimeFailure(std::string(call) + " failed (" + where.file_name() + ":" + std::to_string(where.line()) +
-                         ", " + where_this_process_runs() + "): " + cublasGetStatusName(status) + ": " +
-                         cublasGetStatusString(status));
-}
-
-// cuBLAS's workspace, given to it once: left to itself, cuBLAS may cudaMalloc one on first
-// use of a stream, inside a training step (an implicit host sync) or during CUDA graph
-// capture (an error). 32 MiB is what the cuBLAS documentation advises for Hopper (4 MiB
-// before it); the larger serves both.
-constexpr std::size_t cublas_workspace_bytes = 32u << 20;
-
-class CublasHandle {
-  public:
-    explicit CublasHandle(cudaStream_t stream) : workspace_(allocate_device_memory(cublas_workspace_bytes)) {
-        check_cublas(cublasCreate(&handle_), "cublasCreate");
-        try {
-            check_cublas(cublasSetStream(handle_, stream), "cublasSetStream");
-            // After cublasSetStream, which resets the workspace to cuBLAS's default.
-            check_cublas(cublasSetWorkspace(handle_, workspace_.get(), cublas_workspace_bytes), "cublasSetWorkspace");
-        } catch (...) {
-            cublasDestroy(handle_);
-            throw;
-        }
-    }
-    // Destruction must not throw; a failure here leaks nothing we could still free.
-    ~CublasHandle() { cublasDestroy(handle_); }
-    CublasHandle(const CublasHandle&) = delete;
-    CublasHandle& operator=(const CublasHandle&) = delete;
-    cublasHandle_t get() const { return handle_; }
-
-  private:
-    std::shared_ptr<void> workspace_;  // declared first: freed after the handle that uses it
-    cublasHandle_t handle_ = nullptr;
-};
 
 const CudaDevice& as_cuda_device(const Device& device) {
     const auto* cuda = dynamic_cast<const CudaDevice*>(&device);
@@ -380,6 +344,21 @@ void CudaOps::add_inplace(float* acc, const float* x, std::size_t n) {
 void CudaOps::scale(float* x, float factor, std::size_t n) { launch_scale(x, factor, n, resources_->stream->get()); }
 
 void CudaOps::fill(float* x, float value, std::size_t n) { launch_fill(x, value, n, resources_->stream->get()); }
+
+// cuBLAS's nrm2 on the ops' stream (its result to the host: the call waits for it), in pieces
+// of at most INT_MAX elements, cuBLAS's count type.
+double CudaOps::sum_of_squares(const float* x, std::size_t n) {
+    constexpr std::size_t piece = static_cast<std::size_t>(std::numeric_limits<int>::max());
+    double sum = 0.0;
+    for (std::size_t begin = 0; begin < n; begin += piece) {
+        float norm = 0.0f;
+        check_cublas(cublasSnrm2(resources_->cublas.get(), static_cast<int>(std::min(piece, n - begin)), x + begin, 1,
+                                 &norm),
+                     "cublasSnrm2");
+        sum += static_cast<double>(norm) * static_cast<double>(norm);
+    }
+    return sum;
+}
 
 void CudaOps::crossentropy_forward(float* losses, float* probs, const float* logits, const int* targets, int BT,
                                    int V) {

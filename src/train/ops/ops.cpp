@@ -90,6 +90,21 @@ void Ops::adamw_update_clearing_grads(float* params, float* grads, float* m, flo
     fill(grads, 0.0f, n);
 }
 
+double Ops::adamw_update_squares(float* params, const float* grads, float* m, float* v, std::size_t n, float lr,
+                                 float beta1, float beta2, float eps, float weight_decay, int step) {
+    const double squares = sum_of_squares(grads, n);
+    adamw_update(params, grads, m, v, n, lr, beta1, beta2, eps, weight_decay, step);
+    return squares;
+}
+
+double Ops::adamw_update_clearing_grads_squares(float* params, float* grads, float* m, float* v, std::size_t n,
+                                                float lr, float beta1, float beta2, float eps, float weight_decay,
+                                                int step) {
+    const double squares = sum_of_squares(grads, n);
+    adamw_update_clearing_grads(params, grads, m, v, n, lr, beta1, beta2, eps, weight_decay, step);
+    return squares;
+}
+
 std::unique_ptr<Ops> make_ops(const Device& device) {
     if (device.kind() == "cpu") return std::make_unique<CpuOps>();
     // A CUDA device was made by the CUDA plugin, so it is loaded already.

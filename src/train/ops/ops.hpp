@@ -169,6 +169,10 @@ class Ops {
     virtual void add_inplace(float* acc, const float* x, std::size_t n) = 0;                      // acc += x
     virtual void scale(float* x, float factor, std::size_t n) = 0;                                // x *= factor
     virtual void fill(float* x, float value, std::size_t n) = 0;
+    // The sum of x[i]^2 over n, back on the host (a gradient's share of the step's grad norm,
+    // train/schemes/gradient_squares.hpp). Waits for x's writes; the CPU sums each 4096
+    // elements in float lanes (cpu_simd.hpp's order) and those sums in double.
+    virtual double sum_of_squares(const float* x, std::size_t n) = 0;
 
     // ---- softmax cross-entropy over the whole vocabulary ----------------------------------
     // losses (BT), probs (BT,V), logits (BT,V), targets (BT) in [0, V).
@@ -280,6 +284,14 @@ class Ops {
     virtual void adamw_update_clearing_grads(float* params, float* grads, float* m, float* v, std::size_t n,
                                              float lr, float beta1, float beta2, float eps, float weight_decay,
                                              int step);
+    // The same two updates, returning the sum of the squares of the gradients they read (the
+    // step's grad norm: train/schemes/gradient_squares.hpp). The defaults read the gradients
+    // twice (sum_of_squares, then the update); CpuOps reads them once for both.
+    virtual double adamw_update_squares(float* params, const float* grads, float* m, float* v, std::size_t n, float lr,
+                                        float beta1, float beta2, float eps, float weight_decay, int step);
+    virtual double adamw_update_clearing_grads_squares(float* params, float* grads, float* m, float* v, std::size_t n,
+                                                       float lr, float beta1, float beta2, float eps,
+                                                       float weight_decay, int step);
 
     // ---- bf16 compute with fp32 master weights (--precision bf16, train/matmuls.hpp) ------
     // has_bf16() says whether the ops below exist (CUDA: cuBLAS bf16 GEMMs; CPU: an exact

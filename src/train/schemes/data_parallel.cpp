@@ -15,6 +15,7 @@
 
 #include "core/nvtx.hpp"
 #include "train/buffer_view.hpp"
+#include "train/schemes/gradient_squares.hpp"
 #include "train/schemes/scheme.hpp"
 
 namespace parbench {
@@ -24,7 +25,9 @@ class DataParallel : public TrainingScheme {
   public:
     DataParallel(const SchemeContext& context, const SchemeSettings& settings)
         : device_(context.device), ops_(context.ops), dp_(context.dp), settings_(settings),
-          flat_(context.layout, group_units_by_bytes(context.layout, settings.bucket_bytes), 1) {
+          gradient_scale_(context.gradient_scale),
+          flat_(context.layout, group_units_by_bytes(context.layout, settings.bucket_bytes), 1),
+          squares_(context.layout, flat_, context.gradient_weights) {
         const std::size_t bytes = flat_.padded_numel() * sizeof(float);
         params_ = context.ledger.allocate(MemoryCategory::params, bytes);
         grads_ = context.ledger.allocate(MemoryCategory::grads, bytes);
@@ -50,6 +53,7 @@ class DataParallel : public TrainingScheme {
     // The gradients are zero here: zeroed once when allocated, then cleared by every update.
     void begin_step(int step) override {
         step_ = step;
+        squares_.reset();
         std::fill(updated_.begin(), updated_.end(), 0);
         std::fill(pieces_.begin(), pieces_.end(), PieceRange{});
     }
@@ -81,7 +85,10 @@ class DataParallel : public TrainingScheme {
 
     // One micro-batch: its contribution is the whole gradient, so a piece needs nothing from
     // the gradient buffer and is final when handed over.
-    bool updates_in_pieces(int) const override { return updates_in_backward() && settings_.microbatches == 1; }
+    // (Not with a gradient scale: a piece's gradient is the model's, read-only.)
+    bool updates_in_pieces(int) const override {
+        return updates_in_backward() && settings_.microbatches == 1 && gradient_scale_ == 1.0f;
+    }
 
     void update_piece(int unit, std::size_t first, std::size_t count, const float* gradient) override {
         if (!updates_in_pieces(unit)) throw std::logic_error("DataParallel: update_piece while not updating in pieces");
@@ -92,8 +99,11 @@ class DataParallel : public TrainingScheme {
             throw std::logic_error("DataParallel: update_piece past the unit's end");
         const std::size_t at = flat_.unit_offset(unit) + first;
         const AdamWSettings& a = settings_.adamw;
-        ops_.adamw_update(params_.as<float>() + at, gradient, adam_m_.as<float>() + at, adam_v_.as<float>() + at,
-                          count, a.lr, a.beta1, a.beta2, a.eps, a.weight_decay, step_);
+        squares_.update(at, at + count, replica_share(), [&](std::size_t from, std::size_t to) {
+            return ops_.adamw_update_squares(params_.as<float>() + from, gradient + (from - at),
+                                             adam_m_.as<float>() + from, adam_v_.as<float>() + from, to - from, a.lr,
+                                             a.beta1, a.beta2, a.eps, a.weight_decay, step_);
+        });
         if (done.end == done.begin) done.begin = first;
         done.end = first + count;
     }
@@ -131,17 +141,26 @@ class DataParallel : public TrainingScheme {
         return flat_.canonical(flat);
     }
 
+    double gradient_square_sum() const override { return squares_.total(); }
+
   private:
+    // Every rank of the group updates every element: each counts its share of the replicas.
+    double replica_share() const { return 1.0 / static_cast<double>(dp_.size()); }
+
     bool updates_in_backward() const {
         return settings_.update_in_backward && dp_.size() == 1 && microbatch_ + 1 == settings_.microbatches;
     }
 
     // Elements [begin, end) of the flat buffers, gradients cleared.
     void update(std::size_t begin, std::size_t end) {
+        if (gradient_scale_ != 1.0f) ops_.scale(grads_.as<float>() + begin, gradient_scale_, end - begin);
         const AdamWSettings& a = settings_.adamw;
-        ops_.adamw_update_clearing_grads(params_.as<float>() + begin, grads_.as<float>() + begin,
-                                         adam_m_.as<float>() + begin, adam_v_.as<float>() + begin, end - begin, a.lr,
-                                         a.beta1, a.beta2, a.eps, a.weight_decay, step_);
+        squares_.update(begin, end, replica_share(), [&](std::size_t from, std::size_t to) {
+            return ops_.adamw_update_clearing_grads_squares(params_.as<float>() + from, grads_.as<float>() + from,
+                                                            adam_m_.as<float>() + from, adam_v_.as<float>() + from,
+                                                            to - from, a.lr, a.beta1, a.beta2, a.eps, a.weight_decay,
+                                                            step_);
+        });
     }
 
     // A unit's elements: up to the next unit of its segment, or the segment's padded end.
@@ -172,7 +191,9 @@ class DataParallel : public TrainingScheme {
     Ops& ops_;
     Communicator& dp_;
     SchemeSettings settings_;
+    float gradient_scale_;
     FlatLayout flat_;
+    GradientSquares squares_;
     Buffer params_, grads_, adam_m_, adam_v_;
     std::vector<int> remaining_units_;  // per bucket, in this micro-batch's backward
     std::vector<PieceRange> pieces_;    // per unit

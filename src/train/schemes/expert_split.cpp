@@ -5,9 +5,12 @@
 // from dp x cp: theory/expert_parallel.hpp, train/mesh.hpp). So two
 // schemes of the same kind (DDP or ZeRO-1/2/3) run side by side: one over the dense units and
 // the gradient group, one over the routed-expert units and the expert-data-parallel group, each
-// averaging its gradients (the loss scaling is the same: every rank's micro-batch loss is scaled
-// by the global batch, and the experts' gradients summed over the ep group's tokens arrive on
-// the rank that runs them) and sharding its states over its own group.
+// averaging its gradients and sharding its states over its own group. Every rank scales its
+// micro-batch loss by the global batch times the gradient group's size G (the step driver), so
+// that averaging over G gives the dense gradient; an expert's gradient, summed on the rank that
+// runs it over its ep group's tokens, is averaged over only G / ep copies, which leaves it ep
+// times the model's: the experts' scheme scales it by 1/ep (Megatron-core likewise scales the
+// expert gradients by the expert-data-parallel size over the data-parallel size).
 #include <stdexcept>
 #include <string>
 #include <vector>
@@ -20,7 +23,8 @@ namespace {
 class ExpertSplitScheme : public TrainingScheme {
   public:
     ExpertSplitScheme(Device& device, Ops& ops, Communicator& gradient_group, Communicator& expert_data_group,
-                      MemoryLedger& ledger, const Model& model, const SchemeSettings& settings)
+                      MemoryLedger& ledger, const Model& model, const SchemeSettings& settings,
+                      const std::vector<double>& gradient_weights)
         : dense_units_(model.layout().dense_units()), expert_units_(model.layout().routed_expert_units()),
           dense_layout_(model.layout().select_units(dense_units_)),
           expert_layout_(model.layout().select_units(expert_units_)) {
@@ -37,12 +41,21 @@ class ExpertSplitScheme : public TrainingScheme {
             of_experts_[static_cast<std::size_t>(expert_units_[i])] = true;
         }
         const std::vector<int> order = model.parameter_use_order();
+        // The model's tensors are the dense units' then the experts' (their units come last).
+        const auto dense_tensors = static_cast<std::ptrdiff_t>(dense_layout_.tensors().size());
+        const auto weights_of = [&](bool experts) {
+            if (gradient_weights.empty()) return std::vector<double>{};
+            return experts ? std::vector<double>(gradient_weights.begin() + dense_tensors, gradient_weights.end())
+                           : std::vector<double>(gradient_weights.begin(), gradient_weights.begin() + dense_tensors);
+        };
         dense_ = make_scheme(SchemeContext{device, ops, gradient_group, ledger, dense_layout_,
-                                           select_use_order(order, dense_units_), model.parameter_units_held_at_once()},
+                                           select_use_order(order, dense_units_), model.parameter_units_held_at_once(),
+                                           1.0f, weights_of(false)},
                              settings);
         // The model holds one routed-expert unit at a time (its MoE layer's, with the block).
+        const float one_over_ep = static_cast<float>(expert_data_group.size()) / static_cast<float>(gradient_group.size());
         experts_ = make_scheme(SchemeContext{device, ops, expert_data_group, ledger, expert_layout_,
-                                             select_use_order(order, expert_units_), 1},
+                                             select_use_order(order, expert_units_), 1, one_over_ep, weights_of(true)},
                                settings);
     }
 
@@ -73,6 +86,9 @@ class ExpertSplitScheme : public TrainingScheme {
         parameters.insert(parameters.end(), experts.begin(), experts.end());
         return parameters;
     }
+    double gradient_square_sum() const override {
+        return dense_->gradient_square_sum() + experts_->gradient_square_sum();
+    }
 
     const float* acquire(int unit) override { return part(unit).acquire(local(unit)); }
     void release(int unit) override { part(unit).release(local(unit)); }
@@ -95,13 +111,15 @@ class ExpertSplitScheme : public TrainingScheme {
 
 std::unique_ptr<TrainingScheme> make_model_scheme(Device& device, Ops& ops, Communicator& gradient_group,
                                                   Communicator& expert_data_group, MemoryLedger& ledger,
-                                                  const Model& model, const SchemeSettings& settings) {
+                                                  const Model& model, const SchemeSettings& settings,
+                                                  const std::vector<double>& gradient_weights) {
     if (model.layout().routed_expert_units().empty())
         return make_scheme(SchemeContext{device, ops, gradient_group, ledger, model.layout(),
-                                         model.parameter_use_order(), model.parameter_units_held_at_once()},
+                                         model.parameter_use_order(), model.parameter_units_held_at_once(), 1.0f,
+                                         gradient_weights},
                            settings);
     return std::make_unique<ExpertSplitScheme>(device, ops, gradient_group, expert_data_group, ledger, model,
-                                               settings);
+                                               settings, gradient_weights);
 }
 
 }  // namespace parbench

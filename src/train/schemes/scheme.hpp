@@ -37,6 +37,9 @@ class TrainingScheme : public ParameterAccess {
     // All parameters in tensor order (FlatLayout::canonical), gathered if sharded.
     // Collective over the data-parallel group; not for timed regions.
     virtual std::vector<float> canonical_parameters() = 0;
+    // This rank's share of the step's squared grad norm: the squares of the gradients its
+    // updates read, weighed so that the world's shares sum to the model's (gradient_squares.hpp).
+    virtual double gradient_square_sum() const = 0;
 };
 
 // What one scheme manages: the units of `layout` (which must outlive the scheme), acquired in
@@ -50,6 +53,12 @@ struct SchemeContext {
     const ParameterLayout& layout;
     std::vector<int> use_order;
     int units_held_at_once = 1;
+    // Applied to the averaged gradients before the update: the routed experts' 1/ep
+    // (expert_split.cpp says why); 1 for everything else.
+    float gradient_scale = 1.0f;
+    // Per tensor of `layout`, its weight in the grad norm (1 / the model-parallel ranks holding
+    // the same elements; train_run.cpp); empty: every tensor 1.
+    std::vector<double> gradient_weights;
 };
 
 std::unique_ptr<TrainingScheme> make_data_parallel(const SchemeContext& context, const SchemeSettings& settings);
@@ -63,8 +72,10 @@ inline std::unique_ptr<TrainingScheme> make_scheme(const SchemeContext& context,
 // `gradient_group` and one over the routed experts on `expert_data_group`, the ranks holding
 // the same experts (theory/expert_parallel.hpp; the gradient group itself without expert
 // parallelism). train/schemes/expert_split.cpp.
+// `gradient_weights`: per tensor of the model's layout (SchemeContext::gradient_weights).
 std::unique_ptr<TrainingScheme> make_model_scheme(Device& device, Ops& ops, Communicator& gradient_group,
                                                   Communicator& expert_data_group, MemoryLedger& ledger,
-                                                  const Model& model, const SchemeSettings& settings);
+                                                  const Model& model, const SchemeSettings& settings,
+                                                  const std::vector<double>& gradient_weights = {});
 
 }  // namespace parbench

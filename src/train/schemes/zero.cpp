@@ -25,6 +25,7 @@
 #include "core/nvtx.hpp"
 #include "train/buffer_view.hpp"
 #include "theory/zero_partition.hpp"
+#include "train/schemes/gradient_squares.hpp"
 #include "train/schemes/scheme.hpp"
 
 namespace parbench {
@@ -46,11 +47,12 @@ class Zero : public TrainingScheme {
   public:
     Zero(const SchemeContext& context, const SchemeSettings& settings)
         : device_(context.device), ops_(context.ops), dp_(context.dp), settings_(settings),
-          rank_(context.dp.rank()), use_order_(context.use_order),
+          rank_(context.dp.rank()), gradient_scale_(context.gradient_scale), use_order_(context.use_order),
           flat_(context.layout,
                 settings.zero_stage == 3 ? one_unit_per_group(context.layout)
                                          : group_units_by_bytes(context.layout, settings.bucket_bytes),
-                context.dp.size()) {
+                context.dp.size()),
+          squares_(context.layout, flat_, context.gradient_weights) {
         if (settings.zero_stage < 1 || settings.zero_stage > 3)
             throw std::logic_error("Zero: stage " + std::to_string(settings.zero_stage));
         MemoryLedger& ledger = context.ledger;
@@ -178,10 +180,21 @@ class Zero : public TrainingScheme {
         {
             NvtxRange range("optimizer");
             const AdamWSettings& a = settings_.adamw;
-            for (const Segment& s : flat_.segments())
-                ops_.adamw_update(owned_params(s), grad_shard_.as<float>() + s.shard_offset,
-                                  adam_m_.as<float>() + s.shard_offset, adam_v_.as<float>() + s.shard_offset,
-                                  s.shard_numel, a.lr, a.beta1, a.beta2, a.eps, a.weight_decay, step);
+            squares_.reset();
+            for (const Segment& s : flat_.segments()) {
+                // This rank's slice of the segment: its elements' squares are counted here only.
+                const std::size_t first = s.offset + static_cast<std::size_t>(rank_) * s.shard_numel;
+                float* grads = grad_shard_.as<float>() + s.shard_offset;
+                if (gradient_scale_ != 1.0f) ops_.scale(grads, gradient_scale_, s.shard_numel);
+                float* params = owned_params(s);
+                float* m = adam_m_.as<float>() + s.shard_offset;
+                float* v = adam_v_.as<float>() + s.shard_offset;
+                squares_.update(first, first + s.shard_numel, 1.0, [&](std::size_t from, std::size_t to) {
+                    const std::size_t at = from - first;
+                    return ops_.adamw_update_squares(params + at, grads + at, m + at, v + at, to - from, a.lr, a.beta1,
+                                                     a.beta2, a.eps, a.weight_decay, step);
+                });
+            }
         }
         // A group of one holds every parameter it updated where the gather would put it.
         if (stage() == 3 || dp_.size() == 1) return;
@@ -203,6 +216,8 @@ class Zero : public TrainingScheme {
         device_.copy_to_host(flat.data(), gathered, flat.size() * sizeof(float));
         return flat_.canonical(flat);
     }
+
+    double gradient_square_sum() const override { return squares_.total(); }
 
   private:
     int stage() const { return settings_.zero_stage; }
@@ -329,8 +344,10 @@ class Zero : public TrainingScheme {
     Communicator& dp_;
     SchemeSettings settings_;
     int rank_;
+    float gradient_scale_;
     std::vector<int> use_order_;
     FlatLayout flat_;
+    GradientSquares squares_;
 
     Buffer adam_m_, adam_v_, grad_shard_, staging_;
     Buffer grads_full_;   // stage 1
