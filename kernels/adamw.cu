@@ -3,7 +3,7 @@
 // adamw_update_clearing_grads): one read-modify-write of the gradient instead of the update's
 // read and a separate fill's write, and one launch instead of two.
 #include "core/nvtx.hpp"
-#include "device/cuda_check.hpp"
+#include "kernels/cuda_check.hpp"
 #include "kernels/adamw_math.hpp"
 #include "kernels/ops_kernel_support.cuh"
 #include "kernels/ops_launchers.hpp"

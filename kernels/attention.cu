@@ -5,7 +5,7 @@
 // conventions are the CPU ops' (train/ops/attention_heads.cpp): past the diagonal preatt, att
 // and dpreatt hold 0.
 #include "core/nvtx.hpp"
-#include "device/cuda_check.hpp"
+#include "kernels/cuda_check.hpp"
 #include "kernels/ops_kernel_support.cuh"
 #include "kernels/ops_launchers.hpp"
 #include "kernels/softmax_math.hpp"

@@ -4,7 +4,7 @@
 // block_attention_math.hpp's, which the CPU ops call too. Backward accumulates (+=) into dq,
 // dk, dv; score tiles are scratch.
 #include "core/nvtx.hpp"
-#include "device/cuda_check.hpp"
+#include "kernels/cuda_check.hpp"
 #include "kernels/block_attention_math.hpp"
 #include "kernels/ops_kernel_support.cuh"
 #include "kernels/ops_launchers.hpp"

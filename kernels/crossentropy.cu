@@ -5,7 +5,7 @@
 // for the gradients. Backward ops accumulate (+=) into dlogits; the shard backward's
 // first-write form writes it (=).
 #include "core/nvtx.hpp"
-#include "device/cuda_check.hpp"
+#include "kernels/cuda_check.hpp"
 #include "kernels/gradient_write_math.hpp"
 #include "kernels/ops_kernel_support.cuh"
 #include "kernels/ops_launchers.hpp"

@@ -1,6 +1,6 @@
 // Elementwise training ops on the GPU: one thread per element, grid-stride loops.
 #include "core/nvtx.hpp"
-#include "device/cuda_check.hpp"
+#include "kernels/cuda_check.hpp"
 #include "kernels/ops_kernel_support.cuh"
 #include "kernels/ops_launchers.hpp"
 

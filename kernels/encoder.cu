@@ -3,7 +3,7 @@
 // positions may share a token (so its summation order, and last bits, vary run to run);
 // dwpe with a thread per (t, c) walking the batch, deterministic.
 #include "core/nvtx.hpp"
-#include "device/cuda_check.hpp"
+#include "kernels/cuda_check.hpp"
 #include "kernels/ops_kernel_support.cuh"
 #include "kernels/ops_launchers.hpp"
 

@@ -1,7 +1,7 @@
 // GELU on the GPU with the shared formulas of gelu_math.hpp and gradient_write_math.hpp.
 // Backward accumulates (+=) into dinp, or writes it (=) in the first-write form.
 #include "core/nvtx.hpp"
-#include "device/cuda_check.hpp"
+#include "kernels/cuda_check.hpp"
 #include "kernels/gelu_math.hpp"
 #include "kernels/gradient_write_math.hpp"
 #include "kernels/ops_kernel_support.cuh"

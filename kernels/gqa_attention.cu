@@ -3,7 +3,7 @@
 // the query-to-key/value head mapping are GqaShape's (gqa_math.hpp). Backward accumulates
 // (+=) into dq, dk, dv; dpreatt and datt are scratch and overwritten.
 #include "core/nvtx.hpp"
-#include "device/cuda_check.hpp"
+#include "kernels/cuda_check.hpp"
 #include "kernels/gqa_math.hpp"
 #include "kernels/ops_kernel_support.cuh"
 #include "kernels/ops_launchers.hpp"

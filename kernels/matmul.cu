@@ -1,7 +1,7 @@
 // The parts of a linear layer around cuBLAS's GEMM (which CudaOps calls): adding the bias,
 // the bias gradient (+=) and the fp32 -> bf16 cast feeding bf16 GEMMs.
 #include "core/nvtx.hpp"
-#include "device/cuda_check.hpp"
+#include "kernels/cuda_check.hpp"
 #include "kernels/ops_kernel_support.cuh"
 #include "kernels/ops_launchers.hpp"
 

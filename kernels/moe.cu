@@ -4,7 +4,7 @@
 // of experts" block. Simple kernels, one thread per token, assignment or element: they are a
 // small part of an MoE layer next to its GEMMs (cuBLAS) and its all-to-alls (NCCL).
 #include "core/nvtx.hpp"
-#include "device/cuda_check.hpp"
+#include "kernels/cuda_check.hpp"
 #include "kernels/moe_dispatch_math.hpp"
 #include "kernels/moe_router_math.hpp"
 #include "kernels/ops_kernel_support.cuh"

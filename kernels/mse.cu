@@ -1,7 +1,7 @@
 // Mean squared error per row on the GPU: a warp per row forward, a thread per element
 // backward (+=).
 #include "core/nvtx.hpp"
-#include "device/cuda_check.hpp"
+#include "kernels/cuda_check.hpp"
 #include "kernels/mse_math.hpp"
 #include "kernels/ops_kernel_support.cuh"
 #include "kernels/ops_launchers.hpp"

@@ -2,7 +2,7 @@
 // forward and for dinp; column_sums (ops_kernel_support.cuh) for dweight (no atomics,
 // deterministic). Backward accumulates (+=).
 #include "core/nvtx.hpp"
-#include "device/cuda_check.hpp"
+#include "kernels/cuda_check.hpp"
 #include "kernels/ops_kernel_support.cuh"
 #include "kernels/ops_launchers.hpp"
 #include "kernels/rmsnorm_math.hpp"

@@ -1,7 +1,7 @@
 // Rotary position embedding on the GPU with the shared formulas of rope_math.hpp: a thread
 // per channel pair, in place on (B,T,H*hs).
 #include "core/nvtx.hpp"
-#include "device/cuda_check.hpp"
+#include "kernels/cuda_check.hpp"
 #include "kernels/ops_kernel_support.cuh"
 #include "kernels/ops_launchers.hpp"
 #include "kernels/rope_math.hpp"

@@ -1,6 +1,6 @@
 // Strided row copies on the GPU, the packing and unpacking of context parallelism's
 // resharding: copy_rows is one cudaMemcpy2DAsync, add_rows a thread per element.
-#include "device/cuda_check.hpp"
+#include "kernels/cuda_check.hpp"
 #include "kernels/ops_kernel_support.cuh"
 #include "kernels/ops_launchers.hpp"
 

@@ -2,7 +2,7 @@
 // gradient_write_math.hpp. Backward accumulates (+=) into dgate and dup, or writes them (=)
 // in the first-write form.
 #include "core/nvtx.hpp"
-#include "device/cuda_check.hpp"
+#include "kernels/cuda_check.hpp"
 #include "kernels/gradient_write_math.hpp"
 #include "kernels/ops_kernel_support.cuh"
 #include "kernels/ops_launchers.hpp"

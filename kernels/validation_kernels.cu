@@ -9,7 +9,7 @@
 #include <algorithm>
 
 #include "core/nvtx.hpp"
-#include "device/cuda_check.hpp"
+#include "kernels/cuda_check.hpp"
 
 namespace parbench {
 namespace {

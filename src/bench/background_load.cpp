@@ -11,6 +11,7 @@
 #include "core/size_parse.hpp"
 #include "device/cuda_plugin.hpp"
 #include "kernels/stream_triad_math.hpp"
+#include "theory/bus_factor.hpp"
 
 namespace parbench {
 namespace {
@@ -82,8 +83,7 @@ double background_work_per_unit(const BackgroundSpec& spec, int ranks) {
     switch (spec.kind) {
         case BackgroundSpec::Kind::gemm: return 2.0 * n * n * n;
         case BackgroundSpec::Kind::stream: return 3.0 * bytes;
-        // nccl-tests' allreduce bus bytes, 2 (n-1)/n of the buffer
-        case BackgroundSpec::Kind::collective: return bytes * 2.0 * (ranks - 1.0) / ranks;
+        case BackgroundSpec::Kind::collective: return bytes * collective_bus_factor("allreduce", ranks);  // bus bytes
     }
     return 0.0;
 }

@@ -10,6 +10,7 @@
 #include <sstream>
 
 #include "bench/collective_harness.hpp"
+#include "bench/collective_sweep.hpp"
 #include "bench/watchdog.hpp"
 #include "cli/buffer_pages_flag.hpp"
 #include "cli/call_arguments_check.hpp"
@@ -817,54 +818,54 @@ class CollectiveCommand : public Command {
             },
             stop_linger(rank));
         const bool repeated = options_.repeat != 1;
-        for (int sweep = 1; options_.repeat == 0 || sweep <= options_.repeat; ++sweep)
-        for (const Collective* collective : resolved.collectives) {
-            if (rank == 0 && !options_.quiet) {
-                print_console_columns(std::cout,
-                                      column_title(*collective, resolved.params) +
-                                          (repeated ? "; sweep " + std::to_string(sweep) +
-                                                          (options_.repeat > 0 ? " of " + std::to_string(options_.repeat)
-                                                                               : " (until stopped)")
-                                                    : ""),
-                                      placements, reported_statistic(resolved.aggregation));
-                if (const auto shortcut = one_rank_shortcut(*collective, harness.data().backend(),
-                                                            harness.data().size(), resolved.params))
-                    std::cout << "# " << *shortcut << '\n';
+        std::optional<CollectiveResult> halves[2];  // the row being measured: out of place, in place
+        SweepSteps steps;
+        steps.cases = [&](const Collective& collective) { return cases_of(collective, resolved, measured_ranks); };
+        steps.begin_collective = [&](const Collective& collective, int sweep) {
+            if (rank != 0 || options_.quiet) return;
+            print_console_columns(std::cout,
+                                  column_title(collective, resolved.params) +
+                                      (repeated ? "; sweep " + std::to_string(sweep) +
+                                                      (options_.repeat > 0 ? " of " + std::to_string(options_.repeat)
+                                                                           : " (until stopped)")
+                                                : ""),
+                                  placements, reported_statistic(resolved.aggregation));
+            if (const auto shortcut =
+                    one_rank_shortcut(collective, harness.data().backend(), harness.data().size(), resolved.params))
+                std::cout << "# " << *shortcut << '\n';
+        };
+        steps.measure = [&](const SweepPoint& point) {
+            if (groups) {  // the groups start each point together
+                watchdog->enter({"setup", "groups starting a point", point.requested_bytes, 0});
+                control.barrier();
+                watchdog->idle();
             }
-            for (const CollectiveParams& params : cases_of(*collective, resolved, measured_ranks)) {
-                for (std::uint64_t requested : resolved.sizes) {
-                    std::optional<CollectiveResult> halves[2];
-                    for (bool inplace : {false, true}) {
-                        if (inplace ? !resolved.placements.in_place : !resolved.placements.out_of_place) continue;
-                        if (groups) {  // the groups start each point together
-                            watchdog->enter({"setup", "groups starting a point", requested, 0});
-                            control.barrier();
-                            watchdog->idle();
-                        }
-                        judge.set_transport_note(nccl.transport_note());
-                        halves[inplace] = measure_point(harness, *collective, params, requested, inplace, resolved,
-                                                        measured_ranks, hosts,
-                                                        {judge, background ? &*background : nullptr});
-                        if (nccl.active())
-                            halves[inplace]->extra["nccl_choice"] = nccl.point_choice(std::string(collective->name()));
-                        if (groups) {
-                            watchdog->enter({"results", "gathering group figures", requested, 0});
-                            combine_groups(*halves[inplace], *groups, session, control, options_.quiet);
-                            watchdog->idle();
-                        }
-                        if (repeated) halves[inplace]->repetition = sweep;
-                        results.push_back(*halves[inplace]);
-                    }
-                    if (nccl.active()) report["nccl"] = nccl.to_json();
-                    if (rank == 0)
-                        publish(results, report, placements, halves[0], halves[1], kept,
-                                std::to_string(results.size()) + " of " +
-                                    (options_.repeat > 0 ? std::to_string(points * static_cast<std::size_t>(options_.repeat))
-                                                         : std::string("as many as run until stopped")) +
-                                    " points measured (the run is going on, or it ended before the rest)");
-                }
+            judge.set_transport_note(nccl.transport_note());
+            std::optional<CollectiveResult>& half = halves[point.inplace];
+            half = measure_point(harness, *point.collective, *point.params, point.requested_bytes, point.inplace,
+                                 resolved, measured_ranks, hosts, {judge, background ? &*background : nullptr});
+            if (nccl.active()) half->extra["nccl_choice"] = nccl.point_choice(std::string(point.collective->name()));
+            if (groups) {
+                watchdog->enter({"results", "gathering group figures", point.requested_bytes, 0});
+                combine_groups(*half, *groups, session, control, options_.quiet);
+                watchdog->idle();
             }
-        }
+            if (repeated) half->repetition = point.sweep;
+            results.push_back(*half);
+        };
+        steps.end_row = [&]() {
+            if (nccl.active()) report["nccl"] = nccl.to_json();
+            if (rank == 0)
+                publish(results, report, placements, halves[0], halves[1], kept,
+                        std::to_string(results.size()) + " of " +
+                            (options_.repeat > 0 ? std::to_string(points * static_cast<std::size_t>(options_.repeat))
+                                                 : std::string("as many as run until stopped")) +
+                            " points measured (the run is going on, or it ended before the rest)");
+            halves[0].reset();
+            halves[1].reset();
+        };
+        run_sweep(resolved.collectives, resolved.sizes, {resolved.placements.out_of_place, resolved.placements.in_place},
+                  options_.repeat, steps);
         const RunSummary summary = summarize_run(results, resolved.check_runs > 0);
         std::optional<std::string> below_gate = busbw_gate_failure(summary, resolved.min_busbw);
         if (!below_gate) below_gate = min_ratio_failure(results, resolved.expectation.min_ratio);
@@ -957,20 +958,22 @@ class CollectiveCommand : public Command {
         return result;
     }
 
-    // An allocation that fails despite the estimate names the buffers and the flag sizing them.
+    // An allocation that fails despite the estimate names the buffers (bench/collective_sweep.hpp)
+    // and the flag sizing them, by the failure's kind.
     PointMeasurement measure_or_name_buffers(CollectiveHarness& harness, const PointSpec& spec,
                                              std::uint64_t bytes) const {
         try {
-            return harness.measure(spec);
-        } catch (const RuntimeFailure& failure) {
-            if (std::string(failure.what()).find("alloc") == std::string::npos) throw;
-            throw RuntimeFailure("allocating the send and receive buffers of " + std::string(spec.collective->name()) +
-                                 " at " + std::to_string(bytes) + " B failed (" + failure.what() + "); they are sized by " +
-                                 (options_.size ? "--size" : "-e/--max-bytes") + ": lower it");
-        } catch (const std::bad_alloc&) {
-            throw RuntimeFailure("allocating the buffers of " + std::string(spec.collective->name()) + " at " +
-                                 std::to_string(bytes) + " B failed: out of memory; they are sized by " +
-                                 (options_.size ? "--size" : "-e/--max-bytes") + " (and the samples by --iters)");
+            return measure_sweep_point(harness, spec, bytes);
+        } catch (const PointFailure& failure) {
+            const std::string flag = options_.size ? "--size" : "-e/--max-bytes";
+            switch (failure.kind()) {
+                case PointFailureKind::device_allocation:
+                    throw RuntimeFailure(std::string(failure.what()) + "; they are sized by " + flag + ": lower it");
+                case PointFailureKind::host_memory:
+                    throw RuntimeFailure(std::string(failure.what()) + "; they are sized by " + flag +
+                                         " (and the samples by --iters)");
+            }
+            throw;
         }
     }
 

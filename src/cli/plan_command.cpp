@@ -282,12 +282,6 @@ class PlanCommand : public Command {
         if (model.vocab) check_int(*model.vocab, "--vocab", 1, model_limits::max_vocab);
     }
 
-    // "a x b x c" within `limit`, naming the flags (a product of flags that is too large).
-    static void check_product(std::initializer_list<std::uint64_t> factors, const std::string& what, std::int64_t limit,
-                              const std::string& hint) {
-        checked_product(factors, what, static_cast<std::uint64_t>(limit), hint);
-    }
-
     // What --search chooses itself: given, these flags would be dropped.
     void check_search_flags() const {
         if (!search) return;

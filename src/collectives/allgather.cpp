@@ -4,9 +4,6 @@ namespace parbench {
 
 std::size_t Allgather::count_multiple(int nranks) const { return static_cast<std::size_t>(nranks); }
 
-// Each rank receives the (n-1)/n of the output that the others hold.
-double Allgather::bus_factor(int nranks) const { return static_cast<double>(nranks - 1) / nranks; }
-
 BufferShape Allgather::shape(std::size_t count, int nranks, int rank, const CollectiveParams&) const {
     const std::size_t block = count / static_cast<std::size_t>(nranks);
     return {block, count, count, block * static_cast<std::size_t>(rank), 0};

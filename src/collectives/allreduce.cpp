@@ -4,9 +4,6 @@ namespace parbench {
 
 std::size_t Allreduce::count_multiple(int) const { return 1; }
 
-// Each rank sends and receives (n-1)/n of the buffer twice: a reduce-scatter, then an allgather.
-double Allreduce::bus_factor(int nranks) const { return 2.0 * (nranks - 1) / nranks; }
-
 BufferShape Allreduce::shape(std::size_t count, int, int, const CollectiveParams&) const {
     return {count, count, count, 0, 0};
 }

@@ -4,9 +4,6 @@ namespace parbench {
 
 std::size_t Alltoall::count_multiple(int nranks) const { return static_cast<std::size_t>(nranks); }
 
-// Each rank sends (n-1)/n of its buffer away and receives as much.
-double Alltoall::bus_factor(int nranks) const { return static_cast<double>(nranks - 1) / nranks; }
-
 BufferShape Alltoall::shape(std::size_t count, int, int, const CollectiveParams&) const {
     return {count, count, count, 0, 0};
 }

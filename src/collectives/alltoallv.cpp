@@ -39,12 +39,6 @@ std::size_t total(const std::vector<std::size_t>& counts) {
 
 std::size_t Alltoallv::count_multiple(int) const { return 1; }
 
-// nccl-tests' alltoall factor: on average each rank sends (n-1)/n of its buffer away and
-// receives as much. Under skew the busiest rank sets the time, so the same bytes over a
-// longer time show as a lower busbw: the cost of the imbalance. Dispatch and combine move the
-// same bytes, so their busbw compare directly.
-double Alltoallv::bus_factor(int nranks) const { return static_cast<double>(nranks - 1) / nranks; }
-
 BufferShape Alltoallv::shape(std::size_t count, int nranks, int rank, const CollectiveParams& params) const {
     const Exchange exchange = exchange_of(count, nranks, rank, params);
     return {total(exchange.send_counts), total(exchange.recv_counts), 0, 0, 0};

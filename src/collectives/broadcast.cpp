@@ -4,9 +4,6 @@ namespace parbench {
 
 std::size_t Broadcast::count_multiple(int) const { return 1; }
 
-// Every rank receives the whole buffer once.
-double Broadcast::bus_factor(int) const { return 1.0; }
-
 BufferShape Broadcast::shape(std::size_t count, int, int, const CollectiveParams&) const {
     return {count, count, count, 0, 0};
 }

@@ -19,6 +19,7 @@
 #include "comm/communicator.hpp"
 #include "core/dtype.hpp"
 #include "kernels/validation_data.hpp"
+#include "theory/bus_factor.hpp"
 
 namespace parbench {
 
@@ -79,9 +80,8 @@ class Collective {
         return true;
     }
     virtual std::size_t count_multiple(int nranks) const = 0;
-    // busbw = algbw x bus_factor: what each rank's link carries relative to the payload,
-    // derived in nccl-tests' doc/PERFORMANCE.md.
-    virtual double bus_factor(int nranks) const = 0;
+    // busbw = algbw x bus_factor (nccl-tests' doc/PERFORMANCE.md), from the one table of them.
+    double bus_factor(int nranks) const { return collective_bus_factor(name(), nranks); }
     virtual BufferShape shape(std::size_t count, int nranks, int rank, const CollectiveParams& params) const = 0;
     virtual void run(Communicator& comm, const void* send, void* recv, std::size_t count,
                      const CollectiveParams& params) const = 0;

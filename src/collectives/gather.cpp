@@ -4,9 +4,6 @@ namespace parbench {
 
 std::size_t Gather::count_multiple(int nranks) const { return static_cast<std::size_t>(nranks); }
 
-// The root receives the (n-1)/n of the buffer held by the others.
-double Gather::bus_factor(int nranks) const { return static_cast<double>(nranks - 1) / nranks; }
-
 BufferShape Gather::shape(std::size_t count, int nranks, int rank, const CollectiveParams& params) const {
     const std::size_t block = count / static_cast<std::size_t>(nranks);
     if (rank != params.root) return {block, 0, block, 0, 0};

@@ -4,9 +4,6 @@ namespace parbench {
 
 std::size_t Reduce::count_multiple(int) const { return 1; }
 
-// The root's link carries the whole buffer once.
-double Reduce::bus_factor(int) const { return 1.0; }
-
 BufferShape Reduce::shape(std::size_t count, int, int, const CollectiveParams&) const {
     return {count, count, count, 0, 0};
 }

@@ -4,9 +4,6 @@ namespace parbench {
 
 std::size_t ReduceScatter::count_multiple(int nranks) const { return static_cast<std::size_t>(nranks); }
 
-// Each rank receives (n-1)/n of the full input from the others.
-double ReduceScatter::bus_factor(int nranks) const { return static_cast<double>(nranks - 1) / nranks; }
-
 BufferShape ReduceScatter::shape(std::size_t count, int nranks, int rank, const CollectiveParams&) const {
     const std::size_t block = count / static_cast<std::size_t>(nranks);
     return {count, block, count, 0, block * static_cast<std::size_t>(rank)};

@@ -4,9 +4,6 @@ namespace parbench {
 
 std::size_t Scatter::count_multiple(int nranks) const { return static_cast<std::size_t>(nranks); }
 
-// The root sends the (n-1)/n of its buffer that belongs to the others.
-double Scatter::bus_factor(int nranks) const { return static_cast<double>(nranks - 1) / nranks; }
-
 BufferShape Scatter::shape(std::size_t count, int nranks, int rank, const CollectiveParams& params) const {
     const std::size_t block = count / static_cast<std::size_t>(nranks);
     if (rank != params.root) return {0, block, block, 0, 0};

@@ -4,9 +4,6 @@ namespace parbench {
 
 std::size_t SendRecv::count_multiple(int) const { return 1; }
 
-// Each rank's link carries the buffer once in each direction.
-double SendRecv::bus_factor(int) const { return 1.0; }
-
 BufferShape SendRecv::shape(std::size_t count, int, int, const CollectiveParams&) const {
     return {count, count, count, 0, 0};
 }

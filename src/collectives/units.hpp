@@ -16,7 +16,6 @@ namespace parbench {
         bool rooted() const override { return is_rooted; }                                                \
         bool supports_inplace() const override { return in_place; }                                       \
         std::size_t count_multiple(int nranks) const override;                                            \
-        double bus_factor(int nranks) const override;                                                      \
         BufferShape shape(std::size_t count, int nranks, int rank,                                         \
                           const CollectiveParams& params) const override;                                  \
         void run(Communicator& comm, const void* send, void* recv, std::size_t count,                      \

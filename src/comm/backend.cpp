@@ -18,15 +18,6 @@ BackendChoice parse_backend(const std::string& text) {
     throw UsageError("--backend '" + text + "': unknown backend; use auto, mpi or nccl");
 }
 
-std::string backend_name(BackendChoice choice) {
-    switch (choice) {
-        case BackendChoice::automatic: return "auto";
-        case BackendChoice::mpi: return "mpi";
-        case BackendChoice::nccl: return "nccl";
-    }
-    return "?";
-}
-
 namespace {
 
 // The lowest rank whose GPUs are at fault, and its reason ("rank R: why" among several), on

@@ -30,6 +30,5 @@ BackendChoice parse_backend(const std::string& text);
 // `nccl_log`: what of NCCL's own log to capture before NCCL starts (comm/nccl_log_capture.hpp).
 Backend make_backend(BackendChoice choice, const MpiSession& session, Communicator& bootstrap, BufferPages pages,
                      NcclLogLevel nccl_log = NcclLogLevel::none);
-std::string backend_name(BackendChoice choice);
 
 }  // namespace parbench

@@ -199,12 +199,6 @@ void CommStats::call_ended(Clock::time_point at) {
     if (--in_flight_ == 0) busy_ms += std::chrono::duration<double, std::milli>(at - busy_since_).count();
 }
 
-double CommStats::total_time_ms() const {
-    double ms = 0.0;
-    for (const auto& [op, counter] : by_op) ms += counter.time_ms;
-    return ms;
-}
-
 double CommStats::total_blocked_ms() const {
     double ms = 0.0;
     for (const auto& [op, counter] : by_op) ms += counter.blocked_ms;

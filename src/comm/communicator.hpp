@@ -159,7 +159,6 @@ struct CommStats {
         by_op.clear();
         busy_ms = 0.0;
     }
-    double total_time_ms() const;     // over every op (overlapping calls each count)
     double total_blocked_ms() const;  // over every op
 
   private:

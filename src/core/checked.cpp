@@ -146,13 +146,6 @@ std::optional<std::string> JsonFields::optional_string(const std::string& key) c
     return string(key);
 }
 
-std::optional<bool> JsonFields::optional_boolean(const std::string& key) const {
-    if (!has(key)) return std::nullopt;
-    const nlohmann::json& v = value(key);
-    if (!v.is_boolean()) throw UsageError(name(key) + " must be true or false, got " + v.dump());
-    return v.get<bool>();
-}
-
 JsonFields JsonFields::object(const std::string& key) const {
     const nlohmann::json& v = value(key);
     if (!v.is_object()) throw UsageError(name(key) + " must be a JSON object, got " + std::string(v.type_name()));

@@ -54,7 +54,6 @@ class JsonFields {
                                           bool min_exclusive = false) const;
     std::string string(const std::string& key) const;
     std::optional<std::string> optional_string(const std::string& key) const;
-    std::optional<bool> optional_boolean(const std::string& key) const;
     JsonFields object(const std::string& key) const;
     // The array itself, checked to be one (its elements are read with element()).
     const nlohmann::json& array(const std::string& key) const;

@@ -10,6 +10,7 @@
 
 #include <sys/mman.h>
 
+#include "core/allocation_failure.hpp"
 #include "core/error.hpp"
 #include "core/memory_budget.hpp"
 
@@ -34,7 +35,7 @@ std::shared_ptr<void> allocate_huge(std::size_t rounded) {
     const std::size_t span = rounded + transparent_huge_page_bytes;
     void* raw = mmap(nullptr, span, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
     if (raw == MAP_FAILED)
-        throw RuntimeFailure("mmap(" + std::to_string(span) + " bytes) failed: " + std::strerror(errno) +
+        throw AllocationFailure("mmap(" + std::to_string(span) + " bytes) failed: " + std::strerror(errno) +
                              " (out of host memory?)");
     // Unmap the ends so that the buffer starts on a huge page.
     const auto base = reinterpret_cast<std::uintptr_t>(raw);
@@ -60,7 +61,7 @@ std::shared_ptr<void> allocate_host(std::size_t bytes, BufferPages pages) {
     } else {
         void* data = std::aligned_alloc(page_bytes, rounded);
         if (data == nullptr)
-            throw RuntimeFailure("aligned_alloc(" + std::to_string(rounded) + " bytes) failed: out of host memory");
+            throw AllocationFailure("aligned_alloc(" + std::to_string(rounded) + " bytes) failed: out of host memory");
         owner = std::shared_ptr<void>(data, std::free);
     }
     std::memset(owner.get(), 0, rounded);  // first touch here, never inside a timed region

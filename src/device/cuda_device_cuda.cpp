@@ -6,6 +6,7 @@
 #include <stdexcept>
 #include <thread>
 
+#include "core/allocation_failure.hpp"
 #include "core/error.hpp"
 #include "device/cuda_check.hpp"
 #include "kernels/validation_kernels.hpp"
@@ -162,7 +163,7 @@ std::shared_ptr<void> allocate_device_memory(std::size_t bytes) {
         std::size_t free_bytes = 0;
         std::size_t total_bytes = 0;
         (void)cudaMemGetInfo(&free_bytes, &total_bytes);
-        throw RuntimeFailure("cudaMalloc(" + std::to_string(bytes) + " bytes) failed (" + where_this_process_runs() +
+        throw AllocationFailure("cudaMalloc(" + std::to_string(bytes) + " bytes) failed (" + where_this_process_runs() +
                              "): out of GPU memory, " + gib(free_bytes) + " free of " + gib(total_bytes) +
                              "; use a smaller --size/-e");
     }

@@ -83,6 +83,4 @@ GpuAvailability gpu_availability() {
     return plugin.entries->gpu_availability();
 }
 
-int visible_gpu_count() { return gpu_availability().count; }
-
 }  // namespace parbench

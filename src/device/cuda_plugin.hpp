@@ -72,8 +72,6 @@ bool nvidia_driver_present();
 // or in a build without CUDA; with a driver, the plugin's answer, or its load failure as the
 // fault.
 GpuAvailability gpu_availability();
-// gpu_availability().count.
-int visible_gpu_count();
 
 }  // namespace parbench
 

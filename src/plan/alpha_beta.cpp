@@ -9,6 +9,7 @@
 #include "core/checked.hpp"
 #include "core/error.hpp"
 #include "core/json_file.hpp"
+#include "theory/bus_factor.hpp"
 
 namespace parbench {
 namespace {
@@ -97,15 +98,7 @@ std::string base_collective(const std::string& collective) {
 
 std::string averaged_collective(const std::string& collective) { return collective + averaged_suffix; }
 
-double bus_factor(const std::string& name, int n) {
-    const std::string collective = base_collective(name);
-    const double ranks = n;
-    if (collective == "allreduce") return 2.0 * (ranks - 1.0) / ranks;
-    if (collective == "allgather" || collective == "reducescatter" || collective == "alltoall" ||
-        collective == "alltoallv" || collective == "gather" || collective == "scatter")
-        return (ranks - 1.0) / ranks;
-    return 1.0;
-}
+double bus_factor(const std::string& name, int n) { return collective_bus_factor(base_collective(name), n); }
 
 CommModel::CommModel(const ClusterSpec& cluster) : cluster_(cluster) {}
 

@@ -5,28 +5,29 @@
 #include "core/checked.hpp"
 #include "core/error.hpp"
 #include "core/json_file.hpp"
+#include "theory/gpu_peaks.hpp"
 
 namespace parbench {
 namespace {
 
-// Dense peaks and capacities from NVIDIA's data sheets (SXM parts). Links: NVLink 3/4/5 at
-// 300/450/900 GB/s per direction and 200/400/400 Gb/s InfiniBand per GPU, at ~80% as NCCL's
+// Capacities from NVIDIA's data sheets (SXM parts); the peaks (0 here) from theory/gpu_peaks.hpp's
+// table, the one train's MFU reads. Links: NVLink 3/4/5 at 300/450/900 GB/s per direction and 200/400/400 Gb/s InfiniBand per GPU, at ~80% as NCCL's
 // bus bandwidth; latencies are typical NCCL small-message figures. Assumptions, not
 // measurements: --calibrate replaces them. GEMM efficiency by shape: each preset's own curve, cited
 // in device_compute.cpp.
 DeviceSpec preset(const std::string& name) {
     DeviceSpec spec;
-    if (name == "A100") spec = {"A100", 312.0, 19.5, 80.0, 2039.0, {10.0, 240.0}, {20.0, 20.0}, "preset A100 SXM 80GB", true};
-    if (name == "H100") spec = {"H100", 989.0, 67.0, 80.0, 3350.0, {10.0, 360.0}, {20.0, 40.0}, "preset H100 SXM", true};
-    if (name == "H200") spec = {"H200", 989.0, 67.0, 141e9 / (1u << 30), 4800.0, {10.0, 360.0}, {20.0, 40.0},
+    if (name == "A100") spec = {"A100", 0.0, 0.0, 80.0, 2039.0, {10.0, 240.0}, {20.0, 20.0}, "preset A100 SXM 80GB", true};
+    if (name == "H100") spec = {"H100", 0.0, 0.0, 80.0, 3350.0, {10.0, 360.0}, {20.0, 40.0}, "preset H100 SXM", true};
+    if (name == "H200") spec = {"H200", 0.0, 0.0, 141e9 / (1u << 30), 4800.0, {10.0, 360.0}, {20.0, 40.0},
                                 "preset H200 SXM 141GB", true};
-    if (name == "B200") spec = {"B200", 2250.0, 80.0, 180e9 / (1u << 30), 8000.0, {8.0, 720.0}, {20.0, 40.0},
+    if (name == "B200") spec = {"B200", 0.0, 0.0, 180e9 / (1u << 30), 8000.0, {8.0, 720.0}, {20.0, 40.0},
                                 "preset B200 (HGX, 180GB)", true};
-    // FP8 dense peaks: H100/H200 data sheet 3,958 TFLOPS with sparsity (1,979 dense); HGX B200 9 PFLOPS
-    // with sparsity (4,500 dense); A100 has no FP8 tensor cores.
-    if (name == "H100" || name == "H200") spec.peak_tflops_fp8 = 1979.0;
-    if (name == "B200") spec.peak_tflops_fp8 = 4500.0;
     if (!spec.name.empty()) {
+        const GpuPeak* peak = find_gpu_peak(spec.name);
+        spec.peak_tflops_bf16 = peak->bf16_tflops;
+        spec.peak_tflops_fp32 = peak->fp32_tflops;
+        spec.peak_tflops_fp8 = peak->fp8_tflops;
         spec.gemm_preset = spec.name;
         spec.memory_reserved_gib = framework_memory_reserve_gib;
         spec.intra_host.ring_step_us = nccl_ring_step_nvlink_us;

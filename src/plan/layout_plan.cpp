@@ -12,6 +12,7 @@
 #include "theory/moe_work.hpp"
 #include "theory/pipeline/paired_passes.hpp"
 #include "theory/pipeline/partition.hpp"
+#include "theory/zero_partition.hpp"
 
 namespace parbench {
 
@@ -113,8 +114,8 @@ PlanMemory convention_memory(const PlanLayout& p, int pp_rank, const EnginePipel
                               l.zero == 3 ? one_unit_per_group(rank.layout) : group_units_by_bytes(rank.layout, l.bucket_bytes),
                               l.gradient_ranks());
         const double slot = static_cast<double>(flat.largest_segment_numel());
-        m.buffers += (2 + (l.overlap ? 1 : 0)) * slot * bytes.grads;
-        if (l.zero == 3) m.buffers += (1 + (l.prefetch ? 1 : 0)) * slot * bytes.params;
+        m.buffers += zero_gradient_slots(l.overlap) * slot * bytes.grads;
+        if (l.zero == 3) m.buffers += zero_gather_slots(1, l.prefetch) * slot * bytes.params;
     }
     // FSDP without resharding after forward holds every layer's gathered parameters at the peak.
     if (l.zero == 3 && !p.reshard_after_forward)
@@ -216,12 +217,13 @@ ModelStateBytes model_state_bytes(StateConvention states, double psi, int zero, 
     if (states == StateConvention::parbench)
         throw std::logic_error("model_state_bytes: parbench's states are counted per buffer (engine_rank_memory)");
     const StateBytes bytes = state_bytes(states, zero);
-    const double d = dp;
+    const ModelStates partitioned =
+        zero_partitioned_states({bytes.params, bytes.grads, bytes.optimizer}, psi, zero, static_cast<double>(dp));
     ModelStateBytes m;
     m.rule = bytes.rule;
-    m.params = bytes.params * psi / (zero >= 3 ? d : 1.0);
-    m.grads = bytes.grads * psi / (zero >= 2 ? d : 1.0);
-    m.optimizer = bytes.optimizer * psi / (zero >= 1 ? d : 1.0);
+    m.params = partitioned.params;
+    m.grads = partitioned.grads;
+    m.optimizer = partitioned.optimizer;
     return m;
 }
 

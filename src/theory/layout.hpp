@@ -154,8 +154,6 @@ struct Layout {
     int world() const { return dp * tp * pp * cp; }
     // The ranks gradients are averaged over: dp x cp (train/mesh.hpp).
     int gradient_ranks() const { return dp * cp; }
-    // The ranks holding the same routed experts, over which their gradients are reduced.
-    int expert_data_ranks() const { return expert_data_parallel_size(gradient_ranks(), ep); }
     // Tokens of one sequence on each rank of a context-parallel group.
     int local_seq_len() const { return seq_len / cp; }
     ContextSplit context_split(int cp_rank = 0) const { return ContextSplit{cp_rank, cp, cp_style, cp_balance}; }

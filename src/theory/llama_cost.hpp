@@ -1,9 +1,9 @@
 // What the Llama model should cost under tensor (and sequence) parallelism, from its shape
-// alone: tp collectives per step and the activation memory one layer keeps. The report puts
-// them beside the measured figures (tensor_parallel_cost.hpp does the same for GPT and MLP).
+// alone: the activation memory one layer keeps. The report puts it beside the measured figure
+// (tensor_parallel_cost.hpp does the same for GPT and MLP; the tp traffic of every family is
+// theory/traffic.hpp's).
 #pragma once
 
-#include <map>
 #include <string>
 
 #include "theory/model_config.hpp"
@@ -11,18 +11,6 @@
 #include "theory/tensor_split.hpp"
 
 namespace parbench {
-
-// With n = b·s·h, r = b·s rows, L layers, per micro-batch:
-//   TP:     all-reduce (4L + 2) x n + 3 x r, as GPT (two column/row pairs per layer, the
-//           embedding's partial sums, the logits' input gradient, the cross-entropy parts)
-//   TP+SP:  all-gather (6L + 3) x n, reduce-scatter (4L + 2) x n, all-reduce 3 x r and the
-//           RMSNorm gains' partial gradients L x 2h + h (one gain per norm, no bias)
-//   both:   when tp does not divide kv_heads, Wk and Wv are replicated and their partial
-//           gradients all-reduced: L calls of 2 · h_kv · h
-std::map<std::string, CollectiveVolume> llama_tensor_parallel_traffic_per_step(const ModelConfig& config,
-                                                                               int seq_len, int microbatch_size,
-                                                                               int microbatches,
-                                                                               const TensorSplit& split);
 
 // Per layer, fp32, what models/llama.cpp stores: both RMSNorm outputs and the two residual
 // sums (4 sbh), the norms' rstd (2 sb), Q and the attention output (2 sbh/t), K and V

@@ -9,6 +9,7 @@
 #include "theory/moe_memory.hpp"
 #include "theory/pipeline/partition.hpp"
 #include "theory/rank_traffic.hpp"
+#include "theory/zero_partition.hpp"
 
 namespace parbench {
 namespace {
@@ -52,16 +53,14 @@ void one_scheme_items(const Layout& l, const ParameterLayout& layout, int ranks,
     if (l.zero == 1) {
         items.add(C::grads, what + "full gradients", 1, full);
     } else {
-        // One slot for the bucket being computed, one for a unit whose gradient spans the
-        // backward (GPT's tied embedding), one more for a reduction in flight (--overlap).
         items.add(C::grads, what + (zero3 ? "gradient slots (largest layer)" : "gradient slots (largest bucket)"),
-                  2 + (l.overlap ? 1 : 0), slot, true);
+                  zero_gradient_slots(l.overlap), slot, true);
         if (l.microbatches > 1)
             items.add(C::grads, what + "staging shard (micro-batches after the first)", 1, shard, true);
     }
     if (zero3) {
         items.add(C::params, what + "parameter shard (1/dp)", 1, shard);
-        items.add(C::params, what + "parameter gather slots (largest layer)", units_held + (l.prefetch ? 1 : 0), slot,
+        items.add(C::params, what + "parameter gather slots (largest layer)", zero_gather_slots(units_held, l.prefetch), slot,
                   true);
     } else {
         items.add(C::params, what + "parameters", 1, full);

@@ -53,14 +53,8 @@ double recompute_flops_per_step(const ModelConfig& config, int global_batch, int
     return 24.0 * b * s * l * h * h + core + 2.0 * b * s * moe_active_weight_delta(config);
 }
 
-TheoreticalMemory zero_theoretical_memory(std::size_t parameters, int dp, int zero_stage) {
-    const double psi = static_cast<double>(parameters);
-    const double ways = static_cast<double>(dp);
-    TheoreticalMemory memory;
-    memory.params = 4.0 * psi / (zero_stage >= 3 ? ways : 1.0);
-    memory.grads = 4.0 * psi / (zero_stage >= 2 ? ways : 1.0);
-    memory.optimizer = 8.0 * psi / (zero_stage >= 1 ? ways : 1.0);
-    return memory;
+ModelStates zero_theoretical_memory(std::size_t parameters, int dp, int zero_stage) {
+    return zero_partitioned_states({4.0, 4.0, 8.0}, static_cast<double>(parameters), zero_stage, static_cast<double>(dp));
 }
 
 }  // namespace parbench

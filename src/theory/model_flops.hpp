@@ -7,6 +7,7 @@
 
 #include "theory/activation_memory.hpp"
 #include "theory/model_config.hpp"
+#include "theory/zero_partition.hpp"
 
 namespace parbench {
 
@@ -32,12 +33,6 @@ double recompute_flops_per_step(const ModelConfig& config, int global_batch, int
 // ZeRO's model-state memory per rank (arXiv 1910.02054 sec. 5, fig. 1) for fp32 Adam:
 // parameters 4 B, gradients 4 B, optimizer (m, v) 8 B per parameter = 16 B/param, with
 // optimizer state / dp from stage 1, gradients / dp from stage 2, parameters / dp at stage 3.
-struct TheoreticalMemory {
-    double params = 0.0;
-    double grads = 0.0;
-    double optimizer = 0.0;
-    double total() const { return params + grads + optimizer; }
-};
-TheoreticalMemory zero_theoretical_memory(std::size_t parameters, int dp, int zero_stage);
+ModelStates zero_theoretical_memory(std::size_t parameters, int dp, int zero_stage);
 
 }  // namespace parbench

@@ -51,14 +51,4 @@ double moe_mlp_forward_flops_per_token(double hidden, double experts, double top
     return 2.0 * hidden * experts + (top_k + shared_experts) * 2.0 * expert_matrices * hidden * expert_hidden;
 }
 
-double expert_state_bytes_per_rank(double routed_parameters, int ep, int expert_dp, int zero_stage,
-                                   const ExpertStateBytes& bytes) {
-    const double local = routed_parameters / ep;
-    const double dp = expert_dp;
-    const double parameters = local * bytes.parameter / (zero_stage >= 3 ? dp : 1.0);
-    const double gradients = local * bytes.gradient / (zero_stage >= 2 ? dp : 1.0);
-    const double optimizer = local * bytes.optimizer / (zero_stage >= 1 ? dp : 1.0);
-    return parameters + gradients + optimizer;
-}
-
 }  // namespace parbench

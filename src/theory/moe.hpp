@@ -103,16 +103,4 @@ inline constexpr const char* moe_mlp_activation_formula = "4TE + 2Tkρh + 6T(kρ
 double moe_mlp_forward_flops_per_token(double hidden, double experts, double top_k, double shared_experts,
                                        double expert_hidden, double expert_matrices = 3.0);
 
-// Bytes of the routed experts' training state on one rank: their parameters split over the
-// ep ranks of the expert-parallel group, then over the expert-data-parallel group (the
-// ranks holding the same experts) by ZeRO: stage 1 shards the optimizer states, 2 the
-// gradients too, 3 the parameters too (Rajbhandari et al., arXiv 1910.02054 sec. 5).
-struct ExpertStateBytes {
-    double parameter = 2;  // bytes per parameter of each state
-    double gradient = 2;
-    double optimizer = 12;  // fp32 master copy, Adam's two moments
-};
-double expert_state_bytes_per_rank(double routed_parameters, int ep, int expert_dp, int zero_stage,
-                                   const ExpertStateBytes& bytes);
-
 }  // namespace parbench

@@ -1,5 +1,6 @@
 #include "theory/tensor_parallel_cost.hpp"
 
+#include "theory/activation_memory.hpp"
 #include "theory/context_parallel.hpp"
 #include "theory/llama_activation_memory.hpp"
 #include "theory/llama_cost.hpp"
@@ -8,6 +9,15 @@ namespace parbench {
 namespace {
 
 constexpr double float_bytes = 4.0;
+
+// 2205.05198 table 2's bytes for a GPT layer: theory/activation_memory.hpp's one copy of it.
+double table2_bytes(const ModelConfig& config, int seq_len, int microbatch_size, const TensorSplit& split,
+                    Recompute recompute) {
+    const LayerActivationShape shape{static_cast<double>(seq_len), static_cast<double>(microbatch_size),
+                                     static_cast<double>(config.hidden), static_cast<double>(config.heads), split.size,
+                                     split.sequence_parallel};
+    return paper_layer_activation_bytes(shape, recompute);
+}
 
 }  // namespace
 
@@ -37,13 +47,13 @@ ActivationFormula gpt_activation_bytes_per_layer(const ModelConfig& config, int 
     if (split.sequence_parallel) {
         f.bytes = float_bytes * (sbh * (16.0 / t + scores) + 4.0 * s * b / t);
         f.formula = "sbh(64/t + 4as/(ht)) + 16sb/t  (fp32; what is stored, see docs/tensor.md)";
-        f.paper_bytes = sbh * (34.0 / t + 5.0 * scores);
+        f.paper_bytes = table2_bytes(config, seq_len, microbatch_size, split, Recompute::none);
         f.paper_formula = "sbh(34/t + 5as/(ht))  (arXiv 2205.05198 table 2, TP + SP, 16-bit)";
     } else {
         f.bytes = float_bytes * (sbh * (4.0 + 12.0 / t + scores) + 4.0 * s * b);
         f.formula = split.size == 1 ? "sbh(64 + 4as/h) + 16sb  (fp32; what is stored, see docs/tensor.md)"
                                     : "sbh(16 + 48/t + 4as/(ht)) + 16sb  (fp32; what is stored, see docs/tensor.md)";
-        f.paper_bytes = split.size == 1 ? sbh * (34.0 + 5.0 * scores) : sbh * (10.0 + 24.0 / t + 5.0 * scores);
+        f.paper_bytes = table2_bytes(config, seq_len, microbatch_size, split, Recompute::none);
         f.paper_formula = split.size == 1 ? "sbh(34 + 5as/h)  (arXiv 2205.05198 table 2, no parallelism, 16-bit)"
                                           : "sbh(10 + 24/t + 5as/(ht))  (arXiv 2205.05198 table 2, TP, 16-bit)";
     }
@@ -124,7 +134,7 @@ ActivationFormula transformer_activation_bytes_per_layer(const ModelConfig& conf
         f.bytes -= float_bytes * config.heads * s * s * b / t;
         f.formula += "; selective recompute: minus the probabilities, 4as^2b/t";
         if (!llama) {
-            f.paper_bytes = split.sequence_parallel ? 34.0 * sbh / t : (t == 1.0 ? 34.0 * sbh : sbh * (10.0 + 24.0 / t));
+            f.paper_bytes = table2_bytes(config, seq_len, microbatch_size, split, Recompute::selective);
             f.paper_formula = split.sequence_parallel ? "34sbh/t  (arXiv 2205.05198 table 2, TP + SP + selective)"
                               : t == 1.0 ? "34sbh  (arXiv 2205.05198 table 2, selective recompute)"
                                          : "sbh(10 + 24/t)  (arXiv 2205.05198 table 2, TP + selective)";

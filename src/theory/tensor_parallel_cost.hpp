@@ -36,7 +36,7 @@ struct ActivationFormula {
 };
 ActivationFormula gpt_activation_bytes_per_layer(const ModelConfig& config, int seq_len, int microbatch_size,
                                                  const TensorSplit& split);
-// GPT's or Llama's (models/llama_cost.hpp), by the config's kind, under `recompute`
+// GPT's or Llama's (theory/llama_cost.hpp), by the config's kind, under `recompute`
 // (arXiv 2205.05198 sec. 5): selective keeps all but the attention probabilities (a s² b / t
 // floats), full only the layer's input (sbh, or sbh/t under SP); the paper's values for GPT
 // are table 2's selective rows and 2sbh (/t under SP) for full, for Llama the same derivation

@@ -53,7 +53,7 @@ ModelShare whole_model_share(const ModelConfig& config);
 //   MLP allgather: all-gather and reduce-scatter of n per layer but the last, + r (the loss)
 //   Llama:       as GPT, with RMSNorm gains' gradients l x 2h + d x h under SP (no biases),
 //                and, when tp does not divide kv_heads, l all-reduces of 2·h_kv·h (the
-//                replicated Wk, Wv gradients; models/llama_cost.hpp)
+//                replicated Wk, Wv gradients)
 //   --recompute full reruns each block's forward in backward, its collectives with it:
 //                2l more all-reduces of n (TP), or 2l all-gathers and 2l reduce-scatters (SP)
 //   MoE layers (moe of the l; run replicated over tp, on the rank's own rows under SP): 2

@@ -7,32 +7,16 @@
 #include <sstream>
 #include <vector>
 
+#include "theory/gpu_peaks.hpp"
+
 namespace parbench {
 
 std::optional<PeakFlops> known_gpu_peak(const std::string& device_name, const std::string& precision) {
-    struct Entry {
-        const char* name_part;
-        const char* label;
-        double bf16;
-        double fp32;
-    };
-    // Dense (no sparsity) peaks from NVIDIA's data sheets; more specific names first.
-    static constexpr Entry table[] = {
-        {"H200", "H200", 989.0, 67.0},
-        {"H100 PCIe", "H100 PCIe", 756.0, 51.0},
-        {"H100", "H100 SXM", 989.0, 67.0},
-        {"A100", "A100", 312.0, 19.5},
-        {"L40S", "L40S", 362.0, 91.6},
-        {"A10", "A10", 125.0, 31.2},
-        {"V100", "V100 (fp16 tensor)", 125.0, 15.7},
-    };
-    for (const Entry& entry : table) {
-        if (device_name.find(entry.name_part) == std::string::npos) continue;
-        const bool bf16 = precision == "bf16";
-        return PeakFlops{bf16 ? entry.bf16 : entry.fp32,
-                         std::string("table: ") + entry.label + (bf16 ? " bf16 dense" : " fp32")};
-    }
-    return std::nullopt;
+    const GpuPeak* entry = find_gpu_peak(device_name);
+    if (entry == nullptr) return std::nullopt;
+    const bool bf16 = precision == "bf16";
+    return PeakFlops{bf16 ? entry->bf16_tflops : entry->fp32_tflops,
+                     std::string("table: ") + entry->label + (bf16 ? " bf16 dense" : " fp32")};
 }
 
 PeakFlops measure_cpu_sgemm_peak() {

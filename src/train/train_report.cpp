@@ -361,7 +361,7 @@ nlohmann::json train_result_json(const TrainSummaryInputs& in) {
         if (usage.total_peak >= largest.total_peak) largest = usage;
     nlohmann::json by_rank = nlohmann::json::array();
     for (const MemoryUsage& usage : m.memory_by_rank) by_rank.push_back(memory_json(usage));
-    const TheoreticalMemory theory =
+    const ModelStates theory =
         zero_theoretical_memory(m.parameters_per_rank, in.mesh.dp * in.mesh.cp, in.plan.layout.zero);
 
     const nlohmann::json comm = comm_result_json(in);

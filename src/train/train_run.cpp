@@ -318,13 +318,358 @@ std::vector<double> model_parallel_weights(const ParameterLayout& layout, Commun
     return weights;
 }
 
+// The expert-parallel group: ep consecutive ranks of the gradient group (dp x cp), and the
+// expert-data-parallel group: the gradient group's ranks at the same place in their ep groups,
+// which hold the same experts (without ep, neither). Megatron-core's expert layout
+// (theory/expert_parallel.hpp); each split's colour is its group's first world rank, its key the
+// rank's place in it.
+std::pair<std::unique_ptr<Communicator>, std::unique_ptr<Communicator>> split_expert_groups(Mesh& mesh, int ep) {
+    if (ep <= 1) return {};
+    const int world_rank = mesh_rank(mesh.shape(), mesh.coordinates());
+    const auto split = [&](const std::vector<int>& ranks) {
+        const auto at = std::find(ranks.begin(), ranks.end(), world_rank);
+        return mesh.gradient_group().split(ranks.front(), static_cast<int>(at - ranks.begin()));
+    };
+    return {split(mesh_expert_group_ranks(mesh.shape(), ep, world_rank)),
+            split(mesh_expert_data_group_ranks(mesh.shape(), ep, world_rank))};
+}
+
+// What each step feeds this rank: its slice of the global batch, and the testing faults aimed at it.
+StepPlan make_step_plan(const TrainPlan& plan, Mesh& mesh, int world_rank) {
+    const TrainOptions& o = plan.options;
+    const Layout& l = plan.layout;
+    StepPlan step_plan;
+    step_plan.global_batch = l.global_batch;
+    step_plan.dp_rank = mesh.coordinates().dp;
+    step_plan.dp_size = mesh.shape().dp;
+    step_plan.gradient_group_size = mesh.gradient_group().size();
+    step_plan.microbatches = l.microbatches;
+    step_plan.rows_per_sample = l.model.has_sequence() ? l.seq_len : 1;
+    step_plan.data_seed = o.seed;
+    if (o.testing_slow_rank == world_rank) step_plan.testing_delay_ms = o.testing_slow_ms;
+    if (o.testing_misread_rank == world_rank) step_plan.testing_sample_shift = 1;
+    return step_plan;
+}
+
+// The watchdog hears of every call of the steps, by dimension (world ranks name the peers).
+std::vector<CallObservation> observe_group_calls(CallObserver* calls, const std::vector<CommGroup>& groups, Mesh& mesh,
+                                                 Communicator& control) {
+    std::vector<CallObservation> observed;
+    if (calls == nullptr) return observed;
+    const std::pair<const char*, MeshDimension> dimensions[] = {
+        {"dp", MeshDimension::dp}, {"tp", MeshDimension::tp}, {"pp", MeshDimension::pp}};
+    for (const CommGroup& group : groups)
+        for (const auto& [name, dimension] : dimensions)
+            if (group.dimension == name)
+                observed.push_back(
+                    group.comm->observe_calls(*calls, name, mesh_group_ranks(mesh.shape(), dimension, control.rank())));
+    std::vector<int> world_ranks(static_cast<std::size_t>(control.size()));
+    for (int r = 0; r < control.size(); ++r) world_ranks[static_cast<std::size_t>(r)] = r;
+    observed.push_back(control.observe_calls(*calls, "world", world_ranks));
+    return observed;
+}
+
+struct ContextShape {
+    int microbatch_size = 0;
+    TensorSplit tp;
+    ContextSplit cp;
+};
+
+// Every rank's context-parallel attention per timed step (the imbalance shows here), and whether
+// every rank sent what its layers and attention shape say it should.
+ContextMeasurements gather_context(ContextAttention& context, Model& model, const TrainPlan& plan, Mesh& mesh,
+                                   const PipelinePart& part, const ContextShape& shape, std::size_t timed_steps,
+                                   Communicator& control) {
+    const double steps = static_cast<double>(std::max<std::size_t>(timed_steps, 1));
+    const ContextAttentionCounters& counters = context.counters();
+    ContextMeasurements cm;
+    cm.compute_ms = allgather_values(counters.compute_ms / steps, control);
+    cm.wait_ms = allgather_values(counters.wait_ms / steps, control);
+    cm.bytes_sent = allgather_values(static_cast<double>(counters.bytes_sent) / steps, control);
+    cm.messages = allgather_values(static_cast<double>(counters.messages) / steps, control);
+    cm.score_elements = allgather_values(static_cast<double>(counters.score_elements) / steps, control);
+    for (double rank : allgather_values(mesh.coordinates().cp, control)) cm.cp_rank.push_back(static_cast<int>(rank));
+    std::uint64_t sizes[2] = {context.saved_floats(), model.context_workspace_bytes()};
+    control.allreduce(sizes, sizes, 2, DType::uint64, ReduceOp::max);
+    cm.saved_floats = sizes[0];
+    cm.workspace_bytes = sizes[1];
+    // This rank's layers (its pipeline chunks') and attention shape give what it should send.
+    int layers = plan.layout.model.layers;
+    if (part.active()) {
+        layers = 0;
+        for (const LayerRange& chunk : part.chunks) layers += chunk.end - chunk.first;
+    }
+    const ContextCounterVolume expected = context_parallel_counters(
+        context_local_gqa_shape(plan.layout.model, shape.microbatch_size, plan.layout.local_seq_len(), shape.tp), shape.cp,
+        layers, plan.layout.microbatches, plan.layout.recompute);
+    const double timed = static_cast<double>(timed_steps);
+    int matches = static_cast<double>(counters.bytes_sent) == expected.bytes_sent * timed &&
+                          static_cast<double>(counters.messages) == expected.messages * timed
+                      ? 1
+                      : 0;
+    control.allreduce(&matches, &matches, 1, DType::int32, ReduceOp::min);
+    cm.counters_match_all_ranks = matches == 1;
+    return cm;
+}
+
+// The whole model's parameters put together from this rank's canonical ones: over the expert-parallel
+// group, the tensor-parallel group and the pipeline's stages, as world rank 0 (--check) needs them.
+std::vector<float> assemble_model_parameters(const TrainPlan& plan, Mesh& mesh, Device& device,
+                                             std::vector<float> parameters, const PipelinePart& part,
+                                             Communicator* expert_group) {
+    const Layout& l = plan.layout;
+    // A pipeline stage's layouts hold its units only.
+    auto stage_part = [&](ParameterLayout layout) {
+        return l.pp > 1 ? layout.select_units(pipeline_part_units(l.model, part)) : layout;
+    };
+    // Under --etp a tp rank's routed experts are its slices of them.
+    const auto experts_of = [&](int ep_rank, int ep_size, int tp_rank) {
+        ExpertSplit split{ep_rank, ep_size};
+        if (l.etp > 1) split.tensor_rank = tp_rank, split.tensor_size = l.etp;
+        return split;
+    };
+    if (expert_group) {
+        // Each rank of an expert-parallel group holds its E/ep experts: its rank 0 puts its
+        // tensor-parallel rank's model together (the others hold nothing further).
+        const int tp_rank = mesh.coordinates().tp;
+        const TensorSplit tp_split = l.tensor_split(tp_rank);
+        std::vector<ParameterLayout> shards;
+        for (int q = 0; q < l.ep; ++q)
+            shards.push_back(
+                stage_part(model_parameter_layout(l.model, l.seq_len, tp_split, experts_of(q, l.ep, tp_rank))));
+        parameters = assemble_full_parameters(
+            *expert_group, device, parameters,
+            stage_part(model_parameter_layout(l.model, l.seq_len, tp_split, experts_of(0, 1, tp_rank))), shards);
+    }
+    // The members of a tensor-parallel group share their dp and cp coordinates, so a place in their ep group.
+    if (mesh.shape().tp > 1 && (!expert_group || expert_group->rank() == 0)) {
+        // Each tensor-parallel rank holds its pieces: put the full model together.
+        std::vector<ParameterLayout> shards;
+        for (int q = 0; q < mesh.shape().tp; ++q)
+            shards.push_back(stage_part(
+                model_parameter_layout(l.model, l.seq_len, l.tensor_split(q), experts_of(0, 1, q))));
+        parameters = assemble_full_parameters(mesh.tp(), device, parameters,
+                                              stage_part(model_parameter_layout(l.model, l.seq_len)), shards);
+    }
+    // The stages of world rank 0's pipeline group put the whole model together.
+    if (l.pp > 1 && mesh.coordinates().dp == 0 && mesh.coordinates().tp == 0 && mesh.coordinates().cp == 0)
+        parameters = assemble_pipeline_parameters(plan, mesh.pp(), parameters);
+    return parameters;
+}
+
+// What the timed steps add up to on this rank, step by step or summed.
+struct TimedSteps {
+    std::vector<double> step_ms, exposed_ms, compute_ms;
+    std::map<std::string, std::vector<double>> comm_ms_by_dimension, exposed_ms_by_dimension;
+    std::vector<MoeLayerStats> moe_totals;  // this rank's MoE layers over the timed steps
+    ThreadCounters counters;
+    PipelineStepStats pipeline_totals;
+    double peer_wait_ms = 0.0;
+    std::vector<double> pipeline_span_ms;
+    std::array<double, 4> passes_total{};  // forward, input_grad, weight_grad, weight_grad_deferred
+
+    void add(const StepRecord& record, const ThreadCounters& in_step, const std::vector<CommGroup>& groups) {
+        step_ms.push_back(record.time_ms);
+        counters += in_step;
+        exposed_ms.push_back(record.exposed_comm_ms);
+        compute_ms.push_back(record.compute_ms());
+        for (const CommGroup& group : groups) {
+            comm_ms_by_dimension[group.dimension].push_back(record.comm_ms.at(group.dimension));
+            exposed_ms_by_dimension[group.dimension].push_back(record.exposed_ms.at(group.dimension));
+        }
+        accumulate_moe(moe_totals, record.moe);
+        peer_wait_ms += record.pipeline.peer_wait_ms;
+        pipeline_span_ms.push_back(record.pipeline.pipeline_ms);
+        pipeline_totals.compute_ms += record.pipeline.compute_ms;
+        pipeline_totals.recv_wait_ms += record.pipeline.recv_wait_ms;
+        pipeline_totals.send_ms += record.pipeline.send_ms;
+        pipeline_totals.p2p_bytes += record.pipeline.p2p_bytes;
+        passes_total[0] += record.passes.forward;
+        passes_total[1] += record.passes.input_grad;
+        passes_total[2] += record.passes.weight_grad;
+        passes_total[3] += record.passes.weight_grad_deferred;
+    }
+    // The timed steps run: fewer than asked if the run diverged; at least one, to divide by.
+    double steps() const { return static_cast<double>(std::max<std::size_t>(step_ms.size(), 1)); }
+};
+
+// Every rank's pipeline stage and its passes of each kind per timed step.
+void gather_passes(TrainMeasurements& result, const TimedSteps& timed, Mesh& mesh, Communicator& control) {
+    for (double rank : allgather_values(mesh.coordinates().pp, control))
+        result.pp_rank_of_rank.push_back(static_cast<int>(rank));
+    result.passes_by_rank.resize(result.pp_rank_of_rank.size());
+    for (std::size_t kind = 0; kind < timed.passes_total.size(); ++kind) {
+        const std::vector<double> all = allgather_values(timed.passes_total[kind] / timed.steps(), control);
+        for (std::size_t r = 0; r < all.size(); ++r) result.passes_by_rank[r][kind] = all[r];
+    }
+}
+
+// Every rank's pipeline figures per timed step, and each stage's kept activations as scheduled.
+PipelineMeasurements gather_pipeline(const TimedSteps& timed, const TrainPlan& plan, const Schedule& schedule,
+                                     Mesh& mesh, std::vector<std::vector<TimelineEvent>> traced_events,
+                                     Communicator& control) {
+    const Layout& l = plan.layout;
+    const double steps = timed.steps();
+    PipelineMeasurements pm;
+    pm.span_ms = max_over_ranks(timed.pipeline_span_ms, control);
+    for (double stage : allgather_values(mesh.coordinates().pp, control)) pm.stage_of_rank.push_back(static_cast<int>(stage));
+    pm.compute_ms = allgather_values(timed.pipeline_totals.compute_ms / steps, control);
+    pm.recv_wait_ms = allgather_values(timed.pipeline_totals.recv_wait_ms / steps, control);
+    pm.send_ms = allgather_values(timed.pipeline_totals.send_ms / steps, control);
+    pm.p2p_bytes = allgather_values(static_cast<double>(timed.pipeline_totals.p2p_bytes) / steps, control);
+    pm.peer_wait_ms = allgather_values(timed.peer_wait_ms / steps, control);
+    pm.in_flight = peak_in_flight(schedule, l.p2p);
+    for (int r = 0; r < l.pp; ++r)
+        pm.kept_pools.push_back(activation_pool(pipeline_part(schedule, r, l.stage_ranges, l.p2p),
+                                                transformer_layer_store_kinds(l.model, l.recompute)));
+    pm.events = std::move(traced_events);
+    return pm;
+}
+
+// Every parallel dimension's group, those of more than one rank apart (a group of one issues
+// nothing and is not reported). Under context parallelism the gradient group is dp x cp
+// ("dp_cp"; the dp group alone then carries nothing) and "cp" the attention's transfers.
+struct ReportedGroups {
+    std::vector<CommGroup> groups, groups_of_one;
+};
+ReportedGroups reported_groups(Mesh& mesh, bool context_parallel, Communicator* expert_group,
+                               Communicator* expert_data_group) {
+    ReportedGroups out;
+    const std::vector<CommGroup> dimensions =
+        context_parallel ? std::vector<CommGroup>{{"dp_cp", &mesh.gradient_group()}, {"tp", &mesh.tp()},
+                                                  {"pp", &mesh.pp()}, {"cp", &mesh.cp()}}
+                         : std::vector<CommGroup>{{"dp", &mesh.dp()}, {"tp", &mesh.tp()}, {"pp", &mesh.pp()}};
+    for (const CommGroup& group : dimensions)
+        (group.comm->size() > 1 ? out.groups : out.groups_of_one).push_back(group);
+    if (expert_group) out.groups.push_back({"ep", expert_group});  // the MoE layers' dispatch and combine
+    if (expert_data_group && expert_data_group->size() > 1)
+        out.groups.push_back({"edp", expert_data_group});  // the routed experts' gradients
+    return out;
+}
+
+// --check: an MoE run records its routing where its groups are whole micro-batches, and says
+// why not elsewhere.
+std::optional<RoutingTrace> routing_to_record(const Layout& l, bool keep_parameters, const RoutingTrace* follow_routing,
+                                              TrainMeasurements& result) {
+    if (!keep_parameters || !l.model.moe || follow_routing != nullptr) return std::nullopt;
+    if (l.sp) {
+        result.routing_not_recorded = "under --sp each tensor-parallel rank routes its own slice of a micro-batch";
+        return std::nullopt;
+    }
+    if (l.cp > 1) {
+        result.routing_not_recorded = "under --cp each context-parallel rank routes its own slice of a micro-batch";
+        return std::nullopt;
+    }
+    return RoutingTrace(l.seq_len);
+}
+
+// Each reported group's counted calls and times (max over ranks), the calls groups of one
+// issued anyway, and whether every rank's traffic is what the layout implies.
+void gather_comm(TrainMeasurements& result, TimedSteps& timed, const ReportedGroups& reported, const TrainPlan& plan,
+                 Mesh& mesh, bool expert_parallel, Communicator& control) {
+    const int steps = plan.options.steps;
+    for (const CommGroup& group : reported.groups) {
+        result.comm[group.dimension] = group.comm->stats();
+        result.comm_ms[group.dimension] = max_over_ranks(timed.comm_ms_by_dimension[group.dimension], control);
+        result.exposed_ms[group.dimension] = max_over_ranks(timed.exposed_ms_by_dimension[group.dimension], control);
+    }
+    for (const CommGroup& group : reported.groups_of_one)
+        for (const auto& [op, counter] : group.comm->stats().by_op) result.calls_on_groups_of_one += counter.calls;
+    control.allreduce(&result.calls_on_groups_of_one, &result.calls_on_groups_of_one, 1, DType::uint64,
+                      ReduceOp::sum);
+    result.expected_traffic = expected_rank_traffic(plan, mesh.shape(), mesh.coordinates());
+    // The ep group's traffic follows the routing: expected is what the MoE layers say they sent.
+    if (expert_parallel) result.expected_traffic["ep"] = moe_exchange_traffic(timed.moe_totals, steps);
+    for (const CommGroup& group : reported.groups) {
+        int matches = traffic_matches(result.expected_traffic[group.dimension],
+                                      measured_traffic(group.comm->stats(), steps)) ? 1 : 0;
+        control.allreduce(&matches, &matches, 1, DType::int32, ReduceOp::min);
+        result.expected_matches_all_ranks[group.dimension] = matches == 1;
+    }
+}
+
+// Every rank's compute time of each timed step.
+std::vector<std::vector<double>> gather_compute_by_rank(const TimedSteps& timed, Communicator& control) {
+    const std::size_t steps = timed.step_ms.size();
+    std::vector<std::vector<double>> by_rank;
+    for (int rank = 0; rank < control.size(); ++rank) by_rank.emplace_back(steps);
+    std::vector<double> all_compute(steps * static_cast<std::size_t>(control.size()));
+    control.allgather(timed.compute_ms.data(), all_compute.data(), timed.compute_ms.size(), DType::float64);
+    for (std::size_t i = 0; i < all_compute.size(); ++i) by_rank[i / steps][i % steps] = all_compute[i];
+    return by_rank;
+}
+
+// The warm-up and timed steps: each step's progress shared and observed, its figures kept once
+// timed (counters reset at the first timed step), --trace's events gathered to rank 0 after
+// each timed step; a non-finite loss stops every rank at the same step.
+void run_steps(const TrainPlan& plan, StepDriver& driver, const MemoryLedger& ledger, PipelineExecutor* executor,
+               const ReportedGroups& reported, ContextAttention* context, StepObserver* observer, Communicator& control,
+               TrainMeasurements& result,
+               std::vector<double>& losses, TimedSteps& timed, std::vector<std::vector<TimelineEvent>>& traced_events) {
+    const TrainOptions& o = plan.options;
+    const std::vector<CommGroup>& groups = reported.groups;
+    std::size_t events_gathered = 0;
+    for (int step = 0; step < o.warmup + o.steps; ++step) {
+        // Before the barrier below: the observer's watchdog then watches that wait too.
+        if (observer) observer->step_starting(step, step >= o.warmup);
+        if (step == o.warmup) {  // count the timed steps only
+            for (const CommGroup& group : groups) group.comm->stats().reset();
+            for (const CommGroup& group : reported.groups_of_one) group.comm->stats().reset();
+            if (context) context->reset_counters();
+            if (executor != nullptr) {  // the trace's clock starts at a barrier, alike on every rank
+                control.barrier();
+                executor->set_origin(std::chrono::steady_clock::now());
+                executor->set_recording(!o.trace_path.empty());
+            }
+        }
+        // Read around the step, outside its timed window (run_step times inside itself).
+        const ThreadCounters before_step = read_thread_counters();
+        const StepRecord record = driver.run_step(step);
+        const ThreadCounters in_step = counters_between(before_step, read_thread_counters());
+        const StepProgress progress = share_step(record, step, plan, ledger, control);
+        if (executor != nullptr && !o.trace_path.empty() && step >= o.warmup) {
+            auto step_events = gather_events(executor->events(), events_gathered, control);
+            events_gathered = executor->events().size();
+            if (control.rank() == 0) {
+                if (observer) observer->timeline_gathered(step_events);
+                traced_events.resize(step_events.size());
+                for (std::size_t r = 0; r < step_events.size(); ++r)
+                    traced_events[r].insert(traced_events[r].end(), step_events[r].begin(), step_events[r].end());
+            }
+        }
+        if (!std::isfinite(progress.loss)) {
+            result.diverged = progress;
+            if (observer) observer->step_finished(progress);  // the log's last line counts it
+            break;
+        }
+        if (observer) observer->step_finished(progress);
+        losses.push_back(record.loss);
+        if (step >= o.warmup) timed.add(record, in_step, groups);
+    }
+}
+
+// The whole model's parameters, and the most any rank holds.
+void count_parameters(TrainMeasurements& result, const Layout& l, const Model& model, Communicator& control) {
+    result.parameters = model_parameter_layout(l.model, l.seq_len).total_numel();
+    std::uint64_t local_parameters = model.layout().total_numel();
+    control.allreduce(&local_parameters, &local_parameters, 1, DType::uint64, ReduceOp::max);
+    result.parameters_per_rank = local_parameters;
+}
+
+// Every rank's loss is the mean over its slice; the global batch's is their mean. Only the last
+// pipeline stage computes it (the others report 0), so the mean is over its ranks.
+std::vector<double> global_batch_losses(std::vector<double> losses, int pp, Communicator& control) {
+    control.allreduce(losses.data(), losses.data(), losses.size(), DType::float64, ReduceOp::sum);
+    for (double& loss : losses) loss /= control.size() / pp;
+    return losses;
+}
+
 }  // namespace
 
 TrainMeasurements run_training(const TrainPlan& plan, Mesh& mesh, Device& device, Ops& ops, Communicator& control,
                                bool keep_parameters, StepObserver* observer, RoutingTrace* follow_routing) {
     const TrainOptions& o = plan.options;
     const Layout& l = plan.layout;
-    const int dp = mesh.shape().dp;
     MicrobatchShape shape;
     shape.batch = plan.layout.microbatch_size;
     shape.seq_len = plan.layout.seq_len;
@@ -342,33 +687,10 @@ TrainMeasurements run_training(const TrainPlan& plan, Mesh& mesh, Device& device
     const ContextGroup cp{&mesh.cp(), plan.layout.context_split(mesh.coordinates().cp)};
     // The balancing biases' loads are summed over the ranks that route the rest of the step's
     // batch: the gradient group (dp x cp).
-    // The expert-parallel group: ep consecutive ranks of the gradient group (dp x cp), and the
-    // expert-data-parallel group: the gradient group's ranks at the same place in their ep
-    // groups, which hold the same experts (without ep, the gradient group itself). Megatron-core's
-    // expert layout (theory/expert_parallel.hpp); each split's colour is its group's first world
-    // rank, its key the rank's place in it.
-    std::unique_ptr<Communicator> expert_group, expert_data_group;
-    if (l.ep > 1) {
-        const int world_rank = mesh_rank(mesh.shape(), mesh.coordinates());
-        const auto split = [&](const std::vector<int>& ranks) {
-            const auto at = std::find(ranks.begin(), ranks.end(), world_rank);
-            return mesh.gradient_group().split(ranks.front(), static_cast<int>(at - ranks.begin()));
-        };
-        expert_group = split(mesh_expert_group_ranks(mesh.shape(), l.ep, world_rank));
-        expert_data_group = split(mesh_expert_data_group_ranks(mesh.shape(), l.ep, world_rank));
-    }
+    auto [expert_group, expert_data_group] = split_expert_groups(mesh, l.ep);
     // --etp: each routed expert's width split over the tp group (its all-reduces counted as tp's).
-    // --check: an MoE run records its routing where its groups are whole micro-batches.
     TrainMeasurements result;
-    std::optional<RoutingTrace> recorded;
-    if (keep_parameters && l.model.moe && follow_routing == nullptr) {
-        if (l.sp)
-            result.routing_not_recorded = "under --sp each tensor-parallel rank routes its own slice of a micro-batch";
-        else if (l.cp > 1)
-            result.routing_not_recorded = "under --cp each context-parallel rank routes its own slice of a micro-batch";
-        else
-            recorded.emplace(l.seq_len);
-    }
+    std::optional<RoutingTrace> recorded = routing_to_record(l, keep_parameters, follow_routing, result);
     const MoeContext moe{l.moe,
                          &mesh.gradient_group(),
                          expert_group.get(),
@@ -393,264 +715,52 @@ TrainMeasurements run_training(const TrainPlan& plan, Mesh& mesh, Device& device
                           scheme_settings, model_parallel_weights(model->layout(), *model_copy));
     scheme->initialize_parameters(o.seed);
 
-    StepPlan step_plan;
-    step_plan.global_batch = l.global_batch;
-    step_plan.dp_rank = mesh.coordinates().dp;
-    step_plan.dp_size = dp;
-    step_plan.gradient_group_size = mesh.gradient_group().size();
-    step_plan.microbatches = l.microbatches;
-    step_plan.rows_per_sample = plan.layout.model.has_sequence() ? plan.layout.seq_len : 1;
-    step_plan.data_seed = o.seed;
-
+    const StepPlan step_plan = make_step_plan(plan, mesh, control.rank());
     std::optional<PipelineExecutor> executor;
-    if (o.testing_slow_rank == control.rank()) step_plan.testing_delay_ms = o.testing_slow_ms;
-    if (o.testing_misread_rank == control.rank()) step_plan.testing_sample_shift = 1;
     if (pipelined)
         executor.emplace(*schedule, mesh.coordinates().pp, plan.layout.p2p, *model, *scheme, mesh.pp(), ops, ledger, control,
                          mesh_group_ranks(mesh.shape(), MeshDimension::pp, control.rank()),
                          l.moe.a2a_overlap_1f1b);
-    // Every parallel dimension's group that has more than one rank (a group of one issues
-    // nothing and is not reported).
-    // Under context parallelism the gradient group is dp x cp ("dp_cp"; the dp group alone
-    // then carries nothing) and "cp" the attention's transfers.
-    std::vector<CommGroup> groups, groups_of_one;
-    const std::vector<CommGroup> dimensions =
-        cp.active() ? std::vector<CommGroup>{{"dp_cp", &mesh.gradient_group()}, {"tp", &mesh.tp()}, {"pp", &mesh.pp()},
-                                             {"cp", &mesh.cp()}}
-                    : std::vector<CommGroup>{{"dp", &mesh.dp()}, {"tp", &mesh.tp()}, {"pp", &mesh.pp()}};
-    for (const CommGroup& group : dimensions) (group.comm->size() > 1 ? groups : groups_of_one).push_back(group);
-    if (expert_group) groups.push_back({"ep", expert_group.get()});  // the MoE layers' dispatch and combine
-    if (expert_data_group && expert_data_group->size() > 1)
-        groups.push_back({"edp", expert_data_group.get()});  // the routed experts' gradients
+    const ReportedGroups reported = reported_groups(mesh, cp.active(), expert_group.get(), expert_data_group.get());
+    const std::vector<CommGroup>& groups = reported.groups;
     ContextAttention* context = model->context_attention();
     StepDriver driver(*model, *scheme, device, control, step_plan, groups, executor ? &*executor : nullptr);
-    PipelineStepStats pipeline_totals;
-    std::array<double, 4> passes_total{};  // forward, input_grad, weight_grad, weight_grad_deferred
-    std::vector<double> pipeline_span_ms;
 
-    result.parameters = model_parameter_layout(l.model, l.seq_len).total_numel();
-    std::uint64_t local_parameters = model->layout().total_numel();
-    control.allreduce(&local_parameters, &local_parameters, 1, DType::uint64, ReduceOp::max);
-    result.parameters_per_rank = local_parameters;
-    std::vector<double> step_ms, exposed_ms, compute_ms, losses;
-    std::vector<MoeLayerStats> moe_totals;  // this rank's MoE layers over the timed steps
-    std::map<std::string, std::vector<double>> comm_ms_by_dimension, exposed_ms_by_dimension;
-    double peer_wait_ms = 0.0;
-    // The watchdog hears of every call of the steps, by dimension (world ranks name the peers).
-    std::vector<CallObservation> observed;
-    if (CallObserver* calls = observer ? observer->call_observer() : nullptr) {
-        const std::pair<const char*, MeshDimension> dimensions[] = {
-            {"dp", MeshDimension::dp}, {"tp", MeshDimension::tp}, {"pp", MeshDimension::pp}};
-        for (const CommGroup& group : groups)
-            for (const auto& [name, dimension] : dimensions)
-                if (group.dimension == name)
-                    observed.push_back(group.comm->observe_calls(
-                        *calls, name, mesh_group_ranks(mesh.shape(), dimension, control.rank())));
-        std::vector<int> world_ranks(static_cast<std::size_t>(control.size()));
-        for (int r = 0; r < control.size(); ++r) world_ranks[static_cast<std::size_t>(r)] = r;
-        observed.push_back(control.observe_calls(*calls, "world", world_ranks));
-    }
+    count_parameters(result, l, *model, control);
+    std::vector<double> losses;
+    TimedSteps timed;
+    const std::vector<CallObservation> observed =
+        observe_group_calls(observer ? observer->call_observer() : nullptr, groups, mesh, control);
     // --trace: every rank's events reach rank 0 after each step, so a run that stops later keeps them.
     std::vector<std::vector<TimelineEvent>> traced_events;
-    std::size_t events_gathered = 0;
-    ThreadCounters step_counters;  // summed over the timed steps
-    for (int step = 0; step < o.warmup + o.steps; ++step) {
-        // Before the barrier below: the observer's watchdog then watches that wait too.
-        if (observer) observer->step_starting(step, step >= o.warmup);
-        if (step == o.warmup) {  // count the timed steps only
-            for (const CommGroup& group : groups) group.comm->stats().reset();
-            for (const CommGroup& group : groups_of_one) group.comm->stats().reset();
-            if (context) context->reset_counters();
-            if (executor) {  // the trace's clock starts at a barrier, alike on every rank
-                control.barrier();
-                executor->set_origin(std::chrono::steady_clock::now());
-                executor->set_recording(!o.trace_path.empty());
-            }
-        }
-        // Read around the step, outside its timed window (run_step times inside itself).
-        const ThreadCounters before_step = read_thread_counters();
-        const StepRecord record = driver.run_step(step);
-        const ThreadCounters in_step = counters_between(before_step, read_thread_counters());
-        const StepProgress progress = share_step(record, step, plan, ledger, control);
-        if (executor && !o.trace_path.empty() && step >= o.warmup) {
-            auto step_events = gather_events(executor->events(), events_gathered, control);
-            events_gathered = executor->events().size();
-            if (control.rank() == 0) {
-                if (observer) observer->timeline_gathered(step_events);
-                traced_events.resize(step_events.size());
-                for (std::size_t r = 0; r < step_events.size(); ++r)
-                    traced_events[r].insert(traced_events[r].end(), step_events[r].begin(), step_events[r].end());
-            }
-        }
-        if (!std::isfinite(progress.loss)) {
-            result.diverged = progress;
-            if (observer) observer->step_finished(progress);  // the log's last line counts it
-            break;
-        }
-        if (observer) observer->step_finished(progress);
-        losses.push_back(record.loss);
-        if (step < o.warmup) continue;
-        step_ms.push_back(record.time_ms);
-        step_counters += in_step;
-        exposed_ms.push_back(record.exposed_comm_ms);
-        compute_ms.push_back(record.compute_ms());
-        for (const CommGroup& group : groups) {
-            comm_ms_by_dimension[group.dimension].push_back(record.comm_ms.at(group.dimension));
-            exposed_ms_by_dimension[group.dimension].push_back(record.exposed_ms.at(group.dimension));
-        }
-        accumulate_moe(moe_totals, record.moe);
-        peer_wait_ms += record.pipeline.peer_wait_ms;
-        pipeline_span_ms.push_back(record.pipeline.pipeline_ms);
-        pipeline_totals.compute_ms += record.pipeline.compute_ms;
-        pipeline_totals.recv_wait_ms += record.pipeline.recv_wait_ms;
-        pipeline_totals.send_ms += record.pipeline.send_ms;
-        pipeline_totals.p2p_bytes += record.pipeline.p2p_bytes;
-        passes_total[0] += record.passes.forward;
-        passes_total[1] += record.passes.input_grad;
-        passes_total[2] += record.passes.weight_grad;
-        passes_total[3] += record.passes.weight_grad_deferred;
-    }
-    {
-        const double steps = static_cast<double>(std::max<std::size_t>(step_ms.size(), 1));
-        for (double rank : allgather_values(mesh.coordinates().pp, control))
-            result.pp_rank_of_rank.push_back(static_cast<int>(rank));
-        result.passes_by_rank.resize(result.pp_rank_of_rank.size());
-        for (std::size_t kind = 0; kind < passes_total.size(); ++kind) {
-            const std::vector<double> all = allgather_values(passes_total[kind] / steps, control);
-            for (std::size_t r = 0; r < all.size(); ++r) result.passes_by_rank[r][kind] = all[r];
-        }
-    }
+    run_steps(plan, driver, ledger, executor ? &*executor : nullptr, reported, context, observer, control, result, losses,
+              timed, traced_events);
+    gather_passes(result, timed, mesh, control);
     if (observer) observer->gathering_results();
-    if (executor) {
-        PipelineMeasurements pm;
-        pm.span_ms = max_over_ranks(pipeline_span_ms, control);
-        const double steps = static_cast<double>(std::max<std::size_t>(step_ms.size(), 1));  // fewer if diverged
-        for (double stage : allgather_values(mesh.coordinates().pp, control)) pm.stage_of_rank.push_back(static_cast<int>(stage));
-        pm.compute_ms = allgather_values(pipeline_totals.compute_ms / steps, control);
-        pm.recv_wait_ms = allgather_values(pipeline_totals.recv_wait_ms / steps, control);
-        pm.send_ms = allgather_values(pipeline_totals.send_ms / steps, control);
-        pm.p2p_bytes = allgather_values(static_cast<double>(pipeline_totals.p2p_bytes) / steps, control);
-        pm.peer_wait_ms = allgather_values(peer_wait_ms / steps, control);
-        pm.in_flight = peak_in_flight(*schedule, plan.layout.p2p);
-        for (int r = 0; r < l.pp; ++r)
-            pm.kept_pools.push_back(activation_pool(pipeline_part(*schedule, r, plan.layout.stage_ranges, plan.layout.p2p),
-                                                    transformer_layer_store_kinds(plan.layout.model, plan.layout.recompute)));
-        pm.events = std::move(traced_events);
-        result.pipeline = std::move(pm);
-    }
-    for (const CommGroup& group : groups) {
-        result.comm[group.dimension] = group.comm->stats();
-        result.comm_ms[group.dimension] = max_over_ranks(comm_ms_by_dimension[group.dimension], control);
-        result.exposed_ms[group.dimension] = max_over_ranks(exposed_ms_by_dimension[group.dimension], control);
-    }
-    for (const CommGroup& group : groups_of_one)
-        for (const auto& [op, counter] : group.comm->stats().by_op) result.calls_on_groups_of_one += counter.calls;
-    control.allreduce(&result.calls_on_groups_of_one, &result.calls_on_groups_of_one, 1, DType::uint64,
-                      ReduceOp::sum);
-    result.expected_traffic = expected_rank_traffic(plan, mesh.shape(), mesh.coordinates());
-    // The ep group's traffic follows the routing: expected is what the MoE layers say they sent.
-    if (expert_group) result.expected_traffic["ep"] = moe_exchange_traffic(moe_totals, o.steps);
-    result.moe = gather_moe(moe_totals, model->moe_layers(), static_cast<int>(step_ms.size()), plan, mesh, *model,
-                            control);
-    for (const CommGroup& group : groups) {
-        int matches = traffic_matches(result.expected_traffic[group.dimension],
-                                      measured_traffic(group.comm->stats(), o.steps)) ? 1 : 0;
-        control.allreduce(&matches, &matches, 1, DType::int32, ReduceOp::min);
-        result.expected_matches_all_ranks[group.dimension] = matches == 1;
-    }
-    for (int rank = 0; rank < control.size(); ++rank) result.compute_ms_by_rank.emplace_back(step_ms.size());
-    std::vector<double> all_compute(step_ms.size() * static_cast<std::size_t>(control.size()));
-    control.allgather(compute_ms.data(), all_compute.data(), compute_ms.size(), DType::float64);
-    for (std::size_t i = 0; i < all_compute.size(); ++i)
-        result.compute_ms_by_rank[i / step_ms.size()][i % step_ms.size()] = all_compute[i];
+    if (executor) result.pipeline = gather_pipeline(timed, plan, *schedule, mesh, std::move(traced_events), control);
+    gather_comm(result, timed, reported, plan, mesh, expert_group != nullptr, control);
+    result.moe = gather_moe(timed.moe_totals, model->moe_layers(), static_cast<int>(timed.step_ms.size()), plan, mesh,
+                            *model, control);
+    result.compute_ms_by_rank = gather_compute_by_rank(timed, control);
     result.host_of_rank = gather_host_names(control);
-    result.counters_by_rank = gather_thread_counters(step_counters, control);
-    if (context) {
-        // Every rank's context-parallel attention per timed step (the imbalance shows here).
-        const double steps = static_cast<double>(std::max<std::size_t>(step_ms.size(), 1));
-        const ContextAttentionCounters& counters = context->counters();
-        ContextMeasurements cm;
-        cm.compute_ms = allgather_values(counters.compute_ms / steps, control);
-        cm.wait_ms = allgather_values(counters.wait_ms / steps, control);
-        cm.bytes_sent = allgather_values(static_cast<double>(counters.bytes_sent) / steps, control);
-        cm.messages = allgather_values(static_cast<double>(counters.messages) / steps, control);
-        cm.score_elements = allgather_values(static_cast<double>(counters.score_elements) / steps, control);
-        for (double rank : allgather_values(mesh.coordinates().cp, control)) cm.cp_rank.push_back(static_cast<int>(rank));
-        std::uint64_t sizes[2] = {context->saved_floats(), model->context_workspace_bytes()};
-        control.allreduce(sizes, sizes, 2, DType::uint64, ReduceOp::max);
-        cm.saved_floats = sizes[0];
-        cm.workspace_bytes = sizes[1];
-        // This rank's layers (its pipeline chunks') and attention shape give what it should send.
-        int layers = plan.layout.model.layers;
-        if (part.active()) {
-            layers = 0;
-            for (const LayerRange& chunk : part.chunks) layers += chunk.end - chunk.first;
-        }
-        const ContextCounterVolume expected = context_parallel_counters(
-            context_local_gqa_shape(plan.layout.model, shape.batch, plan.layout.local_seq_len(), tp.split()), cp.split, layers,
-            l.microbatches, plan.layout.recompute);
-        const double timed = static_cast<double>(step_ms.size());
-        int matches = static_cast<double>(counters.bytes_sent) == expected.bytes_sent * timed &&
-                              static_cast<double>(counters.messages) == expected.messages * timed
-                          ? 1
-                          : 0;
-        control.allreduce(&matches, &matches, 1, DType::int32, ReduceOp::min);
-        cm.counters_match_all_ranks = matches == 1;
-        result.context = std::move(cm);
-    }
+    result.counters_by_rank = gather_thread_counters(timed.counters, control);
+    if (context)
+        result.context =
+            gather_context(*context, *model, plan, mesh, part, {shape.batch, tp.split(), cp.split}, timed.step_ms.size(), control);
     std::uint64_t activation_bytes = model->activation_bytes_per_layer();
     control.allreduce(&activation_bytes, &activation_bytes, 1, DType::uint64, ReduceOp::max);
     result.activation_bytes_per_layer = activation_bytes;
-    result.step_ms = max_over_ranks(step_ms, control);
-    result.exposed_comm_ms = max_over_ranks(exposed_ms, control);
-    // Every rank's loss is the mean over its slice; the global batch's is their mean. Only the
-    // last pipeline stage computes it (the others report 0), so the mean is over its ranks.
-    control.allreduce(losses.data(), losses.data(), losses.size(), DType::float64, ReduceOp::sum);
-    for (double& loss : losses) loss /= control.size() / l.pp;
-    result.loss = losses;
+    result.step_ms = max_over_ranks(timed.step_ms, control);
+    result.exposed_comm_ms = max_over_ranks(timed.exposed_ms, control);
+    result.loss = global_batch_losses(std::move(losses), l.pp, control);
     result.memory_by_rank = gather_memory(ledger.usage(), control);
     if (recorded) {
         recorded->gather(control);
         if (control.rank() == 0) result.routing = std::move(recorded);
     }
     if (keep_parameters) {
-        std::vector<float> parameters = scheme->canonical_parameters();
-        // A pipeline stage's layouts hold its units only.
-        auto stage_part = [&](ParameterLayout layout) {
-            return pipelined ? layout.select_units(pipeline_part_units(plan.layout.model, part)) : layout;
-        };
-        // Under --etp a tp rank's routed experts are its slices of them.
-        const auto experts_of = [&](int ep_rank, int ep_size, int tp_rank) {
-            ExpertSplit split{ep_rank, ep_size};
-            if (l.etp > 1) split.tensor_rank = tp_rank, split.tensor_size = l.etp;
-            return split;
-        };
-        if (expert_group) {
-            // Each rank of an expert-parallel group holds its E/ep experts: its rank 0 puts its
-            // tensor-parallel rank's model together (the others hold nothing further).
-            const int tp_rank = mesh.coordinates().tp;
-            const TensorSplit tp_split = plan.layout.tensor_split(tp_rank);
-            std::vector<ParameterLayout> shards;
-            for (int q = 0; q < l.ep; ++q)
-                shards.push_back(
-                    stage_part(model_parameter_layout(plan.layout.model, plan.layout.seq_len, tp_split, experts_of(q, l.ep, tp_rank))));
-            parameters = assemble_full_parameters(
-                *expert_group, device, parameters,
-                stage_part(model_parameter_layout(plan.layout.model, plan.layout.seq_len, tp_split, experts_of(0, 1, tp_rank))), shards);
-        }
-        // The members of a tensor-parallel group share their dp and cp coordinates, so a place in their ep group.
-        if (mesh.shape().tp > 1 && (!expert_group || expert_group->rank() == 0)) {
-            // Each tensor-parallel rank holds its pieces: put the full model together.
-            std::vector<ParameterLayout> shards;
-            for (int q = 0; q < mesh.shape().tp; ++q)
-                shards.push_back(stage_part(
-                    model_parameter_layout(plan.layout.model, plan.layout.seq_len, plan.layout.tensor_split(q), experts_of(0, 1, q))));
-            parameters = assemble_full_parameters(mesh.tp(), device, parameters,
-                                                  stage_part(model_parameter_layout(plan.layout.model, plan.layout.seq_len)), shards);
-        }
-        // The stages of world rank 0's pipeline group put the whole model together.
-        if (pipelined && mesh.coordinates().dp == 0 && mesh.coordinates().tp == 0 && mesh.coordinates().cp == 0)
-            parameters = assemble_pipeline_parameters(plan, mesh.pp(), parameters);
+        std::vector<float> parameters =
+            assemble_model_parameters(plan, mesh, device, scheme->canonical_parameters(), part, expert_group.get());
         if (control.rank() == 0) result.final_parameters = std::move(parameters);
     }
     return result;

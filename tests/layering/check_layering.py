@@ -6,7 +6,11 @@ Rules, checked on every `#include "..."` line of every source file under src/:
     no engine, no planner, no output);
   - src/plan includes nothing from train/;
   - src/train includes nothing from plan/;
-  - the plan command (cli/plan_command.cpp) includes nothing from train/, the engine.
+  - the plan command (cli/plan_command.cpp) includes nothing from train/, the engine;
+and on every include line of kernels/ (src/'s sibling, the CUDA kernels and their shared math):
+  - kernels/ includes only core/ and kernels/ (its own headers, also by their bare name): what a
+    kernel needs of the floors above it (device/'s, comm/'s) would make a folder cycle, since
+    device/ includes kernels/.
 And on every flag a command declares (add_option/add_flag in src/cli/): the layout flags are
 declared once, in cli/layout_flags.cpp, and nowhere else; a flag both commands that take a layout
 (train and plan) declare is one of them (but --json, whose documents differ).
@@ -31,14 +35,19 @@ OWN_IN_EACH = {"--json": "each command writes its own document (parbench.report/
 SOURCE_SUFFIXES = {".hpp", ".cpp", ".h", ".cu", ".cuh"}
 # What src/theory may include: the base layer, itself, and the kernels' host-side math headers.
 THEORY_ALLOWED = re.compile(r"^(core/|theory/|kernels/[A-Za-z0-9_]+_math\.hpp$)")
+# What kernels/ may include: the base layer and its own headers (by path or by bare name).
+KERNELS_ALLOWED = re.compile(r"^(core/|kernels/|[A-Za-z0-9_]+\.(hpp|cuh)$)")
 
 
 def include_lines(src):
-    """(layer, file, line number, included path) for every quoted include under src/."""
-    for path in sorted(src.rglob("*")):
+    """(layer, file, line number, included path) for every quoted include under src/ and under
+    kernels/ beside it (layer "kernels")."""
+    kernels = src.parent / "kernels"
+    paths = sorted(src.rglob("*")) + (sorted(kernels.rglob("*")) if kernels.is_dir() else [])
+    for path in paths:
         if path.suffix not in SOURCE_SUFFIXES or not path.is_file():
             continue
-        layer = path.relative_to(src).parts[0]
+        layer = "kernels" if path.is_relative_to(kernels) else path.relative_to(src).parts[0]
         for number, line in enumerate(path.read_text(errors="replace").splitlines(), 1):
             match = INCLUDE.match(line)
             if match:
@@ -49,7 +58,8 @@ def check(src):
     """Returns (counts, violations) for the tree rooted at `src`."""
     counts = {"theory include lines": 0, "theory include lines outside core/, theory/, kernels/*_math.hpp": 0,
               "include lines plan/ -> train/": 0, "include lines train/ -> plan/": 0,
-              "include lines cli/plan_command.cpp -> train/": 0}
+              "include lines cli/plan_command.cpp -> train/": 0,
+              "include lines kernels/ -> outside core/ and kernels/": 0}
     violations = []
     for layer, path, number, included in include_lines(src):
         where = f"{path}:{number}: #include \"{included}\""
@@ -64,6 +74,10 @@ def check(src):
         elif path.as_posix().endswith("cli/plan_command.cpp") and included.startswith("train/"):
             counts["include lines cli/plan_command.cpp -> train/"] += 1
             violations.append(f"{where}: the plan command must not include the engine (train/); what it needs is theory/'s")
+        elif layer == "kernels" and not KERNELS_ALLOWED.match(included):
+            counts["include lines kernels/ -> outside core/ and kernels/"] += 1
+            violations.append(f"{where}: kernels/ includes only core/ and kernels/ (device/ includes kernels/: "
+                              "move what the kernels need down to kernels/ or core/)")
         elif layer == "train" and included.startswith("plan/"):
             counts["include lines train/ -> plan/"] += 1
             violations.append(f"{where}: train/ must not include plan/ (move what both need to theory/)")
@@ -125,6 +139,8 @@ def self_test():
         "train/t.cpp": '#include "theory/a.hpp"\n#include "comm/communicator.hpp"\n',
         "cli/plan_command.cpp": '#include "plan/p.hpp"\n#include "theory/a.hpp"\n',
         "cli/train_command.cpp": '#include "train/t.hpp"\n',
+        "device/d.cpp": '#include "kernels/validation_kernels.hpp"\n',
+        "../kernels/k.cu": '#include "core/nvtx.hpp"\n#include "kernels/cuda_check.hpp"\n#include "host_device.hpp"\n',
     }
     planted = [
         ("theory/x.hpp", '#include "train/model.hpp"\n'),
@@ -139,6 +155,8 @@ def self_test():
         ("plan/y.hpp", '#include "train/model.hpp"\n'),
         ("train/deep/z.cpp", '#include "plan/memory.hpp"\n'),
         ("cli/plan_command.cpp", '#include "train/model.hpp"\n'),
+        ("../kernels/k.cu", '#include "device/cuda_check.hpp"\n'),
+        ("../kernels/k_math.hpp", '#include "theory/model_config.hpp"\n'),
     ]
 
     failures = planted_failures(check, clean, planted) + planted_failures(check_flags, CLEAN_FLAGS, PLANTED_FLAGS)

@@ -14,6 +14,7 @@
 #include "theory/model_flops.hpp"
 #include "theory/model_layout.hpp"
 #include "theory/moe.hpp"
+#include "theory/zero_partition.hpp"
 #include "theory/moe_work.hpp"
 
 namespace parbench {
@@ -73,10 +74,9 @@ TEST(PlanMoe, StatesShardedByEpAndZeroOverTheExpertDataParallelGroup) {
     EXPECT_DOUBLE_EQ(m.params, 2.0 * (97600 + 36864));
     EXPECT_DOUBLE_EQ(m.grads, 2.0 * (97600 + 36864));
     EXPECT_DOUBLE_EQ(m.optimizer, 12.0 * 97600 / 4 + 12.0 * 36864 / 2);
-    // theory/moe.hpp's expert formula agrees with plan's expert part under ZeRO's convention.
-    const ExpertStateBytes bytes;
+    // theory/zero_partition.hpp's rule over the experts' group gives plan's expert part.
     EXPECT_DOUBLE_EQ(m.params + m.grads + m.optimizer - 2.0 * 97600 * 2 - 12.0 * 97600 / 4,
-                     expert_state_bytes_per_rank(3 * 24576.0, 2, 2, 1, bytes));
+                     zero_partitioned_states({2, 2, 12}, 3 * 24576.0 / 2, 1, 2).total());
     EXPECT_NE(m.convention.find("expert-data-parallel group of dp x cp / ep = 2"), std::string::npos) << m.convention;
     // ep 4: each rank holds one expert per layer, nothing shares its states.
     const PlanMemory four = plan_memory(toy_layout(4, 4));

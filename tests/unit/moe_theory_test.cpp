@@ -9,6 +9,7 @@
 #include "theory/model_config.hpp"
 #include "theory/model_layout.hpp"
 #include "theory/moe.hpp"
+#include "theory/zero_partition.hpp"
 
 namespace parbench {
 namespace {
@@ -67,12 +68,13 @@ TEST(MoeTheory, AlltoallBytesPerLayer) {
 }
 
 TEST(MoeTheory, ExpertStatesShardedByEpAndZero) {
-    const ExpertStateBytes bytes;  // 2 + 2 + 12 per parameter
-    const double routed = 8e9;
-    EXPECT_DOUBLE_EQ(expert_state_bytes_per_rank(routed, 8, 4, 0, bytes), 1e9 * 16);
-    EXPECT_DOUBLE_EQ(expert_state_bytes_per_rank(routed, 8, 4, 1, bytes), 1e9 * (2 + 2 + 12.0 / 4));
-    EXPECT_DOUBLE_EQ(expert_state_bytes_per_rank(routed, 8, 4, 2, bytes), 1e9 * (2 + 2.0 / 4 + 12.0 / 4));
-    EXPECT_DOUBLE_EQ(expert_state_bytes_per_rank(routed, 8, 4, 3, bytes), 1e9 * 16 / 4);
+    // ZeRO's 2 + 2 + 12 B per parameter; 8e9 routed parameters over ep 8, ZeRO over 4 ranks.
+    const ModelStates bytes{2, 2, 12};
+    const double local = 8e9 / 8;
+    EXPECT_DOUBLE_EQ(zero_partitioned_states(bytes, local, 0, 4).total(), 1e9 * 16);
+    EXPECT_DOUBLE_EQ(zero_partitioned_states(bytes, local, 1, 4).total(), 1e9 * (2 + 2 + 12.0 / 4));
+    EXPECT_DOUBLE_EQ(zero_partitioned_states(bytes, local, 2, 4).total(), 1e9 * (2 + 2.0 / 4 + 12.0 / 4));
+    EXPECT_DOUBLE_EQ(zero_partitioned_states(bytes, local, 3, 4).total(), 1e9 * 16 / 4);
 }
 
 nlohmann::json llama_with(const nlohmann::json& extra) {

@@ -189,9 +189,6 @@ class MlpModel : public Model {
     // Columns of layer l's output on this rank.
     int width_of(int layer) const { return split_of(layer) == LinearSplit::row ? H_ : Hl_; }
     int output_width() const { return width_of(L_ - 1); }
-    // Columns of layer l's input on this rank: whole, except after a column-parallel layer
-    // in the megatron style, whose slice a row-parallel layer takes.
-    int input_width(int layer) const { return split_of(layer) == LinearSplit::row ? Hl_ : H_; }
 
     void linear_forward(int l, float* out, const float* x, const float* weight, const float* bias) {
         if (split_of(l) == LinearSplit::row) {

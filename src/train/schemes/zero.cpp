@@ -24,6 +24,7 @@
 
 #include "core/nvtx.hpp"
 #include "train/buffer_view.hpp"
+#include "theory/zero_partition.hpp"
 #include "train/schemes/gradient_squares.hpp"
 #include "train/schemes/scheme.hpp"
 
@@ -64,16 +65,14 @@ class Zero : public TrainingScheme {
         if (stage() == 1) {
             grads_full_ = ledger.allocate(MemoryCategory::grads, full_bytes);
         } else {
-            // One slot for the unit being computed, one for a unit whose gradient spans the
-            // whole backward (GPT's tied embedding), one more for a reduction in flight.
-            const int grad_slots = 2 + (settings.overlap ? 1 : 0);
+            const int grad_slots = zero_gradient_slots(settings.overlap);
             for (int i = 0; i < grad_slots; ++i)
                 grad_slots_.push_back(Slot{ledger.allocate(MemoryCategory::grads, slot_bytes), -1});
             if (settings.microbatches > 1) staging_ = ledger.allocate(MemoryCategory::grads, shard_bytes);
         }
         if (stage() == 3) {
             params_shard_ = ledger.allocate(MemoryCategory::params, shard_bytes);
-            const int param_slots = context.units_held_at_once + (settings.prefetch ? 1 : 0);
+            const int param_slots = zero_gather_slots(context.units_held_at_once, settings.prefetch);
             for (int i = 0; i < param_slots; ++i)
                 param_slots_.push_back(Slot{ledger.allocate(MemoryCategory::params, slot_bytes), -1});
         } else {
