@@ -1,6 +1,6 @@
 // A plain MPI_Allreduce timing loop with parbench's method (warm-up, then per iteration:
 // barrier, time one call, keep the maximum over ranks; report the median), written without
-// any parbench code. scripts/bench_harness.sh runs it beside `parbench allreduce` to show
+// any parbench code. scripts/bench/bench_harness.py runs it beside `parbench allreduce` to show
 // that the harness reports the same bandwidth and to measure its overhead at small sizes.
 //   mpirun -np 2 plain-allreduce BYTES [WARMUP ITERS]
 #include <mpi.h>

@@ -1,6 +1,6 @@
 // Plain MPI timing loops for allreduce, alltoall and reduce, written the two ways the peers that
 // parbench is compared with time a collective, without any parbench code: the peers the CI's
-// peer-drift guard (scripts/peer_drift.py) runs where IMB-MPI1 and OSU cannot be installed.
+// peer-drift guard (scripts/bench/peer_drift.py) runs where IMB-MPI1 and OSU cannot be installed.
 //
 //   --style imb   as IMB-MPI1 (IMB_allreduce.c, IMB_warm_up.c): send and receive buffers from
 //                 MPI_Alloc_mem, one after the other; an untimed warm-up of a tenth of the
@@ -11,7 +11,7 @@
 //                 each call timed alone with MPI_Wtime, MPI_Barrier after it; the rank's mean.
 // Both touch their buffers before timing and allocate them plainly: which pages they get is the
 // kernel's choice (its THP setting), as for any program. Both use OSU's iteration counts (what
-// scripts/compare_peers.py gives IMB too). Sizes are the peers' convention: the whole buffer for
+// scripts/bench/compare_peers.py gives IMB too). Sizes are the peers' convention: the whole buffer for
 // allreduce and reduce (floats, sum, root 0), each per-peer block for alltoall (bytes).
 //
 //   mpirun -np 2 plain-collectives --style imb|osu allreduce:8 alltoall:1048576 ...

@@ -1161,7 +1161,7 @@ std::unique_ptr<Command> add_collective_command(CLI::App& app, const std::string
     sub->add_option("--inject-slowdown", o.inject_slowdown,
                     "Fault injection: every rank stretches each timed op so busbw reads about this fraction of what "
                     "it would (tests compare's gate)")
-        ->group(hidden);  // fault injection, for the tests and scripts/bench_compare_gate.sh
+        ->group(hidden);  // fault injection, for the tests and scripts/bench/bench_compare_gate.sh
     sub->add_option("--inject-straggler-us", o.inject_straggler_us, "How long --inject-straggler sleeps (us)")
         ->capture_default_str()
         ->group(hidden);  // fault injection, for the tests

@@ -507,7 +507,7 @@ Roofline measure_roofline(Device& device, Ops& ops, bool gpu) {
     return Roofline{matmul_flops(gemm, gemm, gemm) / gemm_s, residual_forward_cost(static_cast<double>(n)).bytes / add_s};
 }
 
-// mlp-deep's step on one rank: batch 64 (scripts/bench_vs_torch.py), layers of width 1024.
+// mlp-deep's step on one rank: batch 64 (scripts/bench/bench_vs_torch.py), layers of width 1024.
 constexpr int mlp_deep_rows = 64, mlp_deep_width = 1024;
 
 void register_device(const Target& t, bool gpu) {

@@ -11,7 +11,7 @@ namespace parbench {
 namespace {
 
 // Each preset's GEMM curve and where it comes from. A100's sustained fraction is the one number
-// fitted on training runs, chosen on both papers' tables (scripts/validate_plan_papers.py): arXiv
+// fitted on training runs, chosen on both papers' tables (scripts/plan/validate_plan_papers.py): arXiv
 // 2205.05198 table 5 alone is best fitted by 0.76 (median |error| 1.5 %), under which arXiv 2104.04473
 // table 1 misses out of sample (7.2 %, max 11.5 %); the papers disagree by 8-10 % on the same layouts
 // (1T: 94.4 s against 102.6 s derived; 530B: 49.1 against 54.1), so 0.73 meets the goal on both; its

@@ -9,7 +9,7 @@ namespace {
 
 double gib(double bytes) { return bytes / (1024.0 * 1024.0 * 1024.0); }
 
-// plan's own error on published step times: scripts/validate_plan_papers.py's median |error| is
+// plan's own error on published step times: scripts/plan/validate_plan_papers.py's median |error| is
 // 4.1 % on arXiv 2205.05198 table 5 and 4.5 % on arXiv 2104.04473 table 1 (docs/planning.md),
 // within the 5 % goal both meet. A layout whose predicted step is within this of the first's
 // cannot be told apart from it by the plan.
@@ -203,7 +203,7 @@ void print_plan_console(std::ostream& out, const PlanInputs& inputs, const std::
                 << memory_text(search->smallest_unfit.memory.total) << " per GPU\n";
         char band[160];
         std::snprintf(band, sizeof band, "# vs #1: step time against the first; \"within\": inside plan's own error "
-                      "(%.0f %%, scripts/validate_plan_papers.py), not told apart from #1\n", 100.0 * plan_error_band);
+                      "(%.0f %%, scripts/plan/validate_plan_papers.py), not told apart from #1\n", 100.0 * plan_error_band);
         out << band;
         int advised_rank = 0;
         const PlanPrediction* advised = advised_layout(layouts, &advised_rank);

@@ -1,10 +1,10 @@
 #!/usr/bin/env bash
-# scripts/cluster.sh's bad input: one line, exit 2, nothing made; a half-made cluster is
+# scripts/cluster/cluster.sh's bad input: one line, exit 2, nothing made; a half-made cluster is
 # cleaned by the next up; down removes everything. Needs root (skips, exit 77, without).
 set -uo pipefail
 script=$1
 [[ $(id -u) -eq 0 ]] || { echo "SKIP: the emulated cluster needs root (network namespaces)"; exit 77; }
-# A cluster instance of this run's own (scripts/cluster.sh: PARBENCH_CLUSTER_ID), so that another
+# A cluster instance of this run's own (scripts/cluster/cluster.sh: PARBENCH_CLUSTER_ID), so that another
 # suite's cluster on this machine is neither torn down nor counted as left behind.
 instance=""
 for candidate in $(seq $(($$ % 200 + 1)) 200) $(seq 1 $(($$ % 200))); do

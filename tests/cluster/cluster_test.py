@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""Multi-host tests on the emulated cluster (scripts/cluster.sh): each case brings up its own
+"""Multi-host tests on the emulated cluster (scripts/cluster/cluster.sh): each case brings up its own
 hosts, runs parbench across them as a user would, reads the JSON back and always tears the
 cluster down, also when the case fails or ctest's timeout stops it. Needs root: without it
 every case skips (exit 77) saying so.

@@ -15,7 +15,7 @@ What a line needs decides what happens to it:
     iteration and at most 64 KiB, training at 1 step without warm-up and a 16-token
     sequence, mpirun with
     --allow-run-as-root --oversubscribe, parbench-ops at a short minimum time, a sweep
-    file's runs reduced the same way, scripts/fuzz.sh TARGET SECONDS at 3 seconds;
+    file's runs reduced the same way, scripts/dev/fuzz.sh TARGET SECONDS at 3 seconds;
   - reports a line reads (`compare A.json B.json`, `plot.py X.json`) that no earlier line
     wrote are first produced by a small collective run;
   - scripts/setup.sh and scripts/test.sh are what CI runs to get here: they are checked

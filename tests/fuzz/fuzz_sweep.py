@@ -3,7 +3,7 @@
 that sweep.sh can run safely, or one SweepError line; anything else (another exception, a
 message of several lines, a run breaking the rules) is a crash.
 
-    scripts/fuzz.sh sweep SECONDS [RUNS]       # atheris (libFuzzer for Python), in build-fuzz/
+    scripts/dev/fuzz.sh sweep SECONDS [RUNS]       # atheris (libFuzzer for Python), in build-fuzz/
     fuzz_sweep.py --replay tests/fuzz/corpus/sweep   # each file once, plain Python (CTest)
 """
 import os
@@ -15,7 +15,7 @@ REPLAY = len(sys.argv) == 3 and sys.argv[1] == "--replay"
 if REPLAY:
     import sweep_file  # noqa: E402
 else:
-    import atheris  # only the fuzzer needs it (scripts/fuzz.sh installs it in a virtual environment)
+    import atheris  # only the fuzzer needs it (scripts/dev/fuzz.sh installs it in a virtual environment)
 
     # Coverage of the reader guides the mutations (instrumenting jsonschema too would slow each
     # execution several times over; the seed corpus holds an input for each of its failures).

@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # The GPU bundle rehearsed on this machine, as the lent GPU machine will take it: packed from
-# the build (scripts/gpu_bundle.sh), unpacked by scripts/gpu_check.sh --rehearse into an empty
+# the build (scripts/gpu/gpu_bundle.sh), unpacked by scripts/gpu/gpu_check.sh --rehearse into an empty
 # folder of a minimal root (glibc, libstdc++, bash, coreutils and the few tools the check
 # calls, python3; no libstdc++, so the bundle's lib/compat stands in), with no build folder, no
 # Debian development packages or their libraries, no Open MPI or OpenBLAS of the system, no
@@ -28,7 +28,7 @@ trap 'rm -rf "$work"' EXIT  # the mounts die with the namespace, before this run
 failures=0
 fail() { echo "FAIL: $*"; failures=$((failures + 1)); }
 
-"$source_root/scripts/gpu_bundle.sh" --no-build --build "$build" --output "$work/bundle" --level 0 || exit 1
+"$source_root/scripts/gpu/gpu_bundle.sh" --no-build --build "$build" --output "$work/bundle" --level 0 || exit 1
 
 # The minimal root: these programs, the libraries they load, and nothing else of /usr.
 root=$work/root

@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""scripts/compare_peers.py, checked without the peers' real binaries.
+"""scripts/bench/compare_peers.py, checked without the peers' real binaries.
 
 1. Tabulation: every committed side-by-side (results/2026-12-01-imb-osu-peers/peers-*.json, old and new
    formats) is tabulated again under each statistic; every ratio must be the statistic of
@@ -12,7 +12,7 @@
    the script must read the stand-ins' figures back exactly, get a figure from parbench at
    every point, and compute its ratios from those.
 
-    check_compare_peers.py --script scripts/compare_peers.py --parbench build/parbench \\
+    check_compare_peers.py --script scripts/bench/compare_peers.py --parbench build/parbench \\
         --results results/2026-12-01-imb-osu-peers
 """
 import argparse

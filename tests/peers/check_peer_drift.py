@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""The peer-drift guard (scripts/peer_drift.py), in CI.
+"""The peer-drift guard (scripts/bench/peer_drift.py), in CI.
 
 1. The judgement on made-up rounds, through the real `parbench compare`: a tool that reads
    twice the peers' time in every process drifts, at that point only and against both peers;
@@ -15,7 +15,7 @@
    the CPU, from 2.4x on this project's VM to little elsewhere: measured in
    docs/reproducing.md, not asserted here.)
 
-    check_peer_drift.py --script scripts/peer_drift.py --parbench build/parbench --plain build/plain-collectives
+    check_peer_drift.py --script scripts/bench/peer_drift.py --parbench build/parbench --plain build/plain-collectives
 """
 import argparse
 import importlib.util

@@ -203,7 +203,7 @@ TEST(PlanCalibration, FitsAlphaAndBusBandwidth) {
 // Rows a sweep skipped carry their reason as a string (found on a 4-rank `all` report):
 // they are left out, not misread. The sweep writes them with 0 bytes (and the size asked for
 // beside it), which the range check on bytes refused before the skip was seen
-// (scripts/validate_plan.sh's 4-rank calibration stopped on it).
+// (scripts/plan/validate_plan.sh's 4-rank calibration stopped on it).
 TEST(PlanCalibration, IgnoresSkippedRows) {
     std::string text = R"({"schema":"parbench.report/v1","command":"all","environment":{"world_size":4},"results":[
         {"collective":"allgather","bytes":8,"skipped":"smaller than one float32 per rank"},

@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""The plotting scripts run as docs/collectives.md and docs/pipeline.md show them (`scripts/plot.py ...`,
+"""The plotting scripts run as docs/collectives.md and docs/pipeline.md show them (`scripts/plot/plot.py ...`,
 found through its `#!/usr/bin/env python3`), with a python3 first on PATH that has no
 matplotlib: a bare virtual environment, as pyenv, conda or a project venv would be. They must
 run again under an interpreter that has it and draw, saying so on stderr.
@@ -62,12 +62,12 @@ def main():
                        "--steps", "1", "--warmup", "0", "--json", train, "--trace", trace, "--quiet"], env=env)
 
         out = os.path.join(tmp, "plots")
-        result = run([os.path.join(ROOT, "scripts", "plot.py"), report, "--out", out], cwd=tmp, env=env)
+        result = run([os.path.join(ROOT, "scripts", "plot", "plot.py"), report, "--out", out], cwd=tmp, env=env)
         if "running under /usr/bin/python3" not in result.stderr:
             sys.exit(f"FAILED: plot.py did not say which interpreter it ran under: {result.stderr}")
         check_png(os.path.join(out, "busbw.png"))
         timeline = os.path.join(tmp, "timeline.png")
-        result = run([os.path.join(ROOT, "scripts", "plot_timeline.py"), trace, timeline], cwd=tmp, env=env)
+        result = run([os.path.join(ROOT, "scripts", "plot", "plot_timeline.py"), trace, timeline], cwd=tmp, env=env)
         if "running under /usr/bin/python3" not in result.stderr:
             sys.exit(f"FAILED: plot_timeline.py did not say which interpreter it ran under: {result.stderr}")
         check_png(timeline)

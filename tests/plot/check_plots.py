@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""Renders every kind of scripts/plot.py from reports this test produces (two collective
+"""Renders every kind of scripts/plot/plot.py from reports this test produces (two collective
 runs to overlay, the second of two sweeps (-N 2), one pipeline training run) and checks the
 image files."""
 import argparse
@@ -63,7 +63,7 @@ def check_every_kind(args, tmp):
                             text=True)
     if result.returncode == 0 or "nothing to plot" not in result.stderr:
         sys.exit(f"FAILED: bubble from a collective report: {result.returncode} {result.stderr}")
-    # An interpreter without matplotlib runs the script again under one that has it (scripts/plot_env.py);
+    # An interpreter without matplotlib runs the script again under one that has it (scripts/plot/plot_env.py);
     # the run again, should it lack it too, ends in one line naming the fix (no loop).
     if importlib.util.find_spec("matplotlib") is None:
         again = dict(os.environ, PARBENCH_PLOT_RERUN="1")

@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""scripts/bench_vs_torch.sh checks its arguments before it installs PyTorch (issue 32: it
+"""scripts/bench/bench_vs_torch.sh checks its arguments before it installs PyTorch (issue 32: it
 downloaded PyTorch, then refused a typo): each bad argument is one line and exit 2 within
 seconds, and the virtual environment it would install into is never made.
 
@@ -14,7 +14,7 @@ import tempfile
 import time
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
-SCRIPT = os.path.join(ROOT, "scripts", "bench_vs_torch.sh")
+SCRIPT = os.path.join(ROOT, "scripts", "bench", "bench_vs_torch.sh")
 
 
 def main():

@@ -14,7 +14,7 @@ exactly: every step's loss and, under --check, the distance of the final paramet
 serial reference. The overlapped run must issue twice the ep group's alltoallv calls (two
 halves each), and its exposure must be honest: per MoE layer the exposed dispatch and combine
 never exceed their time; without overlap every call blocks, so exposed equals time exactly.
-No timing is asserted beyond that (CI machines are shared); scripts/bench_moe.sh measures.
+No timing is asserted beyond that (CI machines are shared); scripts/bench/bench_moe.sh measures.
 """
 import argparse
 import json
