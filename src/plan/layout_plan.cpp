@@ -250,64 +250,64 @@ double plan_memory_capacity(const PlanLayout& p, const ClusterSpec& cluster) {
     return cluster.device.memory_gib * 1024.0 * 1024.0 * 1024.0 - plan_memory_reserved(p, cluster);
 }
 
-PlanPrediction predict_layout(const PlanLayout& p, const PlanContext& context, const EnginePipeline* shared,
-                              const PlanMemory* memory) {
-    const Layout& l = p.engine;
-    const ClusterSpec& cluster = context.cluster;
-    PlanPrediction out;
-    out.layout = p;
-    std::optional<EnginePipeline> built;
-    if (shared == nullptr && l.pp > 1) shared = &built.emplace(*engine_pipeline(l));
-    const EnginePipeline* pipeline = shared;
+namespace {
+
+// predict_layout's stages, in the order it runs them: memory, traffic priced into comm lines,
+// compute, the pipeline's bubble, the optimizer, what each dimension leaves exposed, and the
+// rates. Each fills its part of the prediction.
+
+void predict_memory(PlanPrediction& out, const PlanLayout& p, const ClusterSpec& cluster, const EnginePipeline* shared,
+                    const PlanMemory* memory) {
     out.memory = memory ? *memory : plan_memory(p, shared);
     out.memory_reserved = plan_memory_reserved(p, cluster);
     out.memory_capacity = plan_memory_capacity(p, cluster);
     out.fits = out.memory.total <= out.memory_capacity;
+}
 
-    const int world = l.dp * l.tp * l.pp * l.cp;
-    // Activations cross the wire in fp32 in parbench's engine, in 16 bits under the others.
-    const double wire = p.states == StateConvention::parbench ? 1.0 : 0.5;
-    // Every pipeline rank's traffic, by the formula train checks its counters against
-    // (theory/rank_traffic.hpp); the tp and dp lines are the most loaded rank's, the pp lines the
-    // busiest sender's (a middle stage sends most; a receive is its peer's send).
-    const ParameterLayout whole = whole_parameter_layout(l);
-    for (int r = 0; r < l.pp; ++r) out.traffic_by_pp_rank.push_back(engine_rank_traffic(l, r, 0, &whole));
+// The pipeline rank that sends the most pp bytes (a middle stage sends most; a receive is its
+// peer's send).
+int busiest_sender(const std::vector<std::map<std::string, TrafficByOp>>& traffic_by_pp_rank) {
     int busiest = 0;
     double busiest_bytes = -1;
-    for (int r = 0; r < l.pp; ++r) {
+    for (std::size_t r = 0; r < traffic_by_pp_rank.size(); ++r) {
         double bytes = 0;
-        const auto pp = out.traffic_by_pp_rank[static_cast<std::size_t>(r)].find("pp");
-        if (pp != out.traffic_by_pp_rank[static_cast<std::size_t>(r)].end())
+        const auto pp = traffic_by_pp_rank[r].find("pp");
+        if (pp != traffic_by_pp_rank[r].end())
             for (const auto& [op, v] : pp->second)
                 if (op != "recv") bytes += v.bytes;
         if (bytes > busiest_bytes) {
             busiest_bytes = bytes;
-            busiest = r;
+            busiest = static_cast<int>(r);
         }
     }
-    const EngineRank rank = engine_rank(l, out.memory.pp_rank, shared, &whole);
-    // A cross-host group with k members on each host drives k of the host's NICs (one per GPU),
-    // up to what NVLink carries between them: its bandwidth term is k times one NIC's.
-    auto nics_used = [&](int members_per_host) {
-        const double nvlink_ratio = cluster.device.intra_host.busbw_gbps / cluster.device.cross_host.busbw_gbps;
-        return std::max(1.0, std::min(static_cast<double>(members_per_host), nvlink_ratio));
-    };
+    return busiest;
+}
+
+// A cross-host group with k members on each host drives k of the host's NICs (one per GPU),
+// up to what NVLink carries between them: its bandwidth term is k times one NIC's.
+double nics_used(const ClusterSpec& cluster, int members_per_host) {
+    const double nvlink_ratio = cluster.device.intra_host.busbw_gbps / cluster.device.cross_host.busbw_gbps;
+    return std::max(1.0, std::min(static_cast<double>(members_per_host), nvlink_ratio));
+}
+
+// Prices one dimension's traffic (theory/rank_traffic.hpp) into comm lines on the cluster's links.
+struct CommPricer {
+    const PlanLayout& p;
+    const PlanContext& context;
+    const std::vector<std::map<std::string, TrafficByOp>>& traffic_by_pp_rank;
     // Hybrid sharding: the dp traffic of a layout whose dp is the shard group (the replicas'
-    // all-reduce is added below).
+    // all-reduce is added apart, add_hybrid_replicas).
     std::optional<std::map<std::string, TrafficByOp>> shard_traffic;
-    if (p.shard_group > 0) {
-        Layout shard = l;
-        shard.dp = p.shard_group;
-        shard_traffic = engine_rank_traffic(shard, out.memory.pp_rank, 0, &whole);
-    }
+
     // `stride`: how many ranks apart the group's members are (its members per host set a ring's
     // network steps, CommModel::time_us); 0 for point-to-point lines.
-    auto add_lines = [&](const std::string& dimension, int pp_rank, int group, Placement placement, double scale,
-                         double nics = 1.0, int stride = 0) {
+    void add(std::vector<CommLine>& comm, const std::string& dimension, int pp_rank, int group, Placement placement,
+             double scale, double nics = 1.0, int stride = 0) const {
+        const ClusterSpec& cluster = context.cluster;
         const int members_per_host = stride > 0 ? std::clamp(cluster.gpus_per_host / stride, 1, group) : 0;
         const auto& by_dimension = dimension == "dp" && shard_traffic
                                        ? *shard_traffic
-                                       : out.traffic_by_pp_rank.at(static_cast<std::size_t>(pp_rank));
+                                       : traffic_by_pp_rank.at(static_cast<std::size_t>(pp_rank));
         const auto found = by_dimension.find(dimension);
         if (found == by_dimension.end()) return;
         for (const auto& [op, volume] : found->second) {
@@ -332,133 +332,200 @@ PlanPrediction predict_layout(const PlanLayout& p, const PlanContext& context, c
                                                                    op == "send" ? 0 : members_per_host) / 1e3;
                 line.source = context.comm.source(model_op, placement);
             }
-            out.comm.push_back(line);
+            comm.push_back(line);
         }
-    };
-    add_lines("tp", out.memory.pp_rank, l.tp, placement_of(l.tp, cluster), wire, 1.0, 1);
-    // Under context parallelism the gradients are averaged over dp x cp ranks (one group).
-    // The dp x cp group's ranks are tp apart (Megatron-LM's order: tp, cp, dp, pp).
+    }
+};
+
+// The group the dense gradients are reduced (and sharded) over: dp x cp ranks under context
+// parallelism, the shard group under hybrid sharding; its ranks are tp apart (Megatron-LM's
+// order: tp, cp, dp, pp).
+struct DpGroup {
+    int ranks;
+    Placement placement;
+    double nics;
+};
+
+DpGroup dp_group(const PlanLayout& p, const ClusterSpec& cluster) {
+    const Layout& l = p.engine;
     const int sharded_over = p.shard_group > 0 ? p.shard_group : l.gradient_ranks();
-    const Placement dp_placement = placement_of(sharded_over * l.tp, cluster);
-    const double dp_nics = nics_used(std::min(sharded_over, std::max(1, cluster.gpus_per_host / l.tp)));
-    add_lines("dp", out.memory.pp_rank, sharded_over, dp_placement, p.states == StateConvention::zero ? 0.5 : 1.0,
-              dp_nics, l.tp);
+    return {sharded_over, placement_of(sharded_over * l.tp, cluster),
+            nics_used(cluster, std::min(sharded_over, std::max(1, cluster.gpus_per_host / l.tp)))};
+}
+
+void add_expert_lines(PlanPrediction& out, const PlanLayout& p, const PlanContext& context, const CommPricer& pricer,
+                      const DpGroup& dp, const EngineRank& rank) {
+    const Layout& l = p.engine;
+    const ClusterSpec& cluster = context.cluster;
     // parbench's engine, in Megatron-core's expert order (train/mesh.hpp): the MoE layers'
     // exchanges over the ep group, ep consecutive members of the dp x cp group (tp apart), and the
     // routed experts' gradients over the expert-data-parallel group (members tp x ep apart).
     if (p.states == StateConvention::parbench && l.ep > 1) {
-        add_lines("ep", out.memory.pp_rank, l.ep, placement_of(l.ep * l.tp, cluster), 1.0, 1.0, l.tp);
+        pricer.add(out.comm, "ep", out.memory.pp_rank, l.ep, placement_of(l.ep * l.tp, cluster), 1.0, 1.0, l.tp);
         const int edp = expert_data_parallel_size(l.gradient_ranks(), l.ep);
-        add_lines("edp", out.memory.pp_rank, edp, placement_of(edp * l.ep * l.tp, cluster), 1.0,
-                  nics_used(std::min(edp, std::max(1, cluster.gpus_per_host / (l.tp * l.ep)))), l.tp * l.ep);
+        pricer.add(out.comm, "edp", out.memory.pp_rank, edp, placement_of(edp * l.ep * l.tp, cluster), 1.0,
+                   nics_used(cluster, std::min(edp, std::max(1, cluster.gpus_per_host / (l.tp * l.ep)))), l.tp * l.ep);
     }
     if (p.experts.active()) {
         // MoE in Megatron-core's expert order (tp, ep, expert-dp, pp; cp folded into the expert
         // dp): the ep group's members are tp apart, the expert-dp group's tp x ep apart.
         const int ep = p.engine.ep, host = cluster.gpus_per_host;
-        const MoeLinks links{placement_of(sharded_over * l.tp, cluster), placement_of(sharded_over * l.tp, cluster),
+        const MoeLinks links{placement_of(dp.ranks * l.tp, cluster), placement_of(dp.ranks * l.tp, cluster),
                              placement_of(ep * l.tp, cluster),
-                             nics_used(std::min(sharded_over, std::max(1, host / l.tp))),
-                             nics_used(std::min(expert_data_parallel(p), std::max(1, host / (l.tp * ep))))};
+                             nics_used(cluster, std::min(dp.ranks, std::max(1, host / l.tp))),
+                             nics_used(cluster, std::min(expert_data_parallel(p), std::max(1, host / (l.tp * ep))))};
         apply_moe_traffic(out, context, static_cast<double>(rank.layout.total_numel()), links);
     }
-    if (l.zero == 3 && !p.reshard_after_forward) {
-        // One gather per layer and micro-batch, for the forward; the backward reuses it.
-        for (CommLine& line : out.comm)
-            if (line.dimension == "dp" && line.collective == "allgather") {
-                line.calls /= 2;
-                line.bytes /= 2;
-                line.time_ms /= 2;
-                line.source += "; no reshard after forward: the forward's gathers only";
-            }
-    }
-    // DeepSpeed's ZeRO-3 under full recompute: what the recompute forward's release lets go is
-    // gathered a third time for the backward (theory/traffic.hpp, deepspeed_recompute_regather,
-    // from DeepSpeed's coordinator and its default settings). Under --states zero, the ZeRO
-    // paper's own implementation; Megatron's convention and parbench's engine run ZeRO-3 in FSDP's
-    // form, whose recompute uses the backward's gather. Not with a pipeline (DeepSpeed's
-    // PipelineEngine refuses ZeRO-2/3: deepspeed/runtime/pipe/engine.py), FSDP's variants (no
-    // reshard, hybrid) or MoE models (their experts' submodules are not modelled).
-    std::optional<std::size_t> regather_line;
-    if (p.states == StateConvention::zero && l.zero == 3 && l.recompute == Recompute::full && l.pp == 1 &&
-        p.reshard_after_forward && p.shard_group == 0 && l.gradient_ranks() > 1 && l.model.has_sequence() &&
-        !l.model.moe) {
-        const RecomputeRegather regather = deepspeed_recompute_regather(l.model, whole);
-        if (regather.uses > 0) {
-            // One call per submodule gathered again: at most DeepSpeed's, whose prefetch may
-            // coalesce several into one all-gather.
-            const double calls = regather.uses * l.microbatches;
-            // fp16 parameters under ZeRO's convention (the dp lines' scale above).
-            const double bytes = regather.elements * l.microbatches * 2.0;
-            const int members_per_host = std::clamp(cluster.gpus_per_host / l.tp, 1, sharded_over);
-            const double share = dp_placement == Placement::cross_host ? dp_nics : 1.0;
-            CommLine line{"dp", "allgather", calls, bytes, sharded_over, dp_placement, 0,
-                          "DeepSpeed ZeRO-3: released after the recompute forward, gathered again for the backward; " +
-                              context.comm.source("allgather", dp_placement)};
-            line.time_ms = calls *
-                           context.comm.time_us("allgather", bytes / calls / share, sharded_over, dp_placement,
-                                                members_per_host) / 1e3;
-            regather_line = out.comm.size();
-            out.comm.push_back(line);
+}
+
+// FSDP without resharding after forward: one gather per layer and micro-batch, for the forward;
+// the backward reuses it.
+void keep_forward_gathers(std::vector<CommLine>& comm) {
+    for (CommLine& line : comm)
+        if (line.dimension == "dp" && line.collective == "allgather") {
+            line.calls /= 2;
+            line.bytes /= 2;
+            line.time_ms /= 2;
+            line.source += "; no reshard after forward: the forward's gathers only";
         }
-    }
-    if (p.shard_group > 0 && l.gradient_ranks() > p.shard_group) {
-        // The replicas (one per host) all-reduce their gradient shard once per step.
-        const int replicas = l.gradient_ranks() / p.shard_group;
-        double shard_bytes = 0, units = 0;
-        for (const CommLine& line : out.comm)
-            if (line.dimension == "dp" && line.collective == "reducescatter") {
-                shard_bytes += line.bytes / p.shard_group / l.microbatches;
-                units += line.calls / l.microbatches;
-            }
-        if (units > 0) {
-            CommLine line{"dp", "allreduce", units, shard_bytes, replicas, Placement::cross_host, 0,
-                          "hybrid sharding: the gradient shard across " + std::to_string(replicas) + " replicas, " +
-                              context.comm.source("allreduce", Placement::cross_host)};
-            line.time_ms = units * context.comm.time_us("allreduce", shard_bytes / units, replicas, Placement::cross_host) / 1e3;
-            out.comm.push_back(line);
+}
+
+// DeepSpeed's ZeRO-3 under full recompute: what the recompute forward's release lets go is
+// gathered a third time for the backward (theory/traffic.hpp, deepspeed_recompute_regather,
+// from DeepSpeed's coordinator and its default settings). Under --states zero, the ZeRO
+// paper's own implementation; Megatron's convention and parbench's engine run ZeRO-3 in FSDP's
+// form, whose recompute uses the backward's gather. Not with a pipeline (DeepSpeed's
+// PipelineEngine refuses ZeRO-2/3: deepspeed/runtime/pipe/engine.py), FSDP's variants (no
+// reshard, hybrid) or MoE models (their experts' submodules are not modelled). Returns the
+// line's index in `comm`, if one is added.
+std::optional<std::size_t> add_deepspeed_regather(std::vector<CommLine>& comm, const PlanLayout& p,
+                                                  const PlanContext& context, const ParameterLayout& whole,
+                                                  const DpGroup& dp) {
+    const Layout& l = p.engine;
+    if (!(p.states == StateConvention::zero && l.zero == 3 && l.recompute == Recompute::full && l.pp == 1 &&
+          p.reshard_after_forward && p.shard_group == 0 && l.gradient_ranks() > 1 && l.model.has_sequence() &&
+          !l.model.moe))
+        return std::nullopt;
+    const RecomputeRegather regather = deepspeed_recompute_regather(l.model, whole);
+    if (regather.uses <= 0) return std::nullopt;
+    // One call per submodule gathered again: at most DeepSpeed's, whose prefetch may
+    // coalesce several into one all-gather.
+    const double calls = regather.uses * l.microbatches;
+    // fp16 parameters under ZeRO's convention (the dp lines' scale).
+    const double bytes = regather.elements * l.microbatches * 2.0;
+    const int members_per_host = std::clamp(context.cluster.gpus_per_host / l.tp, 1, dp.ranks);
+    const double share = dp.placement == Placement::cross_host ? dp.nics : 1.0;
+    CommLine line{"dp", "allgather", calls, bytes, dp.ranks, dp.placement, 0,
+                  "DeepSpeed ZeRO-3: released after the recompute forward, gathered again for the backward; " +
+                      context.comm.source("allgather", dp.placement)};
+    line.time_ms = calls *
+                   context.comm.time_us("allgather", bytes / calls / share, dp.ranks, dp.placement, members_per_host) /
+                   1e3;
+    comm.push_back(line);
+    return comm.size() - 1;
+}
+
+// Hybrid sharding: the replicas (one per host) all-reduce their gradient shard once per step.
+void add_hybrid_replicas(std::vector<CommLine>& comm, const PlanLayout& p, const PlanContext& context) {
+    const Layout& l = p.engine;
+    if (!(p.shard_group > 0 && l.gradient_ranks() > p.shard_group)) return;
+    const int replicas = l.gradient_ranks() / p.shard_group;
+    double shard_bytes = 0, units = 0;
+    for (const CommLine& line : comm)
+        if (line.dimension == "dp" && line.collective == "reducescatter") {
+            shard_bytes += line.bytes / p.shard_group / l.microbatches;
+            units += line.calls / l.microbatches;
         }
+    if (units <= 0) return;
+    CommLine line{"dp", "allreduce", units, shard_bytes, replicas, Placement::cross_host, 0,
+                  "hybrid sharding: the gradient shard across " + std::to_string(replicas) + " replicas, " +
+                      context.comm.source("allreduce", Placement::cross_host)};
+    line.time_ms = units * context.comm.time_us("allreduce", shard_bytes / units, replicas, Placement::cross_host) / 1e3;
+    comm.push_back(line);
+}
+
+// Megatron-LM's pipeline transfers across hosts with tp > 1 (scatter-gather, arXiv 2104.04473
+// sec. 4.1): each tp rank sends 1/t of the activation over its own NIC, then the t ranks of the
+// receiving stage all-gather it over NVLink. parbench's engine sends the whole tensor per rank.
+// Under sequence parallelism each tp rank holds and sends its own s/t shard already (the
+// traffic counts the shard), which the next stage's sequence-parallel region takes as it is: no
+// scatter, no gather.
+void scatter_gather_pp_sends(std::vector<CommLine>& comm, const PlanLayout& p, const PlanContext& context, int world) {
+    const Layout& l = p.engine;
+    const ClusterSpec& cluster = context.cluster;
+    if (!(p.states != StateConvention::parbench && l.tp > 1 && !l.sp &&
+          placement_of(world, cluster) == Placement::cross_host))
+        return;
+    for (CommLine& line : comm) {
+        if (line.dimension != "pp" || line.collective != "send" || line.calls <= 0) continue;
+        const double each = line.bytes / line.calls;
+        line.time_ms = line.calls *
+                       (context.comm.time_us("sendrecv", each / l.tp, 2, Placement::cross_host) +
+                        context.comm.time_us("allgather", each, l.tp, placement_of(l.tp, cluster))) / 1e3;
+        line.source += "; scatter over tp " + std::to_string(l.tp) + ", all-gather inside the host";
     }
-    add_lines("pp", busiest, 2, placement_of(world, cluster), wire);
-    // Megatron-LM's pipeline transfers across hosts with tp > 1 (scatter-gather, arXiv 2104.04473
-    // sec. 4.1): each tp rank sends 1/t of the activation over its own NIC, then the t ranks of the
-    // receiving stage all-gather it over NVLink. parbench's engine sends the whole tensor per rank.
-    // Under sequence parallelism each tp rank holds and sends its own s/t shard already (the
-    // traffic above counts the shard), which the next stage's sequence-parallel region takes as
-    // it is: no scatter, no gather.
-    if (p.states != StateConvention::parbench && l.tp > 1 && !l.sp &&
-        placement_of(world, cluster) == Placement::cross_host) {
-        for (CommLine& line : out.comm) {
-            if (line.dimension != "pp" || line.collective != "send" || line.calls <= 0) continue;
-            const double each = line.bytes / line.calls;
-            line.time_ms = line.calls *
-                           (context.comm.time_us("sendrecv", each / l.tp, 2, Placement::cross_host) +
-                            context.comm.time_us("allgather", each, l.tp, placement_of(l.tp, cluster))) / 1e3;
-            line.source += "; scatter over tp " + std::to_string(l.tp) + ", all-gather inside the host";
-        }
+}
+
+// Every pipeline rank's traffic, by the formula train checks its counters against
+// (theory/rank_traffic.hpp), priced into comm lines: the tp and dp lines are the most loaded
+// rank's, the pp lines the busiest sender's. Returns DeepSpeed's re-gather line, if any.
+std::optional<std::size_t> predict_comm(PlanPrediction& out, const PlanLayout& p, const PlanContext& context,
+                                        const ParameterLayout& whole, const EngineRank& rank) {
+    const Layout& l = p.engine;
+    const ClusterSpec& cluster = context.cluster;
+    const int world = l.dp * l.tp * l.pp * l.cp;
+    // Activations cross the wire in fp32 in parbench's engine, in 16 bits under the others.
+    const double wire = p.states == StateConvention::parbench ? 1.0 : 0.5;
+    for (int r = 0; r < l.pp; ++r) out.traffic_by_pp_rank.push_back(engine_rank_traffic(l, r, 0, &whole));
+    const int busiest = busiest_sender(out.traffic_by_pp_rank);
+    CommPricer pricer{p, context, out.traffic_by_pp_rank, std::nullopt};
+    if (p.shard_group > 0) {
+        Layout shard = l;
+        shard.dp = p.shard_group;
+        pricer.shard_traffic = engine_rank_traffic(shard, out.memory.pp_rank, 0, &whole);
     }
+    pricer.add(out.comm, "tp", out.memory.pp_rank, l.tp, placement_of(l.tp, cluster), wire, 1.0, 1);
+    const DpGroup dp = dp_group(p, cluster);
+    pricer.add(out.comm, "dp", out.memory.pp_rank, dp.ranks, dp.placement,
+               p.states == StateConvention::zero ? 0.5 : 1.0, dp.nics, l.tp);
+    add_expert_lines(out, p, context, pricer, dp, rank);
+    if (l.zero == 3 && !p.reshard_after_forward) keep_forward_gathers(out.comm);
+    const std::optional<std::size_t> regather_line = add_deepspeed_regather(out.comm, p, context, whole, dp);
+    add_hybrid_replicas(out.comm, p, context);
+    pricer.add(out.comm, "pp", busiest, 2, placement_of(world, cluster), wire);
+    scatter_gather_pp_sends(out.comm, p, context, world);
     // The cp group's attention transfers (theory/context_parallel.hpp); a ring's receives are the
     // other end of its sends, so the sends alone carry the time.
-    add_lines("cp", out.memory.pp_rank, l.cp, placement_of(l.cp * l.tp, cluster), wire, 1.0, l.tp);
+    pricer.add(out.comm, "cp", out.memory.pp_rank, l.cp, placement_of(l.cp * l.tp, cluster), wire, 1.0, l.tp);
+    return regather_line;
+}
 
-    // Compute, bubble, optimizer.
+const StageCompute& busiest_stage(const std::vector<StageCompute>& stages) {
+    const StageCompute* busiest = &stages.front();
+    for (const StageCompute& stage : stages)
+        if (stage.total_ms() > busiest->total_ms()) busiest = &stage;
+    return *busiest;
+}
+
+// Model FLOPs and the busiest rank's compute time, on the device's compute model or at the
+// measured rate. Returns each pipeline rank's F, B, W per chunk from its own work, when modelled:
+// stages of unequal work (the embedding on the first, the head on the last) simulated as they are.
+std::vector<PassCosts> predict_compute(PlanPrediction& out, const PlanLayout& p, const PlanContext& context,
+                                       const EnginePipeline* pipeline) {
+    const Layout& l = p.engine;
+    const int world = l.dp * l.tp * l.pp * l.cp;
     out.flops_per_step = p.experts.active() ? moe_model_flops_per_step(*p.experts.model, p.engine.global_batch, l.seq_len)
                                             : model_flops_per_step(l.model, p.engine.global_batch, l.seq_len);
     // Ranks that outnumber their host's cores compute at cores / ranks of the unshared rate.
-    out.compute_share = compute_share(cluster, world);
-    // Each pipeline rank's F, B, W per chunk from its own work, when modelled: stages of unequal
-    // work (the embedding on the first, the head on the last) simulated as they are.
+    out.compute_share = compute_share(context.cluster, world);
     std::vector<PassCosts> work_costs;
     if (context.device_compute) {
         DeviceCompute device = *context.device_compute;
         device.fp8_linear = p.fp8;
         out.stages = stage_compute(l, p.engine.attention, device, &p.experts);
-        const StageCompute* busiest_stage = &out.stages.front();
-        for (const StageCompute& stage : out.stages) {
-            if (stage.total_ms() > busiest_stage->total_ms()) busiest_stage = &stage;
+        for (const StageCompute& stage : out.stages)
             out.hardware_flops_per_step += stage.gemm_flops * l.microbatches * l.dp * l.cp * l.tp;
-        }
-        out.compute_ms = l.microbatches * busiest_stage->total_ms() / out.compute_share.share;
+        out.compute_ms = l.microbatches * busiest_stage(out.stages).total_ms() / out.compute_share.share;
         if (l.pp > 1) {
             const double v = l.virtual_stages;
             const bool split = pipeline->schedule.split_backward;
@@ -478,84 +545,98 @@ PlanPrediction predict_layout(const PlanLayout& p, const PlanContext& context, c
         const double rank_tflops = context.rate.tflops_per_gpu * out.compute_share.share;
         out.compute_ms = out.hardware_flops_per_step / (world * rank_tflops * 1e12) * 1e3;
     }
-    if (l.zero == 3 && p.states != StateConvention::parbench && l.gradient_ranks() > 1) {
-        // FSDP2's per-parameter sharding copies (plan/layout_plan.hpp): every byte a dp gather
-        // brings in is copied out to its parameter, every byte a reduce-scatter sends copied in
-        // first, each read and written once, on the compute stream.
-        double copied = 0;
-        for (const CommLine& line : out.comm)
-            if (line.dimension == "dp" && (line.collective == "allgather" || line.collective == "reducescatter"))
-                copied += 2.0 * line.bytes;
-        const double gbps = cluster.device.memory_bandwidth_gbps *
-                            (context.device_compute ? context.device_compute->memory_fraction : 0.8);
-        out.fsdp_copy_ms = copied / (gbps * 1e9) * 1e3 / out.compute_share.share;
-        out.compute_ms += out.fsdp_copy_ms;
-    }
+    return work_costs;
+}
+
+// FSDP2's per-parameter sharding copies (plan/layout_plan.hpp): every byte a dp gather brings in
+// is copied out to its parameter, every byte a reduce-scatter sends copied in first, each read
+// and written once, on the compute stream.
+void add_fsdp_copies(PlanPrediction& out, const PlanLayout& p, const PlanContext& context) {
+    const Layout& l = p.engine;
+    if (!(l.zero == 3 && p.states != StateConvention::parbench && l.gradient_ranks() > 1)) return;
+    double copied = 0;
+    for (const CommLine& line : out.comm)
+        if (line.dimension == "dp" && (line.collective == "allgather" || line.collective == "reducescatter"))
+            copied += 2.0 * line.bytes;
+    const double gbps = context.cluster.device.memory_bandwidth_gbps *
+                        (context.device_compute ? context.device_compute->memory_fraction : 0.8);
+    out.fsdp_copy_ms = copied / (gbps * 1e9) * 1e3 / out.compute_share.share;
+    out.compute_ms += out.fsdp_copy_ms;
+}
+
+// Each pipeline rank's passes, and the schedule's bubble: its formula, simulated on the given or
+// the stages' own pass costs when there are some.
+void predict_bubble(PlanPrediction& out, const PlanLayout& p, const PlanContext& context,
+                    const EnginePipeline* pipeline, const std::vector<PassCosts>& work_costs) {
+    const Layout& l = p.engine;
     out.passes_by_pp_rank = l.pp > 1 ? pass_counts(pipeline->schedule)
                                      : std::vector<PassCounts>{unpipelined_pass_counts(l.microbatches)};
-    if (l.pp > 1) {
-        const ScheduleShape shape{l.pp, l.microbatches, l.virtual_stages};
-        const Schedule& schedule = pipeline->schedule;
-        out.bubble_formula = theoretical_bubble(l.schedule, shape);
-        out.bubble_formula_text = bubble_formula(l.schedule);
-        out.bubble_simulated = out.bubble_formula;
-        out.bubble_ms = -1;
-        if (context.pass_costs_given || context.simulate_balanced) {
-            const bool own_costs = !context.pass_costs_given && !work_costs.empty();
-            const SimulationResult simulated =
-                own_costs ? simulate_schedule(schedule, l.p2p, work_costs)
-                          : simulate_schedule(schedule, l.p2p,
-                                              context.pass_costs_given ? context.pass_costs : balanced_costs(schedule));
-            if (simulated.completed) {
-                out.bubble_simulated = simulated.bubble();
-                // In the work's own milliseconds the step's compute and bubble are the makespan:
-                // the busiest rank idles for what is left of it.
-                if (own_costs)
-                    out.bubble_ms = (simulated.makespan - *std::max_element(simulated.busy.begin(), simulated.busy.end())) /
-                                    out.compute_share.share;
-            }
+    if (l.pp <= 1) return;
+    const ScheduleShape shape{l.pp, l.microbatches, l.virtual_stages};
+    const Schedule& schedule = pipeline->schedule;
+    out.bubble_formula = theoretical_bubble(l.schedule, shape);
+    out.bubble_formula_text = bubble_formula(l.schedule);
+    out.bubble_simulated = out.bubble_formula;
+    out.bubble_ms = -1;
+    if (context.pass_costs_given || context.simulate_balanced) {
+        const bool own_costs = !context.pass_costs_given && !work_costs.empty();
+        const SimulationResult simulated =
+            own_costs ? simulate_schedule(schedule, l.p2p, work_costs)
+                      : simulate_schedule(schedule, l.p2p,
+                                          context.pass_costs_given ? context.pass_costs : balanced_costs(schedule));
+        if (simulated.completed) {
+            out.bubble_simulated = simulated.bubble();
+            // In the work's own milliseconds the step's compute and bubble are the makespan:
+            // the busiest rank idles for what is left of it.
+            if (own_costs)
+                out.bubble_ms = (simulated.makespan - *std::max_element(simulated.busy.begin(), simulated.busy.end())) /
+                                out.compute_share.share;
         }
-        if (out.bubble_ms < 0) out.bubble_ms = out.compute_ms * out.bubble_simulated / (1.0 - out.bubble_simulated);
     }
-    if (!context.rate.includes_optimizer) {
-        double owned = static_cast<double>(rank.layout.total_numel()) / (l.zero >= 1 ? l.gradient_ranks() : 1);
-        // Dense states sharded over dp x cp, the experts' (E/ep of them) over their own group.
-        if (p.experts.active())
-            owned = out.moe.dense_parameters_rank / (l.zero >= 1 ? l.gradient_ranks() : 1) +
-                    out.moe.expert_parameters_rank / (l.zero >= 1 ? expert_data_parallel(p) : 1);
-        const double gbps = context.rate.optimizer_gbps ? *context.rate.optimizer_gbps : cluster.device.memory_bandwidth_gbps;
-        out.optimizer_ms = owned * 28.0 / (gbps * 1e9 * out.compute_share.share) * 1e3;
-    }
+    if (out.bubble_ms < 0) out.bubble_ms = out.compute_ms * out.bubble_simulated / (1.0 - out.bubble_simulated);
+}
 
-    // Exposed communication.
+// The optimizer's step over the states the rank owns: 28 bytes per parameter through memory.
+void predict_optimizer(PlanPrediction& out, const PlanLayout& p, const PlanContext& context, const EngineRank& rank) {
+    const Layout& l = p.engine;
+    if (context.rate.includes_optimizer) return;
+    double owned = static_cast<double>(rank.layout.total_numel()) / (l.zero >= 1 ? l.gradient_ranks() : 1);
+    // Dense states sharded over dp x cp, the experts' (E/ep of them) over their own group.
+    if (p.experts.active())
+        owned = out.moe.dense_parameters_rank / (l.zero >= 1 ? l.gradient_ranks() : 1) +
+                out.moe.expert_parameters_rank / (l.zero >= 1 ? expert_data_parallel(p) : 1);
+    const double gbps = context.rate.optimizer_gbps ? *context.rate.optimizer_gbps : context.cluster.device.memory_bandwidth_gbps;
+    out.optimizer_ms = owned * 28.0 / (gbps * 1e9 * out.compute_share.share) * 1e3;
+}
+
+// The exposed tp time; returns what the GEMMs hid of it. Under tp comm overlap the
+// sequence-parallel all-gathers and reduce-scatters are each pipelined with the linear GEMM they
+// feed or drain, on the busiest stage; the rest (all-reduces) stays exposed.
+double expose_tp(PlanPrediction& out, const Layout& l) {
     out.exposed_tp_ms = sum_time_ms(out.comm, "tp");
-    double hidden_tp_ms = 0;
-    if (l.tp_comm_overlap && l.tp > 1 && !out.stages.empty()) {
-        // The sequence-parallel all-gathers and reduce-scatters, each pipelined with the linear
-        // GEMM it feeds or drains, on the busiest stage; the rest (all-reduces) stays exposed.
-        const StageCompute* busiest_stage = &out.stages.front();
-        for (const StageCompute& stage : out.stages)
-            if (stage.total_ms() > busiest_stage->total_ms()) busiest_stage = &stage;
-        double overlapped_ms = 0, calls = 0;
-        for (const CommLine& line : out.comm)
-            if (line.dimension == "tp" && (line.collective == "allgather" || line.collective == "reducescatter")) {
-                overlapped_ms += line.time_ms;
-                calls += line.calls;
-            }
-        const double gemm_ms = l.microbatches * busiest_stage->linear_gemm_ms / out.compute_share.share;
-        const double exposed = tp_overlap_step_exposed_ms(gemm_ms, overlapped_ms, calls, l.tp);
-        hidden_tp_ms = std::max(0.0, overlapped_ms - exposed);
-        out.exposed_tp_ms -= hidden_tp_ms;
-    }
-    out.exposed_cp_ms = sum_time_ms(out.comm, "cp");
+    if (!(l.tp_comm_overlap && l.tp > 1 && !out.stages.empty())) return 0.0;
+    double overlapped_ms = 0, calls = 0;
+    for (const CommLine& line : out.comm)
+        if (line.dimension == "tp" && (line.collective == "allgather" || line.collective == "reducescatter")) {
+            overlapped_ms += line.time_ms;
+            calls += line.calls;
+        }
+    const double gemm_ms = l.microbatches * busiest_stage(out.stages).linear_gemm_ms / out.compute_share.share;
+    const double exposed = tp_overlap_step_exposed_ms(gemm_ms, overlapped_ms, calls, l.tp);
+    const double hidden_tp_ms = std::max(0.0, overlapped_ms - exposed);
+    out.exposed_tp_ms -= hidden_tp_ms;
+    return hidden_tp_ms;
+}
+
+// The exposed dp (and edp) time: ZeRO-3's prefetched gathers and reduce-scatters unit by unit
+// (zero3_exposed_ms), else what the backward and the step's compute leave of the reduces and
+// gathers. Returns what the compute hid of them.
+double expose_dp(PlanPrediction& out, const Layout& l, bool reshard_after_forward,
+                 std::optional<std::size_t> regather_line) {
     // The forward's share of compute: the busiest stage's F with a compute model, else 1/3.
     double forward_ms = out.compute_ms / 3.0;
-    if (!out.stages.empty()) {
-        const StageCompute* busiest_stage = &out.stages.front();
-        for (const StageCompute& stage : out.stages)
-            if (stage.total_ms() > busiest_stage->total_ms()) busiest_stage = &stage;
-        forward_ms = l.microbatches * busiest_stage->forward_ms / out.compute_share.share;
-    }
+    if (!out.stages.empty())
+        forward_ms = l.microbatches * busiest_stage(out.stages).forward_ms / out.compute_share.share;
     const double backward_ms = out.compute_ms - forward_ms;
     double reduce_ms = 0, gather_ms = 0, largest_reduce_ms = 0, largest_gather_ms = 0;
     double reduce_calls = 0, gather_calls = 0;
@@ -583,7 +664,7 @@ PlanPrediction predict_layout(const PlanLayout& p, const PlanContext& context, c
     if (l.zero == 3 && l.prefetch && l.overlap && l.gradient_ranks() > 1 && gather_calls >= 2 && reduce_calls > 0) {
         // The replicas' all-reduce (hybrid sharding) follows each reduce-scatter on the same link.
         out.exposed_dp_ms = zero3_exposed_ms(gather_ms, gather_calls, reduce_ms, reduce_calls, forward_ms, backward_ms,
-                                             p.reshard_after_forward, l.microbatches, regather_ms);
+                                             reshard_after_forward, l.microbatches, regather_ms);
     } else {
         gather_ms += regather_ms;
         // Gradients accumulated over micro-batches are reduced once, in the last micro-batch's
@@ -596,6 +677,12 @@ PlanPrediction predict_layout(const PlanLayout& p, const PlanContext& context, c
             gather_ms = std::max(largest_gather_ms, gather_ms - out.compute_ms);
         out.exposed_dp_ms = reduce_ms + gather_ms;
     }
+    return std::max(0.0, reduce_ms_total + gather_ms_total - out.exposed_dp_ms);
+}
+
+// The exposed pp time: non-blocking sends expose the warm-up's and cool-down's only. Returns
+// what the compute hid.
+double expose_pp(PlanPrediction& out, const Layout& l) {
     double pp_ms = 0;
     for (const CommLine& line : out.comm) {
         if (line.dimension != "pp") continue;
@@ -605,6 +692,12 @@ PlanPrediction predict_layout(const PlanLayout& p, const PlanContext& context, c
         else
             out.exposed_pp_ms += line.time_ms;
     }
+    return std::max(0.0, pp_ms - out.exposed_pp_ms);
+}
+
+// The exposed ep time under the all-to-all overlaps; returns what the compute hid.
+double expose_ep(PlanPrediction& out, const PlanLayout& p, const PlanContext& context, const EnginePipeline* pipeline) {
+    const Layout& l = p.engine;
     double hidden_ep_ms = 0;
     if (p.engine.moe.a2a_overlap && out.exposed_ep_ms > 0) {
         // Under parbench's states the ep lines are train's: the counts' alltoall blocks, the
@@ -629,20 +722,52 @@ PlanPrediction predict_layout(const PlanLayout& p, const PlanContext& context, c
         hidden_ep_ms = apply_moe_a2a_overlap_1f1b(out, moe_exchange_stretches(l, p.engine.attention, p.experts, pass_ms),
                                                   paired_groups_per_rank(pipeline->schedule, l.p2p));
     }
-    // What the collectives hid, they took from the compute beside them (arXiv 2507.03114): on a
-    // GPU's compute model, that compute runs overlap_compute_slowdown slower for as long as the
-    // hidden collectives (dp, pp and the overlapped all-to-alls) last. A measured rate (a train
-    // report) holds its own slowdown already.
-    if (context.device_compute) {
-        const double hidden_ms = std::max(0.0, reduce_ms_total + gather_ms_total - out.exposed_dp_ms) +
-                                 std::max(0.0, pp_ms - out.exposed_pp_ms) + hidden_ep_ms + hidden_tp_ms;
-        out.overlap_slowdown_ms = overlap_compute_slowdown * std::min(hidden_ms, out.compute_ms);
-    }
+    return hidden_ep_ms;
+}
+
+// The step and its rates: time, tokens per second and MFU at the device's peak.
+void predict_rates(PlanPrediction& out, const PlanLayout& p, const ClusterSpec& cluster) {
+    const Layout& l = p.engine;
+    const int world = l.dp * l.tp * l.pp * l.cp;
     out.step_ms = out.compute_ms + out.bubble_ms + out.optimizer_ms + out.exposed_ms() + out.overlap_slowdown_ms;
     const double tokens = static_cast<double>(p.engine.global_batch) * (l.model.kind != ModelKind::mlp ? l.seq_len : 1);
     out.tokens_per_s = tokens / (out.step_ms / 1e3);
     const double peak = l.precision == Precision::bf16 ? cluster.device.peak_tflops_bf16 : cluster.device.peak_tflops_fp32;
     out.mfu = peak > 0 ? out.flops_per_step / (out.step_ms / 1e3 * world * peak * 1e12) : 0.0;
+}
+
+}  // namespace
+
+PlanPrediction predict_layout(const PlanLayout& p, const PlanContext& context, const EnginePipeline* shared,
+                              const PlanMemory* memory) {
+    const Layout& l = p.engine;
+    PlanPrediction out;
+    out.layout = p;
+    std::optional<EnginePipeline> built;
+    if (shared == nullptr && l.pp > 1) shared = &built.emplace(*engine_pipeline(l));
+    predict_memory(out, p, context.cluster, shared, memory);
+    const ParameterLayout whole = whole_parameter_layout(l);
+    const EngineRank rank = engine_rank(l, out.memory.pp_rank, shared, &whole);
+
+    const std::optional<std::size_t> regather_line = predict_comm(out, p, context, whole, rank);
+    const std::vector<PassCosts> work_costs = predict_compute(out, p, context, shared);
+    add_fsdp_copies(out, p, context);
+    predict_bubble(out, p, context, shared, work_costs);
+    predict_optimizer(out, p, context, rank);
+
+    const double hidden_tp_ms = expose_tp(out, l);
+    out.exposed_cp_ms = sum_time_ms(out.comm, "cp");
+    const double hidden_dp_ms = expose_dp(out, l, p.reshard_after_forward, regather_line);
+    const double hidden_pp_ms = expose_pp(out, l);
+    const double hidden_ep_ms = expose_ep(out, p, context, shared);
+    // What the collectives hid, they took from the compute beside them (arXiv 2507.03114): on a
+    // GPU's compute model, that compute runs overlap_compute_slowdown slower for as long as the
+    // hidden collectives (dp, pp and the overlapped all-to-alls) last. A measured rate (a train
+    // report) holds its own slowdown already.
+    if (context.device_compute)
+        out.overlap_slowdown_ms =
+            overlap_compute_slowdown * std::min(hidden_dp_ms + hidden_pp_ms + hidden_ep_ms + hidden_tp_ms, out.compute_ms);
+    predict_rates(out, p, context.cluster);
     return out;
 }
 
