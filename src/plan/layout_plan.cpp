@@ -31,21 +31,6 @@ double megatron_interleaved_layers_in_flight(int layers, int p, int v, int m, in
 
 namespace {
 
-struct StateBytes {
-    double params, grads, optimizer;  // per parameter
-    std::string rule;
-};
-
-StateBytes state_bytes(StateConvention states, int zero) {
-    if (states == StateConvention::zero)
-        return {2, 2, 12, "ZeRO (arXiv 1910.02054 sec. 3.1): fp16 parameters 2 B + fp16 gradients 2 B + fp32 "
-                          "parameters, momentum, variance 12 B = 16 B/param; / dp for the partitioned states"};
-    const bool distributed = zero >= 1;
-    return {2, 4, 12, std::string("Megatron-LM's theoretical memory: bf16 parameters 2 B + fp32 gradients 4 B + fp32 "
-                                  "main parameters and Adam 12 B = 18 B/param") +
-                          (distributed ? "; distributed optimizer: 6 + 12/dp" : "")};
-}
-
 Placement placement_of(int span, const ClusterSpec& cluster) {
     return span <= cluster.gpus_per_host ? Placement::intra_host : Placement::cross_host;
 }
@@ -60,7 +45,7 @@ PlanMemory convention_memory(const PlanLayout& p, int pp_rank, const EnginePipel
                              const ParameterLayout& whole) {
     const Layout& l = p.engine;
     const EngineRank rank = engine_rank(l, pp_rank, pipeline, &whole);
-    const StateBytes bytes = state_bytes(p.states, l.zero);
+    const PerParameterBytes bytes = *state_rules(p.states).per_parameter;
     const ModelStateBytes states =
         model_state_bytes(p.states, static_cast<double>(rank.layout.total_numel()), l.zero,
                           p.shard_group > 0 ? p.shard_group : l.gradient_ranks());
@@ -197,30 +182,15 @@ double zero3_exposed_ms(double gather_ms, double gather_calls, double reduce_ms,
     return forward + backward;
 }
 
-StateConvention parse_states(const std::string& name) {
-    if (name == "zero") return StateConvention::zero;
-    if (name == "megatron") return StateConvention::megatron;
-    if (name == "parbench") return StateConvention::parbench;
-    throw UsageError("--states '" + name + "': use zero, megatron or parbench");
-}
-
-std::string states_name(StateConvention states) {
-    switch (states) {
-        case StateConvention::zero: return "zero";
-        case StateConvention::megatron: return "megatron";
-        case StateConvention::parbench: return "parbench";
-    }
-    return "?";
-}
-
 ModelStateBytes model_state_bytes(StateConvention states, double psi, int zero, int dp) {
-    if (states == StateConvention::parbench)
+    const StateRules& rules = state_rules(states);
+    if (!rules.per_parameter)
         throw std::logic_error("model_state_bytes: parbench's states are counted per buffer (engine_rank_memory)");
-    const StateBytes bytes = state_bytes(states, zero);
+    const PerParameterBytes bytes = *rules.per_parameter;
     const ModelStates partitioned =
         zero_partitioned_states({bytes.params, bytes.grads, bytes.optimizer}, psi, zero, static_cast<double>(dp));
     ModelStateBytes m;
-    m.rule = bytes.rule;
+    m.rule = rules.rule_text(zero);
     m.params = partitioned.params;
     m.grads = partitioned.grads;
     m.optimizer = partitioned.optimizer;
@@ -230,7 +200,7 @@ ModelStateBytes model_state_bytes(StateConvention states, double psi, int zero, 
 PlanMemory plan_memory(const PlanLayout& p, const EnginePipeline* shared) {
     std::optional<EnginePipeline> built;
     if (shared == nullptr && p.engine.pp > 1) shared = &built.emplace(*engine_pipeline(p.engine));
-    if (p.states == StateConvention::parbench) return engine_memory(p, shared);
+    if (!state_rules(p.states).per_parameter) return engine_memory(p, shared);
     const ParameterLayout whole = whole_parameter_layout(p.engine);
     PlanMemory peak = convention_memory(p, 0, shared, whole);
     for (int r = 1; r < p.engine.pp; ++r) {
@@ -241,9 +211,8 @@ PlanMemory plan_memory(const PlanLayout& p, const EnginePipeline* shared) {
 }
 
 double plan_memory_reserved(const PlanLayout& p, const ClusterSpec& cluster) {
-    // The frameworks' jobs (zero, megatron) lose the allocator's reserve and the runtime's memory
-    // (DeviceSpec::memory_reserved_gib); parbench's convention counts its engine's own buffers.
-    return p.states == StateConvention::parbench ? 0.0 : cluster.device.memory_reserved_gib * 1024.0 * 1024.0 * 1024.0;
+    return state_rules(p.states).loses_device_reserve ? cluster.device.memory_reserved_gib * 1024.0 * 1024.0 * 1024.0
+                                                       : 0.0;
 }
 
 double plan_memory_capacity(const PlanLayout& p, const ClusterSpec& cluster) {
@@ -312,12 +281,11 @@ struct CommPricer {
         if (found == by_dimension.end()) return;
         for (const auto& [op, volume] : found->second) {
             if (volume.calls <= 0) continue;
-            // Megatron's convention reduces fp32 gradients but all-gathers the bf16 parameters
-            // (its distributed optimizer, and ZeRO-3/FSDP's param_dtype): 2 bytes, not 4.
-            const bool bf16_parameters = p.states == StateConvention::megatron && op == "allgather" &&
-                                         dimension == "dp";
-            CommLine line{dimension, op, volume.calls, volume.bytes * (bf16_parameters ? 0.5 : scale), group,
-                          placement, 0, ""};
+            // The dp gathers carry parameters, in the convention's parameter bytes.
+            const bool parameters = op == "allgather" && dimension == "dp";
+            CommLine line{dimension, op, volume.calls,
+                          volume.bytes * (parameters ? state_rules(p.states).parameter_wire : scale), group, placement,
+                          0, ""};
             if (op == "recv") {
                 line.source = "its time is the matching send's (one transfer)";
             } else {
@@ -402,8 +370,8 @@ std::optional<std::size_t> add_deepspeed_regather(std::vector<CommLine>& comm, c
                                                   const PlanContext& context, const ParameterLayout& whole,
                                                   const DpGroup& dp) {
     const Layout& l = p.engine;
-    if (!(p.states == StateConvention::zero && l.zero == 3 && l.recompute == Recompute::full && l.pp == 1 &&
-          p.reshard_after_forward && p.shard_group == 0 && l.gradient_ranks() > 1 && l.model.has_sequence() &&
+    if (!(state_rules(p.states).zero3_regathers_after_recompute && l.zero == 3 && l.recompute == Recompute::full &&
+          l.pp == 1 && p.reshard_after_forward && p.shard_group == 0 && l.gradient_ranks() > 1 && l.model.has_sequence() &&
           !l.model.moe))
         return std::nullopt;
     const RecomputeRegather regather = deepspeed_recompute_regather(l.model, whole);
@@ -453,7 +421,7 @@ void add_hybrid_replicas(std::vector<CommLine>& comm, const PlanLayout& p, const
 void scatter_gather_pp_sends(std::vector<CommLine>& comm, const PlanLayout& p, const PlanContext& context, int world) {
     const Layout& l = p.engine;
     const ClusterSpec& cluster = context.cluster;
-    if (!(p.states != StateConvention::parbench && l.tp > 1 && !l.sp &&
+    if (!(state_rules(p.states).pp_scatter_gather && l.tp > 1 && !l.sp &&
           placement_of(world, cluster) == Placement::cross_host))
         return;
     for (CommLine& line : comm) {
@@ -474,8 +442,8 @@ std::optional<std::size_t> predict_comm(PlanPrediction& out, const PlanLayout& p
     const Layout& l = p.engine;
     const ClusterSpec& cluster = context.cluster;
     const int world = l.dp * l.tp * l.pp * l.cp;
-    // Activations cross the wire in fp32 in parbench's engine, in 16 bits under the others.
-    const double wire = p.states == StateConvention::parbench ? 1.0 : 0.5;
+    const StateRules& rules = state_rules(p.states);
+    const double wire = rules.activation_wire;
     for (int r = 0; r < l.pp; ++r) out.traffic_by_pp_rank.push_back(engine_rank_traffic(l, r, 0, &whole));
     const int busiest = busiest_sender(out.traffic_by_pp_rank);
     CommPricer pricer{p, context, out.traffic_by_pp_rank, std::nullopt};
@@ -487,7 +455,7 @@ std::optional<std::size_t> predict_comm(PlanPrediction& out, const PlanLayout& p
     pricer.add(out.comm, "tp", out.memory.pp_rank, l.tp, placement_of(l.tp, cluster), wire, 1.0, 1);
     const DpGroup dp = dp_group(p, cluster);
     pricer.add(out.comm, "dp", out.memory.pp_rank, dp.ranks, dp.placement,
-               p.states == StateConvention::zero ? 0.5 : 1.0, dp.nics, l.tp);
+               rules.gradient_wire, dp.nics, l.tp);
     add_expert_lines(out, p, context, pricer, dp, rank);
     if (l.zero == 3 && !p.reshard_after_forward) keep_forward_gathers(out.comm);
     const std::optional<std::size_t> regather_line = add_deepspeed_regather(out.comm, p, context, whole, dp);
@@ -553,7 +521,7 @@ std::vector<PassCosts> predict_compute(PlanPrediction& out, const PlanLayout& p,
 // and written once, on the compute stream.
 void add_fsdp_copies(PlanPrediction& out, const PlanLayout& p, const PlanContext& context) {
     const Layout& l = p.engine;
-    if (!(l.zero == 3 && p.states != StateConvention::parbench && l.gradient_ranks() > 1)) return;
+    if (!(l.zero == 3 && state_rules(p.states).zero3_copies_per_parameter && l.gradient_ranks() > 1)) return;
     double copied = 0;
     for (const CommLine& line : out.comm)
         if (line.dimension == "dp" && (line.collective == "allgather" || line.collective == "reducescatter"))
