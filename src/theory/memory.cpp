@@ -310,29 +310,20 @@ void llama_items(const Layout& l, const PipelinePart& part, ItemList& items) {
     matmul_items(l, shapes, items);
 }
 
-// train/models/mlp.cpp: layers alternate column- and row-parallel (megatron style) or are all
-// column-parallel with gathered inputs (allgather style).
+// train/models/mlp.cpp's buffer table (theory/mlp_buffers.hpp), summed.
 void mlp_items(const Layout& l, ItemList& items) {
-    const double b = l.microbatch_size, H = l.model.hidden, Hl = H / l.tp;
-    const bool split = l.tp > 1;
-    const bool allgather = split && l.tp_style == TensorParallelStyle::allgather;
-    auto width = [&](int layer) { return split && !allgather && layer % 2 == 1 ? H : split ? Hl : H; };
-    const int L = l.model.layers;
-    items.activation("inputs, targets, losses (per micro-batch)", l.microbatches, b * H + b * width(L - 1) + b);
-    double stored = 0;
-    for (int layer = 0; layer < L; ++layer) {
-        const bool last = layer + 1 == L;
-        stored += b * width(layer);                             // pre-activation
-        if (!last && !allgather) stored += b * width(layer);    // GELU output
-        if (!last && allgather) stored += b * H;                // the gathered GELU output
-    }
-    items.activation("layer stores (all layers)", 1, stored);
-    items.activation("backward scratch (loss gradient, two activation gradients)", 1, b + 2 * b * H);
-    if (allgather) items.activation("allgather-style scratch (slice, gathered gradient)", 1, b * Hl + b * H);
-    if (mlp_holds_gradient_piece(l.tp, l.precision, l.microbatches))
-        items.activation("weight-gradient piece (AdamW fused with the weight gradient)", 1,
-                         std::min(H, static_cast<double>(mlp_gradient_piece_rows)) * H);
-    matmul_items(l, {{static_cast<int>(b), static_cast<int>(H), static_cast<int>(H)}}, items);
+    const MlpBuffers buffers = mlp_buffers(l.model, TensorSplit{0, l.tp, l.sp, l.tp_style}, l.microbatch_size,
+                                           l.microbatches, l.precision);
+    auto floats = [](std::size_t count) { return static_cast<double>(count); };
+    items.activation("inputs, targets, losses (per micro-batch)", l.microbatches, floats(buffers.per_microbatch()));
+    items.activation("layer stores (all layers)", 1, floats(buffers.layer_stores()));
+    items.activation("backward scratch (loss gradient, two activation gradients)", 1,
+                     floats(buffers.backward_scratch()));
+    items.activation("allgather-style scratch (slice, gathered gradient)", buffers.allgather_scratch() > 0 ? 1 : 0,
+                     floats(buffers.allgather_scratch()));
+    items.activation("weight-gradient piece (AdamW fused with the weight gradient)", buffers.piece > 0 ? 1 : 0,
+                     floats(buffers.piece));
+    matmul_items(l, buffers.matmuls, items);
 }
 
 }  // namespace
