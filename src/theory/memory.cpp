@@ -5,6 +5,7 @@
 #include "core/error.hpp"
 #include "theory/context_parallel.hpp"
 #include "theory/engine_attention.hpp"
+#include "theory/gpt_buffers.hpp"
 #include "theory/model_layout.hpp"
 #include "theory/moe_memory.hpp"
 #include "theory/pipeline/partition.hpp"
@@ -195,7 +196,11 @@ void gpt_items(const Layout& l, const PipelinePart& part, ItemList& items) {
     const AttentionFloats attention = attention_floats(l, context, block_attention, B * (l.model.heads / t) * T * T);
     const double att = attention.saved;
     const double logits = rows * vocab_local;
-    const double full_block = 4 * rc + 4 * R + 3 * local + local + att + 2 * wide;
+    // A layer's own buffers: GPT's table (theory/gpt_buffers.hpp), which train/models/gpt.cpp allocates.
+    const GptBlockBuffers layer =
+        gpt_block_buffers(l.model, l.tp, static_cast<std::size_t>(rows), static_cast<std::size_t>(R));
+    const double dense_mlp = static_cast<double>(layer.fch + layer.fch_gelu);
+    const double full_block = static_cast<double>(layer.kept(true)) + att;
     // What a layer keeps as its own under --recompute (transformer_model.hpp's allocate_block),
     // and the one set all layers share.
     const bool shares_probabilities = l.recompute == Recompute::selective && !context && !block_attention;
@@ -205,13 +210,14 @@ void gpt_items(const Layout& l, const PipelinePart& part, ItemList& items) {
     // An MoE layer routes the rank's R rows (B·T/t under SP: train/models/gpt.cpp, llama.cpp).
     const MoeMemoryShape moe_shape = engine_moe_memory_shape(l, R);
     const double moe_kept = static_cast<double>(moe_kept_bytes(moe_shape)) / f32;
-    const double moe_block = l.recompute == Recompute::full ? rc : block - 2 * wide + moe_kept;
+    const double moe_block = l.recompute == Recompute::full ? rc : block - dense_mlp + moe_kept;
     if (l.recompute == Recompute::full)
         items.activation("full recompute: one layer's buffers, shared", 1,
-                         (moe_count < l.model.layers ? full_block : full_block - 2 * wide) +
+                         (moe_count < l.model.layers ? full_block : full_block - dense_mlp) +
                              (moe_count > 0 ? moe_kept : 0.0));
     if (shares_probabilities) items.activation("selective recompute: probabilities, shared", 1, att);
-    const double stash = rows * C + wide + rows * C + 3 * local;
+    const double stash = static_cast<double>(
+        gpt_stash_buffers(l.model, l.tp, static_cast<std::size_t>(rows)).total());
 
     items.add(MemoryCategory::activations, "tokens, targets, losses (per micro-batch)", 3.0 * l.microbatches,
               rows * f32);
