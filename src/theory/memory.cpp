@@ -6,6 +6,7 @@
 #include "theory/context_parallel.hpp"
 #include "theory/engine_attention.hpp"
 #include "theory/gpt_buffers.hpp"
+#include "theory/llama_buffers.hpp"
 #include "theory/model_layout.hpp"
 #include "theory/moe_memory.hpp"
 #include "theory/pipeline/partition.hpp"
@@ -270,7 +271,11 @@ void llama_items(const Layout& l, const PipelinePart& part, ItemList& items) {
     const AttentionFloats attention = attention_floats(l, context, block_attention, probabilities);
     const double att = attention.saved;
     const double logits = rows * V / t;
-    const double full_block = 4 * rc + 2 * R + 2 * q + 2 * kv + att + 3 * wide;
+    // A layer's own buffers: Llama's table (theory/llama_buffers.hpp), which train/models/llama.cpp allocates.
+    const LlamaBlockBuffers layer =
+        llama_block_buffers(l.model, l.tp, static_cast<std::size_t>(rows), static_cast<std::size_t>(R));
+    const double dense_mlp = static_cast<double>(layer.gate + layer.up + layer.glu);
+    const double full_block = static_cast<double>(layer.kept(true)) + att;
     const bool shares_probabilities = l.recompute == Recompute::selective && !context && !block_attention;
     const double block = l.recompute == Recompute::full ? rc : shares_probabilities ? full_block - att : full_block;
     // An MoE layer keeps the MoE layer's buffers (theory/moe_memory.hpp, on every tp rank: the
@@ -279,10 +284,11 @@ void llama_items(const Layout& l, const PipelinePart& part, ItemList& items) {
     // An MoE layer routes the rank's R rows (B·T/t under SP: train/models/gpt.cpp, llama.cpp).
     const MoeMemoryShape moe_shape = engine_moe_memory_shape(l, R);
     const double moe_kept = static_cast<double>(moe_kept_bytes(moe_shape)) / f32;
-    const double moe_block = l.recompute == Recompute::full ? rc : block - 3 * wide + moe_kept;
-    const double full_recompute_work = (moe_count < l.model.layers ? full_block : full_block - 3 * wide) +
+    const double moe_block = l.recompute == Recompute::full ? rc : block - dense_mlp + moe_kept;
+    const double full_recompute_work = (moe_count < l.model.layers ? full_block : full_block - dense_mlp) +
                                        (moe_count > 0 ? moe_kept : 0.0);
-    const double stash = 2 * btc + 2 * wide + q + 2 * kv;
+    const double stash = static_cast<double>(
+        llama_stash_buffers(l.model, l.tp, static_cast<std::size_t>(rows)).total());
     const double head = rc + R + logits + 3 * rows;
 
     items.add(MemoryCategory::activations, "tokens, targets, losses (per micro-batch)", 3.0 * l.microbatches,
