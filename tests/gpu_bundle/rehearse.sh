@@ -92,7 +92,7 @@ unshare -m -n --propagation private bash -c "
     $binds true
     cd '$root/tmp'
     exec chroot '$root' /usr/bin/env -i PATH=/usr/bin:/bin HOME=/tmp TMPDIR=/tmp \
-        bash /check/gpu_check.sh --bundle /bundle/parbench-gpu.tar.xz --rehearse /out
+        bash /check/gpu/gpu_check.sh --bundle /bundle/parbench-gpu.tar.xz --rehearse /out
 "
 status=$?
 echo "--- gpu_check.sh --rehearse exited with status $status"
