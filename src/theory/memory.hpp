@@ -1,10 +1,11 @@
 // What one rank of parbench's own `train` allocates, from the model, the layout and the flags
 // alone: every buffer the engine takes from its memory ledger (train/memory_ledger.hpp),
 // listed by what it is, so that the report's theory column and `parbench plan`'s prediction
-// are one formula and equal the measured ledger. The MLP's activations are its buffer table
-// (theory/mlp_buffers.hpp), which train/models/mlp.cpp allocates from; the other counts still
-// mirror the allocations of train/schemes/data_parallel.cpp, train/schemes/zero.cpp,
-// train/models/gpt.cpp, train/models/llama.cpp, train/matmuls.cpp
+// are one formula and equal the measured ledger. The MLP's activations and the GPT and Llama
+// layers' stores and stashes are the buffer tables the models allocate from
+// (theory/mlp_buffers.hpp, gpt_buffers.hpp, llama_buffers.hpp); the other counts still mirror
+// the allocations of train/schemes/data_parallel.cpp, train/schemes/zero.cpp, the transformer
+// frame (train/models/transformer_model.hpp, gpt.cpp, llama.cpp), train/moe/, train/matmuls.cpp
 // and train/pipeline/pipeline_executor.cpp; the parameter layouts, buckets, shards and
 // pipeline activation slots come from the very functions the engine calls
 // (model_parameter_layout, group_units_by_bytes, FlatLayout, pipeline_part), so a change of
