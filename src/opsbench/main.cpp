@@ -35,7 +35,7 @@
 #include "device/cpu_device.hpp"
 #include "report/environment.hpp"
 #include "opsbench/gpu_device.hpp"
-#include "theory/memory.hpp"
+#include "theory/mlp_buffers.hpp"
 #include "theory/op_flops.hpp"
 #include "train/ops/cpu_ops.hpp"
 #include "train/ops/ops.hpp"

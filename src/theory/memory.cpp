@@ -5,6 +5,8 @@
 #include "core/error.hpp"
 #include "theory/context_parallel.hpp"
 #include "theory/engine_attention.hpp"
+#include "theory/gpt_buffers.hpp"
+#include "theory/llama_buffers.hpp"
 #include "theory/model_layout.hpp"
 #include "theory/moe_memory.hpp"
 #include "theory/pipeline/partition.hpp"
@@ -195,7 +197,11 @@ void gpt_items(const Layout& l, const PipelinePart& part, ItemList& items) {
     const AttentionFloats attention = attention_floats(l, context, block_attention, B * (l.model.heads / t) * T * T);
     const double att = attention.saved;
     const double logits = rows * vocab_local;
-    const double full_block = 4 * rc + 4 * R + 3 * local + local + att + 2 * wide;
+    // A layer's own buffers: GPT's table (theory/gpt_buffers.hpp), which train/models/gpt.cpp allocates.
+    const GptBlockBuffers layer =
+        gpt_block_buffers(l.model, l.tp, static_cast<std::size_t>(rows), static_cast<std::size_t>(R));
+    const double dense_mlp = static_cast<double>(layer.fch + layer.fch_gelu);
+    const double full_block = static_cast<double>(layer.kept(true)) + att;
     // What a layer keeps as its own under --recompute (transformer_model.hpp's allocate_block),
     // and the one set all layers share.
     const bool shares_probabilities = l.recompute == Recompute::selective && !context && !block_attention;
@@ -205,13 +211,14 @@ void gpt_items(const Layout& l, const PipelinePart& part, ItemList& items) {
     // An MoE layer routes the rank's R rows (B·T/t under SP: train/models/gpt.cpp, llama.cpp).
     const MoeMemoryShape moe_shape = engine_moe_memory_shape(l, R);
     const double moe_kept = static_cast<double>(moe_kept_bytes(moe_shape)) / f32;
-    const double moe_block = l.recompute == Recompute::full ? rc : block - 2 * wide + moe_kept;
+    const double moe_block = l.recompute == Recompute::full ? rc : block - dense_mlp + moe_kept;
     if (l.recompute == Recompute::full)
         items.activation("full recompute: one layer's buffers, shared", 1,
-                         (moe_count < l.model.layers ? full_block : full_block - 2 * wide) +
+                         (moe_count < l.model.layers ? full_block : full_block - dense_mlp) +
                              (moe_count > 0 ? moe_kept : 0.0));
     if (shares_probabilities) items.activation("selective recompute: probabilities, shared", 1, att);
-    const double stash = rows * C + wide + rows * C + 3 * local;
+    const double stash = static_cast<double>(
+        gpt_stash_buffers(l.model, l.tp, static_cast<std::size_t>(rows)).total());
 
     items.add(MemoryCategory::activations, "tokens, targets, losses (per micro-batch)", 3.0 * l.microbatches,
               rows * f32);
@@ -264,7 +271,11 @@ void llama_items(const Layout& l, const PipelinePart& part, ItemList& items) {
     const AttentionFloats attention = attention_floats(l, context, block_attention, probabilities);
     const double att = attention.saved;
     const double logits = rows * V / t;
-    const double full_block = 4 * rc + 2 * R + 2 * q + 2 * kv + att + 3 * wide;
+    // A layer's own buffers: Llama's table (theory/llama_buffers.hpp), which train/models/llama.cpp allocates.
+    const LlamaBlockBuffers layer =
+        llama_block_buffers(l.model, l.tp, static_cast<std::size_t>(rows), static_cast<std::size_t>(R));
+    const double dense_mlp = static_cast<double>(layer.gate + layer.up + layer.glu);
+    const double full_block = static_cast<double>(layer.kept(true)) + att;
     const bool shares_probabilities = l.recompute == Recompute::selective && !context && !block_attention;
     const double block = l.recompute == Recompute::full ? rc : shares_probabilities ? full_block - att : full_block;
     // An MoE layer keeps the MoE layer's buffers (theory/moe_memory.hpp, on every tp rank: the
@@ -273,10 +284,11 @@ void llama_items(const Layout& l, const PipelinePart& part, ItemList& items) {
     // An MoE layer routes the rank's R rows (B·T/t under SP: train/models/gpt.cpp, llama.cpp).
     const MoeMemoryShape moe_shape = engine_moe_memory_shape(l, R);
     const double moe_kept = static_cast<double>(moe_kept_bytes(moe_shape)) / f32;
-    const double moe_block = l.recompute == Recompute::full ? rc : block - 3 * wide + moe_kept;
-    const double full_recompute_work = (moe_count < l.model.layers ? full_block : full_block - 3 * wide) +
+    const double moe_block = l.recompute == Recompute::full ? rc : block - dense_mlp + moe_kept;
+    const double full_recompute_work = (moe_count < l.model.layers ? full_block : full_block - dense_mlp) +
                                        (moe_count > 0 ? moe_kept : 0.0);
-    const double stash = 2 * btc + 2 * wide + q + 2 * kv;
+    const double stash = static_cast<double>(
+        llama_stash_buffers(l.model, l.tp, static_cast<std::size_t>(rows)).total());
     const double head = rc + R + logits + 3 * rows;
 
     items.add(MemoryCategory::activations, "tokens, targets, losses (per micro-batch)", 3.0 * l.microbatches,
@@ -310,29 +322,20 @@ void llama_items(const Layout& l, const PipelinePart& part, ItemList& items) {
     matmul_items(l, shapes, items);
 }
 
-// train/models/mlp.cpp: layers alternate column- and row-parallel (megatron style) or are all
-// column-parallel with gathered inputs (allgather style).
+// train/models/mlp.cpp's buffer table (theory/mlp_buffers.hpp), summed.
 void mlp_items(const Layout& l, ItemList& items) {
-    const double b = l.microbatch_size, H = l.model.hidden, Hl = H / l.tp;
-    const bool split = l.tp > 1;
-    const bool allgather = split && l.tp_style == TensorParallelStyle::allgather;
-    auto width = [&](int layer) { return split && !allgather && layer % 2 == 1 ? H : split ? Hl : H; };
-    const int L = l.model.layers;
-    items.activation("inputs, targets, losses (per micro-batch)", l.microbatches, b * H + b * width(L - 1) + b);
-    double stored = 0;
-    for (int layer = 0; layer < L; ++layer) {
-        const bool last = layer + 1 == L;
-        stored += b * width(layer);                             // pre-activation
-        if (!last && !allgather) stored += b * width(layer);    // GELU output
-        if (!last && allgather) stored += b * H;                // the gathered GELU output
-    }
-    items.activation("layer stores (all layers)", 1, stored);
-    items.activation("backward scratch (loss gradient, two activation gradients)", 1, b + 2 * b * H);
-    if (allgather) items.activation("allgather-style scratch (slice, gathered gradient)", 1, b * Hl + b * H);
-    if (mlp_holds_gradient_piece(l.tp, l.precision, l.microbatches))
-        items.activation("weight-gradient piece (AdamW fused with the weight gradient)", 1,
-                         std::min(H, static_cast<double>(mlp_gradient_piece_rows)) * H);
-    matmul_items(l, {{static_cast<int>(b), static_cast<int>(H), static_cast<int>(H)}}, items);
+    const MlpBuffers buffers = mlp_buffers(l.model, TensorSplit{0, l.tp, l.sp, l.tp_style}, l.microbatch_size,
+                                           l.microbatches, l.precision);
+    auto floats = [](std::size_t count) { return static_cast<double>(count); };
+    items.activation("inputs, targets, losses (per micro-batch)", l.microbatches, floats(buffers.per_microbatch()));
+    items.activation("layer stores (all layers)", 1, floats(buffers.layer_stores()));
+    items.activation("backward scratch (loss gradient, two activation gradients)", 1,
+                     floats(buffers.backward_scratch()));
+    items.activation("allgather-style scratch (slice, gathered gradient)", buffers.allgather_scratch() > 0 ? 1 : 0,
+                     floats(buffers.allgather_scratch()));
+    items.activation("weight-gradient piece (AdamW fused with the weight gradient)", buffers.piece > 0 ? 1 : 0,
+                     floats(buffers.piece));
+    matmul_items(l, buffers.matmuls, items);
 }
 
 }  // namespace

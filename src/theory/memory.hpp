@@ -1,8 +1,11 @@
 // What one rank of parbench's own `train` allocates, from the model, the layout and the flags
 // alone: every buffer the engine takes from its memory ledger (train/memory_ledger.hpp),
 // listed by what it is, so that the report's theory column and `parbench plan`'s prediction
-// are one formula and equal the measured ledger. The counts mirror the allocations of
-// train/schemes/data_parallel.cpp, train/schemes/zero.cpp, train/models/gpt.cpp, train/models/mlp.cpp, train/matmuls.cpp
+// are one formula and equal the measured ledger. The MLP's activations and the GPT and Llama
+// layers' stores and stashes are the buffer tables the models allocate from
+// (theory/mlp_buffers.hpp, gpt_buffers.hpp, llama_buffers.hpp); the other counts still mirror
+// the allocations of train/schemes/data_parallel.cpp, train/schemes/zero.cpp, the transformer
+// frame (train/models/transformer_model.hpp, gpt.cpp, llama.cpp), train/moe/, train/matmuls.cpp
 // and train/pipeline/pipeline_executor.cpp; the parameter layouts, buckets, shards and
 // pipeline activation slots come from the very functions the engine calls
 // (model_parameter_layout, group_units_by_bytes, FlatLayout, pipeline_part), so a change of
@@ -19,6 +22,7 @@
 #include "theory/layout.hpp"
 #include "theory/memory_category.hpp"
 #include "theory/model_config.hpp"
+#include "theory/mlp_buffers.hpp"
 #include "theory/model_layout.hpp"
 #include "theory/pipeline/schedule.hpp"
 #include "theory/pipeline/schedule_simulation.hpp"
@@ -26,18 +30,6 @@
 #include "theory/tensor_split.hpp"
 
 namespace parbench {
-
-// train/models/mlp.cpp fuses each layer's weight gradient with its AdamW update when its scheme
-// updates in pieces (ParameterAccess::updates_in_pieces): rows of the gradient are computed into
-// one buffer of this many rows (fewer in a narrower layer), small enough to stay in a core's
-// caches beside the update's streams, and updated from there; 256, the band of rows CpuOps'
-// skinny input gradient sums at a time, so that the fused input gradient has the unfused one's
-// bits (train/ops/matmul.cpp asserts it). The MLP holds that buffer whenever the fusion can happen: whole layers (tp 1), fp32
-// matmuls, one micro-batch.
-inline constexpr int mlp_gradient_piece_rows = 256;
-inline bool mlp_holds_gradient_piece(int tp, Precision precision, int microbatches) {
-    return tp == 1 && precision == Precision::fp32 && microbatches == 1;
-}
 
 // `count` buffers of `bytes_each` under `category`, named for what they hold.
 struct MemoryItem {

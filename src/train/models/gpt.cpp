@@ -49,6 +49,7 @@
 #include <vector>
 
 #include "core/nvtx.hpp"
+#include "theory/gpt_buffers.hpp"
 #include "train/models/transformer_model.hpp"
 #include "train/models/transformer_parts.hpp"
 #include "train/moe/moe_model_state.hpp"
@@ -358,36 +359,33 @@ class GptModel final : public TransformerModel<BlockActivations, WeightGradientS
         return {{BT, C_, qkv_apart ? Cl_ : 3 * Cl_}, {BT, Cl_, C_}, {BT, C_, Fl_}, {BT, Fl_, C_}};
     }
 
+    // The layer's buffers from the table the memory theory sums (theory/gpt_buffers.hpp).
     BlockActivations allocate_block_buffers(bool with_probabilities, bool dense_mlp, bool moe_mlp) override {
-        const std::size_t rc = residual_elements();
-        const std::size_t r = static_cast<std::size_t>(R_);
-        const std::size_t local_channels = rows() * static_cast<std::size_t>(Cl_);
-        const std::size_t wide = rows() * static_cast<std::size_t>(Fl_);
+        const GptBlockBuffers sizes = gpt_block_buffers(config_, tp_.size(), rows(), static_cast<std::size_t>(R_));
         BlockActivations a{};
-        a.ln1 = arena_.floats(rc);
-        a.ln1_mean = arena_.floats(r);
-        a.ln1_rstd = arena_.floats(r);
-        a.qkv = arena_.floats(3 * local_channels);
-        a.atty = arena_.floats(local_channels);
+        a.ln1 = arena_.floats(sizes.ln1);
+        a.ln1_mean = arena_.floats(sizes.ln1_mean);
+        a.ln1_rstd = arena_.floats(sizes.ln1_rstd);
+        a.qkv = arena_.floats(sizes.qkv);
+        a.atty = arena_.floats(sizes.atty);
         if (with_probabilities) a.att = arena_.floats(attention_store_elements());
-        a.residual2 = arena_.floats(rc);
-        a.ln2 = arena_.floats(rc);
-        a.ln2_mean = arena_.floats(r);
-        a.ln2_rstd = arena_.floats(r);
+        a.residual2 = arena_.floats(sizes.residual2);
+        a.ln2 = arena_.floats(sizes.ln2);
+        a.ln2_mean = arena_.floats(sizes.ln2_mean);
+        a.ln2_rstd = arena_.floats(sizes.ln2_rstd);
         if (dense_mlp) {
-            a.fch = arena_.floats(wide);
-            a.fch_gelu = arena_.floats(wide);
+            a.fch = arena_.floats(sizes.fch);
+            a.fch_gelu = arena_.floats(sizes.fch_gelu);
         }
         if (moe_mlp) a.moe = allocate_moe_activations();
-        a.residual3 = arena_.floats(rc);
+        a.residual3 = arena_.floats(sizes.residual3);
         return a;
     }
 
     WeightGradientStash allocate_stash() override {
-        return WeightGradientStash{arena_.floats(rows() * static_cast<std::size_t>(C_)),
-                                   arena_.floats(rows() * static_cast<std::size_t>(Fl_)),
-                                   arena_.floats(rows() * static_cast<std::size_t>(C_)),
-                                   arena_.floats(3 * rows() * static_cast<std::size_t>(Cl_))};
+        const GptStashBuffers sizes = gpt_stash_buffers(config_, tp_.size(), rows());
+        return WeightGradientStash{arena_.floats(sizes.dmlp), arena_.floats(sizes.dfc), arena_.floats(sizes.dattention),
+                                   arena_.floats(sizes.dqkv)};
     }
 
     void allocate_block_scratch() override {

@@ -43,6 +43,7 @@
 #include <vector>
 
 #include "core/nvtx.hpp"
+#include "theory/llama_buffers.hpp"
 #include "train/models/transformer_model.hpp"
 #include "train/models/transformer_parts.hpp"
 #include "train/moe/moe_model_state.hpp"
@@ -324,41 +325,35 @@ class LlamaModel final : public TransformerModel<BlockActivations, WeightGradien
         return {{BT, C_, Cl_}, {BT, C_, KVl_}, {BT, Cl_, C_}, {BT, C_, Fl_}, {BT, Fl_, C_}};
     }
 
+    // The layer's buffers from the table the memory theory sums (theory/llama_buffers.hpp).
     BlockActivations allocate_block_buffers(bool with_probabilities, bool dense_mlp, bool moe_mlp) override {
-        const std::size_t rc = residual_elements();
-        const std::size_t r = static_cast<std::size_t>(R_);
-        const std::size_t q_elements = rows() * static_cast<std::size_t>(Cl_);
-        const std::size_t kv_elements = rows() * static_cast<std::size_t>(KVl_);
-        const std::size_t wide = rows() * static_cast<std::size_t>(Fl_);
+        const LlamaBlockBuffers sizes = llama_block_buffers(config_, tp_.size(), rows(), static_cast<std::size_t>(R_));
         BlockActivations a{};
-        a.norm1 = arena_.floats(rc);
-        a.rstd1 = arena_.floats(r);
-        a.q = arena_.floats(q_elements);
-        a.k = arena_.floats(kv_elements);
-        a.v = arena_.floats(kv_elements);
-        a.atty = arena_.floats(q_elements);
+        a.norm1 = arena_.floats(sizes.norm1);
+        a.rstd1 = arena_.floats(sizes.rstd1);
+        a.q = arena_.floats(sizes.q);
+        a.k = arena_.floats(sizes.k);
+        a.v = arena_.floats(sizes.v);
+        a.atty = arena_.floats(sizes.atty);
         if (with_probabilities) a.att = arena_.floats(attention_store_elements());
-        a.residual2 = arena_.floats(rc);
-        a.norm2 = arena_.floats(rc);
-        a.rstd2 = arena_.floats(r);
+        a.residual2 = arena_.floats(sizes.residual2);
+        a.norm2 = arena_.floats(sizes.norm2);
+        a.rstd2 = arena_.floats(sizes.rstd2);
         if (dense_mlp) {
-            a.gate = arena_.floats(wide);
-            a.up = arena_.floats(wide);
-            a.glu = arena_.floats(wide);
+            a.gate = arena_.floats(sizes.gate);
+            a.up = arena_.floats(sizes.up);
+            a.glu = arena_.floats(sizes.glu);
         }
         if (moe_mlp) a.moe = allocate_moe_activations();
-        a.residual3 = arena_.floats(rc);
+        a.residual3 = arena_.floats(sizes.residual3);
         return a;
     }
 
     WeightGradientStash allocate_stash() override {
-        const std::size_t btc = rows() * static_cast<std::size_t>(C_);
-        const std::size_t wide = rows() * static_cast<std::size_t>(Fl_);
-        const std::size_t q_elements = rows() * static_cast<std::size_t>(Cl_);
-        const std::size_t kv_elements = rows() * static_cast<std::size_t>(KVl_);
-        return WeightGradientStash{arena_.floats(btc),        arena_.floats(wide),       arena_.floats(wide),
-                                   arena_.floats(btc),        arena_.floats(q_elements), arena_.floats(kv_elements),
-                                   arena_.floats(kv_elements)};
+        const LlamaStashBuffers sizes = llama_stash_buffers(config_, tp_.size(), rows());
+        return WeightGradientStash{arena_.floats(sizes.dmlp),       arena_.floats(sizes.dgate), arena_.floats(sizes.dup),
+                                   arena_.floats(sizes.dattention), arena_.floats(sizes.dq),    arena_.floats(sizes.dk),
+                                   arena_.floats(sizes.dv)};
     }
 
     void allocate_block_scratch() override {

@@ -7,7 +7,7 @@
 #include <vector>
 
 #include "core/nvtx.hpp"
-#include "theory/memory.hpp"
+#include "theory/mlp_buffers.hpp"
 #include "train/synthetic_data.hpp"
 
 // Tensor parallelism (tensor_parallel.hpp), two ways:
@@ -39,46 +39,41 @@ class MlpModel : public Model {
              MemoryLedger& ledger, const TensorParallelGroup& tp, Precision precision)
         : seed_(seed), ops_(ops), device_(ledger.device()), tp_(tp), B_(shape.batch), H_(config.hidden),
           Hl_(config.hidden / tp.size()), L_(config.layers),
-          // Every linear layer is (B,H)·(H,H)ᵀ or a slice of it: the largest operands.
-          matmuls_(ops, precision, ledger, {{B_, H_, H_}}) {
+          sizes_(mlp_buffers(config, tp.split(), shape.batch, shape.microbatches, precision)),
+          matmuls_(ops, precision, ledger, sizes_.matmuls) {
         if (tp.split().style == TensorParallelStyle::allgather && tp.size() < 2)
             throw std::logic_error("MlpModel: the allgather style needs a tensor-parallel group of 2 or more");
         tensors_ = mlp_layout::build(config, tp.split(), layout_);
-        auto floats = [&](std::size_t count) {
+        // Every buffer is one of the table's (theory/mlp_buffers.hpp), which the memory theory sums;
+        // a size of 0 is a buffer this layout does not hold.
+        auto buffer = [&](std::size_t count) {
             buffers_.push_back(ledger.allocate(MemoryCategory::activations, count * sizeof(float)));
             return buffers_.back();
         };
-        const std::size_t b = rows();
+        auto floats = [&](std::size_t count) { return count == 0 ? nullptr : buffer(count).as<float>(); };
         for (int k = 0; k < shape.microbatches; ++k) {
-            inputs_.push_back(floats(b * static_cast<std::size_t>(H_)));
-            targets_.push_back(floats(b * static_cast<std::size_t>(output_width())));
-            losses_.push_back(floats(b));
+            inputs_.push_back(buffer(sizes_.input));
+            targets_.push_back(buffer(sizes_.target));
+            losses_.push_back(buffer(sizes_.loss));
         }
         const std::size_t before = ledger.usage().live_of(MemoryCategory::activations);
-        const bool allgather = tp.split().style == TensorParallelStyle::allgather;
-        for (int l = 0; l < L_; ++l) {
-            const std::size_t width = b * static_cast<std::size_t>(width_of(l));
-            const bool last = l + 1 == L_;
-            pre_.push_back(floats(width).as<float>());
-            // GELU's output is the next layer's input, kept for its weight gradient; in the
-            // allgather style the gathered copy is kept instead and the slice is scratch.
-            post_.push_back(last ? pre_.back() : allgather ? nullptr : floats(width).as<float>());
-            gathered_.push_back(allgather && !last ? floats(b * static_cast<std::size_t>(H_)).as<float>() : nullptr);
+        for (const MlpLayerBuffers& kept : sizes_.layers) {
+            pre_.push_back(floats(kept.pre));
+            // GELU's output is the next layer's input, kept for its weight gradient; the last
+            // layer's output is its pre-activation; in the allgather style the gathered copy is
+            // kept instead and the slice is scratch.
+            post_.push_back(&kept == &sizes_.layers.back() ? pre_.back() : floats(kept.post));
+            gathered_.push_back(floats(kept.gathered));
         }
         activation_bytes_per_layer_ = (ledger.usage().live_of(MemoryCategory::activations) - before) /
                                       static_cast<std::size_t>(L_);
-        const std::size_t full = b * static_cast<std::size_t>(H_);
-        dlosses_ = floats(b).as<float>();
-        dpre_ = floats(full).as<float>();
-        dpost_ = floats(full).as<float>();
-        if (allgather) {
-            slice_ = floats(b * static_cast<std::size_t>(Hl_)).as<float>();
-            dgathered_ = floats(full).as<float>();
-        }
-        if (mlp_holds_gradient_piece(tp.size(), precision, shape.microbatches)) {
-            piece_rows_ = std::min(H_, mlp_gradient_piece_rows);
-            piece_ = floats(static_cast<std::size_t>(piece_rows_) * static_cast<std::size_t>(H_)).as<float>();
-        }
+        dlosses_ = floats(sizes_.dlosses);
+        dpre_ = floats(sizes_.dpre);
+        dpost_ = floats(sizes_.dpost);
+        slice_ = floats(sizes_.slice);
+        dgathered_ = floats(sizes_.dgathered);
+        piece_rows_ = sizes_.piece_rows;
+        piece_ = floats(sizes_.piece);
     }
 
     const ParameterLayout& layout() const override { return layout_; }
@@ -276,6 +271,7 @@ class MlpModel : public Model {
     Device& device_;
     TensorParallelGroup tp_;
     int B_, H_, Hl_, L_;  // Hl_ = H/t: a column-parallel layer's output columns on this rank
+    MlpBuffers sizes_;    // the buffers this model allocates, by the table the memory theory sums
     Matmuls matmuls_;     // every linear layer, in the run's precision
     ParameterLayout layout_;
     std::vector<LayerTensors> tensors_;

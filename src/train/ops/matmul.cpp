@@ -6,7 +6,7 @@
 #include <cstddef>
 #include <vector>
 
-#include "theory/memory.hpp"
+#include "theory/mlp_buffers.hpp"
 #include "train/ops/cpu_ops.hpp"
 #include "train/ops/cpu_simd.hpp"
 #include "train/ops/skinny_gemm.hpp"
