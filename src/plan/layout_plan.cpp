@@ -4,7 +4,7 @@
 #include <sstream>
 #include <stdexcept>
 
-#include "core/error.hpp"
+#include "plan/layout_comm.hpp"
 #include "plan/tp_comm_overlap.hpp"
 #include "theory/context_parallel.hpp"
 #include "theory/llama_activation_memory.hpp"
@@ -31,25 +31,6 @@ double megatron_interleaved_layers_in_flight(int layers, int p, int v, int m, in
 
 namespace {
 
-struct StateBytes {
-    double params, grads, optimizer;  // per parameter
-    std::string rule;
-};
-
-StateBytes state_bytes(StateConvention states, int zero) {
-    if (states == StateConvention::zero)
-        return {2, 2, 12, "ZeRO (arXiv 1910.02054 sec. 3.1): fp16 parameters 2 B + fp16 gradients 2 B + fp32 "
-                          "parameters, momentum, variance 12 B = 16 B/param; / dp for the partitioned states"};
-    const bool distributed = zero >= 1;
-    return {2, 4, 12, std::string("Megatron-LM's theoretical memory: bf16 parameters 2 B + fp32 gradients 4 B + fp32 "
-                                  "main parameters and Adam 12 B = 18 B/param") +
-                          (distributed ? "; distributed optimizer: 6 + 12/dp" : "")};
-}
-
-Placement placement_of(int span, const ClusterSpec& cluster) {
-    return span <= cluster.gpus_per_host ? Placement::intra_host : Placement::cross_host;
-}
-
 // The whole model's parameters at the layout's tensor and expert split: every pipeline rank's
 // memory and traffic select their units from it.
 ParameterLayout whole_parameter_layout(const Layout& l) {
@@ -60,7 +41,7 @@ PlanMemory convention_memory(const PlanLayout& p, int pp_rank, const EnginePipel
                              const ParameterLayout& whole) {
     const Layout& l = p.engine;
     const EngineRank rank = engine_rank(l, pp_rank, pipeline, &whole);
-    const StateBytes bytes = state_bytes(p.states, l.zero);
+    const PerParameterBytes bytes = *state_rules(p.states).per_parameter;
     const ModelStateBytes states =
         model_state_bytes(p.states, static_cast<double>(rank.layout.total_numel()), l.zero,
                           p.shard_group > 0 ? p.shard_group : l.gradient_ranks());
@@ -197,30 +178,15 @@ double zero3_exposed_ms(double gather_ms, double gather_calls, double reduce_ms,
     return forward + backward;
 }
 
-StateConvention parse_states(const std::string& name) {
-    if (name == "zero") return StateConvention::zero;
-    if (name == "megatron") return StateConvention::megatron;
-    if (name == "parbench") return StateConvention::parbench;
-    throw UsageError("--states '" + name + "': use zero, megatron or parbench");
-}
-
-std::string states_name(StateConvention states) {
-    switch (states) {
-        case StateConvention::zero: return "zero";
-        case StateConvention::megatron: return "megatron";
-        case StateConvention::parbench: return "parbench";
-    }
-    return "?";
-}
-
 ModelStateBytes model_state_bytes(StateConvention states, double psi, int zero, int dp) {
-    if (states == StateConvention::parbench)
+    const StateRules& rules = state_rules(states);
+    if (!rules.per_parameter)
         throw std::logic_error("model_state_bytes: parbench's states are counted per buffer (engine_rank_memory)");
-    const StateBytes bytes = state_bytes(states, zero);
+    const PerParameterBytes bytes = *rules.per_parameter;
     const ModelStates partitioned =
         zero_partitioned_states({bytes.params, bytes.grads, bytes.optimizer}, psi, zero, static_cast<double>(dp));
     ModelStateBytes m;
-    m.rule = bytes.rule;
+    m.rule = rules.rule_text(zero);
     m.params = partitioned.params;
     m.grads = partitioned.grads;
     m.optimizer = partitioned.optimizer;
@@ -230,7 +196,7 @@ ModelStateBytes model_state_bytes(StateConvention states, double psi, int zero, 
 PlanMemory plan_memory(const PlanLayout& p, const EnginePipeline* shared) {
     std::optional<EnginePipeline> built;
     if (shared == nullptr && p.engine.pp > 1) shared = &built.emplace(*engine_pipeline(p.engine));
-    if (p.states == StateConvention::parbench) return engine_memory(p, shared);
+    if (!state_rules(p.states).per_parameter) return engine_memory(p, shared);
     const ParameterLayout whole = whole_parameter_layout(p.engine);
     PlanMemory peak = convention_memory(p, 0, shared, whole);
     for (int r = 1; r < p.engine.pp; ++r) {
@@ -241,224 +207,54 @@ PlanMemory plan_memory(const PlanLayout& p, const EnginePipeline* shared) {
 }
 
 double plan_memory_reserved(const PlanLayout& p, const ClusterSpec& cluster) {
-    // The frameworks' jobs (zero, megatron) lose the allocator's reserve and the runtime's memory
-    // (DeviceSpec::memory_reserved_gib); parbench's convention counts its engine's own buffers.
-    return p.states == StateConvention::parbench ? 0.0 : cluster.device.memory_reserved_gib * 1024.0 * 1024.0 * 1024.0;
+    return state_rules(p.states).loses_device_reserve ? cluster.device.memory_reserved_gib * 1024.0 * 1024.0 * 1024.0
+                                                       : 0.0;
 }
 
 double plan_memory_capacity(const PlanLayout& p, const ClusterSpec& cluster) {
     return cluster.device.memory_gib * 1024.0 * 1024.0 * 1024.0 - plan_memory_reserved(p, cluster);
 }
 
-PlanPrediction predict_layout(const PlanLayout& p, const PlanContext& context, const EnginePipeline* shared,
-                              const PlanMemory* memory) {
-    const Layout& l = p.engine;
-    const ClusterSpec& cluster = context.cluster;
-    PlanPrediction out;
-    out.layout = p;
-    std::optional<EnginePipeline> built;
-    if (shared == nullptr && l.pp > 1) shared = &built.emplace(*engine_pipeline(l));
-    const EnginePipeline* pipeline = shared;
+namespace {
+
+// predict_layout's stages, in the order it runs them: memory, traffic priced into comm lines
+// (plan/layout_comm.hpp), compute, the pipeline's bubble, the optimizer, what each dimension
+// leaves exposed, and the rates. Each fills its part of the prediction.
+
+void predict_memory(PlanPrediction& out, const PlanLayout& p, const ClusterSpec& cluster, const EnginePipeline* shared,
+                    const PlanMemory* memory) {
     out.memory = memory ? *memory : plan_memory(p, shared);
     out.memory_reserved = plan_memory_reserved(p, cluster);
     out.memory_capacity = plan_memory_capacity(p, cluster);
     out.fits = out.memory.total <= out.memory_capacity;
+}
 
+const StageCompute& busiest_stage(const std::vector<StageCompute>& stages) {
+    const StageCompute* busiest = &stages.front();
+    for (const StageCompute& stage : stages)
+        if (stage.total_ms() > busiest->total_ms()) busiest = &stage;
+    return *busiest;
+}
+
+// Model FLOPs and the busiest rank's compute time, on the device's compute model or at the
+// measured rate. Returns each pipeline rank's F, B, W per chunk from its own work, when modelled:
+// stages of unequal work (the embedding on the first, the head on the last) simulated as they are.
+std::vector<PassCosts> predict_compute(PlanPrediction& out, const PlanLayout& p, const PlanContext& context,
+                                       const EnginePipeline* pipeline) {
+    const Layout& l = p.engine;
     const int world = l.dp * l.tp * l.pp * l.cp;
-    // Activations cross the wire in fp32 in parbench's engine, in 16 bits under the others.
-    const double wire = p.states == StateConvention::parbench ? 1.0 : 0.5;
-    // Every pipeline rank's traffic, by the formula train checks its counters against
-    // (theory/rank_traffic.hpp); the tp and dp lines are the most loaded rank's, the pp lines the
-    // busiest sender's (a middle stage sends most; a receive is its peer's send).
-    const ParameterLayout whole = whole_parameter_layout(l);
-    for (int r = 0; r < l.pp; ++r) out.traffic_by_pp_rank.push_back(engine_rank_traffic(l, r, 0, &whole));
-    int busiest = 0;
-    double busiest_bytes = -1;
-    for (int r = 0; r < l.pp; ++r) {
-        double bytes = 0;
-        const auto pp = out.traffic_by_pp_rank[static_cast<std::size_t>(r)].find("pp");
-        if (pp != out.traffic_by_pp_rank[static_cast<std::size_t>(r)].end())
-            for (const auto& [op, v] : pp->second)
-                if (op != "recv") bytes += v.bytes;
-        if (bytes > busiest_bytes) {
-            busiest_bytes = bytes;
-            busiest = r;
-        }
-    }
-    const EngineRank rank = engine_rank(l, out.memory.pp_rank, shared, &whole);
-    // A cross-host group with k members on each host drives k of the host's NICs (one per GPU),
-    // up to what NVLink carries between them: its bandwidth term is k times one NIC's.
-    auto nics_used = [&](int members_per_host) {
-        const double nvlink_ratio = cluster.device.intra_host.busbw_gbps / cluster.device.cross_host.busbw_gbps;
-        return std::max(1.0, std::min(static_cast<double>(members_per_host), nvlink_ratio));
-    };
-    // Hybrid sharding: the dp traffic of a layout whose dp is the shard group (the replicas'
-    // all-reduce is added below).
-    std::optional<std::map<std::string, TrafficByOp>> shard_traffic;
-    if (p.shard_group > 0) {
-        Layout shard = l;
-        shard.dp = p.shard_group;
-        shard_traffic = engine_rank_traffic(shard, out.memory.pp_rank, 0, &whole);
-    }
-    // `stride`: how many ranks apart the group's members are (its members per host set a ring's
-    // network steps, CommModel::time_us); 0 for point-to-point lines.
-    auto add_lines = [&](const std::string& dimension, int pp_rank, int group, Placement placement, double scale,
-                         double nics = 1.0, int stride = 0) {
-        const int members_per_host = stride > 0 ? std::clamp(cluster.gpus_per_host / stride, 1, group) : 0;
-        const auto& by_dimension = dimension == "dp" && shard_traffic
-                                       ? *shard_traffic
-                                       : out.traffic_by_pp_rank.at(static_cast<std::size_t>(pp_rank));
-        const auto found = by_dimension.find(dimension);
-        if (found == by_dimension.end()) return;
-        for (const auto& [op, volume] : found->second) {
-            if (volume.calls <= 0) continue;
-            // Megatron's convention reduces fp32 gradients but all-gathers the bf16 parameters
-            // (its distributed optimizer, and ZeRO-3/FSDP's param_dtype): 2 bytes, not 4.
-            const bool bf16_parameters = p.states == StateConvention::megatron && op == "allgather" &&
-                                         dimension == "dp";
-            CommLine line{dimension, op, volume.calls, volume.bytes * (bf16_parameters ? 0.5 : scale), group,
-                          placement, 0, ""};
-            if (op == "recv") {
-                line.source = "its time is the matching send's (one transfer)";
-            } else {
-                // Gradients are averaged over their group (op avg): an --op avg sweep prices that
-                // apart (plan/alpha_beta.hpp).
-                const bool averaged = (dimension == "dp" || dimension == "edp") &&
-                                      (op == "allreduce" || op == "reducescatter");
-                const std::string model_op = op == "send" ? "sendrecv" : averaged ? averaged_collective(op) : op;
-                const double share = placement == Placement::cross_host ? nics : 1.0;
-                line.time_ms = volume.calls * context.comm.time_us(model_op, line.bytes / volume.calls / share,
-                                                                   op == "send" ? 2 : group, placement,
-                                                                   op == "send" ? 0 : members_per_host) / 1e3;
-                line.source = context.comm.source(model_op, placement);
-            }
-            out.comm.push_back(line);
-        }
-    };
-    add_lines("tp", out.memory.pp_rank, l.tp, placement_of(l.tp, cluster), wire, 1.0, 1);
-    // Under context parallelism the gradients are averaged over dp x cp ranks (one group).
-    // The dp x cp group's ranks are tp apart (Megatron-LM's order: tp, cp, dp, pp).
-    const int sharded_over = p.shard_group > 0 ? p.shard_group : l.gradient_ranks();
-    const Placement dp_placement = placement_of(sharded_over * l.tp, cluster);
-    const double dp_nics = nics_used(std::min(sharded_over, std::max(1, cluster.gpus_per_host / l.tp)));
-    add_lines("dp", out.memory.pp_rank, sharded_over, dp_placement, p.states == StateConvention::zero ? 0.5 : 1.0,
-              dp_nics, l.tp);
-    // parbench's engine, in Megatron-core's expert order (train/mesh.hpp): the MoE layers'
-    // exchanges over the ep group, ep consecutive members of the dp x cp group (tp apart), and the
-    // routed experts' gradients over the expert-data-parallel group (members tp x ep apart).
-    if (p.states == StateConvention::parbench && l.ep > 1) {
-        add_lines("ep", out.memory.pp_rank, l.ep, placement_of(l.ep * l.tp, cluster), 1.0, 1.0, l.tp);
-        const int edp = expert_data_parallel_size(l.gradient_ranks(), l.ep);
-        add_lines("edp", out.memory.pp_rank, edp, placement_of(edp * l.ep * l.tp, cluster), 1.0,
-                  nics_used(std::min(edp, std::max(1, cluster.gpus_per_host / (l.tp * l.ep)))), l.tp * l.ep);
-    }
-    if (p.experts.active()) {
-        // MoE in Megatron-core's expert order (tp, ep, expert-dp, pp; cp folded into the expert
-        // dp): the ep group's members are tp apart, the expert-dp group's tp x ep apart.
-        const int ep = p.engine.ep, host = cluster.gpus_per_host;
-        const MoeLinks links{placement_of(sharded_over * l.tp, cluster), placement_of(sharded_over * l.tp, cluster),
-                             placement_of(ep * l.tp, cluster),
-                             nics_used(std::min(sharded_over, std::max(1, host / l.tp))),
-                             nics_used(std::min(expert_data_parallel(p), std::max(1, host / (l.tp * ep))))};
-        apply_moe_traffic(out, context, static_cast<double>(rank.layout.total_numel()), links);
-    }
-    if (l.zero == 3 && !p.reshard_after_forward) {
-        // One gather per layer and micro-batch, for the forward; the backward reuses it.
-        for (CommLine& line : out.comm)
-            if (line.dimension == "dp" && line.collective == "allgather") {
-                line.calls /= 2;
-                line.bytes /= 2;
-                line.time_ms /= 2;
-                line.source += "; no reshard after forward: the forward's gathers only";
-            }
-    }
-    // DeepSpeed's ZeRO-3 under full recompute: what the recompute forward's release lets go is
-    // gathered a third time for the backward (theory/traffic.hpp, deepspeed_recompute_regather,
-    // from DeepSpeed's coordinator and its default settings). Under --states zero, the ZeRO
-    // paper's own implementation; Megatron's convention and parbench's engine run ZeRO-3 in FSDP's
-    // form, whose recompute uses the backward's gather. Not with a pipeline (DeepSpeed's
-    // PipelineEngine refuses ZeRO-2/3: deepspeed/runtime/pipe/engine.py), FSDP's variants (no
-    // reshard, hybrid) or MoE models (their experts' submodules are not modelled).
-    std::optional<std::size_t> regather_line;
-    if (p.states == StateConvention::zero && l.zero == 3 && l.recompute == Recompute::full && l.pp == 1 &&
-        p.reshard_after_forward && p.shard_group == 0 && l.gradient_ranks() > 1 && l.model.has_sequence() &&
-        !l.model.moe) {
-        const RecomputeRegather regather = deepspeed_recompute_regather(l.model, whole);
-        if (regather.uses > 0) {
-            // One call per submodule gathered again: at most DeepSpeed's, whose prefetch may
-            // coalesce several into one all-gather.
-            const double calls = regather.uses * l.microbatches;
-            // fp16 parameters under ZeRO's convention (the dp lines' scale above).
-            const double bytes = regather.elements * l.microbatches * 2.0;
-            const int members_per_host = std::clamp(cluster.gpus_per_host / l.tp, 1, sharded_over);
-            const double share = dp_placement == Placement::cross_host ? dp_nics : 1.0;
-            CommLine line{"dp", "allgather", calls, bytes, sharded_over, dp_placement, 0,
-                          "DeepSpeed ZeRO-3: released after the recompute forward, gathered again for the backward; " +
-                              context.comm.source("allgather", dp_placement)};
-            line.time_ms = calls *
-                           context.comm.time_us("allgather", bytes / calls / share, sharded_over, dp_placement,
-                                                members_per_host) / 1e3;
-            regather_line = out.comm.size();
-            out.comm.push_back(line);
-        }
-    }
-    if (p.shard_group > 0 && l.gradient_ranks() > p.shard_group) {
-        // The replicas (one per host) all-reduce their gradient shard once per step.
-        const int replicas = l.gradient_ranks() / p.shard_group;
-        double shard_bytes = 0, units = 0;
-        for (const CommLine& line : out.comm)
-            if (line.dimension == "dp" && line.collective == "reducescatter") {
-                shard_bytes += line.bytes / p.shard_group / l.microbatches;
-                units += line.calls / l.microbatches;
-            }
-        if (units > 0) {
-            CommLine line{"dp", "allreduce", units, shard_bytes, replicas, Placement::cross_host, 0,
-                          "hybrid sharding: the gradient shard across " + std::to_string(replicas) + " replicas, " +
-                              context.comm.source("allreduce", Placement::cross_host)};
-            line.time_ms = units * context.comm.time_us("allreduce", shard_bytes / units, replicas, Placement::cross_host) / 1e3;
-            out.comm.push_back(line);
-        }
-    }
-    add_lines("pp", busiest, 2, placement_of(world, cluster), wire);
-    // Megatron-LM's pipeline transfers across hosts with tp > 1 (scatter-gather, arXiv 2104.04473
-    // sec. 4.1): each tp rank sends 1/t of the activation over its own NIC, then the t ranks of the
-    // receiving stage all-gather it over NVLink. parbench's engine sends the whole tensor per rank.
-    // Under sequence parallelism each tp rank holds and sends its own s/t shard already (the
-    // traffic above counts the shard), which the next stage's sequence-parallel region takes as
-    // it is: no scatter, no gather.
-    if (p.states != StateConvention::parbench && l.tp > 1 && !l.sp &&
-        placement_of(world, cluster) == Placement::cross_host) {
-        for (CommLine& line : out.comm) {
-            if (line.dimension != "pp" || line.collective != "send" || line.calls <= 0) continue;
-            const double each = line.bytes / line.calls;
-            line.time_ms = line.calls *
-                           (context.comm.time_us("sendrecv", each / l.tp, 2, Placement::cross_host) +
-                            context.comm.time_us("allgather", each, l.tp, placement_of(l.tp, cluster))) / 1e3;
-            line.source += "; scatter over tp " + std::to_string(l.tp) + ", all-gather inside the host";
-        }
-    }
-    // The cp group's attention transfers (theory/context_parallel.hpp); a ring's receives are the
-    // other end of its sends, so the sends alone carry the time.
-    add_lines("cp", out.memory.pp_rank, l.cp, placement_of(l.cp * l.tp, cluster), wire, 1.0, l.tp);
-
-    // Compute, bubble, optimizer.
     out.flops_per_step = p.experts.active() ? moe_model_flops_per_step(*p.experts.model, p.engine.global_batch, l.seq_len)
                                             : model_flops_per_step(l.model, p.engine.global_batch, l.seq_len);
     // Ranks that outnumber their host's cores compute at cores / ranks of the unshared rate.
-    out.compute_share = compute_share(cluster, world);
-    // Each pipeline rank's F, B, W per chunk from its own work, when modelled: stages of unequal
-    // work (the embedding on the first, the head on the last) simulated as they are.
+    out.compute_share = compute_share(context.cluster, world);
     std::vector<PassCosts> work_costs;
     if (context.device_compute) {
         DeviceCompute device = *context.device_compute;
         device.fp8_linear = p.fp8;
         out.stages = stage_compute(l, p.engine.attention, device, &p.experts);
-        const StageCompute* busiest_stage = &out.stages.front();
-        for (const StageCompute& stage : out.stages) {
-            if (stage.total_ms() > busiest_stage->total_ms()) busiest_stage = &stage;
+        for (const StageCompute& stage : out.stages)
             out.hardware_flops_per_step += stage.gemm_flops * l.microbatches * l.dp * l.cp * l.tp;
-        }
-        out.compute_ms = l.microbatches * busiest_stage->total_ms() / out.compute_share.share;
+        out.compute_ms = l.microbatches * busiest_stage(out.stages).total_ms() / out.compute_share.share;
         if (l.pp > 1) {
             const double v = l.virtual_stages;
             const bool split = pipeline->schedule.split_backward;
@@ -478,84 +274,98 @@ PlanPrediction predict_layout(const PlanLayout& p, const PlanContext& context, c
         const double rank_tflops = context.rate.tflops_per_gpu * out.compute_share.share;
         out.compute_ms = out.hardware_flops_per_step / (world * rank_tflops * 1e12) * 1e3;
     }
-    if (l.zero == 3 && p.states != StateConvention::parbench && l.gradient_ranks() > 1) {
-        // FSDP2's per-parameter sharding copies (plan/layout_plan.hpp): every byte a dp gather
-        // brings in is copied out to its parameter, every byte a reduce-scatter sends copied in
-        // first, each read and written once, on the compute stream.
-        double copied = 0;
-        for (const CommLine& line : out.comm)
-            if (line.dimension == "dp" && (line.collective == "allgather" || line.collective == "reducescatter"))
-                copied += 2.0 * line.bytes;
-        const double gbps = cluster.device.memory_bandwidth_gbps *
-                            (context.device_compute ? context.device_compute->memory_fraction : 0.8);
-        out.fsdp_copy_ms = copied / (gbps * 1e9) * 1e3 / out.compute_share.share;
-        out.compute_ms += out.fsdp_copy_ms;
-    }
+    return work_costs;
+}
+
+// FSDP2's per-parameter sharding copies (plan/layout_plan.hpp): every byte a dp gather brings in
+// is copied out to its parameter, every byte a reduce-scatter sends copied in first, each read
+// and written once, on the compute stream.
+void add_fsdp_copies(PlanPrediction& out, const PlanLayout& p, const PlanContext& context) {
+    const Layout& l = p.engine;
+    if (!(l.zero == 3 && state_rules(p.states).zero3_copies_per_parameter && l.gradient_ranks() > 1)) return;
+    double copied = 0;
+    for (const CommLine& line : out.comm)
+        if (line.dimension == "dp" && (line.collective == "allgather" || line.collective == "reducescatter"))
+            copied += 2.0 * line.bytes;
+    const double gbps = context.cluster.device.memory_bandwidth_gbps *
+                        (context.device_compute ? context.device_compute->memory_fraction : 0.8);
+    out.fsdp_copy_ms = copied / (gbps * 1e9) * 1e3 / out.compute_share.share;
+    out.compute_ms += out.fsdp_copy_ms;
+}
+
+// Each pipeline rank's passes, and the schedule's bubble: its formula, simulated on the given or
+// the stages' own pass costs when there are some.
+void predict_bubble(PlanPrediction& out, const PlanLayout& p, const PlanContext& context,
+                    const EnginePipeline* pipeline, const std::vector<PassCosts>& work_costs) {
+    const Layout& l = p.engine;
     out.passes_by_pp_rank = l.pp > 1 ? pass_counts(pipeline->schedule)
                                      : std::vector<PassCounts>{unpipelined_pass_counts(l.microbatches)};
-    if (l.pp > 1) {
-        const ScheduleShape shape{l.pp, l.microbatches, l.virtual_stages};
-        const Schedule& schedule = pipeline->schedule;
-        out.bubble_formula = theoretical_bubble(l.schedule, shape);
-        out.bubble_formula_text = bubble_formula(l.schedule);
-        out.bubble_simulated = out.bubble_formula;
-        out.bubble_ms = -1;
-        if (context.pass_costs_given || context.simulate_balanced) {
-            const bool own_costs = !context.pass_costs_given && !work_costs.empty();
-            const SimulationResult simulated =
-                own_costs ? simulate_schedule(schedule, l.p2p, work_costs)
-                          : simulate_schedule(schedule, l.p2p,
-                                              context.pass_costs_given ? context.pass_costs : balanced_costs(schedule));
-            if (simulated.completed) {
-                out.bubble_simulated = simulated.bubble();
-                // In the work's own milliseconds the step's compute and bubble are the makespan:
-                // the busiest rank idles for what is left of it.
-                if (own_costs)
-                    out.bubble_ms = (simulated.makespan - *std::max_element(simulated.busy.begin(), simulated.busy.end())) /
-                                    out.compute_share.share;
-            }
+    if (l.pp <= 1) return;
+    const ScheduleShape shape{l.pp, l.microbatches, l.virtual_stages};
+    const Schedule& schedule = pipeline->schedule;
+    out.bubble_formula = theoretical_bubble(l.schedule, shape);
+    out.bubble_formula_text = bubble_formula(l.schedule);
+    out.bubble_simulated = out.bubble_formula;
+    out.bubble_ms = -1;
+    if (context.pass_costs_given || context.simulate_balanced) {
+        const bool own_costs = !context.pass_costs_given && !work_costs.empty();
+        const SimulationResult simulated =
+            own_costs ? simulate_schedule(schedule, l.p2p, work_costs)
+                      : simulate_schedule(schedule, l.p2p,
+                                          context.pass_costs_given ? context.pass_costs : balanced_costs(schedule));
+        if (simulated.completed) {
+            out.bubble_simulated = simulated.bubble();
+            // In the work's own milliseconds the step's compute and bubble are the makespan:
+            // the busiest rank idles for what is left of it.
+            if (own_costs)
+                out.bubble_ms = (simulated.makespan - *std::max_element(simulated.busy.begin(), simulated.busy.end())) /
+                                out.compute_share.share;
         }
-        if (out.bubble_ms < 0) out.bubble_ms = out.compute_ms * out.bubble_simulated / (1.0 - out.bubble_simulated);
     }
-    if (!context.rate.includes_optimizer) {
-        double owned = static_cast<double>(rank.layout.total_numel()) / (l.zero >= 1 ? l.gradient_ranks() : 1);
-        // Dense states sharded over dp x cp, the experts' (E/ep of them) over their own group.
-        if (p.experts.active())
-            owned = out.moe.dense_parameters_rank / (l.zero >= 1 ? l.gradient_ranks() : 1) +
-                    out.moe.expert_parameters_rank / (l.zero >= 1 ? expert_data_parallel(p) : 1);
-        const double gbps = context.rate.optimizer_gbps ? *context.rate.optimizer_gbps : cluster.device.memory_bandwidth_gbps;
-        out.optimizer_ms = owned * 28.0 / (gbps * 1e9 * out.compute_share.share) * 1e3;
-    }
+    if (out.bubble_ms < 0) out.bubble_ms = out.compute_ms * out.bubble_simulated / (1.0 - out.bubble_simulated);
+}
 
-    // Exposed communication.
+// The optimizer's step over the states the rank owns: 28 bytes per parameter through memory.
+void predict_optimizer(PlanPrediction& out, const PlanLayout& p, const PlanContext& context, const EngineRank& rank) {
+    const Layout& l = p.engine;
+    if (context.rate.includes_optimizer) return;
+    double owned = static_cast<double>(rank.layout.total_numel()) / (l.zero >= 1 ? l.gradient_ranks() : 1);
+    // Dense states sharded over dp x cp, the experts' (E/ep of them) over their own group.
+    if (p.experts.active())
+        owned = out.moe.dense_parameters_rank / (l.zero >= 1 ? l.gradient_ranks() : 1) +
+                out.moe.expert_parameters_rank / (l.zero >= 1 ? expert_data_parallel(p) : 1);
+    const double gbps = context.rate.optimizer_gbps ? *context.rate.optimizer_gbps : context.cluster.device.memory_bandwidth_gbps;
+    out.optimizer_ms = owned * 28.0 / (gbps * 1e9 * out.compute_share.share) * 1e3;
+}
+
+// The exposed tp time; returns what the GEMMs hid of it. Under tp comm overlap the
+// sequence-parallel all-gathers and reduce-scatters are each pipelined with the linear GEMM they
+// feed or drain, on the busiest stage; the rest (all-reduces) stays exposed.
+double expose_tp(PlanPrediction& out, const Layout& l) {
     out.exposed_tp_ms = sum_time_ms(out.comm, "tp");
-    double hidden_tp_ms = 0;
-    if (l.tp_comm_overlap && l.tp > 1 && !out.stages.empty()) {
-        // The sequence-parallel all-gathers and reduce-scatters, each pipelined with the linear
-        // GEMM it feeds or drains, on the busiest stage; the rest (all-reduces) stays exposed.
-        const StageCompute* busiest_stage = &out.stages.front();
-        for (const StageCompute& stage : out.stages)
-            if (stage.total_ms() > busiest_stage->total_ms()) busiest_stage = &stage;
-        double overlapped_ms = 0, calls = 0;
-        for (const CommLine& line : out.comm)
-            if (line.dimension == "tp" && (line.collective == "allgather" || line.collective == "reducescatter")) {
-                overlapped_ms += line.time_ms;
-                calls += line.calls;
-            }
-        const double gemm_ms = l.microbatches * busiest_stage->linear_gemm_ms / out.compute_share.share;
-        const double exposed = tp_overlap_step_exposed_ms(gemm_ms, overlapped_ms, calls, l.tp);
-        hidden_tp_ms = std::max(0.0, overlapped_ms - exposed);
-        out.exposed_tp_ms -= hidden_tp_ms;
-    }
-    out.exposed_cp_ms = sum_time_ms(out.comm, "cp");
+    if (!(l.tp_comm_overlap && l.tp > 1 && !out.stages.empty())) return 0.0;
+    double overlapped_ms = 0, calls = 0;
+    for (const CommLine& line : out.comm)
+        if (line.dimension == "tp" && (line.collective == "allgather" || line.collective == "reducescatter")) {
+            overlapped_ms += line.time_ms;
+            calls += line.calls;
+        }
+    const double gemm_ms = l.microbatches * busiest_stage(out.stages).linear_gemm_ms / out.compute_share.share;
+    const double exposed = tp_overlap_step_exposed_ms(gemm_ms, overlapped_ms, calls, l.tp);
+    const double hidden_tp_ms = std::max(0.0, overlapped_ms - exposed);
+    out.exposed_tp_ms -= hidden_tp_ms;
+    return hidden_tp_ms;
+}
+
+// The exposed dp (and edp) time: ZeRO-3's prefetched gathers and reduce-scatters unit by unit
+// (zero3_exposed_ms), else what the backward and the step's compute leave of the reduces and
+// gathers. Returns what the compute hid of them.
+double expose_dp(PlanPrediction& out, const Layout& l, bool reshard_after_forward,
+                 std::optional<std::size_t> regather_line) {
     // The forward's share of compute: the busiest stage's F with a compute model, else 1/3.
     double forward_ms = out.compute_ms / 3.0;
-    if (!out.stages.empty()) {
-        const StageCompute* busiest_stage = &out.stages.front();
-        for (const StageCompute& stage : out.stages)
-            if (stage.total_ms() > busiest_stage->total_ms()) busiest_stage = &stage;
-        forward_ms = l.microbatches * busiest_stage->forward_ms / out.compute_share.share;
-    }
+    if (!out.stages.empty())
+        forward_ms = l.microbatches * busiest_stage(out.stages).forward_ms / out.compute_share.share;
     const double backward_ms = out.compute_ms - forward_ms;
     double reduce_ms = 0, gather_ms = 0, largest_reduce_ms = 0, largest_gather_ms = 0;
     double reduce_calls = 0, gather_calls = 0;
@@ -583,7 +393,7 @@ PlanPrediction predict_layout(const PlanLayout& p, const PlanContext& context, c
     if (l.zero == 3 && l.prefetch && l.overlap && l.gradient_ranks() > 1 && gather_calls >= 2 && reduce_calls > 0) {
         // The replicas' all-reduce (hybrid sharding) follows each reduce-scatter on the same link.
         out.exposed_dp_ms = zero3_exposed_ms(gather_ms, gather_calls, reduce_ms, reduce_calls, forward_ms, backward_ms,
-                                             p.reshard_after_forward, l.microbatches, regather_ms);
+                                             reshard_after_forward, l.microbatches, regather_ms);
     } else {
         gather_ms += regather_ms;
         // Gradients accumulated over micro-batches are reduced once, in the last micro-batch's
@@ -596,6 +406,12 @@ PlanPrediction predict_layout(const PlanLayout& p, const PlanContext& context, c
             gather_ms = std::max(largest_gather_ms, gather_ms - out.compute_ms);
         out.exposed_dp_ms = reduce_ms + gather_ms;
     }
+    return std::max(0.0, reduce_ms_total + gather_ms_total - out.exposed_dp_ms);
+}
+
+// The exposed pp time: non-blocking sends expose the warm-up's and cool-down's only. Returns
+// what the compute hid.
+double expose_pp(PlanPrediction& out, const Layout& l) {
     double pp_ms = 0;
     for (const CommLine& line : out.comm) {
         if (line.dimension != "pp") continue;
@@ -605,6 +421,12 @@ PlanPrediction predict_layout(const PlanLayout& p, const PlanContext& context, c
         else
             out.exposed_pp_ms += line.time_ms;
     }
+    return std::max(0.0, pp_ms - out.exposed_pp_ms);
+}
+
+// The exposed ep time under the all-to-all overlaps; returns what the compute hid.
+double expose_ep(PlanPrediction& out, const PlanLayout& p, const PlanContext& context, const EnginePipeline* pipeline) {
+    const Layout& l = p.engine;
     double hidden_ep_ms = 0;
     if (p.engine.moe.a2a_overlap && out.exposed_ep_ms > 0) {
         // Under parbench's states the ep lines are train's: the counts' alltoall blocks, the
@@ -629,20 +451,52 @@ PlanPrediction predict_layout(const PlanLayout& p, const PlanContext& context, c
         hidden_ep_ms = apply_moe_a2a_overlap_1f1b(out, moe_exchange_stretches(l, p.engine.attention, p.experts, pass_ms),
                                                   paired_groups_per_rank(pipeline->schedule, l.p2p));
     }
-    // What the collectives hid, they took from the compute beside them (arXiv 2507.03114): on a
-    // GPU's compute model, that compute runs overlap_compute_slowdown slower for as long as the
-    // hidden collectives (dp, pp and the overlapped all-to-alls) last. A measured rate (a train
-    // report) holds its own slowdown already.
-    if (context.device_compute) {
-        const double hidden_ms = std::max(0.0, reduce_ms_total + gather_ms_total - out.exposed_dp_ms) +
-                                 std::max(0.0, pp_ms - out.exposed_pp_ms) + hidden_ep_ms + hidden_tp_ms;
-        out.overlap_slowdown_ms = overlap_compute_slowdown * std::min(hidden_ms, out.compute_ms);
-    }
+    return hidden_ep_ms;
+}
+
+// The step and its rates: time, tokens per second and MFU at the device's peak.
+void predict_rates(PlanPrediction& out, const PlanLayout& p, const ClusterSpec& cluster) {
+    const Layout& l = p.engine;
+    const int world = l.dp * l.tp * l.pp * l.cp;
     out.step_ms = out.compute_ms + out.bubble_ms + out.optimizer_ms + out.exposed_ms() + out.overlap_slowdown_ms;
     const double tokens = static_cast<double>(p.engine.global_batch) * (l.model.kind != ModelKind::mlp ? l.seq_len : 1);
     out.tokens_per_s = tokens / (out.step_ms / 1e3);
     const double peak = l.precision == Precision::bf16 ? cluster.device.peak_tflops_bf16 : cluster.device.peak_tflops_fp32;
     out.mfu = peak > 0 ? out.flops_per_step / (out.step_ms / 1e3 * world * peak * 1e12) : 0.0;
+}
+
+}  // namespace
+
+PlanPrediction predict_layout(const PlanLayout& p, const PlanContext& context, const EnginePipeline* shared,
+                              const PlanMemory* memory) {
+    const Layout& l = p.engine;
+    PlanPrediction out;
+    out.layout = p;
+    std::optional<EnginePipeline> built;
+    if (shared == nullptr && l.pp > 1) shared = &built.emplace(*engine_pipeline(l));
+    predict_memory(out, p, context.cluster, shared, memory);
+    const ParameterLayout whole = whole_parameter_layout(l);
+    const EngineRank rank = engine_rank(l, out.memory.pp_rank, shared, &whole);
+
+    const std::optional<std::size_t> regather_line = predict_comm(out, p, context, whole, rank);
+    const std::vector<PassCosts> work_costs = predict_compute(out, p, context, shared);
+    add_fsdp_copies(out, p, context);
+    predict_bubble(out, p, context, shared, work_costs);
+    predict_optimizer(out, p, context, rank);
+
+    const double hidden_tp_ms = expose_tp(out, l);
+    out.exposed_cp_ms = sum_time_ms(out.comm, "cp");
+    const double hidden_dp_ms = expose_dp(out, l, p.reshard_after_forward, regather_line);
+    const double hidden_pp_ms = expose_pp(out, l);
+    const double hidden_ep_ms = expose_ep(out, p, context, shared);
+    // What the collectives hid, they took from the compute beside them (arXiv 2507.03114): on a
+    // GPU's compute model, that compute runs overlap_compute_slowdown slower for as long as the
+    // hidden collectives (dp, pp and the overlapped all-to-alls) last. A measured rate (a train
+    // report) holds its own slowdown already.
+    if (context.device_compute)
+        out.overlap_slowdown_ms =
+            overlap_compute_slowdown * std::min(hidden_dp_ms + hidden_pp_ms + hidden_ep_ms + hidden_tp_ms, out.compute_ms);
+    predict_rates(out, p, context.cluster);
     return out;
 }
 

@@ -49,16 +49,13 @@
 #include "plan/device_compute.hpp"
 #include "plan/moe_plan.hpp"
 #include "plan/stage_compute.hpp"
+#include "plan/state_rules.hpp"
 #include "theory/activation_memory.hpp"
 #include "theory/layer_work.hpp"
 #include "theory/memory.hpp"
 #include "theory/rank_traffic.hpp"
 
 namespace parbench {
-
-enum class StateConvention { zero, megatron, parbench };
-StateConvention parse_states(const std::string& name);  // UsageError naming --states
-std::string states_name(StateConvention states);
 
 // Model-state bytes per GPU for `parameters` on this rank under a convention (zero or
 // megatron), partitioned over dp by the ZeRO stage (1: optimizer, 2: + gradients,

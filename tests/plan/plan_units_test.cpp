@@ -53,6 +53,20 @@ TEST(PlanPaperTables, ZeroTable1ModelStates) {
     }
 }
 
+// Each byte convention's rules are found by its name and carry it back (plan/state_rules.hpp);
+// Megatron's rule names its distributed optimizer only under ZeRO >= 1.
+TEST(PlanStates, EachConventionsRulesAreFoundByItsName) {
+    for (const StateConvention states : {StateConvention::zero, StateConvention::megatron, StateConvention::parbench}) {
+        EXPECT_EQ(parse_states(states_name(states)), states) << states_name(states);
+        EXPECT_EQ(state_rules(states).convention, states) << states_name(states);
+    }
+    EXPECT_THROW(parse_states("fsdp"), UsageError);
+    EXPECT_FALSE(state_rules(StateConvention::parbench).per_parameter.has_value());
+    EXPECT_EQ(model_state_bytes(StateConvention::megatron, 1e9, 0, 8).rule.find("distributed"), std::string::npos);
+    EXPECT_NE(model_state_bytes(StateConvention::megatron, 1e9, 1, 8).rule.find("distributed optimizer"),
+              std::string::npos);
+}
+
 // ZeRO figure 1: Psi = 7.5B, Nd = 64, K = 12: baseline 120 GB, Pos 31.4, Pos+g 16.6, Pos+g+p 1.9.
 TEST(PlanPaperTables, ZeroFigure1) {
     expect_gb(model_state_bytes(StateConvention::zero, 7.5e9, 0, 64).total(), 120, "baseline");
