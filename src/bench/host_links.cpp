@@ -6,6 +6,8 @@
 #include <functional>
 #include <vector>
 
+#include "bench/statistics.hpp"
+
 namespace parbench {
 namespace {
 
@@ -20,8 +22,7 @@ double median_us(int samples, const std::function<void()>& work) {
         work();
         times.push_back(std::chrono::duration<double, std::micro>(Clock::now() - start).count());
     }
-    std::nth_element(times.begin(), times.begin() + samples / 2, times.end());
-    return times[static_cast<std::size_t>(samples / 2)];
+    return percentile(times, 0.5);
 }
 
 // The slowest rank's value (the least bandwidth, the longest latency): every rank gets it.
@@ -64,8 +65,7 @@ double call_latency_us(Communicator& comm) {
     }
     std::vector<double> slowest(samples);
     comm.allreduce(times.data(), slowest.data(), samples, DType::float64, ReduceOp::max);
-    std::nth_element(slowest.begin(), slowest.begin() + samples / 2, slowest.end());
-    return slowest[samples / 2];
+    return percentile(slowest, 0.5);
 }
 
 // Bytes per microsecond is MB/s; / 1e3 is decimal GB/s.

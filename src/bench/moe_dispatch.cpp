@@ -9,6 +9,7 @@
 #include <set>
 
 #include "bench/collective_harness.hpp"
+#include "bench/statistics.hpp"
 #include "core/counter_rng.hpp"
 #include "core/error.hpp"
 #include "kernels/half_types.hpp"
@@ -325,8 +326,7 @@ MoeMeasurement measure_moe_dispatch(const MoeDispatchConfig& config, const MoeRo
     MoeMeasurement measurement;
     measurement.dispatch = gather_rank_times(control, own[0], arrival[0], finish[0]);
     measurement.combine = gather_rank_times(control, own[1], arrival[1], finish[1]);
-    std::nth_element(expert.begin(), expert.begin() + static_cast<std::ptrdiff_t>(iters / 2), expert.end());
-    double mine = expert[iters / 2];
+    double mine = percentile(expert, 0.5);
     measurement.expert_us.resize(static_cast<std::size_t>(control.size()));
     control.allgather(&mine, measurement.expert_us.data(), 1, DType::float64);
     if (config.check) {
