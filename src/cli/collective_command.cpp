@@ -4,6 +4,7 @@
 #include <algorithm>
 #include <cmath>
 #include <cstdlib>
+#include <functional>
 #include <iomanip>
 #include <iostream>
 #include <optional>
@@ -692,34 +693,18 @@ class CollectiveCommand : public Command {
     }
 
   private:
+    // One run, its stages top to bottom: refusals that need the world's size, the backend and the
+    // memory check, the header, the harness and its add-ons, the sweeps, the summary and exit.
     int measure(Invocation& invocation, const ResolvedOptions& resolved, const MpiSession& session,
                 Communicator& control) {
         const int rank = session.world_rank();
-        const int nranks = session.world_size();
-        if (!resolved.all_roots && resolved.params.root >= nranks)
-            throw UsageError("--root " + std::to_string(resolved.params.root) + ": only " + std::to_string(nranks) +
-                             " ranks; use 0.." + std::to_string(nranks - 1) + " (or all)");
-        if (resolved.buffer_offsets.size() > 1 && resolved.buffer_offsets.size() != static_cast<std::size_t>(nranks))
-            throw UsageError("--buffer-offsets gives " + std::to_string(resolved.buffer_offsets.size()) +
-                             " pairs for " + std::to_string(nranks) +
-                             " ranks; give one SEND,RECV for every rank or one pair per rank");
+        refuse_for_world(resolved, session.world_size());
         check_outputs_writable(control, {{options_.json_path, "--json"}, {options_.csv_path, "--csv"}});
         const std::optional<GroupLayout> groups =
             resolved.groups ? std::optional(layout_groups(*resolved.groups, session.hosts_by_rank(), rank)) : std::nullopt;
-        std::vector<std::string> hosts = session.hosts_by_rank();  // of the ranks one harness measures
-        if (groups) {
-            hosts.clear();
-            for (int member : groups->groups[static_cast<std::size_t>(groups->mine)])
-                hosts.push_back(session.hosts_by_rank()[static_cast<std::size_t>(member)]);
-        }
+        const std::vector<std::string> hosts = measured_hosts(session, groups);
         const int measured_ranks = static_cast<int>(hosts.size());
-        for (const Collective* collective : resolved.collectives)
-            if (collective->skewed())
-                if (auto refusal = skew_refusal(resolved.params.skew, measured_ranks)) throw UsageError(*refusal);
-        // Refuse impossible exact sizes before any measuring.
-        for (const Collective* collective : resolved.collectives)
-            for (const CollectiveParams& params : cases_of(*collective, resolved, measured_ranks))
-                element_count(*collective, resolved.sizes.front(), params, measured_ranks, resolved.exact_size);
+        refuse_unmeasurable_points(resolved, measured_ranks);
 
         // Before the backend: a hang while it starts is watched too; the report kept so far is
         // rewritten as partial by the watchdog's thread as it ends the job.
@@ -738,49 +723,23 @@ class CollectiveCommand : public Command {
                              "on GPUs with --backend nccl");
         NcclRunReport nccl(rank == 0 ? backend.nccl_log.get() : nullptr);
         nccl.read_initialisation();
-        // Once the device is known (a GPU's free memory is checked too), before any buffer.
-        const CollectiveMemory memory = collective_memory(options_, resolved, nranks, measured_ranks, rank);
-        throw_if_any_rank_failed(
-            control,
-            collective_memory_refusal(options_, resolved, memory,
-                                      run_memory_budgets(*backend.device, control, session.hosts_by_rank(),
-                                                         session.local_size())),
-            session.hosts_by_rank());
+        const CollectiveMemory memory = checked_memory(resolved, backend, session, control, measured_ranks);
         // With --groups every group is its own job: its harness splits off data and bookkeeping.
         std::unique_ptr<Communicator> group_data = groups ? backend.comm->split(groups->mine, rank) : nullptr;
         std::unique_ptr<Communicator> group_control = groups ? control.split(groups->mine, rank) : nullptr;
         Communicator& data = group_data ? *group_data : *backend.comm;
+        Communicator& harness_control = group_control ? *group_control : control;
         throw_if_any_rank_failed(control, refused_call(data, options_, resolved, measured_ranks),
                                  session.hosts_by_rank());
         if (resolved.timing.graph && !backend.device->is_gpu())
             throw UsageError(options_.graph_flag + " replays CUDA graphs; this run uses " + backend.device->kind() +
                              " memory (no GPU visible)");
         const Environment environment = collect_environment(session, *backend.device, *backend.comm, control);
-        nlohmann::json config = config_json(options_, resolved);
-        config["mpi_threads"]["provided"] = thread_level_name(session.thread_level_provided());
-        nlohmann::json report =
-            report_frame(options_.command, invocation.arguments, invocation.started_at, environment, config);
-        if (rank == 0 && !options_.quiet) {
-            print_console_header(std::cout, report, method_line(resolved));
-            for (const std::string& translation : resolved.nccl_tests_translations)
-                write_line(std::cout, "# nccl-tests flag " + translation);
-            if (resolved.memory_report) write_line(std::cout, memory_line(memory, backend.device->kind()));
-            if (oversubscribed(environment))
-                std::cerr << "warning: more ranks than cores on a host: ranks share cores and busy-poll, so times "
-                             "measure the scheduler too; quote figures from runs with at most one rank per core\n";
-            if (session.thread_level_provided() != session.thread_level_requested())
-                write_line(std::cerr, "warning: asked MPI for thread level " +
-                                          std::string(thread_level_name(session.thread_level_requested())) +
-                                          ", it provides " + std::string(thread_level_name(session.thread_level_provided())) +
-                                          " (OMPI_MPI_THREAD_LEVEL set?); higher levels cost small messages latency");
-        }
+        nlohmann::json report = run_report(invocation, resolved, environment, session);
+        if (rank == 0 && !options_.quiet)
+            print_run_header(report, resolved, memory, backend.device->kind(), environment, session);
 
-        TimingOptions timing = resolved.timing;
-        const BufferOffsets offsets = offsets_of_rank(resolved, rank);
-        timing.send_offset_bytes = offsets.send;
-        timing.recv_offset_bytes = offsets.recv;
-        CollectiveHarness harness(data, group_control ? *group_control : control,
-                                  *backend.device, timing, *watchdog);
+        CollectiveHarness harness(data, harness_control, *backend.device, timing_of_rank(resolved, rank), *watchdog);
         // Before the first point, while nothing else runs: the host measured for --expect-host.
         watchdog->enter({"setup", "measuring this host's links for the expected values", 0, 0});
         PointJudge judge(resolved.expectation, *backend.comm, *backend.device, hosts,
@@ -793,70 +752,151 @@ class CollectiveCommand : public Command {
         placements.verdicts = judge.active();
         placements.full = resolved.full;
         std::optional<BackgroundRunner> background;
-        if (resolved.background)
-            background.emplace(*resolved.background, group_data ? *group_data : *backend.comm,
-                               group_control ? *group_control : control, *backend.device);
+        if (resolved.background) background.emplace(*resolved.background, data, harness_control, *backend.device);
         NvtxRange run_range("run " + options_.command);
         watchdog->idle();
 
+        const StopSignals stop(keep_on_stop(kept), stop_linger(rank));
+        const RunState run{resolved, session, control, rank, groups, hosts, measured_ranks, *watchdog, kept, nccl, report};
+        const std::vector<CollectiveResult> results =
+            run_sweeps(run, harness, judge, background ? &*background : nullptr, placements);
+        return finish_run(run, results);
+    }
+
+    // What the stages of one run share once its backend is up: measure's locals, by reference.
+    struct RunState {
+        const ResolvedOptions& resolved;
+        const MpiSession& session;
+        Communicator& control;
+        int rank;
+        const std::optional<GroupLayout>& groups;
+        const std::vector<std::string>& hosts;  // of the ranks one harness measures
+        int measured_ranks;
+        Watchdog& watchdog;
+        KeptReport& kept;
+        NcclRunReport& nccl;
+        nlohmann::json& report;
+    };
+
+    // The flags that name ranks, against the ranks the job has.
+    static void refuse_for_world(const ResolvedOptions& resolved, int nranks) {
+        if (!resolved.all_roots && resolved.params.root >= nranks)
+            throw UsageError("--root " + std::to_string(resolved.params.root) + ": only " + std::to_string(nranks) +
+                             " ranks; use 0.." + std::to_string(nranks - 1) + " (or all)");
+        if (resolved.buffer_offsets.size() > 1 && resolved.buffer_offsets.size() != static_cast<std::size_t>(nranks))
+            throw UsageError("--buffer-offsets gives " + std::to_string(resolved.buffer_offsets.size()) +
+                             " pairs for " + std::to_string(nranks) +
+                             " ranks; give one SEND,RECV for every rank or one pair per rank");
+    }
+
+    // The hosts of the ranks one harness measures: the world's, or with --groups this rank's group's.
+    static std::vector<std::string> measured_hosts(const MpiSession& session, const std::optional<GroupLayout>& groups) {
+        if (!groups) return session.hosts_by_rank();
+        std::vector<std::string> hosts;
+        for (int member : groups->groups[static_cast<std::size_t>(groups->mine)])
+            hosts.push_back(session.hosts_by_rank()[static_cast<std::size_t>(member)]);
+        return hosts;
+    }
+
+    // A skew the measured ranks cannot take, and exact sizes no count of elements makes, refused
+    // before any measuring.
+    static void refuse_unmeasurable_points(const ResolvedOptions& resolved, int measured_ranks) {
+        for (const Collective* collective : resolved.collectives)
+            if (collective->skewed())
+                if (auto refusal = skew_refusal(resolved.params.skew, measured_ranks)) throw UsageError(*refusal);
+        for (const Collective* collective : resolved.collectives)
+            for (const CollectiveParams& params : cases_of(*collective, resolved, measured_ranks))
+                element_count(*collective, resolved.sizes.front(), params, measured_ranks, resolved.exact_size);
+    }
+
+    // The run's buffers, refused on every rank alike when they do not fit (once the device is
+    // known: a GPU's free memory is checked too), before any buffer is allocated.
+    CollectiveMemory checked_memory(const ResolvedOptions& resolved, const Backend& backend, const MpiSession& session,
+                                    Communicator& control, int measured_ranks) const {
+        const CollectiveMemory memory =
+            collective_memory(options_, resolved, session.world_size(), measured_ranks, session.world_rank());
+        throw_if_any_rank_failed(
+            control,
+            collective_memory_refusal(options_, resolved, memory,
+                                      run_memory_budgets(*backend.device, control, session.hosts_by_rank(),
+                                                         session.local_size())),
+            session.hosts_by_rank());
+        return memory;
+    }
+
+    // The report's frame: what was asked, on what, with the MPI thread level obtained.
+    nlohmann::json run_report(const Invocation& invocation, const ResolvedOptions& resolved,
+                              const Environment& environment, const MpiSession& session) const {
+        nlohmann::json config = config_json(options_, resolved);
+        config["mpi_threads"]["provided"] = thread_level_name(session.thread_level_provided());
+        return report_frame(options_.command, invocation.arguments, invocation.started_at, environment, config);
+    }
+
+    // The console's "# ..." header, and the warnings about the run's setting.
+    void print_run_header(const nlohmann::json& report, const ResolvedOptions& resolved, const CollectiveMemory& memory,
+                          const std::string& device_kind, const Environment& environment,
+                          const MpiSession& session) const {
+        print_console_header(std::cout, report, method_line(resolved));
+        for (const std::string& translation : resolved.nccl_tests_translations)
+            write_line(std::cout, "# nccl-tests flag " + translation);
+        if (resolved.memory_report) write_line(std::cout, memory_line(memory, device_kind));
+        if (oversubscribed(environment))
+            std::cerr << "warning: more ranks than cores on a host: ranks share cores and busy-poll, so times "
+                         "measure the scheduler too; quote figures from runs with at most one rank per core\n";
+        if (session.thread_level_provided() != session.thread_level_requested())
+            write_line(std::cerr, "warning: asked MPI for thread level " +
+                                      std::string(thread_level_name(session.thread_level_requested())) +
+                                      ", it provides " + std::string(thread_level_name(session.thread_level_provided())) +
+                                      " (OMPI_MPI_THREAD_LEVEL set?); higher levels cost small messages latency");
+    }
+
+    // Ctrl-C (SIGTERM from mpirun) or a SIGTERM of its own: the report says so; under --repeat 0,
+    // the way such a run ends, it is complete with the sweeps it has.
+    std::function<void(const std::string&)> keep_on_stop(KeptReport& kept) const {
+        return [&kept, repeat = options_.repeat](const std::string& signal) {
+            if (repeat != 0) return kept.abandon(signal + " stopped the run");
+            kept.conclude([&signal](nlohmann::json& document) {
+                set_status(document, RunStatus::complete);
+                document["finished_at"] = utc_now_iso8601();
+                document["repetitions"]["ended_by"] = signal;
+            });
+        };
+    }
+
+    // The timing options with this rank's buffer offsets.
+    static TimingOptions timing_of_rank(const ResolvedOptions& resolved, int rank) {
+        TimingOptions timing = resolved.timing;
+        const BufferOffsets offsets = offsets_of_rank(resolved, rank);
+        timing.send_offset_bytes = offsets.send;
+        timing.recv_offset_bytes = offsets.recv;
+        return timing;
+    }
+
+    // Every sweep's rows, each published as it finishes.
+    std::vector<CollectiveResult> run_sweeps(const RunState& run, CollectiveHarness& harness, PointJudge& judge,
+                                             BackgroundRunner* background, const Placements& placements) {
         std::vector<CollectiveResult> results;
         std::size_t points = 0;
-        for (const Collective* collective : resolved.collectives)
-            points += cases_of(*collective, resolved, measured_ranks).size() * resolved.sizes.size() *
-                      (resolved.placements.in_place && resolved.placements.out_of_place ? 2 : 1);
+        for (const Collective* collective : run.resolved.collectives)
+            points += cases_of(*collective, run.resolved, run.measured_ranks).size() * run.resolved.sizes.size() *
+                      (run.resolved.placements.in_place && run.resolved.placements.out_of_place ? 2 : 1);
         points_per_sweep_ = points;
-        // Ctrl-C (SIGTERM from mpirun) or a SIGTERM of its own: the report says so; under --repeat 0,
-        // the way such a run ends, it is complete with the sweeps it has.
-        const StopSignals stop(
-            [&kept, repeat = options_.repeat](const std::string& signal) {
-                if (repeat != 0) return kept.abandon(signal + " stopped the run");
-                kept.conclude([&signal](nlohmann::json& document) {
-                    set_status(document, RunStatus::complete);
-                    document["finished_at"] = utc_now_iso8601();
-                    document["repetitions"]["ended_by"] = signal;
-                });
-            },
-            stop_linger(rank));
-        const bool repeated = options_.repeat != 1;
         std::optional<CollectiveResult> halves[2];  // the row being measured: out of place, in place
         SweepSteps steps;
-        steps.cases = [&](const Collective& collective) { return cases_of(collective, resolved, measured_ranks); };
+        steps.cases = [&](const Collective& collective) {
+            return cases_of(collective, run.resolved, run.measured_ranks);
+        };
         steps.begin_collective = [&](const Collective& collective, int sweep) {
-            if (rank != 0 || options_.quiet) return;
-            print_console_columns(std::cout,
-                                  column_title(collective, resolved.params) +
-                                      (repeated ? "; sweep " + std::to_string(sweep) +
-                                                      (options_.repeat > 0 ? " of " + std::to_string(options_.repeat)
-                                                                           : " (until stopped)")
-                                                : ""),
-                                  placements, reported_statistic(resolved.aggregation));
-            if (const auto shortcut =
-                    one_rank_shortcut(collective, harness.data().backend(), harness.data().size(), resolved.params))
-                std::cout << "# " << *shortcut << '\n';
+            if (run.rank == 0 && !options_.quiet) print_collective_columns(run, harness, placements, collective, sweep);
         };
         steps.measure = [&](const SweepPoint& point) {
-            if (groups) {  // the groups start each point together
-                watchdog->enter({"setup", "groups starting a point", point.requested_bytes, 0});
-                control.barrier();
-                watchdog->idle();
-            }
-            judge.set_transport_note(nccl.transport_note());
-            std::optional<CollectiveResult>& half = halves[point.inplace];
-            half = measure_point(harness, *point.collective, *point.params, point.requested_bytes, point.inplace,
-                                 resolved, measured_ranks, hosts, {judge, background ? &*background : nullptr});
-            if (nccl.active()) half->extra["nccl_choice"] = nccl.point_choice(std::string(point.collective->name()));
-            if (groups) {
-                watchdog->enter({"results", "gathering group figures", point.requested_bytes, 0});
-                combine_groups(*half, *groups, session, control, options_.quiet);
-                watchdog->idle();
-            }
-            if (repeated) half->repetition = point.sweep;
-            results.push_back(*half);
+            halves[point.inplace] = measure_in_run(run, harness, judge, background, point);
+            results.push_back(*halves[point.inplace]);
         };
         steps.end_row = [&]() {
-            if (nccl.active()) report["nccl"] = nccl.to_json();
-            if (rank == 0)
-                publish(results, report, placements, halves[0], halves[1], kept,
+            if (run.nccl.active()) run.report["nccl"] = run.nccl.to_json();
+            if (run.rank == 0)
+                publish(results, run.report, placements, halves[0], halves[1], run.kept,
                         std::to_string(results.size()) + " of " +
                             (options_.repeat > 0 ? std::to_string(points * static_cast<std::size_t>(options_.repeat))
                                                  : std::string("as many as run until stopped")) +
@@ -864,31 +904,75 @@ class CollectiveCommand : public Command {
             halves[0].reset();
             halves[1].reset();
         };
-        run_sweep(resolved.collectives, resolved.sizes, {resolved.placements.out_of_place, resolved.placements.in_place},
-                  options_.repeat, steps);
-        const RunSummary summary = summarize_run(results, resolved.check_runs > 0);
-        std::optional<std::string> below_gate = busbw_gate_failure(summary, resolved.min_busbw);
-        if (!below_gate) below_gate = min_ratio_failure(results, resolved.expectation.min_ratio);
-        if (rank == 0) {
-            report["finished_at"] = utc_now_iso8601();
-            report["summary"] = to_json(summary);
+        run_sweep(run.resolved.collectives, run.resolved.sizes,
+                  {run.resolved.placements.out_of_place, run.resolved.placements.in_place}, options_.repeat, steps);
+        return results;
+    }
+
+    // A collective's column titles (with the sweep's number under --repeat) and its one-rank note.
+    void print_collective_columns(const RunState& run, CollectiveHarness& harness, const Placements& placements,
+                                  const Collective& collective, int sweep) const {
+        const bool repeated = options_.repeat != 1;
+        print_console_columns(std::cout,
+                              column_title(collective, run.resolved.params) +
+                                  (repeated ? "; sweep " + std::to_string(sweep) +
+                                                  (options_.repeat > 0 ? " of " + std::to_string(options_.repeat)
+                                                                       : " (until stopped)")
+                                            : ""),
+                              placements, reported_statistic(run.resolved.aggregation));
+        if (const auto shortcut =
+                one_rank_shortcut(collective, harness.data().backend(), harness.data().size(), run.resolved.params))
+            std::cout << "# " << *shortcut << '\n';
+    }
+
+    // One half of a row: the groups started together, the point measured, NCCL's choice, the
+    // groups' figures combined.
+    CollectiveResult measure_in_run(const RunState& run, CollectiveHarness& harness, PointJudge& judge,
+                                    BackgroundRunner* background, const SweepPoint& point) const {
+        if (run.groups) {  // the groups start each point together
+            run.watchdog.enter({"setup", "groups starting a point", point.requested_bytes, 0});
+            run.control.barrier();
+            run.watchdog.idle();
+        }
+        judge.set_transport_note(run.nccl.transport_note());
+        CollectiveResult half = measure_point(harness, *point.collective, *point.params, point.requested_bytes,
+                                              point.inplace, run.resolved, run.measured_ranks, run.hosts, {judge, background});
+        if (run.nccl.active()) half.extra["nccl_choice"] = run.nccl.point_choice(std::string(point.collective->name()));
+        if (run.groups) {
+            run.watchdog.enter({"results", "gathering group figures", point.requested_bytes, 0});
+            combine_groups(half, *run.groups, run.session, run.control, options_.quiet);
+            run.watchdog.idle();
+        }
+        if (options_.repeat != 1) half.repetition = point.sweep;
+        return half;
+    }
+
+    // The summary, the gates (--min-busbw, --min-ratio), the last report and the exit status,
+    // the same on every rank.
+    int finish_run(const RunState& run, const std::vector<CollectiveResult>& results) const {
+        const RunSummary summary = summarize_run(results, run.resolved.check_runs > 0);
+        std::optional<std::string> below_gate = busbw_gate_failure(summary, run.resolved.min_busbw);
+        if (!below_gate) below_gate = min_ratio_failure(results, run.resolved.expectation.min_ratio);
+        if (run.rank == 0) {
+            run.report["finished_at"] = utc_now_iso8601();
+            run.report["summary"] = to_json(summary);
             if (summary.wrong_total > 0)
-                write_reports(results, report, kept, RunStatus::failed,
+                write_reports(results, run.report, run.kept, RunStatus::failed,
                               std::to_string(summary.wrong_total) + " elements were wrong (see wrong per point)");
             else if (below_gate)
-                write_reports(results, report, kept, RunStatus::failed, *below_gate);
+                write_reports(results, run.report, run.kept, RunStatus::failed, *below_gate);
             else
-                write_reports(results, report, kept, RunStatus::complete);
-            close_console(summary, resolved, below_gate, results);
-            if (nccl.active() && !options_.quiet) {
-                write_line(std::cout, nccl.header_line());
-                for (const NcclWarning& warning : nccl.warnings()) write_line(std::cerr, "warning: " + warning.text);
+                write_reports(results, run.report, run.kept, RunStatus::complete);
+            close_console(summary, run.resolved, below_gate, results);
+            if (run.nccl.active() && !options_.quiet) {
+                write_line(std::cout, run.nccl.header_line());
+                for (const NcclWarning& warning : run.nccl.warnings()) write_line(std::cerr, "warning: " + warning.text);
             }
         }
         // The gate is the first rank's verdict (with --groups each rank's summary is its group's),
         // so that every rank exits alike.
-        int gate_failed = rank == 0 && below_gate ? 1 : 0;
-        control.broadcast(&gate_failed, &gate_failed, 1, DType::int32, 0);
+        int gate_failed = run.rank == 0 && below_gate ? 1 : 0;
+        run.control.broadcast(&gate_failed, &gate_failed, 1, DType::int32, 0);
         return summary.wrong_total > 0 || gate_failed != 0 ? 1 : 0;
     }
 
