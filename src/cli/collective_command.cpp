@@ -1151,104 +1151,132 @@ std::string description(const std::string& name) {
     return "Time " + name;
 }
 
+// add_collective_command's groups of flags, in the order --help lists them.
+
+// The sizes (one, or a sweep with nccl-tests' names too: cli/nccl_tests_flags.hpp) and the type.
+void add_size_flags(CLI::App& sub, CollectiveOptions& o) {
+    auto* size = sub.add_option("--size", o.size, "One size, e.g. 100M (binary suffixes K M G)");
+    auto* min = sub.add_option("-b,--min-bytes,--minbytes", o.min_bytes, "Smallest size of a sweep")->capture_default_str();
+    auto* max = sub.add_option("-e,--max-bytes,--maxbytes", o.max_bytes, "Largest size of a sweep")->capture_default_str();
+    auto* factor = sub.add_option("-f,--step-factor,--stepfactor", o.step_factor,
+                                  "Multiply the size by this each step (default 2, unless -i is given alone)");
+    auto* step = sub.add_option("-i,--step-bytes,--stepbytes", o.step_bytes,
+                                "Add this to the size each step instead (nccl-tests' -i; a factor above 1 wins)");
+    size->excludes(min)->excludes(max)->excludes(factor)->excludes(step);
+    sub.add_option("-d,--dtype,--datatype", o.dtype,
+                   "float32 float64 float16 bfloat16 int8 uint8 int32 uint32 int64 uint64, or all (each in turn); "
+                   "nccl-tests' half, float, double too")
+        ->capture_default_str();
+}
+
+// --op and --root are listed by the commands they apply to; the others still accept them,
+// hidden, to refuse them with a message saying why (check_flags_apply).
+void add_op_and_root_flags(CLI::App& sub, CollectiveOptions& o, GivenFlags& given, const std::string& name) {
+    const bool reducing = name == "all" || find_collective(name)->reducing();
+    const bool rooted = name == "all" || find_collective(name)->rooted();
+    CLI::Option* op =
+        sub.add_option("-o,--op", o.op, "Reduction: sum prod max min avg, or all (each in turn)")->capture_default_str();
+    CLI::Option* root =
+        sub.add_option("-r,--root", o.root, "Root rank of broadcast, reduce, gather, scatter, or all (each in turn)")
+            ->capture_default_str();
+    if (!reducing) op->group(hidden);
+    if (!rooted) root->group(hidden);
+    given.op = op;
+    given.root = root;
+}
+
+// How each size is timed: iterations, repeats, timing mode, graphs, NCCL's choices, buffer offsets.
+void add_timing_flags(CLI::App& sub, CollectiveOptions& o, GivenFlags& given) {
+    sub.add_option("-w,--warmup,--warmup_iters", o.warmup, "Untimed iterations before timing")->capture_default_str();
+    sub.add_option("-n,--iters", o.iters, "Timed samples per size")->capture_default_str();
+    sub.add_option("--repeat", o.repeat,
+                   "Run the whole sweep this many times (nccl-tests' -N); the report holds every sweep and the spread "
+                   "between them, which compare takes as run-to-run noise. 0: until SIGINT/SIGTERM, which end it "
+                   "keeping the report")
+        ->capture_default_str();
+    sub.add_option("--timing", o.timing, "per-iter (barrier + sync around each op) or batched")->capture_default_str();
+    given.batch_size = sub.add_option("--batch-size", o.batch_size, "Ops per sample in batched timing")->capture_default_str();
+    sub.add_flag("--graph", o.graph, "Replay the op(s) of a sample from a CUDA graph (GPU only)");
+    sub.add_flag("--nccl-choices", o.nccl_choices,
+                 "NCCL backend: record each point's algorithm, protocol and channels from NCCL's per-call tuning log "
+                 "(rank 0 then writes a log line inside every timed call)");
+    sub.add_option("--buffer-offsets", o.buffer_offsets,
+                   "SEND[,RECV]: start the send and receive buffers this many bytes past a page (default 0,0); "
+                   "SEND,RECV:SEND,RECV...: one pair per rank (docs/reproducing.md: IMB-MPI1's placement)");
+}
+
+// A load beside each point, and alltoallv's traffic pattern.
+void add_load_and_skew_flags(CLI::App& sub, CollectiveOptions& o, GivenFlags& given) {
+    sub.add_option("--background", o.background,
+                   "Measure every point again under a load on every rank: gemm[:N], stream[:BYTES] or "
+                   "collective[:BYTES] (a second communicator); each row reports both times, the slowdown and the "
+                   "load's throughput without and with the collective");
+    given.skew = sub.add_option("--skew", o.skew,
+                                "alltoallv's per-destination blocks: uniform, zipf:S (destination p of the seeded "
+                                "popularity order weighs 1/(p+1)^S) or hot:K (K destinations get 90% of the traffic); "
+                                "docs/collectives.md")
+                     ->capture_default_str();
+    given.skew_seed =
+        sub.add_option("--skew-seed", o.skew_seed, "Seed of the popularity order --skew follows (same on every rank)")
+            ->capture_default_str();
+    given.direction =
+        sub.add_option("--direction", o.direction,
+                       "alltoallv: dispatch (each rank sends its blocks out) or combine (the transpose: each "
+                       "destination sends them back, as an MoE layer returns the experts' outputs)")
+            ->capture_default_str();
+}
+
+// Reports, backend and buffers, groups, and the run's limits.
+void add_output_and_run_flags(CLI::App& sub, CollectiveOptions& o, GivenFlags& given) {
+    given.json = sub.add_option("--json", o.json_path, "Write the report as JSON (schema parbench.report/v1)");
+    given.csv = sub.add_option("--csv", o.csv_path, "Write the results as CSV");
+    sub.add_option("--backend", o.backend, "auto (NCCL when every rank sees a GPU), mpi or nccl")->capture_default_str();
+    add_buffer_pages_flag(sub);
+    sub.add_option("--groups", o.groups,
+                   "Run the collective in concurrent groups: host (one per host), cross-host (one per local rank) "
+                   "or N (consecutive ranks); busbw per group and the minimum");
+    sub.add_option("-T,--timeout", o.timeout_s, "Abort the job when one step hangs this many seconds (0: off)")
+        ->capture_default_str();
+    sub.add_option("--progress", o.progress_s,
+                   "When one size runs this many seconds, say on stderr which iteration it is in, and again "
+                   "every as many seconds (0: never)")
+        ->capture_default_str();
+    sub.add_option("--min-busbw", o.min_busbw,
+                   "Fail the run (exit 1) when its average busbw is below this many GB/s, as nccl-tests' "
+                   "NCCL_TESTS_MIN_BW (read when this flag is not given)");
+}
+
+// Fault injection, for the tests (hidden from --help).
+void add_fault_injection_flags(CLI::App& sub, CollectiveOptions& o) {
+    sub.add_option("--inject-hang", o.inject_hang_rank,
+                   "Fault injection: this rank stops in its first timed iteration (tests --timeout)")
+        ->group(hidden);
+    sub.add_option("--inject-straggler", o.inject_straggler_rank,
+                   "Fault injection: this rank sleeps after each barrier before the op (tests straggler naming)")
+        ->group(hidden);
+    sub.add_option("--inject-slowdown", o.inject_slowdown,
+                   "Fault injection: every rank stretches each timed op so busbw reads about this fraction of what "
+                   "it would (tests compare's gate)")
+        ->group(hidden);  // also scripts/bench/bench_compare_gate.sh's
+    sub.add_option("--inject-straggler-us", o.inject_straggler_us, "How long --inject-straggler sleeps (us)")
+        ->capture_default_str()
+        ->group(hidden);
+}
+
 }  // namespace
 
 std::unique_ptr<Command> add_collective_command(CLI::App& app, const std::string& name) {
     auto command = std::make_unique<CollectiveCommand>(name);
     CollectiveOptions& o = command->options();
     CLI::App* sub = app.add_subcommand(name, description(name));
-    auto* size = sub->add_option("--size", o.size, "One size, e.g. 100M (binary suffixes K M G)");
-    // The sweep's flags carry nccl-tests' names too (cli/nccl_tests_flags.hpp).
-    auto* min = sub->add_option("-b,--min-bytes,--minbytes", o.min_bytes, "Smallest size of a sweep")->capture_default_str();
-    auto* max = sub->add_option("-e,--max-bytes,--maxbytes", o.max_bytes, "Largest size of a sweep")->capture_default_str();
-    auto* factor = sub->add_option("-f,--step-factor,--stepfactor", o.step_factor,
-                                   "Multiply the size by this each step (default 2, unless -i is given alone)");
-    auto* step = sub->add_option("-i,--step-bytes,--stepbytes", o.step_bytes,
-                                 "Add this to the size each step instead (nccl-tests' -i; a factor above 1 wins)");
-    size->excludes(min)->excludes(max)->excludes(factor)->excludes(step);
-    sub->add_option("-d,--dtype,--datatype", o.dtype,
-                    "float32 float64 float16 bfloat16 int8 uint8 int32 uint32 int64 uint64, or all (each in turn); "
-                    "nccl-tests' half, float, double too")
-        ->capture_default_str();
-    // --op and --root are listed by the commands they apply to; the others still accept them,
-    // hidden, to refuse them with a message saying why (check_flags_apply).
-    const bool reducing = name == "all" || find_collective(name)->reducing();
-    const bool rooted = name == "all" || find_collective(name)->rooted();
-    CLI::Option* op =
-        sub->add_option("-o,--op", o.op, "Reduction: sum prod max min avg, or all (each in turn)")->capture_default_str();
-    CLI::Option* root =
-        sub->add_option("-r,--root", o.root, "Root rank of broadcast, reduce, gather, scatter, or all (each in turn)")
-            ->capture_default_str();
-    if (!reducing) op->group(hidden);
-    if (!rooted) root->group(hidden);
-    command->given().op = op;
-    command->given().root = root;
-    sub->add_option("-w,--warmup,--warmup_iters", o.warmup, "Untimed iterations before timing")->capture_default_str();
-    sub->add_option("-n,--iters", o.iters, "Timed samples per size")->capture_default_str();
-    sub->add_option("--repeat", o.repeat,
-                    "Run the whole sweep this many times (nccl-tests' -N); the report holds every sweep and the spread "
-                    "between them, which compare takes as run-to-run noise. 0: until SIGINT/SIGTERM, which end it "
-                    "keeping the report")
-        ->capture_default_str();
-    sub->add_option("--timing", o.timing, "per-iter (barrier + sync around each op) or batched")
-        ->capture_default_str();
-    command->given().batch_size = sub->add_option("--batch-size", o.batch_size, "Ops per sample in batched timing")->capture_default_str();
-    sub->add_flag("--graph", o.graph, "Replay the op(s) of a sample from a CUDA graph (GPU only)");
-    sub->add_flag("--nccl-choices", o.nccl_choices,
-                  "NCCL backend: record each point's algorithm, protocol and channels from NCCL's per-call tuning log "
-                  "(rank 0 then writes a log line inside every timed call)");
-    sub->add_option("--buffer-offsets", o.buffer_offsets,
-                    "SEND[,RECV]: start the send and receive buffers this many bytes past a page (default 0,0); "
-                    "SEND,RECV:SEND,RECV...: one pair per rank (docs/reproducing.md: IMB-MPI1's placement)");
+    add_size_flags(*sub, o);
+    add_op_and_root_flags(*sub, o, command->given(), name);
+    add_timing_flags(*sub, o, command->given());
     add_reporting_flags(*sub, o);
     add_expectation_flags(*sub, o.expectation);
-    sub->add_option("--background", o.background,
-                    "Measure every point again under a load on every rank: gemm[:N], stream[:BYTES] or "
-                    "collective[:BYTES] (a second communicator); each row reports both times, the slowdown and the "
-                    "load's throughput without and with the collective");
-    command->given().skew =
-        sub->add_option("--skew", o.skew,
-                        "alltoallv's per-destination blocks: uniform, zipf:S (destination p of the seeded popularity "
-                        "order weighs 1/(p+1)^S) or hot:K (K destinations get 90% of the traffic); docs/collectives.md")
-            ->capture_default_str();
-    command->given().skew_seed =
-        sub->add_option("--skew-seed", o.skew_seed, "Seed of the popularity order --skew follows (same on every rank)")
-            ->capture_default_str();
-    command->given().direction =
-        sub->add_option("--direction", o.direction,
-                        "alltoallv: dispatch (each rank sends its blocks out) or combine (the transpose: each "
-                        "destination sends them back, as an MoE layer returns the experts' outputs)")
-            ->capture_default_str();
-    command->given().json = sub->add_option("--json", o.json_path, "Write the report as JSON (schema parbench.report/v1)");
-    command->given().csv = sub->add_option("--csv", o.csv_path, "Write the results as CSV");
-    sub->add_option("--backend", o.backend, "auto (NCCL when every rank sees a GPU), mpi or nccl")
-        ->capture_default_str();
-    add_buffer_pages_flag(*sub);
-    sub->add_option("--groups", o.groups,
-                    "Run the collective in concurrent groups: host (one per host), cross-host (one per local rank) "
-                    "or N (consecutive ranks); busbw per group and the minimum");
-    sub->add_option("-T,--timeout", o.timeout_s, "Abort the job when one step hangs this many seconds (0: off)")
-        ->capture_default_str();
-    sub->add_option("--progress", o.progress_s,
-                    "When one size runs this many seconds, say on stderr which iteration it is in, and again "
-                    "every as many seconds (0: never)")
-        ->capture_default_str();
-    sub->add_option("--min-busbw", o.min_busbw,
-                    "Fail the run (exit 1) when its average busbw is below this many GB/s, as nccl-tests' "
-                    "NCCL_TESTS_MIN_BW (read when this flag is not given)");
-    sub->add_option("--inject-hang", o.inject_hang_rank,
-                    "Fault injection: this rank stops in its first timed iteration (tests --timeout)")
-        ->group(hidden);  // fault injection, for the tests
-    sub->add_option("--inject-straggler", o.inject_straggler_rank,
-                    "Fault injection: this rank sleeps after each barrier before the op (tests straggler naming)")
-        ->group(hidden);  // fault injection, for the tests
-    sub->add_option("--inject-slowdown", o.inject_slowdown,
-                    "Fault injection: every rank stretches each timed op so busbw reads about this fraction of what "
-                    "it would (tests compare's gate)")
-        ->group(hidden);  // fault injection, for the tests and scripts/bench/bench_compare_gate.sh
-    sub->add_option("--inject-straggler-us", o.inject_straggler_us, "How long --inject-straggler sleeps (us)")
-        ->capture_default_str()
-        ->group(hidden);  // fault injection, for the tests
+    add_load_and_skew_flags(*sub, o, command->given());
+    add_output_and_run_flags(*sub, o, command->given());
+    add_fault_injection_flags(*sub, o);
     add_nccl_tests_flags(*sub, o.nccl_tests);
     sub->parse_complete_callback([&o, sub] { apply_nccl_tests_flags(o, *sub); });
     return command;
