@@ -159,8 +159,19 @@ TEST(DeviceCompute, EachDeviceTakesTheCurveItNamesOrItsOwnOrNone) {
     const DeviceCompute named = *device_compute_model(file, true);
     EXPECT_EQ(named.gemm.sustained, device_compute_model(device_preset("A100"), true)->gemm.sustained);
     EXPECT_NE(named.gemm.source.find("--cluster selene.json takes the A100"), std::string::npos);
+    // A preset's curve is a measurement of GEMMs alone, taken into a step by the one in-step
+    // factor (the same on every preset); a file's own figure is taken as the in-step rate.
+    EXPECT_LT(named.in_step, 1.0);
+    EXPECT_EQ(named.in_step, h100.in_step);
+    EXPECT_EQ(h100.in_step, b200.in_step);
+    Gemm big{"g", 8192, 8192, 8192, 1};
+    DeviceCompute alone = h100;
+    alone.in_step = 1.0;
+    EXPECT_NEAR(h100.gemm_ms(big) - h100.gemm.overhead_us * 1e-3,
+                (alone.gemm_ms(big) - h100.gemm.overhead_us * 1e-3) / h100.in_step, 1e-9);
     file.gemm_sustained = 0.6;
     EXPECT_EQ(device_compute_model(file, true)->gemm.sustained, 0.6);
+    EXPECT_EQ(device_compute_model(file, true)->in_step, 1.0);
     EXPECT_EQ(device_compute_model(file, true)->gemm.overhead_us, named.gemm.overhead_us);
     file.gemm_preset.clear();
     EXPECT_EQ(device_compute_model(file, true)->gemm.overhead_us, 0.0);  // its own curve, no overhead given
