@@ -55,7 +55,7 @@ PlanMemory convention_memory(const PlanLayout& p, int pp_rank, const EnginePipel
     // it holds at the schedule's peak (one at a time without a pipeline).
     const LayerActivationShape shape{static_cast<double>(l.seq_len), static_cast<double>(l.microbatch_size),
                                      static_cast<double>(l.model.hidden), static_cast<double>(l.model.heads), l.tp,
-                                     l.sp, l.cp};
+                                     l.sp, l.cp, p.fp8};
     double layer_micro = l.model.layers;
     if (rank.part.active()) {
         // The layers the rank's pool holds at once (every layer one kind: the count, not the bytes).
@@ -78,9 +78,9 @@ PlanMemory convention_memory(const PlanLayout& p, int pp_rank, const EnginePipel
         // negligible beside them).
         if (p.engine.attention == AttentionKind::flash && recompute == Recompute::none) recompute = Recompute::selective;
         if (l.model.kind == ModelKind::llama && l.cp == 1)
-            return llama_paper_layer_activation_bytes(l.model, l.seq_len, l.microbatch_size, l.tp, l.sp, recompute);
+            return llama_paper_layer_activation_bytes(l.model, l.seq_len, l.microbatch_size, l.tp, l.sp, recompute, p.fp8);
         return LayerActivationBytes{paper_layer_activation_bytes(shape, recompute),
-                                    paper_layer_activation_formula(l.tp > 1, l.sp, recompute, l.cp)};
+                                    paper_layer_activation_formula(l.tp > 1, l.sp, recompute, l.cp, p.fp8)};
     };
     const LayerActivationBytes layer = per_layer(l.recompute);
     m.activation_bytes_per_layer = layer.bytes;
