@@ -46,6 +46,9 @@ struct CurvePreset {
     // (ml-engineering, float8_e4m3fn, the best of a shape search; no table by shape is published
     // for FP8 on sm_90); 0: no FP8 (A100).
     double fp8_sustained = 0.0;
+    // Streaming multiprocessors (NVIDIA's data sheets: A100 108, H100 and H200 SXM 132, B200 148):
+    // what Transformer Engine's communication SMs are a share of (plan/tp_comm_overlap.hpp).
+    double sms = 0.0;
 };
 
 // Flash attention on sm_90, as Megatron-core runs it (Transformer Engine's fused attention
@@ -62,19 +65,20 @@ const AttentionRate sm90_cudnn_attention{
 const CurvePreset curve_presets[] = {
     {"A100", 0.869, 10.0,
      "A100: sustained 0.869 of peak alone, the Maximum Achievable Matmul FLOPS search (ml-engineering: 271.2 of 312 "
-     "TFLOP/s, torch 2.6); 10 us per call (launch, fill, tail; assumed)"},
+     "TFLOP/s, torch 2.6); 10 us per call (launch, fill, tail; assumed)",
+     {}, 0.0, 108},
     // sm_90: 181 entries of 1 GFLOP or more (of 224 read from the table), median |error| of the fit
     // 4.7 % on them; the largest reach 0.79-0.82 of peak, MAMF 794.5 of 989 TFLOP/s (0.80).
     {"H100", 0.776, 6.0,
      "H100: sustained 0.776 of peak and 6 us per call, fitted to XLA's measured sm_90 bf16 GEMM table "
      "(matmul_interpolator_data.h, 181 shapes of 1 GFLOP or more); MAMF 0.80 at its best shape (ml-engineering)",
-     sm90_cudnn_attention, 1402.6 / 1979.0},
+     sm90_cudnn_attention, 1402.6 / 1979.0, 132},
     // H200 is an H100 die (sm_90, same SMs, clocks and bf16 peak) with HBM3e: the MAMF table
     // notes H200's bf16 MAMF as the same as H100's. Its element-wise work runs at its own HBM.
     {"H200", 0.776, 6.0,
      "H200: H100's sm_90 curve (same die and peak; the MAMF table gives H200's bf16 as H100's): sustained 0.776, "
      "6 us per call, fitted to XLA's measured sm_90 bf16 GEMM table",
-     sm90_cudnn_attention, 1453.4 / 1979.0},
+     sm90_cudnn_attention, 1453.4 / 1979.0, 132},
     // sm_100: 64 entries of 1 GFLOP or more (of 76 read from the sm_100 part of the table),
     // median |error| 5.7 %; its largest shapes reach 0.69 of peak where the MAMF search found 0.776
     // (1745 of 2250 TFLOP/s at 1792x16128x3072): XLA's kernels of the table's date leave Blackwell
@@ -82,7 +86,7 @@ const CurvePreset curve_presets[] = {
     {"B200", 0.662, 7.5,
      "B200: sustained 0.662 of peak and 7.5 us per call, fitted to XLA's measured sm_100 bf16 GEMM table "
      "(matmul_interpolator_data.h, 64 shapes of 1 GFLOP or more); MAMF 0.776 at its best shape (ml-engineering)",
-     {}, 3432.5 / 4500.0},
+     {}, 3432.5 / 4500.0, 148},
 };
 
 // Element-wise kernels stream at about 80 % of HBM's data-sheet bandwidth (an assumption, the
@@ -160,6 +164,7 @@ std::optional<DeviceCompute> device_compute_model(const DeviceSpec& device, bool
         c.gemm = {preset->sustained, preset->overhead_us, preset->source};
         c.attention = preset->attention;
         c.in_step = in_step_factor;
+        c.sms = preset->sms;
         c.in_step_source = in_step_source;
         if (preset->fp8_sustained > 0 && device.peak_tflops_fp8 > 0) {
             c.fp8_peak_tflops = device.peak_tflops_fp8;
@@ -296,6 +301,7 @@ nlohmann::json to_json(const DeviceCompute& c) {
                                                            {"source", c.fp8.source},
                                                            {"linear_layers_in_fp8", c.fp8_linear}}
                                           : nlohmann::json(nullptr)},
+            {"sms", c.sms},
             {"memory_gbps", c.memory_gbps},
             {"memory_fraction", c.memory_fraction},
             {"memory_source", c.memory_source},

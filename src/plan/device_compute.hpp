@@ -60,6 +60,7 @@ struct DeviceCompute {
     double fp8_peak_tflops = 0.0;
     GemmCurve fp8;
     bool fp8_linear = false;
+    double sms = 0.0;                  // streaming multiprocessors (a preset's data sheet); 0: unknown
     double memory_gbps = 0.0;          // HBM, decimal GB/s
     double memory_fraction = 0.0;      // of HBM bandwidth that element-wise kernels reach
     std::string memory_source;

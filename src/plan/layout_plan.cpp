@@ -338,23 +338,24 @@ void predict_optimizer(PlanPrediction& out, const PlanLayout& p, const PlanConte
     out.optimizer_ms = owned * 28.0 / (gbps * 1e9 * out.compute_share.share) * 1e3;
 }
 
-// The exposed tp time; returns what the GEMMs hid of it. Under tp comm overlap the
-// sequence-parallel all-gathers and reduce-scatters are each pipelined with the linear GEMM they
-// feed or drain, on the busiest stage; the rest (all-reduces) stays exposed.
-double expose_tp(PlanPrediction& out, const Layout& l) {
+// The exposed tp time. Under tp comm overlap the sequence-parallel all-gathers and
+// reduce-scatters are each pipelined with the linear GEMM they feed or drain, on the busiest
+// stage, as Transformer Engine runs them (plan/tp_comm_overlap.hpp: its SM margin and chunk
+// overheads are priced there, so the hidden tp time takes no overlap slowdown); the rest
+// (all-reduces) stays exposed.
+void expose_tp(PlanPrediction& out, const Layout& l, const std::optional<DeviceCompute>& device) {
     out.exposed_tp_ms = sum_time_ms(out.comm, "tp");
-    if (!(l.tp_comm_overlap && l.tp > 1 && !out.stages.empty())) return 0.0;
-    double overlapped_ms = 0, calls = 0;
-    for (const CommLine& line : out.comm)
-        if (line.dimension == "tp" && (line.collective == "allgather" || line.collective == "reducescatter")) {
-            overlapped_ms += line.time_ms;
-            calls += line.calls;
-        }
+    if (!(l.tp_comm_overlap && l.tp > 1 && !out.stages.empty())) return;
+    double ag_ms = 0, ag_calls = 0, rs_ms = 0, rs_calls = 0;
+    for (const CommLine& line : out.comm) {
+        if (line.dimension != "tp") continue;
+        if (line.collective == "allgather") ag_ms += line.time_ms, ag_calls += line.calls;
+        if (line.collective == "reducescatter") rs_ms += line.time_ms, rs_calls += line.calls;
+    }
     const double gemm_ms = l.microbatches * busiest_stage(out.stages).linear_gemm_ms / out.compute_share.share;
-    const double exposed = tp_overlap_step_exposed_ms(gemm_ms, overlapped_ms, calls, l.tp);
-    const double hidden_tp_ms = std::max(0.0, overlapped_ms - exposed);
-    out.exposed_tp_ms -= hidden_tp_ms;
-    return hidden_tp_ms;
+    const TpOverlapDevice costs{device ? device->sms : 0.0, device ? device->gemm.overhead_us * 1e-3 : 0.0};
+    const double exposed = tp_overlap_step_exposed_ms(gemm_ms, ag_ms, ag_calls, rs_ms, rs_calls, l.tp, costs);
+    out.exposed_tp_ms += exposed - (ag_ms + rs_ms);
 }
 
 // The exposed dp (and edp) time: ZeRO-3's prefetched gathers and reduce-scatters unit by unit
@@ -484,7 +485,7 @@ PlanPrediction predict_layout(const PlanLayout& p, const PlanContext& context, c
     predict_bubble(out, p, context, shared, work_costs);
     predict_optimizer(out, p, context, rank);
 
-    const double hidden_tp_ms = expose_tp(out, l);
+    expose_tp(out, l, context.device_compute);
     out.exposed_cp_ms = sum_time_ms(out.comm, "cp");
     const double hidden_dp_ms = expose_dp(out, l, p.reshard_after_forward, regather_line);
     const double hidden_pp_ms = expose_pp(out, l);
@@ -495,7 +496,7 @@ PlanPrediction predict_layout(const PlanLayout& p, const PlanContext& context, c
     // report) holds its own slowdown already.
     if (context.device_compute)
         out.overlap_slowdown_ms =
-            overlap_compute_slowdown * std::min(hidden_dp_ms + hidden_pp_ms + hidden_ep_ms + hidden_tp_ms, out.compute_ms);
+            overlap_compute_slowdown * std::min(hidden_dp_ms + hidden_pp_ms + hidden_ep_ms, out.compute_ms);
     predict_rates(out, p, context.cluster);
     return out;
 }

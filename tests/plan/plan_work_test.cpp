@@ -251,14 +251,23 @@ TEST(DeviceCompute, ABackwardEntryIsTwoGemmsAndSmallOnesCountAsMuch) {
     std::remove(path.c_str());
 }
 
-TEST(TpCommOverlap, TheLongerOfEachPairPlusOneChunkOfTheShorter) {
-    // A 10 ms GEMM beside a 4 ms all-gather cut into 4 chunks: 1 ms (the first chunk) exposed;
-    // beside a 16 ms one: 6 ms longer than the GEMM, plus 2.5 ms of the GEMM's last chunk.
-    EXPECT_DOUBLE_EQ(tp_overlap_exposed_ms(10, 4, 4), 1.0);
-    EXPECT_DOUBLE_EQ(tp_overlap_exposed_ms(10, 16, 4), 8.5);
-    EXPECT_DOUBLE_EQ(tp_overlap_exposed_ms(10, 4, 1), 4.0);  // one chunk: nothing overlaps
-    // A step of 8 pairs: the same per pair.
-    EXPECT_DOUBLE_EQ(tp_overlap_step_exposed_ms(80, 32, 8, 4), 8.0);
+TEST(TpCommOverlap, PricedAsTransformerEnginesDefaultsRunIt) {
+    const TpOverlapDevice ideal{};  // no SM count, no per-chunk overhead
+    // All-gather, ring exchange over 4 ranks: a 10 ms GEMM in chunks of 2.5 ms, the first on the
+    // rank's own shard; 3 steps of 4/3 ms hide behind the other three: nothing exposed. 16 ms: 3
+    // steps of 16/3 ms after the first chunk, 8.5 ms beyond the GEMM.
+    EXPECT_DOUBLE_EQ(tp_overlap_allgather_exposed_ms(10, 4, 4, ideal), 0.0);
+    EXPECT_DOUBLE_EQ(tp_overlap_allgather_exposed_ms(10, 16, 4, ideal), 8.5);
+    EXPECT_DOUBLE_EQ(tp_overlap_allgather_exposed_ms(10, 4, 1, ideal), 4.0);  // one rank: nothing overlaps
+    // Each of the 3 chunks beyond the first pays the GEMM's per-call overhead.
+    EXPECT_NEAR(tp_overlap_allgather_exposed_ms(10, 4, 4, {0, 0.1}), 0.3, 1e-12);
+    // Reduce-scatter, pipelined in 4: the last quarter's 1 ms exposed; with 16 of 132 SMs taken
+    // by the communication the GEMM runs 132/116 as long.
+    EXPECT_DOUBLE_EQ(tp_overlap_reducescatter_exposed_ms(10, 4, 8, ideal), 1.0);
+    EXPECT_DOUBLE_EQ(tp_overlap_reducescatter_exposed_ms(10, 16, 8, ideal), 8.5);
+    EXPECT_NEAR(tp_overlap_reducescatter_exposed_ms(10, 4, 8, {132, 0}), 10.0 * 132 / 116 + 1 - 10, 1e-12);
+    // A step of equal pairs: the same per pair.
+    EXPECT_DOUBLE_EQ(tp_overlap_step_exposed_ms(80, 16, 4, 16, 4, 4, ideal), 4 * 0.0 + 4 * 1.0);
 }
 
 TEST(DeviceCompute, FusedAttentionRunsAtItsKernelsRate) {
