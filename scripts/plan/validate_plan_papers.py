@@ -15,7 +15,7 @@ One cluster file per hardware generation (configs/clusters/a100-dgx.json: both p
 A100 nodes of Selene), every number in it citing its source. Each preset's GEMM curve is a
 measurement of GEMMs alone (src/plan/device_compute.cpp); the one number fitted, the in-step factor
 that takes those kernels into a training step, is fitted on these two tables only (--fit-in-step
-prints the grid: 0.835, both medians 4.1-4.3 %), so neither is out of sample: table 5 alone is
+prints the grid: 0.840, medians 3.7 and 4.2 %), so neither is out of sample: table 5 alone is
 best fitted near 0.87, table 1 near 0.80. The papers disagree by 8-10 % on the same layouts (1T on
 t8 p64 with 512 sequences per replica: 94.4 s in table 5, 102.6 s derived from table 1), which
 bounds any one model's errors.

@@ -251,7 +251,7 @@ std::vector<PassCosts> predict_compute(PlanPrediction& out, const PlanLayout& p,
     if (context.device_compute) {
         DeviceCompute device = *context.device_compute;
         device.fp8_linear = p.fp8;
-        out.stages = stage_compute(l, p.engine.attention, device, &p.experts);
+        out.stages = stage_compute(l, p.engine.attention, device, &p.experts, p.states != StateConvention::parbench);
         for (const StageCompute& stage : out.stages)
             out.hardware_flops_per_step += stage.gemm_flops * l.microbatches * l.dp * l.cp * l.tp;
         out.compute_ms = l.microbatches * busiest_stage(out.stages).total_ms() / out.compute_share.share;
@@ -449,7 +449,8 @@ double expose_ep(PlanPrediction& out, const PlanLayout& p, const PlanContext& co
                                                      : work.flops() / (context.rate.tflops_per_gpu * 1e12) * 1e3;
             return ms / out.compute_share.share;
         };
-        hidden_ep_ms = apply_moe_a2a_overlap_1f1b(out, moe_exchange_stretches(l, p.engine.attention, p.experts, pass_ms),
+        hidden_ep_ms = apply_moe_a2a_overlap_1f1b(out, moe_exchange_stretches(l, p.engine.attention, p.experts, pass_ms,
+                                                                             p.states != StateConvention::parbench),
                                                   paired_groups_per_rank(pipeline->schedule, l.p2p));
     }
     return hidden_ep_ms;

@@ -613,3 +613,33 @@ TEST(AveragedGradients, DpLinesTakeTheAverageSweepTpLinesTheSum) {
 
 }  // namespace
 }  // namespace parbench
+
+namespace parbench {
+namespace {
+
+// A framework's loss (Megatron-core's unfused vocabulary-parallel cross-entropy) makes one pass
+// per op over the logits: 38 B per bf16 logit forward (cast 6, max 4, subtract 8, exp 8, sum 4,
+// divide 8) and 14 backward (multiply 8, the cast's backward 6); fp32 logits skip the casts.
+// parbench's own fused loss keeps 12 and 8.
+TEST(LayerWork, FrameworkLossMovesItsLogitsOncePerOp) {
+    LayerWorkShape shape;
+    shape.model.kind = ModelKind::gpt;
+    shape.model.hidden = 64;
+    shape.model.vocab = 1000;
+    shape.seq = 10;
+    shape.keys = 10;
+    const double hidden = 10.0 * 64, logits = 10.0 * 1000;
+    auto loss_bytes = [&](bool framework, double e) {
+        shape.framework_loss = framework;
+        shape.element_bytes = e;
+        const LayerWork head = head_work(shape);
+        return std::pair{head.forward.memory_bytes - 2.0 * hidden * e,
+                         head.input_grad.memory_bytes - 1.5 * 2.0 * hidden * e};
+    };
+    EXPECT_EQ(loss_bytes(false, 2), std::pair(12.0 * logits, 8.0 * logits));
+    EXPECT_EQ(loss_bytes(true, 2), std::pair(38.0 * logits, 14.0 * logits));
+    EXPECT_EQ(loss_bytes(true, 4), std::pair(32.0 * logits, 8.0 * logits));
+}
+
+}  // namespace
+}  // namespace parbench
