@@ -169,9 +169,9 @@ void print_compute_line(std::ostream& out, const nlohmann::json& compute) {
     }
     const nlohmann::json& d = compute["device_model"];
     char text[256];
-    std::snprintf(text, sizeof text, "GEMMs at %.2f of %.0f TFLOP/s + %.0f us each, element-wise at %.0f GB/s",
-                  d["gemm_sustained"].get<double>(), d["peak_tflops"].get<double>(), d["gemm_overhead_us"].get<double>(),
-                  d["memory_gbps"].get<double>() * d["memory_fraction"].get<double>());
+    std::snprintf(text, sizeof text, "GEMMs at %.3g of %.0f TFLOP/s + %.0f us each, element-wise at %.0f GB/s",
+                  d["gemm_sustained"].get<double>() * d.value("in_step", 1.0), d["peak_tflops"].get<double>(),
+                  d["gemm_overhead_us"].get<double>(), d["memory_gbps"].get<double>() * d["memory_fraction"].get<double>());
     out << "# compute: " << text;
     if (d.value("step_scale", 1.0) != 1.0)
         out << ", all x " << d["step_scale"].get<double>() << " (" << d["step_scale_source"].get<std::string>() << ")";
