@@ -96,8 +96,7 @@ class GptModel final : public TransformerModel<BlockActivations, WeightGradientS
     GptModel(const ModelConfig& config, const MicrobatchShape& shape, std::uint64_t seed, Ops& ops,
              MemoryLedger& ledger, const TensorParallelGroup& tp, const PipelinePart& part, Precision precision,
              Recompute recompute, const ContextGroup& cp, const MoeContext& moe, AttentionKind attention)
-        : TransformerModel(DecoderTraits{"GPT", 4 * config.hidden, /*tied_head=*/true, /*norm_keeps_mean=*/true,
-                                         /*block_norm_tensors=*/4},
+        : TransformerModel(DecoderTraits{"GPT", 4 * config.hidden, /*tied_head=*/true},
                            config, shape, seed, ops, ledger, tp, part, recompute, cp, moe),
           matmuls_(ops, precision, ledger, matmul_shapes(block_matmul_shapes(cp.active()))) {
         tensors_ = gpt_layout::build(config, shape.seq_len, tp.split(), full_layout_, expert_split(moe));

@@ -92,8 +92,7 @@ class LlamaModel final : public TransformerModel<BlockActivations, WeightGradien
     LlamaModel(const ModelConfig& config, const MicrobatchShape& shape, std::uint64_t seed, Ops& ops,
                MemoryLedger& ledger, const TensorParallelGroup& tp, const PipelinePart& part, Precision precision,
                Recompute recompute, const ContextGroup& cp, const MoeContext& moe, AttentionKind attention)
-        : TransformerModel(DecoderTraits{"Llama", config.ffn_hidden, /*tied_head=*/false, /*norm_keeps_mean=*/false,
-                                         /*block_norm_tensors=*/2},
+        : TransformerModel(DecoderTraits{"Llama", config.ffn_hidden, /*tied_head=*/false},
                            config, shape, seed, ops, ledger, tp, part, recompute, cp, moe),
           hs_(config.hidden / config.heads), kv_split_(llama_kv_heads_split(config, tp.size())),
           NKVl_(kv_split_ ? config.kv_heads / tp.size() : config.kv_heads), KVl_(NKVl_ * hs_),
