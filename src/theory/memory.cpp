@@ -236,7 +236,7 @@ void gpt_items(const Layout& l, const PipelinePart& part, ItemList& items) {
     const double rows = B * T;
     const double R = l.sp ? rows / t : rows;  // LayerNorm / residual regions
     const double rc = R * C;
-    const double local = rows * C / t, wide = rows * 4.0 * C / t, vocab_local = V / t;
+    const double vocab_local = V / t;
     const AttentionFloats attention = attention_floats(l, context, block_attention, B * (l.model.heads / t) * T * T);
     const double att = attention.saved;
     // A layer's own buffers: GPT's table (theory/gpt_buffers.hpp), which train/models/gpt.cpp allocates.
@@ -267,10 +267,14 @@ void gpt_items(const Layout& l, const PipelinePart& part, ItemList& items) {
     const bool holds_head = layer_store_items(l, part, "LayerNorm", block, stash, frame, items, moe_block);
     if (moe_count > 0) moe_shared_items(l, moe_shape, items);
     attention_workspace_item(context, block_attention, attention, frame, items);
-    if (context) items.activation("position rows held and their gradient (context parallelism)", 2, T * C);
+    // The layers' scratch: GPT's table (theory/gpt_buffers.hpp).
+    const GptScratchBuffers scratch = gpt_scratch_buffers(l.model, l.tp, static_cast<std::size_t>(rows),
+                                                          static_cast<std::size_t>(T), context);
+    items.alike("position rows held and their gradient (context parallelism)", 1,
+                {scratch.positions, scratch.dpositions});
     frame_scratch_items(frame, items);
-    items.activation("backward scratch (FFN x2, attention output, QKV)", 1,
-                     static_cast<double>(frame.dwide) + wide + local + 3 * local);
+    items.summed("backward scratch (FFN x2, attention output, QKV)",
+                 {frame.dwide, scratch.dfc, scratch.datty, scratch.dqkv});
     sequence_parallel_items(frame, "LayerNorm", items);
     // Under context parallelism Q, K and V are three matmuls of C/t outputs each.
     std::vector<MatmulShape> shapes{{static_cast<int>(rows), static_cast<int>(C), static_cast<int>((context ? 1 : 3) * C / t)},
@@ -303,7 +307,6 @@ void llama_items(const Layout& l, const PipelinePart& part, ItemList& items) {
     const double rows = B * T;
     const double R = l.sp ? rows / t : rows;
     const double rc = R * C;
-    const double q = rows * C / t, kv = rows * kv_local, wide = rows * l.model.ffn_hidden / t;
     const double probabilities = B * (l.model.heads / t) * T * T;
     const AttentionFloats attention = attention_floats(l, context, block_attention, probabilities);
     const double att = attention.saved;
@@ -335,12 +338,14 @@ void llama_items(const Layout& l, const PipelinePart& part, ItemList& items) {
     if (moe_count > 0) moe_shared_items(l, moe_shape, items);
     attention_workspace_item(context, block_attention, attention, frame, items);
     frame_scratch_items(frame, items);
-    items.activation("backward scratch (SwiGLU x3, attention output, q, k, v)", 1,
-                     static_cast<double>(frame.dwide) + 2 * wide + 2 * q + 2 * kv);
-    if (!kv_split && l.tp > 1)
-        items.activation("replicated key/value weight-gradient pack", 1, 2 * kv_local * C);
+    // The layers' scratch: Llama's table (theory/llama_buffers.hpp).
+    const LlamaScratchBuffers scratch =
+        llama_scratch_buffers(l.model, l.tp, static_cast<std::size_t>(rows), static_cast<std::size_t>(T));
+    items.summed("backward scratch (SwiGLU x3, attention output, q, k, v)",
+                 {frame.dwide, scratch.dgate, scratch.dup, scratch.datty, scratch.dq, scratch.dk, scratch.dv});
+    items.summed("replicated key/value weight-gradient pack", {scratch.kv_gradients});
     sequence_parallel_items(frame, "RMSNorm", items);
-    items.add(MemoryCategory::activations, "rotary positions", 1, T * sizeof(int));
+    items.summed("rotary positions", {scratch.positions});
     auto i = [](double x) { return static_cast<int>(x); };
     std::vector<MatmulShape> shapes{{i(rows), i(C), i(C / t)},
                                     {i(rows), i(C), i(kv_local)},

@@ -387,15 +387,15 @@ class GptModel final : public TransformerModel<BlockActivations, WeightGradientS
                                    arena_.floats(sizes.dqkv)};
     }
 
+    // The layers' scratch from the table the memory theory sums (theory/gpt_buffers.hpp).
     void allocate_block_scratch() override {
-        const std::size_t local_channels = rows() * static_cast<std::size_t>(Cl_);
-        dwide2_ = arena_.floats(rows() * static_cast<std::size_t>(Fl_));
-        datty_ = arena_.floats(local_channels);
-        dqkv_ = arena_.floats(3 * local_channels);
-        if (context_) {
-            wpe_local_ = arena_.floats(static_cast<std::size_t>(T_) * C_);
-            dwpe_local_ = arena_.floats(static_cast<std::size_t>(T_) * C_);
-        }
+        const GptScratchBuffers sizes =
+            gpt_scratch_buffers(config_, tp_.size(), rows(), static_cast<std::size_t>(T_), context_ != nullptr);
+        dwide2_ = arena_.floats(sizes.dfc);
+        datty_ = arena_.floats(sizes.datty);
+        dqkv_ = arena_.floats(sizes.dqkv);
+        wpe_local_ = arena_.floats_or_null(sizes.positions);
+        dwpe_local_ = arena_.floats_or_null(sizes.dpositions);
     }
 
     Matmuls matmuls_;  // every linear layer, in the run's precision

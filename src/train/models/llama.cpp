@@ -111,7 +111,7 @@ class LlamaModel final : public TransformerModel<BlockActivations, WeightGradien
             positions_host_.resize(static_cast<std::size_t>(T_));
             std::iota(positions_host_.begin(), positions_host_.end(), 0);
         }
-        positions_ = arena_.buffer(positions_host_.size() * sizeof(int));
+        positions_ = arena_.buffer(scratch_buffers().positions * sizeof(int));
         device_.copy_from_host(positions_, positions_host_.data(), positions_host_.size() * sizeof(int));
     }
 
@@ -355,17 +355,20 @@ class LlamaModel final : public TransformerModel<BlockActivations, WeightGradien
                                    arena_.floats(sizes.dv)};
     }
 
+    // The layers' scratch from the table the memory theory sums (theory/llama_buffers.hpp).
+    LlamaScratchBuffers scratch_buffers() const {
+        return llama_scratch_buffers(config_, tp_.size(), rows(), static_cast<std::size_t>(T_));
+    }
+
     void allocate_block_scratch() override {
-        const std::size_t q_elements = rows() * static_cast<std::size_t>(Cl_);
-        const std::size_t kv_elements = rows() * static_cast<std::size_t>(KVl_);
-        const std::size_t wide = rows() * static_cast<std::size_t>(Fl_);
-        dgate_ = arena_.floats(wide);
-        dup_ = arena_.floats(wide);
-        datty_ = arena_.floats(q_elements);
-        dq_ = arena_.floats(q_elements);
-        dk_ = arena_.floats(kv_elements);
-        dv_ = arena_.floats(kv_elements);
-        if (!kv_split_ && tp_.size() > 1) kv_gradients_ = arena_.floats(2 * static_cast<std::size_t>(KVl_) * C_);
+        const LlamaScratchBuffers sizes = scratch_buffers();
+        dgate_ = arena_.floats(sizes.dgate);
+        dup_ = arena_.floats(sizes.dup);
+        datty_ = arena_.floats(sizes.datty);
+        dq_ = arena_.floats(sizes.dq);
+        dk_ = arena_.floats(sizes.dk);
+        dv_ = arena_.floats(sizes.dv);
+        kv_gradients_ = arena_.floats_or_null(sizes.kv_gradients);
     }
 
     int hs_;             // head size
