@@ -10,6 +10,7 @@
 #include "theory/gpt_buffers.hpp"
 #include "theory/llama_buffers.hpp"
 #include "theory/model_layout.hpp"
+#include "theory/moe_buffers.hpp"
 #include "theory/moe_memory.hpp"
 #include "theory/pipeline/partition.hpp"
 #include "theory/rank_traffic.hpp"
@@ -156,14 +157,13 @@ bool layer_store_items(const Layout& l, const PipelinePart& part, const std::str
     return pool.heads > 0;
 }
 
-// What a model with MoE layers allocates once for all of them (train/moe/moe_layer.cpp's
-// scratch; under SP, train/moe/moe_model_state.hpp's gradient pack). Shared by GPT and Llama.
+// What a model with MoE layers allocates once for all of them (theory/moe_buffers.hpp: the MoE
+// layer's scratch; under SP, the gradient pack). Shared by GPT and Llama.
 void moe_shared_items(const Layout& l, const MoeMemoryShape& moe_shape, ItemList& items) {
-    items.activation("MoE scratch, shared by the MoE layers (theory/moe_memory.hpp)", 1,
-                     static_cast<double>(moe_scratch_bytes(moe_shape)) / f32);
+    items.summed("MoE scratch, shared by the MoE layers (theory/moe_memory.hpp)", {moe_scratch_buffers(moe_shape).total()});
     if (l.sp)
-        items.activation("sequence-parallel MoE gradient pack (router, shared and this rank's experts)", 1,
-                         static_cast<double>(moe_sequence_parallel_pack_floats(moe_shape)));
+        items.summed("sequence-parallel MoE gradient pack (router, shared and this rank's experts)",
+                     {moe_gradient_pack_buffers(moe_shape).total()});
 }
 
 // What one layer's attention keeps for backward (`saved`) and the workspace every layer shares, by
@@ -252,7 +252,7 @@ void gpt_items(const Layout& l, const PipelinePart& part, ItemList& items) {
     const int moe_count = l.model.moe_layer_count();
     // An MoE layer routes the rank's R rows (B·T/t under SP: train/models/gpt.cpp, llama.cpp).
     const MoeMemoryShape moe_shape = engine_moe_memory_shape(l, R);
-    const double moe_kept = static_cast<double>(moe_kept_bytes(moe_shape)) / f32;
+    const double moe_kept = static_cast<double>(moe_kept_buffers(moe_shape).total());
     const double moe_block = l.recompute == Recompute::full ? rc : block - dense_mlp + moe_kept;
     if (l.recompute == Recompute::full)
         items.activation("full recompute: one layer's buffers, shared", 1,
@@ -322,7 +322,7 @@ void llama_items(const Layout& l, const PipelinePart& part, ItemList& items) {
     const int moe_count = l.model.moe_layer_count();
     // An MoE layer routes the rank's R rows (B·T/t under SP: train/models/gpt.cpp, llama.cpp).
     const MoeMemoryShape moe_shape = engine_moe_memory_shape(l, R);
-    const double moe_kept = static_cast<double>(moe_kept_bytes(moe_shape)) / f32;
+    const double moe_kept = static_cast<double>(moe_kept_buffers(moe_shape).total());
     const double moe_block = l.recompute == Recompute::full ? rc : block - dense_mlp + moe_kept;
     const double full_recompute_work = (moe_count < l.model.layers ? full_block : full_block - dense_mlp) +
                                        (moe_count > 0 ? moe_kept : 0.0);

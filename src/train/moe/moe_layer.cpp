@@ -7,6 +7,7 @@
 #include <stdexcept>
 
 #include "core/nvtx.hpp"
+#include "theory/moe_buffers.hpp"
 #include "train/models/transformer_parts.hpp"
 
 namespace parbench {
@@ -83,55 +84,44 @@ MoeLayer::MoeLayer(const MoeMemoryShape& shape, MoeScore score, const MoeSetting
         throw std::logic_error("MoeLayer: an expert-tensor-parallel shape needs its group of etp ranks");
     router_ = RouterShape{as_int(shape.tokens), as_int(shape.experts), as_int(shape.top_k), score,
                           settings.capacity_factor};
-    const std::size_t N = shape.tokens, E = shape.experts, k = shape.top_k, C = shape.hidden;
-    const std::size_t R = shape.expert_rows();
-    const std::size_t widest = std::max(R * shape.routed_hidden(), N * shape.shared_experts * shape.expert_hidden);
-    // moe_scratch_bytes' list, in its order.
-    logits_ = arena.floats(N * E);
-    dlogits_ = arena.floats(N * E);
-    dweights_ = arena.floats(N * k);
-    dexpert_out_ = arena.floats(N * k * C);
-    ddispatched_ = arena.floats(N * k * C);
-    if (parallel()) {
-        dreceived_out_ = arena.floats(R * C);
-        dreceived_ = arena.floats(R * C);
-    }
-    dglu_ = arena.floats(widest);
-    dgate_ = arena.floats(widest);
-    if (gated()) dup_ = arena.floats(widest);
-    if (tensor_parallel_experts()) expert_tensor_sum_ = arena.floats(N * C);
+    // The scratch from the table the memory theory sums (theory/moe_buffers.hpp).
+    const MoeScratchBuffers sizes = moe_scratch_buffers(shape);
+    logits_ = arena.floats(sizes.logits);
+    dlogits_ = arena.floats(sizes.dlogits);
+    dweights_ = arena.floats(sizes.dweights);
+    dexpert_out_ = arena.floats(sizes.dexpert_out);
+    ddispatched_ = arena.floats(sizes.ddispatched);
+    dreceived_out_ = arena.floats_or_null(sizes.dreceived_out);
+    dreceived_ = arena.floats_or_null(sizes.dreceived);
+    dglu_ = arena.floats(sizes.dglu);
+    dgate_ = arena.floats(sizes.dgate);
+    dup_ = arena.floats_or_null(sizes.dup);
+    expert_tensor_sum_ = arena.floats_or_null(sizes.expert_tensor_sum);
 }
 
 MoeActivations MoeLayer::allocate_activations(ActivationArena& arena) const {
-    const std::size_t N = shape_.tokens, E = shape_.experts, k = shape_.top_k, C = shape_.hidden;
-    const std::size_t Fe = shape_.expert_hidden, Fr = shape_.routed_hidden(), S = shape_.shared_experts;
-    const std::size_t R = shape_.expert_rows();
-    // moe_kept_bytes' list, in its order.
+    // The kept buffers from the table the memory theory sums (theory/moe_buffers.hpp).
+    const MoeKeptBuffers sizes = moe_kept_buffers(shape_);
+    auto ints = [&](std::size_t count) { return arena.buffer(count * sizeof(int)).as<int>(); };
     MoeActivations a;
-    a.routing.scores = arena.floats(N * E);
-    a.routing.chosen = arena.buffer(N * k * sizeof(int)).as<int>();
-    a.routing.weights = arena.floats(N * k);
-    a.routing.slot = arena.buffer(N * k * sizeof(int)).as<int>();
-    a.routing.expert_start = arena.buffer((E + 1) * sizeof(int)).as<int>();
-    a.routing.routed = arena.buffer(E * sizeof(int)).as<int>();
-    a.dispatched = arena.floats(N * k * C);
-    a.gate = arena.floats(R * Fr);
-    if (gated()) a.up = arena.floats(R * Fr);
-    a.glu = arena.floats(R * Fr);
-    a.expert_out = arena.floats(N * k * C);
-    if (S > 0) {
-        a.shared_gate = arena.floats(N * S * Fe);
-        if (gated()) a.shared_up = arena.floats(N * S * Fe);
-        a.shared_glu = arena.floats(N * S * Fe);
-    }
-    if (parallel()) {
-        a.received = arena.floats(R * C);
-        a.received_out = arena.floats(R * C);
-        a.received_counts = arena.buffer(E * sizeof(int)).as<int>();
-    } else {
-        a.received = a.dispatched;
-        a.received_out = a.expert_out;
-    }
+    a.routing.scores = arena.floats(sizes.scores);
+    a.routing.chosen = ints(sizes.chosen);
+    a.routing.weights = arena.floats(sizes.weights);
+    a.routing.slot = ints(sizes.slot);
+    a.routing.expert_start = ints(sizes.expert_start);
+    a.routing.routed = ints(sizes.routed);
+    a.dispatched = arena.floats(sizes.dispatched);
+    a.gate = arena.floats(sizes.gate);
+    a.up = arena.floats_or_null(sizes.up);
+    a.glu = arena.floats(sizes.glu);
+    a.expert_out = arena.floats(sizes.expert_out);
+    a.shared_gate = arena.floats_or_null(sizes.shared_gate);
+    a.shared_up = arena.floats_or_null(sizes.shared_up);
+    a.shared_glu = arena.floats_or_null(sizes.shared_glu);
+    // Without expert parallelism the experts run on the dispatched rows in place.
+    a.received = parallel() ? arena.floats(sizes.received) : a.dispatched;
+    a.received_out = parallel() ? arena.floats(sizes.received_out) : a.expert_out;
+    if (parallel()) a.received_counts = ints(sizes.received_counts);
     return a;
 }
 
