@@ -6,8 +6,10 @@
 #pragma once
 
 #include <cstddef>
+#include <vector>
 
 #include "theory/model_config.hpp"
+#include "theory/precision.hpp"
 
 namespace parbench {
 
@@ -49,6 +51,10 @@ struct GptScratchBuffers {
 
 GptBlockBuffers gpt_block_buffers(const ModelConfig& config, int tp, std::size_t rows, std::size_t residual_rows);
 GptStashBuffers gpt_stash_buffers(const ModelConfig& config, int tp, std::size_t rows);
+// The matmuls a layer runs on `rows` rows (they size the bf16 operand copies,
+// theory/matmul_buffers.hpp): QKV (q, k and v apart, C/t outputs each, under context
+// parallelism: `context`), the attention projection, the MLP's up and down.
+std::vector<MatmulShape> gpt_block_matmul_shapes(const ModelConfig& config, int tp, std::size_t rows, bool context);
 // `local_tokens`: T, the tokens of a sequence this rank holds (seq/cp); `context`: cp > 1.
 GptScratchBuffers gpt_scratch_buffers(const ModelConfig& config, int tp, std::size_t rows, std::size_t local_tokens,
                                       bool context);

@@ -4,8 +4,10 @@
 #pragma once
 
 #include <cstddef>
+#include <vector>
 
 #include "theory/model_config.hpp"
+#include "theory/precision.hpp"
 
 namespace parbench {
 
@@ -45,6 +47,10 @@ struct LlamaScratchBuffers {
 
 LlamaBlockBuffers llama_block_buffers(const ModelConfig& config, int tp, std::size_t rows, std::size_t residual_rows);
 LlamaStashBuffers llama_stash_buffers(const ModelConfig& config, int tp, std::size_t rows);
+// The matmuls a layer runs on `rows` rows (they size the bf16 operand copies,
+// theory/matmul_buffers.hpp): Q, K and V (this rank's key/value channels), the output
+// projection, the SwiGLU's gate and up (one shape) and down.
+std::vector<MatmulShape> llama_block_matmul_shapes(const ModelConfig& config, int tp, std::size_t rows);
 // `local_tokens`: T, the tokens of a sequence this rank holds (seq/cp).
 LlamaScratchBuffers llama_scratch_buffers(const ModelConfig& config, int tp, std::size_t rows, std::size_t local_tokens);
 

@@ -9,6 +9,7 @@
 #include "theory/engine_attention.hpp"
 #include "theory/gpt_buffers.hpp"
 #include "theory/llama_buffers.hpp"
+#include "theory/matmul_buffers.hpp"
 #include "theory/model_layout.hpp"
 #include "theory/moe_buffers.hpp"
 #include "theory/moe_memory.hpp"
@@ -110,17 +111,13 @@ MoeMemoryShape engine_moe_memory_shape(const Layout& l, double tokens) {
                           static_cast<std::size_t>(l.etp)};
 }
 
-// bf16 operand copies of the largest matmul (train/matmuls.cpp).
+// bf16 operand copies of the largest matmul: theory/matmul_buffers.hpp's table, which
+// train/matmuls.cpp allocates.
 void matmul_items(const Layout& l, const std::vector<MatmulShape>& shapes, ItemList& items) {
-    if (l.precision != Precision::bf16) return;
-    double inp = 0, weight = 0, dout = 0;
-    for (const MatmulShape& s : shapes) {
-        inp = std::max(inp, static_cast<double>(s.N) * s.C);
-        weight = std::max(weight, static_cast<double>(s.OC) * s.C);
-        dout = std::max(dout, static_cast<double>(s.N) * s.OC);
-    }
+    const Bf16OperandBuffers copies = bf16_operand_buffers(l.precision, shapes);
+    if (copies.bytes() == 0) return;
     items.add(MemoryCategory::activations, "bf16 operand copies (input, weight, output gradient)", 1,
-              2.0 * (inp + weight + dout));
+              static_cast<double>(copies.bytes()));
 }
 
 // What a transformer keeps per layer and at its ends (element counts; items.activation counts
@@ -232,11 +229,10 @@ void gpt_items(const Layout& l, const PipelinePart& part, ItemList& items) {
     const double t = l.tp;
     const bool context = l.cp > 1;
     const bool block_attention = !context && l.attention == AttentionKind::flash;
-    const double B = l.microbatch_size, T = l.local_seq_len(), C = l.model.hidden, V = l.model.vocab;
+    const double B = l.microbatch_size, T = l.local_seq_len(), C = l.model.hidden;
     const double rows = B * T;
     const double R = l.sp ? rows / t : rows;  // LayerNorm / residual regions
     const double rc = R * C;
-    const double vocab_local = V / t;
     const AttentionFloats attention = attention_floats(l, context, block_attention, B * (l.model.heads / t) * T * T);
     const double att = attention.saved;
     // A layer's own buffers: GPT's table (theory/gpt_buffers.hpp), which train/models/gpt.cpp allocates.
@@ -276,16 +272,11 @@ void gpt_items(const Layout& l, const PipelinePart& part, ItemList& items) {
     items.summed("backward scratch (FFN x2, attention output, QKV)",
                  {frame.dwide, scratch.dfc, scratch.datty, scratch.dqkv});
     sequence_parallel_items(frame, "LayerNorm", items);
-    // Under context parallelism Q, K and V are three matmuls of C/t outputs each.
-    std::vector<MatmulShape> shapes{{static_cast<int>(rows), static_cast<int>(C), static_cast<int>((context ? 1 : 3) * C / t)},
-                                    {static_cast<int>(rows), static_cast<int>(C / t), static_cast<int>(C)},
-                                    {static_cast<int>(rows), static_cast<int>(C), static_cast<int>(4 * C / t)},
-                                    {static_cast<int>(rows), static_cast<int>(4 * C / t), static_cast<int>(C)}};
-    if (holds_head)
-        shapes.push_back({static_cast<int>(rows), static_cast<int>(C), static_cast<int>(vocab_local)});
-    if (moe_count > 0)
-        for (const MatmulShape& s : moe_expert_matmul_shapes(moe_shape)) shapes.push_back(s);
-    matmul_items(l, shapes, items);
+    const auto N = static_cast<std::size_t>(rows);
+    matmul_items(l,
+                 decoder_matmul_shapes(gpt_block_matmul_shapes(l.model, l.tp, N, context), l.model, l.tp, N,
+                                       holds_head, moe_count > 0 ? &moe_shape : nullptr),
+                 items);
 }
 
 // train/models/llama.cpp: the GPT's structure with RMSNorm (no mean), separate q/k/v with
@@ -300,10 +291,7 @@ void llama_items(const Layout& l, const PipelinePart& part, ItemList& items) {
     const double t = l.tp;
     const bool context = l.cp > 1;
     const bool block_attention = !context && l.attention == AttentionKind::flash;
-    const double B = l.microbatch_size, T = l.local_seq_len(), C = l.model.hidden, V = l.model.vocab;
-    const bool kv_split = llama_kv_heads_split(l.model, l.tp);
-    const double head_size = C / l.model.heads;
-    const double kv_local = (kv_split ? l.model.kv_heads / t : l.model.kv_heads) * head_size;
+    const double B = l.microbatch_size, T = l.local_seq_len(), C = l.model.hidden;
     const double rows = B * T;
     const double R = l.sp ? rows / t : rows;
     const double rc = R * C;
@@ -346,16 +334,11 @@ void llama_items(const Layout& l, const PipelinePart& part, ItemList& items) {
     items.summed("replicated key/value weight-gradient pack", {scratch.kv_gradients});
     sequence_parallel_items(frame, "RMSNorm", items);
     items.summed("rotary positions", {scratch.positions});
-    auto i = [](double x) { return static_cast<int>(x); };
-    std::vector<MatmulShape> shapes{{i(rows), i(C), i(C / t)},
-                                    {i(rows), i(C), i(kv_local)},
-                                    {i(rows), i(C / t), i(C)},
-                                    {i(rows), i(C), i(l.model.ffn_hidden / t)},
-                                    {i(rows), i(l.model.ffn_hidden / t), i(C)}};
-    if (holds_head) shapes.push_back({i(rows), i(C), i(V / t)});
-    if (moe_count > 0)
-        for (const MatmulShape& s : moe_expert_matmul_shapes(moe_shape)) shapes.push_back(s);
-    matmul_items(l, shapes, items);
+    const auto N = static_cast<std::size_t>(rows);
+    matmul_items(l,
+                 decoder_matmul_shapes(llama_block_matmul_shapes(l.model, l.tp, N), l.model, l.tp, N, holds_head,
+                                       moe_count > 0 ? &moe_shape : nullptr),
+                 items);
 }
 
 // train/models/mlp.cpp's buffer table (theory/mlp_buffers.hpp), summed.

@@ -41,4 +41,12 @@ DecoderFrameBuffers decoder_frame_buffers(const DecoderFrameShape& s) {
     return f;
 }
 
+std::vector<MatmulShape> decoder_matmul_shapes(std::vector<MatmulShape> block, const ModelConfig& config, int tp,
+                                               std::size_t rows, bool holds_head, const MoeMemoryShape* moe) {
+    if (holds_head) block.push_back({static_cast<int>(rows), config.hidden, config.vocab / tp});
+    if (moe != nullptr)
+        for (const MatmulShape& shape : moe_expert_matmul_shapes(*moe)) block.push_back(shape);
+    return block;
+}
+
 }  // namespace parbench

@@ -8,8 +8,11 @@
 #pragma once
 
 #include <cstddef>
+#include <vector>
 
 #include "theory/model_config.hpp"
+#include "theory/moe_memory.hpp"
+#include "theory/precision.hpp"
 
 namespace parbench {
 
@@ -69,5 +72,12 @@ struct DecoderFrameBuffers {
 DecoderFrameShape decoder_frame_shape(const ModelConfig& config, int tp, bool sp, std::size_t batch,
                                       std::size_t local_tokens, bool standard_attention);
 DecoderFrameBuffers decoder_frame_buffers(const DecoderFrameShape& shape);
+
+// Every matmul a rank runs, which sizes the bf16 operand copies (theory/matmul_buffers.hpp):
+// its layers' on `rows` rows (`block`, theory/gpt_buffers.hpp's or llama_buffers.hpp's), the
+// logits' (V/t of them at tensor parallelism `tp`) where it computes the head (`holds_head`),
+// and an MoE model's experts' (`moe`, null without).
+std::vector<MatmulShape> decoder_matmul_shapes(std::vector<MatmulShape> block, const ModelConfig& config, int tp,
+                                               std::size_t rows, bool holds_head, const MoeMemoryShape* moe);
 
 }  // namespace parbench

@@ -3,6 +3,8 @@
 // also against theory/moe_memory.hpp's closed forms, which they replaced).
 #include <gtest/gtest.h>
 
+#include "theory/gpt_buffers.hpp"
+#include "theory/matmul_buffers.hpp"
 #include "theory/moe_buffers.hpp"
 #include "theory/moe_memory.hpp"
 #include "theory/transformer_buffers.hpp"
@@ -106,6 +108,28 @@ TEST(BufferTables, MoeByteCountsEqualTheClosedForms) {
             EXPECT_EQ(moe_scratch_bytes(s), 4 * scratch);
             EXPECT_EQ(moe_dispatch_buffer_bytes(s), 4 * 2 * N * k * C);
         }
+}
+
+// The bf16 copies hold the largest input, weight and output gradient over the shapes, apart:
+// (4,3)·(5,3)ᵀ and (4,5)·(3,5)ᵀ give 20, 15 and 20 elements of 2 bytes; none under fp32.
+TEST(BufferTables, Bf16CopiesAreTheLargestOperandsApart) {
+    const std::vector<MatmulShape> shapes{{4, 3, 5}, {4, 5, 3}};
+    const Bf16OperandBuffers copies = bf16_operand_buffers(Precision::bf16, shapes);
+    EXPECT_EQ(copies.input, 20u);
+    EXPECT_EQ(copies.weight, 15u);
+    EXPECT_EQ(copies.output_gradient, 20u);
+    EXPECT_EQ(copies.bytes(), 2u * 55);
+    EXPECT_EQ(bf16_operand_buffers(Precision::fp32, shapes).bytes(), 0u);
+    // A GPT layer's at tp 2 (C 8, 4C/t 16) on 4 rows, the logits' (V/t 8) added on the head's rank.
+    ModelConfig gpt;
+    gpt.hidden = 8;
+    gpt.heads = 2;
+    gpt.vocab = 16;
+    const std::vector<MatmulShape> layer = gpt_block_matmul_shapes(gpt, 2, 4, false);
+    const Bf16OperandBuffers head = bf16_operand_buffers(Precision::bf16, decoder_matmul_shapes(layer, gpt, 2, 4, true, nullptr));
+    EXPECT_EQ(head.input, 4u * 16);             // the MLP's down projection's input (4,16)
+    EXPECT_EQ(head.weight, 16u * 8);            // the MLP's (16,8) and (8,16), the logits' (8,8)
+    EXPECT_EQ(head.output_gradient, 4u * 16);   // the MLP's up projection's output (4,16)
 }
 
 }  // namespace

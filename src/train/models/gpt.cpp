@@ -98,7 +98,8 @@ class GptModel final : public TransformerModel<BlockActivations, WeightGradientS
              Recompute recompute, const ContextGroup& cp, const MoeContext& moe, AttentionKind attention)
         : TransformerModel(DecoderTraits{"GPT", 4 * config.hidden, /*tied_head=*/true},
                            config, shape, seed, ops, ledger, tp, part, recompute, cp, moe),
-          matmuls_(ops, precision, ledger, matmul_shapes(block_matmul_shapes(cp.active()))) {
+          matmuls_(ops, precision, ledger,
+                   matmul_shapes(gpt_block_matmul_shapes(config, tp.size(), rows(), cp.active()))) {
         tensors_ = gpt_layout::build(config, shape.seq_len, tp.split(), full_layout_, expert_split(moe));
         select_units();
         make_attention(cp, attention, GqaShape{B_, T_, NHl_, NHl_, C_ / NH_, 0, 1}, 3 * Cl_, 3 * Cl_);
@@ -349,13 +350,6 @@ class GptModel final : public TransformerModel<BlockActivations, WeightGradientS
     // A whole term (row-parallel bias) that the group's rank 0 alone adds.
     const float* replicated_term(const float* unit_base, int tensor) const {
         return tp_.adds_replicated_terms() ? param(unit_base, tensor) : nullptr;
-    }
-
-    // The matmuls a block runs: QKV (q, k, v apart under context parallelism), the attention
-    // projection, the MLP's up and down.
-    std::vector<MatmulShape> block_matmul_shapes(bool qkv_apart) const {
-        const int BT = B_ * T_;
-        return {{BT, C_, qkv_apart ? Cl_ : 3 * Cl_}, {BT, Cl_, C_}, {BT, C_, Fl_}, {BT, Fl_, C_}};
     }
 
     // The layer's buffers from the table the memory theory sums (theory/gpt_buffers.hpp).

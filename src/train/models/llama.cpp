@@ -96,7 +96,7 @@ class LlamaModel final : public TransformerModel<BlockActivations, WeightGradien
                            config, shape, seed, ops, ledger, tp, part, recompute, cp, moe),
           hs_(config.hidden / config.heads), kv_split_(llama_kv_heads_split(config, tp.size())),
           NKVl_(kv_split_ ? config.kv_heads / tp.size() : config.kv_heads), KVl_(NKVl_ * hs_),
-          matmuls_(ops, precision, ledger, matmul_shapes(block_matmul_shapes())) {
+          matmuls_(ops, precision, ledger, matmul_shapes(llama_block_matmul_shapes(config, tp.size(), rows()))) {
         tensors_ = llama_layout::build(config, tp.split(), full_layout_, expert_split(moe));
         select_units();
         // Query head h of this rank is global head rank·NHl + h; with split key/value heads
@@ -315,13 +315,6 @@ class LlamaModel final : public TransformerModel<BlockActivations, WeightGradien
         ops_.encoder_backward(grad(g, tensors_.wte), nullptr, dencoded,
                               batch_.tokens(microbatch), B_, T_, C_, vocab_);
         access.gradients_complete(unit(0));
-    }
-
-    // The matmuls a block runs: Q, K and V, the output projection, the SwiGLU's gate and up
-    // (one shape) and down.
-    std::vector<MatmulShape> block_matmul_shapes() const {
-        const int BT = B_ * T_;
-        return {{BT, C_, Cl_}, {BT, C_, KVl_}, {BT, Cl_, C_}, {BT, C_, Fl_}, {BT, Fl_, C_}};
     }
 
     // The layer's buffers from the table the memory theory sums (theory/llama_buffers.hpp).

@@ -296,15 +296,13 @@ class TransformerModel : public Model {
 
     // The block's matmuls, then the logits' where this rank computes the head and the routed
     // experts'; they size the bf16 operand copies (train/matmuls.hpp).
-    std::vector<MatmulShape> matmul_shapes(std::vector<MatmulShape> shapes) const {
-        const int BT = B_ * T_;
+    // (theory/transformer_buffers.hpp's decoder_matmul_shapes, which the memory theory sums.)
+    std::vector<MatmulShape> matmul_shapes(std::vector<MatmulShape> block) const {
         const bool head = !part_.active() || std::any_of(part_.chunks.begin(), part_.chunks.end(),
                                                          [&](const LayerRange& r) { return r.end == L_; });
-        if (head) shapes.push_back({BT, C_, vocab_.size});
-        if (config_.moe)
-            for (const MatmulShape& s : moe_expert_matmul_shapes(model_moe_shape(config_, R_, moe_context_)))
-                shapes.push_back(s);
-        return shapes;
+        std::optional<MoeMemoryShape> moe;
+        if (config_.moe) moe = model_moe_shape(config_, R_, moe_context_);
+        return decoder_matmul_shapes(std::move(block), config_, tp_.size(), rows(), head, moe ? &*moe : nullptr);
     }
 
     // The frame's buffers from the table the memory theory sums (theory/transformer_buffers.hpp).
