@@ -229,16 +229,16 @@ void gpt_items(const Layout& l, const PipelinePart& part, ItemList& items) {
     const double t = l.tp;
     const bool context = l.cp > 1;
     const bool block_attention = !context && l.attention == AttentionKind::flash;
-    const double B = l.microbatch_size, T = l.local_seq_len(), C = l.model.hidden;
+    const double B = l.microbatch_size, T = l.local_seq_len();
     const double rows = B * T;
     const double R = l.sp ? rows / t : rows;  // LayerNorm / residual regions
-    const double rc = R * C;
     const AttentionFloats attention = attention_floats(l, context, block_attention, B * (l.model.heads / t) * T * T);
     const double att = attention.saved;
     // A layer's own buffers: GPT's table (theory/gpt_buffers.hpp), which train/models/gpt.cpp allocates.
     const GptBlockBuffers layer =
         gpt_block_buffers(l.model, l.tp, static_cast<std::size_t>(rows), static_cast<std::size_t>(R));
     const double dense_mlp = static_cast<double>(layer.fch + layer.fch_gelu);
+    const auto rc = static_cast<double>(layer.residual3);  // a layer's own under full recompute: its output
     const double full_block = static_cast<double>(layer.kept(true)) + att;
     // What a layer keeps as its own under --recompute (transformer_model.hpp's allocate_block),
     // and the one set all layers share.
@@ -291,10 +291,9 @@ void llama_items(const Layout& l, const PipelinePart& part, ItemList& items) {
     const double t = l.tp;
     const bool context = l.cp > 1;
     const bool block_attention = !context && l.attention == AttentionKind::flash;
-    const double B = l.microbatch_size, T = l.local_seq_len(), C = l.model.hidden;
+    const double B = l.microbatch_size, T = l.local_seq_len();
     const double rows = B * T;
     const double R = l.sp ? rows / t : rows;
-    const double rc = R * C;
     const double probabilities = B * (l.model.heads / t) * T * T;
     const AttentionFloats attention = attention_floats(l, context, block_attention, probabilities);
     const double att = attention.saved;
@@ -302,6 +301,7 @@ void llama_items(const Layout& l, const PipelinePart& part, ItemList& items) {
     const LlamaBlockBuffers layer =
         llama_block_buffers(l.model, l.tp, static_cast<std::size_t>(rows), static_cast<std::size_t>(R));
     const double dense_mlp = static_cast<double>(layer.gate + layer.up + layer.glu);
+    const auto rc = static_cast<double>(layer.residual3);  // a layer's own under full recompute: its output
     const double full_block = static_cast<double>(layer.kept(true)) + att;
     const bool shares_probabilities = l.recompute == Recompute::selective && !context && !block_attention;
     const double block = l.recompute == Recompute::full ? rc : shares_probabilities ? full_block - att : full_block;
