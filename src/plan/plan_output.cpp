@@ -159,8 +159,8 @@ void print_plan_console(std::ostream& out, const PlanInputs& inputs, const std::
     if (inputs.compute.contains("device_model")) {
         const nlohmann::json& d = inputs.compute["device_model"];
         char text[256];
-        std::snprintf(text, sizeof text, "GEMMs at %.2f of %.0f TFLOP/s + %.0f us each, element-wise at %.0f GB/s",
-                      d["gemm_sustained"].get<double>(), d["peak_tflops"].get<double>(),
+        std::snprintf(text, sizeof text, "GEMMs at %.3g of %.0f TFLOP/s + %.0f us each, element-wise at %.0f GB/s",
+                      d["gemm_sustained"].get<double>() * d.value("in_step", 1.0), d["peak_tflops"].get<double>(),
                       d["gemm_overhead_us"].get<double>(),
                       d["memory_gbps"].get<double>() * d["memory_fraction"].get<double>());
         out << "# compute: " << text;
