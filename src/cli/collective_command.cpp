@@ -4,6 +4,7 @@
 #include <algorithm>
 #include <cmath>
 #include <cstdlib>
+#include <functional>
 #include <iomanip>
 #include <iostream>
 #include <optional>
@@ -692,34 +693,18 @@ class CollectiveCommand : public Command {
     }
 
   private:
+    // One run, its stages top to bottom: refusals that need the world's size, the backend and the
+    // memory check, the header, the harness and its add-ons, the sweeps, the summary and exit.
     int measure(Invocation& invocation, const ResolvedOptions& resolved, const MpiSession& session,
                 Communicator& control) {
         const int rank = session.world_rank();
-        const int nranks = session.world_size();
-        if (!resolved.all_roots && resolved.params.root >= nranks)
-            throw UsageError("--root " + std::to_string(resolved.params.root) + ": only " + std::to_string(nranks) +
-                             " ranks; use 0.." + std::to_string(nranks - 1) + " (or all)");
-        if (resolved.buffer_offsets.size() > 1 && resolved.buffer_offsets.size() != static_cast<std::size_t>(nranks))
-            throw UsageError("--buffer-offsets gives " + std::to_string(resolved.buffer_offsets.size()) +
-                             " pairs for " + std::to_string(nranks) +
-                             " ranks; give one SEND,RECV for every rank or one pair per rank");
+        refuse_for_world(resolved, session.world_size());
         check_outputs_writable(control, {{options_.json_path, "--json"}, {options_.csv_path, "--csv"}});
         const std::optional<GroupLayout> groups =
             resolved.groups ? std::optional(layout_groups(*resolved.groups, session.hosts_by_rank(), rank)) : std::nullopt;
-        std::vector<std::string> hosts = session.hosts_by_rank();  // of the ranks one harness measures
-        if (groups) {
-            hosts.clear();
-            for (int member : groups->groups[static_cast<std::size_t>(groups->mine)])
-                hosts.push_back(session.hosts_by_rank()[static_cast<std::size_t>(member)]);
-        }
+        const std::vector<std::string> hosts = measured_hosts(session, groups);
         const int measured_ranks = static_cast<int>(hosts.size());
-        for (const Collective* collective : resolved.collectives)
-            if (collective->skewed())
-                if (auto refusal = skew_refusal(resolved.params.skew, measured_ranks)) throw UsageError(*refusal);
-        // Refuse impossible exact sizes before any measuring.
-        for (const Collective* collective : resolved.collectives)
-            for (const CollectiveParams& params : cases_of(*collective, resolved, measured_ranks))
-                element_count(*collective, resolved.sizes.front(), params, measured_ranks, resolved.exact_size);
+        refuse_unmeasurable_points(resolved, measured_ranks);
 
         // Before the backend: a hang while it starts is watched too; the report kept so far is
         // rewritten as partial by the watchdog's thread as it ends the job.
@@ -738,49 +723,23 @@ class CollectiveCommand : public Command {
                              "on GPUs with --backend nccl");
         NcclRunReport nccl(rank == 0 ? backend.nccl_log.get() : nullptr);
         nccl.read_initialisation();
-        // Once the device is known (a GPU's free memory is checked too), before any buffer.
-        const CollectiveMemory memory = collective_memory(options_, resolved, nranks, measured_ranks, rank);
-        throw_if_any_rank_failed(
-            control,
-            collective_memory_refusal(options_, resolved, memory,
-                                      run_memory_budgets(*backend.device, control, session.hosts_by_rank(),
-                                                         session.local_size())),
-            session.hosts_by_rank());
+        const CollectiveMemory memory = checked_memory(resolved, backend, session, control, measured_ranks);
         // With --groups every group is its own job: its harness splits off data and bookkeeping.
         std::unique_ptr<Communicator> group_data = groups ? backend.comm->split(groups->mine, rank) : nullptr;
         std::unique_ptr<Communicator> group_control = groups ? control.split(groups->mine, rank) : nullptr;
         Communicator& data = group_data ? *group_data : *backend.comm;
+        Communicator& harness_control = group_control ? *group_control : control;
         throw_if_any_rank_failed(control, refused_call(data, options_, resolved, measured_ranks),
                                  session.hosts_by_rank());
         if (resolved.timing.graph && !backend.device->is_gpu())
             throw UsageError(options_.graph_flag + " replays CUDA graphs; this run uses " + backend.device->kind() +
                              " memory (no GPU visible)");
         const Environment environment = collect_environment(session, *backend.device, *backend.comm, control);
-        nlohmann::json config = config_json(options_, resolved);
-        config["mpi_threads"]["provided"] = thread_level_name(session.thread_level_provided());
-        nlohmann::json report =
-            report_frame(options_.command, invocation.arguments, invocation.started_at, environment, config);
-        if (rank == 0 && !options_.quiet) {
-            print_console_header(std::cout, report, method_line(resolved));
-            for (const std::string& translation : resolved.nccl_tests_translations)
-                write_line(std::cout, "# nccl-tests flag " + translation);
-            if (resolved.memory_report) write_line(std::cout, memory_line(memory, backend.device->kind()));
-            if (oversubscribed(environment))
-                std::cerr << "warning: more ranks than cores on a host: ranks share cores and busy-poll, so times "
-                             "measure the scheduler too; quote figures from runs with at most one rank per core\n";
-            if (session.thread_level_provided() != session.thread_level_requested())
-                write_line(std::cerr, "warning: asked MPI for thread level " +
-                                          std::string(thread_level_name(session.thread_level_requested())) +
-                                          ", it provides " + std::string(thread_level_name(session.thread_level_provided())) +
-                                          " (OMPI_MPI_THREAD_LEVEL set?); higher levels cost small messages latency");
-        }
+        nlohmann::json report = run_report(invocation, resolved, environment, session);
+        if (rank == 0 && !options_.quiet)
+            print_run_header(report, resolved, memory, backend.device->kind(), environment, session);
 
-        TimingOptions timing = resolved.timing;
-        const BufferOffsets offsets = offsets_of_rank(resolved, rank);
-        timing.send_offset_bytes = offsets.send;
-        timing.recv_offset_bytes = offsets.recv;
-        CollectiveHarness harness(data, group_control ? *group_control : control,
-                                  *backend.device, timing, *watchdog);
+        CollectiveHarness harness(data, harness_control, *backend.device, timing_of_rank(resolved, rank), *watchdog);
         // Before the first point, while nothing else runs: the host measured for --expect-host.
         watchdog->enter({"setup", "measuring this host's links for the expected values", 0, 0});
         PointJudge judge(resolved.expectation, *backend.comm, *backend.device, hosts,
@@ -793,70 +752,151 @@ class CollectiveCommand : public Command {
         placements.verdicts = judge.active();
         placements.full = resolved.full;
         std::optional<BackgroundRunner> background;
-        if (resolved.background)
-            background.emplace(*resolved.background, group_data ? *group_data : *backend.comm,
-                               group_control ? *group_control : control, *backend.device);
+        if (resolved.background) background.emplace(*resolved.background, data, harness_control, *backend.device);
         NvtxRange run_range("run " + options_.command);
         watchdog->idle();
 
+        const StopSignals stop(keep_on_stop(kept), stop_linger(rank));
+        const RunState run{resolved, session, control, rank, groups, hosts, measured_ranks, *watchdog, kept, nccl, report};
+        const std::vector<CollectiveResult> results =
+            run_sweeps(run, harness, judge, background ? &*background : nullptr, placements);
+        return finish_run(run, results);
+    }
+
+    // What the stages of one run share once its backend is up: measure's locals, by reference.
+    struct RunState {
+        const ResolvedOptions& resolved;
+        const MpiSession& session;
+        Communicator& control;
+        int rank;
+        const std::optional<GroupLayout>& groups;
+        const std::vector<std::string>& hosts;  // of the ranks one harness measures
+        int measured_ranks;
+        Watchdog& watchdog;
+        KeptReport& kept;
+        NcclRunReport& nccl;
+        nlohmann::json& report;
+    };
+
+    // The flags that name ranks, against the ranks the job has.
+    static void refuse_for_world(const ResolvedOptions& resolved, int nranks) {
+        if (!resolved.all_roots && resolved.params.root >= nranks)
+            throw UsageError("--root " + std::to_string(resolved.params.root) + ": only " + std::to_string(nranks) +
+                             " ranks; use 0.." + std::to_string(nranks - 1) + " (or all)");
+        if (resolved.buffer_offsets.size() > 1 && resolved.buffer_offsets.size() != static_cast<std::size_t>(nranks))
+            throw UsageError("--buffer-offsets gives " + std::to_string(resolved.buffer_offsets.size()) +
+                             " pairs for " + std::to_string(nranks) +
+                             " ranks; give one SEND,RECV for every rank or one pair per rank");
+    }
+
+    // The hosts of the ranks one harness measures: the world's, or with --groups this rank's group's.
+    static std::vector<std::string> measured_hosts(const MpiSession& session, const std::optional<GroupLayout>& groups) {
+        if (!groups) return session.hosts_by_rank();
+        std::vector<std::string> hosts;
+        for (int member : groups->groups[static_cast<std::size_t>(groups->mine)])
+            hosts.push_back(session.hosts_by_rank()[static_cast<std::size_t>(member)]);
+        return hosts;
+    }
+
+    // A skew the measured ranks cannot take, and exact sizes no count of elements makes, refused
+    // before any measuring.
+    static void refuse_unmeasurable_points(const ResolvedOptions& resolved, int measured_ranks) {
+        for (const Collective* collective : resolved.collectives)
+            if (collective->skewed())
+                if (auto refusal = skew_refusal(resolved.params.skew, measured_ranks)) throw UsageError(*refusal);
+        for (const Collective* collective : resolved.collectives)
+            for (const CollectiveParams& params : cases_of(*collective, resolved, measured_ranks))
+                element_count(*collective, resolved.sizes.front(), params, measured_ranks, resolved.exact_size);
+    }
+
+    // The run's buffers, refused on every rank alike when they do not fit (once the device is
+    // known: a GPU's free memory is checked too), before any buffer is allocated.
+    CollectiveMemory checked_memory(const ResolvedOptions& resolved, const Backend& backend, const MpiSession& session,
+                                    Communicator& control, int measured_ranks) const {
+        const CollectiveMemory memory =
+            collective_memory(options_, resolved, session.world_size(), measured_ranks, session.world_rank());
+        throw_if_any_rank_failed(
+            control,
+            collective_memory_refusal(options_, resolved, memory,
+                                      run_memory_budgets(*backend.device, control, session.hosts_by_rank(),
+                                                         session.local_size())),
+            session.hosts_by_rank());
+        return memory;
+    }
+
+    // The report's frame: what was asked, on what, with the MPI thread level obtained.
+    nlohmann::json run_report(const Invocation& invocation, const ResolvedOptions& resolved,
+                              const Environment& environment, const MpiSession& session) const {
+        nlohmann::json config = config_json(options_, resolved);
+        config["mpi_threads"]["provided"] = thread_level_name(session.thread_level_provided());
+        return report_frame(options_.command, invocation.arguments, invocation.started_at, environment, config);
+    }
+
+    // The console's "# ..." header, and the warnings about the run's setting.
+    void print_run_header(const nlohmann::json& report, const ResolvedOptions& resolved, const CollectiveMemory& memory,
+                          const std::string& device_kind, const Environment& environment,
+                          const MpiSession& session) const {
+        print_console_header(std::cout, report, method_line(resolved));
+        for (const std::string& translation : resolved.nccl_tests_translations)
+            write_line(std::cout, "# nccl-tests flag " + translation);
+        if (resolved.memory_report) write_line(std::cout, memory_line(memory, device_kind));
+        if (oversubscribed(environment))
+            std::cerr << "warning: more ranks than cores on a host: ranks share cores and busy-poll, so times "
+                         "measure the scheduler too; quote figures from runs with at most one rank per core\n";
+        if (session.thread_level_provided() != session.thread_level_requested())
+            write_line(std::cerr, "warning: asked MPI for thread level " +
+                                      std::string(thread_level_name(session.thread_level_requested())) +
+                                      ", it provides " + std::string(thread_level_name(session.thread_level_provided())) +
+                                      " (OMPI_MPI_THREAD_LEVEL set?); higher levels cost small messages latency");
+    }
+
+    // Ctrl-C (SIGTERM from mpirun) or a SIGTERM of its own: the report says so; under --repeat 0,
+    // the way such a run ends, it is complete with the sweeps it has.
+    std::function<void(const std::string&)> keep_on_stop(KeptReport& kept) const {
+        return [&kept, repeat = options_.repeat](const std::string& signal) {
+            if (repeat != 0) return kept.abandon(signal + " stopped the run");
+            kept.conclude([&signal](nlohmann::json& document) {
+                set_status(document, RunStatus::complete);
+                document["finished_at"] = utc_now_iso8601();
+                document["repetitions"]["ended_by"] = signal;
+            });
+        };
+    }
+
+    // The timing options with this rank's buffer offsets.
+    static TimingOptions timing_of_rank(const ResolvedOptions& resolved, int rank) {
+        TimingOptions timing = resolved.timing;
+        const BufferOffsets offsets = offsets_of_rank(resolved, rank);
+        timing.send_offset_bytes = offsets.send;
+        timing.recv_offset_bytes = offsets.recv;
+        return timing;
+    }
+
+    // Every sweep's rows, each published as it finishes.
+    std::vector<CollectiveResult> run_sweeps(const RunState& run, CollectiveHarness& harness, PointJudge& judge,
+                                             BackgroundRunner* background, const Placements& placements) {
         std::vector<CollectiveResult> results;
         std::size_t points = 0;
-        for (const Collective* collective : resolved.collectives)
-            points += cases_of(*collective, resolved, measured_ranks).size() * resolved.sizes.size() *
-                      (resolved.placements.in_place && resolved.placements.out_of_place ? 2 : 1);
+        for (const Collective* collective : run.resolved.collectives)
+            points += cases_of(*collective, run.resolved, run.measured_ranks).size() * run.resolved.sizes.size() *
+                      (run.resolved.placements.in_place && run.resolved.placements.out_of_place ? 2 : 1);
         points_per_sweep_ = points;
-        // Ctrl-C (SIGTERM from mpirun) or a SIGTERM of its own: the report says so; under --repeat 0,
-        // the way such a run ends, it is complete with the sweeps it has.
-        const StopSignals stop(
-            [&kept, repeat = options_.repeat](const std::string& signal) {
-                if (repeat != 0) return kept.abandon(signal + " stopped the run");
-                kept.conclude([&signal](nlohmann::json& document) {
-                    set_status(document, RunStatus::complete);
-                    document["finished_at"] = utc_now_iso8601();
-                    document["repetitions"]["ended_by"] = signal;
-                });
-            },
-            stop_linger(rank));
-        const bool repeated = options_.repeat != 1;
         std::optional<CollectiveResult> halves[2];  // the row being measured: out of place, in place
         SweepSteps steps;
-        steps.cases = [&](const Collective& collective) { return cases_of(collective, resolved, measured_ranks); };
+        steps.cases = [&](const Collective& collective) {
+            return cases_of(collective, run.resolved, run.measured_ranks);
+        };
         steps.begin_collective = [&](const Collective& collective, int sweep) {
-            if (rank != 0 || options_.quiet) return;
-            print_console_columns(std::cout,
-                                  column_title(collective, resolved.params) +
-                                      (repeated ? "; sweep " + std::to_string(sweep) +
-                                                      (options_.repeat > 0 ? " of " + std::to_string(options_.repeat)
-                                                                           : " (until stopped)")
-                                                : ""),
-                                  placements, reported_statistic(resolved.aggregation));
-            if (const auto shortcut =
-                    one_rank_shortcut(collective, harness.data().backend(), harness.data().size(), resolved.params))
-                std::cout << "# " << *shortcut << '\n';
+            if (run.rank == 0 && !options_.quiet) print_collective_columns(run, harness, placements, collective, sweep);
         };
         steps.measure = [&](const SweepPoint& point) {
-            if (groups) {  // the groups start each point together
-                watchdog->enter({"setup", "groups starting a point", point.requested_bytes, 0});
-                control.barrier();
-                watchdog->idle();
-            }
-            judge.set_transport_note(nccl.transport_note());
-            std::optional<CollectiveResult>& half = halves[point.inplace];
-            half = measure_point(harness, *point.collective, *point.params, point.requested_bytes, point.inplace,
-                                 resolved, measured_ranks, hosts, {judge, background ? &*background : nullptr});
-            if (nccl.active()) half->extra["nccl_choice"] = nccl.point_choice(std::string(point.collective->name()));
-            if (groups) {
-                watchdog->enter({"results", "gathering group figures", point.requested_bytes, 0});
-                combine_groups(*half, *groups, session, control, options_.quiet);
-                watchdog->idle();
-            }
-            if (repeated) half->repetition = point.sweep;
-            results.push_back(*half);
+            halves[point.inplace] = measure_in_run(run, harness, judge, background, point);
+            results.push_back(*halves[point.inplace]);
         };
         steps.end_row = [&]() {
-            if (nccl.active()) report["nccl"] = nccl.to_json();
-            if (rank == 0)
-                publish(results, report, placements, halves[0], halves[1], kept,
+            if (run.nccl.active()) run.report["nccl"] = run.nccl.to_json();
+            if (run.rank == 0)
+                publish(results, run.report, placements, halves[0], halves[1], run.kept,
                         std::to_string(results.size()) + " of " +
                             (options_.repeat > 0 ? std::to_string(points * static_cast<std::size_t>(options_.repeat))
                                                  : std::string("as many as run until stopped")) +
@@ -864,31 +904,75 @@ class CollectiveCommand : public Command {
             halves[0].reset();
             halves[1].reset();
         };
-        run_sweep(resolved.collectives, resolved.sizes, {resolved.placements.out_of_place, resolved.placements.in_place},
-                  options_.repeat, steps);
-        const RunSummary summary = summarize_run(results, resolved.check_runs > 0);
-        std::optional<std::string> below_gate = busbw_gate_failure(summary, resolved.min_busbw);
-        if (!below_gate) below_gate = min_ratio_failure(results, resolved.expectation.min_ratio);
-        if (rank == 0) {
-            report["finished_at"] = utc_now_iso8601();
-            report["summary"] = to_json(summary);
+        run_sweep(run.resolved.collectives, run.resolved.sizes,
+                  {run.resolved.placements.out_of_place, run.resolved.placements.in_place}, options_.repeat, steps);
+        return results;
+    }
+
+    // A collective's column titles (with the sweep's number under --repeat) and its one-rank note.
+    void print_collective_columns(const RunState& run, CollectiveHarness& harness, const Placements& placements,
+                                  const Collective& collective, int sweep) const {
+        const bool repeated = options_.repeat != 1;
+        print_console_columns(std::cout,
+                              column_title(collective, run.resolved.params) +
+                                  (repeated ? "; sweep " + std::to_string(sweep) +
+                                                  (options_.repeat > 0 ? " of " + std::to_string(options_.repeat)
+                                                                       : " (until stopped)")
+                                            : ""),
+                              placements, reported_statistic(run.resolved.aggregation));
+        if (const auto shortcut =
+                one_rank_shortcut(collective, harness.data().backend(), harness.data().size(), run.resolved.params))
+            std::cout << "# " << *shortcut << '\n';
+    }
+
+    // One half of a row: the groups started together, the point measured, NCCL's choice, the
+    // groups' figures combined.
+    CollectiveResult measure_in_run(const RunState& run, CollectiveHarness& harness, PointJudge& judge,
+                                    BackgroundRunner* background, const SweepPoint& point) const {
+        if (run.groups) {  // the groups start each point together
+            run.watchdog.enter({"setup", "groups starting a point", point.requested_bytes, 0});
+            run.control.barrier();
+            run.watchdog.idle();
+        }
+        judge.set_transport_note(run.nccl.transport_note());
+        CollectiveResult half = measure_point(harness, *point.collective, *point.params, point.requested_bytes,
+                                              point.inplace, run.resolved, run.measured_ranks, run.hosts, {judge, background});
+        if (run.nccl.active()) half.extra["nccl_choice"] = run.nccl.point_choice(std::string(point.collective->name()));
+        if (run.groups) {
+            run.watchdog.enter({"results", "gathering group figures", point.requested_bytes, 0});
+            combine_groups(half, *run.groups, run.session, run.control, options_.quiet);
+            run.watchdog.idle();
+        }
+        if (options_.repeat != 1) half.repetition = point.sweep;
+        return half;
+    }
+
+    // The summary, the gates (--min-busbw, --min-ratio), the last report and the exit status,
+    // the same on every rank.
+    int finish_run(const RunState& run, const std::vector<CollectiveResult>& results) const {
+        const RunSummary summary = summarize_run(results, run.resolved.check_runs > 0);
+        std::optional<std::string> below_gate = busbw_gate_failure(summary, run.resolved.min_busbw);
+        if (!below_gate) below_gate = min_ratio_failure(results, run.resolved.expectation.min_ratio);
+        if (run.rank == 0) {
+            run.report["finished_at"] = utc_now_iso8601();
+            run.report["summary"] = to_json(summary);
             if (summary.wrong_total > 0)
-                write_reports(results, report, kept, RunStatus::failed,
+                write_reports(results, run.report, run.kept, RunStatus::failed,
                               std::to_string(summary.wrong_total) + " elements were wrong (see wrong per point)");
             else if (below_gate)
-                write_reports(results, report, kept, RunStatus::failed, *below_gate);
+                write_reports(results, run.report, run.kept, RunStatus::failed, *below_gate);
             else
-                write_reports(results, report, kept, RunStatus::complete);
-            close_console(summary, resolved, below_gate, results);
-            if (nccl.active() && !options_.quiet) {
-                write_line(std::cout, nccl.header_line());
-                for (const NcclWarning& warning : nccl.warnings()) write_line(std::cerr, "warning: " + warning.text);
+                write_reports(results, run.report, run.kept, RunStatus::complete);
+            close_console(summary, run.resolved, below_gate, results);
+            if (run.nccl.active() && !options_.quiet) {
+                write_line(std::cout, run.nccl.header_line());
+                for (const NcclWarning& warning : run.nccl.warnings()) write_line(std::cerr, "warning: " + warning.text);
             }
         }
         // The gate is the first rank's verdict (with --groups each rank's summary is its group's),
         // so that every rank exits alike.
-        int gate_failed = rank == 0 && below_gate ? 1 : 0;
-        control.broadcast(&gate_failed, &gate_failed, 1, DType::int32, 0);
+        int gate_failed = run.rank == 0 && below_gate ? 1 : 0;
+        run.control.broadcast(&gate_failed, &gate_failed, 1, DType::int32, 0);
         return summary.wrong_total > 0 || gate_failed != 0 ? 1 : 0;
     }
 
@@ -1067,104 +1151,132 @@ std::string description(const std::string& name) {
     return "Time " + name;
 }
 
+// add_collective_command's groups of flags, in the order --help lists them.
+
+// The sizes (one, or a sweep with nccl-tests' names too: cli/nccl_tests_flags.hpp) and the type.
+void add_size_flags(CLI::App& sub, CollectiveOptions& o) {
+    auto* size = sub.add_option("--size", o.size, "One size, e.g. 100M (binary suffixes K M G)");
+    auto* min = sub.add_option("-b,--min-bytes,--minbytes", o.min_bytes, "Smallest size of a sweep")->capture_default_str();
+    auto* max = sub.add_option("-e,--max-bytes,--maxbytes", o.max_bytes, "Largest size of a sweep")->capture_default_str();
+    auto* factor = sub.add_option("-f,--step-factor,--stepfactor", o.step_factor,
+                                  "Multiply the size by this each step (default 2, unless -i is given alone)");
+    auto* step = sub.add_option("-i,--step-bytes,--stepbytes", o.step_bytes,
+                                "Add this to the size each step instead (nccl-tests' -i; a factor above 1 wins)");
+    size->excludes(min)->excludes(max)->excludes(factor)->excludes(step);
+    sub.add_option("-d,--dtype,--datatype", o.dtype,
+                   "float32 float64 float16 bfloat16 int8 uint8 int32 uint32 int64 uint64, or all (each in turn); "
+                   "nccl-tests' half, float, double too")
+        ->capture_default_str();
+}
+
+// --op and --root are listed by the commands they apply to; the others still accept them,
+// hidden, to refuse them with a message saying why (check_flags_apply).
+void add_op_and_root_flags(CLI::App& sub, CollectiveOptions& o, GivenFlags& given, const std::string& name) {
+    const bool reducing = name == "all" || find_collective(name)->reducing();
+    const bool rooted = name == "all" || find_collective(name)->rooted();
+    CLI::Option* op =
+        sub.add_option("-o,--op", o.op, "Reduction: sum prod max min avg, or all (each in turn)")->capture_default_str();
+    CLI::Option* root =
+        sub.add_option("-r,--root", o.root, "Root rank of broadcast, reduce, gather, scatter, or all (each in turn)")
+            ->capture_default_str();
+    if (!reducing) op->group(hidden);
+    if (!rooted) root->group(hidden);
+    given.op = op;
+    given.root = root;
+}
+
+// How each size is timed: iterations, repeats, timing mode, graphs, NCCL's choices, buffer offsets.
+void add_timing_flags(CLI::App& sub, CollectiveOptions& o, GivenFlags& given) {
+    sub.add_option("-w,--warmup,--warmup_iters", o.warmup, "Untimed iterations before timing")->capture_default_str();
+    sub.add_option("-n,--iters", o.iters, "Timed samples per size")->capture_default_str();
+    sub.add_option("--repeat", o.repeat,
+                   "Run the whole sweep this many times (nccl-tests' -N); the report holds every sweep and the spread "
+                   "between them, which compare takes as run-to-run noise. 0: until SIGINT/SIGTERM, which end it "
+                   "keeping the report")
+        ->capture_default_str();
+    sub.add_option("--timing", o.timing, "per-iter (barrier + sync around each op) or batched")->capture_default_str();
+    given.batch_size = sub.add_option("--batch-size", o.batch_size, "Ops per sample in batched timing")->capture_default_str();
+    sub.add_flag("--graph", o.graph, "Replay the op(s) of a sample from a CUDA graph (GPU only)");
+    sub.add_flag("--nccl-choices", o.nccl_choices,
+                 "NCCL backend: record each point's algorithm, protocol and channels from NCCL's per-call tuning log "
+                 "(rank 0 then writes a log line inside every timed call)");
+    sub.add_option("--buffer-offsets", o.buffer_offsets,
+                   "SEND[,RECV]: start the send and receive buffers this many bytes past a page (default 0,0); "
+                   "SEND,RECV:SEND,RECV...: one pair per rank (docs/reproducing.md: IMB-MPI1's placement)");
+}
+
+// A load beside each point, and alltoallv's traffic pattern.
+void add_load_and_skew_flags(CLI::App& sub, CollectiveOptions& o, GivenFlags& given) {
+    sub.add_option("--background", o.background,
+                   "Measure every point again under a load on every rank: gemm[:N], stream[:BYTES] or "
+                   "collective[:BYTES] (a second communicator); each row reports both times, the slowdown and the "
+                   "load's throughput without and with the collective");
+    given.skew = sub.add_option("--skew", o.skew,
+                                "alltoallv's per-destination blocks: uniform, zipf:S (destination p of the seeded "
+                                "popularity order weighs 1/(p+1)^S) or hot:K (K destinations get 90% of the traffic); "
+                                "docs/collectives.md")
+                     ->capture_default_str();
+    given.skew_seed =
+        sub.add_option("--skew-seed", o.skew_seed, "Seed of the popularity order --skew follows (same on every rank)")
+            ->capture_default_str();
+    given.direction =
+        sub.add_option("--direction", o.direction,
+                       "alltoallv: dispatch (each rank sends its blocks out) or combine (the transpose: each "
+                       "destination sends them back, as an MoE layer returns the experts' outputs)")
+            ->capture_default_str();
+}
+
+// Reports, backend and buffers, groups, and the run's limits.
+void add_output_and_run_flags(CLI::App& sub, CollectiveOptions& o, GivenFlags& given) {
+    given.json = sub.add_option("--json", o.json_path, "Write the report as JSON (schema parbench.report/v1)");
+    given.csv = sub.add_option("--csv", o.csv_path, "Write the results as CSV");
+    sub.add_option("--backend", o.backend, "auto (NCCL when every rank sees a GPU), mpi or nccl")->capture_default_str();
+    add_buffer_pages_flag(sub);
+    sub.add_option("--groups", o.groups,
+                   "Run the collective in concurrent groups: host (one per host), cross-host (one per local rank) "
+                   "or N (consecutive ranks); busbw per group and the minimum");
+    sub.add_option("-T,--timeout", o.timeout_s, "Abort the job when one step hangs this many seconds (0: off)")
+        ->capture_default_str();
+    sub.add_option("--progress", o.progress_s,
+                   "When one size runs this many seconds, say on stderr which iteration it is in, and again "
+                   "every as many seconds (0: never)")
+        ->capture_default_str();
+    sub.add_option("--min-busbw", o.min_busbw,
+                   "Fail the run (exit 1) when its average busbw is below this many GB/s, as nccl-tests' "
+                   "NCCL_TESTS_MIN_BW (read when this flag is not given)");
+}
+
+// Fault injection, for the tests (hidden from --help).
+void add_fault_injection_flags(CLI::App& sub, CollectiveOptions& o) {
+    sub.add_option("--inject-hang", o.inject_hang_rank,
+                   "Fault injection: this rank stops in its first timed iteration (tests --timeout)")
+        ->group(hidden);
+    sub.add_option("--inject-straggler", o.inject_straggler_rank,
+                   "Fault injection: this rank sleeps after each barrier before the op (tests straggler naming)")
+        ->group(hidden);
+    sub.add_option("--inject-slowdown", o.inject_slowdown,
+                   "Fault injection: every rank stretches each timed op so busbw reads about this fraction of what "
+                   "it would (tests compare's gate)")
+        ->group(hidden);  // also scripts/bench/bench_compare_gate.sh's
+    sub.add_option("--inject-straggler-us", o.inject_straggler_us, "How long --inject-straggler sleeps (us)")
+        ->capture_default_str()
+        ->group(hidden);
+}
+
 }  // namespace
 
 std::unique_ptr<Command> add_collective_command(CLI::App& app, const std::string& name) {
     auto command = std::make_unique<CollectiveCommand>(name);
     CollectiveOptions& o = command->options();
     CLI::App* sub = app.add_subcommand(name, description(name));
-    auto* size = sub->add_option("--size", o.size, "One size, e.g. 100M (binary suffixes K M G)");
-    // The sweep's flags carry nccl-tests' names too (cli/nccl_tests_flags.hpp).
-    auto* min = sub->add_option("-b,--min-bytes,--minbytes", o.min_bytes, "Smallest size of a sweep")->capture_default_str();
-    auto* max = sub->add_option("-e,--max-bytes,--maxbytes", o.max_bytes, "Largest size of a sweep")->capture_default_str();
-    auto* factor = sub->add_option("-f,--step-factor,--stepfactor", o.step_factor,
-                                   "Multiply the size by this each step (default 2, unless -i is given alone)");
-    auto* step = sub->add_option("-i,--step-bytes,--stepbytes", o.step_bytes,
-                                 "Add this to the size each step instead (nccl-tests' -i; a factor above 1 wins)");
-    size->excludes(min)->excludes(max)->excludes(factor)->excludes(step);
-    sub->add_option("-d,--dtype,--datatype", o.dtype,
-                    "float32 float64 float16 bfloat16 int8 uint8 int32 uint32 int64 uint64, or all (each in turn); "
-                    "nccl-tests' half, float, double too")
-        ->capture_default_str();
-    // --op and --root are listed by the commands they apply to; the others still accept them,
-    // hidden, to refuse them with a message saying why (check_flags_apply).
-    const bool reducing = name == "all" || find_collective(name)->reducing();
-    const bool rooted = name == "all" || find_collective(name)->rooted();
-    CLI::Option* op =
-        sub->add_option("-o,--op", o.op, "Reduction: sum prod max min avg, or all (each in turn)")->capture_default_str();
-    CLI::Option* root =
-        sub->add_option("-r,--root", o.root, "Root rank of broadcast, reduce, gather, scatter, or all (each in turn)")
-            ->capture_default_str();
-    if (!reducing) op->group(hidden);
-    if (!rooted) root->group(hidden);
-    command->given().op = op;
-    command->given().root = root;
-    sub->add_option("-w,--warmup,--warmup_iters", o.warmup, "Untimed iterations before timing")->capture_default_str();
-    sub->add_option("-n,--iters", o.iters, "Timed samples per size")->capture_default_str();
-    sub->add_option("--repeat", o.repeat,
-                    "Run the whole sweep this many times (nccl-tests' -N); the report holds every sweep and the spread "
-                    "between them, which compare takes as run-to-run noise. 0: until SIGINT/SIGTERM, which end it "
-                    "keeping the report")
-        ->capture_default_str();
-    sub->add_option("--timing", o.timing, "per-iter (barrier + sync around each op) or batched")
-        ->capture_default_str();
-    command->given().batch_size = sub->add_option("--batch-size", o.batch_size, "Ops per sample in batched timing")->capture_default_str();
-    sub->add_flag("--graph", o.graph, "Replay the op(s) of a sample from a CUDA graph (GPU only)");
-    sub->add_flag("--nccl-choices", o.nccl_choices,
-                  "NCCL backend: record each point's algorithm, protocol and channels from NCCL's per-call tuning log "
-                  "(rank 0 then writes a log line inside every timed call)");
-    sub->add_option("--buffer-offsets", o.buffer_offsets,
-                    "SEND[,RECV]: start the send and receive buffers this many bytes past a page (default 0,0); "
-                    "SEND,RECV:SEND,RECV...: one pair per rank (docs/reproducing.md: IMB-MPI1's placement)");
+    add_size_flags(*sub, o);
+    add_op_and_root_flags(*sub, o, command->given(), name);
+    add_timing_flags(*sub, o, command->given());
     add_reporting_flags(*sub, o);
     add_expectation_flags(*sub, o.expectation);
-    sub->add_option("--background", o.background,
-                    "Measure every point again under a load on every rank: gemm[:N], stream[:BYTES] or "
-                    "collective[:BYTES] (a second communicator); each row reports both times, the slowdown and the "
-                    "load's throughput without and with the collective");
-    command->given().skew =
-        sub->add_option("--skew", o.skew,
-                        "alltoallv's per-destination blocks: uniform, zipf:S (destination p of the seeded popularity "
-                        "order weighs 1/(p+1)^S) or hot:K (K destinations get 90% of the traffic); docs/collectives.md")
-            ->capture_default_str();
-    command->given().skew_seed =
-        sub->add_option("--skew-seed", o.skew_seed, "Seed of the popularity order --skew follows (same on every rank)")
-            ->capture_default_str();
-    command->given().direction =
-        sub->add_option("--direction", o.direction,
-                        "alltoallv: dispatch (each rank sends its blocks out) or combine (the transpose: each "
-                        "destination sends them back, as an MoE layer returns the experts' outputs)")
-            ->capture_default_str();
-    command->given().json = sub->add_option("--json", o.json_path, "Write the report as JSON (schema parbench.report/v1)");
-    command->given().csv = sub->add_option("--csv", o.csv_path, "Write the results as CSV");
-    sub->add_option("--backend", o.backend, "auto (NCCL when every rank sees a GPU), mpi or nccl")
-        ->capture_default_str();
-    add_buffer_pages_flag(*sub);
-    sub->add_option("--groups", o.groups,
-                    "Run the collective in concurrent groups: host (one per host), cross-host (one per local rank) "
-                    "or N (consecutive ranks); busbw per group and the minimum");
-    sub->add_option("-T,--timeout", o.timeout_s, "Abort the job when one step hangs this many seconds (0: off)")
-        ->capture_default_str();
-    sub->add_option("--progress", o.progress_s,
-                    "When one size runs this many seconds, say on stderr which iteration it is in, and again "
-                    "every as many seconds (0: never)")
-        ->capture_default_str();
-    sub->add_option("--min-busbw", o.min_busbw,
-                    "Fail the run (exit 1) when its average busbw is below this many GB/s, as nccl-tests' "
-                    "NCCL_TESTS_MIN_BW (read when this flag is not given)");
-    sub->add_option("--inject-hang", o.inject_hang_rank,
-                    "Fault injection: this rank stops in its first timed iteration (tests --timeout)")
-        ->group(hidden);  // fault injection, for the tests
-    sub->add_option("--inject-straggler", o.inject_straggler_rank,
-                    "Fault injection: this rank sleeps after each barrier before the op (tests straggler naming)")
-        ->group(hidden);  // fault injection, for the tests
-    sub->add_option("--inject-slowdown", o.inject_slowdown,
-                    "Fault injection: every rank stretches each timed op so busbw reads about this fraction of what "
-                    "it would (tests compare's gate)")
-        ->group(hidden);  // fault injection, for the tests and scripts/bench/bench_compare_gate.sh
-    sub->add_option("--inject-straggler-us", o.inject_straggler_us, "How long --inject-straggler sleeps (us)")
-        ->capture_default_str()
-        ->group(hidden);  // fault injection, for the tests
+    add_load_and_skew_flags(*sub, o, command->given());
+    add_output_and_run_flags(*sub, o, command->given());
+    add_fault_injection_flags(*sub, o);
     add_nccl_tests_flags(*sub, o.nccl_tests);
     sub->parse_complete_callback([&o, sub] { apply_nccl_tests_flags(o, *sub); });
     return command;

@@ -3,6 +3,9 @@
 #include <algorithm>
 #include <array>
 #include <cctype>
+#include <map>
+#include <optional>
+#include <string>
 #include <utility>
 
 #include "core/error.hpp"
@@ -57,13 +60,138 @@ long whole_number(std::string_view key, const std::string& text) {
     return std::stol(text);
 }
 
-// A flag parbench takes only at nccl-tests' default (or a value that changes nothing there).
-void only_default(const std::map<std::string, std::string>& given, std::string_view key, long accepted_up_to,
-                  const std::string& instead) {
-    const auto found = given.find(std::string(key));
-    if (found == given.end()) return;
-    if (whole_number(key, found->second) > accepted_up_to)
-        throw UsageError(flag_of(key) + " " + found->second + ": " + instead);
+// A flag parbench takes only at nccl-tests' default (or a value that changes nothing there): any
+// value above `accepted_up_to` is refused with `instead`; without a limit, any value at all.
+struct DefaultOnly {
+    const char* key;
+    std::optional<long> accepted_up_to;
+    const char* instead;
+};
+
+// In the order they are checked (nccl-tests' usage order, the two not taken at all last).
+const std::array<DefaultOnly, 11> default_only{{
+    {"nthreads", 1,
+     "parbench runs one rank per process, one GPU each; launch that many more ranks (mpirun -np <processes "
+     "x threads>) and drop -t"},
+    {"ngpus", 1,
+     "parbench drives one GPU per rank; launch one rank per GPU (mpirun -np <GPUs>, or "
+     "scripts/run.sh, which does) and drop -g"},
+    {"parallel_init", 1, "give 0 or 1 (with one thread per process both initialise alike)"},
+    {"stream_null", 0, "parbench launches on its own stream, never the NULL stream; drop -y"},
+    {"report_cputime", 0,
+     "parbench reports the device's time (CUDA events on GPUs, the steady clock on CPUs), not CPU time; "
+     "drop -C"},
+    {"report_timestamps", 0,
+     "the report has started_at and finished_at, and --json is rewritten after every point; drop -S"},
+    {"local_register", 0,
+     "parbench does not register buffers with NCCL (ncclCommRegister, symmetric memory); drop -R to time "
+     "unregistered buffers"},
+    {"device_implementation", 0, "parbench calls NCCL's host API, not a device-side implementation; drop -D"},
+    {"per_iter_skip", 0, "parbench's samples all follow the warm-up; raise -w/--warmup by that many instead of -K"},
+    {"cta_policy", std::nullopt,
+     "parbench leaves NCCL's CTA policy at its default; drop -x (NCCL_CTA_POLICY in the "
+     "environment sets it for NCCL itself)"},
+    {"device_cta_count", std::nullopt,
+     "it sizes nccl-tests' device implementation (-D), which parbench has not; drop -V"},
+}};
+
+void refuse_untaken_values(const std::map<std::string, std::string>& given) {
+    for (const DefaultOnly& flag : default_only) {
+        const auto found = given.find(flag.key);
+        if (found == given.end()) continue;
+        if (!flag.accepted_up_to || whole_number(flag.key, found->second) > *flag.accepted_up_to)
+            throw UsageError(flag_of(flag.key) + " " + found->second + ": " + flag.instead);
+    }
+}
+
+// nccl_tests_meaning's state: the flags given, and what they have been found to mean so far.
+struct Translation {
+    const std::map<std::string, std::string>& given;
+    NcclTestsMeaning meaning;
+
+    std::optional<long> value_of(const char* key) const {
+        const auto found = given.find(key);
+        if (found == given.end()) return std::nullopt;
+        return whole_number(key, found->second);
+    }
+    void note(const char* key, const std::string& means) {
+        meaning.translations.push_back(flag_of(key).substr(0, flag_of(key).find(' ')) + " " + given.at(key) + ": " +
+                                       means);
+    }
+};
+
+// -m and -z: ops back to back per sample (batched timing) or each op timed alone (per-iter).
+void translate_timing(Translation& t) {
+    const std::optional<long> aggregated = t.value_of("agg_iters");
+    const std::optional<long> blocking = t.value_of("blocking");
+    if (aggregated && *aggregated < 1) throw UsageError("-m (--agg_iters) " + t.given.at("agg_iters") + ": give 1 or more ops per sample");
+    const bool batched = aggregated && *aggregated > 1;
+    if (batched) {
+        t.meaning.batch_size = static_cast<int>(*aggregated);
+        t.meaning.timing = "batched";
+        t.note("agg_iters", "--timing batched --batch-size " + t.given.at("agg_iters") +
+                              " (each sample: a barrier, the ops back to back, one sync; time / ops)");
+    }
+    if (blocking) {
+        if (*blocking == 2 || *blocking > 3)
+            throw UsageError("-z (--blocking) " + t.given.at("blocking") +
+                             ": parbench's samples start at a barrier and end at a device sync; use -z 1 or -z 3 "
+                             "(--timing per-iter), or -m N for ops back to back");
+        if (*blocking == 1 && batched)
+            throw UsageError("-z 1 makes each of -m's ops wait and barrier, undoing the aggregation; give -z 3 (one "
+                             "barrier and sync per sample of -m ops) or drop one of -z and -m");
+        if (*blocking != 0 && !batched) {
+            t.meaning.timing = "per-iter";
+            t.note("blocking", "--timing per-iter (a barrier, the op, a device sync, each timed: parbench's default)");
+        }
+    }
+}
+
+// -N, -a and -G: repeated sweeps, the aggregation over ranks, CUDA graphs.
+void translate_repeat_aggregate_graph(Translation& t) {
+    if (const auto cycles = t.value_of("run_cycles"); cycles && *cycles != 1) {
+        t.meaning.repeat = static_cast<int>(*cycles);
+        t.note("run_cycles", *cycles == 0 ? "--repeat 0 (the sweep again and again until stopped)"
+                                        : "--repeat " + t.given.at("run_cycles") + " (the whole sweep that many times)");
+    }
+    if (const auto average = t.value_of("average")) {
+        constexpr std::array<const char*, 4> aggregations{"rank0", "rank-mean", "rank-min", "rank-max"};
+        if (*average > 3)
+            throw UsageError("-a (--average) " + t.given.at("average") +
+                             ": give 0 (rank 0), 1 (mean over ranks), 2 (min) or 3 (max), as nccl-tests takes it");
+        t.meaning.aggregate = aggregations[static_cast<std::size_t>(*average)];
+        t.note("average", "--aggregate " + *t.meaning.aggregate);
+    }
+    if (const auto graphs = t.value_of("cudagraph"); graphs && *graphs > 0) {
+        t.meaning.graph = true;
+        t.note("cudagraph", "--graph (each sample's ops replayed from one CUDA graph; nccl-tests replays all -n "
+                          "iterations N times)");
+    }
+}
+
+// -J, -M, -u and -I: the report file, the memory line, misaligned buffers, full statistics.
+void translate_outputs(Translation& t) {
+    if (t.given.count("output_file") > 0) {
+        if (t.given.at("output_file").empty())
+            throw UsageError("-J (--output_file) needs a file name (e.g. -J report.json)");
+        t.meaning.json_path = t.given.at("output_file");
+        t.note("output_file", "--json " + t.given.at("output_file") + " (parbench's report schema, not nccl-tests' JSON)");
+    }
+    if (const auto memory = t.value_of("memory")) {
+        if (*memory > 1) throw UsageError("-M (--memory) " + t.given.at("memory") + ": give 0 or 1");
+        t.meaning.memory_report = *memory == 1;
+        if (t.meaning.memory_report) t.note("memory", "a line of rank 0's buffer memory at the largest size");
+    }
+    if (const auto unalign = t.value_of("unalign"); unalign && *unalign > 0) {
+        t.meaning.unalign_elements = static_cast<std::size_t>(*unalign);
+        t.note("unalign", "--buffer-offsets of " + t.given.at("unalign") + " elements for both buffers");
+    }
+    if (const auto per_iteration = t.value_of("per_iter_timing")) {
+        if (*per_iteration > 1) throw UsageError("-I (--per_iter_timing) " + t.given.at("per_iter_timing") + ": give 0 or 1");
+        t.meaning.full_statistics = *per_iteration == 1;
+        if (t.meaning.full_statistics)
+            t.note("per_iter_timing", "--full (t_min, t_max and p95 columns, each with its rank)");
+    }
 }
 
 }  // namespace
@@ -79,110 +207,12 @@ void add_nccl_tests_flags(CLI::App& command, NcclTestsFlags& flags) {
 }
 
 NcclTestsMeaning nccl_tests_meaning(const NcclTestsFlags& flags) {
-    const auto& given = flags.given;
-    NcclTestsMeaning meaning;
-    const auto value_of = [&](const char* key) -> std::optional<long> {
-        const auto found = given.find(key);
-        if (found == given.end()) return std::nullopt;
-        return whole_number(key, found->second);
-    };
-    const auto note = [&](const char* key, const std::string& means) {
-        meaning.translations.push_back(flag_of(key).substr(0, flag_of(key).find(' ')) + " " + given.at(key) + ": " +
-                                       means);
-    };
-
-    only_default(given, "nthreads", 1,
-                 "parbench runs one rank per process, one GPU each; launch that many more ranks (mpirun -np <processes "
-                 "x threads>) and drop -t");
-    only_default(given, "ngpus", 1,
-                 "parbench drives one GPU per rank; launch one rank per GPU (mpirun -np <GPUs>, or "
-                 "scripts/run.sh, which does) and drop -g");
-    only_default(given, "parallel_init", 1, "give 0 or 1 (with one thread per process both initialise alike)");
-    only_default(given, "stream_null", 0,
-                 "parbench launches on its own stream, never the NULL stream; drop -y");
-    only_default(given, "report_cputime", 0,
-                 "parbench reports the device's time (CUDA events on GPUs, the steady clock on CPUs), not CPU time; "
-                 "drop -C");
-    only_default(given, "report_timestamps", 0,
-                 "the report has started_at and finished_at, and --json is rewritten after every point; drop -S");
-    only_default(given, "local_register", 0,
-                 "parbench does not register buffers with NCCL (ncclCommRegister, symmetric memory); drop -R to time "
-                 "unregistered buffers");
-    only_default(given, "device_implementation", 0,
-                 "parbench calls NCCL's host API, not a device-side implementation; drop -D");
-    only_default(given, "per_iter_skip", 0,
-                 "parbench's samples all follow the warm-up; raise -w/--warmup by that many instead of -K");
-    if (given.count("cta_policy") > 0)
-        throw UsageError("-x (--cta_policy) " + given.at("cta_policy") +
-                         ": parbench leaves NCCL's CTA policy at its default; drop -x (NCCL_CTA_POLICY in the "
-                         "environment sets it for NCCL itself)");
-    if (given.count("device_cta_count") > 0)
-        throw UsageError("-V (--device_cta_count) " + given.at("device_cta_count") +
-                         ": it sizes nccl-tests' device implementation (-D), which parbench has not; drop -V");
-
-    const std::optional<long> aggregated = value_of("agg_iters");
-    const std::optional<long> blocking = value_of("blocking");
-    if (aggregated && *aggregated < 1) throw UsageError("-m (--agg_iters) " + given.at("agg_iters") + ": give 1 or more ops per sample");
-    const bool batched = aggregated && *aggregated > 1;
-    if (batched) {
-        meaning.batch_size = static_cast<int>(*aggregated);
-        meaning.timing = "batched";
-        note("agg_iters", "--timing batched --batch-size " + given.at("agg_iters") +
-                              " (each sample: a barrier, the ops back to back, one sync; time / ops)");
-    }
-    if (blocking) {
-        if (*blocking == 2 || *blocking > 3)
-            throw UsageError("-z (--blocking) " + given.at("blocking") +
-                             ": parbench's samples start at a barrier and end at a device sync; use -z 1 or -z 3 "
-                             "(--timing per-iter), or -m N for ops back to back");
-        if (*blocking == 1 && batched)
-            throw UsageError("-z 1 makes each of -m's ops wait and barrier, undoing the aggregation; give -z 3 (one "
-                             "barrier and sync per sample of -m ops) or drop one of -z and -m");
-        if (*blocking != 0 && !batched) {
-            meaning.timing = "per-iter";
-            note("blocking", "--timing per-iter (a barrier, the op, a device sync, each timed: parbench's default)");
-        }
-    }
-    if (const auto cycles = value_of("run_cycles"); cycles && *cycles != 1) {
-        meaning.repeat = static_cast<int>(*cycles);
-        note("run_cycles", *cycles == 0 ? "--repeat 0 (the sweep again and again until stopped)"
-                                        : "--repeat " + given.at("run_cycles") + " (the whole sweep that many times)");
-    }
-    if (const auto average = value_of("average")) {
-        constexpr std::array<const char*, 4> aggregations{"rank0", "rank-mean", "rank-min", "rank-max"};
-        if (*average > 3)
-            throw UsageError("-a (--average) " + given.at("average") +
-                             ": give 0 (rank 0), 1 (mean over ranks), 2 (min) or 3 (max), as nccl-tests takes it");
-        meaning.aggregate = aggregations[static_cast<std::size_t>(*average)];
-        note("average", "--aggregate " + *meaning.aggregate);
-    }
-    if (const auto graphs = value_of("cudagraph"); graphs && *graphs > 0) {
-        meaning.graph = true;
-        note("cudagraph", "--graph (each sample's ops replayed from one CUDA graph; nccl-tests replays all -n "
-                          "iterations N times)");
-    }
-    if (given.count("output_file") > 0) {
-        if (given.at("output_file").empty())
-            throw UsageError("-J (--output_file) needs a file name (e.g. -J report.json)");
-        meaning.json_path = given.at("output_file");
-        note("output_file", "--json " + given.at("output_file") + " (parbench's report schema, not nccl-tests' JSON)");
-    }
-    if (const auto memory = value_of("memory")) {
-        if (*memory > 1) throw UsageError("-M (--memory) " + given.at("memory") + ": give 0 or 1");
-        meaning.memory_report = *memory == 1;
-        if (meaning.memory_report) note("memory", "a line of rank 0's buffer memory at the largest size");
-    }
-    if (const auto unalign = value_of("unalign"); unalign && *unalign > 0) {
-        meaning.unalign_elements = static_cast<std::size_t>(*unalign);
-        note("unalign", "--buffer-offsets of " + given.at("unalign") + " elements for both buffers");
-    }
-    if (const auto per_iteration = value_of("per_iter_timing")) {
-        if (*per_iteration > 1) throw UsageError("-I (--per_iter_timing) " + given.at("per_iter_timing") + ": give 0 or 1");
-        meaning.full_statistics = *per_iteration == 1;
-        if (meaning.full_statistics)
-            note("per_iter_timing", "--full (t_min, t_max and p95 columns, each with its rank)");
-    }
-    return meaning;
+    refuse_untaken_values(flags.given);
+    Translation t{flags.given, {}};
+    translate_timing(t);
+    translate_repeat_aggregate_graph(t);
+    translate_outputs(t);
+    return t.meaning;
 }
 
 int check_runs_of(const std::string& value) {

@@ -102,8 +102,36 @@ class PlanCommand : public Command {
 
     bool needs_mpi() const override { return false; }
 
+    // The stages, top to bottom: the cluster, the compute rate, the inputs the outputs quote, the
+    // collective fits and pass costs, the layout (or the search's base), then the prediction(s)
+    // and their report.
     int run(Invocation& invocation) override {
         const ResolvedModel resolved = resolve_plan_model(model);
+        ClusterSpec cluster = resolve_cluster();
+        const Precision run_precision = parse_precision(layout.precision.value_or(default_precision(states)));
+        PlanContext context = resolve_compute(resolved.config, run_precision, cluster);
+        PlanInputs inputs = describe_inputs(resolved, context);
+        add_collective_fits(context, inputs);
+        add_pass_costs(context, inputs);
+        const PlanLayout base = base_layout(resolved.config, run_precision, cluster);
+        inputs.batch = to_json(plan_global_batch(layout.global_batch.value_or(0), search, base.states, resolved.config,
+                                                 base.engine.dp, layout.microbatches),
+                               resolved.config);
+        scale_curve_to_measured_step(context, inputs, base);
+        if (!calibrate_compute_busy.empty()) {
+            context.contention = host_contention(base, context, resolved.config);
+            inputs.compute["host_contention"] = to_json(context.contention);
+        }
+        inputs.states = {{"convention", states_name(base.states)},
+                         {"source", states ? "--states " + *states : default_states_reason(run_precision, cluster)}};
+        std::optional<SearchResult> searched;
+        const std::vector<PlanPrediction> layouts = predict(base, context, searched);
+        return report(invocation, inputs, layouts, searched ? &*searched : nullptr, cluster);
+    }
+
+  private:
+    // The cluster file, or the preset device with --gpus (default: the layout's degrees).
+    ClusterSpec resolve_cluster() const {
         ClusterSpec cluster;
         if (!cluster_path.empty()) {
             cluster = read_cluster_file(cluster_path);
@@ -119,14 +147,18 @@ class PlanCommand : public Command {
             cluster.cores_per_host = *cores_per_host;
             cluster.cores_source = "--cores-per-host";
         }
-        const Precision run_precision = parse_precision(layout.precision.value_or(default_precision(states)));
+        return cluster;
+    }
+
+    // How compute is priced: from each layer's work on the device's GEMM curve
+    // (plan/device_compute.hpp) unless one rate is given (--efficiency, --calibrate-compute); a
+    // device without a curve is refused, naming the ways to give it one. --calibrate-compute with
+    // --gemm-curve: the curve by shape, set to the measured run's level. A CPU calibration also
+    // gives `cluster` its cores per host when they were not told.
+    PlanContext resolve_compute(const ModelConfig& config, Precision run_precision, ClusterSpec& cluster) const {
         const double peak = run_precision == Precision::bf16 ? cluster.device.peak_tflops_bf16
                                                              : cluster.device.peak_tflops_fp32;
         ComputeRate rate;
-        // Compute from each layer's work on the device's GEMM curve (plan/device_compute.hpp)
-        // unless one rate is given (--efficiency, --calibrate-compute); a device without a curve is
-        // refused, naming the ways to give it one. --calibrate-compute with --gemm-curve: the curve
-        // by shape, set to the measured run's level.
         std::optional<DeviceCompute> device_compute;
         if (!efficiency && (calibrate_compute.empty() || !gemm_curve.empty()))
             device_compute = resolve_device_compute(cluster.device, run_precision == Precision::bf16, gemm_curve,
@@ -139,7 +171,7 @@ class PlanCommand : public Command {
                                                " TFLOP/s x --efficiency " + std::to_string(efficiency.value_or(0.5));
             rate.optimizer_source = "uncalibrated: " + cluster.device.source + " memory bandwidth";
         } else {
-            rate = parbench::calibrate_compute(calibrate_compute, resolved.config);
+            rate = parbench::calibrate_compute(calibrate_compute, config);
             // A CPU's rate would plan the GPU at CPU speed (a 2-core host's oversubscription carried
             // onto H100s once planned a 4.8e9 ms step).
             if (rate.measured_on_cpu && cluster.device.preset)
@@ -165,7 +197,11 @@ class PlanCommand : public Command {
                     rate.optimizer_source = "--gemm-curve " + gemm_curve + ": its adamw_update bytes/s";
                 }
         }
-        PlanContext context{cluster, CommModel(cluster), rate, PassCosts{}, false, true, device_compute};
+        return PlanContext{cluster, CommModel(cluster), rate, PassCosts{}, false, true, device_compute};
+    }
+
+    // The model, cluster and compute as the outputs quote them.
+    PlanInputs describe_inputs(const ResolvedModel& resolved, const PlanContext& context) const {
         PlanInputs inputs;
         inputs.model = to_json(resolved.config);
         inputs.model["source"] = resolved.source;
@@ -179,12 +215,17 @@ class PlanCommand : public Command {
             inputs.model["moe_approximations"] =
                 moe_approximations(resolved.config, layout.moe_a2a_overlap, layout.moe_a2a_overlap_1f1b);
         }
-        inputs.cluster = to_json(cluster);
+        inputs.cluster = to_json(context.cluster);
         inputs.compute = to_json(context.rate);
-        if (device_compute) inputs.compute["device_model"] = to_json(*device_compute);
+        if (context.device_compute) inputs.compute["device_model"] = to_json(*context.device_compute);
         // Without a measured rate the MFU is the assumed efficiency less the step's other parts:
         // an assumption, which the outputs say.
         inputs.compute["mfu_basis"] = calibrate_compute.empty() ? "assumed" : "calibrated";
+        return inputs;
+    }
+
+    // --calibrate: an alpha-beta fit per collective swept, each warned about when it fits poorly.
+    void add_collective_fits(PlanContext& context, PlanInputs& inputs) const {
         nlohmann::json fits = nlohmann::json::array();
         if (!calibrate.empty())
             for (const CollectiveFit& fit : fit_collective_reports(calibrate)) {
@@ -194,9 +235,13 @@ class PlanCommand : public Command {
             }
         inputs.comm = {{"fits", fits},
                        {"preset_links", inputs.cluster["device"]},
-                       {"summary", calibrate.empty() ? "uncalibrated: the " + cluster.device.source + " links"
+                       {"summary", calibrate.empty() ? "uncalibrated: the " + context.cluster.device.source + " links"
                                                      : "calibrated from " + std::to_string(fits.size()) +
                                                            " collective fits (others fall back to the preset links)"}};
+    }
+
+    // --fbw: one micro-batch's forward, backward and weight times for the schedule simulation.
+    void add_pass_costs(PlanContext& context, PlanInputs& inputs) const {
         if (!pass_costs.empty()) {
             std::vector<double> costs;
             std::stringstream stream(pass_costs);
@@ -212,53 +257,52 @@ class PlanCommand : public Command {
         inputs.pass_costs = {{"forward", context.pass_costs.forward}, {"backward", context.pass_costs.backward},
                              {"weight", context.pass_costs.weight},
                              {"source", context.pass_costs_given ? "--fbw" : "the schedule's balanced costs"}};
+    }
 
-        PlanLayout base = base_layout(resolved.config, run_precision, cluster);
-        inputs.batch = to_json(plan_global_batch(layout.global_batch.value_or(0), search, base.states, resolved.config,
-                                                 base.engine.dp, layout.microbatches),
-                               resolved.config);
-        if (context.device_compute && context.rate.run) {
-            const double gbps = rate.optimizer_gbps.value_or(cluster.device.memory_bandwidth_gbps);
-            context.device_compute->step_scale =
-                measured_step_scale(*context.device_compute, base.engine, base.engine.attention, *context.rate.run, gbps);
-            context.device_compute->step_scale_source = "--calibrate-compute " + calibrate_compute + ": its measured "
-                                                        "step over the curve's compute and optimizer for the same run";
-            inputs.compute["device_model"] = to_json(*context.device_compute);
-        }
-        if (!calibrate_compute_busy.empty()) {
-            context.contention = host_contention(base, context, rate, resolved.config);
-            inputs.compute["host_contention"] = to_json(context.contention);
-        }
-        inputs.states = {{"convention", states_name(base.states)},
-                         {"source", states ? "--states " + *states : default_states_reason(run_precision, cluster)}};
+    // --calibrate-compute with --gemm-curve: the curve scaled so that the measured run's step is
+    // what the curve gives for it.
+    void scale_curve_to_measured_step(PlanContext& context, PlanInputs& inputs, const PlanLayout& base) const {
+        if (!context.device_compute || !context.rate.run) return;
+        const double gbps = context.rate.optimizer_gbps.value_or(context.cluster.device.memory_bandwidth_gbps);
+        context.device_compute->step_scale =
+            measured_step_scale(*context.device_compute, base.engine, base.engine.attention, *context.rate.run, gbps);
+        context.device_compute->step_scale_source = "--calibrate-compute " + calibrate_compute + ": its measured "
+                                                    "step over the curve's compute and optimizer for the same run";
+        inputs.compute["device_model"] = to_json(*context.device_compute);
+    }
+
+    // The one layout's prediction, or the search's leading --top layouts (`searched` then holds
+    // the whole search).
+    std::vector<PlanPrediction> predict(const PlanLayout& base, PlanContext& context,
+                                        std::optional<SearchResult>& searched) const {
+        if (!search) return {predict_layout(base, context)};
+        SearchSpace space;
+        space.base = base;
+        if (microbatch_list) space.microbatch_counts = parse_int_list(*microbatch_list, "--microbatch-list");
+        space.extend_microbatch_counts = !microbatch_list;
+        space.allow_cross_host_tp = allow_cross_host_tp;
+        space.engine_only = base.states == StateConvention::parbench;
+        context.simulate_balanced = false;
+        searched = search_layouts(space, context);
+        // Nothing formed: the batch or the list stopped it, not memory (issue 36).
+        const std::string unformed = unformed_reason(*searched, space, context.cluster.gpus, layout.global_batch.has_value());
+        if (!unformed.empty()) throw UsageError(unformed);
         std::vector<PlanPrediction> layouts;
-        std::optional<SearchResult> searched;
-        if (search) {
-            SearchSpace space;
-            space.base = base;
-            if (microbatch_list) space.microbatch_counts = parse_int_list(*microbatch_list, "--microbatch-list");
-            space.extend_microbatch_counts = !microbatch_list;
-            space.allow_cross_host_tp = allow_cross_host_tp;
-            space.engine_only = base.states == StateConvention::parbench;
-            context.simulate_balanced = false;
-            searched = search_layouts(space, context);
-            // Nothing formed: the batch or the list stopped it, not memory (issue 36).
-            const std::string unformed =
-                unformed_reason(*searched, space, cluster.gpus, layout.global_batch.has_value());
-            if (!unformed.empty()) throw UsageError(unformed);
-            for (std::size_t i = 0; i < searched->ranked.size() && static_cast<int>(i) < top; ++i)
-                layouts.push_back(searched->ranked[i]);
-        } else {
-            layouts.push_back(predict_layout(base, context));
-        }
-        const SearchResult* search_result = searched ? &*searched : nullptr;
+        for (std::size_t i = 0; i < searched->ranked.size() && static_cast<int>(i) < top; ++i)
+            layouts.push_back(searched->ranked[i]);
+        return layouts;
+    }
+
+    // Console (or Markdown) and --json; the exit status says whether anything fits.
+    int report(const Invocation& invocation, const PlanInputs& inputs, const std::vector<PlanPrediction>& layouts,
+               const SearchResult* search_result, const ClusterSpec& cluster) const {
         if (markdown)
             print_plan_markdown(std::cout, layouts, search_result, calibrate_compute.empty());
         else
             print_plan_console(std::cout, inputs, layouts, search_result);
         if (!json_path.empty())
             write_json_atomically(json_path, plan_document(inputs, layouts, search_result, invocation.arguments));
-        const bool in_memory = search ? !searched->ranked.empty() : layouts.front().fits;
+        const bool in_memory = search ? !search_result->ranked.empty() : layouts.front().fits;
         if (!in_memory) {
             std::cerr << (std::string("plan: ") + (search ? "no layout fits" : "the layout does not fit") + " in " +
                           cluster.device.name + "'s memory (exit status " + std::to_string(does_not_fit_exit_code) +
@@ -269,7 +313,6 @@ class PlanCommand : public Command {
         return 0;
     }
 
-  private:
     // Every number flag, in its range (core/checked.hpp), before anything is computed from it.
     void check_flag_ranges() const {
         if (gpus) check_int(*gpus, "--gpus", 1, cluster_limits::max_gpus);
@@ -353,8 +396,8 @@ class PlanCommand : public Command {
 
     // The slowdown of a CPU host's ranks computing at once (plan/host_contention.hpp): the busy
     // runs' level over the alone run's, each set on the same GEMM curve.
-    HostContention host_contention(const PlanLayout& base, const PlanContext& context, const ComputeRate& rate,
-                                   const ModelConfig& config) const {
+    HostContention host_contention(const PlanLayout& base, const PlanContext& context, const ModelConfig& config) const {
+        const ComputeRate& rate = context.rate;
         if (!context.device_compute || !context.rate.run)
             throw UsageError("--calibrate-compute-busy: give --calibrate-compute (the same one-rank run alone) and "
                              "--gemm-curve, whose curve both levels are set on");

@@ -164,113 +164,146 @@ std::string CommModel::source(const std::string& collective, Placement placement
     return "uncalibrated: " + cluster_.device.source + " " + placement_name(placement) + " link";
 }
 
-std::vector<CollectiveFit> fit_collective_documents(const std::vector<NamedDocument>& documents) {
-    // (collective, placement) -> ranks, points by size (the median over reports of a size's medians)
-    struct Series {
-        int ranks = 0;
-        std::map<double, std::vector<double>> times;
-        std::vector<std::string> sources;
-    };
-    std::map<std::pair<std::string, std::string>, Series> series;
-    for (const auto& [path, report] : documents) {
-        const std::string source = "--calibrate " + path;
-        if (!report.is_object() || report.value("schema", nlohmann::json()) != "parbench.report/v1")
-            throw UsageError(source + ": not a parbench.report/v1 document; give collective reports "
-                             "written by parbench <collective>|all --json");
-        const JsonFields fields(report, source);
-        const std::string command = fields.optional_string("command").value_or("");
-        if (command == "train" || command == "compare" || command == "pairs" || !fields.has("results"))
-            throw UsageError(source + ": a '" + command + "' report, not a collective sweep; give "
-                             "reports of parbench all (or one collective) -b 8 -e 64M --json");
-        const std::size_t points = fields.array("results").size();
-        int ranks = 0;
-        if (fields.has("environment"))
-            ranks = static_cast<int>(
-                fields.object("environment").optional_integer("world_size", 1, cluster_limits::max_gpus).value_or(0));
-        const std::string placement = group_placement(report);
-        // --placement both writes an out-of-place and an in-place row per size: fit the
-        // out-of-place one (the default half, as nccl-tests reports it first).
-        bool has_out = false;
-        for (std::size_t i = 0; i < points; ++i)
-            has_out = has_out || fields.element("results", i).optional_string("placement").value_or("") == "out";
-        for (std::size_t i = 0; i < points; ++i) {
-            const JsonFields point = fields.element("results", i);
-            if (!point.has("collective") || !point.has("bytes")) continue;
-            // An averaged sweep (--op avg) is fitted apart: see averaged_collective.
-            const bool averaged = point.has("op") && point.json()["op"].is_string() && point.string("op") == "avg";
-            const std::string collective =
-                averaged ? averaged_collective(point.string("collective")) : point.string("collective");
-            if (has_out && point.optional_string("placement").value_or("") == "in") continue;
-            // "skipped" is a reason (a string) or a flag; "wrong" a count. A skipped size (8 B
-            // that a 4-rank allgather cannot split) is reported with 0 bytes: passed over before
-            // its bytes are read.
-            const nlohmann::json skipped = point.json().value("skipped", nlohmann::json(nullptr));
-            if (!(skipped.is_null() || skipped == false)) continue;
-            const double bytes = static_cast<double>(point.integer("bytes", 1, max_calibration_bytes));
-            if (point.has("wrong") && !point.json()["wrong"].is_null() &&
-                point.number("wrong", 0, std::numeric_limits<double>::max()) != 0)
-                continue;
-            const std::optional<double> time = median_time(point.json());
-            if (!time) continue;
-            if (!std::isfinite(*time) || *time < 0 || *time > max_calibration_time_us)
-                throw UsageError(point.name("time_us.median") + " must be a finite number of microseconds from 0 to " +
-                                 std::to_string(max_calibration_time_us) + ", got " + std::to_string(*time));
-            if (*time == 0) continue;
-            Series& s = series[{collective, placement}];
-            s.ranks = ranks;
-            s.times[bytes].push_back(*time);
-            if (std::find(s.sources.begin(), s.sources.end(), path) == s.sources.end()) s.sources.push_back(path);
-        }
+namespace {
+
+// fit_collective_documents' stages: each report's timed points gathered into series by
+// (collective, placement), then one line fitted to each series.
+
+// One collective and placement: its ranks, each size's medians (one per report) and the reports.
+struct Series {
+    int ranks = 0;
+    std::map<double, std::vector<double>> times;
+    std::vector<std::string> sources;
+};
+using SeriesByKey = std::map<std::pair<std::string, std::string>, Series>;  // (collective, placement)
+
+// A report's fields that say it is a collective sweep, refusing any other document.
+JsonFields sweep_fields(const nlohmann::json& report, const std::string& source) {
+    if (!report.is_object() || report.value("schema", nlohmann::json()) != "parbench.report/v1")
+        throw UsageError(source + ": not a parbench.report/v1 document; give collective reports "
+                         "written by parbench <collective>|all --json");
+    JsonFields fields(report, source);
+    const std::string command = fields.optional_string("command").value_or("");
+    if (command == "train" || command == "compare" || command == "pairs" || !fields.has("results"))
+        throw UsageError(source + ": a '" + command + "' report, not a collective sweep; give "
+                         "reports of parbench all (or one collective) -b 8 -e 64M --json");
+    return fields;
+}
+
+struct TimedPoint {
+    std::string collective;  // averaged_collective's name for an --op avg sweep
+    double bytes = 0.0;
+    double time_us = 0.0;
+};
+
+// One result's collective, size and median time, or nullopt for a point a fit passes over (an
+// in-place half beside an out-of-place one, a skipped size, wrong elements, no or zero time).
+std::optional<TimedPoint> timed_point(const JsonFields& point, bool has_out) {
+    if (!point.has("collective") || !point.has("bytes")) return std::nullopt;
+    // An averaged sweep (--op avg) is fitted apart: see averaged_collective.
+    const bool averaged = point.has("op") && point.json()["op"].is_string() && point.string("op") == "avg";
+    const std::string collective = averaged ? averaged_collective(point.string("collective")) : point.string("collective");
+    if (has_out && point.optional_string("placement").value_or("") == "in") return std::nullopt;
+    // "skipped" is a reason (a string) or a flag; "wrong" a count. A skipped size (8 B that a
+    // 4-rank allgather cannot split) is reported with 0 bytes: passed over before its bytes are read.
+    const nlohmann::json skipped = point.json().value("skipped", nlohmann::json(nullptr));
+    if (!(skipped.is_null() || skipped == false)) return std::nullopt;
+    const double bytes = static_cast<double>(point.integer("bytes", 1, max_calibration_bytes));
+    if (point.has("wrong") && !point.json()["wrong"].is_null() &&
+        point.number("wrong", 0, std::numeric_limits<double>::max()) != 0)
+        return std::nullopt;
+    const std::optional<double> time = median_time(point.json());
+    if (!time) return std::nullopt;
+    if (!std::isfinite(*time) || *time < 0 || *time > max_calibration_time_us)
+        throw UsageError(point.name("time_us.median") + " must be a finite number of microseconds from 0 to " +
+                         std::to_string(max_calibration_time_us) + ", got " + std::to_string(*time));
+    if (*time == 0) return std::nullopt;
+    return TimedPoint{collective, bytes, *time};
+}
+
+// Adds one report's timed points to their series.
+void collect_report(const std::string& path, const nlohmann::json& report, SeriesByKey& series) {
+    const JsonFields fields = sweep_fields(report, "--calibrate " + path);
+    const std::size_t points = fields.array("results").size();
+    int ranks = 0;
+    if (fields.has("environment"))
+        ranks = static_cast<int>(
+            fields.object("environment").optional_integer("world_size", 1, cluster_limits::max_gpus).value_or(0));
+    const std::string placement = group_placement(report);
+    // --placement both writes an out-of-place and an in-place row per size: fit the out-of-place
+    // one (the default half, as nccl-tests reports it first).
+    bool has_out = false;
+    for (std::size_t i = 0; i < points; ++i)
+        has_out = has_out || fields.element("results", i).optional_string("placement").value_or("") == "out";
+    for (std::size_t i = 0; i < points; ++i) {
+        const std::optional<TimedPoint> point = timed_point(fields.element("results", i), has_out);
+        if (!point) continue;
+        Series& s = series[{point->collective, placement}];
+        s.ranks = ranks;
+        s.times[point->bytes].push_back(point->time_us);
+        if (std::find(s.sources.begin(), s.sources.end(), path) == s.sources.end()) s.sources.push_back(path);
     }
+}
+
+// The alpha-beta line of one series (each size at the median of its reports' medians), refused
+// when the time does not grow with size; nullopt for a group of one rank, which moves nothing.
+std::optional<CollectiveFit> fit_series(const std::pair<std::string, std::string>& key, const Series& s) {
+    if (s.times.size() < 3)
+        throw UsageError("--calibrate: " + key.first + " has " + std::to_string(s.times.size()) +
+                         " sizes; a fit needs at least 3 (sweep with -b 8 -e 64M)");
+    if (s.ranks < 2) return std::nullopt;
+    std::vector<Point> points;
+    const double factor = bus_factor(key.first, s.ranks);
+    for (const auto& [bytes, times] : s.times) {
+        std::vector<double> sorted = times;
+        std::sort(sorted.begin(), sorted.end());
+        points.push_back({bytes * factor, sorted[sorted.size() / 2]});
+    }
+    std::string sources;
+    for (const std::string& source : s.sources) sources += (sources.empty() ? "" : ", ") + source;
+    const std::string what = "--calibrate " + sources + ": " + key.first + " (" + key.second + ", " +
+                             std::to_string(s.ranks) + " ranks)";
+    const std::optional<Line> line = fit_line(points);
+    // A time that falls with size, or does not depend on it, has no bandwidth in it: a fit would
+    // print one (1e9 GB/s) as if measured.
+    const Point& smallest = points.front();
+    const Point& largest = points.back();
+    if (!line || line->alpha + line->beta * largest.bytes < min_size_dependence * (line->alpha + line->beta * smallest.bytes))
+        throw UsageError(what + ": the time does not grow with the message size (" + point_text(smallest, factor) +
+                         ", " + point_text(largest, factor) + "), so no bandwidth can be fitted; sweep up to sizes "
+                         "where bandwidth dominates (parbench all -b 8 -e 64M --json), or drop this report");
+    std::vector<double> errors;
+    for (const Point& p : points) errors.push_back(std::abs(line->alpha + line->beta * p.bytes - p.time_us) / p.time_us);
+    std::sort(errors.begin(), errors.end());
+    CollectiveFit fit;
+    fit.collective = key.first;
+    fit.placement = key.second == "cross_host" ? Placement::cross_host : Placement::intra_host;
+    fit.alpha_us = line->alpha;
+    fit.busbw_gbps = 1.0 / line->beta / 1e3;
+    fit.ranks = s.ranks;
+    fit.sizes = static_cast<int>(points.size());
+    for (const Point& p : points) fit.measured.emplace_back(p.bytes, p.time_us);
+    fit.median_abs_error = errors[errors.size() / 2];
+    fit.source = sources;
+    char percent[32];
+    std::snprintf(percent, sizeof percent, "%.0f %%", 100.0 * fit.median_abs_error);
+    if (fit.median_abs_error > warn_fit_error)
+        fit.warning = what + ": the fitted line misses the measured times by " + percent +
+                      " in the median; inside the swept sizes plan takes the measured times, beyond them its " +
+                      key.first + " times are that uncertain (sweep the sizes you plan for, with more --iters)";
+    return fit;
+}
+
+}  // namespace
+
+std::vector<CollectiveFit> fit_collective_documents(const std::vector<NamedDocument>& documents) {
+    SeriesByKey series;
+    for (const auto& [path, report] : documents) collect_report(path, report, series);
     if (series.empty())
         throw UsageError("--calibrate: no timed points found in the given reports; give collective size sweeps");
     std::vector<CollectiveFit> fits;
-    for (const auto& [key, s] : series) {
-        if (s.times.size() < 3)
-            throw UsageError("--calibrate: " + key.first + " has " + std::to_string(s.times.size()) +
-                             " sizes; a fit needs at least 3 (sweep with -b 8 -e 64M)");
-        if (s.ranks < 2) continue;  // a group of one moves nothing: nothing to fit
-        std::vector<Point> points;
-        const double factor = bus_factor(key.first, s.ranks);
-        for (const auto& [bytes, times] : s.times) {
-            std::vector<double> sorted = times;
-            std::sort(sorted.begin(), sorted.end());
-            points.push_back({bytes * factor, sorted[sorted.size() / 2]});
-        }
-        std::string sources;
-        for (const std::string& source : s.sources) sources += (sources.empty() ? "" : ", ") + source;
-        const std::string what = "--calibrate " + sources + ": " + key.first + " (" + key.second + ", " +
-                                 std::to_string(s.ranks) + " ranks)";
-        const std::optional<Line> line = fit_line(points);
-        // A time that falls with size, or does not depend on it, has no bandwidth in it: a fit
-        // would print one (1e9 GB/s) as if measured.
-        const Point& smallest = points.front();
-        const Point& largest = points.back();
-        if (!line || line->alpha + line->beta * largest.bytes < min_size_dependence * (line->alpha + line->beta * smallest.bytes))
-            throw UsageError(what + ": the time does not grow with the message size (" + point_text(smallest, factor) +
-                             ", " + point_text(largest, factor) + "), so no bandwidth can be fitted; sweep up to sizes "
-                             "where bandwidth dominates (parbench all -b 8 -e 64M --json), or drop this report");
-        std::vector<double> errors;
-        for (const Point& p : points) errors.push_back(std::abs(line->alpha + line->beta * p.bytes - p.time_us) / p.time_us);
-        std::sort(errors.begin(), errors.end());
-        CollectiveFit fit;
-        fit.collective = key.first;
-        fit.placement = key.second == "cross_host" ? Placement::cross_host : Placement::intra_host;
-        fit.alpha_us = line->alpha;
-        fit.busbw_gbps = 1.0 / line->beta / 1e3;
-        fit.ranks = s.ranks;
-        fit.sizes = static_cast<int>(points.size());
-        for (const Point& p : points) fit.measured.emplace_back(p.bytes, p.time_us);
-        fit.median_abs_error = errors[errors.size() / 2];
-        fit.source = sources;
-        char percent[32];
-        std::snprintf(percent, sizeof percent, "%.0f %%", 100.0 * fit.median_abs_error);
-        if (fit.median_abs_error > warn_fit_error)
-            fit.warning = what + ": the fitted line misses the measured times by " + percent +
-                          " in the median; inside the swept sizes plan takes the measured times, beyond them its " +
-                          key.first + " times are that uncertain (sweep the sizes you plan for, with more --iters)";
-        fits.push_back(fit);
-    }
+    for (const auto& [key, s] : series)
+        if (std::optional<CollectiveFit> fit = fit_series(key, s)) fits.push_back(std::move(*fit));
     return fits;
 }
 

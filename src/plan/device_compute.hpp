@@ -45,6 +45,13 @@ struct DeviceCompute {
     double peak_tflops = 0.0;          // dense, in the plan's precision
     GemmCurve gemm;
     AttentionRate attention;
+    // What a training step's tensor-core kernels (the GEMM curve, FP8's, the fused attention
+    // kernel's) reach of the rate they reach alone: a preset's curves are measurements of kernels
+    // alone, and one factor (device_compute.cpp, in_step_factor, fitted on the A100 papers' tables)
+    // takes every preset into a step. 1: a curve the user gives (a --cluster file's own
+    // gemm_sustained, --gemm-curve) is taken as it is; a measured train run sets step_scale instead.
+    double in_step = 1.0;
+    std::string in_step_source;
     // FP8 linear layers (plan --fp8, Transformer Engine's recipe and torchtitan's Float8): the
     // linear layers' GEMMs at the FP8 peak on `fp8` (its sustained fraction, the bf16 curve's
     // overhead), each activation operand cast to FP8 first (read 2 B, write 1 B per element: the
@@ -53,6 +60,7 @@ struct DeviceCompute {
     double fp8_peak_tflops = 0.0;
     GemmCurve fp8;
     bool fp8_linear = false;
+    double sms = 0.0;                  // streaming multiprocessors (a preset's data sheet); 0: unknown
     double memory_gbps = 0.0;          // HBM, decimal GB/s
     double memory_fraction = 0.0;      // of HBM bandwidth that element-wise kernels reach
     std::string memory_source;

@@ -55,7 +55,7 @@ PlanMemory convention_memory(const PlanLayout& p, int pp_rank, const EnginePipel
     // it holds at the schedule's peak (one at a time without a pipeline).
     const LayerActivationShape shape{static_cast<double>(l.seq_len), static_cast<double>(l.microbatch_size),
                                      static_cast<double>(l.model.hidden), static_cast<double>(l.model.heads), l.tp,
-                                     l.sp, l.cp};
+                                     l.sp, l.cp, p.fp8};
     double layer_micro = l.model.layers;
     if (rank.part.active()) {
         // The layers the rank's pool holds at once (every layer one kind: the count, not the bytes).
@@ -78,9 +78,9 @@ PlanMemory convention_memory(const PlanLayout& p, int pp_rank, const EnginePipel
         // negligible beside them).
         if (p.engine.attention == AttentionKind::flash && recompute == Recompute::none) recompute = Recompute::selective;
         if (l.model.kind == ModelKind::llama && l.cp == 1)
-            return llama_paper_layer_activation_bytes(l.model, l.seq_len, l.microbatch_size, l.tp, l.sp, recompute);
+            return llama_paper_layer_activation_bytes(l.model, l.seq_len, l.microbatch_size, l.tp, l.sp, recompute, p.fp8);
         return LayerActivationBytes{paper_layer_activation_bytes(shape, recompute),
-                                    paper_layer_activation_formula(l.tp > 1, l.sp, recompute, l.cp)};
+                                    paper_layer_activation_formula(l.tp > 1, l.sp, recompute, l.cp, p.fp8)};
     };
     const LayerActivationBytes layer = per_layer(l.recompute);
     m.activation_bytes_per_layer = layer.bytes;
@@ -251,7 +251,7 @@ std::vector<PassCosts> predict_compute(PlanPrediction& out, const PlanLayout& p,
     if (context.device_compute) {
         DeviceCompute device = *context.device_compute;
         device.fp8_linear = p.fp8;
-        out.stages = stage_compute(l, p.engine.attention, device, &p.experts);
+        out.stages = stage_compute(l, p.engine.attention, device, &p.experts, p.states != StateConvention::parbench);
         out.contention_by_pp_rank = apply_host_contention(out.stages, l, l.pp > 1 ? &pipeline->schedule : nullptr,
                                                           context.contention, out.compute_share);
         for (const StageCompute& stage : out.stages)
@@ -340,23 +340,24 @@ void predict_optimizer(PlanPrediction& out, const PlanLayout& p, const PlanConte
     out.optimizer_ms = owned * 28.0 / (gbps * 1e9 * out.compute_share.share) * 1e3;
 }
 
-// The exposed tp time; returns what the GEMMs hid of it. Under tp comm overlap the
-// sequence-parallel all-gathers and reduce-scatters are each pipelined with the linear GEMM they
-// feed or drain, on the busiest stage; the rest (all-reduces) stays exposed.
-double expose_tp(PlanPrediction& out, const Layout& l) {
+// The exposed tp time. Under tp comm overlap the sequence-parallel all-gathers and
+// reduce-scatters are each pipelined with the linear GEMM they feed or drain, on the busiest
+// stage, as Transformer Engine runs them (plan/tp_comm_overlap.hpp: its SM margin and chunk
+// overheads are priced there, so the hidden tp time takes no overlap slowdown); the rest
+// (all-reduces) stays exposed.
+void expose_tp(PlanPrediction& out, const Layout& l, const std::optional<DeviceCompute>& device) {
     out.exposed_tp_ms = sum_time_ms(out.comm, "tp");
-    if (!(l.tp_comm_overlap && l.tp > 1 && !out.stages.empty())) return 0.0;
-    double overlapped_ms = 0, calls = 0;
-    for (const CommLine& line : out.comm)
-        if (line.dimension == "tp" && (line.collective == "allgather" || line.collective == "reducescatter")) {
-            overlapped_ms += line.time_ms;
-            calls += line.calls;
-        }
+    if (!(l.tp_comm_overlap && l.tp > 1 && !out.stages.empty())) return;
+    double ag_ms = 0, ag_calls = 0, rs_ms = 0, rs_calls = 0;
+    for (const CommLine& line : out.comm) {
+        if (line.dimension != "tp") continue;
+        if (line.collective == "allgather") ag_ms += line.time_ms, ag_calls += line.calls;
+        if (line.collective == "reducescatter") rs_ms += line.time_ms, rs_calls += line.calls;
+    }
     const double gemm_ms = l.microbatches * busiest_stage(out.stages).linear_gemm_ms / out.compute_share.share;
-    const double exposed = tp_overlap_step_exposed_ms(gemm_ms, overlapped_ms, calls, l.tp);
-    const double hidden_tp_ms = std::max(0.0, overlapped_ms - exposed);
-    out.exposed_tp_ms -= hidden_tp_ms;
-    return hidden_tp_ms;
+    const TpOverlapDevice costs{device ? device->sms : 0.0, device ? device->gemm.overhead_us * 1e-3 : 0.0};
+    const double exposed = tp_overlap_step_exposed_ms(gemm_ms, ag_ms, ag_calls, rs_ms, rs_calls, l.tp, costs);
+    out.exposed_tp_ms += exposed - (ag_ms + rs_ms);
 }
 
 // The exposed dp (and edp) time: ZeRO-3's prefetched gathers and reduce-scatters unit by unit
@@ -450,7 +451,8 @@ double expose_ep(PlanPrediction& out, const PlanLayout& p, const PlanContext& co
                                                      : work.flops() / (context.rate.tflops_per_gpu * 1e12) * 1e3;
             return ms / out.compute_share.share;
         };
-        hidden_ep_ms = apply_moe_a2a_overlap_1f1b(out, moe_exchange_stretches(l, p.engine.attention, p.experts, pass_ms),
+        hidden_ep_ms = apply_moe_a2a_overlap_1f1b(out, moe_exchange_stretches(l, p.engine.attention, p.experts, pass_ms,
+                                                                             p.states != StateConvention::parbench),
                                                   paired_groups_per_rank(pipeline->schedule, l.p2p));
     }
     return hidden_ep_ms;
@@ -488,13 +490,13 @@ PlanPrediction predict_layout(const PlanLayout& p, const PlanContext& context, c
 
     out.exposed_cp_ms = sum_time_ms(out.comm, "cp");
     out.host_overlap = host_overlap(context.cluster, out.compute_share);
-    double hidden_tp_ms = 0, hidden_dp_ms = 0, hidden_pp_ms = 0, hidden_ep_ms = 0;
+    double hidden_dp_ms = 0, hidden_pp_ms = 0, hidden_ep_ms = 0;
     if (out.host_overlap.hides_nothing) {
         out.exposed_tp_ms = sum_time_ms(out.comm, "tp");
         out.exposed_dp_ms = sum_time_ms(out.comm, "dp") + sum_time_ms(out.comm, "edp");
         out.exposed_pp_ms = sum_time_ms(out.comm, "pp");
     } else {
-        hidden_tp_ms = expose_tp(out, l);
+        expose_tp(out, l, context.device_compute);
         hidden_dp_ms = expose_dp(out, l, p.reshard_after_forward, regather_line);
         hidden_pp_ms = expose_pp(out, l);
         hidden_ep_ms = expose_ep(out, p, context, shared);
@@ -505,7 +507,7 @@ PlanPrediction predict_layout(const PlanLayout& p, const PlanContext& context, c
     // report) holds its own slowdown already.
     if (context.device_compute)
         out.overlap_slowdown_ms =
-            overlap_compute_slowdown * std::min(hidden_dp_ms + hidden_pp_ms + hidden_ep_ms + hidden_tp_ms, out.compute_ms);
+            overlap_compute_slowdown * std::min(hidden_dp_ms + hidden_pp_ms + hidden_ep_ms, out.compute_ms);
     predict_rates(out, p, context.cluster);
     return out;
 }

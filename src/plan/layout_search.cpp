@@ -2,6 +2,10 @@
 
 #include <algorithm>
 #include <limits>
+#include <optional>
+#include <string>
+#include <utility>
+#include <vector>
 
 #include "core/error.hpp"
 #include "theory/pipeline/partition.hpp"
@@ -33,162 +37,222 @@ std::vector<int> microbatch_counts(const SearchSpace& space, int per_dp, int pp)
     return counts;
 }
 
+// The search's stages, outermost first: the degrees (tp, then pp, giving dp), the micro-batch
+// counts, the pipeline schedules, then every sequence-parallel and ZeRO choice of that shape,
+// each priced or dropped with its reason. One search's tally, shared by the stages.
+struct SearchRun {
+    const SearchSpace& space;
+    const PlanContext& context;
+    SearchResult result;
+
+    void drop(const std::string& reason) { ++result.dropped[reason]; }
+    bool below_smallest_unfit(double total) const {
+        return !result.any_unfit || total < result.smallest_unfit.memory.total;
+    }
+};
+
+// Degrees and schedule a group of layouts share (each then varies sp, ZeRO and its forms).
+struct SearchShape {
+    int dp = 1, tp = 1, pp = 1, microbatches = 1;
+    ScheduleKind schedule = ScheduleKind::one_f_one_b;
+    int virtual_stages = 1;
+};
+
+// Why tp cannot be used at all, or empty.
+std::string tp_drop_reason(const SearchRun& run, int tp) {
+    const ModelConfig& model = run.space.base.engine.model;
+    if (tp > run.context.cluster.gpus_per_host && !run.space.allow_cross_host_tp) return "tp above --gpus-per-host";
+    if (tp > 1 && (model.heads % tp != 0 || model.hidden % tp != 0 || model.vocab % tp != 0))
+        return "tp does not divide heads, hidden or vocab";
+    return "";
+}
+
+// The schedules a pipeline of pp stages is tried with: 1F1B, GPipe, ZB-H1, and interleaving
+// with every chunk count that cuts each stage's layers evenly (Megatron-LM's interleaved
+// schedule, arXiv 2104.04473 sec. 2.2.2), up to 8: more chunks shrink the bubble by v and add v
+// times the transfers. Without a pipeline, 1F1B stands for "no schedule".
+std::vector<std::pair<ScheduleKind, int>> schedules_for(const ModelConfig& model, int pp) {
+    std::vector<std::pair<ScheduleKind, int>> schedules{{ScheduleKind::one_f_one_b, 1}};
+    if (pp > 1) {
+        schedules.push_back({ScheduleKind::gpipe, 1});
+        schedules.push_back({ScheduleKind::zero_bubble_h1, 1});
+        for (int v = 2; v <= 8; ++v)
+            if (model.layers % (v * pp) == 0) schedules.push_back({ScheduleKind::interleaved, v});
+    }
+    return schedules;
+}
+
+// Why this schedule cannot run the shape, or empty.
+std::string schedule_drop_reason(const SearchRun& run, const SearchShape& shape) {
+    if (shape.pp == 1) return "";
+    try {
+        validate_schedule_shape(shape.schedule, ScheduleShape{shape.pp, shape.microbatches, shape.virtual_stages});
+    } catch (const UsageError&) {
+        return "schedule does not take this micro-batch count";
+    }
+    if (shape.schedule == ScheduleKind::zero_bubble_h1 && run.space.engine_only &&
+        run.space.base.engine.recompute == Recompute::full)
+        return "zb-h1 with full recompute, which train does not run";
+    return "";
+}
+
+// One schedule (and its peaks in flight) for every layout of this shape.
+std::optional<EnginePipeline> shared_pipeline(const SearchSpace& space, const SearchShape& shape) {
+    if (shape.pp == 1) return std::nullopt;
+    Layout layout = space.base.engine;
+    layout.pp = shape.pp;
+    layout.microbatches = shape.microbatches;
+    layout.schedule = shape.schedule;
+    layout.virtual_stages = shape.virtual_stages;
+    return engine_pipeline(layout);
+}
+
+// The base layout at this shape, with sequence parallelism on or off and this ZeRO stage.
+PlanLayout layout_at(const SearchSpace& space, const SearchShape& shape, bool sp, int zero) {
+    const ModelConfig& model = space.base.engine.model;
+    PlanLayout layout = space.base;
+    Layout& l = layout.engine;
+    l.dp = shape.dp;
+    l.tp = shape.tp;
+    l.pp = shape.pp;
+    l.sp = sp;
+    // The overlap pipelines sequence parallelism's collectives only.
+    l.tp_comm_overlap = space.base.engine.tp_comm_overlap && l.sp;
+    l.zero = zero;
+    l.microbatches = shape.microbatches;
+    l.microbatch_size = space.base.engine.global_batch / shape.dp / shape.microbatches;
+    l.schedule = shape.schedule;
+    l.virtual_stages = shape.virtual_stages;
+    l.overlap = shape.pp == 1 && shape.dp > 1;
+    l.prefetch = zero == 3;
+    if (!l.overlap) l.prefetch = false;
+    l.stage_ranges = shape.pp > 1 ? virtual_stage_layers(model.layers, shape.pp, shape.virtual_stages, {})
+                                  : std::vector<LayerRange>{};
+    return layout;
+}
+
+// The layout, and under ZeRO-3 the forms FSDP runs it in too (frameworks' conventions): without
+// resharding after forward, and sharded inside a host.
+std::vector<PlanLayout> zero3_forms(const SearchRun& run, const PlanLayout& layout) {
+    std::vector<PlanLayout> forms{layout};
+    if (layout.engine.zero != 3 || run.space.engine_only) return forms;
+    const int host_shard = std::max(1, run.context.cluster.gpus_per_host / layout.engine.tp);
+    const int dp = layout.engine.dp;
+    const bool hybrid = host_shard > 1 && dp > host_shard && dp % host_shard == 0;
+    for (int form = 1; form < 4; ++form) {
+        PlanLayout variant = layout;
+        variant.reshard_after_forward = (form & 1) == 0;
+        if (form & 2) {
+            if (!hybrid) continue;
+            variant.shard_group = host_shard;
+        }
+        forms.push_back(variant);
+    }
+    return forms;
+}
+
+// Prices each candidate that fits, keeping the smallest that does not. An MoE 1F1B layout's
+// paired variant follows it (with_a2a_overlap_1f1b): kept only where the pairing is predicted
+// faster (the last stage runs unpaired, and often sets the step).
+void price_candidates(SearchRun& run, const std::vector<PlanLayout>& candidates, const EnginePipeline* pipeline) {
+    double unpaired_step_ms = 0;
+    for (const PlanLayout& candidate : candidates) {
+        ++run.result.considered;
+        // Memory first: most layouts of a large model do not fit, and pricing their step (a
+        // schedule simulated per layout) was most of a search's time.
+        PlanMemory memory = plan_memory(candidate, pipeline);
+        if (memory.total > plan_memory_capacity(candidate, run.context.cluster)) {
+            if (!candidate.engine.moe.a2a_overlap_1f1b) unpaired_step_ms = std::numeric_limits<double>::infinity();
+            run.drop("does not fit in memory");
+            if (run.below_smallest_unfit(memory.total)) {
+                run.result.smallest_unfit = PlanPrediction{};
+                run.result.smallest_unfit.layout = candidate;
+                run.result.smallest_unfit.memory = std::move(memory);
+            }
+            run.result.any_unfit = true;
+            continue;
+        }
+        PlanPrediction prediction = predict_layout(candidate, run.context, pipeline, &memory);
+        if (!candidate.engine.moe.a2a_overlap_1f1b) {
+            unpaired_step_ms = prediction.step_ms;
+        } else if (prediction.step_ms >= unpaired_step_ms) {
+            run.drop("--moe-a2a-overlap-1f1b no faster than blocking");
+            continue;
+        }
+        if (!prediction.fits) {
+            run.drop("does not fit in memory");
+            if (run.below_smallest_unfit(prediction.memory.total)) run.result.smallest_unfit = prediction;
+            run.result.any_unfit = true;
+            continue;
+        }
+        run.result.ranked.push_back(std::move(prediction));
+    }
+}
+
+// Every sequence-parallel and ZeRO choice of one shape and schedule.
+void search_schedule(SearchRun& run, const SearchShape& shape) {
+    if (const std::string reason = schedule_drop_reason(run, shape); !reason.empty()) {
+        run.drop(reason);
+        return;
+    }
+    const std::optional<EnginePipeline> pipeline = shared_pipeline(run.space, shape);
+    const ModelConfig& model = run.space.base.engine.model;
+    for (int sp = 0; sp <= (shape.tp > 1 ? 1 : 0); ++sp) {
+        if (sp && model.seq_len % shape.tp != 0) continue;
+        if (sp && shape.pp > 1 && shape.schedule == ScheduleKind::zero_bubble_h1 && run.space.engine_only) continue;
+        for (int zero = 0; zero <= 3; ++zero) {
+            if (zero > 0 && shape.dp == 1) continue;  // nothing to partition
+            if (shape.pp > 1 && zero > 1) {
+                run.drop("ZeRO-2/3 with a pipeline");
+                continue;
+            }
+            const PlanLayout layout = layout_at(run.space, shape, sp == 1, zero);
+            price_candidates(run, with_a2a_overlap_1f1b(with_expert_degrees(zero3_forms(run, layout))),
+                             pipeline ? &*pipeline : nullptr);
+        }
+    }
+}
+
+// Every micro-batch count and schedule of one tp x pp (dp the rest of the GPUs).
+void search_degrees(SearchRun& run, int tp, int pp) {
+    const ModelConfig& model = run.space.base.engine.model;
+    if (pp > model.layers || (pp > 1 && model.kind == ModelKind::mlp)) {
+        run.drop("more stages than layers");
+        return;
+    }
+    const int batch = run.space.base.engine.global_batch;
+    const int dp = run.context.cluster.gpus / tp / pp;
+    if (batch % dp != 0) {
+        run.drop(batch_not_split_reason);
+        return;
+    }
+    const std::vector<int> counts = microbatch_counts(run.space, batch / dp, pp);
+    if (std::none_of(counts.begin(), counts.end(), [&](int m) { return (batch / dp) % m == 0; })) {
+        run.drop(microbatch_list_reason);
+        return;
+    }
+    for (int m : counts) {
+        if ((batch / dp) % m != 0) continue;  // other counts of the list cut it
+        for (const auto& [schedule, v] : schedules_for(model, pp))
+            search_schedule(run, SearchShape{dp, tp, pp, m, schedule, v});
+    }
+}
+
 }  // namespace
 
 SearchResult search_layouts(const SearchSpace& space, const PlanContext& context) {
-    SearchResult result;
-    const ModelConfig& model = space.base.engine.model;
+    SearchRun run{space, context, {}};
     const int gpus = context.cluster.gpus;
-    const int batch = space.base.engine.global_batch;
-    auto drop = [&](const std::string& reason) { ++result.dropped[reason]; };
     for (int tp : divisors(gpus)) {
-        if (tp > context.cluster.gpus_per_host && !space.allow_cross_host_tp) {
-            drop("tp above --gpus-per-host");
+        if (const std::string reason = tp_drop_reason(run, tp); !reason.empty()) {
+            run.drop(reason);
             continue;
         }
-        if (tp > 1 && (model.heads % tp != 0 || model.hidden % tp != 0 || model.vocab % tp != 0)) {
-            drop("tp does not divide heads, hidden or vocab");
-            continue;
-        }
-        for (int pp : divisors(gpus / tp)) {
-            if (pp > model.layers || (pp > 1 && model.kind == ModelKind::mlp)) {
-                drop("more stages than layers");
-                continue;
-            }
-            const int dp = gpus / tp / pp;
-            if (batch % dp != 0) {
-                drop(batch_not_split_reason);
-                continue;
-            }
-            const std::vector<int> counts = microbatch_counts(space, batch / dp, pp);
-            if (std::none_of(counts.begin(), counts.end(), [&](int m) { return (batch / dp) % m == 0; })) {
-                drop(microbatch_list_reason);
-                continue;
-            }
-            for (int m : counts) {
-                if ((batch / dp) % m != 0) continue;  // other counts of the list cut it
-                std::vector<std::pair<ScheduleKind, int>> schedules{{ScheduleKind::one_f_one_b, 1}};
-                if (pp > 1) {
-                    schedules.push_back({ScheduleKind::gpipe, 1});
-                    schedules.push_back({ScheduleKind::zero_bubble_h1, 1});
-                    // Interleaving with every chunk count that cuts each stage's layers evenly
-                    // (Megatron-LM's interleaved schedule, arXiv 2104.04473 sec. 2.2.2), up to 8:
-                    // more chunks shrink the bubble by v and add v times the transfers.
-                    for (int v = 2; v <= 8; ++v)
-                        if (model.layers % (v * pp) == 0) schedules.push_back({ScheduleKind::interleaved, v});
-                }
-                for (const auto& [schedule, v] : schedules) {
-                    try {
-                        if (pp > 1) validate_schedule_shape(schedule, ScheduleShape{pp, m, v});
-                    } catch (const UsageError&) {
-                        drop("schedule does not take this micro-batch count");
-                        continue;
-                    }
-                    if (pp > 1 && schedule == ScheduleKind::zero_bubble_h1 && space.engine_only &&
-                        space.base.engine.recompute == Recompute::full) {
-                        drop("zb-h1 with full recompute, which train does not run");
-                        continue;
-                    }
-                    // One schedule (and its peaks in flight) for every layout of this shape.
-                    std::optional<EnginePipeline> pipeline;
-                    if (pp > 1) {
-                        Layout shape = space.base.engine;
-                        shape.pp = pp;
-                        shape.microbatches = m;
-                        shape.schedule = schedule;
-                        shape.virtual_stages = v;
-                        pipeline = engine_pipeline(shape);
-                    }
-                    for (int sp = 0; sp <= (tp > 1 ? 1 : 0); ++sp) {
-                        if (sp && model.seq_len % tp != 0) continue;
-                        if (sp && pp > 1 && schedule == ScheduleKind::zero_bubble_h1 && space.engine_only) continue;
-                        for (int zero = 0; zero <= 3; ++zero) {
-                            if (zero > 0 && dp == 1) continue;  // nothing to partition
-                            if (pp > 1 && zero > 1) {
-                                drop("ZeRO-2/3 with a pipeline");
-                                continue;
-                            }
-                            PlanLayout layout = space.base;
-                            Layout& l = layout.engine;
-                            l.dp = dp;
-                            l.tp = tp;
-                            l.pp = pp;
-                            l.sp = sp == 1;
-                            // The overlap pipelines sequence parallelism's collectives only.
-                            l.tp_comm_overlap = space.base.engine.tp_comm_overlap && l.sp;
-                            l.zero = zero;
-                            l.microbatches = m;
-                            l.microbatch_size = batch / dp / m;
-                            l.schedule = schedule;
-                            l.virtual_stages = v;
-                            l.overlap = pp == 1 && dp > 1;
-                            l.prefetch = zero == 3;
-                            if (!l.overlap) l.prefetch = false;
-                            l.stage_ranges = pp > 1 ? virtual_stage_layers(model.layers, pp, v, {}) : std::vector<LayerRange>{};
-                            // ZeRO-3 as FSDP runs it too (frameworks' conventions): without
-                            // resharding after forward, and sharded inside a host.
-                            std::vector<PlanLayout> variants{layout};
-                            if (zero == 3 && !space.engine_only) {
-                                const int host_shard = std::max(1, context.cluster.gpus_per_host / tp);
-                                const bool hybrid = host_shard > 1 && dp > host_shard && dp % host_shard == 0;
-                                for (int form = 1; form < 4; ++form) {
-                                    PlanLayout variant = layout;
-                                    variant.reshard_after_forward = (form & 1) == 0;
-                                    if (form & 2) {
-                                        if (!hybrid) continue;
-                                        variant.shard_group = host_shard;
-                                    }
-                                    variants.push_back(variant);
-                                }
-                            }
-                            // An MoE 1F1B layout's paired variant follows it (with_a2a_overlap_1f1b):
-                            // kept only where the pairing is predicted faster (the last stage runs
-                            // unpaired, and often sets the step).
-                            double unpaired_step_ms = 0;
-                            for (const PlanLayout& candidate : with_a2a_overlap_1f1b(with_expert_degrees(variants))) {
-                                ++result.considered;
-                                // Memory first: most layouts of a large model do not fit, and
-                                // pricing their step (a schedule simulated per layout) was most
-                                // of a search's time.
-                                PlanMemory memory = plan_memory(candidate, pipeline ? &*pipeline : nullptr);
-                                if (memory.total > plan_memory_capacity(candidate, context.cluster)) {
-                                    if (!candidate.engine.moe.a2a_overlap_1f1b)
-                                        unpaired_step_ms = std::numeric_limits<double>::infinity();
-                                    drop("does not fit in memory");
-                                    if (!result.any_unfit || memory.total < result.smallest_unfit.memory.total) {
-                                        result.smallest_unfit = PlanPrediction{};
-                                        result.smallest_unfit.layout = candidate;
-                                        result.smallest_unfit.memory = std::move(memory);
-                                    }
-                                    result.any_unfit = true;
-                                    continue;
-                                }
-                                PlanPrediction prediction =
-                                    predict_layout(candidate, context, pipeline ? &*pipeline : nullptr, &memory);
-                                if (!candidate.engine.moe.a2a_overlap_1f1b) {
-                                    unpaired_step_ms = prediction.step_ms;
-                                } else if (prediction.step_ms >= unpaired_step_ms) {
-                                    drop("--moe-a2a-overlap-1f1b no faster than blocking");
-                                    continue;
-                                }
-                                if (!prediction.fits) {
-                                    drop("does not fit in memory");
-                                    if (!result.any_unfit || prediction.memory.total < result.smallest_unfit.memory.total)
-                                        result.smallest_unfit = prediction;
-                                    result.any_unfit = true;
-                                    continue;
-                                }
-                                result.ranked.push_back(std::move(prediction));
-                            }
-                        }
-                    }
-                }
-            }
-        }
+        for (int pp : divisors(gpus / tp)) search_degrees(run, tp, pp);
     }
-    std::sort(result.ranked.begin(), result.ranked.end(),
+    std::sort(run.result.ranked.begin(), run.result.ranked.end(),
               [](const PlanPrediction& a, const PlanPrediction& b) { return a.step_ms < b.step_ms; });
-    return result;
+    return std::move(run.result);
 }
 
 }  // namespace parbench

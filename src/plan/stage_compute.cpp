@@ -23,8 +23,9 @@ void add(StageCompute& stage, const LayerWork& work, const DeviceCompute& device
 
 namespace {
 
-LayerWorkShape layer_shape(const Layout& l) {
+LayerWorkShape layer_shape(const Layout& l, bool framework_loss = false) {
     LayerWorkShape shape;
+    shape.framework_loss = framework_loss;
     shape.model = l.model;
     shape.seq = l.local_seq_len();
     shape.keys = l.seq_len;
@@ -45,8 +46,8 @@ PassWork whole_backward(const LayerWork& work) {
 }  // namespace
 
 std::vector<StageCompute> stage_compute(const Layout& l, AttentionKind attention, const DeviceCompute& device,
-                                        const PlanExperts* experts) {
-    const LayerWorkShape shape = layer_shape(l);
+                                        const PlanExperts* experts, bool framework_loss) {
+    const LayerWorkShape shape = layer_shape(l, framework_loss);
     const bool mlp = !l.model.has_sequence();
     LayerWork layer = mlp ? mlp_layer_work(shape) : transformer_layer_work(shape, attention, l.recompute);
     if (mlp && l.recompute == Recompute::full) layer.recompute = layer.forward;
@@ -111,10 +112,11 @@ double measured_step_scale(const DeviceCompute& device, Layout l, AttentionKind 
 
 std::vector<ExchangeStretches> moe_exchange_stretches(const Layout& l, AttentionKind attention,
                                                       const PlanExperts& experts,
-                                                      const std::function<double(const PassWork&)>& pass_ms) {
+                                                      const std::function<double(const PassWork&)>& pass_ms,
+                                                      bool framework_loss) {
     std::vector<ExchangeStretches> out(static_cast<std::size_t>(l.pp));
     if (!experts.has_experts() || !l.model.has_sequence()) return out;
-    const LayerWorkShape shape = layer_shape(l);
+    const LayerWorkShape shape = layer_shape(l, framework_loss);
     const LayerWork dense = transformer_layer_work(shape, attention, l.recompute);
     LayerWorkShape expert_shape = shape;
     expert_shape.model = *experts.model;

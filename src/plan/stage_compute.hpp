@@ -29,8 +29,11 @@ struct StageCompute {
 
 // One entry per pipeline rank (one without a pipeline). `experts`: an MoE model's, whose MoE
 // layers do theory/moe_work.hpp's moe_layer_work on the busiest expert-parallel rank.
+// `framework_loss`: a framework's job (plan --states zero|megatron), its loss as its PyTorch code
+// runs it (theory/layer_work.hpp); else parbench's own train's.
 std::vector<StageCompute> stage_compute(const Layout& layout, AttentionKind attention,
-                                        const DeviceCompute& device, const PlanExperts* experts = nullptr);
+                                        const DeviceCompute& device, const PlanExperts* experts = nullptr,
+                                        bool framework_loss = false);
 
 // The factor that sets a device model to a measured train run of the same model on one rank
 // (--calibrate-compute TRAIN_REPORT with --gemm-curve OPS_REPORT): the run's median step, less
@@ -54,6 +57,7 @@ struct ExchangeStretches {
 // Per pipeline rank; `pass_ms` times one piece of work (the device's model, or FLOPs at a rate).
 std::vector<ExchangeStretches> moe_exchange_stretches(const Layout& layout, AttentionKind attention,
                                                       const PlanExperts& experts,
-                                                      const std::function<double(const PassWork&)>& pass_ms);
+                                                      const std::function<double(const PassWork&)>& pass_ms,
+                                                      bool framework_loss = false);
 
 }  // namespace parbench

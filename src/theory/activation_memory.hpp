@@ -13,6 +13,11 @@
 // whole s, since a rank's share of the score matrix is 1/c of it (s/c queries against all s
 // keys under ring, a/c heads over the whole sequence under all-to-all): s'bh(34 + 5as/(ht)),
 // and so on per row. An online-softmax (flash-style) attention keeps none of it.
+// FP8 linear layers (plan --fp8: Transformer Engine's recipe, torchtitan's Float8) keep each
+// linear layer's input for its weight gradient as the FP8 cast the forward GEMM read, 1 byte
+// where the paper counts 2 (fp8_linear_input_bytes): of the 34, the QKV and first MLP inputs (2
+// each, in the replicated 10 under tp) and the projection's and second MLP's inputs (2 and 8, in
+// the 24/t) halve: sbh(27), sbh(8 + 19/t), sbh(27/t).
 #pragma once
 
 #include <string>
@@ -28,10 +33,17 @@ struct LayerActivationShape {
     int tp = 1;
     bool sp = false;
     int cp = 1;  // context-parallel ranks: each holds seq / cp tokens
+    bool fp8_linear_inputs = false;  // the linear layers' saved inputs as FP8 casts (see above)
 };
+
+// Bytes of one saved linear-layer input element under FP8 linear layers (Transformer Engine keeps
+// the FP8 copy its forward GEMM read, transformer_engine/pytorch/module/linear.py saving the cast
+// input for the weight gradient; torchtitan's Float8 likewise); 16-bit activations take 2.
+constexpr double fp8_linear_input_bytes = 1.0;
 
 // Bytes one layer keeps for backward per micro-batch, and the formula used.
 double paper_layer_activation_bytes(const LayerActivationShape& shape, Recompute recompute);
-std::string paper_layer_activation_formula(bool tensor_parallel, bool sp, Recompute recompute, int cp = 1);
+std::string paper_layer_activation_formula(bool tensor_parallel, bool sp, Recompute recompute, int cp = 1,
+                                          bool fp8_linear_inputs = false);
 
 }  // namespace parbench

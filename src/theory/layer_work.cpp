@@ -141,8 +141,21 @@ LayerWork head_work(const LayerWorkShape& shape) {
     // Final norm: read, write. Vocabulary-parallel cross-entropy in fp32: read the logits, write
     // the exponentials, read them for the sum (3 passes of 4 bytes); its backward writes the
     // gradient of the logits.
-    work.forward.memory_bytes = 2.0 * hidden_elements * e + 3.0 * logit_elements * 4.0;
-    work.input_grad.memory_bytes = backward_memory_factor * 2.0 * hidden_elements * e + 2.0 * logit_elements * 4.0;
+    double forward_loss = 3.0 * 4.0, backward_loss = 2.0 * 4.0;
+    if (shape.framework_loss) {
+        // Megatron-core's unfused vocab-parallel cross-entropy (megatron/core/tensor_parallel/
+        // cross_entropy.py, the default without --cross-entropy-loss-fusion), one pass per op over
+        // the logits: cast to fp32 (read e, write 4; none when they are fp32 already), max (read),
+        // subtract the max in place, exp in place (read, write each), sum (read), divide in place
+        // (read, write); backward: multiply by the loss's gradient in place (read, write) and the
+        // cast's backward to the logits' type (read 4, write e). torch's cross_entropy on fp32 logits
+        // (torchtitan) makes about as many passes.
+        const double cast = e < 4.0 ? e + 4.0 : 0.0;
+        forward_loss = cast + 4.0 + 8.0 + 8.0 + 4.0 + 8.0;
+        backward_loss = 8.0 + cast;
+    }
+    work.forward.memory_bytes = 2.0 * hidden_elements * e + forward_loss * logit_elements;
+    work.input_grad.memory_bytes = backward_memory_factor * 2.0 * hidden_elements * e + backward_loss * logit_elements;
     return work;
 }
 

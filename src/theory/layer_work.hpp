@@ -67,6 +67,9 @@ struct LayerWorkShape {
     bool sp = false;
     double element_bytes = 2;  // of activations: 2 in bf16/fp16, 4 in fp32
     bool mlp = true;           // false: the block's attention part only (an MoE layer's, theory/moe_work.hpp)
+    // The loss as a framework's PyTorch code runs it (Megatron-core's vocab-parallel cross-entropy,
+    // torch's cross_entropy: head_work); false: parbench's own fused loss.
+    bool framework_loss = false;
 };
 
 // One transformer block's work on one rank.

@@ -5,7 +5,8 @@
 namespace parbench {
 
 LayerActivationBytes llama_paper_layer_activation_bytes(const ModelConfig& config, int seq_len, int microbatch_size,
-                                                        int tp, bool sp, Recompute recompute) {
+                                                        int tp, bool sp, Recompute recompute,
+                                                        bool fp8_linear_inputs) {
     constexpr double half = 2.0;  // bytes of a 16-bit activation
     const double s = seq_len, b = microbatch_size, h = config.hidden, a = config.heads, f = config.ffn_hidden;
     const double t = tp;
@@ -18,12 +19,18 @@ LayerActivationBytes llama_paper_layer_activation_bytes(const ModelConfig& confi
     const std::string cite = "  (arXiv 2205.05198 sec. 4.1's derivation for Llama, 16-bit; theory/llama_activation_memory.hpp)";
     if (recompute == Recompute::full)
         return {half * s * b * h / region, std::string("2sbh") + (sp ? "/t" : "") + ", full recompute" + cite};
-    const double replicated = 4.0 * s * b * h / region;  // two norm inputs, two projection inputs
-    const double split = 2.0 * s * b * h / t + 2.0 * s * b * kv_local + 3.0 * s * b * f / t;
+    // A projection's input at FP8's 1 byte counts half of a 16-bit item.
+    const double kept = fp8_linear_inputs ? fp8_linear_input_bytes / half : 1.0;
+    const double replicated = (2.0 + 2.0 * kept) * s * b * h / region;  // two norm inputs, two projection inputs
+    // q after RoPE and the output projection's input; k and v; gate, up and down's input.
+    const double split = (1.0 + kept) * s * b * h / t + 2.0 * s * b * kv_local + (2.0 + kept) * s * b * f / t;
     const double softmax = recompute == Recompute::selective ? 0.0 : a * s * s * b / t;
-    std::string formula = std::string(sp ? "8sbh/t" : "8sbh") + " + 4sbh" + per_t + " + 4sb·" + kv_text + " + 6sbf" +
-                          per_t + (recompute == Recompute::selective ? "" : " + 2as²b" + per_t);
+    const bool f8 = fp8_linear_inputs;
+    std::string formula = std::string(f8 ? "6sbh" : "8sbh") + (sp ? "/t" : "") + (f8 ? " + 3sbh" : " + 4sbh") + per_t +
+                          " + 4sb·" + kv_text + (f8 ? " + 5sbf" : " + 6sbf") + per_t +
+                          (recompute == Recompute::selective ? "" : " + 2as²b" + per_t);
     if (recompute == Recompute::selective) formula += ", selective recompute";
+    if (f8) formula += ", projections' inputs in FP8";
     return {half * (replicated + split + softmax), formula + cite};
 }
 

@@ -44,7 +44,10 @@ struct LayerActivationBytes {
     double bytes = 0.0;
     std::string formula;
 };
+// fp8_linear_inputs: the four projections' inputs (the two norms' outputs, the output
+// projection's input, down's input) at fp8_linear_input_bytes (theory/activation_memory.hpp).
 LayerActivationBytes llama_paper_layer_activation_bytes(const ModelConfig& config, int seq_len, int microbatch_size,
-                                                        int tp, bool sp, Recompute recompute);
+                                                        int tp, bool sp, Recompute recompute,
+                                                        bool fp8_linear_inputs = false);
 
 }  // namespace parbench

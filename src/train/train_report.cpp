@@ -334,12 +334,52 @@ std::string scheme_name(const TrainPlan& plan) {
     return "zero" + std::to_string(plan.layout.zero);
 }
 
-nlohmann::json train_result_json(const TrainSummaryInputs& in) {
+namespace {
+
+// train_result_json's parts: the model and layout trained, the step's rates, the memory, and the
+// check against the serial reference.
+
+// The model's config, its parameter count and the sequence length trained.
+nlohmann::json trained_model_json(const TrainSummaryInputs& in) {
+    nlohmann::json model = to_json(in.plan.layout.model);
+    model["parameters"] = in.measurements.parameters;
+    model["shape"]["seq_len_trained"] = in.plan.layout.seq_len;
+    return model;
+}
+
+// The degrees as the mesh ran them, and the layout's options.
+nlohmann::json layout_result_json(const TrainSummaryInputs& in) {
     const TrainOptions& o = in.plan.options;
+    const Layout& l = in.plan.layout;
+    return {{"dp", in.mesh.dp},
+            {"tp", in.mesh.tp},
+            {"pp", in.mesh.pp},
+            {"sp", l.sp},
+            {"tp_style", o.layout.tp_style},
+            {"zero", in.plan.layout.zero},
+            {"scheme", in.scheme_name},
+            {"schedule", "none"},
+            {"microbatches", l.microbatches},
+            {"microbatch_size", in.plan.layout.microbatch_size},
+            {"overlap", l.overlap},
+            {"prefetch", l.prefetch},
+            {"recompute", recompute_name(in.plan.layout.recompute)},
+            {"cp", in.mesh.cp},
+            {"ep", l.ep},
+            {"etp", l.etp},
+            {"cp_style", in.mesh.cp > 1 ? nlohmann::json(context_style_name(in.plan.layout.cp_style)) : nlohmann::json(nullptr)},
+            {"cp_balance",
+             in.mesh.cp > 1 ? nlohmann::json(context_balance_name(in.plan.layout.cp_balance)) : nlohmann::json(nullptr)},
+            {"bucket_mb", static_cast<double>(in.plan.layout.bucket_bytes) / (1024.0 * 1024.0)},
+            {"bucket_source", in.plan.layout.bucket_source},
+            {"groups", groups_json(in.mesh, l.ep)}};
+}
+
+// Step time, throughput and FLOP rates (MFU, HFU), over the median step.
+void add_step_rates(nlohmann::json& result, const TrainSummaryInputs& in) {
     const Layout& l = in.plan.layout;
     const TrainMeasurements& m = in.measurements;
     const Summary step = summarize(m.step_ms);
-    const Summary exposed = summarize(m.exposed_comm_ms);
     // Throughput is named for what it counts: tokens for a sequence model, samples for the MLP.
     const bool counts_tokens = in.plan.layout.model.has_sequence();
     const double samples_per_step = static_cast<double>(l.global_batch);
@@ -350,12 +390,33 @@ nlohmann::json train_result_json(const TrainSummaryInputs& in) {
     const double hardware_flops =
         flops + recompute_flops_per_step(in.plan.layout.model, l.global_batch, in.plan.layout.seq_len, in.plan.layout.recompute);
     const double hardware_tflops = hardware_flops / median_s / static_cast<double>(in.mesh.world()) / 1e12;
+    result["samples_per_step"] = samples_per_step;
+    result["step_time_ms"] = summary_json(step);
+    result["step_time_samples_ms"] = m.step_ms;
+    result["samples_per_s"] = samples_per_step / median_s;
+    result["throughput"] = {{"value", (counts_tokens ? tokens_per_step : samples_per_step) / median_s},
+                            {"unit", counts_tokens ? "tokens/s" : "samples/s"}};
+    result["throughput_basis"] = "median step time";
+    result["flops"] = {{"per_step", flops},
+                       {"formula", flops_formula(in.plan.layout.model)},
+                       {"causal_discount", false},
+                       {"recompute", recompute_name(in.plan.layout.recompute)},
+                       {"hardware_per_step", hardware_flops}};
+    result["achieved_tflops_per_rank"] = achieved_tflops;
+    result["peak_tflops_per_rank"] = optional_number(in.peak.tflops);
+    result["peak_source"] = in.peak.source;
+    result["mfu"] = in.peak.tflops ? nlohmann::json(achieved_tflops / *in.peak.tflops) : nlohmann::json(nullptr);
+    result["hfu"] = in.peak.tflops ? nlohmann::json(hardware_tflops / *in.peak.tflops) : nlohmann::json(nullptr);
+    if (counts_tokens) {
+        result["tokens_per_step"] = tokens_per_step;
+        result["tokens_per_s"] = tokens_per_step / median_s;
+    }
+}
 
-    nlohmann::json model = to_json(in.plan.layout.model);
-    model["parameters"] = m.parameters;
-    model["shape"]["seq_len_trained"] = in.plan.layout.seq_len;
-
-    // The largest rank's figures: ranks differ only by padding.
+// Memory: each rank's measured, the largest's (ranks differ only by padding), ZeRO's model states
+// and every buffer predicted.
+void add_memory_results(nlohmann::json& result, const TrainSummaryInputs& in) {
+    const TrainMeasurements& m = in.measurements;
     MemoryUsage largest;
     for (const MemoryUsage& usage : m.memory_by_rank)
         if (usage.total_peak >= largest.total_peak) largest = usage;
@@ -363,140 +424,116 @@ nlohmann::json train_result_json(const TrainSummaryInputs& in) {
     for (const MemoryUsage& usage : m.memory_by_rank) by_rank.push_back(memory_json(usage));
     const ModelStates theory =
         zero_theoretical_memory(m.parameters_per_rank, in.mesh.dp * in.mesh.cp, in.plan.layout.zero);
+    result["memory_bytes"] = memory_json(largest);
+    result["memory_bytes_by_rank"] = by_rank;
+    result["memory_method"] = "device buffers allocated by the engine, tagged by category (peak per category; "
+                              "total_peak is the peak of the sum); the largest rank";
+    result["memory_theoretical_bytes"] = {
+        {"params", theory.params},
+        {"grads", theory.grads},
+        {"optimizer", theory.optimizer},
+        {"total", theory.total()},
+        {"convention", "ZeRO (arXiv 1910.02054) model states for fp32 Adam: 4 + 4 + 8 = 16 B/param of this "
+                       "rank's tensor-parallel shard, divided by dp (dp x cp under context parallelism) per stage; "
+                       "activations and buffers not included"}};
+    result["memory_predicted_bytes"] = predicted_memory_json(in, largest);
+}
 
+// The report's comm_method: what comm.<dim> and its times count.
+constexpr const char* comm_method =
+    "by parallel dimension (dp, tp, pp; groups of one rank issue nothing and are left out; "
+    "under --sp the tp group carries sequence parallelism's collectives too; under --cp, cp is the "
+    "context-parallel attention's transfers (context.wait_ms_by_rank: its own count of its waits) "
+    "and dp_cp the dp x cp group the gradients are averaged over, in place of dp). "
+    "comm.<dim>: the reported rank's group, per timed step: calls, bytes (nccl-tests' size "
+    "convention), time_ms (host time from each call's start to its completion: a blocking "
+    "call's duration, a non-blocking one's issue to the wait or test that saw it complete) and "
+    "blocked_ms (the part the host was blocked: blocking calls whole, non-blocking ones' issue "
+    "plus waits and tests). comm.time_ms and comm.exposed_ms: per dimension, max over ranks "
+    "per step, mean over timed steps, of the time with at least one of the group's calls in "
+    "flight (the union of their times, <= step time) and of the exposed part: the blocked time, less for pp the part of each transfer's wait before the peer issued its "
+    "side (waiting for a peer still computing is bubble, not communication; docs/pipeline.md). "
+    "expected: the traffic the layout implies for each rank from the layers it holds "
+    "(src/theory/traffic.hpp; docs/training.md), for the reported rank and checked on every rank";
+
+// An MoE check's routing: the run's decisions the reference followed, and each
+// token's flip.
+nlohmann::json routing_check_json(const RoutingComparison& routing, int global_batch) {
+    nlohmann::json flips = nlohmann::json::array();
+    for (const RoutingFlip& flip : routing.flips)
+        flips.push_back({{"layer", flip.layer},
+                         {"sample", flip.sample},
+                         {"step", flip.sample / static_cast<std::uint64_t>(global_batch)},
+                         {"position", flip.position},
+                         {"margin", flip.margin},
+                         {"near_tie", flip.margin <= routing.near_tie}});
+    return {
+        {"followed", routing.followed},
+        {"not_followed", routing.followed ? nlohmann::json() : nlohmann::json(routing.not_followed)},
+        {"decisions", routing.decisions},
+        {"flips", flips},
+        {"near_tie", routing.near_tie},
+        {"method", "the serial reference takes the run's routing decisions; a flip is a token whose own top-k "
+                   "differed, its margin the score its own experts had over the run's (with the balancing "
+                   "bias); a near-tie (margin <= the parameters' tolerance) passes, any other flip fails"},
+        {"passed", routing.passed()}};
+}
+
+// The run against the serial reference: loss and parameters within their tolerances.
+nlohmann::json check_json(const CheckResult& check, int global_batch) {
+    nlohmann::json result = {
+        {"max_rel_diff_loss", check.max_rel_diff_loss},
+        {"rel_diff_loss", check.rel_diff_loss},
+        {"loss_over_tolerance", check.loss_over_tolerance},
+        {"max_rel_diff_params", check.max_rel_diff_params},
+        {"tolerance", {{"loss", check.tolerance_loss}, {"params", check.tolerance_params}}},
+        {"worst_tensor", check.worst_tensor},
+        {"method", "loss: per step, |parallel - serial| / |serial| within that step's tolerance; params: max over tensors "
+                   "of ||parallel - serial||_2 / ||serial||_2 over the elements whose gradient is "
+                   "not zero by construction; those (zero_gradient) element by element, within "
+                   "2 Adam steps per step (train/reference_check.hpp)"},
+        {"zero_gradient",
+         {{"elements", check.zero_gradient_elements},
+          {"max_abs_diff", check.max_abs_diff_zero_gradient},
+          {"tolerance", check.tolerance_zero_gradient}}},
+        {"reference", "the same model, seed, data and global batch on a world of one (serial)"},
+        {"passed", check.passed}};
+    if (check.routing) result["routing"] = routing_check_json(*check.routing, global_batch);
+    return result;
+}
+
+}  // namespace
+
+nlohmann::json train_result_json(const TrainSummaryInputs& in) {
+    const TrainOptions& o = in.plan.options;
+    const Layout& l = in.plan.layout;
+    const TrainMeasurements& m = in.measurements;
     const nlohmann::json comm = comm_result_json(in);
     const nlohmann::json stragglers = straggler_json(m, in.mesh);
-
     nlohmann::json result = {
-        {"model", model},
-        {"layout",
-         {{"dp", in.mesh.dp},
-          {"tp", in.mesh.tp},
-          {"pp", in.mesh.pp},
-          {"sp", l.sp},
-          {"tp_style", o.layout.tp_style},
-          {"zero", in.plan.layout.zero},
-          {"scheme", in.scheme_name},
-          {"schedule", "none"},
-          {"microbatches", l.microbatches},
-          {"microbatch_size", in.plan.layout.microbatch_size},
-          {"overlap", l.overlap},
-          {"prefetch", l.prefetch},
-          {"recompute", recompute_name(in.plan.layout.recompute)},
-          {"cp", in.mesh.cp},
-          {"ep", l.ep},
-          {"etp", l.etp},
-          {"cp_style", in.mesh.cp > 1 ? nlohmann::json(context_style_name(in.plan.layout.cp_style)) : nlohmann::json(nullptr)},
-          {"cp_balance",
-           in.mesh.cp > 1 ? nlohmann::json(context_balance_name(in.plan.layout.cp_balance)) : nlohmann::json(nullptr)},
-          {"bucket_mb", static_cast<double>(in.plan.layout.bucket_bytes) / (1024.0 * 1024.0)},
-          {"bucket_source", in.plan.layout.bucket_source},
-          {"groups", groups_json(in.mesh, l.ep)}}},
+        {"model", trained_model_json(in)},
+        {"layout", layout_result_json(in)},
         {"precision", precision_name(l.precision)},
         {"global_batch", l.global_batch},
         {"seq_len", in.plan.layout.seq_len},
-        {"samples_per_step", samples_per_step},
         {"warmup", o.warmup},
         {"steps", o.steps},
         {"timing", "barrier, step (forward + backward of every micro-batch, gradient collectives, optimizer), "
                    "device sync; each step's time is the max over ranks"},
-        {"step_time_ms", summary_json(step)},
-        {"step_time_samples_ms", m.step_ms},
-        {"samples_per_s", samples_per_step / median_s},
-        {"throughput", {{"value", (counts_tokens ? tokens_per_step : samples_per_step) / median_s},
-                        {"unit", counts_tokens ? "tokens/s" : "samples/s"}}},
-        {"throughput_basis", "median step time"},
-        {"flops",
-         {{"per_step", flops},
-          {"formula", flops_formula(in.plan.layout.model)},
-          {"causal_discount", false},
-          {"recompute", recompute_name(in.plan.layout.recompute)},
-          {"hardware_per_step", hardware_flops}}},
-        {"achieved_tflops_per_rank", achieved_tflops},
-        {"peak_tflops_per_rank", optional_number(in.peak.tflops)},
-        {"peak_source", in.peak.source},
-        {"mfu", in.peak.tflops ? nlohmann::json(achieved_tflops / *in.peak.tflops) : nlohmann::json(nullptr)},
-        {"hfu", in.peak.tflops ? nlohmann::json(hardware_tflops / *in.peak.tflops) : nlohmann::json(nullptr)},
-        {"memory_bytes", memory_json(largest)},
-        {"memory_bytes_by_rank", by_rank},
         {"passes_by_rank", passes_json(m)},
-        {"memory_method", "device buffers allocated by the engine, tagged by category (peak per category; "
-                          "total_peak is the peak of the sum); the largest rank"},
-        {"memory_theoretical_bytes",
-         {{"params", theory.params},
-          {"grads", theory.grads},
-          {"optimizer", theory.optimizer},
-          {"total", theory.total()},
-          {"convention", "ZeRO (arXiv 1910.02054) model states for fp32 Adam: 4 + 4 + 8 = 16 B/param of this "
-                         "rank's tensor-parallel shard, divided by dp (dp x cp under context parallelism) per stage; "
-                         "activations and buffers not included"}}},
-        {"memory_predicted_bytes", predicted_memory_json(in, largest)},
         {"activation_memory", activation_json(in)},
         {"comm", comm},
-        {"comm_method", "by parallel dimension (dp, tp, pp; groups of one rank issue nothing and are left out; "
-                        "under --sp the tp group carries sequence parallelism's collectives too; under --cp, cp is the "
-                        "context-parallel attention's transfers (context.wait_ms_by_rank: its own count of its waits) "
-                        "and dp_cp the dp x cp group the gradients are averaged over, in place of dp). "
-                        "comm.<dim>: the reported rank's group, per timed step: calls, bytes (nccl-tests' size "
-                        "convention), time_ms (host time from each call's start to its completion: a blocking "
-                        "call's duration, a non-blocking one's issue to the wait or test that saw it complete) and "
-                        "blocked_ms (the part the host was blocked: blocking calls whole, non-blocking ones' issue "
-                        "plus waits and tests). comm.time_ms and comm.exposed_ms: per dimension, max over ranks "
-                        "per step, mean over timed steps, of the time with at least one of the group's calls in "
-                        "flight (the union of their times, <= step time) and of the exposed part: the blocked time, less for pp the part of each transfer's wait before the peer issued its "
-                        "side (waiting for a peer still computing is bubble, not communication; docs/pipeline.md). "
-                        "expected: the traffic the layout implies for each rank from the layers it holds "
-                        "(src/theory/traffic.hpp; docs/training.md), for the reported rank and checked on every rank"},
-        {"exposed_comm_ms", exposed.mean},
+        {"comm_method", comm_method},
+        {"exposed_comm_ms", summarize(m.exposed_comm_ms).mean},
         {"exposed_comm_method", "per step, each rank's exposed communication summed over the dimensions "
                                 "(comm.exposed_ms), max over ranks, mean over timed steps; <= step time"},
         {"stragglers", stragglers},
         {"loss", m.loss},
         {"loss_steps", "every step in order, the first `warmup` of them warm-up; mean over the global batch"},
     };
-    if (in.check) {
-        result["check"] = {{"max_rel_diff_loss", in.check->max_rel_diff_loss},
-                           {"rel_diff_loss", in.check->rel_diff_loss},
-                           {"loss_over_tolerance", in.check->loss_over_tolerance},
-                           {"max_rel_diff_params", in.check->max_rel_diff_params},
-                           {"tolerance", {{"loss", in.check->tolerance_loss}, {"params", in.check->tolerance_params}}},
-                           {"worst_tensor", in.check->worst_tensor},
-                           {"method", "loss: per step, |parallel - serial| / |serial| within that step's tolerance; params: max over tensors "
-                                      "of ||parallel - serial||_2 / ||serial||_2 over the elements whose gradient is "
-                                      "not zero by construction; those (zero_gradient) element by element, within "
-                                      "2 Adam steps per step (train/reference_check.hpp)"},
-                           {"zero_gradient",
-                            {{"elements", in.check->zero_gradient_elements},
-                             {"max_abs_diff", in.check->max_abs_diff_zero_gradient},
-                             {"tolerance", in.check->tolerance_zero_gradient}}},
-                           {"reference", "the same model, seed, data and global batch on a world of one (serial)"},
-                           {"passed", in.check->passed}};
-        if (in.check->routing) {
-            const RoutingComparison& routing = *in.check->routing;
-            nlohmann::json flips = nlohmann::json::array();
-            for (const RoutingFlip& flip : routing.flips)
-                flips.push_back({{"layer", flip.layer},
-                                 {"sample", flip.sample},
-                                 {"step", flip.sample / static_cast<std::uint64_t>(in.plan.layout.global_batch)},
-                                 {"position", flip.position},
-                                 {"margin", flip.margin},
-                                 {"near_tie", flip.margin <= routing.near_tie}});
-            result["check"]["routing"] = {
-                {"followed", routing.followed},
-                {"not_followed", routing.followed ? nlohmann::json() : nlohmann::json(routing.not_followed)},
-                {"decisions", routing.decisions},
-                {"flips", flips},
-                {"near_tie", routing.near_tie},
-                {"method", "the serial reference takes the run's routing decisions; a flip is a token whose own top-k "
-                           "differed, its margin the score its own experts had over the run's (with the balancing "
-                           "bias); a near-tie (margin <= the parameters' tolerance) passes, any other flip fails"},
-                {"passed", routing.passed()}};
-        }
-    }
-    if (counts_tokens) {
-        result["tokens_per_step"] = tokens_per_step;
-        result["tokens_per_s"] = tokens_per_step / median_s;
-    }
+    add_step_rates(result, in);
+    add_memory_results(result, in);
+    if (in.check) result["check"] = check_json(*in.check, l.global_batch);
     if (m.pipeline) add_pipeline_results(result, in.plan, in.mesh, *m.pipeline, m.memory_by_rank);
     if (m.context) result["context"] = context_json(in, comm);
     if (m.moe) result["moe"] = moe_json(in);
@@ -572,9 +609,10 @@ void print_routing_check(std::ostream& out, const nlohmann::json& routing) {
     if (flips.size() > shown) out << "  routing: " << flips.size() - shown << " more flips in the report\n";
 }
 
-}  // namespace
+// print_train_summary's blocks, top to bottom.
 
-void print_train_summary(std::ostream& out, const nlohmann::json& r) {
+// Step time, throughput, TFLOP/s, MFU and (under recompute) HFU.
+void print_step_rates(std::ostream& out, const nlohmann::json& r) {
     const auto& t = r["step_time_ms"];
     char line[1024];
     std::snprintf(line, sizeof line, "%-28s %10s %10s %10s %10s %10s\n", "step time (ms)", "median", "mean", "min",
@@ -606,9 +644,11 @@ void print_train_summary(std::ostream& out, const nlohmann::json& r) {
         }
         out << line;
     }
-    print_comm_summary(out, r);
-    if (r.contains("context")) print_context_summary(out, r["context"]);
-    if (r.contains("moe")) print_moe_summary(out, r["moe"]);
+}
+
+// Measured memory against the two theories, the gradient bucket and the activations per layer.
+void print_memory_summary(std::ostream& out, const nlohmann::json& r) {
+    char line[1024];
     const auto& mem = r["memory_bytes"];
     const auto& theory = r["memory_theoretical_bytes"];
     std::snprintf(line, sizeof line, "%-28s %10s %10s %10s %10s %10s\n", "memory per rank (MiB)", "params", "grads",
@@ -649,6 +689,11 @@ void print_train_summary(std::ostream& out, const nlohmann::json& r) {
                    "MLP's; the formulas count a dense layer)";
         out << "\n";
     }
+}
+
+// The loss over the run, and the check against the serial reference.
+void print_loss_and_check(std::ostream& out, const nlohmann::json& r) {
+    char line[1024];
     const auto& loss = r["loss"];
     std::snprintf(line, sizeof line, "%-28s %.5f -> %.5f over %zu steps\n", "loss", loss.front().get<double>(),
                   loss.back().get<double>(), loss.size());
@@ -665,6 +710,17 @@ void print_train_summary(std::ostream& out, const nlohmann::json& r) {
         out << line;
         if (c.contains("routing")) print_routing_check(out, c["routing"]);
     }
+}
+
+}  // namespace
+
+void print_train_summary(std::ostream& out, const nlohmann::json& r) {
+    print_step_rates(out, r);
+    print_comm_summary(out, r);
+    if (r.contains("context")) print_context_summary(out, r["context"]);
+    if (r.contains("moe")) print_moe_summary(out, r["moe"]);
+    print_memory_summary(out, r);
+    print_loss_and_check(out, r);
 }
 
 }  // namespace parbench

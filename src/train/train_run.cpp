@@ -666,6 +666,9 @@ std::vector<double> global_batch_losses(std::vector<double> losses, int pp, Comm
 
 }  // namespace
 
+// Read top to bottom as llm.c's main: build the groups, model, scheme and driver; run the steps;
+// gather. It stays one function (~100 lines) because the three parts share some fifteen locals
+// (groups, schedule, model, ledger, timed steps) that a split would pass around as one more struct.
 TrainMeasurements run_training(const TrainPlan& plan, Mesh& mesh, Device& device, Ops& ops, Communicator& control,
                                bool keep_parameters, StepObserver* observer, RoutingTrace* follow_routing) {
     const TrainOptions& o = plan.options;

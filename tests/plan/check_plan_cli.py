@@ -137,7 +137,9 @@ def main():
         if "uncalibrated" not in document["inputs"]["compute"]["source"]:
             failures.append(f"{name}: the compute rate does not say it is uncalibrated")
     # --tp-comm-overlap hides part of the sequence-parallel collectives behind their GEMMs, never all
-    # of them (one chunk of each pair stays exposed), and charges the compute it slows.
+    # of them (the last reduce-scatter chunk and the chunks' overheads stay exposed); the compute it
+    # slows (the SMs Transformer Engine's communication takes) is in that exposed time, not in the
+    # overlap slowdown (plan/tp_comm_overlap.hpp).
     overlap = ["--model", "gpt3-175b", "--gpus", "128", "--tp", "8", "--pp", "16", "--sp", "--zero", "1",
                "--microbatches", "16", "--global-batch", "16", "--states", "megatron", "--recompute", "selective"]
     times = {}
@@ -151,7 +153,7 @@ def main():
     if len(times) == 2:
         exposed, overlapped = times["exposed"], times["overlapped"]
         if not (0 < overlapped["exposed_tp"] < exposed["exposed_tp"]) or \
-                overlapped["overlap_slowdown"] <= exposed["overlap_slowdown"] or overlapped["compute"] != exposed["compute"]:
+                overlapped["overlap_slowdown"] != exposed["overlap_slowdown"] or overlapped["compute"] != exposed["compute"]:
             failures.append(f"--tp-comm-overlap: exposed tp {exposed['exposed_tp']} -> {overlapped['exposed_tp']}, "
                             f"slowdown {exposed['overlap_slowdown']} -> {overlapped['overlap_slowdown']}")
     # --fp8 runs the linear layers' GEMMs faster (H100: 1979 dense FP8 at its measured fraction)

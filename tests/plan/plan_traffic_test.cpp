@@ -134,6 +134,12 @@ TEST(PlanLlamaActivations, HandDerivedLlama3_8B) {
     EXPECT_DOUBLE_EQ(bytes(8, true, Recompute::full), 4194304.0);
     EXPECT_DOUBLE_EQ(bytes(1, false, Recompute::none), 1644167168.0);
     EXPECT_DOUBLE_EQ(bytes(16, false, Recompute::none), 244318208.0);
+    // FP8 projections' inputs: 3sbh (two norm outputs, the output projection's input) and sbf
+    // (down's input) at 1 byte: 1644167168 - (50331648 + 58720256) at t = 1.
+    EXPECT_DOUBLE_EQ(llama_paper_layer_activation_bytes(llama, 4096, 1, 1, false, Recompute::none, true).bytes,
+                     1535115264.0);
+    EXPECT_DOUBLE_EQ(llama_paper_layer_activation_bytes(llama, 4096, 1, 8, true, Recompute::full, true).bytes,
+                     4194304.0);
     EXPECT_NE(llama_paper_layer_activation_bytes(llama, 4096, 1, 8, true, Recompute::none).formula.find("2205.05198"),
               std::string::npos);
 }

@@ -153,6 +153,21 @@ TEST(PlanPaperTables, SequenceParallelTable2ActivationsPerLayer) {
     EXPECT_NEAR(23.0 / 4.25, 5.4, 0.05);
 }
 
+// FP8 linear layers keep the four linear inputs (2 + 2 of the replicated 10, 2 + 8 of the 24) at
+// 1 byte: 34 -> 27, 10 + 24/t -> 8 + 19/t; the layer input under full recompute stays 16-bit.
+TEST(PlanPaperTables, Fp8LinearInputsHalveTheLinearLayersSavedInputs) {
+    const double sbh = 2048.0 * 12288.0;
+    LayerActivationShape shape{2048, 1, 12288, 96, 1, false, 1, true};
+    EXPECT_DOUBLE_EQ(paper_layer_activation_bytes(shape, Recompute::none), sbh * (27 + 80));
+    shape.tp = 8;
+    EXPECT_DOUBLE_EQ(paper_layer_activation_bytes(shape, Recompute::none), sbh * (8 + 19.0 / 8 + 10));
+    shape.sp = true;
+    EXPECT_DOUBLE_EQ(paper_layer_activation_bytes(shape, Recompute::selective), sbh * 27 / 8);
+    EXPECT_DOUBLE_EQ(paper_layer_activation_bytes(shape, Recompute::full), sbh * 2);
+    EXPECT_NE(paper_layer_activation_formula(true, true, Recompute::selective, 1, true).find("sbh(27/t), "),
+              std::string::npos);
+}
+
 // ZeRO-2's default bucket keeps its slots small against the model, so it holds less
 // gradient memory than DDP (issue #10: 31.9 MiB against DDP's 14.2 at the old 25 MiB).
 TEST(PlanMemory, ZeroTwoDefaultBucketSavesGradientMemory) {

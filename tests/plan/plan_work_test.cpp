@@ -159,8 +159,19 @@ TEST(DeviceCompute, EachDeviceTakesTheCurveItNamesOrItsOwnOrNone) {
     const DeviceCompute named = *device_compute_model(file, true);
     EXPECT_EQ(named.gemm.sustained, device_compute_model(device_preset("A100"), true)->gemm.sustained);
     EXPECT_NE(named.gemm.source.find("--cluster selene.json takes the A100"), std::string::npos);
+    // A preset's curve is a measurement of GEMMs alone, taken into a step by the one in-step
+    // factor (the same on every preset); a file's own figure is taken as the in-step rate.
+    EXPECT_LT(named.in_step, 1.0);
+    EXPECT_EQ(named.in_step, h100.in_step);
+    EXPECT_EQ(h100.in_step, b200.in_step);
+    Gemm big{"g", 8192, 8192, 8192, 1};
+    DeviceCompute alone = h100;
+    alone.in_step = 1.0;
+    EXPECT_NEAR(h100.gemm_ms(big) - h100.gemm.overhead_us * 1e-3,
+                (alone.gemm_ms(big) - h100.gemm.overhead_us * 1e-3) / h100.in_step, 1e-9);
     file.gemm_sustained = 0.6;
     EXPECT_EQ(device_compute_model(file, true)->gemm.sustained, 0.6);
+    EXPECT_EQ(device_compute_model(file, true)->in_step, 1.0);
     EXPECT_EQ(device_compute_model(file, true)->gemm.overhead_us, named.gemm.overhead_us);
     file.gemm_preset.clear();
     EXPECT_EQ(device_compute_model(file, true)->gemm.overhead_us, 0.0);  // its own curve, no overhead given
@@ -240,14 +251,23 @@ TEST(DeviceCompute, ABackwardEntryIsTwoGemmsAndSmallOnesCountAsMuch) {
     std::remove(path.c_str());
 }
 
-TEST(TpCommOverlap, TheLongerOfEachPairPlusOneChunkOfTheShorter) {
-    // A 10 ms GEMM beside a 4 ms all-gather cut into 4 chunks: 1 ms (the first chunk) exposed;
-    // beside a 16 ms one: 6 ms longer than the GEMM, plus 2.5 ms of the GEMM's last chunk.
-    EXPECT_DOUBLE_EQ(tp_overlap_exposed_ms(10, 4, 4), 1.0);
-    EXPECT_DOUBLE_EQ(tp_overlap_exposed_ms(10, 16, 4), 8.5);
-    EXPECT_DOUBLE_EQ(tp_overlap_exposed_ms(10, 4, 1), 4.0);  // one chunk: nothing overlaps
-    // A step of 8 pairs: the same per pair.
-    EXPECT_DOUBLE_EQ(tp_overlap_step_exposed_ms(80, 32, 8, 4), 8.0);
+TEST(TpCommOverlap, PricedAsTransformerEnginesDefaultsRunIt) {
+    const TpOverlapDevice ideal{};  // no SM count, no per-chunk overhead
+    // All-gather, ring exchange over 4 ranks: a 10 ms GEMM in chunks of 2.5 ms, the first on the
+    // rank's own shard; 3 steps of 4/3 ms hide behind the other three: nothing exposed. 16 ms: 3
+    // steps of 16/3 ms after the first chunk, 8.5 ms beyond the GEMM.
+    EXPECT_DOUBLE_EQ(tp_overlap_allgather_exposed_ms(10, 4, 4, ideal), 0.0);
+    EXPECT_DOUBLE_EQ(tp_overlap_allgather_exposed_ms(10, 16, 4, ideal), 8.5);
+    EXPECT_DOUBLE_EQ(tp_overlap_allgather_exposed_ms(10, 4, 1, ideal), 4.0);  // one rank: nothing overlaps
+    // Each of the 3 chunks beyond the first pays the GEMM's per-call overhead.
+    EXPECT_NEAR(tp_overlap_allgather_exposed_ms(10, 4, 4, {0, 0.1}), 0.3, 1e-12);
+    // Reduce-scatter, pipelined in 4: the last quarter's 1 ms exposed; with 16 of 132 SMs taken
+    // by the communication the GEMM runs 132/116 as long.
+    EXPECT_DOUBLE_EQ(tp_overlap_reducescatter_exposed_ms(10, 4, 8, ideal), 1.0);
+    EXPECT_DOUBLE_EQ(tp_overlap_reducescatter_exposed_ms(10, 16, 8, ideal), 8.5);
+    EXPECT_NEAR(tp_overlap_reducescatter_exposed_ms(10, 4, 8, {132, 0}), 10.0 * 132 / 116 + 1 - 10, 1e-12);
+    // A step of equal pairs: the same per pair.
+    EXPECT_DOUBLE_EQ(tp_overlap_step_exposed_ms(80, 16, 4, 16, 4, 4, ideal), 4 * 0.0 + 4 * 1.0);
 }
 
 TEST(DeviceCompute, FusedAttentionRunsAtItsKernelsRate) {
@@ -589,6 +609,36 @@ TEST(AveragedGradients, DpLinesTakeTheAverageSweepTpLinesTheSum) {
     }
     EXPECT_EQ(dp_lines, 1);
     EXPECT_EQ(tp_lines, 1);
+}
+
+}  // namespace
+}  // namespace parbench
+
+namespace parbench {
+namespace {
+
+// A framework's loss (Megatron-core's unfused vocabulary-parallel cross-entropy) makes one pass
+// per op over the logits: 38 B per bf16 logit forward (cast 6, max 4, subtract 8, exp 8, sum 4,
+// divide 8) and 14 backward (multiply 8, the cast's backward 6); fp32 logits skip the casts.
+// parbench's own fused loss keeps 12 and 8.
+TEST(LayerWork, FrameworkLossMovesItsLogitsOncePerOp) {
+    LayerWorkShape shape;
+    shape.model.kind = ModelKind::gpt;
+    shape.model.hidden = 64;
+    shape.model.vocab = 1000;
+    shape.seq = 10;
+    shape.keys = 10;
+    const double hidden = 10.0 * 64, logits = 10.0 * 1000;
+    auto loss_bytes = [&](bool framework, double e) {
+        shape.framework_loss = framework;
+        shape.element_bytes = e;
+        const LayerWork head = head_work(shape);
+        return std::pair{head.forward.memory_bytes - 2.0 * hidden * e,
+                         head.input_grad.memory_bytes - 1.5 * 2.0 * hidden * e};
+    };
+    EXPECT_EQ(loss_bytes(false, 2), std::pair(12.0 * logits, 8.0 * logits));
+    EXPECT_EQ(loss_bytes(true, 2), std::pair(38.0 * logits, 14.0 * logits));
+    EXPECT_EQ(loss_bytes(true, 4), std::pair(32.0 * logits, 8.0 * logits));
 }
 
 }  // namespace
