@@ -14,22 +14,14 @@
 #include "plan/host_contention.hpp"
 #include "plan/host_overlap.hpp"
 #include "plan/layout_plan.hpp"
+#include "theory/model_config.hpp"
 #include "theory/pipeline/partition.hpp"
 
 namespace parbench {
 namespace {
 
-ModelConfig small_gpt() {
-    ModelConfig model;
-    model.name = "gpt-small";
-    model.kind = ModelKind::gpt;
-    model.layers = 4;
-    model.hidden = 256;
-    model.heads = 8;
-    model.seq_len = 128;
-    model.vocab = 2048;
-    return model;
-}
+// The validation's model (scripts/plan/validate_plan.sh).
+ModelConfig small_gpt() { return load_model_config(std::string(PARBENCH_TEST_MODELS) + "/gpt-small.json"); }
 
 PlanLayout cpu_layout() {
     PlanLayout p;
