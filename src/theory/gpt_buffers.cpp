@@ -39,4 +39,17 @@ GptStashBuffers gpt_stash_buffers(const ModelConfig& config, int tp, std::size_t
     return GptStashBuffers{btc, rows * local_mlp(config, tp), btc, 3 * rows * local_channels(config, tp)};
 }
 
+std::vector<MatmulShape> gpt_block_matmul_shapes(const ModelConfig& config, int tp, std::size_t rows, bool context) {
+    const int N = static_cast<int>(rows), C = config.hidden, Cl = static_cast<int>(local_channels(config, tp));
+    const int F = static_cast<int>(local_mlp(config, tp));
+    return {{N, C, context ? Cl : 3 * Cl}, {N, Cl, C}, {N, C, F}, {N, F, C}};
+}
+
+GptScratchBuffers gpt_scratch_buffers(const ModelConfig& config, int tp, std::size_t rows, std::size_t local_tokens,
+                                      bool context) {
+    const std::size_t local = rows * local_channels(config, tp);
+    const std::size_t positions = context ? local_tokens * static_cast<std::size_t>(config.hidden) : 0;
+    return GptScratchBuffers{rows * local_mlp(config, tp), local, 3 * local, positions, positions};
+}
+
 }  // namespace parbench

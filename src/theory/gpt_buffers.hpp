@@ -1,13 +1,15 @@
 // The buffers a GPT layer keeps for backward and the zero-bubble schedules' weight-gradient
 // stash (llm.c's size table, as theory/mlp_buffers.hpp for the MLP): train/models/gpt.cpp
 // allocates exactly these and the memory theory (theory/memory.cpp) sums them. Sizes in floats.
-// The frame around the layers (micro-batch data, head, pipeline slots, shared scratch) is still
-// counted by theory/memory.cpp beside train/models/transformer_model.hpp.
+// The frame around the layers (micro-batch data, head, pipeline slots, the scratch both models
+// reuse) is theory/transformer_buffers.hpp's.
 #pragma once
 
 #include <cstddef>
+#include <vector>
 
 #include "theory/model_config.hpp"
+#include "theory/precision.hpp"
 
 namespace parbench {
 
@@ -37,7 +39,24 @@ struct GptStashBuffers {
     std::size_t total() const { return dmlp + dfc + dattention + dqkv; }
 };
 
+// The backward scratch GPT's layers reuse beside the frame's (one set for every layer), and
+// under context parallelism wpe's rows of the held positions, gathered for the embedding, with
+// their gradient.
+struct GptScratchBuffers {
+    std::size_t dfc = 0;                        // (B,T,4C/t) the GELU's input gradient
+    std::size_t datty = 0;                      // (B,T,C/t) the attention output's gradient
+    std::size_t dqkv = 0;                       // (B,T,3C/t)
+    std::size_t positions = 0, dpositions = 0;  // (T,C) each under context parallelism, else none
+};
+
 GptBlockBuffers gpt_block_buffers(const ModelConfig& config, int tp, std::size_t rows, std::size_t residual_rows);
 GptStashBuffers gpt_stash_buffers(const ModelConfig& config, int tp, std::size_t rows);
+// The matmuls a layer runs on `rows` rows (they size the bf16 operand copies,
+// theory/matmul_buffers.hpp): QKV (q, k and v apart, C/t outputs each, under context
+// parallelism: `context`), the attention projection, the MLP's up and down.
+std::vector<MatmulShape> gpt_block_matmul_shapes(const ModelConfig& config, int tp, std::size_t rows, bool context);
+// `local_tokens`: T, the tokens of a sequence this rank holds (seq/cp); `context`: cp > 1.
+GptScratchBuffers gpt_scratch_buffers(const ModelConfig& config, int tp, std::size_t rows, std::size_t local_tokens,
+                                      bool context);
 
 }  // namespace parbench

@@ -46,4 +46,22 @@ LlamaStashBuffers llama_stash_buffers(const ModelConfig& config, int tp, std::si
     return s;
 }
 
+std::vector<MatmulShape> llama_block_matmul_shapes(const ModelConfig& config, int tp, std::size_t rows) {
+    const LlamaColumns columns = llama_columns(config, tp);
+    const int N = static_cast<int>(rows), C = config.hidden, q = static_cast<int>(columns.q);
+    const int kv = static_cast<int>(columns.kv), F = static_cast<int>(columns.ffn);
+    return {{N, C, q}, {N, C, kv}, {N, q, C}, {N, C, F}, {N, F, C}};
+}
+
+LlamaScratchBuffers llama_scratch_buffers(const ModelConfig& config, int tp, std::size_t rows, std::size_t local_tokens) {
+    const LlamaColumns columns = llama_columns(config, tp);
+    LlamaScratchBuffers s;
+    s.dgate = s.dup = rows * columns.ffn;
+    s.datty = s.dq = rows * columns.q;
+    s.dk = s.dv = rows * columns.kv;
+    if (tp > 1 && !llama_kv_heads_split(config, tp)) s.kv_gradients = 2 * columns.kv * static_cast<std::size_t>(config.hidden);
+    s.positions = local_tokens;
+    return s;
+}
+
 }  // namespace parbench

@@ -4,8 +4,10 @@
 #pragma once
 
 #include <cstddef>
+#include <vector>
 
 #include "theory/model_config.hpp"
+#include "theory/precision.hpp"
 
 namespace parbench {
 
@@ -31,7 +33,25 @@ struct LlamaStashBuffers {
     std::size_t total() const { return dmlp + dgate + dup + dattention + dq + dk + dv; }
 };
 
+// The backward scratch Llama's layers reuse beside the frame's (one set for every layer), the
+// replicated key/value weights' partial gradients (tp > 1 not dividing the key/value heads:
+// every rank holds them whole, their gradients summed over tp), and each held token's position
+// (int32), by which RoPE turns it.
+struct LlamaScratchBuffers {
+    std::size_t dgate = 0, dup = 0;  // (B,T,F/t)
+    std::size_t datty = 0, dq = 0;   // (B,T,C/t)
+    std::size_t dk = 0, dv = 0;      // (B,T,KVl): this rank's key/value channels
+    std::size_t kv_gradients = 0;    // (2,KVl,C) when replicated over tp > 1, else none
+    std::size_t positions = 0;       // (T)
+};
+
 LlamaBlockBuffers llama_block_buffers(const ModelConfig& config, int tp, std::size_t rows, std::size_t residual_rows);
 LlamaStashBuffers llama_stash_buffers(const ModelConfig& config, int tp, std::size_t rows);
+// The matmuls a layer runs on `rows` rows (they size the bf16 operand copies,
+// theory/matmul_buffers.hpp): Q, K and V (this rank's key/value channels), the output
+// projection, the SwiGLU's gate and up (one shape) and down.
+std::vector<MatmulShape> llama_block_matmul_shapes(const ModelConfig& config, int tp, std::size_t rows);
+// `local_tokens`: T, the tokens of a sequence this rank holds (seq/cp).
+LlamaScratchBuffers llama_scratch_buffers(const ModelConfig& config, int tp, std::size_t rows, std::size_t local_tokens);
 
 }  // namespace parbench

@@ -1,16 +1,21 @@
 #include "theory/memory.hpp"
 
 #include <algorithm>
+#include <initializer_list>
+#include <stdexcept>
 
 #include "core/error.hpp"
 #include "theory/context_parallel.hpp"
 #include "theory/engine_attention.hpp"
 #include "theory/gpt_buffers.hpp"
 #include "theory/llama_buffers.hpp"
+#include "theory/matmul_buffers.hpp"
 #include "theory/model_layout.hpp"
+#include "theory/moe_buffers.hpp"
 #include "theory/moe_memory.hpp"
 #include "theory/pipeline/partition.hpp"
 #include "theory/rank_traffic.hpp"
+#include "theory/transformer_buffers.hpp"
 #include "theory/zero_partition.hpp"
 
 namespace parbench {
@@ -26,6 +31,20 @@ class ItemList {
     }
     void activation(const std::string& name, double count, double floats) {
         add(MemoryCategory::activations, name, count, floats * f32);
+    }
+    // Activation buffers of a size table (elements of 4 bytes) as one item: `repeat` sets of
+    // `sizes`, which must be alike (the item counts repeat x their number of one size).
+    void alike(const std::string& name, double repeat, std::initializer_list<std::size_t> sizes) {
+        const std::size_t first = *sizes.begin();
+        for (std::size_t size : sizes)
+            if (size != first) throw std::logic_error("theory/memory: the buffers of \"" + name + "\" differ in size");
+        if (first > 0) activation(name, repeat * static_cast<double>(sizes.size()), static_cast<double>(first));
+    }
+    // ... summed into one buffer's worth; none when they are all 0 (not taken by this layout).
+    void summed(const std::string& name, std::initializer_list<std::size_t> sizes) {
+        std::size_t total = 0;
+        for (std::size_t size : sizes) total += size;
+        if (total > 0) activation(name, 1, static_cast<double>(total));
     }
 
   private:
@@ -92,21 +111,17 @@ MoeMemoryShape engine_moe_memory_shape(const Layout& l, double tokens) {
                           static_cast<std::size_t>(l.etp)};
 }
 
-// bf16 operand copies of the largest matmul (train/matmuls.cpp).
+// bf16 operand copies of the largest matmul: theory/matmul_buffers.hpp's table, which
+// train/matmuls.cpp allocates.
 void matmul_items(const Layout& l, const std::vector<MatmulShape>& shapes, ItemList& items) {
-    if (l.precision != Precision::bf16) return;
-    double inp = 0, weight = 0, dout = 0;
-    for (const MatmulShape& s : shapes) {
-        inp = std::max(inp, static_cast<double>(s.N) * s.C);
-        weight = std::max(weight, static_cast<double>(s.OC) * s.C);
-        dout = std::max(dout, static_cast<double>(s.N) * s.OC);
-    }
+    const Bf16OperandBuffers copies = bf16_operand_buffers(l.precision, shapes);
+    if (copies.bytes() == 0) return;
     items.add(MemoryCategory::activations, "bf16 operand copies (input, weight, output gradient)", 1,
-              2.0 * (inp + weight + dout));
+              static_cast<double>(copies.bytes()));
 }
 
 // What a transformer keeps per layer and at its ends (element counts; items.activation counts
-// fp32 bytes): without a pipeline every layer's stores and the embedding/head buffers; with one,
+// fp32 bytes; the ends are the frame's table, theory/transformer_buffers.hpp): without a pipeline every layer's stores and the embedding/head buffers; with one,
 // the rank's activation pool shared by its chunks (theory/pipeline/partition.hpp's
 // activation_pool, what train/models/transformer_parts.hpp allocates): slots of boundary
 // tensors, layer stores (with the zero-bubble stash) and, on the last stage, the head's.
@@ -115,14 +130,15 @@ void matmul_items(const Layout& l, const std::vector<MatmulShape>& shapes, ItemL
 // kind of their own unless full recompute makes every layer keep the same. An MoE layer defers
 // nothing to W, so only the dense stores have a zero-bubble stash (zb-h1 refuses full recompute).
 bool layer_store_items(const Layout& l, const PipelinePart& part, const std::string& norm, double block,
-                       double stash, double rc, double head, ItemList& items, double moe_block = 0.0) {
+                       double stash, const DecoderFrameBuffers& frame, ItemList& items, double moe_block = 0.0) {
+    const auto head = static_cast<double>(frame.head.total());
     const std::string moe_stores = "MoE layer stores: attention, router, dispatch/combine buffers, expert activations";
     if (!part.active()) {
         double moe = 0;
         for (int layer = 0; layer < l.model.layers; ++layer) moe += l.model.moe && l.model.moe->is_moe_layer(layer);
         items.activation("layer stores (per layer)", l.model.layers - moe, block);
         items.activation(moe_stores + " (per MoE layer)", moe, moe_block);
-        items.activation("embedding output, backward running gradient", 2, rc);
+        items.alike("embedding output, backward running gradient", 1, {frame.boundary_input, frame.boundary_gradient});
         items.activation("final " + norm + ", logits, softmax stats", 1, head);
         return true;
     }
@@ -133,19 +149,18 @@ bool layer_store_items(const Layout& l, const PipelinePart& part, const std::str
     items.activation(what + ": layer stores", dense, block);
     items.activation(what + ": " + moe_stores, moe, moe_block);
     if (part.split_backward) items.activation(what + ": zero-bubble weight-gradient stash", dense, stash);
-    items.activation(what + ": boundary input and gradient", 2.0 * pool.slots, rc);
+    items.alike(what + ": boundary input and gradient", pool.slots, {frame.boundary_input, frame.boundary_gradient});
     items.activation(what + ": final " + norm + ", logits, softmax stats", pool.heads, head);
     return pool.heads > 0;
 }
 
-// What a model with MoE layers allocates once for all of them (train/moe/moe_layer.cpp's
-// scratch; under SP, train/moe/moe_model_state.hpp's gradient pack). Shared by GPT and Llama.
+// What a model with MoE layers allocates once for all of them (theory/moe_buffers.hpp: the MoE
+// layer's scratch; under SP, the gradient pack). Shared by GPT and Llama.
 void moe_shared_items(const Layout& l, const MoeMemoryShape& moe_shape, ItemList& items) {
-    items.activation("MoE scratch, shared by the MoE layers (theory/moe_memory.hpp)", 1,
-                     static_cast<double>(moe_scratch_bytes(moe_shape)) / f32);
+    items.summed("MoE scratch, shared by the MoE layers (theory/moe_memory.hpp)", {moe_scratch_buffers(moe_shape).total()});
     if (l.sp)
-        items.activation("sequence-parallel MoE gradient pack (router, shared and this rank's experts)", 1,
-                         static_cast<double>(moe_sequence_parallel_pack_floats(moe_shape)));
+        items.summed("sequence-parallel MoE gradient pack (router, shared and this rank's experts)",
+                     {moe_gradient_pack_buffers(moe_shape).total()});
 }
 
 // What one layer's attention keeps for backward (`saved`) and the workspace every layer shares, by
@@ -171,14 +186,39 @@ AttentionFloats attention_floats(const Layout& l, bool context, bool block_atten
     return {probabilities, probabilities};
 }
 
-void attention_workspace_item(bool context, bool block_attention, const AttentionFloats& attention, ItemList& items) {
+void attention_workspace_item(bool context, bool block_attention, const AttentionFloats& attention,
+                              const DecoderFrameBuffers& frame, ItemList& items) {
     if (context)
         items.activation("context-parallel attention workspace (train/context/)", 1, attention.workspace);
     else if (block_attention)
         items.activation("block attention workspace (row statistics, score tiles: train/ops/sequence_attention.hpp)",
                          1, attention.workspace);
     else
-        items.activation("attention scratch (scores, their gradient, probabilities' gradient)", 3, attention.workspace);
+        items.alike("attention scratch (scores, their gradient, probabilities' gradient)", 1,
+                    {frame.preatt, frame.dpreatt, frame.datt});
+}
+
+// The frame's table (theory/transformer_buffers.hpp) for this layout, as the engine builds it.
+DecoderFrameBuffers frame_buffers(const Layout& l, bool standard_attention) {
+    return decoder_frame_buffers(decoder_frame_shape(l.model, l.tp, l.sp, static_cast<std::size_t>(l.microbatch_size),
+                                                     static_cast<std::size_t>(l.local_seq_len()), standard_attention));
+}
+
+void microbatch_items(const Layout& l, const DecoderFrameBuffers& frame, ItemList& items) {
+    items.alike("tokens, targets, losses (per micro-batch)", l.microbatches,
+                {frame.microbatch.tokens, frame.microbatch.targets, frame.microbatch.losses});
+}
+
+// The scratch every layer's pass reuses: the projection's output and the loss's gradients.
+void frame_scratch_items(const DecoderFrameBuffers& frame, ItemList& items) {
+    items.alike("projection output, normalised-input gradient", 1, {frame.projection, frame.dnormed});
+    items.summed("backward scratch (loss gradients, logits gradient)", {frame.dlosses, frame.dlogits});
+}
+
+void sequence_parallel_items(const DecoderFrameBuffers& frame, const std::string& norm, ItemList& items) {
+    items.alike("sequence-parallel gathers (forward, backward)", 1, {frame.gathered, frame.dgathered});
+    items.alike("sequence-parallel local chunks", 1, {frame.projection_local, frame.dnormed_local});
+    items.summed("sequence-parallel " + norm + " gradient pack", {frame.norm_pack});
 }
 
 // train/models/transformer_model.hpp's allocate_activations for GPT: per-micro-batch data,
@@ -189,18 +229,16 @@ void gpt_items(const Layout& l, const PipelinePart& part, ItemList& items) {
     const double t = l.tp;
     const bool context = l.cp > 1;
     const bool block_attention = !context && l.attention == AttentionKind::flash;
-    const double B = l.microbatch_size, T = l.local_seq_len(), C = l.model.hidden, V = l.model.vocab;
+    const double B = l.microbatch_size, T = l.local_seq_len();
     const double rows = B * T;
     const double R = l.sp ? rows / t : rows;  // LayerNorm / residual regions
-    const double rc = R * C, btc = rows * C;
-    const double local = rows * C / t, wide = rows * 4.0 * C / t, vocab_local = V / t;
     const AttentionFloats attention = attention_floats(l, context, block_attention, B * (l.model.heads / t) * T * T);
     const double att = attention.saved;
-    const double logits = rows * vocab_local;
     // A layer's own buffers: GPT's table (theory/gpt_buffers.hpp), which train/models/gpt.cpp allocates.
     const GptBlockBuffers layer =
         gpt_block_buffers(l.model, l.tp, static_cast<std::size_t>(rows), static_cast<std::size_t>(R));
     const double dense_mlp = static_cast<double>(layer.fch + layer.fch_gelu);
+    const auto rc = static_cast<double>(layer.residual3);  // a layer's own under full recompute: its output
     const double full_block = static_cast<double>(layer.kept(true)) + att;
     // What a layer keeps as its own under --recompute (transformer_model.hpp's allocate_block),
     // and the one set all layers share.
@@ -210,7 +248,7 @@ void gpt_items(const Layout& l, const PipelinePart& part, ItemList& items) {
     const int moe_count = l.model.moe_layer_count();
     // An MoE layer routes the rank's R rows (B·T/t under SP: train/models/gpt.cpp, llama.cpp).
     const MoeMemoryShape moe_shape = engine_moe_memory_shape(l, R);
-    const double moe_kept = static_cast<double>(moe_kept_bytes(moe_shape)) / f32;
+    const double moe_kept = static_cast<double>(moe_kept_buffers(moe_shape).total());
     const double moe_block = l.recompute == Recompute::full ? rc : block - dense_mlp + moe_kept;
     if (l.recompute == Recompute::full)
         items.activation("full recompute: one layer's buffers, shared", 1,
@@ -220,31 +258,25 @@ void gpt_items(const Layout& l, const PipelinePart& part, ItemList& items) {
     const double stash = static_cast<double>(
         gpt_stash_buffers(l.model, l.tp, static_cast<std::size_t>(rows)).total());
 
-    items.add(MemoryCategory::activations, "tokens, targets, losses (per micro-batch)", 3.0 * l.microbatches,
-              rows * f32);
-    const bool holds_head =
-        layer_store_items(l, part, "LayerNorm", block, stash, rc, rc + 2 * R + logits + 3 * rows, items, moe_block);
+    const DecoderFrameBuffers frame = frame_buffers(l, !context && !block_attention);
+    microbatch_items(l, frame, items);
+    const bool holds_head = layer_store_items(l, part, "LayerNorm", block, stash, frame, items, moe_block);
     if (moe_count > 0) moe_shared_items(l, moe_shape, items);
-    attention_workspace_item(context, block_attention, attention, items);
-    if (context) items.activation("position rows held and their gradient (context parallelism)", 2, T * C);
-    items.activation("projection output, normalised-input gradient", 2, btc);
-    items.activation("backward scratch (loss gradients, logits gradient)", 1, rows + logits);
-    items.activation("backward scratch (FFN x2, attention output, QKV)", 1, 2 * wide + local + 3 * local);
-    if (l.sp) {
-        items.activation("sequence-parallel gathers (forward, backward)", 2, btc);
-        items.activation("sequence-parallel local chunks", 2, rc);
-        items.activation("sequence-parallel LayerNorm gradient pack", 1, 4 * C);
-    }
-    // Under context parallelism Q, K and V are three matmuls of C/t outputs each.
-    std::vector<MatmulShape> shapes{{static_cast<int>(rows), static_cast<int>(C), static_cast<int>((context ? 1 : 3) * C / t)},
-                                    {static_cast<int>(rows), static_cast<int>(C / t), static_cast<int>(C)},
-                                    {static_cast<int>(rows), static_cast<int>(C), static_cast<int>(4 * C / t)},
-                                    {static_cast<int>(rows), static_cast<int>(4 * C / t), static_cast<int>(C)}};
-    if (holds_head)
-        shapes.push_back({static_cast<int>(rows), static_cast<int>(C), static_cast<int>(vocab_local)});
-    if (moe_count > 0)
-        for (const MatmulShape& s : moe_expert_matmul_shapes(moe_shape)) shapes.push_back(s);
-    matmul_items(l, shapes, items);
+    attention_workspace_item(context, block_attention, attention, frame, items);
+    // The layers' scratch: GPT's table (theory/gpt_buffers.hpp).
+    const GptScratchBuffers scratch = gpt_scratch_buffers(l.model, l.tp, static_cast<std::size_t>(rows),
+                                                          static_cast<std::size_t>(T), context);
+    items.alike("position rows held and their gradient (context parallelism)", 1,
+                {scratch.positions, scratch.dpositions});
+    frame_scratch_items(frame, items);
+    items.summed("backward scratch (FFN x2, attention output, QKV)",
+                 {frame.dwide, scratch.dfc, scratch.datty, scratch.dqkv});
+    sequence_parallel_items(frame, "LayerNorm", items);
+    const auto N = static_cast<std::size_t>(rows);
+    matmul_items(l,
+                 decoder_matmul_shapes(gpt_block_matmul_shapes(l.model, l.tp, N, context), l.model, l.tp, N,
+                                       holds_head, moe_count > 0 ? &moe_shape : nullptr),
+                 items);
 }
 
 // train/models/llama.cpp: the GPT's structure with RMSNorm (no mean), separate q/k/v with
@@ -259,22 +291,17 @@ void llama_items(const Layout& l, const PipelinePart& part, ItemList& items) {
     const double t = l.tp;
     const bool context = l.cp > 1;
     const bool block_attention = !context && l.attention == AttentionKind::flash;
-    const double B = l.microbatch_size, T = l.local_seq_len(), C = l.model.hidden, V = l.model.vocab;
-    const bool kv_split = llama_kv_heads_split(l.model, l.tp);
-    const double head_size = C / l.model.heads;
-    const double kv_local = (kv_split ? l.model.kv_heads / t : l.model.kv_heads) * head_size;
+    const double B = l.microbatch_size, T = l.local_seq_len();
     const double rows = B * T;
     const double R = l.sp ? rows / t : rows;
-    const double rc = R * C, btc = rows * C;
-    const double q = rows * C / t, kv = rows * kv_local, wide = rows * l.model.ffn_hidden / t;
     const double probabilities = B * (l.model.heads / t) * T * T;
     const AttentionFloats attention = attention_floats(l, context, block_attention, probabilities);
     const double att = attention.saved;
-    const double logits = rows * V / t;
     // A layer's own buffers: Llama's table (theory/llama_buffers.hpp), which train/models/llama.cpp allocates.
     const LlamaBlockBuffers layer =
         llama_block_buffers(l.model, l.tp, static_cast<std::size_t>(rows), static_cast<std::size_t>(R));
     const double dense_mlp = static_cast<double>(layer.gate + layer.up + layer.glu);
+    const auto rc = static_cast<double>(layer.residual3);  // a layer's own under full recompute: its output
     const double full_block = static_cast<double>(layer.kept(true)) + att;
     const bool shares_probabilities = l.recompute == Recompute::selective && !context && !block_attention;
     const double block = l.recompute == Recompute::full ? rc : shares_probabilities ? full_block - att : full_block;
@@ -283,43 +310,35 @@ void llama_items(const Layout& l, const PipelinePart& part, ItemList& items) {
     const int moe_count = l.model.moe_layer_count();
     // An MoE layer routes the rank's R rows (B·T/t under SP: train/models/gpt.cpp, llama.cpp).
     const MoeMemoryShape moe_shape = engine_moe_memory_shape(l, R);
-    const double moe_kept = static_cast<double>(moe_kept_bytes(moe_shape)) / f32;
+    const double moe_kept = static_cast<double>(moe_kept_buffers(moe_shape).total());
     const double moe_block = l.recompute == Recompute::full ? rc : block - dense_mlp + moe_kept;
     const double full_recompute_work = (moe_count < l.model.layers ? full_block : full_block - dense_mlp) +
                                        (moe_count > 0 ? moe_kept : 0.0);
     const double stash = static_cast<double>(
         llama_stash_buffers(l.model, l.tp, static_cast<std::size_t>(rows)).total());
-    const double head = rc + R + logits + 3 * rows;
+    const DecoderFrameBuffers frame = frame_buffers(l, !context && !block_attention);
 
-    items.add(MemoryCategory::activations, "tokens, targets, losses (per micro-batch)", 3.0 * l.microbatches,
-              rows * f32);
+    microbatch_items(l, frame, items);
     if (l.recompute == Recompute::full)
         items.activation("full recompute: one layer's buffers, shared", 1, full_recompute_work);
     if (shares_probabilities) items.activation("selective recompute: probabilities, shared", 1, att);
-    const bool holds_head = layer_store_items(l, part, "RMSNorm", block, stash, rc, head, items, moe_block);
+    const bool holds_head = layer_store_items(l, part, "RMSNorm", block, stash, frame, items, moe_block);
     if (moe_count > 0) moe_shared_items(l, moe_shape, items);
-    attention_workspace_item(context, block_attention, attention, items);
-    items.activation("projection output, normalised-input gradient", 2, btc);
-    items.activation("backward scratch (loss gradients, logits gradient)", 1, rows + logits);
-    items.activation("backward scratch (SwiGLU x3, attention output, q, k, v)", 1, 3 * wide + 2 * q + 2 * kv);
-    if (!kv_split && l.tp > 1)
-        items.activation("replicated key/value weight-gradient pack", 1, 2 * kv_local * C);
-    if (l.sp) {
-        items.activation("sequence-parallel gathers (forward, backward)", 2, btc);
-        items.activation("sequence-parallel local chunks", 2, rc);
-        items.activation("sequence-parallel RMSNorm gradient pack", 1, 2 * C);
-    }
-    items.add(MemoryCategory::activations, "rotary positions", 1, T * sizeof(int));
-    auto i = [](double x) { return static_cast<int>(x); };
-    std::vector<MatmulShape> shapes{{i(rows), i(C), i(C / t)},
-                                    {i(rows), i(C), i(kv_local)},
-                                    {i(rows), i(C / t), i(C)},
-                                    {i(rows), i(C), i(l.model.ffn_hidden / t)},
-                                    {i(rows), i(l.model.ffn_hidden / t), i(C)}};
-    if (holds_head) shapes.push_back({i(rows), i(C), i(V / t)});
-    if (moe_count > 0)
-        for (const MatmulShape& s : moe_expert_matmul_shapes(moe_shape)) shapes.push_back(s);
-    matmul_items(l, shapes, items);
+    attention_workspace_item(context, block_attention, attention, frame, items);
+    frame_scratch_items(frame, items);
+    // The layers' scratch: Llama's table (theory/llama_buffers.hpp).
+    const LlamaScratchBuffers scratch =
+        llama_scratch_buffers(l.model, l.tp, static_cast<std::size_t>(rows), static_cast<std::size_t>(T));
+    items.summed("backward scratch (SwiGLU x3, attention output, q, k, v)",
+                 {frame.dwide, scratch.dgate, scratch.dup, scratch.datty, scratch.dq, scratch.dk, scratch.dv});
+    items.summed("replicated key/value weight-gradient pack", {scratch.kv_gradients});
+    sequence_parallel_items(frame, "RMSNorm", items);
+    items.summed("rotary positions", {scratch.positions});
+    const auto N = static_cast<std::size_t>(rows);
+    matmul_items(l,
+                 decoder_matmul_shapes(llama_block_matmul_shapes(l.model, l.tp, N), l.model, l.tp, N, holds_head,
+                                       moe_count > 0 ? &moe_shape : nullptr),
+                 items);
 }
 
 // train/models/mlp.cpp's buffer table (theory/mlp_buffers.hpp), summed.

@@ -1,15 +1,21 @@
 // What one rank of parbench's own `train` allocates, from the model, the layout and the flags
 // alone: every buffer the engine takes from its memory ledger (train/memory_ledger.hpp),
 // listed by what it is, so that the report's theory column and `parbench plan`'s prediction
-// are one formula and equal the measured ledger. The MLP's activations and the GPT and Llama
-// layers' stores and stashes are the buffer tables the models allocate from
-// (theory/mlp_buffers.hpp, gpt_buffers.hpp, llama_buffers.hpp); the other counts still mirror
-// the allocations of train/schemes/data_parallel.cpp, train/schemes/zero.cpp, the transformer
-// frame (train/models/transformer_model.hpp, gpt.cpp, llama.cpp), train/moe/, train/matmuls.cpp
-// and train/pipeline/pipeline_executor.cpp; the parameter layouts, buckets, shards and
-// pipeline activation slots come from the very functions the engine calls
-// (model_parameter_layout, group_units_by_bytes, FlatLayout, pipeline_part), so a change of
-// layout there moves the prediction with it.
+// are one formula and equal the measured ledger. It is the sum of the buffer tables the engine
+// allocates from (llm.c's size table), named and grouped into the report's items: the MLP's
+// (theory/mlp_buffers.hpp), the GPT and Llama layers' stores, stashes and scratch
+// (gpt_buffers.hpp, llama_buffers.hpp), the transformer frame around them
+// (transformer_buffers.hpp), the MoE layer's (moe_buffers.hpp) and the bf16 operand copies
+// (matmul_buffers.hpp), times how many of each the layout holds: layers, micro-batches, and
+// the pipeline pool's slots, stores and heads (theory/pipeline/partition.hpp's
+// activation_pool, which the engine sizes its pool by). Three counts are still composed here
+// beside the engine rather than read from a table it allocates from: the data-parallel
+// schemes' states (train/schemes/data_parallel.cpp, zero.cpp; their buckets, shards and slot
+// counts are the very functions the schemes call: group_units_by_bytes, FlatLayout,
+// zero_gradient_slots, zero_gather_slots), the tied-embedding gradient scratch of
+// train/pipeline/pipeline_executor.cpp, and the context-parallel and block attention's saved
+// state and workspace (theory/context_parallel.hpp's and engine_attention.hpp's formulas beside
+// train/context/ and train/ops/sequence_attention.hpp).
 #pragma once
 
 #include <cstddef>

@@ -1,11 +1,13 @@
-// What the training engine's MoE layer (train/moe/moe_layer.hpp) holds in memory, as formulas,
-// in fp32 elements of 4 bytes (the routing's integers are 4 bytes too). N tokens per routing
-// group (a micro-batch's rows on one rank), C hidden, E experts, k routed per token, Fe an
-// expert's width, S shared experts. An expert is a SwiGLU MLP (Llama's: gate and up matrices,
-// then down) or a GELU MLP (GPT's: up, GELU, down; no biases, as Megatron-core's grouped
-// experts): the tables below count a SwiGLU's three wide buffers (gate, up, product), of which
-// a GELU expert keeps two (pre-activation, GELU output) and needs two gradients. Dropless routing can send all N·k assignments to
-// the experts, so the expert-side buffers are sized for N·k rows whatever the capacity factor.
+// What the training engine's MoE layer (train/moe/moe_layer.hpp) holds in memory, in fp32
+// elements of 4 bytes (the routing's integers are 4 bytes too). The byte counts below are sums
+// of theory/moe_buffers.hpp's table, the buffers train/moe/ allocates; the tables here say
+// what they come to. N tokens per routing group (a micro-batch's rows on one rank), C hidden,
+// E experts, k routed per token, Fe an expert's width, S shared experts. An expert is a SwiGLU
+// MLP (Llama's: gate and up matrices, then down) or a GELU MLP (GPT's: up, GELU, down; no
+// biases, as Megatron-core's grouped experts): the tables below count a SwiGLU's three wide
+// buffers (gate, up, product), of which a GELU expert keeps two (pre-activation, GELU output)
+// and needs two gradients. Dropless routing can send all N·k assignments to the experts, so
+// the expert-side buffers are sized for N·k rows whatever the capacity factor.
 //
 //   kept per MoE layer and micro-batch (what backward needs)
 //     router scores                      N·E

@@ -1,9 +1,9 @@
 #include "train/matmuls.hpp"
 
-#include <algorithm>
 #include <stdexcept>
 
 #include "core/error.hpp"
+#include "theory/matmul_buffers.hpp"
 
 namespace parbench {
 
@@ -11,17 +11,12 @@ Matmuls::Matmuls(Ops& ops, Precision precision, MemoryLedger& ledger, const std:
     : ops_(ops), precision_(precision) {
     if (precision_ == Precision::fp32) return;
     if (!ops_.has_bf16()) throw UsageError("--precision bf16: the " + ops_.name() + " ops have no bf16 matmuls");
-    std::size_t inp = 0, weight = 0, dout = 0;
-    for (const MatmulShape& s : shapes) {
-        const auto N = static_cast<std::size_t>(s.N), C = static_cast<std::size_t>(s.C),
-                   OC = static_cast<std::size_t>(s.OC);
-        inp = std::max(inp, N * C);
-        weight = std::max(weight, OC * C);
-        dout = std::max(dout, N * OC);
-    }
-    inp_ = ledger.allocate(MemoryCategory::activations, inp * sizeof(BFloat16));
-    weight_ = ledger.allocate(MemoryCategory::activations, weight * sizeof(BFloat16));
-    dout_ = ledger.allocate(MemoryCategory::activations, dout * sizeof(BFloat16));
+    // The copies from the table the memory theory sums (theory/matmul_buffers.hpp).
+    const Bf16OperandBuffers sizes = bf16_operand_buffers(precision_, shapes);
+    static_assert(sizeof(BFloat16) == Bf16OperandBuffers::element_bytes);
+    inp_ = ledger.allocate(MemoryCategory::activations, sizes.input * sizeof(BFloat16));
+    weight_ = ledger.allocate(MemoryCategory::activations, sizes.weight * sizeof(BFloat16));
+    dout_ = ledger.allocate(MemoryCategory::activations, sizes.output_gradient * sizeof(BFloat16));
 }
 
 namespace {

@@ -204,14 +204,16 @@ TEST(MicrobatchTokens, ARankOfAContextGroupKeepsItsPositionsOfTheWholeSequences)
     synthetic_tokens(5, 30, B, T, V, all_tokens, all_targets);
 
     MicrobatchTokens whole;
-    whole.allocate(arena, 2, B * T);
+    const std::size_t rows = B * T;
+    whole.allocate(arena, 2, MicrobatchBuffers{rows, rows, rows});
     whole.stage(device, 1, 5, 30, B, T, V, {});
     EXPECT_TRUE(std::equal(all_tokens.begin(), all_tokens.end(), whole.tokens(1)));
     EXPECT_TRUE(std::equal(all_targets.begin(), all_targets.end(), whole.targets(1)));
 
     const std::vector<int> positions{4, 0, 5};  // as a zigzag split hands a rank its chunks
     MicrobatchTokens part;
-    part.allocate(arena, 1, B * positions.size());
+    const std::size_t part_rows = B * positions.size();
+    part.allocate(arena, 1, MicrobatchBuffers{part_rows, part_rows, part_rows});
     part.stage(device, 0, 5, 30, B, T, V, positions);
     for (int b = 0; b < B; ++b)
         for (std::size_t i = 0; i < positions.size(); ++i) {

@@ -96,10 +96,10 @@ class GptModel final : public TransformerModel<BlockActivations, WeightGradientS
     GptModel(const ModelConfig& config, const MicrobatchShape& shape, std::uint64_t seed, Ops& ops,
              MemoryLedger& ledger, const TensorParallelGroup& tp, const PipelinePart& part, Precision precision,
              Recompute recompute, const ContextGroup& cp, const MoeContext& moe, AttentionKind attention)
-        : TransformerModel(DecoderTraits{"GPT", 4 * config.hidden, /*tied_head=*/true, /*norm_keeps_mean=*/true,
-                                         /*block_norm_tensors=*/4},
+        : TransformerModel(DecoderTraits{"GPT", 4 * config.hidden, /*tied_head=*/true},
                            config, shape, seed, ops, ledger, tp, part, recompute, cp, moe),
-          matmuls_(ops, precision, ledger, matmul_shapes(block_matmul_shapes(cp.active()))) {
+          matmuls_(ops, precision, ledger,
+                   matmul_shapes(gpt_block_matmul_shapes(config, tp.size(), rows(), cp.active()))) {
         tensors_ = gpt_layout::build(config, shape.seq_len, tp.split(), full_layout_, expert_split(moe));
         select_units();
         make_attention(cp, attention, GqaShape{B_, T_, NHl_, NHl_, C_ / NH_, 0, 1}, 3 * Cl_, 3 * Cl_);
@@ -352,13 +352,6 @@ class GptModel final : public TransformerModel<BlockActivations, WeightGradientS
         return tp_.adds_replicated_terms() ? param(unit_base, tensor) : nullptr;
     }
 
-    // The matmuls a block runs: QKV (q, k, v apart under context parallelism), the attention
-    // projection, the MLP's up and down.
-    std::vector<MatmulShape> block_matmul_shapes(bool qkv_apart) const {
-        const int BT = B_ * T_;
-        return {{BT, C_, qkv_apart ? Cl_ : 3 * Cl_}, {BT, Cl_, C_}, {BT, C_, Fl_}, {BT, Fl_, C_}};
-    }
-
     // The layer's buffers from the table the memory theory sums (theory/gpt_buffers.hpp).
     BlockActivations allocate_block_buffers(bool with_probabilities, bool dense_mlp, bool moe_mlp) override {
         const GptBlockBuffers sizes = gpt_block_buffers(config_, tp_.size(), rows(), static_cast<std::size_t>(R_));
@@ -388,15 +381,15 @@ class GptModel final : public TransformerModel<BlockActivations, WeightGradientS
                                    arena_.floats(sizes.dqkv)};
     }
 
+    // The layers' scratch from the table the memory theory sums (theory/gpt_buffers.hpp).
     void allocate_block_scratch() override {
-        const std::size_t local_channels = rows() * static_cast<std::size_t>(Cl_);
-        dwide2_ = arena_.floats(rows() * static_cast<std::size_t>(Fl_));
-        datty_ = arena_.floats(local_channels);
-        dqkv_ = arena_.floats(3 * local_channels);
-        if (context_) {
-            wpe_local_ = arena_.floats(static_cast<std::size_t>(T_) * C_);
-            dwpe_local_ = arena_.floats(static_cast<std::size_t>(T_) * C_);
-        }
+        const GptScratchBuffers sizes =
+            gpt_scratch_buffers(config_, tp_.size(), rows(), static_cast<std::size_t>(T_), context_ != nullptr);
+        dwide2_ = arena_.floats(sizes.dfc);
+        datty_ = arena_.floats(sizes.datty);
+        dqkv_ = arena_.floats(sizes.dqkv);
+        wpe_local_ = arena_.floats_or_null(sizes.positions);
+        dwpe_local_ = arena_.floats_or_null(sizes.dpositions);
     }
 
     Matmuls matmuls_;  // every linear layer, in the run's precision

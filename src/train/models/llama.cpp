@@ -92,12 +92,11 @@ class LlamaModel final : public TransformerModel<BlockActivations, WeightGradien
     LlamaModel(const ModelConfig& config, const MicrobatchShape& shape, std::uint64_t seed, Ops& ops,
                MemoryLedger& ledger, const TensorParallelGroup& tp, const PipelinePart& part, Precision precision,
                Recompute recompute, const ContextGroup& cp, const MoeContext& moe, AttentionKind attention)
-        : TransformerModel(DecoderTraits{"Llama", config.ffn_hidden, /*tied_head=*/false, /*norm_keeps_mean=*/false,
-                                         /*block_norm_tensors=*/2},
+        : TransformerModel(DecoderTraits{"Llama", config.ffn_hidden, /*tied_head=*/false},
                            config, shape, seed, ops, ledger, tp, part, recompute, cp, moe),
           hs_(config.hidden / config.heads), kv_split_(llama_kv_heads_split(config, tp.size())),
           NKVl_(kv_split_ ? config.kv_heads / tp.size() : config.kv_heads), KVl_(NKVl_ * hs_),
-          matmuls_(ops, precision, ledger, matmul_shapes(block_matmul_shapes())) {
+          matmuls_(ops, precision, ledger, matmul_shapes(llama_block_matmul_shapes(config, tp.size(), rows()))) {
         tensors_ = llama_layout::build(config, tp.split(), full_layout_, expert_split(moe));
         select_units();
         // Query head h of this rank is global head rank·NHl + h; with split key/value heads
@@ -112,7 +111,7 @@ class LlamaModel final : public TransformerModel<BlockActivations, WeightGradien
             positions_host_.resize(static_cast<std::size_t>(T_));
             std::iota(positions_host_.begin(), positions_host_.end(), 0);
         }
-        positions_ = arena_.buffer(positions_host_.size() * sizeof(int));
+        positions_ = arena_.buffer(scratch_buffers().positions * sizeof(int));
         device_.copy_from_host(positions_, positions_host_.data(), positions_host_.size() * sizeof(int));
     }
 
@@ -318,13 +317,6 @@ class LlamaModel final : public TransformerModel<BlockActivations, WeightGradien
         access.gradients_complete(unit(0));
     }
 
-    // The matmuls a block runs: Q, K and V, the output projection, the SwiGLU's gate and up
-    // (one shape) and down.
-    std::vector<MatmulShape> block_matmul_shapes() const {
-        const int BT = B_ * T_;
-        return {{BT, C_, Cl_}, {BT, C_, KVl_}, {BT, Cl_, C_}, {BT, C_, Fl_}, {BT, Fl_, C_}};
-    }
-
     // The layer's buffers from the table the memory theory sums (theory/llama_buffers.hpp).
     BlockActivations allocate_block_buffers(bool with_probabilities, bool dense_mlp, bool moe_mlp) override {
         const LlamaBlockBuffers sizes = llama_block_buffers(config_, tp_.size(), rows(), static_cast<std::size_t>(R_));
@@ -356,17 +348,20 @@ class LlamaModel final : public TransformerModel<BlockActivations, WeightGradien
                                    arena_.floats(sizes.dv)};
     }
 
+    // The layers' scratch from the table the memory theory sums (theory/llama_buffers.hpp).
+    LlamaScratchBuffers scratch_buffers() const {
+        return llama_scratch_buffers(config_, tp_.size(), rows(), static_cast<std::size_t>(T_));
+    }
+
     void allocate_block_scratch() override {
-        const std::size_t q_elements = rows() * static_cast<std::size_t>(Cl_);
-        const std::size_t kv_elements = rows() * static_cast<std::size_t>(KVl_);
-        const std::size_t wide = rows() * static_cast<std::size_t>(Fl_);
-        dgate_ = arena_.floats(wide);
-        dup_ = arena_.floats(wide);
-        datty_ = arena_.floats(q_elements);
-        dq_ = arena_.floats(q_elements);
-        dk_ = arena_.floats(kv_elements);
-        dv_ = arena_.floats(kv_elements);
-        if (!kv_split_ && tp_.size() > 1) kv_gradients_ = arena_.floats(2 * static_cast<std::size_t>(KVl_) * C_);
+        const LlamaScratchBuffers sizes = scratch_buffers();
+        dgate_ = arena_.floats(sizes.dgate);
+        dup_ = arena_.floats(sizes.dup);
+        datty_ = arena_.floats(sizes.datty);
+        dq_ = arena_.floats(sizes.dq);
+        dk_ = arena_.floats(sizes.dk);
+        dv_ = arena_.floats(sizes.dv);
+        kv_gradients_ = arena_.floats_or_null(sizes.kv_gradients);
     }
 
     int hs_;             // head size

@@ -28,6 +28,7 @@
 #include "core/nvtx.hpp"
 #include "theory/pipeline/partition.hpp"
 #include "theory/rank_traffic.hpp"
+#include "theory/transformer_buffers.hpp"
 #include "train/model.hpp"
 #include "train/models/transformer_parts.hpp"
 #include "train/moe/moe_model_state.hpp"
@@ -41,8 +42,8 @@ struct DecoderTraits {
     const char* name;        // "GPT", "Llama": in error messages
     int mlp_width;           // the dense MLP's hidden width (4C for GPT, ffn_hidden for Llama)
     bool tied_head;          // the output projection is the embedding's wte (unit 0), not a unit of its own
-    bool norm_keeps_mean;    // the norms keep each row's mean beside its rstd (LayerNorm; RMSNorm has none)
-    int block_norm_tensors;  // a block's norm weights (and biases): what SP sums over tp per block
+    // The frame's buffers (norms, their statistics) follow the model's kind:
+    // theory/transformer_buffers.hpp's decoder_frame_shape.
 };
 
 // The head's buffers of one micro-batch: the final norm's, the logits' and the loss's parts.
@@ -295,56 +296,54 @@ class TransformerModel : public Model {
 
     // The block's matmuls, then the logits' where this rank computes the head and the routed
     // experts'; they size the bf16 operand copies (train/matmuls.hpp).
-    std::vector<MatmulShape> matmul_shapes(std::vector<MatmulShape> shapes) const {
-        const int BT = B_ * T_;
+    // (theory/transformer_buffers.hpp's decoder_matmul_shapes, which the memory theory sums.)
+    std::vector<MatmulShape> matmul_shapes(std::vector<MatmulShape> block) const {
         const bool head = !part_.active() || std::any_of(part_.chunks.begin(), part_.chunks.end(),
                                                          [&](const LayerRange& r) { return r.end == L_; });
-        if (head) shapes.push_back({BT, C_, vocab_.size});
-        if (config_.moe)
-            for (const MatmulShape& s : moe_expert_matmul_shapes(model_moe_shape(config_, R_, moe_context_)))
-                shapes.push_back(s);
-        return shapes;
+        std::optional<MoeMemoryShape> moe;
+        if (config_.moe) moe = model_moe_shape(config_, R_, moe_context_);
+        return decoder_matmul_shapes(std::move(block), config_, tp_.size(), rows(), head, moe ? &*moe : nullptr);
+    }
+
+    // The frame's buffers from the table the memory theory sums (theory/transformer_buffers.hpp).
+    DecoderFrameBuffers frame_buffers() const {
+        return decoder_frame_buffers(decoder_frame_shape(config_, tp_.size(), tp_.sequence_parallel(),
+                                                         static_cast<std::size_t>(B_), static_cast<std::size_t>(T_),
+                                                         keeps_probabilities()));
     }
 
     void allocate_activations() {
-        const std::size_t btc = rows() * static_cast<std::size_t>(C_);
-        const std::size_t rc = residual_elements();
-        batch_.allocate(arena_, shape_.microbatches, rows());
+        const DecoderFrameBuffers frame = frame_buffers();
+        batch_.allocate(arena_, shape_.microbatches, frame.microbatch);
         if (recompute_ == Recompute::full)
             recompute_work_ = allocate_block_buffers(true, config_.moe_layer_count() < L_, config_.moe_layer_count() > 0);
         if (recompute_ == Recompute::selective && keeps_probabilities())
             recompute_work_.att = arena_.floats(gqa_.score_elements());
         if (part_.active()) {
-            allocate_slots();
+            allocate_slots(frame);
         } else {
-            encoded_ = arena_.floats(rc);
+            encoded_ = arena_.floats(frame.boundary_input);
             for (int l = 0; l < L_; ++l) blocks_.push_back(allocate_block(l));
-            head_ = allocate_head();
+            head_ = allocate_head(frame.head);
             // Backward's running gradient; a pipeline chunk's lives in its slot.
-            dresidual_ = arena_.floats(rc);
+            dresidual_ = arena_.floats(frame.boundary_gradient);
         }
-        if (keeps_probabilities()) preatt_ = arena_.floats(gqa_.score_elements());
+        preatt_ = arena_.floats_or_null(frame.preatt);
         if (sequence_) sequence_workspace_ = arena_.floats(sequence_->workspace_floats(ops_));
-        projection_ = arena_.floats(btc);
-        // Backward scratch, reused by every block (llm.c's CUDA trainer does the same).
-        dlosses_ = arena_.floats(rows());
-        dlogits_ = arena_.floats(rows() * static_cast<std::size_t>(vocab_.size));
-        dnormed_ = arena_.floats(btc);
-        dwide_ = arena_.floats(rows() * static_cast<std::size_t>(Fl_));
+        projection_ = arena_.floats(frame.projection);
+        dlosses_ = arena_.floats(frame.dlosses);
+        dlogits_ = arena_.floats(frame.dlogits);
+        dnormed_ = arena_.floats(frame.dnormed);
+        dwide_ = arena_.floats(frame.dwide);
         allocate_block_scratch();
-        if (keeps_probabilities()) {
-            dpreatt_ = arena_.floats(gqa_.score_elements());
-            datt_ = arena_.floats(gqa_.score_elements());
-        }
-        norms_.allocate(arena_, traits_.block_norm_tensors);
+        dpreatt_ = arena_.floats_or_null(frame.dpreatt);
+        datt_ = arena_.floats_or_null(frame.datt);
+        norms_.allocate(arena_, frame.norm_pack);
         if (moe_layer_) moe_pack_.allocate(arena_, moe_layer_->shape());
-        if (tp_.sequence_parallel()) {
-            // Whole (B,T,C) scratch for the gathers and the chunks the reduce-scatters leave.
-            gathered_ = arena_.floats(btc);
-            dgathered_ = arena_.floats(btc);
-            projection_local_ = arena_.floats(rc);
-            dnormed_local_ = arena_.floats(rc);
-        }
+        gathered_ = arena_.floats_or_null(frame.gathered);
+        dgathered_ = arena_.floats_or_null(frame.dgathered);
+        projection_local_ = arena_.floats_or_null(frame.projection_local);
+        dnormed_local_ = arena_.floats_or_null(frame.dnormed_local);
     }
 
     // An MoE layer's kept buffers, in place of the dense MLP's (what one takes is moe.memory).
@@ -574,22 +573,21 @@ class TransformerModel : public Model {
         return a;
     }
 
-    HeadActivations allocate_head() {
+    HeadActivations allocate_head(const DecoderHeadBuffers& sizes) {
         HeadActivations head;
-        head.norm = arena_.floats(residual_elements());
-        if (traits_.norm_keeps_mean) head.mean = arena_.floats(static_cast<std::size_t>(R_));
-        head.rstd = arena_.floats(static_cast<std::size_t>(R_));
-        head.logits = arena_.floats(rows() * static_cast<std::size_t>(vocab_.size));
-        head.maxes = arena_.floats(rows());
-        head.sums = arena_.floats(rows());
-        head.target_logits = arena_.floats(rows());
+        head.norm = arena_.floats(sizes.norm);
+        head.mean = arena_.floats_or_null(sizes.mean);
+        head.rstd = arena_.floats(sizes.rstd);
+        head.logits = arena_.floats(sizes.logits);
+        head.maxes = arena_.floats(sizes.maxes);
+        head.sums = arena_.floats(sizes.sums);
+        head.target_logits = arena_.floats(sizes.target_logits);
         return head;
     }
 
     // The rank's pool (theory/pipeline/partition.hpp's activation_pool, what plan counts): layer
     // stores of each kind (dense, MoE) apart.
-    void allocate_slots() {
-        const std::size_t rc = residual_elements();
+    void allocate_slots(const DecoderFrameBuffers& frame) {
         for (const LayerRange& range : part_.chunks) {
             holds_first_stage_ = holds_first_stage_ || range.first == 0;
             holds_last_stage_ = holds_last_stage_ || range.end == L_;
@@ -597,7 +595,8 @@ class TransformerModel : public Model {
         const std::vector<int> kinds = transformer_layer_store_kinds(config_, recompute_);
         const ActivationPool pool = activation_pool(part_, kinds);
         slots_ = KeptPool(traits_.name, part_.chunks, kinds);
-        for (int i = 0; i < pool.slots; ++i) slots_.add_slot(arena_.floats(rc), arena_.floats(rc));
+        for (int i = 0; i < pool.slots; ++i)
+            slots_.add_slot(arena_.floats(frame.boundary_input), arena_.floats(frame.boundary_gradient));
         for (std::size_t kind = 0; kind < pool.layer_stores.size(); ++kind) {
             const int layer = layer_for_store_kind(config_, kinds, static_cast<int>(kind));
             for (int i = 0; i < pool.layer_stores[kind]; ++i) {
@@ -608,7 +607,7 @@ class TransformerModel : public Model {
                                  part_.split_backward && !is_moe(layer) ? allocate_stash() : Stash{});
             }
         }
-        for (int i = 0; i < pool.heads; ++i) slots_.add_head(allocate_head());
+        for (int i = 0; i < pool.heads; ++i) slots_.add_head(allocate_head(frame.head));
     }
 };
 

@@ -4,12 +4,12 @@
 
 namespace parbench {
 
-void MicrobatchTokens::allocate(ActivationArena& arena, int microbatches, std::size_t rows) {
-    rows_ = rows;
+void MicrobatchTokens::allocate(ActivationArena& arena, int microbatches, const MicrobatchBuffers& sizes) {
+    rows_ = sizes.tokens;
     for (int k = 0; k < microbatches; ++k) {
-        tokens_.push_back(arena.buffer(rows * sizeof(int)));
-        targets_.push_back(arena.buffer(rows * sizeof(int)));
-        losses_.push_back(arena.buffer(rows * sizeof(float)));
+        tokens_.push_back(arena.buffer(sizes.tokens * sizeof(int)));
+        targets_.push_back(arena.buffer(sizes.targets * sizeof(int)));
+        losses_.push_back(arena.buffer(sizes.losses * sizeof(float)));
     }
 }
 
@@ -42,9 +42,7 @@ double MicrobatchTokens::mean_loss(Device& device, int microbatch) const {
     return sum / static_cast<double>(losses.size());
 }
 
-void NormGradientPack::allocate(ActivationArena& arena, int tensors) {
-    if (tp_.sequence_parallel()) pack_ = arena.floats(static_cast<std::size_t>(tensors) * channels_);
-}
+void NormGradientPack::allocate(ActivationArena& arena, std::size_t floats) { pack_ = arena.floats_or_null(floats); }
 
 void NormGradientPack::begin(int tensors) {
     if (tp_.sequence_parallel()) ops_.fill(pack_, 0.0f, static_cast<std::size_t>(tensors) * channels_);

@@ -14,6 +14,7 @@
 
 #include "device/device.hpp"
 #include "theory/model_layout.hpp"
+#include "theory/transformer_buffers.hpp"
 #include "train/memory_ledger.hpp"
 #include "train/ops/ops.hpp"
 #include "train/tensor_parallel.hpp"
@@ -29,6 +30,8 @@ class ActivationArena {
         return buffers_.back();
     }
     float* floats(std::size_t count) { return buffer(count * sizeof(float)).as<float>(); }
+    // A buffer of a size table (theory/*_buffers.hpp), where 0 means the layout takes none: null.
+    float* floats_or_null(std::size_t count) { return count == 0 ? nullptr : floats(count); }
 
   private:
     MemoryLedger& ledger_;
@@ -190,7 +193,7 @@ class KeptActivations {
 // staged before the step, read by the embedding and the loss.
 class MicrobatchTokens {
   public:
-    void allocate(ActivationArena& arena, int microbatches, std::size_t rows);
+    void allocate(ActivationArena& arena, int microbatches, const MicrobatchBuffers& sizes);
 
     // The synthetic micro-batch of `batch` sequences from `first_sample` (synthetic_data.hpp).
     // `positions` are the positions of each sequence this rank holds (context parallelism),
@@ -217,8 +220,9 @@ class NormGradientPack {
   public:
     NormGradientPack(Ops& ops, TensorParallelGroup& tp, int channels) : ops_(ops), tp_(tp), channels_(channels) {}
 
-    // Room for `tensors` norm tensors of `channels` each; allocated only under SP.
-    void allocate(ActivationArena& arena, int tensors);
+    // Room for the norm tensors' gradients: theory/transformer_buffers.hpp's norm_pack, `tensors`
+    // of `channels` each under SP, none without.
+    void allocate(ActivationArena& arena, std::size_t floats);
 
     void begin(int tensors);
     // Where the norm backward writes the gradient whose whole is `whole`: its `slot` in the pack.

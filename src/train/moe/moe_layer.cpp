@@ -7,6 +7,7 @@
 #include <stdexcept>
 
 #include "core/nvtx.hpp"
+#include "theory/moe_buffers.hpp"
 #include "train/models/transformer_parts.hpp"
 
 namespace parbench {
@@ -83,55 +84,44 @@ MoeLayer::MoeLayer(const MoeMemoryShape& shape, MoeScore score, const MoeSetting
         throw std::logic_error("MoeLayer: an expert-tensor-parallel shape needs its group of etp ranks");
     router_ = RouterShape{as_int(shape.tokens), as_int(shape.experts), as_int(shape.top_k), score,
                           settings.capacity_factor};
-    const std::size_t N = shape.tokens, E = shape.experts, k = shape.top_k, C = shape.hidden;
-    const std::size_t R = shape.expert_rows();
-    const std::size_t widest = std::max(R * shape.routed_hidden(), N * shape.shared_experts * shape.expert_hidden);
-    // moe_scratch_bytes' list, in its order.
-    logits_ = arena.floats(N * E);
-    dlogits_ = arena.floats(N * E);
-    dweights_ = arena.floats(N * k);
-    dexpert_out_ = arena.floats(N * k * C);
-    ddispatched_ = arena.floats(N * k * C);
-    if (parallel()) {
-        dreceived_out_ = arena.floats(R * C);
-        dreceived_ = arena.floats(R * C);
-    }
-    dglu_ = arena.floats(widest);
-    dgate_ = arena.floats(widest);
-    if (gated()) dup_ = arena.floats(widest);
-    if (tensor_parallel_experts()) expert_tensor_sum_ = arena.floats(N * C);
+    // The scratch from the table the memory theory sums (theory/moe_buffers.hpp).
+    const MoeScratchBuffers sizes = moe_scratch_buffers(shape);
+    logits_ = arena.floats(sizes.logits);
+    dlogits_ = arena.floats(sizes.dlogits);
+    dweights_ = arena.floats(sizes.dweights);
+    dexpert_out_ = arena.floats(sizes.dexpert_out);
+    ddispatched_ = arena.floats(sizes.ddispatched);
+    dreceived_out_ = arena.floats_or_null(sizes.dreceived_out);
+    dreceived_ = arena.floats_or_null(sizes.dreceived);
+    dglu_ = arena.floats(sizes.dglu);
+    dgate_ = arena.floats(sizes.dgate);
+    dup_ = arena.floats_or_null(sizes.dup);
+    expert_tensor_sum_ = arena.floats_or_null(sizes.expert_tensor_sum);
 }
 
 MoeActivations MoeLayer::allocate_activations(ActivationArena& arena) const {
-    const std::size_t N = shape_.tokens, E = shape_.experts, k = shape_.top_k, C = shape_.hidden;
-    const std::size_t Fe = shape_.expert_hidden, Fr = shape_.routed_hidden(), S = shape_.shared_experts;
-    const std::size_t R = shape_.expert_rows();
-    // moe_kept_bytes' list, in its order.
+    // The kept buffers from the table the memory theory sums (theory/moe_buffers.hpp).
+    const MoeKeptBuffers sizes = moe_kept_buffers(shape_);
+    auto ints = [&](std::size_t count) { return arena.buffer(count * sizeof(int)).as<int>(); };
     MoeActivations a;
-    a.routing.scores = arena.floats(N * E);
-    a.routing.chosen = arena.buffer(N * k * sizeof(int)).as<int>();
-    a.routing.weights = arena.floats(N * k);
-    a.routing.slot = arena.buffer(N * k * sizeof(int)).as<int>();
-    a.routing.expert_start = arena.buffer((E + 1) * sizeof(int)).as<int>();
-    a.routing.routed = arena.buffer(E * sizeof(int)).as<int>();
-    a.dispatched = arena.floats(N * k * C);
-    a.gate = arena.floats(R * Fr);
-    if (gated()) a.up = arena.floats(R * Fr);
-    a.glu = arena.floats(R * Fr);
-    a.expert_out = arena.floats(N * k * C);
-    if (S > 0) {
-        a.shared_gate = arena.floats(N * S * Fe);
-        if (gated()) a.shared_up = arena.floats(N * S * Fe);
-        a.shared_glu = arena.floats(N * S * Fe);
-    }
-    if (parallel()) {
-        a.received = arena.floats(R * C);
-        a.received_out = arena.floats(R * C);
-        a.received_counts = arena.buffer(E * sizeof(int)).as<int>();
-    } else {
-        a.received = a.dispatched;
-        a.received_out = a.expert_out;
-    }
+    a.routing.scores = arena.floats(sizes.scores);
+    a.routing.chosen = ints(sizes.chosen);
+    a.routing.weights = arena.floats(sizes.weights);
+    a.routing.slot = ints(sizes.slot);
+    a.routing.expert_start = ints(sizes.expert_start);
+    a.routing.routed = ints(sizes.routed);
+    a.dispatched = arena.floats(sizes.dispatched);
+    a.gate = arena.floats(sizes.gate);
+    a.up = arena.floats_or_null(sizes.up);
+    a.glu = arena.floats(sizes.glu);
+    a.expert_out = arena.floats(sizes.expert_out);
+    a.shared_gate = arena.floats_or_null(sizes.shared_gate);
+    a.shared_up = arena.floats_or_null(sizes.shared_up);
+    a.shared_glu = arena.floats_or_null(sizes.shared_glu);
+    // Without expert parallelism the experts run on the dispatched rows in place.
+    a.received = parallel() ? arena.floats(sizes.received) : a.dispatched;
+    a.received_out = parallel() ? arena.floats(sizes.received_out) : a.expert_out;
+    if (parallel()) a.received_counts = ints(sizes.received_counts);
     return a;
 }
 
@@ -319,92 +309,135 @@ void MoeLayer::expert_input_gradient(float* dx, const float* x, const float* w_g
     if (gated()) expert_matmul_backward(dx, nullptr, dup_, x, w_up, rows, C, width);
 }
 
+// One pass's exchanges: under expert parallelism the whole exchange's plan, or under
+// --moe-a2a-overlap its two halves' plans and the halves in flight. `out` carries the rows to
+// the experts' ranks (forward: the dispatch; backward: the output gradients, the combine's
+// mirror), `back` what comes back from them (forward: the combine; backward: the input
+// gradients, the dispatch's mirror).
+struct MoeLayer::PassExchanges {
+    explicit PassExchanges(const MoeLayer& of) : layer(of), overlapped(of.parallel() && of.settings_.a2a_overlap) {}
+    // The halves in flight (--moe-a2a-overlap), and the partner pass's exchange (-1f1b).
+    void poll() {
+        for (InFlight* half : {&out[0], &out[1], &back[0], &back[1]}) half->poll();
+        layer.poll_partners();
+    }
+    // The halves the experts run in turn: both under overlap, else all rows at once (-1).
+    std::vector<int> runs() const { return overlapped ? std::vector<int>{0, 1} : std::vector<int>{-1}; }
+
+    const MoeLayer& layer;
+    const bool overlapped;
+    std::optional<ExchangePlan> plan;
+    std::vector<ExchangePlan> halves;
+    InFlight out[2], back[2];
+};
+
 MoeForwardResult MoeLayer::forward(float* out, const MoeActivations& a, const float* x, const MoeWeights& w,
                                    const float* bias, MoeExchangeStats& stats, const RoutingHold& hold) {
+    MoeForwardResult result;
+    result.counts = route_and_permute(a, x, w, bias, hold);
+    PassExchanges pass(*this);
+    const std::vector<ExpertChunk> chunks = send_to_experts(a, result.counts, pass, stats);
+    experts_forward(a, w, chunks, pass, stats);
+    combine(out, a, x, w, pass);
+    if (settings_.aux_loss_coeff > 0.0) result.aux_loss = group_aux_loss(a, result.counts);
+    poll_partners();  // the model's own ops run next, unpolled
+    return result;
+}
+
+RoutingCounts MoeLayer::route_and_permute(const MoeActivations& a, const float* x, const MoeWeights& w,
+                                          const float* bias, const RoutingHold& hold) {
     const int N = as_int(shape_.tokens), E = as_int(shape_.experts), k = as_int(shape_.top_k);
-    const int C = as_int(shape_.hidden), Fe = as_int(shape_.expert_hidden), SFe = as_int(shape_.shared_experts) * Fe;
-    const int Fr = as_int(shape_.routed_hidden());  // a routed expert's width here (Fe/etp)
+    const int C = as_int(shape_.hidden);
     // The router in fp32 whatever the precision (Megatron-core's router dtype fp32 keeps the
     // choice stable).
     ops_.matmul_forward(logits_, x, w.router, nullptr, N, C, E);
-    MoeForwardResult result;
-    result.counts = route(a.routing, bias, hold);
+    const RoutingCounts counts = route(a.routing, bias, hold);
     // Permutation: each kept assignment's token row into its expert-major row.
     ops_.moe_dispatch(a.dispatched, x, a.routing.slot, N, k, C);
-    std::optional<ExchangePlan> plan;
-    std::vector<ExpertChunk> chunks;
-    const bool overlapped = parallel() && settings_.a2a_overlap;
-    std::vector<ExchangePlan> halves;
-    InFlight dispatch[2], combine[2];
-    // The halves in flight (--moe-a2a-overlap), or the partner pass's exchange (-1f1b).
-    const auto poll = [&] {
-        for (InFlight* half : {&dispatch[0], &dispatch[1], &combine[0], &combine[1]}) half->poll();
-        poll_partners();
-    };
-    if (parallel()) {
-        NvtxRange range("moe dispatch");
-        for (int e = 0; e < E; ++e) kept_per_expert_[static_cast<std::size_t>(e)] = result.counts.kept[static_cast<std::size_t>(e)];
-        // The counts go through the device's memory (NCCL reads no host memory): dlogits_ is idle here.
-        int* kept_counts = reinterpret_cast<int*>(dlogits_);
-        ops_.copy_from_host(kept_counts, kept_per_expert_.data(), static_cast<std::size_t>(E) * sizeof(int));
-        ops_.synchronize();  // the time below is the alltoall's and the copy of its result (which waits)
-        const auto start = Clock::now();
-        expert_group_->alltoall(kept_counts, a.received_counts, static_cast<std::size_t>(local_experts_),
-                                DType::int32);
-        // The plans (both halves' too) and the chunks read these host copies: in place before either is made.
-        host_.received_counts.resize(static_cast<std::size_t>(E));
-        ops_.copy_to_host(host_.received_counts.data(), a.received_counts, static_cast<std::size_t>(E) * sizeof(int));
-        stats.counts_ms += ms_between(start, Clock::now());
-        stats.counts_bytes += static_cast<double>(E * sizeof(int));
-        ++stats.alltoall_calls;
-        plan = exchange_plan();
-        // Before the exchange: under --moe-a2a-overlap-1f1b the partner's layers refill host_ while it travels.
-        chunks = expert_chunks();
-        if (!overlapped) {
-            exchange(a.dispatched, a.received, *plan, false, stats.dispatch_ms, stats.dispatch_exposed_ms,
-                     stats.dispatch_bytes, stats);
-        } else {
-            for (int half = 0; half < 2; ++half) {
-                halves.push_back(exchange_plan(half));
-                dispatch[half] = issue_exchange(a.dispatched, a.received, halves.back(), false, stats.dispatch_ms,
-                                                stats.dispatch_exposed_ms, stats.dispatch_bytes, stats);
-            }
+    return counts;
+}
+
+std::vector<MoeLayer::ExpertChunk> MoeLayer::send_to_experts(const MoeActivations& a, const RoutingCounts& counts,
+                                                             PassExchanges& pass, MoeExchangeStats& stats) {
+    if (!parallel()) return expert_chunks();
+    NvtxRange range("moe dispatch");
+    exchange_counts(a, counts, stats);
+    pass.plan = exchange_plan();
+    // Before the exchange: under --moe-a2a-overlap-1f1b the partner's layers refill host_ while it travels.
+    std::vector<ExpertChunk> chunks = expert_chunks();
+    if (!pass.overlapped) {
+        exchange(a.dispatched, a.received, *pass.plan, false, stats.dispatch_ms, stats.dispatch_exposed_ms,
+                 stats.dispatch_bytes, stats);
+    } else {
+        for (int half = 0; half < 2; ++half) {
+            pass.halves.push_back(exchange_plan(half));
+            pass.out[half] = issue_exchange(a.dispatched, a.received, pass.halves.back(), false, stats.dispatch_ms,
+                                            stats.dispatch_exposed_ms, stats.dispatch_bytes, stats);
         }
     }
-    if (!parallel()) chunks = expert_chunks();
-    // Each expert over its rows; under overlap one half's once they have arrived (on a GPU,
-    // queued behind their arrival), their outputs sent back while the other half's experts run.
-    for (const int half : overlapped ? std::vector<int>{0, 1} : std::vector<int>{-1}) {
-        if (half >= 0) dispatch[half].wait();
+    return chunks;
+}
+
+void MoeLayer::exchange_counts(const MoeActivations& a, const RoutingCounts& counts, MoeExchangeStats& stats) {
+    const int E = as_int(shape_.experts);
+    for (int e = 0; e < E; ++e) kept_per_expert_[static_cast<std::size_t>(e)] = counts.kept[static_cast<std::size_t>(e)];
+    // The counts go through the device's memory (NCCL reads no host memory): dlogits_ is idle here.
+    int* kept_counts = reinterpret_cast<int*>(dlogits_);
+    ops_.copy_from_host(kept_counts, kept_per_expert_.data(), static_cast<std::size_t>(E) * sizeof(int));
+    ops_.synchronize();  // the time below is the alltoall's and the copy of its result (which waits)
+    const auto start = Clock::now();
+    expert_group_->alltoall(kept_counts, a.received_counts, static_cast<std::size_t>(local_experts_), DType::int32);
+    // The plans (both halves' too) and the chunks read these host copies: in place before either is made.
+    host_.received_counts.resize(static_cast<std::size_t>(E));
+    ops_.copy_to_host(host_.received_counts.data(), a.received_counts, static_cast<std::size_t>(E) * sizeof(int));
+    stats.counts_ms += ms_between(start, Clock::now());
+    stats.counts_bytes += static_cast<double>(E * sizeof(int));
+    ++stats.alltoall_calls;
+}
+
+// Each expert over its rows; under overlap one half's once they have arrived (on a GPU,
+// queued behind their arrival), their outputs sent back while the other half's experts run.
+void MoeLayer::experts_forward(const MoeActivations& a, const MoeWeights& w, const std::vector<ExpertChunk>& chunks,
+                               PassExchanges& pass, MoeExchangeStats& stats) {
+    const int Fr = as_int(shape_.routed_hidden());  // a routed expert's width here (Fe/etp)
+    for (const int half : pass.runs()) {
+        if (half >= 0) pass.out[half].wait();
         for (const ExpertChunk& chunk : chunks) {
             if (chunk.rows == 0 || !in_half(chunk, half)) continue;
             const auto [in, wide, weight] = chunk_offsets(chunk);
             expert_forward(a.received_out + in, a.gate + wide, gated() ? a.up + wide : nullptr, a.glu + wide,
                            a.received + in, w.experts_gate + weight, gated() ? w.experts_up + weight : nullptr,
                            w.experts_down + weight, chunk.rows, Fr);
-            poll();
+            pass.poll();
         }
         if (half >= 0) {
             NvtxRange range("moe combine");
-            combine[half] = issue_exchange(a.received_out, a.expert_out, halves[static_cast<std::size_t>(half)], true,
-                                           stats.combine_ms, stats.combine_exposed_ms, stats.combine_bytes, stats);
+            pass.back[half] = issue_exchange(a.received_out, a.expert_out, pass.halves[static_cast<std::size_t>(half)],
+                                             true, stats.combine_ms, stats.combine_exposed_ms, stats.combine_bytes,
+                                             stats);
         }
     }
-    if (plan && !overlapped) {
+    if (pass.plan && !pass.overlapped) {
         NvtxRange range("moe combine");
-        exchange(a.received_out, a.expert_out, *plan, true, stats.combine_ms, stats.combine_exposed_ms,
+        exchange(a.received_out, a.expert_out, *pass.plan, true, stats.combine_ms, stats.combine_exposed_ms,
                  stats.combine_bytes, stats);
     }
-    // Shared experts over every token (one expert MLP of width S·Fe; under overlap while the
-    // combines travel, polled between its matmuls), then the combine adds the routed outputs
-    // with their weights.
+}
+
+// Shared experts over every token (one expert MLP of width S·Fe; under overlap while the
+// combines travel, polled between its matmuls), then the combine adds the routed outputs
+// with their weights.
+void MoeLayer::combine(float* out, const MoeActivations& a, const float* x, const MoeWeights& w,
+                       PassExchanges& pass) {
+    const int N = as_int(shape_.tokens), k = as_int(shape_.top_k), C = as_int(shape_.hidden);
+    const int SFe = as_int(shape_.shared_experts * shape_.expert_hidden);
     if (SFe > 0) {
         expert_forward(out, a.shared_gate, a.shared_up, a.shared_glu, x, w.shared_gate, w.shared_up, w.shared_down, N,
-                       SFe, poll);
+                       SFe, [&pass] { pass.poll(); });
     } else {
         ops_.fill(out, 0.0f, static_cast<std::size_t>(N) * C);
     }
-    for (InFlight& half : combine) half.wait();
+    for (InFlight& half : pass.back) half.wait();
     if (!tensor_parallel_experts()) {
         ops_.moe_combine(out, a.expert_out, a.routing.slot, a.routing.weights, N, k, C);
     } else {
@@ -415,22 +448,30 @@ MoeForwardResult MoeLayer::forward(float* out, const MoeActivations& a, const fl
         expert_tensor_group_->allreduce(expert_tensor_sum_, expert_tensor_sum_, n, DType::float32, ReduceOp::sum);
         ops_.add_inplace(out, expert_tensor_sum_, n);
     }
-    if (settings_.aux_loss_coeff > 0.0) {
-        host_.scores.resize(static_cast<std::size_t>(N) * E);
-        ops_.copy_to_host(host_.scores.data(), a.routing.scores, host_.scores.size() * sizeof(float));
-        RoutingBuffers scores_on_host;
-        scores_on_host.scores = host_.scores.data();
-        result.aux_loss = balancing_loss(scores_on_host, result.counts, router_, settings_.aux_loss_coeff);
-    }
-    poll_partners();  // the model's own ops run next, unpolled
-    return result;
+}
+
+double MoeLayer::group_aux_loss(const MoeActivations& a, const RoutingCounts& counts) {
+    host_.scores.resize(shape_.tokens * shape_.experts);
+    ops_.copy_to_host(host_.scores.data(), a.routing.scores, host_.scores.size() * sizeof(float));
+    RoutingBuffers scores_on_host;
+    scores_on_host.scores = host_.scores.data();
+    return balancing_loss(scores_on_host, counts, router_, settings_.aux_loss_coeff);
 }
 
 void MoeLayer::backward(float* dx, const MoeGradients& g, const float* dout, const MoeActivations& a, const float* x,
                         const MoeWeights& w, double balance_weight, MoeExchangeStats& stats) {
-    const int N = as_int(shape_.tokens), k = as_int(shape_.top_k);
-    const int C = as_int(shape_.hidden), Fe = as_int(shape_.expert_hidden), SFe = as_int(shape_.shared_experts) * Fe;
-    const int Fr = as_int(shape_.routed_hidden());  // a routed expert's width here (Fe/etp)
+    combine_backward(dout, a);
+    PassExchanges pass(*this);
+    const std::vector<ExpertChunk> chunks = expert_chunks();
+    send_output_gradients(pass, stats);
+    experts_backward(g, a, w, chunks, pass, stats);
+    if (pass.overlapped) weight_gradients_in_flight(g, dout, a, x, w, balance_weight, pass);
+    input_gradient(dx, g, dout, a, x, w, balance_weight, pass.overlapped);
+    poll_partners();  // the model's own ops run next, unpolled
+}
+
+void MoeLayer::combine_backward(const float* dout, const MoeActivations& a) {
+    const int N = as_int(shape_.tokens), k = as_int(shape_.top_k), C = as_int(shape_.hidden);
     // The combine's backward: d(weight) = dy · FFN(x), d(FFN(x)) = weight · dy.
     ops_.moe_combine_backward(dexpert_out_, dweights_, dout, a.expert_out, a.routing.slot, a.routing.weights, N, k, C);
     // Under --etp the kept outputs are partial, so are their weights' gradients: summed over etp.
@@ -439,40 +480,38 @@ void MoeLayer::backward(float* dx, const MoeGradients& g, const float* dout, con
                                         ReduceOp::sum);
     // The row counts the chunks and the plans (both halves' under overlap) read, on the host first.
     fetch_row_counts(a);
-    // The output gradients to the experts' ranks (the combine's mirror), the experts' backward
-    // on the rows they ran, the input gradients back (the dispatch's mirror).
-    std::optional<ExchangePlan> plan;
-    const float* dreceived_out = dexpert_out_;
-    float* dreceived = ddispatched_;
-    const std::vector<ExpertChunk> chunks = expert_chunks();
-    const bool overlapped = parallel() && settings_.a2a_overlap;
-    std::vector<ExchangePlan> halves;
-    InFlight combine[2], dispatch[2];
-    // The halves in flight (--moe-a2a-overlap), or the partner pass's exchange (-1f1b).
-    const auto poll = [&] {
-        for (InFlight* half : {&combine[0], &combine[1], &dispatch[0], &dispatch[1]}) half->poll();
-        poll_partners();
-    };
-    if (parallel()) {
-        NvtxRange range("moe combine backward");
-        plan = exchange_plan();
-        if (!overlapped) {
-            exchange(dexpert_out_, dreceived_out_, *plan, false, stats.combine_ms, stats.combine_exposed_ms,
-                     stats.combine_bytes, stats);
-        } else {
-            for (int half = 0; half < 2; ++half) {
-                halves.push_back(exchange_plan(half));
-                combine[half] = issue_exchange(dexpert_out_, dreceived_out_, halves.back(), false, stats.combine_ms,
-                                               stats.combine_exposed_ms, stats.combine_bytes, stats);
-            }
-        }
-        dreceived_out = dreceived_out_;
-        dreceived = dreceived_;
+}
+
+// The output gradients to the experts' ranks (the combine's mirror), whole or in two halves.
+void MoeLayer::send_output_gradients(PassExchanges& pass, MoeExchangeStats& stats) {
+    if (!parallel()) return;
+    NvtxRange range("moe combine backward");
+    pass.plan = exchange_plan();
+    if (!pass.overlapped) {
+        exchange(dexpert_out_, dreceived_out_, *pass.plan, false, stats.combine_ms, stats.combine_exposed_ms,
+                 stats.combine_bytes, stats);
+        return;
     }
+    for (int half = 0; half < 2; ++half) {
+        pass.halves.push_back(exchange_plan(half));
+        pass.out[half] = issue_exchange(dexpert_out_, dreceived_out_, pass.halves.back(), false, stats.combine_ms,
+                                        stats.combine_exposed_ms, stats.combine_bytes, stats);
+    }
+}
+
+// The experts' backward on the rows they ran, the input gradients back (the dispatch's
+// mirror); under overlap one half's at a time, as forward.
+void MoeLayer::experts_backward(const MoeGradients& g, const MoeActivations& a, const MoeWeights& w,
+                                const std::vector<ExpertChunk>& chunks, PassExchanges& pass, MoeExchangeStats& stats) {
+    const int C = as_int(shape_.hidden);
+    const int Fr = as_int(shape_.routed_hidden());  // a routed expert's width here (Fe/etp)
+    // Without ep the experts' rows are the dispatch's own.
+    const float* dreceived_out = parallel() ? dreceived_out_ : dexpert_out_;
+    float* dreceived = parallel() ? dreceived_ : ddispatched_;
     const int rows_here = chunks.empty() ? 0 : chunks.back().first + chunks.back().rows;
     ops_.fill(dreceived, 0.0f, static_cast<std::size_t>(rows_here) * C);
-    for (const int half : overlapped ? std::vector<int>{0, 1} : std::vector<int>{-1}) {
-        if (half >= 0) combine[half].wait();
+    for (const int half : pass.runs()) {
+        if (half >= 0) pass.out[half].wait();
         for (const ExpertChunk& chunk : chunks) {
             if (chunk.rows == 0 || !in_half(chunk, half)) continue;
             const auto [in, wide, weight] = chunk_offsets(chunk);
@@ -480,34 +519,48 @@ void MoeLayer::backward(float* dx, const MoeGradients& g, const float* dout, con
                             g.experts_down + weight, dreceived_out + in, a.gate + wide, gated() ? a.up + wide : nullptr,
                             a.glu + wide, a.received + in, w.experts_gate + weight,
                             gated() ? w.experts_up + weight : nullptr, w.experts_down + weight, chunk.rows, Fr);
-            poll();
+            pass.poll();
         }
         if (half >= 0) {
             NvtxRange range("moe dispatch backward");
-            dispatch[half] = issue_exchange(dreceived_, ddispatched_, halves[static_cast<std::size_t>(half)], true,
-                                            stats.dispatch_ms, stats.dispatch_exposed_ms, stats.dispatch_bytes, stats);
+            pass.back[half] = issue_exchange(dreceived_, ddispatched_, pass.halves[static_cast<std::size_t>(half)],
+                                             true, stats.dispatch_ms, stats.dispatch_exposed_ms, stats.dispatch_bytes,
+                                             stats);
         }
     }
-    if (plan && !overlapped) {
+    if (pass.plan && !pass.overlapped) {
         NvtxRange range("moe dispatch backward");
-        exchange(dreceived_, ddispatched_, *plan, true, stats.dispatch_ms, stats.dispatch_exposed_ms,
+        exchange(dreceived_, ddispatched_, *pass.plan, true, stats.dispatch_ms, stats.dispatch_exposed_ms,
                  stats.dispatch_bytes, stats);
     }
-    // Under overlap, while the last input gradients travel: the shared experts' backward and
-    // the router's, all but their input gradients, which are added below in the blocking order.
-    const auto router_backward = [&] {
-        ops_.moe_route_backward(dlogits_, dweights_, a.routing.scores, a.routing.weights, a.routing.chosen,
-                                a.routing.routed, balance_weight, N, as_int(shape_.experts), k, router_.score);
-    };
-    if (overlapped) {
-        if (SFe > 0)
-            expert_backward(nullptr, g.shared_gate, g.shared_up, g.shared_down, dout, a.shared_gate, a.shared_up,
-                            a.shared_glu, x, w.shared_gate, w.shared_up, w.shared_down, N, SFe, poll);
-        router_backward();
-        ops_.matmul_backward(nullptr, g.router, nullptr, dlogits_, x, w.router, N, C, as_int(shape_.experts));
-        // The un-permutation below reads ddispatched_, where the halves arrive.
-        for (InFlight& half : dispatch) half.wait();
-    }
+}
+
+void MoeLayer::router_backward(const MoeActivations& a, double balance_weight) {
+    ops_.moe_route_backward(dlogits_, dweights_, a.routing.scores, a.routing.weights, a.routing.chosen,
+                            a.routing.routed, balance_weight, as_int(shape_.tokens), as_int(shape_.experts),
+                            as_int(shape_.top_k), router_.score);
+}
+
+// Under overlap, while the last input gradients travel: the shared experts' backward and
+// the router's, all but their input gradients, which input_gradient adds in the blocking order.
+void MoeLayer::weight_gradients_in_flight(const MoeGradients& g, const float* dout, const MoeActivations& a,
+                                          const float* x, const MoeWeights& w, double balance_weight,
+                                          PassExchanges& pass) {
+    const int N = as_int(shape_.tokens), C = as_int(shape_.hidden);
+    const int SFe = as_int(shape_.shared_experts * shape_.expert_hidden);
+    if (SFe > 0)
+        expert_backward(nullptr, g.shared_gate, g.shared_up, g.shared_down, dout, a.shared_gate, a.shared_up,
+                        a.shared_glu, x, w.shared_gate, w.shared_up, w.shared_down, N, SFe, [&pass] { pass.poll(); });
+    router_backward(a, balance_weight);
+    ops_.matmul_backward(nullptr, g.router, nullptr, dlogits_, x, w.router, N, C, as_int(shape_.experts));
+    // The un-permutation reads ddispatched_, where the halves arrive.
+    for (InFlight& half : pass.back) half.wait();
+}
+
+void MoeLayer::input_gradient(float* dx, const MoeGradients& g, const float* dout, const MoeActivations& a,
+                              const float* x, const MoeWeights& w, double balance_weight, bool overlapped) {
+    const int N = as_int(shape_.tokens), k = as_int(shape_.top_k), C = as_int(shape_.hidden);
+    const int SFe = as_int(shape_.shared_experts * shape_.expert_hidden);
     // Un-permute: each kept assignment's input gradient back to its token (under --etp the
     // partial ones into a sum over the etp ranks first).
     if (!tensor_parallel_experts()) {
@@ -526,10 +579,9 @@ void MoeLayer::backward(float* dx, const MoeGradients& g, const float* dout, con
         else
             expert_input_gradient(dx, x, w.shared_gate, w.shared_up, N, SFe);
     }
-    if (!overlapped) router_backward();
+    if (!overlapped) router_backward(a, balance_weight);
     ops_.matmul_backward(dx, overlapped ? nullptr : g.router, nullptr, dlogits_, x, w.router, N, C,
                          as_int(shape_.experts));
-    poll_partners();  // the model's own ops run next, unpolled
 }
 
 }  // namespace parbench

@@ -294,6 +294,36 @@ class MoeLayer {
     InFlight issue_exchange(const float* from, float* to, const ExchangePlan& plan, bool back, double& ms,
                             double& exposed_ms, double& bytes, MoeExchangeStats& stats);
 
+    // forward and backward run in named stages over one pass's exchanges (PassExchanges, defined
+    // in moe_layer.cpp).
+    struct PassExchanges;
+    // Forward: the router's logits, the routing and the permutation into expert-major rows;
+    // under ep the rows per expert (exchange_counts) and the rows to the experts' ranks
+    // (send_to_experts, which returns the chunks the experts run); the experts and the outputs
+    // back; the shared experts and the weighted combine; the group's balancing loss.
+    RoutingCounts route_and_permute(const MoeActivations& a, const float* x, const MoeWeights& w, const float* bias,
+                                    const RoutingHold& hold);
+    std::vector<ExpertChunk> send_to_experts(const MoeActivations& a, const RoutingCounts& counts,
+                                             PassExchanges& pass, MoeExchangeStats& stats);
+    void exchange_counts(const MoeActivations& a, const RoutingCounts& counts, MoeExchangeStats& stats);
+    void experts_forward(const MoeActivations& a, const MoeWeights& w, const std::vector<ExpertChunk>& chunks,
+                         PassExchanges& pass, MoeExchangeStats& stats);
+    void combine(float* out, const MoeActivations& a, const float* x, const MoeWeights& w, PassExchanges& pass);
+    double group_aux_loss(const MoeActivations& a, const RoutingCounts& counts);
+    // Backward: the combine's (and the host's row counts), the output gradients to the experts'
+    // ranks, the experts' backward and the input gradients back, under overlap the shared
+    // experts' and router's weight gradients while those travel, then the input gradient.
+    void combine_backward(const float* dout, const MoeActivations& a);
+    void send_output_gradients(PassExchanges& pass, MoeExchangeStats& stats);
+    void experts_backward(const MoeGradients& g, const MoeActivations& a, const MoeWeights& w,
+                          const std::vector<ExpertChunk>& chunks, PassExchanges& pass, MoeExchangeStats& stats);
+    void weight_gradients_in_flight(const MoeGradients& g, const float* dout, const MoeActivations& a, const float* x,
+                                    const MoeWeights& w, double balance_weight, PassExchanges& pass);
+    void input_gradient(float* dx, const MoeGradients& g, const float* dout, const MoeActivations& a, const float* x,
+                        const MoeWeights& w, double balance_weight, bool overlapped);
+    // d(logits) into dlogits_ from the combine weights' gradients (and the balancing loss's).
+    void router_backward(const MoeActivations& a, double balance_weight);
+
     // Routes a group: the router's per-token part through ops_ (from logits_), the rest on
     // the host (assign_expert_rows), its decisions copied into `routing` (device memory) and
     // kept in host_ for the expert loop and the exchange (train/moe/moe_host_routing.cpp).

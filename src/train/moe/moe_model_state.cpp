@@ -3,6 +3,8 @@
 #include <algorithm>
 #include <stdexcept>
 
+#include "theory/moe_buffers.hpp"
+
 namespace parbench {
 
 MoeMemoryShape model_moe_shape(const ModelConfig& config, int rows, const MoeContext& context) {
@@ -132,11 +134,10 @@ std::vector<MoeLayerStats> MoeModelState::finish_step() {
 
 namespace {
 
+// The pack's tensors, in MoeGradients' order (theory/moe_buffers.hpp, which the theory sums).
 std::array<std::size_t, 7> gradient_sizes(const MoeMemoryShape& s) {
-    const std::size_t C = s.hidden, local = s.experts / s.ep, Fe = s.expert_hidden, SFe = s.shared_experts * Fe;
-    const bool gated = s.activation == ExpertActivation::swiglu;
-    return {s.experts * C, local * Fe * C, gated ? local * Fe * C : 0, local * C * Fe,
-            SFe * C,       gated ? SFe * C : 0, C * SFe};
+    const MoeGradientPackBuffers b = moe_gradient_pack_buffers(s);
+    return {b.router, b.experts_gate, b.experts_up, b.experts_down, b.shared_gate, b.shared_up, b.shared_down};
 }
 
 std::array<float*, 7> pointers(const MoeGradients& g) {
@@ -150,8 +151,6 @@ void MoeGradientPack::allocate(ActivationArena& arena, const MoeMemoryShape& sha
     sizes_ = gradient_sizes(shape);
     std::size_t total = 0;
     for (std::size_t n : sizes_) total += n;
-    if (total != moe_sequence_parallel_pack_floats(shape))
-        throw std::logic_error("MoeGradientPack: its tensors differ from theory/moe_memory's pack");
     pack_ = arena.floats(total);
 }
 
