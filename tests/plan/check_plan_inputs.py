@@ -142,6 +142,12 @@ def main():
     refused(binary, ["--model", "gpt-small", "--gpus", "2", "--calibrate-compute",
                      os.path.join(CALIBRATION, "ops-report")], ["--calibrate-compute", "measured on a CPU", "H100"],
             "CPU calibration under H100")
+    # The busy-core level (plan/host_contention.hpp) sets the curve the alone run levelled: without
+    # them it is refused, naming both.
+    ops_report = os.path.join(CALIBRATION, "ops-report")
+    refused(binary, ["--model", "gpt-small", "--cluster", os.path.join(out, "cluster-cpu.json"),
+                     "--gemm-curve", ops_report, "--calibrate-compute-busy", ops_report, ops_report],
+            ["--calibrate-compute-busy", "--calibrate-compute", "--gemm-curve"], "busy calibration alone")
     document, _ = planned(binary, out, "cpu-calibrated",
                           ["--model", "gpt-small", "--cluster", os.path.join(out, "cluster-cpu.json"),
                            "--calibrate-compute", os.path.join(CALIBRATION, "ops-report"), "--precision", "fp32"])
