@@ -90,7 +90,10 @@ class PlanCommand : public Command {
 
     void validate() const override {
         check_flag_ranges();
-        if (efficiency && !(*efficiency > 0.0 && *efficiency <= 1.0)) throw UsageError("--efficiency must be in (0, 1]");
+        // A rate below a thousandth of peak is a typo, not a device, and a small enough one
+        // overflows the step time to inf (plan.property found 1e-300).
+        if (efficiency && !(*efficiency >= 1e-3 && *efficiency <= 1.0))
+            throw UsageError("--efficiency must be in [0.001, 1], the fraction of the device's peak a step sustains (e.g. 0.5)");
         if (!gemm_curve.empty() && efficiency)
             throw UsageError("--gemm-curve models compute from each GEMM's shape; drop --efficiency, which gives one "
                              "rate instead");

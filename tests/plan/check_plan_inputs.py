@@ -76,6 +76,8 @@ def main():
     refused(binary, big + ["--tp", "1048576", "--pp", "1048576"], ["--tp x --pp x --cp"], "a product of degrees")
     refused(binary, big + ["--bucket-mb", "inf"], ["--bucket-mb"], "--bucket-mb inf")
     refused(binary, big + ["--efficiency", "nan"], ["--efficiency"], "--efficiency nan")
+    # The property test's find: a rate this small overflowed the step time to inf.
+    refused(binary, big + ["--efficiency", "1e-300"], ["--efficiency", "0.001"], "--efficiency 1e-300")
     refused(binary, big + ["--pp", "8", "--microbatches", "65536", "--virtual-stages", "12",
                            "--schedule", "interleaved"], ["--pp x --microbatches x --virtual-stages"], "a schedule too large")
 
