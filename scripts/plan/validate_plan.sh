@@ -22,6 +22,19 @@
 # ops-levelled prediction then misses by about that much. The cluster's memory bandwidth is the
 # ops report's copy rate.
 #
+# The host, as the layouts run on it (plan/host_contention.hpp, plan/host_overlap.hpp): two ranks
+# computing at once on 2 cores share the caches, memory bandwidth and turbo, so each computes
+# slower than the one-rank run alone. The calibration also runs that one-rank run once per core,
+# started together (compute-busy-*.json, twice the steps so each run's median falls where the
+# others compute); plan takes their median step over the alone one as the busy-core slowdown
+# (--calibrate-compute-busy): for every step of a layout whose ranks compute in step, for the part
+# of a pipeline's timeline when its stages compute together. And with as many ranks as cores,
+# nothing is left to move the bytes while they compute (Open MPI copies, reduces and progresses its
+# non-blocking collectives on the ranks' own cores, inside their MPI calls): plan prices every
+# collective exposed there, --overlap and --prefetch hiding nothing. Fitted on nothing here: both
+# levels come from the calibration step. With REUSE_CALIBRATION=1 on a folder of an older
+# calibration (no compute-busy-*.json), the busy runs are measured now (their load recorded apart).
+#
 #   scripts/plan/validate_plan.sh [OUT_DIR]      (env: BUILD=build ROUNDS=2 STEPS=6 COMPUTE_FROM=train; REUSE_CALIBRATION=1
 #                                            keeps OUT_DIR's sweeps and ops report; REUSE_MEASUREMENTS=1
 #                                            also keeps its train runs, to rerun only the predictions
@@ -55,8 +68,26 @@ load_now() { cut -d' ' -f1 /proc/loadavg; }
   echo "BUILD=$build ROUNDS=$rounds STEPS=$steps COMPUTE_FROM=$compute_from REUSE_CALIBRATION=${REUSE_CALIBRATION:-} REUSE_MEASUREMENTS=${REUSE_MEASUREMENTS:-}"
 } > "$out/run-info.txt"
 averaged=(allreduce reducescatter)
+cores=$(nproc)
+train_compute=(train --model gpt-small --global-batch 4 --precision fp32 --warmup 2 --quiet)
+# The compute level with every core busy: the one-rank run once per core, started together (each
+# its own singleton), the way a layout's ranks compute at once (plan/host_contention.hpp). Twice
+# the steps, so that each run's median step falls where the others compute too.
+busy_calibration() {
+  load_now > "$out/load-calibration-busy.txt"
+  local pids=() i
+  for i in $(seq 1 "$cores"); do
+    "$pb" "${train_compute[@]}" --steps $((2 * steps)) --json "$out/compute-busy-$i.json" < /dev/null > /dev/null &
+    pids+=($!)
+  done
+  for i in "${pids[@]}"; do wait "$i"; done
+}
 if [[ -n ${REUSE_CALIBRATION:-} && -f $out/ops.json ]]; then
   echo "# calibration: reusing $out/coll-np*.json, coll-avg-*.json and ops.json" >&2
+  if [[ $compute_from == train && ! -f $out/compute-busy-1.json ]]; then
+    echo "# calibration: no $out/compute-busy-*.json (an older calibration): measuring the busy-core compute now" >&2
+    busy_calibration
+  fi
 else
   echo "# calibration: collective sweeps at 2 and 4 ranks (the averaged ones apart), the gpt-small ops" >&2
   load_now > "$out/load-calibration.txt"
@@ -69,14 +100,15 @@ else
   done
   "$build/parbench-ops" --benchmark_filter='cpu/(gpt-small|peak)/' --benchmark_min_time=0.05 \
     --benchmark_format=json --benchmark_out="$out/ops.json" > /dev/null 2>&1
-  "$pb" train --model gpt-small --global-batch 4 --precision fp32 --warmup 2 --steps "$steps" --quiet \
-    --json "$out/compute-train.json" < /dev/null > /dev/null
+  "$pb" "${train_compute[@]}" --steps "$steps" --json "$out/compute-train.json" < /dev/null > /dev/null
+  busy_calibration
 fi
 # Compute by each GEMM's shape on the curve fitted to the ops report's matmuls (so a pipeline's
 # micro-batches and its stages' unequal work show), set to the one-rank train run's measured step
 # (COMPUTE_FROM=train) or at the ops' own isolated level (COMPUTE_FROM=ops).
 compute=(--gemm-curve "$out/ops.json")
-[[ $compute_from == train ]] && compute+=(--calibrate-compute "$out/compute-train.json")
+[[ $compute_from == train ]] &&
+  compute+=(--calibrate-compute "$out/compute-train.json" --calibrate-compute-busy "$out"/compute-busy-*.json)
 echo "# compute: the GEMM curve of $out/ops.json$([[ $compute_from == train ]] && echo ", set to $out/compute-train.json's step")" >&2
 read -r peak bandwidth < <(python3 - "$out/ops.json" <<'PY'
 import json, sys
@@ -87,7 +119,6 @@ print(best / 1e12, copy / 1e9)
 PY
 )
 # 4 ranks on 2 cores share them: plan computes each rank at cores/ranks of the calibrated rate.
-cores=$(nproc)
 for np in 2 4; do
   cat > "$out/cluster-np$np.json" <<JSON
 {"device": {"name": "this VM's CPU cores (a core per rank, shared when oversubscribed)", "peak_tflops_bf16": $peak, "peak_tflops_fp32": $peak,
@@ -201,7 +232,7 @@ for np in (2, 4):
           f"{best_measured}, predicted top 2 {top2}: {'in' if best_measured in top2 else 'NOT in'} the top 2")
 cores = os.cpu_count() or 1
 loads = {}
-for phase in ("calibration", "measurements"):
+for phase in ("calibration", "calibration-busy", "measurements"):
     try:
         loads[phase] = [float(x) for x in open(f"{out}/load-{phase}.txt").read().split()]
     except (OSError, ValueError):

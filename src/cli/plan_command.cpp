@@ -79,6 +79,7 @@ class PlanCommand : public Command {
     std::string gemm_curve;
     std::vector<std::string> calibrate;
     std::string calibrate_compute;
+    std::vector<std::string> calibrate_compute_busy;
     std::optional<double> moe_imbalance;
     bool search = false;
     int top = 10;
@@ -89,7 +90,10 @@ class PlanCommand : public Command {
 
     void validate() const override {
         check_flag_ranges();
-        if (efficiency && !(*efficiency > 0.0 && *efficiency <= 1.0)) throw UsageError("--efficiency must be in (0, 1]");
+        // A rate below a thousandth of peak is a typo, not a device, and a small enough one
+        // overflows the step time to inf (plan.property found 1e-300).
+        if (efficiency && !(*efficiency >= 1e-3 && *efficiency <= 1.0))
+            throw UsageError("--efficiency must be in [0.001, 1], the fraction of the device's peak a step sustains (e.g. 0.5)");
         if (!gemm_curve.empty() && efficiency)
             throw UsageError("--gemm-curve models compute from each GEMM's shape; drop --efficiency, which gives one "
                              "rate instead");
@@ -117,6 +121,10 @@ class PlanCommand : public Command {
                                                  base.engine.dp, layout.microbatches),
                                resolved.config);
         scale_curve_to_measured_step(context, inputs, base);
+        if (!calibrate_compute_busy.empty()) {
+            context.contention = host_contention(base, context, resolved.config);
+            inputs.compute["host_contention"] = to_json(context.contention);
+        }
         inputs.states = {{"convention", states_name(base.states)},
                          {"source", states ? "--states " + *states : default_states_reason(run_precision, cluster)}};
         std::optional<SearchResult> searched;
@@ -389,6 +397,26 @@ class PlanCommand : public Command {
                              "the tokens); add --sp");
     }
 
+    // The slowdown of a CPU host's ranks computing at once (plan/host_contention.hpp): the busy
+    // runs' level over the alone run's, each set on the same GEMM curve.
+    HostContention host_contention(const PlanLayout& base, const PlanContext& context, const ModelConfig& config) const {
+        const ComputeRate& rate = context.rate;
+        if (!context.device_compute || !context.rate.run)
+            throw UsageError("--calibrate-compute-busy: give --calibrate-compute (the same one-rank run alone) and "
+                             "--gemm-curve, whose curve both levels are set on");
+        if (!is_cpu_host(context.cluster))
+            throw UsageError("--calibrate-compute-busy: the plan is for " + context.cluster.device.name + ", not a "
+                             "CPU host; give a --cluster file of the host (its cores_per_host) the runs measured");
+        const BusyCompute busy = calibrate_busy_compute(calibrate_compute_busy, config, rate);
+        const double gbps = rate.optimizer_gbps.value_or(context.cluster.device.memory_bandwidth_gbps);
+        HostContention contention;
+        contention.busy_ranks = busy.ranks;
+        contention.factor = measured_step_scale(*context.device_compute, base.engine, base.engine.attention, busy.run, gbps) /
+                            context.device_compute->step_scale;
+        contention.source = busy.source + ", over --calibrate-compute " + calibrate_compute + "'s step alone";
+        return contention;
+    }
+
     // The byte convention when --states is not given: the frameworks' mixed precision (Megatron's
     // 18 B/param) for a bf16 job, parbench's own fp32 trainer for an fp32 one or on a CPU host (a
     // cluster whose cores are known), which is what parbench's own runs are.
@@ -511,6 +539,9 @@ std::unique_ptr<Command> add_plan_command(CLI::App& app) {
     sub->add_option("--gemm-curve", c.gemm_curve, "parbench-ops report whose matmul entries fit the GEMM curve");
     sub->add_option("--calibrate", c.calibrate, "Collective reports (size sweeps) to fit alpha/beta from");
     sub->add_option("--calibrate-compute", c.calibrate_compute, "parbench-ops or train report for the compute rate");
+    sub->add_option("--calibrate-compute-busy", c.calibrate_compute_busy,
+                    "train reports of the --calibrate-compute run repeated at once, one per core of the CPU host: "
+                    "the compute level with every core busy");
     sub->add_option("--moe-imbalance", c.moe_imbalance,
                     "MoE: max/mean tokens per ep rank, what `parbench alltoallv --skew` reports (default 1, balanced)");
     sub->add_flag("--search", c.search, "Rank every layout that divides the GPUs and the model (and ep for MoE)");

@@ -190,6 +190,70 @@ ComputeRate calibrate_compute(const std::string& path, const ModelConfig& model)
     return calibrate_compute_document(report, path, model);
 }
 
+BusyCompute calibrate_busy_compute(const std::vector<std::string>& paths, const ModelConfig& model,
+                                   const ComputeRate& alone) {
+    const std::string flag = "--calibrate-compute-busy";
+    if (paths.size() < 2)
+        throw UsageError(flag + ": give two or more train reports of one-rank runs started together (one per core "
+                         "they keep busy), e.g. scripts/plan/validate_plan.sh's compute-busy-*.json");
+    if (!alone.run || !alone.measured_on_cpu)
+        throw UsageError(flag + " needs --calibrate-compute with a one-rank train report measured on this CPU host "
+                         "(the same run alone)");
+    BusyCompute busy;
+    busy.run = *alone.run;
+    busy.ranks = static_cast<int>(paths.size());
+    std::vector<double> steps;
+    std::string latest_start, earliest_finish, host;
+    for (const std::string& path : paths) {
+        nlohmann::json document;
+        try {
+            document = read_json_file(path);
+        } catch (const UsageError& error) {
+            throw UsageError(flag + ": " + error.what());
+        }
+        const ComputeRate rate = calibrate_compute_document(document, path, model);
+        const std::string source = flag + " " + path;
+        if (!rate.run || !rate.measured_on_cpu || rate.run->ranks != 1)
+            throw UsageError(source + ": not a one-rank train report measured on a CPU; give one-rank runs started "
+                             "together on the host");
+        const ComputeRate::MeasuredRun& run = *rate.run;
+        if (run.model != busy.run.model || run.global_batch != busy.run.global_batch ||
+            run.microbatches != busy.run.microbatches || run.recompute != busy.run.recompute)
+            throw UsageError(source + ": a run of " + run.model + ", batch " + std::to_string(run.global_batch) +
+                             "; --calibrate-compute's ran " + busy.run.model + ", batch " +
+                             std::to_string(busy.run.global_batch) + ": give the same run, started together");
+        if (rate.measured_cores > 0 && busy.ranks > rate.measured_cores)
+            throw UsageError(flag + ": " + std::to_string(busy.ranks) + " runs on a host of " +
+                             std::to_string(rate.measured_cores) + " cores time-slice them (plan's compute share "
+                             "prices that); give at most one run per core");
+        const std::string started = document.value("started_at", std::string());
+        const std::string finished = document.value("finished_at", std::string());
+        const auto& environment = document.value("environment", nlohmann::json::object());
+        const auto hosts = environment.value("hosts", nlohmann::json::array());
+        const std::string run_host = hosts.is_array() && !hosts.empty() && hosts[0].is_string() ? hosts[0].get<std::string>() : "";
+        if (started.empty() || finished.empty())
+            throw UsageError(source + ": no started_at and finished_at, so whether the runs computed at once is unknown");
+        if (host.empty()) host = run_host;
+        if (run_host != host)
+            throw UsageError(source + ": ran on host " + run_host + ", another run on " + host + "; give runs of one host");
+        // ISO 8601 UTC stamps of one form compare as strings.
+        latest_start = std::max(latest_start, started);
+        earliest_finish = earliest_finish.empty() ? finished : std::min(earliest_finish, finished);
+        steps.push_back(run.step_ms);
+    }
+    if (latest_start > earliest_finish)
+        throw UsageError(flag + ": the runs did not overlap (one started at " + latest_start + ", after another finished "
+                         "at " + earliest_finish + "); start them together");
+    std::sort(steps.begin(), steps.end());
+    const std::size_t n = steps.size();
+    busy.run.step_ms = n % 2 ? steps[n / 2] : 0.5 * (steps[n / 2 - 1] + steps[n / 2]);
+    char text[200];
+    std::snprintf(text, sizeof text, "%s: %d one-rank runs started together on one host, median step %.4g ms", flag.c_str(),
+                  busy.ranks, busy.run.step_ms);
+    busy.source = text;
+    return busy;
+}
+
 std::optional<double> ops_optimizer_gbps(const std::string& path) {
     const nlohmann::json report = read_json_file(path);
     if (!report.is_object() || !report.contains("benchmarks") || !report["benchmarks"].is_array()) return std::nullopt;

@@ -8,6 +8,7 @@
 
 #include <optional>
 #include <string>
+#include <vector>
 
 #include "theory/model_config.hpp"
 
@@ -46,6 +47,20 @@ struct ComputeRate {
 // Every key read is checked (type, finite, range), a refusal naming the file and key.
 ComputeRate calibrate_compute(const std::string& path, const ModelConfig& model);
 ComputeRate calibrate_compute_document(const nlohmann::json& report, const std::string& path, const ModelConfig& model);
+
+// One-rank train runs started together on one CPU host, one per core they kept busy (plan
+// --calibrate-compute-busy; plan/host_contention.hpp): the compute level when the host's cores
+// all compute. `alone`: --calibrate-compute's one-rank run, whose model, batch, micro-batches and
+// recompute each must repeat. UsageError naming the flag and the file for fewer than two runs, a
+// run of several ranks, another shape, another host, more runs than its cores, or runs whose
+// started_at..finished_at do not overlap (they did not compute at once).
+struct BusyCompute {
+    ComputeRate::MeasuredRun run;  // alone's shape; step_ms the median of the runs' median steps
+    int ranks = 0;                 // runs that computed at once
+    std::string source;
+};
+BusyCompute calibrate_busy_compute(const std::vector<std::string>& paths, const ModelConfig& model,
+                                   const ComputeRate& alone);
 
 // The AdamW update's memory rate of a parbench-ops report (its */adamw_update bytes/s), for a
 // --gemm-curve report to price the optimizer by; nullopt when it has none. `source` names it.

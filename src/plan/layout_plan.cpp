@@ -252,6 +252,8 @@ std::vector<PassCosts> predict_compute(PlanPrediction& out, const PlanLayout& p,
         DeviceCompute device = *context.device_compute;
         device.fp8_linear = p.fp8;
         out.stages = stage_compute(l, p.engine.attention, device, &p.experts, p.states != StateConvention::parbench);
+        out.contention_by_pp_rank = apply_host_contention(out.stages, l, l.pp > 1 ? &pipeline->schedule : nullptr,
+                                                          context.contention, out.compute_share);
         for (const StageCompute& stage : out.stages)
             out.hardware_flops_per_step += stage.gemm_flops * l.microbatches * l.dp * l.cp * l.tp;
         out.compute_ms = l.microbatches * busiest_stage(out.stages).total_ms() / out.compute_share.share;
@@ -486,11 +488,19 @@ PlanPrediction predict_layout(const PlanLayout& p, const PlanContext& context, c
     predict_bubble(out, p, context, shared, work_costs);
     predict_optimizer(out, p, context, rank);
 
-    expose_tp(out, l, context.device_compute);
     out.exposed_cp_ms = sum_time_ms(out.comm, "cp");
-    const double hidden_dp_ms = expose_dp(out, l, p.reshard_after_forward, regather_line);
-    const double hidden_pp_ms = expose_pp(out, l);
-    const double hidden_ep_ms = expose_ep(out, p, context, shared);
+    out.host_overlap = host_overlap(context.cluster, out.compute_share);
+    double hidden_dp_ms = 0, hidden_pp_ms = 0, hidden_ep_ms = 0;
+    if (out.host_overlap.hides_nothing) {
+        out.exposed_tp_ms = sum_time_ms(out.comm, "tp");
+        out.exposed_dp_ms = sum_time_ms(out.comm, "dp") + sum_time_ms(out.comm, "edp");
+        out.exposed_pp_ms = sum_time_ms(out.comm, "pp");
+    } else {
+        expose_tp(out, l, context.device_compute);
+        hidden_dp_ms = expose_dp(out, l, p.reshard_after_forward, regather_line);
+        hidden_pp_ms = expose_pp(out, l);
+        hidden_ep_ms = expose_ep(out, p, context, shared);
+    }
     // What the collectives hid, they took from the compute beside them (arXiv 2507.03114): on a
     // GPU's compute model, that compute runs overlap_compute_slowdown slower for as long as the
     // hidden collectives (dp, pp and the overlapped all-to-alls) last. A measured rate (a train
@@ -599,6 +609,9 @@ nlohmann::json to_json(const PlanPrediction& p) {
                p.compute_share.cores_per_host > 0 ? nlohmann::json(p.compute_share.cores_per_host) : nlohmann::json(nullptr)},
               {"share", p.compute_share.share},
               {"oversubscribed", p.compute_share.oversubscribed()},
+              {"contention_by_pp_rank", p.contention_by_pp_rank},
+              {"overlap_hides_nothing", p.host_overlap.hides_nothing ? nlohmann::json(p.host_overlap.reason)
+                                                                     : nlohmann::json(nullptr)},
               {"rule", "each rank computes (model FLOPs and optimizer) at cores/ranks of the unshared rate when a "
                        "host's ranks outnumber its cores (the scheduler time-slices them), else at the whole rate"}}},
             {"fsdp_copies_ms", p.fsdp_copy_ms},  // inside time_ms.compute

@@ -47,6 +47,8 @@
 #include "plan/cluster.hpp"
 #include "plan/compute_calibration.hpp"
 #include "plan/device_compute.hpp"
+#include "plan/host_contention.hpp"
+#include "plan/host_overlap.hpp"
 #include "plan/moe_plan.hpp"
 #include "plan/stage_compute.hpp"
 #include "plan/state_rules.hpp"
@@ -136,6 +138,10 @@ struct PlanPrediction {
     std::string bubble_formula_text;
     double flops_per_step = 0;
     ComputeShare compute_share;  // oversubscribed hosts: compute and optimizer at share x the rate
+    // Per pipeline rank, the compute slowdown of its CPU host's busy cores (plan/host_contention.hpp);
+    // empty when not calibrated. And whether the host leaves nothing to overlap on (plan/host_overlap.hpp).
+    std::vector<double> contention_by_pp_rank;
+    HostOverlap host_overlap;
     double compute_ms = 0, bubble_ms = 0, optimizer_ms = 0;
     // With a device's compute model: every pipeline rank's work per micro-batch (the busiest
     // sets compute_ms), and the FLOPs the step runs, recompute included (HFU's numerator).
@@ -167,6 +173,8 @@ struct PlanContext {
     // The device's GEMM curve and memory bandwidth: compute time from each layer's work
     // (plan/stage_compute.hpp). Without it, model FLOPs (plus recompute's) at `rate`.
     std::optional<DeviceCompute> device_compute;
+    // A CPU host's cores shared by ranks computing at once (--calibrate-compute-busy).
+    HostContention contention{};
 };
 
 // `pipeline`: the layout's engine_pipeline when the caller has it already (a search shares one

@@ -76,6 +76,8 @@ def main():
     refused(binary, big + ["--tp", "1048576", "--pp", "1048576"], ["--tp x --pp x --cp"], "a product of degrees")
     refused(binary, big + ["--bucket-mb", "inf"], ["--bucket-mb"], "--bucket-mb inf")
     refused(binary, big + ["--efficiency", "nan"], ["--efficiency"], "--efficiency nan")
+    # The property test's find: a rate this small overflowed the step time to inf.
+    refused(binary, big + ["--efficiency", "1e-300"], ["--efficiency", "0.001"], "--efficiency 1e-300")
     refused(binary, big + ["--pp", "8", "--microbatches", "65536", "--virtual-stages", "12",
                            "--schedule", "interleaved"], ["--pp x --microbatches x --virtual-stages"], "a schedule too large")
 
@@ -142,6 +144,12 @@ def main():
     refused(binary, ["--model", "gpt-small", "--gpus", "2", "--calibrate-compute",
                      os.path.join(CALIBRATION, "ops-report")], ["--calibrate-compute", "measured on a CPU", "H100"],
             "CPU calibration under H100")
+    # The busy-core level (plan/host_contention.hpp) sets the curve the alone run levelled: without
+    # them it is refused, naming both.
+    ops_report = os.path.join(CALIBRATION, "ops-report")
+    refused(binary, ["--model", "gpt-small", "--cluster", os.path.join(out, "cluster-cpu.json"),
+                     "--gemm-curve", ops_report, "--calibrate-compute-busy", ops_report, ops_report],
+            ["--calibrate-compute-busy", "--calibrate-compute", "--gemm-curve"], "busy calibration alone")
     document, _ = planned(binary, out, "cpu-calibrated",
                           ["--model", "gpt-small", "--cluster", os.path.join(out, "cluster-cpu.json"),
                            "--calibrate-compute", os.path.join(CALIBRATION, "ops-report"), "--precision", "fp32"])

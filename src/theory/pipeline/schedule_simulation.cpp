@@ -31,6 +31,7 @@ struct Simulator {
     std::vector<std::size_t> pc;
     std::vector<double> clock;
     std::vector<double> busy;
+    std::vector<std::vector<std::pair<double, double>>> intervals;
     std::vector<std::vector<std::deque<Message>>> queues;  // [from][to], non-blocking sends in flight
     std::vector<bool> send_done, recv_done;                // parts of the current transfer step
     std::string problem;
@@ -38,6 +39,7 @@ struct Simulator {
     Simulator(const Schedule& s, P2pMode m, std::vector<PassCosts> c)
         : schedule(s), mode(m), costs(std::move(c)), p(s.shape.stages), pc(static_cast<std::size_t>(p), 0),
           clock(static_cast<std::size_t>(p), 0.0), busy(static_cast<std::size_t>(p), 0.0),
+          intervals(static_cast<std::size_t>(p)),
           queues(static_cast<std::size_t>(p), std::vector<std::deque<Message>>(static_cast<std::size_t>(p))),
           send_done(static_cast<std::size_t>(p), false), recv_done(static_cast<std::size_t>(p), false) {
         for (const auto& actions : s.ranks) steps.push_back(rank_steps(actions, mode));
@@ -121,6 +123,7 @@ struct Simulator {
     bool step(int rank) {
         const Step& s = current(rank);
         if (s.compute) {
+            intervals[idx(rank)].emplace_back(clock[idx(rank)], clock[idx(rank)] + cost(rank, *s.compute));
             clock[idx(rank)] += cost(rank, *s.compute);
             busy[idx(rank)] += cost(rank, *s.compute);
             advance(rank);
@@ -172,6 +175,7 @@ struct Simulator {
         result.completed = true;
         result.makespan = *std::max_element(clock.begin(), clock.end());
         result.busy = busy;
+        result.compute_intervals = intervals;
         return result;
     }
 };

@@ -6,6 +6,7 @@
 
 #include <optional>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "theory/pipeline/schedule.hpp"
@@ -53,6 +54,9 @@ struct SimulationResult {
     std::string problem;        // why not: the deadlock or the mismatched message
     double makespan = 0.0;      // the step, in pass-cost units
     std::vector<double> busy;   // per rank, compute time
+    // Per rank, each compute pass's [start, end) in issue order: when ranks computed at once
+    // (plan/host_contention.hpp prices a CPU host's cores shared by the ranks computing together).
+    std::vector<std::vector<std::pair<double, double>>> compute_intervals;
     double bubble() const;      // 1 - sum(busy) / (ranks x makespan)
 };
 
