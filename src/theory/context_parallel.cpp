@@ -1,42 +1,21 @@
 #include "theory/context_parallel.hpp"
 
-#include <algorithm>
-
-#include "kernels/block_attention_math.hpp"
+#include "theory/context_attention_buffers.hpp"
 #include "theory/context_traffic.hpp"
 #include "theory/model_layout.hpp"
 
 namespace parbench {
 
-// The counts mirror train/context/ring_attention.cpp and alltoall_attention.cpp's constructors
-// and saved_floats(); the train report puts them beside what the instance allocated.
+// The sums of theory/context_attention_buffers.hpp's tables, which train/context/ring_attention.cpp
+// and alltoall_attention.cpp allocate from; the train report puts them beside what the instance allocated.
 ContextAttentionFloats context_attention_floats(const GqaShape& local, const ContextSplit& split, int full_seq_len) {
-    ContextAttentionFloats floats;
-    const int c = split.size;
-    if (c <= 1) return floats;
+    if (split.size <= 1) return {};
     if (split.style == ContextStyle::ring) {
-        // Per layer: each query row's log-sum-exp. Once: K/V blocks in flight (two of each),
-        // the forward's partial output and statistics, two score tiles of a chunk against a
-        // chunk, and backward's dK/dV parts and accumulators.
-        const std::size_t kv = local.kv_elements();
-        const std::size_t stats = static_cast<std::size_t>(local.B) * local.T * local.NH;
-        const int chunk = split.balance == ContextBalance::zigzag ? full_seq_len / (2 * c) : full_seq_len / c;
-        const std::size_t tile = attention_block(local, 0, chunk, 0, chunk, BlockMask::full).tile_elements();
-        floats.saved = stats;
-        floats.workspace = 4 * kv + local.q_elements() + 4 * stats + 2 * tile + 6 * kv;
-        return floats;
+        const RingAttentionBuffers ring = ring_attention_buffers(local, split, full_seq_len);
+        return {ring.saved, ring.workspace()};
     }
-    // alltoall: per layer the head-sharded q, k and v over the whole sequence (its 1/c of the
-    // query heads and the key/value window they read). Once: the exchange buffers, the
-    // head-sharded output and gradients, and the whole-sequence scores of those heads.
-    const ContextAttentionShape shape = context_attention_shape(local, c, split.style);
-    const KvHeadWindow window = alltoall_kv_window(shape, split.rank);
-    const GqaShape heads{local.B, full_seq_len, local.NH / c, window.count, local.hs, 0, local.queries_per_kv};
-    const std::size_t local_tokens = static_cast<std::size_t>(local.B) * local.T * local.hs;
-    const std::size_t exchange = std::max(local.q_elements(), local_tokens * window.count * c);
-    floats.saved = heads.q_elements() + 2 * heads.kv_elements();
-    floats.workspace = 2 * exchange + 3 * heads.q_elements() + 2 * heads.kv_elements() + 3 * heads.score_elements();
-    return floats;
+    const AlltoallAttentionBuffers alltoall = alltoall_attention_buffers(local, split, full_seq_len);
+    return {alltoall.saved(), alltoall.workspace()};
 }
 
 GqaShape context_local_gqa_shape(const ModelConfig& config, int microbatch_size, int local_seq_len,

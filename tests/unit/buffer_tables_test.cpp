@@ -3,6 +3,7 @@
 // also against theory/moe_memory.hpp's closed forms, which they replaced).
 #include <gtest/gtest.h>
 
+#include "theory/context_attention_buffers.hpp"
 #include "theory/gpt_buffers.hpp"
 #include "theory/matmul_buffers.hpp"
 #include "theory/moe_buffers.hpp"
@@ -130,6 +131,24 @@ TEST(BufferTables, Bf16CopiesAreTheLargestOperandsApart) {
     EXPECT_EQ(head.input, 4u * 16);             // the MLP's down projection's input (4,16)
     EXPECT_EQ(head.weight, 16u * 8);            // the MLP's (16,8) and (8,16), the logits' (8,8)
     EXPECT_EQ(head.output_gradient, 4u * 16);   // the MLP's up projection's output (4,16)
+}
+
+// Context parallelism's attention on a toy rank: 1 sequence, its 4 of 8 tokens (cp 2), 2 heads
+// of size 2, each its own key/value head. Ring under zigzag: chunks of 8/(2·2) = 2 tokens.
+TEST(BufferTables, ContextAttentionCountedByHand) {
+    const GqaShape local{1, 4, 2, 2, 2, 0, 1};
+    const ContextSplit ring{0, 2, ContextStyle::ring, ContextBalance::zigzag};
+    const RingAttentionBuffers r = ring_attention_buffers(local, ring, 8);
+    EXPECT_EQ(r.saved, 1u * 4 * 2);  // a log-sum-exp per query row and head
+    // K/V blocks (1·4·2·2 = 16) two of each, partial output 16, four statistics of 8,
+    // two 2 x 2 score tiles per head (16), dK/dV parts, two dK and two dV accumulators.
+    EXPECT_EQ(r.workspace(), 4u * 16 + 16 + 4 * 8 + 16 + 2 * 16 + 4 * 16);
+    // All-to-all: rank 0 takes head 0 over the whole 8 tokens: q, k, v of 1·8·1·2 = 16 each,
+    // scores 8·8 = 64; the exchange max(16, 1·4·1·2 x 2) = 16.
+    const AlltoallAttentionBuffers a =
+        alltoall_attention_buffers(local, ContextSplit{0, 2, ContextStyle::alltoall, ContextBalance::zigzag}, 8);
+    EXPECT_EQ(a.saved(), 3u * 16);
+    EXPECT_EQ(a.workspace(), 2u * 16 + 3 * 16 + 2 * 16 + 3 * 64);
 }
 
 }  // namespace

@@ -17,12 +17,12 @@
 // not kept but recomputed in backward from the saved q and k (a second forward pass on this
 // rank, counted in score_elements). Workspace: the all-to-all buffers, the head-sharded
 // output and gradients, and three (B, n, T, T) score tiles.
-#include <algorithm>
 #include <string>
 #include <vector>
 
 #include "core/dtype.hpp"
 #include "core/error.hpp"
+#include "theory/context_attention_buffers.hpp"
 #include "theory/context_traffic.hpp"
 #include "train/context/context_attention_style.hpp"
 
@@ -49,25 +49,24 @@ class AlltoallAttention final : public ContextAttentionStyle {
                           // the index into the received window
                           local.first_query_head + split.rank * query_heads_ - own.first * local.queries_per_kv,
                           local.queries_per_kv};
-        const std::size_t exchange = std::max(local.q_elements(), local_tokens_elements(own.count) * c);
-        const std::size_t score = heads_.score_elements();
-        workspace_ = ledger.allocate(MemoryCategory::activations,
-                                     sizeof(float) * (2 * exchange + 3 * heads_.q_elements() +
-                                                      2 * heads_.kv_elements() + 3 * score));
+        // The sizes from the table the memory theory sums (theory/context_attention_buffers.hpp).
+        const AlltoallAttentionBuffers table = alltoall_attention_buffers(local, split, full_seq_len);
+        saved_floats_ = table.saved();
+        workspace_ = ledger.allocate(MemoryCategory::activations, sizeof(float) * table.workspace());
         WorkspaceParts parts(workspace_);
-        send_ = parts.take(exchange);
-        recv_ = parts.take(exchange);
-        out_heads_ = parts.take(heads_.q_elements());
-        dout_heads_ = parts.take(heads_.q_elements());
-        dq_heads_ = parts.take(heads_.q_elements());
-        dk_heads_ = parts.take(heads_.kv_elements());
-        dv_heads_ = parts.take(heads_.kv_elements());
-        preatt_ = parts.take(score);  // backward: dpreatt
-        att_ = parts.take(score);
-        datt_ = parts.take(score);
+        send_ = parts.take(table.exchange);
+        recv_ = parts.take(table.exchange);
+        out_heads_ = parts.take(table.query_heads);
+        dout_heads_ = parts.take(table.query_heads);
+        dq_heads_ = parts.take(table.query_heads);
+        dk_heads_ = parts.take(table.kv_heads);
+        dv_heads_ = parts.take(table.kv_heads);
+        preatt_ = parts.take(table.scores);  // backward: dpreatt
+        att_ = parts.take(table.scores);
+        datt_ = parts.take(table.scores);
     }
 
-    std::size_t saved_floats() const override { return heads_.q_elements() + 2 * heads_.kv_elements(); }
+    std::size_t saved_floats() const override { return saved_floats_; }
 
     void forward(float* out, float* saved, const float* q, const float* k, const float* v) override {
         float* q_heads = saved;
@@ -209,6 +208,7 @@ class AlltoallAttention final : public ContextAttentionStyle {
     int query_heads_ = 1;
     std::vector<KvHeadWindow> windows_;         // by rank
     std::vector<ContextChunks> chunks_of_rank_;  // by rank
+    std::size_t saved_floats_ = 0;
     Buffer workspace_;
     float* send_ = nullptr;
     float* recv_ = nullptr;

@@ -24,6 +24,7 @@
 #include <vector>
 
 #include "core/dtype.hpp"
+#include "theory/context_attention_buffers.hpp"
 #include "train/context/context_attention_style.hpp"
 
 namespace parbench::detail {
@@ -39,29 +40,26 @@ class RingAttention final : public ContextAttentionStyle {
           local_(local),
           chunks_(context_chunks(full_seq_len, split)),
           chunks_of_rank_(chunks_of_every_rank(full_seq_len, split)) {
-        const std::size_t kv = local_.kv_elements(), stats = stat_elements();
-        const std::size_t tile = attention_block(local_, 0, chunks_.length, 0, chunks_.length, BlockMask::full)
-                                     .tile_elements();
-        // K/V blocks in flight (two of each, received alternately), the forward's partial
-        // and running statistics, score tiles, and backward's dK/dV parts and accumulators.
-        workspace_ = ledger.allocate(MemoryCategory::activations,
-                                     sizeof(float) * (4 * kv + local_.q_elements() + 4 * stats + 2 * tile + 6 * kv));
+        // The sizes from the table the memory theory sums (theory/context_attention_buffers.hpp).
+        const RingAttentionBuffers table = ring_attention_buffers(local_, split_, full_seq_len);
+        saved_floats_ = table.saved;
+        workspace_ = ledger.allocate(MemoryCategory::activations, sizeof(float) * table.workspace());
         WorkspaceParts parts(workspace_);
-        for (auto& block : received_k_) block = parts.take(kv);
-        for (auto& block : received_v_) block = parts.take(kv);
-        part_out_ = parts.take(local_.q_elements());
-        part_max_ = parts.take(stats);
-        part_sum_ = parts.take(stats);
-        row_max_ = parts.take(stats);  // backward: D = rowsum(dout * out)
-        row_sum_ = parts.take(stats);
-        scores_ = parts.take(2 * tile);
-        dk_part_ = parts.take(kv);
-        dv_part_ = parts.take(kv);
-        for (auto& block : dk_accumulated_) block = parts.take(kv);
-        for (auto& block : dv_accumulated_) block = parts.take(kv);
+        for (auto& block : received_k_) block = parts.take(table.kv_block);
+        for (auto& block : received_v_) block = parts.take(table.kv_block);
+        part_out_ = parts.take(table.partial_out);
+        part_max_ = parts.take(table.statistics);
+        part_sum_ = parts.take(table.statistics);
+        row_max_ = parts.take(table.statistics);  // backward: D = rowsum(dout * out)
+        row_sum_ = parts.take(table.statistics);
+        scores_ = parts.take(table.scores);
+        dk_part_ = parts.take(table.gradient_part);
+        dv_part_ = parts.take(table.gradient_part);
+        for (auto& block : dk_accumulated_) block = parts.take(table.accumulated);
+        for (auto& block : dv_accumulated_) block = parts.take(table.accumulated);
     }
 
-    std::size_t saved_floats() const override { return stat_elements(); }
+    std::size_t saved_floats() const override { return saved_floats_; }
 
     void forward(float* out, float* saved, const float* q, const float* k, const float* v) override {
         {
@@ -217,8 +215,10 @@ class RingAttention final : public ContextAttentionStyle {
     GqaShape local_;
     ContextChunks chunks_;                        // this rank's
     std::vector<ContextChunks> chunks_of_rank_;  // every rank's, by rank
+    std::size_t saved_floats_ = 0;
     Buffer workspace_;
-    std::array<float*, 2> received_k_{}, received_v_{}, dk_accumulated_{}, dv_accumulated_{};
+    std::array<float*, RingAttentionBuffers::received_blocks> received_k_{}, received_v_{};
+    std::array<float*, RingAttentionBuffers::accumulators> dk_accumulated_{}, dv_accumulated_{};
     float* part_out_ = nullptr;
     float* part_max_ = nullptr;
     float* part_sum_ = nullptr;
