@@ -201,7 +201,8 @@ void attention_workspace_item(bool context, bool block_attention, const Attentio
 // The frame's table (theory/transformer_buffers.hpp) for this layout, as the engine builds it.
 DecoderFrameBuffers frame_buffers(const Layout& l, bool standard_attention) {
     return decoder_frame_buffers(decoder_frame_shape(l.model, l.tp, l.sp, static_cast<std::size_t>(l.microbatch_size),
-                                                     static_cast<std::size_t>(l.local_seq_len()), standard_attention));
+                                                     static_cast<std::size_t>(l.local_seq_len()), standard_attention,
+                                                     l.recompute == Recompute::selective));
 }
 
 void microbatch_items(const Layout& l, const DecoderFrameBuffers& frame, ItemList& items) {
@@ -241,8 +242,9 @@ void gpt_items(const Layout& l, const PipelinePart& part, ItemList& items) {
     const auto rc = static_cast<double>(layer.residual3);  // a layer's own under full recompute: its output
     const double full_block = static_cast<double>(layer.kept(true)) + att;
     // What a layer keeps as its own under --recompute (transformer_model.hpp's allocate_block),
-    // and the one set all layers share.
-    const bool shares_probabilities = l.recompute == Recompute::selective && !context && !block_attention;
+    // and the one set all layers share (the frame's table).
+    const DecoderFrameBuffers frame = frame_buffers(l, !context && !block_attention);
+    const bool shares_probabilities = frame.shared_probabilities > 0;
     const double block = l.recompute == Recompute::full ? rc : shares_probabilities ? full_block - att : full_block;
     // An MoE layer keeps the MoE layer's buffers (theory/moe_memory.hpp) in place of the MLP's two.
     const int moe_count = l.model.moe_layer_count();
@@ -254,11 +256,11 @@ void gpt_items(const Layout& l, const PipelinePart& part, ItemList& items) {
         items.activation("full recompute: one layer's buffers, shared", 1,
                          (moe_count < l.model.layers ? full_block : full_block - dense_mlp) +
                              (moe_count > 0 ? moe_kept : 0.0));
-    if (shares_probabilities) items.activation("selective recompute: probabilities, shared", 1, att);
+    if (shares_probabilities)
+        items.activation("selective recompute: probabilities, shared", 1, static_cast<double>(frame.shared_probabilities));
     const double stash = static_cast<double>(
         gpt_stash_buffers(l.model, l.tp, static_cast<std::size_t>(rows)).total());
 
-    const DecoderFrameBuffers frame = frame_buffers(l, !context && !block_attention);
     microbatch_items(l, frame, items);
     const bool holds_head = layer_store_items(l, part, "LayerNorm", block, stash, frame, items, moe_block);
     if (moe_count > 0) moe_shared_items(l, moe_shape, items);
@@ -303,7 +305,8 @@ void llama_items(const Layout& l, const PipelinePart& part, ItemList& items) {
     const double dense_mlp = static_cast<double>(layer.gate + layer.up + layer.glu);
     const auto rc = static_cast<double>(layer.residual3);  // a layer's own under full recompute: its output
     const double full_block = static_cast<double>(layer.kept(true)) + att;
-    const bool shares_probabilities = l.recompute == Recompute::selective && !context && !block_attention;
+    const DecoderFrameBuffers frame = frame_buffers(l, !context && !block_attention);
+    const bool shares_probabilities = frame.shared_probabilities > 0;
     const double block = l.recompute == Recompute::full ? rc : shares_probabilities ? full_block - att : full_block;
     // An MoE layer keeps the MoE layer's buffers (theory/moe_memory.hpp, on every tp rank: the
     // layer runs replicated over tp) in place of the SwiGLU's three.
@@ -316,12 +319,12 @@ void llama_items(const Layout& l, const PipelinePart& part, ItemList& items) {
                                        (moe_count > 0 ? moe_kept : 0.0);
     const double stash = static_cast<double>(
         llama_stash_buffers(l.model, l.tp, static_cast<std::size_t>(rows)).total());
-    const DecoderFrameBuffers frame = frame_buffers(l, !context && !block_attention);
 
     microbatch_items(l, frame, items);
     if (l.recompute == Recompute::full)
         items.activation("full recompute: one layer's buffers, shared", 1, full_recompute_work);
-    if (shares_probabilities) items.activation("selective recompute: probabilities, shared", 1, att);
+    if (shares_probabilities)
+        items.activation("selective recompute: probabilities, shared", 1, static_cast<double>(frame.shared_probabilities));
     const bool holds_head = layer_store_items(l, part, "RMSNorm", block, stash, frame, items, moe_block);
     if (moe_count > 0) moe_shared_items(l, moe_shape, items);
     attention_workspace_item(context, block_attention, attention, frame, items);

@@ -3,7 +3,7 @@
 namespace parbench {
 
 DecoderFrameShape decoder_frame_shape(const ModelConfig& config, int tp, bool sp, std::size_t batch,
-                                      std::size_t local_tokens, bool standard_attention) {
+                                      std::size_t local_tokens, bool standard_attention, bool selective_recompute) {
     const auto t = static_cast<std::size_t>(tp);
     const bool gpt = config.kind == ModelKind::gpt;
     DecoderFrameShape s;
@@ -16,6 +16,7 @@ DecoderFrameShape decoder_frame_shape(const ModelConfig& config, int tp, bool sp
     s.block_norm_tensors = gpt ? 4 : 2;
     s.norm_keeps_mean = gpt;
     s.sequence_parallel = sp;
+    s.selective_recompute = selective_recompute;
     return s;
 }
 
@@ -33,6 +34,7 @@ DecoderFrameBuffers decoder_frame_buffers(const DecoderFrameShape& s) {
     f.dnormed = btc;
     f.dwide = s.rows * s.mlp_local;
     f.dpreatt = f.datt = s.scores;
+    if (s.selective_recompute) f.shared_probabilities = s.scores;
     if (s.sequence_parallel) {
         f.norm_pack = s.block_norm_tensors * s.hidden;
         f.gathered = f.dgathered = btc;

@@ -29,6 +29,9 @@ struct DecoderFrameShape {
     std::size_t block_norm_tensors = 0;  // a block's norm weights and biases (GPT 4, Llama 2)
     bool norm_keeps_mean = false;        // LayerNorm keeps each row's mean (RMSNorm has none)
     bool sequence_parallel = false;
+    // --recompute selective with the standard attention: a layer keeps no probabilities; its
+    // backward recomputes them into one set every layer shares (arXiv 2205.05198 sec. 5).
+    bool selective_recompute = false;
 };
 
 // One micro-batch's, staged before the step (train/models/transformer_parts.hpp MicrobatchTokens).
@@ -63,14 +66,17 @@ struct DecoderFrameBuffers {
     // chunks the reduce-scatters leave (arXiv 2205.05198 sec. 4.2.2).
     std::size_t norm_pack = 0;
     std::size_t gathered = 0, dgathered = 0, projection_local = 0, dnormed_local = 0;
+    // Under selective recompute, the probabilities every layer's backward recomputes into
+    // (B,NH/t,T,T); 0 where layers keep their own or the attention keeps none.
+    std::size_t shared_probabilities = 0;
 };
 
 // The shape of a GPT or Llama rank holding `local_tokens` of each of `batch` sequences (seq/cp)
 // at tensor parallelism `tp` (`sp`: sequence-parallel), its attention the standard one
-// (probabilities kept) when `standard_attention`. GPT: LayerNorms (weight, bias, mean kept),
+// (probabilities kept) when `standard_attention`, recomputing them when `selective_recompute`. GPT: LayerNorms (weight, bias, mean kept),
 // a 4C MLP; Llama: RMSNorms (weight only), an ffn_hidden SwiGLU.
 DecoderFrameShape decoder_frame_shape(const ModelConfig& config, int tp, bool sp, std::size_t batch,
-                                      std::size_t local_tokens, bool standard_attention);
+                                      std::size_t local_tokens, bool standard_attention, bool selective_recompute);
 DecoderFrameBuffers decoder_frame_buffers(const DecoderFrameShape& shape);
 
 // Every matmul a rank runs, which sizes the bf16 operand copies (theory/matmul_buffers.hpp):

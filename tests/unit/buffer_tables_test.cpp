@@ -21,7 +21,7 @@ TEST(BufferTables, GptFrameCountedByHand) {
     gpt.hidden = 8;
     gpt.heads = 2;
     gpt.vocab = 16;
-    const DecoderFrameBuffers f = decoder_frame_buffers(decoder_frame_shape(gpt, 2, true, 1, 4, true));
+    const DecoderFrameBuffers f = decoder_frame_buffers(decoder_frame_shape(gpt, 2, true, 1, 4, true, false));
     EXPECT_EQ(f.microbatch.tokens + f.microbatch.targets + f.microbatch.losses, 3u * 4);
     EXPECT_EQ(f.boundary_input, 2u * 8);
     EXPECT_EQ(f.boundary_gradient, 2u * 8);
@@ -34,6 +34,10 @@ TEST(BufferTables, GptFrameCountedByHand) {
     EXPECT_EQ(f.dpreatt + f.datt, 2u * 16);
     EXPECT_EQ(f.norm_pack, 4u * 8);  // ln1 and ln2 weights and biases
     EXPECT_EQ(f.gathered + f.dgathered + f.projection_local + f.dnormed_local, 2u * 32 + 2 * 16);
+    EXPECT_EQ(f.shared_probabilities, 0u);  // no selective recompute
+    // Under selective recompute the layers share one set of probabilities, the scores' size.
+    const DecoderFrameBuffers selective = decoder_frame_buffers(decoder_frame_shape(gpt, 2, true, 1, 4, true, true));
+    EXPECT_EQ(selective.shared_probabilities, 16u);
 }
 
 // Llama (RMSNorm: no mean, weights only), block attention (no scores), no SP: none of those.
@@ -45,11 +49,12 @@ TEST(BufferTables, LlamaFrameTakesNoneOfWhatItsLayoutDoesNot) {
     llama.kv_heads = 1;
     llama.vocab = 16;
     llama.ffn_hidden = 12;
-    const DecoderFrameBuffers f = decoder_frame_buffers(decoder_frame_shape(llama, 2, false, 1, 4, false));
+    const DecoderFrameBuffers f = decoder_frame_buffers(decoder_frame_shape(llama, 2, false, 1, 4, false, true));
     EXPECT_EQ(f.head.mean, 0u);
     EXPECT_EQ(f.head.total(), 4u * 8 + 4 + 32 + 12);
     EXPECT_EQ(f.dwide, 4u * 6);
     EXPECT_EQ(f.preatt + f.dpreatt + f.datt, 0u);
+    EXPECT_EQ(f.shared_probabilities, 0u);  // selective, but block attention keeps no probabilities
     EXPECT_EQ(f.norm_pack + f.gathered + f.dgathered + f.projection_local + f.dnormed_local, 0u);
 }
 

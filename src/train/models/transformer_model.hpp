@@ -309,7 +309,7 @@ class TransformerModel : public Model {
     DecoderFrameBuffers frame_buffers() const {
         return decoder_frame_buffers(decoder_frame_shape(config_, tp_.size(), tp_.sequence_parallel(),
                                                          static_cast<std::size_t>(B_), static_cast<std::size_t>(T_),
-                                                         keeps_probabilities()));
+                                                         keeps_probabilities(), recompute_ == Recompute::selective));
     }
 
     void allocate_activations() {
@@ -317,8 +317,7 @@ class TransformerModel : public Model {
         batch_.allocate(arena_, shape_.microbatches, frame.microbatch);
         if (recompute_ == Recompute::full)
             recompute_work_ = allocate_block_buffers(true, config_.moe_layer_count() < L_, config_.moe_layer_count() > 0);
-        if (recompute_ == Recompute::selective && keeps_probabilities())
-            recompute_work_.att = arena_.floats(gqa_.score_elements());
+        if (frame.shared_probabilities > 0) recompute_work_.att = arena_.floats(frame.shared_probabilities);
         if (part_.active()) {
             allocate_slots(frame);
         } else {
