@@ -19,8 +19,11 @@
 # that run's step less its optimizer) or the ops' own (COMPUTE_FROM=ops): since the CPU ops were
 # vectorised, the ops' isolated, cache-warm timings sum to about 80 % of the same work inside a
 # step on this VM (81 ms against 103 ms a gpt-small step of 4 sequences, 2026-12-02), which every
-# ops-levelled prediction then misses by about that much. The cluster's memory bandwidth is the
-# ops report's copy rate.
+# ops-levelled prediction then misses by about that much. The cluster's memory bandwidth, at which
+# plan prices element-wise work, is the rate the ops report's element-wise kernels (layer norm,
+# GELU, residual, encoder, cross-entropy) reach on a step's own sizes, taken whole (fraction 1): the
+# large copy's DRAM rate, at an assumed 0.8, priced tensor parallelism's replicated element-wise
+# work 3-4x too slow on tensors that stay in cache.
 #
 # The host, as the layouts run on it (plan/host_contention.hpp, plan/host_overlap.hpp): two ranks
 # computing at once on 2 cores share the caches, memory bandwidth and turbo, so each computes
@@ -114,15 +117,20 @@ read -r peak bandwidth < <(python3 - "$out/ops.json" <<'PY'
 import json, sys
 benchmarks = json.load(open(sys.argv[1]))["benchmarks"]
 best = max(b.get("FLOP/s", 0) for b in benchmarks if "/peak/sgemm" in b["name"])
-copy = max(b.get("bytes/s", 0) for b in benchmarks if "/peak/copy" in b["name"])
-print(best / 1e12, copy / 1e9)
+# The element-wise kernels' own rate: the bytes the ops report's gpt-small element-wise ops move
+# over their time (a step's tensors are cache-sized; a large copy's DRAM rate is 2-4x slower).
+elementwise = [b for b in benchmarks if "/gpt-small/" in b["name"]
+               and not any(kind in b["name"] for kind in ("matmul", "attention", "adamw"))]
+moved = sum(b["bytes/s"] * b["real_time"] for b in elementwise)
+spent = sum(b["real_time"] for b in elementwise)
+print(best / 1e12, moved / spent / 1e9)
 PY
 )
 # 4 ranks on 2 cores share them: plan computes each rank at cores/ranks of the calibrated rate.
 for np in 2 4; do
   cat > "$out/cluster-np$np.json" <<JSON
 {"device": {"name": "this VM's CPU cores (a core per rank, shared when oversubscribed)", "peak_tflops_bf16": $peak, "peak_tflops_fp32": $peak,
-            "memory_gib": 4, "memory_bandwidth_gbps": $bandwidth,
+            "memory_gib": 4, "memory_bandwidth_gbps": $bandwidth, "memory_fraction": 1,
             "intra_host": {"latency_us": 5, "busbw_gbps": 5}, "cross_host": {"latency_us": 50, "busbw_gbps": 1}},
  "gpus": $np, "gpus_per_host": $np, "cores_per_host": $cores}
 JSON
