@@ -81,13 +81,8 @@ std::vector<double> apply_host_contention(std::vector<StageCompute>& stages, con
     }
     if (stages.size() != static_cast<std::size_t>(l.pp))
         throw std::logic_error("apply_host_contention: one StageCompute per pipeline rank");
-    const bool split = schedule->split_backward;
-    const double v = l.virtual_stages;
-    std::vector<PassCosts> costs;
-    for (const StageCompute& s : stages)
-        costs.push_back(PassCosts{s.forward_ms / v, (s.input_grad_ms + s.recompute_ms + (split ? 0.0 : s.weight_grad_ms)) / v,
-                                  split ? s.weight_grad_ms / v : 0.0});
-    const SimulationResult timeline = simulate_schedule(*schedule, l.p2p, costs);
+    const SimulationResult timeline = simulate_schedule(
+        *schedule, l.p2p, pipeline_pass_costs(stages, l.virtual_stages, schedule->split_backward));
     if (!timeline.completed) return {};  // predict_bubble reports the schedule's problem
     // A host holds whole pipelines (each stage with ranks_per_host / pp peers computing in step),
     // or ranks_per_host consecutive stages of one.

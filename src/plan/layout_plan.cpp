@@ -257,14 +257,7 @@ std::vector<PassCosts> predict_compute(PlanPrediction& out, const PlanLayout& p,
         for (const StageCompute& stage : out.stages)
             out.hardware_flops_per_step += stage.gemm_flops * l.microbatches * l.dp * l.cp * l.tp;
         out.compute_ms = l.microbatches * busiest_stage(out.stages).total_ms() / out.compute_share.share;
-        if (l.pp > 1) {
-            const double v = l.virtual_stages;
-            const bool split = pipeline->schedule.split_backward;
-            for (const StageCompute& s : out.stages)
-                work_costs.push_back(PassCosts{s.forward_ms / v,
-                                               (s.input_grad_ms + s.recompute_ms + (split ? 0.0 : s.weight_grad_ms)) / v,
-                                               split ? s.weight_grad_ms / v : 0.0});
-        }
+        if (l.pp > 1) work_costs = pipeline_pass_costs(out.stages, l.virtual_stages, pipeline->schedule.split_backward);
     } else {
         // Recompute repeats forward work (train/metrics.hpp counts it for HFU); a train report's
         // rate was measured on its own run, recompute and all, and is taken as it is.

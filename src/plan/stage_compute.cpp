@@ -165,4 +165,15 @@ std::vector<ExchangeStretches> moe_exchange_stretches(const Layout& l, Attention
     return out;
 }
 
+std::vector<PassCosts> pipeline_pass_costs(const std::vector<StageCompute>& stages, int virtual_stages,
+                                           bool split_backward) {
+    const double v = virtual_stages;
+    std::vector<PassCosts> costs;
+    for (const StageCompute& s : stages)
+        costs.push_back(PassCosts{s.forward_ms / v,
+                                  (s.input_grad_ms + s.recompute_ms + (split_backward ? 0.0 : s.weight_grad_ms)) / v,
+                                  split_backward ? s.weight_grad_ms / v : 0.0});
+    return costs;
+}
+
 }  // namespace parbench

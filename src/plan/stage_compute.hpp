@@ -13,6 +13,7 @@
 #include "plan/moe_plan.hpp"
 #include "theory/layer_work.hpp"
 #include "theory/memory.hpp"
+#include "theory/pipeline/schedule_simulation.hpp"
 
 namespace parbench {
 
@@ -34,6 +35,12 @@ struct StageCompute {
 std::vector<StageCompute> stage_compute(const Layout& layout, AttentionKind attention,
                                         const DeviceCompute& device, const PlanExperts* experts = nullptr,
                                         bool framework_loss = false);
+
+// Each pipeline rank's costs of one pass of one virtual stage (of `virtual_stages`), as the
+// schedule simulation takes them: recompute runs with the backward; the weight gradient is its
+// own pass when the schedule splits the backward (zero-bubble), else part of the backward.
+std::vector<PassCosts> pipeline_pass_costs(const std::vector<StageCompute>& stages, int virtual_stages,
+                                           bool split_backward);
 
 // The factor that sets a device model to a measured train run of the same model on one rank
 // (--calibrate-compute TRAIN_REPORT with --gemm-curve OPS_REPORT): the run's median step, less
