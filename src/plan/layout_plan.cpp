@@ -334,10 +334,10 @@ void predict_optimizer(PlanPrediction& out, const PlanLayout& p, const PlanConte
 }
 
 // The exposed tp time. Under tp comm overlap the sequence-parallel all-gathers and
-// reduce-scatters are each pipelined with the linear GEMM they feed or drain, on the busiest
-// stage, as Transformer Engine runs them (plan/tp_comm_overlap.hpp: its SM margin and chunk
-// overheads are priced there, so the hidden tp time takes no overlap slowdown); the rest
-// (all-reduces) stays exposed.
+// reduce-scatters are each overlapped with the linear GEMM Transformer Engine pairs them with, on
+// the busiest stage (plan/tp_comm_overlap.hpp: its methods, SM margin and chunk overheads are
+// priced there, so the hidden tp time takes no overlap slowdown); the rest (all-reduces, the
+// collectives no TE GEMM carries) stays exposed.
 void expose_tp(PlanPrediction& out, const Layout& l, const std::optional<DeviceCompute>& device) {
     out.exposed_tp_ms = sum_time_ms(out.comm, "tp");
     if (!(l.tp_comm_overlap && l.tp > 1 && !out.stages.empty())) return;
@@ -347,9 +347,10 @@ void expose_tp(PlanPrediction& out, const Layout& l, const std::optional<DeviceC
         if (line.collective == "allgather") ag_ms += line.time_ms, ag_calls += line.calls;
         if (line.collective == "reducescatter") rs_ms += line.time_ms, rs_calls += line.calls;
     }
-    const double gemm_ms = l.microbatches * busiest_stage(out.stages).linear_gemm_ms / out.compute_share.share;
+    std::vector<TpOverlapGemm> pairs = busiest_stage(out.stages).tp_overlap_gemms;
+    for (TpOverlapGemm& pair : pairs) pair.gemm_ms /= out.compute_share.share, pair.count *= l.microbatches;
     const TpOverlapDevice costs{device ? device->sms : 0.0, device ? device->gemm.overhead_us * 1e-3 : 0.0};
-    const double exposed = tp_overlap_step_exposed_ms(gemm_ms, ag_ms, ag_calls, rs_ms, rs_calls, l.tp, costs);
+    const double exposed = tp_overlap_step_exposed_ms(pairs, ag_ms, ag_calls, rs_ms, rs_calls, l.tp, costs);
     out.exposed_tp_ms += exposed - (ag_ms + rs_ms);
 }
 

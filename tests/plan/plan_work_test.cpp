@@ -5,6 +5,7 @@
 
 #include <cstdio>
 #include <fstream>
+#include <map>
 #include <string>
 
 #include "core/error.hpp"
@@ -267,7 +268,75 @@ TEST(TpCommOverlap, PricedAsTransformerEnginesDefaultsRunIt) {
     EXPECT_DOUBLE_EQ(tp_overlap_reducescatter_exposed_ms(10, 16, 8, ideal), 8.5);
     EXPECT_NEAR(tp_overlap_reducescatter_exposed_ms(10, 4, 8, {132, 0}), 10.0 * 132 / 116 + 1 - 10, 1e-12);
     // A step of equal pairs: the same per pair.
-    EXPECT_DOUBLE_EQ(tp_overlap_step_exposed_ms(80, 16, 4, 16, 4, 4, ideal), 4 * 0.0 + 4 * 1.0);
+    EXPECT_DOUBLE_EQ(tp_overlap_step_exposed_ms({{TeOverlap::ring_exchange, 10, 4}, {TeOverlap::pipeline, 10, 4}}, 16, 4,
+                                                16, 4, 4, ideal),
+                     4 * 0.0 + 4 * 1.0);
+}
+
+// TE's bulk overlap (qkv/fc1 dgrad and wgrad): one collective on 16 SMs beside one unsplit GEMM
+// on the other SMs; no chunks, no exposed last chunk.
+TEST(TpCommOverlap, BulkRunsOneCollectiveBesideOneUnsplitGemm) {
+    EXPECT_DOUBLE_EQ(tp_overlap_bulk_exposed_ms(10, 4, {}), 0.0);   // hidden whole
+    EXPECT_DOUBLE_EQ(tp_overlap_bulk_exposed_ms(10, 16, {}), 6.0);  // the collective outlasts the GEMM
+    // 132 SMs, 16 taken: the GEMM runs 10 x 132/116 = 11.379 ms; the chunk overhead is not paid.
+    EXPECT_NEAR(tp_overlap_bulk_exposed_ms(10, 4, {132, 0.1}), 10.0 * 132 / 116 - 10, 1e-12);
+    EXPECT_DOUBLE_EQ(tp_overlap_bulk_exposed_ms(10, 12, {132, 0.1}), 2.0);
+}
+
+// TE's initialize_ub methods per GEMM, on one transformer layer's work: 10 of its 12 linear GEMMs
+// carry a collective (4 ring-exchange all-gathers, 2 pipelined reduce-scatters, 2 bulk
+// all-gathers, 2 bulk reduce-scatters); the projection's and fc2's weight gradients none.
+TEST(TpCommOverlap, EachLinearGemmTakesTransformerEnginesMethod) {
+    const LayerWork work = transformer_layer_work(small_shape(true), AttentionKind::flash, Recompute::none);
+    std::map<TeOverlap, int> methods;
+    int unpaired = 0;
+    for (const PassWork* pass : {&work.forward, &work.input_grad, &work.weight_grad})
+        for (const Gemm& g : pass->gemms) {
+            if (g.role != GemmRole::linear && g.role != GemmRole::linear_weight_grad) continue;
+            if (const auto method = te_overlap_of(g.name)) ++methods[*method];
+            else ++unpaired;
+        }
+    EXPECT_EQ(methods[TeOverlap::ring_exchange], 4);
+    EXPECT_EQ(methods[TeOverlap::pipeline], 2);
+    EXPECT_EQ(methods[TeOverlap::bulk_all_gather], 2);
+    EXPECT_EQ(methods[TeOverlap::bulk_reduce_scatter], 2);
+    EXPECT_EQ(unpaired, 2);
+    EXPECT_EQ(te_overlap_of("qkv"), TeOverlap::ring_exchange);
+    EXPECT_EQ(te_overlap_of("attention projection"), TeOverlap::pipeline);
+    EXPECT_EQ(te_overlap_of("qkv dx"), TeOverlap::bulk_all_gather);
+    EXPECT_EQ(te_overlap_of("mlp up dW"), TeOverlap::bulk_reduce_scatter);
+    EXPECT_FALSE(te_overlap_of("mlp down dW").has_value());
+    EXPECT_FALSE(te_overlap_of("logits").has_value());
+    // The stage's pairs hold those 10 per layer (4 layers), none for the embedding or the logits.
+    const DeviceCompute device = hand_device();
+    Layout l;
+    l.model = hand_gpt();
+    l.seq_len = 512;
+    l.microbatch_size = 2;
+    l.tp = 2;
+    l.sp = true;
+    l.precision = Precision::bf16;
+    double pairs = 0;
+    for (const TpOverlapGemm& gemm : stage_compute(l, AttentionKind::flash, device).front().tp_overlap_gemms)
+        pairs += gemm.count;
+    EXPECT_DOUBLE_EQ(pairs, 10.0 * 4);
+}
+
+// Each pair at its own GEMM's size; collectives beyond the pairs exposed whole. tp 4, no SM
+// margin or chunk overhead; every all-gather 3 ms, every reduce-scatter 4 ms.
+TEST(TpCommOverlap, EachPairAtItsOwnGemmAndTheRestExposed) {
+    const std::vector<TpOverlapGemm> pairs = {
+        {TeOverlap::ring_exchange, 2, 1},  // chunks of 0.5, steps of 1: 0.5 + 3 x 1 = 3.5, 1.5 beyond
+        {TeOverlap::ring_exchange, 8, 1},  // chunks of 2 hide steps of 1: 0
+        {TeOverlap::pipeline, 8, 1},       // quarters of 2, the last 1 ms quarter exposed: 1
+        {TeOverlap::bulk_reduce_scatter, 2, 1},  // max(2, 4) - 2: 2
+    };
+    // 3 all-gathers (1 unpaired: 3), 2 reduce-scatters (all paired): 1.5 + 0 + 1 + 2 + 3.
+    EXPECT_DOUBLE_EQ(tp_overlap_step_exposed_ms(pairs, 9, 3, 8, 2, 4, {}), 7.5);
+    // Pairs beyond the collectives pair nothing.
+    EXPECT_DOUBLE_EQ(tp_overlap_step_exposed_ms(pairs, 3, 1, 0, 0, 4, {}), 1.5);
+    // No pairs: every collective exposed.
+    EXPECT_DOUBLE_EQ(tp_overlap_step_exposed_ms({}, 9, 3, 8, 2, 4, {}), 17.0);
 }
 
 TEST(DeviceCompute, FusedAttentionRunsAtItsKernelsRate) {
@@ -565,7 +634,6 @@ TEST(WireBytes, MegatronGathersBf16ParametersAndReducesFp32Gradients) {
         EXPECT_EQ(lines, 2);
     }
 }
-
 
 // Gradients are averaged over dp (op avg): the dp lines take an --op avg sweep's fit, the tp
 // lines (sums) the sum's. Without an avg sweep both take the sum's, as before.
