@@ -41,7 +41,11 @@ in-step factor unchanged; every other figure is the model's own):
     model's FLOPs (Megatron-LM's count, 72 B s l h^2 (1 + s/(6h) + V/(12 l h)) without recompute)
     over the per-GPU TFLOP/s x GPUs. Assumed where it is silent: micro-batch 1, 1F1B without
     interleaving, no recompute, sequence parallelism with tp > 1, the distributed optimizer (ZeRO-1)
-    with fp32 gradients (Megatron's default for bf16), flash attention.
+    with fp32 gradients (at the README's commit f2e5db40 arguments.py forces fp32 gradient
+    accumulation and reduction under --bf16; --grad-reduce-in-bf16 came later), flash attention.
+    Its overlaps as Megatron-core runs them under --states megatron --zero 1 --overlap: buckets of
+    max(40e6, 1e6 x dp) parameters, reduce-scattered in the last micro-batch's backward, gathered
+    one bucket ahead behind the next step's first forward (src/plan/layout_comm.hpp).
   NeMo's and Megatron-Bridge's performance summaries, DGX-H100, FP8 (NVIDIA/NeMo docs/source/performance/
     performance_summary.md, container 24.07; NVIDIA-NeMo/Megatron-Bridge docs/performance-summary.md,
     container 25.11): GPT-3 175B, Llama 3 8B/70B and Llama 3.1 405B with their published GBS, MBS, TP, PP,
@@ -308,7 +312,8 @@ def main():
             predicted_s = step_ms / 1e3
             rows.append(row(name, f"t{t} p{p} d{d}", gpus, batch, published_s, predicted_s,
                             "micro-batch 1, 1F1B without interleaving, no recompute, SP and --tp-comm-overlap with "
-                            "tp > 1, distributed optimizer with fp32 gradients overlapped, flash attention", False,
+                            "tp > 1, distributed optimizer with fp32 gradients, its reduce-scatter and parameter gather overlapped, "
+                            "flash attention", False,
                             t=t, p=p, published_tflops=tflops, predicted_tflops=flops / (predicted_s * 1e12 * gpus)))
         tables["Megatron-LM README, H100 weak scaling (step time from TFLOP/s per GPU)"] = rows
 

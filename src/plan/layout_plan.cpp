@@ -356,9 +356,11 @@ void expose_tp(PlanPrediction& out, const Layout& l, const std::optional<DeviceC
 
 // The exposed dp (and edp) time: ZeRO-3's prefetched gathers and reduce-scatters unit by unit
 // (zero3_exposed_ms), else what the backward and the step's compute leave of the reduces and
-// gathers. Returns what the compute hid of them.
-double expose_dp(PlanPrediction& out, const Layout& l, bool reshard_after_forward,
+// gathers (Megatron-core's distributed optimizer gathers behind the next step's first forward,
+// plan/layout_comm.hpp). Returns what the compute hid of them.
+double expose_dp(PlanPrediction& out, const PlanLayout& p, double rank_parameters,
                  std::optional<std::size_t> regather_line) {
+    const Layout& l = p.engine;
     // The forward's share of compute: the busiest stage's F with a compute model, else 1/3.
     double forward_ms = out.compute_ms / 3.0;
     if (!out.stages.empty())
@@ -390,7 +392,7 @@ double expose_dp(PlanPrediction& out, const Layout& l, bool reshard_after_forwar
     if (l.zero == 3 && l.prefetch && l.overlap && l.gradient_ranks() > 1 && gather_calls >= 2 && reduce_calls > 0) {
         // The replicas' all-reduce (hybrid sharding) follows each reduce-scatter on the same link.
         out.exposed_dp_ms = zero3_exposed_ms(gather_ms, gather_calls, reduce_ms, reduce_calls, forward_ms, backward_ms,
-                                             reshard_after_forward, l.microbatches, regather_ms);
+                                             p.reshard_after_forward, l.microbatches, regather_ms);
     } else {
         gather_ms += regather_ms;
         // Gradients accumulated over micro-batches are reduced once, in the last micro-batch's
@@ -401,6 +403,9 @@ double expose_dp(PlanPrediction& out, const Layout& l, bool reshard_after_forwar
         if (l.overlap && l.gradient_ranks() > 1) reduce_ms = std::max(largest_reduce_ms, reduce_ms - reduce_window_ms);
         if (l.zero == 3 && l.prefetch && l.gradient_ranks() > 1)
             gather_ms = std::max(largest_gather_ms, gather_ms - out.compute_ms);
+        if (l.zero == 1 && l.overlap && state_rules(p.states).param_gather_behind_forward && gather_ms > 0)
+            gather_ms = megatron_param_gather_exposed_ms(
+                gather_ms, megatron_ddp_buckets(rank_parameters, l.gradient_ranks()), forward_ms / l.microbatches);
         out.exposed_dp_ms = reduce_ms + gather_ms;
     }
     return std::max(0.0, reduce_ms_total + gather_ms_total - out.exposed_dp_ms);
@@ -491,7 +496,7 @@ PlanPrediction predict_layout(const PlanLayout& p, const PlanContext& context, c
         out.exposed_pp_ms = sum_time_ms(out.comm, "pp");
     } else {
         expose_tp(out, l, context.device_compute);
-        hidden_dp_ms = expose_dp(out, l, p.reshard_after_forward, regather_line);
+        hidden_dp_ms = expose_dp(out, p, static_cast<double>(rank.layout.total_numel()), regather_line);
         hidden_pp_ms = expose_pp(out, l);
         hidden_ep_ms = expose_ep(out, p, context, shared);
     }

@@ -10,6 +10,7 @@
 
 #include "core/error.hpp"
 #include "plan/device_compute.hpp"
+#include "plan/layout_comm.hpp"
 #include "plan/layout_plan.hpp"
 #include "plan/stage_compute.hpp"
 #include "plan/tp_comm_overlap.hpp"
@@ -632,6 +633,58 @@ TEST(WireBytes, MegatronGathersBf16ParametersAndReducesFp32Gradients) {
             ++lines;
         }
         EXPECT_EQ(lines, 2);
+    }
+}
+
+// Megatron-core's default buckets: max(40e6, 1e6 x dp) parameters each.
+TEST(MegatronParamGather, BucketsOfFortyMillionOrAMillionPerRank) {
+    EXPECT_DOUBLE_EQ(megatron_ddp_buckets(3.82e9, 48), 80.0);  // 48e6 each: 79.6 -> 80
+    EXPECT_DOUBLE_EQ(megatron_ddp_buckets(100e6, 8), 3.0);     // 40e6 each
+    EXPECT_DOUBLE_EQ(megatron_ddp_buckets(1e6, 8), 1.0);
+}
+
+// The first bucket's gather waits; each next one runs behind the previous bucket's share of the
+// first forward and no more.
+TEST(MegatronParamGather, EachBucketHidesBehindThePreviousBucketsForward) {
+    // 40 ms in 4 buckets of 10, a 20 ms forward (5 per bucket): 10 + 3 x 5.
+    EXPECT_DOUBLE_EQ(megatron_param_gather_exposed_ms(40, 4, 20), 25.0);
+    // A forward of 80 (20 per bucket) hides all but the first bucket.
+    EXPECT_DOUBLE_EQ(megatron_param_gather_exposed_ms(40, 4, 80), 10.0);
+    // One bucket: nothing before it to hide behind.
+    EXPECT_DOUBLE_EQ(megatron_param_gather_exposed_ms(40, 1, 80), 40.0);
+}
+
+// Under Megatron's convention ZeRO-1 with --overlap gathers behind the first forward; DeepSpeed's
+// (--states zero) gathers after the step, exposed whole. The reduce-scatter is alike in both.
+TEST(MegatronParamGather, OnlyMegatronsDistributedOptimizerGathersBehindTheForward) {
+    PlanLayout p = hand_layout();
+    p.engine.dp = 4;
+    p.engine.zero = 1;
+    p.engine.overlap = true;
+    p.engine.global_batch = 8;
+    p.engine.microbatches = 2;
+    const ClusterSpec cluster = a100_cluster(4);
+    const ComputeRate rate = hundred_tflops();
+    const PlanContext context{cluster, CommModel(cluster), rate, PassCosts{}, false, true, hand_device()};
+    for (const StateConvention states : {StateConvention::megatron, StateConvention::zero}) {
+        p.states = states;
+        const PlanPrediction x = predict_layout(p, context);
+        double reduce = 0, reduce_calls = 0, gather = 0;
+        for (const CommLine& line : x.comm) {
+            if (line.dimension != "dp") continue;
+            if (line.collective == "allgather") gather += line.time_ms;
+            else reduce += line.time_ms, reduce_calls += line.calls;
+        }
+        ASSERT_GT(gather, 0.0);
+        const double forward = 2 * x.stages.front().forward_ms, backward = x.compute_ms - forward;
+        const double reduce_exposed = std::max(reduce / reduce_calls, reduce - backward / 2);
+        const double parameters = static_cast<double>(model_parameter_layout(p.engine.model, p.engine.seq_len).total_numel());  // tp 1, pp 1: the rank holds all
+        const double gather_exposed = states == StateConvention::megatron
+                                          ? megatron_param_gather_exposed_ms(gather, megatron_ddp_buckets(parameters, 4),
+                                                                             forward / 2)
+                                          : gather;
+        EXPECT_NEAR(x.exposed_dp_ms, reduce_exposed + gather_exposed, 1e-9) << states_name(states);
+        if (states == StateConvention::megatron) EXPECT_LT(gather_exposed, gather);
     }
 }
 
