@@ -337,10 +337,13 @@ void predict_optimizer(PlanPrediction& out, const PlanLayout& p, const PlanConte
 // reduce-scatters are each overlapped with the linear GEMM Transformer Engine pairs them with, on
 // the busiest stage (plan/tp_comm_overlap.hpp: its methods, SM margin and chunk overheads are
 // priced there, so the hidden tp time takes no overlap slowdown); the rest (all-reduces, the
-// collectives no TE GEMM carries) stays exposed.
-void expose_tp(PlanPrediction& out, const Layout& l, const std::optional<DeviceCompute>& device) {
+// collectives no TE GEMM carries) stays exposed. Without the SM margin (PlanLayout's
+// tp_comm_sm_margin) the GEMMs take every SM and the hidden tp time is returned, to slow the
+// compute beside it as the other hidden collectives do; else 0.
+double expose_tp(PlanPrediction& out, const PlanLayout& p, const std::optional<DeviceCompute>& device) {
+    const Layout& l = p.engine;
     out.exposed_tp_ms = sum_time_ms(out.comm, "tp");
-    if (!(l.tp_comm_overlap && l.tp > 1 && !out.stages.empty())) return;
+    if (!(l.tp_comm_overlap && l.tp > 1 && !out.stages.empty())) return 0.0;
     double ag_ms = 0, ag_calls = 0, rs_ms = 0, rs_calls = 0;
     for (const CommLine& line : out.comm) {
         if (line.dimension != "tp") continue;
@@ -349,9 +352,11 @@ void expose_tp(PlanPrediction& out, const Layout& l, const std::optional<DeviceC
     }
     std::vector<TpOverlapGemm> pairs = busiest_stage(out.stages).tp_overlap_gemms;
     for (TpOverlapGemm& pair : pairs) pair.gemm_ms /= out.compute_share.share, pair.count *= l.microbatches;
-    const TpOverlapDevice costs{device ? device->sms : 0.0, device ? device->gemm.overhead_us * 1e-3 : 0.0};
+    const TpOverlapDevice costs{device && p.tp_comm_sm_margin ? device->sms : 0.0,
+                                device ? device->gemm.overhead_us * 1e-3 : 0.0};
     const double exposed = tp_overlap_step_exposed_ms(pairs, ag_ms, ag_calls, rs_ms, rs_calls, l.tp, costs);
     out.exposed_tp_ms += exposed - (ag_ms + rs_ms);
+    return p.tp_comm_sm_margin ? 0.0 : std::max(0.0, ag_ms + rs_ms - exposed);
 }
 
 // The exposed dp (and edp) time: ZeRO-3's prefetched gathers and reduce-scatters unit by unit
@@ -489,24 +494,24 @@ PlanPrediction predict_layout(const PlanLayout& p, const PlanContext& context, c
 
     out.exposed_cp_ms = sum_time_ms(out.comm, "cp");
     out.host_overlap = host_overlap(context.cluster, out.compute_share);
-    double hidden_dp_ms = 0, hidden_pp_ms = 0, hidden_ep_ms = 0;
+    double hidden_tp_ms = 0, hidden_dp_ms = 0, hidden_pp_ms = 0, hidden_ep_ms = 0;
     if (out.host_overlap.hides_nothing) {
         out.exposed_tp_ms = sum_time_ms(out.comm, "tp");
         out.exposed_dp_ms = sum_time_ms(out.comm, "dp") + sum_time_ms(out.comm, "edp");
         out.exposed_pp_ms = sum_time_ms(out.comm, "pp");
     } else {
-        expose_tp(out, l, context.device_compute);
+        hidden_tp_ms = expose_tp(out, p, context.device_compute);
         hidden_dp_ms = expose_dp(out, p, static_cast<double>(rank.layout.total_numel()), regather_line);
         hidden_pp_ms = expose_pp(out, l);
         hidden_ep_ms = expose_ep(out, p, context, shared);
     }
     // What the collectives hid, they took from the compute beside them (arXiv 2507.03114): on a
     // GPU's compute model, that compute runs overlap_compute_slowdown slower for as long as the
-    // hidden collectives (dp, pp and the overlapped all-to-alls) last. A measured rate (a train
-    // report) holds its own slowdown already.
+    // hidden collectives (dp, pp, the overlapped all-to-alls, tp beside GEMMs on every SM) last.
+    // A measured rate (a train report) holds its own slowdown already.
     if (context.device_compute)
         out.overlap_slowdown_ms =
-            overlap_compute_slowdown * std::min(hidden_dp_ms + hidden_pp_ms + hidden_ep_ms, out.compute_ms);
+            overlap_compute_slowdown * std::min(hidden_tp_ms + hidden_dp_ms + hidden_pp_ms + hidden_ep_ms, out.compute_ms);
     predict_rates(out, p, context.cluster);
     return out;
 }
@@ -523,7 +528,7 @@ std::string layout_label(const PlanLayout& p) {
     label << " m" << l.microbatches << " mbs" << l.microbatch_size << " z" << l.zero;
     if (l.overlap) label << " overlap";
     if (l.prefetch) label << " prefetch";
-    if (l.tp_comm_overlap) label << " tp-overlap";
+    if (l.tp_comm_overlap) label << (p.tp_comm_sm_margin ? " tp-overlap" : " tp-overlap-shared-sms");
     if (p.fp8) label << " fp8";
     if (l.zero == 3 && !p.reshard_after_forward) label << " no-reshard";
     if (p.shard_group > 0) label << " hybrid" << p.shard_group;
@@ -580,7 +585,8 @@ nlohmann::json to_json(const PlanPrediction& p) {
               {"recompute", recompute_name(l.recompute)}, {"p2p", p2p_mode_name(l.p2p)},
               {"attention", attention_name(p.layout.engine.attention)},
               {"reshard_after_forward", p.layout.reshard_after_forward}, {"shard_group", p.layout.shard_group},
-              {"tp_comm_overlap", l.tp_comm_overlap}, {"fp8", p.layout.fp8},
+              {"tp_comm_overlap", l.tp_comm_overlap}, {"tp_comm_sm_margin", p.layout.tp_comm_sm_margin},
+              {"fp8", p.layout.fp8},
               {"ep", p.layout.engine.ep}, {"moe_a2a_overlap", p.layout.engine.moe.a2a_overlap},
               {"moe_a2a_overlap_1f1b", p.layout.engine.moe.a2a_overlap_1f1b}}},
             {"memory_bytes",

@@ -688,6 +688,34 @@ TEST(MegatronParamGather, OnlyMegatronsDistributedOptimizerGathersBehindTheForwa
     }
 }
 
+// --tp-comm-shared-sms (Transformer Engine before 2.0: no SM margin): the pipelined and bulk
+// pairs' GEMMs keep every SM, and the tp time they hide slows the compute beside it at
+// overlap_compute_slowdown, as hidden dp time does.
+TEST(TpCommOverlap, SharedSmsTakeNoMarginAndSlowTheComputeTheyHide) {
+    PlanLayout p = hand_layout();
+    p.states = StateConvention::megatron;
+    p.engine.tp = 2;
+    p.engine.sp = true;
+    p.engine.tp_comm_overlap = true;
+    p.engine.global_batch = 2;
+    p.engine.microbatches = 2;
+    const ClusterSpec cluster = a100_cluster(2);
+    DeviceCompute device = hand_device();
+    device.sms = 132;
+    const PlanContext context{cluster, CommModel(cluster), hundred_tflops(), PassCosts{}, false, true, device};
+    const PlanPrediction margin = predict_layout(p, context);
+    p.tp_comm_sm_margin = false;
+    const PlanPrediction shared = predict_layout(p, context);
+    double tp_ms = 0;
+    for (const CommLine& line : shared.comm)
+        if (line.dimension == "tp") tp_ms += line.time_ms;
+    // One rank per pipeline and data-parallel group: only tp time is hidden, and only when shared.
+    EXPECT_DOUBLE_EQ(margin.overlap_slowdown_ms, 0.0);
+    EXPECT_LT(shared.exposed_tp_ms, margin.exposed_tp_ms);  // no GEMM at 132/116 of its time
+    EXPECT_NEAR(shared.overlap_slowdown_ms, overlap_compute_slowdown * (tp_ms - shared.exposed_tp_ms), 1e-9);
+    EXPECT_EQ(shared.compute_ms, margin.compute_ms);
+}
+
 // Gradients are averaged over dp (op avg): the dp lines take an --op avg sweep's fit, the tp
 // lines (sums) the sum's. Without an avg sweep both take the sum's, as before.
 TEST(AveragedGradients, DpLinesTakeTheAverageSweepTpLinesTheSum) {
