@@ -684,7 +684,9 @@ TEST(MegatronParamGather, OnlyMegatronsDistributedOptimizerGathersBehindTheForwa
                                                                              forward / 2)
                                           : gather;
         EXPECT_NEAR(x.exposed_dp_ms, reduce_exposed + gather_exposed, 1e-9) << states_name(states);
-        if (states == StateConvention::megatron) EXPECT_LT(gather_exposed, gather);
+        if (states == StateConvention::megatron) {
+            EXPECT_LT(gather_exposed, gather);
+        }
     }
 }
 
