@@ -338,8 +338,9 @@ void predict_optimizer(PlanPrediction& out, const PlanLayout& p, const PlanConte
 // the busiest stage (plan/tp_comm_overlap.hpp: its methods, SM margin and chunk overheads are
 // priced there, so the hidden tp time takes no overlap slowdown); the rest (all-reduces, the
 // collectives no TE GEMM carries) stays exposed. Without the SM margin (PlanLayout's
-// tp_comm_sm_margin) the GEMMs take every SM and the hidden tp time is returned, to slow the
-// compute beside it as the other hidden collectives do; else 0.
+// tp_comm_sm_margin) the GEMMs take every SM and the tp time hidden by communication on SMs
+// (pipelined and bulk) is returned, to slow the compute beside it as the other hidden
+// collectives do; else 0.
 double expose_tp(PlanPrediction& out, const PlanLayout& p, const std::optional<DeviceCompute>& device) {
     const Layout& l = p.engine;
     out.exposed_tp_ms = sum_time_ms(out.comm, "tp");
@@ -354,9 +355,9 @@ double expose_tp(PlanPrediction& out, const PlanLayout& p, const std::optional<D
     for (TpOverlapGemm& pair : pairs) pair.gemm_ms /= out.compute_share.share, pair.count *= l.microbatches;
     const TpOverlapDevice costs{device && p.tp_comm_sm_margin ? device->sms : 0.0,
                                 device ? device->gemm.overhead_us * 1e-3 : 0.0};
-    const double exposed = tp_overlap_step_exposed_ms(pairs, ag_ms, ag_calls, rs_ms, rs_calls, l.tp, costs);
-    out.exposed_tp_ms += exposed - (ag_ms + rs_ms);
-    return p.tp_comm_sm_margin ? 0.0 : std::max(0.0, ag_ms + rs_ms - exposed);
+    const TpOverlapStep step = tp_overlap_step(pairs, ag_ms, ag_calls, rs_ms, rs_calls, l.tp, costs);
+    out.exposed_tp_ms += step.exposed_ms - (ag_ms + rs_ms);
+    return p.tp_comm_sm_margin ? 0.0 : step.hidden_on_sms_ms;
 }
 
 // The exposed dp (and edp) time: ZeRO-3's prefetched gathers and reduce-scatters unit by unit

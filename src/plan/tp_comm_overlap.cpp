@@ -46,10 +46,11 @@ std::optional<TeOverlap> te_overlap_of(const std::string& gemm_name) {
     return found->second;
 }
 
-double tp_overlap_step_exposed_ms(const std::vector<TpOverlapGemm>& pairs, double ag_ms, double ag_calls,
-                                  double rs_ms, double rs_calls, int tp, const TpOverlapDevice& device) {
+TpOverlapStep tp_overlap_step(const std::vector<TpOverlapGemm>& pairs, double ag_ms, double ag_calls, double rs_ms,
+                              double rs_calls, int tp, const TpOverlapDevice& device) {
     const double ag_each = ag_calls > 0 ? ag_ms / ag_calls : 0.0, rs_each = rs_calls > 0 ? rs_ms / rs_calls : 0.0;
-    double ag_left = ag_calls, rs_left = rs_calls, exposed = 0;
+    double ag_left = ag_calls, rs_left = rs_calls;
+    TpOverlapStep step;
     for (const TpOverlapGemm& pair : pairs) {
         const bool gathers = pair.method == TeOverlap::ring_exchange || pair.method == TeOverlap::bulk_all_gather;
         double& left = gathers ? ag_left : rs_left;
@@ -57,14 +58,18 @@ double tp_overlap_step_exposed_ms(const std::vector<TpOverlapGemm>& pairs, doubl
         if (n <= 0) continue;
         left -= n;
         const double c = gathers ? ag_each : rs_each;
+        double exposed = 0;
         switch (pair.method) {
-            case TeOverlap::ring_exchange: exposed += n * tp_overlap_allgather_exposed_ms(pair.gemm_ms, c, tp, device); break;
-            case TeOverlap::pipeline: exposed += n * tp_overlap_reducescatter_exposed_ms(pair.gemm_ms, c, tp, device); break;
+            case TeOverlap::ring_exchange: exposed = tp_overlap_allgather_exposed_ms(pair.gemm_ms, c, tp, device); break;
+            case TeOverlap::pipeline: exposed = tp_overlap_reducescatter_exposed_ms(pair.gemm_ms, c, tp, device); break;
             case TeOverlap::bulk_all_gather:
-            case TeOverlap::bulk_reduce_scatter: exposed += n * tp_overlap_bulk_exposed_ms(pair.gemm_ms, c, device); break;
+            case TeOverlap::bulk_reduce_scatter: exposed = tp_overlap_bulk_exposed_ms(pair.gemm_ms, c, device); break;
         }
+        step.exposed_ms += n * exposed;
+        if (pair.method != TeOverlap::ring_exchange) step.hidden_on_sms_ms += n * std::max(0.0, c - exposed);
     }
-    return exposed + ag_left * ag_each + rs_left * rs_each;
+    step.exposed_ms += ag_left * ag_each + rs_left * rs_each;
+    return step;
 }
 
 }  // namespace parbench

@@ -71,10 +71,18 @@ double tp_overlap_reducescatter_exposed_ms(double gemm_ms, double comm_ms, int t
 // Exposed time of one bulk collective of c beside its GEMM of g (either kind: TE runs both alike).
 double tp_overlap_bulk_exposed_ms(double gemm_ms, double comm_ms, const TpOverlapDevice& device);
 
-// A step's exposed tensor-parallel time: each GEMM in `pairs` (the step's, counts included) with
-// one all-gather (of `ag_calls` totalling `ag_ms`, all of one size) or reduce-scatter by its method;
+struct TpOverlapStep {
+    double exposed_ms = 0;
+    // The communication the pipelined and bulk pairs hid: what runs on SMs beside the GEMM (the
+    // ring exchanges move their chunks on copy engines), which slows the GEMM when it keeps
+    // every SM (no SM margin: PlanLayout's tp_comm_sm_margin).
+    double hidden_on_sms_ms = 0;
+};
+
+// A step's tensor-parallel time: each GEMM in `pairs` (the step's, counts included) with one
+// all-gather (of `ag_calls` totalling `ag_ms`, all of one size) or reduce-scatter by its method;
 // the collectives beyond the pairs' are exposed whole.
-double tp_overlap_step_exposed_ms(const std::vector<TpOverlapGemm>& pairs, double ag_ms, double ag_calls,
-                                  double rs_ms, double rs_calls, int tp, const TpOverlapDevice& device);
+TpOverlapStep tp_overlap_step(const std::vector<TpOverlapGemm>& pairs, double ag_ms, double ag_calls, double rs_ms,
+                              double rs_calls, int tp, const TpOverlapDevice& device);
 
 }  // namespace parbench

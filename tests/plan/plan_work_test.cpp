@@ -269,9 +269,9 @@ TEST(TpCommOverlap, PricedAsTransformerEnginesDefaultsRunIt) {
     EXPECT_DOUBLE_EQ(tp_overlap_reducescatter_exposed_ms(10, 16, 8, ideal), 8.5);
     EXPECT_NEAR(tp_overlap_reducescatter_exposed_ms(10, 4, 8, {132, 0}), 10.0 * 132 / 116 + 1 - 10, 1e-12);
     // A step of equal pairs: the same per pair.
-    EXPECT_DOUBLE_EQ(tp_overlap_step_exposed_ms({{TeOverlap::ring_exchange, 10, 4}, {TeOverlap::pipeline, 10, 4}}, 16, 4,
-                                                16, 4, 4, ideal),
-                     4 * 0.0 + 4 * 1.0);
+    EXPECT_DOUBLE_EQ(
+        tp_overlap_step({{TeOverlap::ring_exchange, 10, 4}, {TeOverlap::pipeline, 10, 4}}, 16, 4, 16, 4, 4, ideal).exposed_ms,
+        4 * 0.0 + 4 * 1.0);
 }
 
 // TE's bulk overlap (qkv/fc1 dgrad and wgrad): one collective on 16 SMs beside one unsplit GEMM
@@ -333,11 +333,14 @@ TEST(TpCommOverlap, EachPairAtItsOwnGemmAndTheRestExposed) {
         {TeOverlap::bulk_reduce_scatter, 2, 1},  // max(2, 4) - 2: 2
     };
     // 3 all-gathers (1 unpaired: 3), 2 reduce-scatters (all paired): 1.5 + 0 + 1 + 2 + 3.
-    EXPECT_DOUBLE_EQ(tp_overlap_step_exposed_ms(pairs, 9, 3, 8, 2, 4, {}), 7.5);
+    const TpOverlapStep step = tp_overlap_step(pairs, 9, 3, 8, 2, 4, {});
+    EXPECT_DOUBLE_EQ(step.exposed_ms, 7.5);
+    // Hidden on SMs: the pipeline's 4 - 1 and the bulk pair's 4 - 2; not the ring exchanges' (copy engines).
+    EXPECT_DOUBLE_EQ(step.hidden_on_sms_ms, 3.0 + 2.0);
     // Pairs beyond the collectives pair nothing.
-    EXPECT_DOUBLE_EQ(tp_overlap_step_exposed_ms(pairs, 3, 1, 0, 0, 4, {}), 1.5);
+    EXPECT_DOUBLE_EQ(tp_overlap_step(pairs, 3, 1, 0, 0, 4, {}).exposed_ms, 1.5);
     // No pairs: every collective exposed.
-    EXPECT_DOUBLE_EQ(tp_overlap_step_exposed_ms({}, 9, 3, 8, 2, 4, {}), 17.0);
+    EXPECT_DOUBLE_EQ(tp_overlap_step({}, 9, 3, 8, 2, 4, {}).exposed_ms, 17.0);
 }
 
 TEST(DeviceCompute, FusedAttentionRunsAtItsKernelsRate) {
@@ -708,13 +711,21 @@ TEST(TpCommOverlap, SharedSmsTakeNoMarginAndSlowTheComputeTheyHide) {
     const PlanPrediction margin = predict_layout(p, context);
     p.tp_comm_sm_margin = false;
     const PlanPrediction shared = predict_layout(p, context);
-    double tp_ms = 0;
-    for (const CommLine& line : shared.comm)
-        if (line.dimension == "tp") tp_ms += line.time_ms;
+    // The step's pairs and collectives, as expose_tp takes them.
+    std::vector<TpOverlapGemm> pairs = shared.stages.front().tp_overlap_gemms;
+    for (TpOverlapGemm& pair : pairs) pair.count *= 2;  // 2 micro-batches
+    double ag_ms = 0, ag_calls = 0, rs_ms = 0, rs_calls = 0;
+    for (const CommLine& line : shared.comm) {
+        if (line.dimension != "tp") continue;
+        if (line.collective == "allgather") ag_ms += line.time_ms, ag_calls += line.calls;
+        if (line.collective == "reducescatter") rs_ms += line.time_ms, rs_calls += line.calls;
+    }
+    const TpOverlapStep step = tp_overlap_step(pairs, ag_ms, ag_calls, rs_ms, rs_calls, 2, {0, 0.01});
+    ASSERT_GT(step.hidden_on_sms_ms, 0.0);
     // One rank per pipeline and data-parallel group: only tp time is hidden, and only when shared.
     EXPECT_DOUBLE_EQ(margin.overlap_slowdown_ms, 0.0);
     EXPECT_LT(shared.exposed_tp_ms, margin.exposed_tp_ms);  // no GEMM at 132/116 of its time
-    EXPECT_NEAR(shared.overlap_slowdown_ms, overlap_compute_slowdown * (tp_ms - shared.exposed_tp_ms), 1e-9);
+    EXPECT_NEAR(shared.overlap_slowdown_ms, overlap_compute_slowdown * step.hidden_on_sms_ms, 1e-9);
     EXPECT_EQ(shared.compute_ms, margin.compute_ms);
 }
 
