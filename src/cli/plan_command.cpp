@@ -494,6 +494,11 @@ class PlanCommand : public Command {
             if (one_rate)
                 throw UsageError("--fp8 prices the linear layers' GEMMs on the device's FP8 curve; drop --efficiency "
                                  "and --calibrate-compute, which give one rate instead");
+            // torchtitan's policy counts aten.mm; Float8 linear layers call torch._scaled_mm, so under it
+            // every product would be recomputed (theory/activation_memory.hpp), which is not priced.
+            if (p.engine.recompute == Recompute::selective_op)
+                throw UsageError("--recompute selective-op with --fp8: the policy saves aten.mm outputs, which Float8 "
+                                 "linear layers do not call; use --recompute selective or full");
             p.fp8 = true;
         }
         resolve_fsdp(p, cluster);

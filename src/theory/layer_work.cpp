@@ -1,5 +1,7 @@
 #include "theory/layer_work.hpp"
 
+#include <stdexcept>
+
 #include "core/error.hpp"
 
 namespace parbench {
@@ -15,6 +17,28 @@ void add_linear(LayerWork& work, const std::string& name, double tokens, double 
     work.forward.gemms.push_back({name, tokens, out, in, 1, e});
     work.input_grad.gemms.push_back({name + " dx", tokens, in, out, 1, e});
     work.weight_grad.gemms.push_back({name + " dW", in, out, tokens, 1, e, GemmRole::linear_weight_grad});
+}
+
+// torchtitan's op-level selective checkpointing (theory/activation_memory.hpp) on a Llama block at
+// tp 1: of the seven products in forward order, wq, wk, wv, wo, w1 (gate), w3 (up), w2 (down), the
+// policy counts each aten.mm and recomputes every second one, wk, wo and w3; the attention kernel's
+// output is saved, so flash attention's forward is not repeated. Every element-wise op runs again,
+// up to down's input (the product), the last tensor the block's backward needs: all of the
+// forward's element-wise traffic but the second residual add, whose output nothing in the
+// backward reads (non-reentrant checkpointing stops recomputing there).
+PassWork op_level_recompute(const LayerWorkShape& shape, double forward_memory_bytes) {
+    const ModelConfig& model = shape.model;
+    if (model.kind != ModelKind::llama || shape.tp != 1 || !shape.mlp)
+        throw std::logic_error("op_level_recompute: selective-op is priced for dense Llama layers at tp 1 "
+                               "(theory/layout.cpp refuses the rest)");
+    const double h = model.hidden, kv = model.kv_heads * (h / model.heads), f = model.ffn_hidden;
+    const double tokens = shape.micro * shape.seq, e = shape.element_bytes;
+    PassWork pass;
+    pass.gemms = {{"wk (recomputed, op-level)", tokens, kv, h, 1, e},
+                  {"wo (recomputed, op-level)", tokens, h, h, 1, e},
+                  {"w3 up (recomputed, op-level)", tokens, f, h, 1, e}};
+    pass.memory_bytes = forward_memory_bytes - 3.0 * tokens * h * e;
+    return pass;
 }
 
 }  // namespace
@@ -114,6 +138,8 @@ LayerWork transformer_layer_work(const LayerWorkShape& shape, AttentionKind atte
 
     if (recompute == Recompute::full) {
         work.recompute = work.forward;  // the whole forward again before the backward
+    } else if (recompute == Recompute::selective_op) {
+        work.recompute = op_level_recompute(shape, memory);
     } else if (recompute == Recompute::selective && attention == AttentionKind::naive) {
         work.recompute = core;  // the attention core only (arXiv 2205.05198 sec. 5)
     }

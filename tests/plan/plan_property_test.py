@@ -127,7 +127,7 @@ def random_case(rng, clusters):
         args += ["--cores-per-host", str(number([1, 2, 64]))]
     for flag, chance, values in [("--schedule", 0.3, ["1f1b", "gpipe", "interleaved", "zb-h1", "zigzag"]),
                                  ("--states", 0.4, ["megatron", "zero", "parbench", "bytes"]),
-                                 ("--recompute", 0.3, ["selective", "none", "full", "half"]),
+                                 ("--recompute", 0.3, ["selective", "none", "full", "half", "selective-op"]),
                                  ("--precision", 0.3, ["bf16", "fp32", "fp8"]),
                                  ("--p2p", 0.1, ["nonblocking", "blocking", "carrier-pigeon"]),
                                  ("--cp-style", 0.05, ["ring", "alltoall", "diagonal"])]:
