@@ -58,8 +58,9 @@ in-step factor unchanged; every other figure is the model's own):
     h100-grand-teton.json), local batch 2, sequence 8192, selective activation checkpointing, the
     bf16 rows. Published: tokens/s per GPU; the step time is local batch x 8192 / that. Assumed:
     FSDP2 as ZeRO-3 with prefetch, resharding after forward, bf16 gathers and fp32 reduce-scatters
-    (torchtitan's defaults), selective checkpointing as plan's selective (nothing under flash
-    attention), one micro-batch. And its table 4, FSDP + TP (2D): Llama 3.1 70B on 256 H100, FSDP 32 x
+    (torchtitan's defaults), one micro-batch. Its selective checkpointing is the op-level policy
+    (train_configs/llama3_8b.toml at the benchmark's commit 9dec370: mode "selective",
+    selective_ac_option "op"), priced as --recompute selective-op. And its table 4, FSDP + TP (2D): Llama 3.1 70B on 256 H100, FSDP 32 x
     TP 8, local batch 16 (global 512), full activation checkpointing, torch.compile and Float8, with
     and without async TP; priced with --fp8, --sp (torchtitan's TP shards the sequence between its
     blocks) and --tp-comm-overlap for async TP, one micro-batch; the step is 512 x 8192 / (tokens/s
@@ -142,6 +143,9 @@ TORCHTITAN_H100 = [
     (128, "FSDP", 2, 5605),
     (128, "FSDP + torch.compile", 2, 6514),
 ]
+# The same tables' Memory(GiB) column (the largest over the GPUs), beside plan's prediction.
+TORCHTITAN_H100_MEMORY_GIB = {(8, "FSDP"): 82.4, (8, "FSDP + torch.compile"): 77.0, (128, "FSDP"): 67.0,
+                              (128, "FSDP + torch.compile"): 62.0}
 
 # The same benchmark's table 4 (FSDP 32 x TP 8, Llama 3.1 70B, 256 GPUs, local batch 16, full
 # activation checkpointing, torch.compile + Float8): technique, --tp-comm-overlap, tokens/s per GPU.
@@ -344,7 +348,7 @@ def main():
             published_s = local * 8192 / tokens_per_s
             args = ["--model", "llama3-8b", "--gpus", str(gpus), "--global-batch", str(local * gpus),
                     "--microbatches", "1", "--zero", "3", "--overlap", "--prefetch", "--states", "megatron",
-                    "--attention", "flash", "--recompute", "selective", "--precision", "bf16"]
+                    "--attention", "flash", "--recompute", "selective-op", "--precision", "bf16"]
             step_ms, layout = plan_step_ms(options.parbench, teton, args, scratch, status=(0, 3))
             predicted_s = step_ms / 1e3
             memory = layout["memory_bytes"]
@@ -352,9 +356,12 @@ def main():
                 f"{memory['capacity'] / 2**30:.1f})"
             rows.append(row("Llama3.1-8B", f"{technique}{fits}", gpus, local * gpus, published_s, predicted_s,
                             "FSDP2 as ZeRO-3 with prefetch, resharded after forward, bf16 gathers and fp32 "
-                            "reduce-scatters; selective checkpointing as plan's selective; FlashAttention-2", False,
+                            "reduce-scatters; torchtitan's op-level selective checkpointing (--recompute "
+                            "selective-op); FlashAttention-2", False,
                             published_tokens_per_s_per_gpu=tokens_per_s,
-                            predicted_tokens_per_s_per_gpu=local * 8192 / predicted_s))
+                            predicted_tokens_per_s_per_gpu=local * 8192 / predicted_s, fits=memory["fits"],
+                            memory_gib=memory["total"] / 2**30,
+                            published_memory_gib=TORCHTITAN_H100_MEMORY_GIB[(gpus, technique)]))
         tables["torchtitan, H100 Llama 3.1 8B FSDP, bf16 (step time from tokens/s per GPU)"] = rows
 
         rows = []
