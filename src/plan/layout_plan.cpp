@@ -254,7 +254,8 @@ std::vector<PassCosts> predict_compute(PlanPrediction& out, const PlanLayout& p,
     if (context.device_compute) {
         DeviceCompute device = *context.device_compute;
         device.fp8_linear = p.fp8;
-        out.stages = stage_compute(l, p.engine.attention, device, &p.experts, p.states != StateConvention::parbench);
+        out.stages = stage_compute(l, p.engine.attention, device, &p.experts, p.states != StateConvention::parbench,
+                                   p.eager_elementwise);
         out.contention_by_pp_rank = apply_host_contention(out.stages, l, l.pp > 1 ? &pipeline->schedule : nullptr,
                                                           context.contention, out.compute_share);
         for (const StageCompute& stage : out.stages)

@@ -77,6 +77,10 @@ def main():
          "--recompute selective-op with --fp8"),
         (["--model", "llama3-8b", "--gpus", "8", "--search", "--recompute", "selective-op"], "--recompute selective-op"),
         (["--model", "gpt3-175b", "--gpus", "64", "--recompute", "selective-op"], "--recompute selective-op"),
+        # Eager element-wise ops: torchtitan's dense Llama code, a framework's job, at the device's bandwidth.
+        (["--model", "gpt3-175b", "--gpus", "64", "--eager"], "--eager"),
+        (["--model", "llama-tiny", "--gpus", "2", "--eager", "--states", "parbench"], "--eager"),
+        (["--model", "llama3-8b", "--gpus", "8", "--eager", "--efficiency", "0.5"], "--eager"),
     ])
     for args, needle in bad:
         result = run(binary, args)

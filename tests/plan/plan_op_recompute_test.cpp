@@ -1,6 +1,7 @@
 // torchtitan's op-level selective checkpointing (--recompute selective-op, theory/activation_memory.hpp)
 // counted by hand on a small Llama layer: the products it recomputes and their FLOPs, the
-// element-wise bytes it moves again, the bytes it keeps and rebuilds, and where it is refused.
+// element-wise bytes it moves again, the bytes it keeps and rebuilds, and where it is refused; and
+// the element-wise bytes of torchtitan's eager Llama code (plan --eager).
 #include <gtest/gtest.h>
 
 #include <string>
@@ -65,6 +66,27 @@ TEST(OpLevelRecompute, RecomputesEveryOtherProductAndTheElementwiseOps) {
     EXPECT_DOUBLE_EQ(none.recompute.flops(), 0.0);
     // The step's recompute FLOPs (model_flops) are the layers' sum: 2 layers x 1792 per sequence.
     EXPECT_DOUBLE_EQ(recompute_flops_per_step(hand_llama(), 1, 4, Recompute::selective_op), 2.0 * 1792.0);
+}
+
+// Eager PyTorch runs torchtitan's RMSNorm, RoPE and SwiGLU op by op (theory/layer_work.cpp).
+TEST(EagerElementwise, EachOpReadsAndWritesHbmWithTheNormsAndRopesUpcasts) {
+    LayerWorkShape shape = hand_shape();
+    shape.eager_elementwise = true;
+    const LayerWork eager = transformer_layer_work(shape, AttentionKind::flash, Recompute::selective_op);
+    // bf16, 4 tokens: RMSNorm 6 + 8 + 4 + 8 + 6 + 4 = 36 B per element, 2 x 36 x 32 = 2304; residual
+    // adds as fused, 384; SwiGLU 5 x 2 per gate element, 10 x 64 = 640; RoPE 6 + 8 + 6 = 20 per
+    // element of q and k, 20 x 4 x 12 = 960.
+    EXPECT_DOUBLE_EQ(eager.forward.memory_bytes, 2304.0 + 384.0 + 640.0 + 960.0);
+    EXPECT_DOUBLE_EQ(eager.input_grad.memory_bytes, 1.5 * eager.forward.memory_bytes);
+    // Op-level recompute repeats them as eager too, less the block's output add.
+    EXPECT_DOUBLE_EQ(eager.recompute.memory_bytes, eager.forward.memory_bytes - 192.0);
+    // The products are the fused layer's.
+    const LayerWork fused = transformer_layer_work(hand_shape(), AttentionKind::flash, Recompute::selective_op);
+    EXPECT_DOUBLE_EQ(eager.forward.flops() + eager.recompute.flops(), fused.forward.flops() + fused.recompute.flops());
+    // fp32 activations: no casts, so RMSNorm 8 + 4 + 8 + 8 = 28, RoPE 8, SwiGLU 20 per element.
+    shape.element_bytes = 4;
+    EXPECT_DOUBLE_EQ(transformer_layer_work(shape, AttentionKind::flash, Recompute::none).forward.memory_bytes,
+                     2 * 28.0 * 32 + 2 * 3.0 * 32 * 4 + 20.0 * 64 + 8.0 * 48);
 }
 
 TEST(OpLevelRecompute, KeepsTheBlockInputAndTheSavedOutputsOnly) {
