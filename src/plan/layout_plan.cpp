@@ -87,10 +87,13 @@ PlanMemory convention_memory(const PlanLayout& p, int pp_rank, const EnginePipel
     m.activations = layer_micro * layer.bytes;
     // Full recompute rebuilds one layer's activations at a time during backward.
     if (l.recompute == Recompute::full) m.activations += per_layer(Recompute::none).bytes;
-    // Op-level recompute rebuilds, one layer at a time, what that layer's backward needs and it did not keep.
-    if (l.recompute == Recompute::selective_op)
-        m.activations += llama_op_recompute_rebuilt_bytes(l.model, l.seq_len, l.microbatch_size).bytes;
     m.activation_formula = layer.formula + " x layers x micro-batches in flight";
+    // Op-level recompute rebuilds, one layer at a time, what that layer's backward needs and it did not keep.
+    if (l.recompute == Recompute::selective_op) {
+        const LayerActivationBytes rebuilt = llama_op_recompute_rebuilt_bytes(l.model, l.seq_len, l.microbatch_size);
+        m.activations += rebuilt.bytes;
+        m.activation_formula += " + " + rebuilt.formula;
+    }
     // parbench's schemes' working buffers in the convention's bytes: gradient bucket slots
     // (ZeRO-2/3) and parameter gather slots (ZeRO-3).
     if (l.zero >= 2 && l.gradient_ranks() > 1) {

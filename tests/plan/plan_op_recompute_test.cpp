@@ -117,6 +117,8 @@ TEST(OpLevelRecompute, PlanMemoryHoldsEveryLayersKeptBytesAndOneLayersRebuilt) {
     // Kept 2*32*(4*64 + 32 + 160) = 28672 per layer; rebuilt 2*32*(4*64 + 32 + 2*160) = 38912.
     EXPECT_DOUBLE_EQ(m.activation_bytes_per_layer, 28672.0);
     EXPECT_DOUBLE_EQ(m.activations, 2.0 * 28672.0 + 38912.0);
+    EXPECT_NE(m.activation_formula.find("+ 8sbh + 2sb·h_kv + 4sbf, one layer's recompute"), std::string::npos)
+        << m.activation_formula;
 }
 
 TEST(OpLevelRecompute, NameRoundTripsAndTheEngineAndUnpricedLayoutsRefuseIt) {
