@@ -495,11 +495,11 @@ class PlanCommand : public Command {
             if (one_rate)
                 throw UsageError("--fp8 prices the linear layers' GEMMs on the device's FP8 curve; drop --efficiency "
                                  "and --calibrate-compute, which give one rate instead");
-            // torchtitan's policy counts aten.mm; Float8 linear layers call torch._scaled_mm, so under it
-            // every product would be recomputed (theory/activation_memory.hpp), which is not priced.
+            // Priced in 16 bits only: what the policy keeps and recomputes around Float8's casts and
+            // their amax reductions (its _save_list keeps abs and max) is not modelled.
             if (p.engine.recompute == Recompute::selective_op)
-                throw UsageError("--recompute selective-op with --fp8: the policy saves aten.mm outputs, which Float8 "
-                                 "linear layers do not call; use --recompute selective or full");
+                throw UsageError("--recompute selective-op with --fp8: the policy is priced for bf16 linear layers "
+                                 "only, not around Float8's casts; use --recompute selective or full");
             p.fp8 = true;
         }
         if (eager) {
