@@ -101,9 +101,12 @@ struct PlanLayout {
     // communication leaves (Transformer Engine 2.0 on: initialize_ub's default set_sm_margin for
     // pipeline and bulk), or on every SM, sharing them with the communication kernels (TE before
     // 2.0, whose default was set_sm_margin 0; Megatron-LM passes no userbuffers config without
-    // --tp-comm-overlap-cfg): then the hidden tp time slows the compute beside it as the other
-    // hidden collectives do (plan/tp_comm_overlap.hpp).
+    // --tp-comm-overlap-cfg): then the tp time those collectives hide on SMs slows the compute
+    // beside it as the other hidden collectives do (plan/tp_comm_overlap.hpp).
     bool tp_comm_sm_margin = true;
+    // A dense Llama job's norms, RoPE and SwiGLU as eager PyTorch runs them, op by op (plan --eager:
+    // torchtitan without torch.compile; theory/layer_work.hpp); zero and megatron conventions.
+    bool eager_elementwise = false;
     PlanExperts experts;
 };
 
