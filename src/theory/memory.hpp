@@ -72,6 +72,15 @@ std::optional<EnginePipeline> engine_pipeline(const Layout& layout);
 // (a plan asks for every pipeline rank of one layout).
 EngineRank engine_rank(const Layout& layout, int pp_rank, const EnginePipeline* pipeline = nullptr,
                        const ParameterLayout* whole = nullptr);
+// Pipeline rank `pp_rank`'s chunks (virtual stage c·pp + pp_rank for each chunk c).
+std::vector<LayerRange> engine_rank_chunks(const Layout& layout, int pp_rank);
+// The same without the schedule: the rank's parameters and chunks, no activation slots. What its
+// model states need, which no schedule changes (a search rules out shapes on them before building
+// a schedule of thousands of micro-batches).
+EngineRank engine_rank_unscheduled(const Layout& layout, int pp_rank, const ParameterLayout* whole = nullptr);
+// One pipeline rank's model states in its ledger (the schemes' parameters, gradients, AdamW state
+// and their slots: engine_rank_memory's first items): a floor of its total under any schedule.
+double engine_rank_state_bytes(const Layout& layout, int pp_rank);
 
 // One pipeline rank's ledger. Throws UsageError for a model kind the engine cannot train.
 RankMemory engine_rank_memory(const Layout& layout, int pp_rank, const EnginePipeline* pipeline = nullptr);
