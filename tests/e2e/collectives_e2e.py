@@ -181,8 +181,14 @@ def case_off_cache(ctx):
     timed = [e for e in report["results"] if "skipped" not in e]
     check(timed and all(e["wrong"] == 0 for e in timed), str([(e["collective"], e["wrong"]) for e in timed]))
     hot = ctx.path("hot.json")
-    check(ctx.run(2, "allreduce", "--size", "1K", "--iters", "2", "--json", hot).returncode == 0, "hot run")
+    check(ctx.run(3, "allreduce", "--size", "768", "--iters", "2", "--json", hot).returncode == 0, "hot run")
     check(load_report(ctx, hot)["config"]["off_cache_bytes"] is None, "hot buffers by default")
+    # compare warns when one report's buffers were hot and another's out of cache, and names both.
+    result = ctx.run(0, "compare", hot, json_path)
+    warnings = [l for l in result.stderr.splitlines() if l.startswith("warning")]
+    check(result.returncode == 0 and warnings and "not equally out of cache" in warnings[0] and
+          "off cache over 262144 B" in warnings[0], f"compare hot against off cache: {result.stderr}")
+    check("not equally out of cache" not in ctx.run(0, "compare", hot, hot).stderr, "compare hot against hot")
 
 
 def case_compare(ctx):
