@@ -114,7 +114,7 @@ if [[ -n ${REUSE_CALIBRATION:-} && -f $out/ops.json ]]; then
     echo "# calibration: no $out/compute-busy-*.json (an older calibration): measuring the busy-core compute now" >&2
     busy_calibration
   fi
-  if [[ -z $(swept_off_cache "$out/coll-np2.json") ]]; then
+  if [[ ! -f $out/coll-np2.json || -z $(swept_off_cache "$out/coll-np2.json") ]]; then
     echo "# calibration: $out/coll-*.json ran on hot buffers (an older calibration): sweeping again now, off cache" >&2
     load_now > "$out/load-calibration-sweeps.txt"
     sweep_calibration
