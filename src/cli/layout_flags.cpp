@@ -44,7 +44,8 @@ void add_layout_flags(CLI::App& command, LayoutFlags& f) {
                  "fp32, or bf16 (bf16 matmuls, fp32 master weights); also which peak MFU is against (default fp32, "
                  "train's, which plan --states parbench takes too; plan otherwise bf16)");
     c.add_option("--recompute", f.recompute,
-                 "Activation recompute: none, selective (the attention core) or full (each layer's forward)")
+                 "Activation recompute: none, selective (the attention core), full (each layer's forward) or "
+                 "selective-op (torchtitan's op-level policy: every other product and the element-wise ops; plan only)")
         ->capture_default_str();
     c.add_option("--attention", f.attention,
                  "Whole-sequence attention: auto (default), flash (block: the log-sum-exp kept, scores recomputed in "

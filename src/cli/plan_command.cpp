@@ -85,6 +85,7 @@ class PlanCommand : public Command {
     int top = 10;
     std::optional<std::string> microbatch_list;  // default: SearchSpace's, extended to the batch
     bool fp8 = false;                            // plan/device_compute.hpp
+    bool eager = false;                          // plan/layout_plan.hpp eager_elementwise
     std::string json_path;
     bool markdown = false;
 
@@ -494,7 +495,24 @@ class PlanCommand : public Command {
             if (one_rate)
                 throw UsageError("--fp8 prices the linear layers' GEMMs on the device's FP8 curve; drop --efficiency "
                                  "and --calibrate-compute, which give one rate instead");
+            // Priced in 16 bits only: what the policy keeps and recomputes around Float8's casts and
+            // their amax reductions (its _save_list keeps abs and max) is not modelled.
+            if (p.engine.recompute == Recompute::selective_op)
+                throw UsageError("--recompute selective-op with --fp8: the policy is priced for bf16 linear layers "
+                                 "only, not around Float8's casts; use --recompute selective or full");
             p.fp8 = true;
+        }
+        if (eager) {
+            if (p.states == StateConvention::parbench)
+                throw UsageError("--eager prices a framework's eager PyTorch element-wise ops; parbench's train runs its "
+                                 "own kernels: plan with --states megatron|zero, or drop it");
+            if (config.kind != ModelKind::llama || config.moe)
+                throw UsageError("--eager prices torchtitan's dense Llama code op by op; model " + config.name +
+                                 " is not a dense Llama model: drop --eager");
+            if (one_rate)
+                throw UsageError("--eager prices the element-wise ops at the device's memory bandwidth; drop "
+                                 "--efficiency and --calibrate-compute, which give one rate instead");
+            p.eager_elementwise = true;
         }
         resolve_fsdp(p, cluster);
         resolve_experts(p, config);
@@ -532,6 +550,9 @@ std::unique_ptr<Command> add_plan_command(CLI::App& app) {
     sub->add_flag("--fp8", c.fp8,
                   "FP8 linear layers (Transformer Engine, torchtitan Float8): their GEMMs at the device's FP8 peak and "
                   "measured FP8 efficiency, activations cast before each; attention and the rest in bf16");
+    sub->add_flag("--eager", c.eager,
+                  "A dense Llama job's RMSNorms, RoPE and SwiGLU as eager PyTorch runs torchtitan's code, one kernel per "
+                  "op with fp32 upcasts (torchtitan without torch.compile); default: one fused kernel each");
     sub->add_option("--fbw", c.pass_costs, "F,B,W times of one micro-batch for the schedule simulation");
     sub->add_option("--efficiency", c.efficiency,
                     "One fraction of peak for all compute (default: each GEMM's shape on the device's curve, "

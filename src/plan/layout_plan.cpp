@@ -88,6 +88,12 @@ PlanMemory convention_memory(const PlanLayout& p, int pp_rank, const EnginePipel
     // Full recompute rebuilds one layer's activations at a time during backward.
     if (l.recompute == Recompute::full) m.activations += per_layer(Recompute::none).bytes;
     m.activation_formula = layer.formula + " x layers x micro-batches in flight";
+    // Op-level recompute rebuilds, one layer at a time, what that layer's backward needs and it did not keep.
+    if (l.recompute == Recompute::selective_op) {
+        const LayerActivationBytes rebuilt = llama_op_recompute_rebuilt_bytes(l.model, l.seq_len, l.microbatch_size);
+        m.activations += rebuilt.bytes;
+        m.activation_formula += " + " + rebuilt.formula;
+    }
     // parbench's schemes' working buffers in the convention's bytes: gradient bucket slots
     // (ZeRO-2/3) and parameter gather slots (ZeRO-3).
     if (l.zero >= 2 && l.gradient_ranks() > 1) {
@@ -251,7 +257,8 @@ std::vector<PassCosts> predict_compute(PlanPrediction& out, const PlanLayout& p,
     if (context.device_compute) {
         DeviceCompute device = *context.device_compute;
         device.fp8_linear = p.fp8;
-        out.stages = stage_compute(l, p.engine.attention, device, &p.experts, p.states != StateConvention::parbench);
+        out.stages = stage_compute(l, p.engine.attention, device, &p.experts, p.states != StateConvention::parbench,
+                                   p.eager_elementwise);
         out.contention_by_pp_rank = apply_host_contention(out.stages, l, l.pp > 1 ? &pipeline->schedule : nullptr,
                                                           context.contention, out.compute_share);
         for (const StageCompute& stage : out.stages)

@@ -97,6 +97,9 @@ struct PlanLayout {
     // (1 B each per parameter), which Transformer Engine keeps from a step's first micro-batch to
     // its last (its is_first_microbatch weight caching). zero and megatron conventions, bf16.
     bool fp8 = false;
+    // A dense Llama job's norms, RoPE and SwiGLU as eager PyTorch runs them, op by op (plan --eager:
+    // torchtitan without torch.compile; theory/layer_work.hpp); zero and megatron conventions.
+    bool eager_elementwise = false;
     PlanExperts experts;
 };
 

@@ -23,9 +23,10 @@ void add(StageCompute& stage, const LayerWork& work, const DeviceCompute& device
 
 namespace {
 
-LayerWorkShape layer_shape(const Layout& l, bool framework_loss = false) {
+LayerWorkShape layer_shape(const Layout& l, bool framework_loss = false, bool eager_elementwise = false) {
     LayerWorkShape shape;
     shape.framework_loss = framework_loss;
+    shape.eager_elementwise = eager_elementwise;
     shape.model = l.model;
     shape.seq = l.local_seq_len();
     shape.keys = l.seq_len;
@@ -46,8 +47,8 @@ PassWork whole_backward(const LayerWork& work) {
 }  // namespace
 
 std::vector<StageCompute> stage_compute(const Layout& l, AttentionKind attention, const DeviceCompute& device,
-                                        const PlanExperts* experts, bool framework_loss) {
-    const LayerWorkShape shape = layer_shape(l, framework_loss);
+                                        const PlanExperts* experts, bool framework_loss, bool eager_elementwise) {
+    const LayerWorkShape shape = layer_shape(l, framework_loss, eager_elementwise);
     const bool mlp = !l.model.has_sequence();
     LayerWork layer = mlp ? mlp_layer_work(shape) : transformer_layer_work(shape, attention, l.recompute);
     if (mlp && l.recompute == Recompute::full) layer.recompute = layer.forward;

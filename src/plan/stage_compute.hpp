@@ -31,10 +31,11 @@ struct StageCompute {
 // One entry per pipeline rank (one without a pipeline). `experts`: an MoE model's, whose MoE
 // layers do theory/moe_work.hpp's moe_layer_work on the busiest expert-parallel rank.
 // `framework_loss`: a framework's job (plan --states zero|megatron), its loss as its PyTorch code
-// runs it (theory/layer_work.hpp); else parbench's own train's.
+// runs it (theory/layer_work.hpp); else parbench's own train's. `eager_elementwise`: a Llama job's
+// element-wise ops as eager PyTorch runs them (plan --eager, theory/layer_work.hpp).
 std::vector<StageCompute> stage_compute(const Layout& layout, AttentionKind attention,
                                         const DeviceCompute& device, const PlanExperts* experts = nullptr,
-                                        bool framework_loss = false);
+                                        bool framework_loss = false, bool eager_elementwise = false);
 
 // Each pipeline rank's costs of one pass of one virtual stage (of `virtual_stages`), as the
 // schedule simulation takes them: recompute runs with the backward; the weight gradient is its

@@ -1,5 +1,7 @@
 #include "theory/activation_memory.hpp"
 
+#include <stdexcept>
+
 #include "core/error.hpp"
 
 namespace parbench {
@@ -8,7 +10,9 @@ Recompute parse_recompute(const std::string& name) {
     if (name == "none") return Recompute::none;
     if (name == "selective") return Recompute::selective;
     if (name == "full") return Recompute::full;
-    throw UsageError("--recompute '" + name + "': use none, selective (the attention core) or full (each layer)");
+    if (name == "selective-op") return Recompute::selective_op;
+    throw UsageError("--recompute '" + name + "': use none, selective (the attention core), full (each layer) or "
+                     "selective-op (torchtitan's op-level policy, plan only)");
 }
 
 std::string recompute_name(Recompute recompute) {
@@ -16,11 +20,15 @@ std::string recompute_name(Recompute recompute) {
         case Recompute::none: return "none";
         case Recompute::selective: return "selective";
         case Recompute::full: return "full";
+        case Recompute::selective_op: return "selective-op";
     }
     return "unknown";
 }
 
 double paper_layer_activation_bytes(const LayerActivationShape& x, Recompute recompute) {
+    if (recompute == Recompute::selective_op)
+        throw std::logic_error("paper_layer_activation_bytes: selective-op is priced for Llama layers only "
+                               "(theory/llama_activation_memory.hpp; theory/layout.cpp refuses the rest)");
     // Per token: this rank's s/c tokens; the attention term's s stays whole (see the header).
     const double sbh = x.seq / x.cp * x.microbatch * x.hidden;
     const double t = x.tp;

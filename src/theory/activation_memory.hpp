@@ -24,7 +24,15 @@
 
 namespace parbench {
 
-enum class Recompute { none, selective, full };
+// selective_op: torchtitan's op-level selective activation checkpointing (its llama3 configs'
+// activation_checkpoint mode "selective", selective_ac_option "op"; torchtitan/parallelisms/
+// parallelize_llama.py, _apply_ac_to_transformer_block and _save_list, at the commit of its 2024-12
+// H100 benchmark): inside each block the outputs of aten.mm (every other one, counted in forward
+// order), of the attention kernel and of the reduce-scatters are saved, and everything else, the
+// element-wise ops and the other half of the products among them, is recomputed before the block's
+// backward. Priced for dense Llama layers at tp 1 (theory/llama_activation_memory.hpp,
+// theory/layer_work.hpp); parbench's engine does not run it.
+enum class Recompute { none, selective, full, selective_op };
 Recompute parse_recompute(const std::string& name);  // UsageError naming --recompute
 std::string recompute_name(Recompute recompute);
 

@@ -1,5 +1,7 @@
 #include "theory/layer_work.hpp"
 
+#include <stdexcept>
+
 #include "core/error.hpp"
 
 namespace parbench {
@@ -15,6 +17,48 @@ void add_linear(LayerWork& work, const std::string& name, double tokens, double 
     work.forward.gemms.push_back({name, tokens, out, in, 1, e});
     work.input_grad.gemms.push_back({name + " dx", tokens, in, out, 1, e});
     work.weight_grad.gemms.push_back({name + " dW", in, out, tokens, 1, e, GemmRole::linear_weight_grad});
+}
+
+// Bytes per element that eager PyTorch moves for torchtitan's Llama code (torchtitan/models/norms.py
+// RMSNorm and models/llama/model.py apply_rotary_emb and FeedForward, at the commit of its 2024-12
+// H100 benchmark, 9dec370), each op its own kernel reading its inputs from HBM and writing its
+// output, e the activations' bytes. The upcast and downcast are no-ops (no kernel) in fp32.
+// RMSNorm, x * rsqrt(x.float().pow(2).mean(-1) + eps) cast back, times the gain: x.float() (read e,
+// write 4), pow (4, 4), mean (read 4; its output is a row), x * rsqrt (4, 4), type_as (4, e),
+// * weight (e, e): 36 B at bf16 where one fused kernel reads e and writes e.
+double eager_rms_norm_bytes(double e) {
+    const double cast = e < 4.0 ? e + 4.0 : 0.0;
+    return cast + 8.0 + 4.0 + 8.0 + cast + 2.0 * e;
+}
+// RoPE on q or k: .float() (e, 4), the complex product with the cached rotation (4, 4; the
+// rotation is one row per position, read once), type_as (4, e): 20 B at bf16, fused 2e.
+double eager_rope_bytes(double e) {
+    const double cast = e < 4.0 ? e + 4.0 : 0.0;
+    return cast + 8.0 + cast;
+}
+// SwiGLU per element of the gate: silu (e, e), then the product with up (2e, e): 5e, fused 3e.
+double eager_swiglu_bytes(double e) { return 5.0 * e; }
+
+// torchtitan's op-level selective checkpointing (theory/activation_memory.hpp) on a Llama block at
+// tp 1: of the seven products in forward order, wq, wk, wv, wo, w1 (gate), w3 (up), w2 (down), the
+// policy counts each aten.mm and recomputes every second one, wk, wo and w3; the attention kernel's
+// output is saved, so flash attention's forward is not repeated. Every element-wise op runs again,
+// up to down's input (the product), the last tensor the block's backward needs: all of the
+// forward's element-wise traffic but the second residual add, whose output nothing in the
+// backward reads (non-reentrant checkpointing stops recomputing there).
+PassWork op_level_recompute(const LayerWorkShape& shape, double forward_memory_bytes) {
+    const ModelConfig& model = shape.model;
+    if (model.kind != ModelKind::llama || shape.tp != 1 || !shape.mlp)
+        throw std::logic_error("op_level_recompute: selective-op is priced for dense Llama layers at tp 1 "
+                               "(theory/layout.cpp refuses the rest)");
+    const double h = model.hidden, kv = model.kv_heads * (h / model.heads), f = model.ffn_hidden;
+    const double tokens = shape.micro * shape.seq, e = shape.element_bytes;
+    PassWork pass;
+    pass.gemms = {{"wk (recomputed, op-level)", tokens, kv, h, 1, e},
+                  {"wo (recomputed, op-level)", tokens, h, h, 1, e},
+                  {"w3 up (recomputed, op-level)", tokens, f, h, 1, e}};
+    pass.memory_bytes = forward_memory_bytes - 3.0 * tokens * h * e;
+    return pass;
 }
 
 }  // namespace
@@ -99,7 +143,12 @@ LayerWork transformer_layer_work(const LayerWorkShape& shape, AttentionKind atte
     const double hidden_elements = tokens * h / (shape.sp ? t : 1.0);
     const double ffn_elements = tokens * ffn / t;
     double memory = 0;
-    if (llama) {
+    if (llama && shape.eager_elementwise) {
+        memory += 2 * eager_rms_norm_bytes(e) * hidden_elements;     // two RMSNorms, op by op (above)
+        memory += 2 * (3.0 * hidden_elements * e);                   // two residual adds: one kernel each already
+        memory += eager_swiglu_bytes(e) * ffn_elements;
+        memory += eager_rope_bytes(e) * tokens * (h + kv) / t;
+    } else if (llama) {
         memory += 2 * (2.0 * hidden_elements * e);                   // two RMSNorms: read, write
         memory += 2 * (3.0 * hidden_elements * e);                   // two residual adds: read 2, write 1
         memory += 3.0 * ffn_elements * e;                            // SwiGLU: read gate and up, write
@@ -114,6 +163,8 @@ LayerWork transformer_layer_work(const LayerWorkShape& shape, AttentionKind atte
 
     if (recompute == Recompute::full) {
         work.recompute = work.forward;  // the whole forward again before the backward
+    } else if (recompute == Recompute::selective_op) {
+        work.recompute = op_level_recompute(shape, memory);
     } else if (recompute == Recompute::selective && attention == AttentionKind::naive) {
         work.recompute = core;  // the attention core only (arXiv 2205.05198 sec. 5)
     }

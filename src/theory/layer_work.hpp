@@ -70,6 +70,10 @@ struct LayerWorkShape {
     // The loss as a framework's PyTorch code runs it (Megatron-core's vocab-parallel cross-entropy,
     // torch's cross_entropy: head_work); false: parbench's own fused loss.
     bool framework_loss = false;
+    // A Llama block's RMSNorms, RoPE and SwiGLU as eager PyTorch runs torchtitan's code, one kernel
+    // per op with the norm's and RoPE's fp32 upcasts (layer_work.cpp); false: one fused kernel each
+    // (torch.compile, Megatron-core/Transformer Engine, parbench's own train).
+    bool eager_elementwise = false;
 };
 
 // One transformer block's work on one rank.

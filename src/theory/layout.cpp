@@ -228,6 +228,26 @@ std::vector<LayerRange> check_pipeline(const Layout& l, const std::vector<int>& 
     return virtual_stage_layers(l.model.layers, l.pp, l.virtual_stages, stage_layers);
 }
 
+// torchtitan's op-level policy is priced where it was read (theory/activation_memory.hpp): a
+// framework's dense Llama job at tp 1 and cp 1 on fused (flash) attention; the engine runs none,
+// selective and full only.
+void check_selective_op(const Layout& l, const LayoutTarget& target) {
+    const std::string flag = "--recompute selective-op";
+    if (target.engine)
+        throw UsageError(flag + ": parbench's train runs --recompute none, selective or full; selective-op "
+                         "(torchtitan's op-level checkpointing) is priced by plan --states zero|megatron only");
+    std::string why;
+    if (l.model.kind != ModelKind::llama || l.model.moe)
+        why = "model " + l.model.name + " is not a dense Llama model";
+    else if (l.tp > 1 || l.cp > 1)
+        why = "it is priced at --tp 1 and --cp 1 (the collectives it would recompute are not priced)";
+    else if (target.degrees_searched)
+        why = "it is priced at --tp 1 and --search varies --tp (give the layout)";
+    else if (l.attention != AttentionKind::flash)
+        why = "it saves the fused attention kernel's output; --attention naive recomputes the core as products";
+    if (!why.empty()) throw UsageError(flag + ": " + why + "; use --recompute selective or full");
+}
+
 // Recompute and the whole-sequence attention apply to models with a sequence; the attention is
 // the engine's choice (theory/engine_attention.hpp), or for a framework's job the one asked for
 // or the target's.
@@ -244,6 +264,7 @@ void resolve_memory(const LayoutFlags& f, Layout& l, const LayoutTarget& target)
         l.attention = engine_attention(requested, target.block_attention_tiles, l.seq_len, l.cp);
     else
         l.attention = requested == "auto" ? target.auto_attention : parse_attention(requested);
+    if (l.recompute == Recompute::selective_op) check_selective_op(l, target);
 }
 
 // dp x tp x pp x cp must be the world; without --dp, dp fills it. Returns dp.

@@ -1,5 +1,7 @@
 #include "theory/llama_activation_memory.hpp"
 
+#include <stdexcept>
+
 #include "theory/model_layout.hpp"
 
 namespace parbench {
@@ -19,6 +21,14 @@ LayerActivationBytes llama_paper_layer_activation_bytes(const ModelConfig& confi
     const std::string cite = "  (arXiv 2205.05198 sec. 4.1's derivation for Llama, 16-bit; theory/llama_activation_memory.hpp)";
     if (recompute == Recompute::full)
         return {half * s * b * h / region, std::string("2sbh") + (sp ? "/t" : "") + ", full recompute" + cite};
+    if (recompute == Recompute::selective_op) {
+        if (tp != 1 || fp8_linear_inputs)
+            throw std::logic_error("llama_paper_layer_activation_bytes: selective-op is priced at tp 1 in 16 bits "
+                                   "(theory/layout.cpp and plan refuse the rest)");
+        return {half * s * b * (4.0 * h + kv + f),
+                "8sbh + 2sb·h_kv + 2sbf, torchtitan's op-level selective checkpointing (the block's input and the "
+                "outputs it saves; theory/llama_activation_memory.hpp)"};
+    }
     // A projection's input at FP8's 1 byte counts half of a 16-bit item.
     const double kept = fp8_linear_inputs ? fp8_linear_input_bytes / half : 1.0;
     const double replicated = (2.0 + 2.0 * kept) * s * b * h / region;  // two norm inputs, two projection inputs
@@ -32,6 +42,14 @@ LayerActivationBytes llama_paper_layer_activation_bytes(const ModelConfig& confi
     if (recompute == Recompute::selective) formula += ", selective recompute";
     if (f8) formula += ", projections' inputs in FP8";
     return {half * (replicated + split + softmax), formula + cite};
+}
+
+LayerActivationBytes llama_op_recompute_rebuilt_bytes(const ModelConfig& config, int seq_len, int microbatch_size) {
+    const double s = seq_len, b = microbatch_size, h = config.hidden, f = config.ffn_hidden;
+    const double kv = static_cast<double>(config.kv_heads) * (h / config.heads);
+    return {2.0 * s * b * (4.0 * h + kv + 2.0 * f),
+            "8sbh + 2sb·h_kv + 4sbf, one layer's recompute under torchtitan's op-level policy "
+            "(theory/llama_activation_memory.hpp)"};
 }
 
 }  // namespace parbench

@@ -26,6 +26,22 @@
 //   + sequence par.  the 8sbh of the norms' region divided by t as well
 //   selective        minus the softmax output, 2as²b/t (sec. 5)
 //   full recompute   the layer's input only, 2sbh (2sbh/t under SP; sec. 4.1)
+//   selective-op     torchtitan's op-level policy (theory/activation_memory.hpp), tp 1: what it
+//                    keeps is the block's input and the outputs it saves, not the items above:
+//                      block input (the checkpoint's)       2sbh
+//                      q projection's output (mm 1 of 7)    2sbh
+//                      v projection's output (mm 3)         2sb·h_kv
+//                      the attention kernel's output        2sbh
+//                      gate projection w1's output (mm 5)   2sbf
+//                      down projection w2's output (mm 7)   2sbh
+//                    = 8sbh + 2sb·h_kv + 2sbf (the kernel's log-sum-exp rows, 4asb, left out as the
+//                    norms' statistics are); the k, output and up projections (mm 2, 4, 6) and
+//                    every element-wise op are recomputed. w2's output is kept though nothing
+//                    needs it: the policy saves by op, not by use.
+//                    While one layer's backward runs, its recompute rebuilds the items above
+//                    that it did not keep: the norms' outputs, q and k after RoPE, the MLP
+//                    norm's input, up's output and the product, 8sbh + 2sb·h_kv + 4sbf
+//                    (llama_op_recompute_rebuilt_bytes).
 // RoPE is a fixed rotation, so its backward needs no input: only the rotated q and k are kept.
 // Like the paper, the norms' per-row statistics (2sb) are left out. With h_kv = h the attention
 // block is the paper's 11sbh + 5as²b less what dropout adds there (the masks, sbh + as²b, and
@@ -49,5 +65,7 @@ struct LayerActivationBytes {
 LayerActivationBytes llama_paper_layer_activation_bytes(const ModelConfig& config, int seq_len, int microbatch_size,
                                                         int tp, bool sp, Recompute recompute,
                                                         bool fp8_linear_inputs = false);
+// selective-op: the bytes one layer's recompute rebuilds while its backward runs (above), 16-bit, tp 1.
+LayerActivationBytes llama_op_recompute_rebuilt_bytes(const ModelConfig& config, int seq_len, int microbatch_size);
 
 }  // namespace parbench

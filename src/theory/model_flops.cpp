@@ -48,6 +48,12 @@ double recompute_flops_per_step(const ModelConfig& config, int global_batch, int
     const double b = global_batch, s = seq_len, l = config.layers, h = config.hidden;
     const double core = 4.0 * b * l * s * s * h;
     if (recompute == Recompute::selective) return core;
+    if (recompute == Recompute::selective_op) {
+        // The k, output and up projections' forward products again (theory/layer_work.cpp's
+        // op_level_recompute); the attention kernel's output is kept.
+        const double kv = static_cast<double>(config.kv_heads) * (h / config.heads);
+        return 2.0 * b * s * l * h * (kv + h + config.ffn_hidden);
+    }
     if (config.kind == ModelKind::llama)
         return llama_layers_forward_flops(llama_shape(config), b, s) + 2.0 * b * s * moe_active_weight_delta(config);
     return 24.0 * b * s * l * h * h + core + 2.0 * b * s * moe_active_weight_delta(config);

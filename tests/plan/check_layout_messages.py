@@ -34,6 +34,7 @@ CASES = [
     ["--global-batch", "3"],
     ["--model", "mlp-tiny", "--pp", "2"],
     ["--model", "mlp-tiny", "--cp", "2"],
+    ["--model", "llama-tiny", "--recompute", "selective-op"],  # plan-only: torchtitan's op-level policy
 ]
 WORLD_CASE = ["--dp", "3"]
 

@@ -72,6 +72,15 @@ def main():
         # FP8 linear layers: a device with FP8 tensor cores, a framework's bf16 job.
         (["--model", "gpt3-175b", "--gpus", "64", "--device", "A100", "--fp8"], "--fp8"),
         (["--model", "gpt-small", "--gpus", "2", "--fp8", "--states", "parbench"], "--fp8"),
+        # torchtitan's op-level checkpointing: priced for a dense Llama at tp 1 in 16 bits, given the layout.
+        (["--model", "llama3-8b", "--gpus", "8", "--device", "H100", "--fp8", "--recompute", "selective-op"],
+         "--recompute selective-op with --fp8"),
+        (["--model", "llama3-8b", "--gpus", "8", "--search", "--recompute", "selective-op"], "--recompute selective-op"),
+        (["--model", "gpt3-175b", "--gpus", "64", "--recompute", "selective-op"], "--recompute selective-op"),
+        # Eager element-wise ops: torchtitan's dense Llama code, a framework's job, at the device's bandwidth.
+        (["--model", "gpt3-175b", "--gpus", "64", "--eager"], "--eager"),
+        (["--model", "llama-tiny", "--gpus", "2", "--eager", "--states", "parbench"], "--eager"),
+        (["--model", "llama3-8b", "--gpus", "8", "--eager", "--efficiency", "0.5"], "--eager"),
     ])
     for args, needle in bad:
         result = run(binary, args)

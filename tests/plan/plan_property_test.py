@@ -127,7 +127,7 @@ def random_case(rng, clusters):
         args += ["--cores-per-host", str(number([1, 2, 64]))]
     for flag, chance, values in [("--schedule", 0.3, ["1f1b", "gpipe", "interleaved", "zb-h1", "zigzag"]),
                                  ("--states", 0.4, ["megatron", "zero", "parbench", "bytes"]),
-                                 ("--recompute", 0.3, ["selective", "none", "full", "half"]),
+                                 ("--recompute", 0.3, ["selective", "none", "full", "half", "selective-op"]),
                                  ("--precision", 0.3, ["bf16", "fp32", "fp8"]),
                                  ("--p2p", 0.1, ["nonblocking", "blocking", "carrier-pigeon"]),
                                  ("--cp-style", 0.05, ["ring", "alltoall", "diagonal"])]:
@@ -136,7 +136,8 @@ def random_case(rng, clusters):
     for flag, chance in [("--efficiency", 0.15), ("--bucket-mb", 0.1), ("--moe-imbalance", 0.05)]:
         if rng.random() < chance:
             args += [flag, rng.choice(["0.3", "0.5", "1"] if tame else FLOATS)]
-    for flag, chance in [("--sp", 0.2), ("--overlap", 0.2), ("--prefetch", 0.1), ("--moe-a2a-overlap-1f1b", 0.05)]:
+    for flag, chance in [("--sp", 0.2), ("--overlap", 0.2), ("--prefetch", 0.1), ("--moe-a2a-overlap-1f1b", 0.05),
+                         ("--eager", 0.05)]:
         if rng.random() < chance:
             args.append(flag)
     if rng.random() < 0.1:
