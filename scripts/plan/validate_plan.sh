@@ -26,8 +26,8 @@
 # work 3-4x too slow on tensors that stay in cache.
 #
 # Inside a step the compute between two collectives evicts their buffers from the caches, which a
-# sweep's loop over one pair of buffers never does: on this VM a 1 MiB reduce-scatter took 2.5x and
-# an all-gather 4.5x their hot time on buffers out of cache, what train's calls take in a step
+# sweep's loop over one pair of buffers never does: on this VM a 1 MiB reduce-scatter took 2.9x and
+# an all-gather 5.2x their hot time on buffers out of cache, what train's calls take in a step
 # (results/2026-12-05-off-cache). The calibration sweeps therefore run off cache (IMB's -off_cache:
 # --off-cache $OFF_CACHE, default 64M, twice the span past which this VM's times stop rising), and
 # plan prices every collective at those times. REUSE_CALIBRATION=1 on a folder whose sweeps ran hot

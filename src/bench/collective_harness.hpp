@@ -48,7 +48,7 @@ struct TimingOptions {
     // run in turn on as many page-aligned copies of the buffers (slots) as this many bytes hold,
     // every slot written before timing, so a call's buffers were last touched at least this many
     // bytes of other slots ago, as inside a training step, where the compute between two calls
-    // evicts their buffers (on this 2-core VM a 1 MiB reduce-scatter ran 2.5x slower on buffers
+    // evicts their buffers (on this 2-core VM a 1 MiB reduce-scatter ran 2.9x slower on buffers
     // rotated through 32 MiB or more than on hot ones: results/2026-12-05-off-cache).
     std::size_t off_cache_bytes = 0;
 };
