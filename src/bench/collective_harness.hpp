@@ -46,7 +46,7 @@ struct TimingOptions {
     // IMB-MPI1's -off_cache: 0 keeps one send and one receive buffer, which every iteration
     // finds in cache from the one before (nccl-tests, OSU and IMB by default). Above 0 the calls
     // run in turn on as many page-aligned copies of the buffers (slots) as this many bytes hold,
-    // every slot written before timing, so a call's buffers were last touched at least this many
+    // every slot written before timing, so a call's buffers were last touched about this many
     // bytes of other slots ago, as inside a training step, where the compute between two calls
     // evicts their buffers (on this 2-core VM a 1 MiB reduce-scatter ran 2.9x slower on buffers
     // rotated through 32 MiB or more than on hot ones: results/2026-12-05-off-cache).
