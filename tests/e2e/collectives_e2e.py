@@ -180,6 +180,13 @@ def case_off_cache(ctx):
     check("off cache: the calls take turns over buffer copies filling 262144 B" in result.stdout, result.stdout)
     timed = [e for e in report["results"] if "skipped" not in e]
     check(timed and all(e["wrong"] == 0 for e in timed), str([(e["collective"], e["wrong"]) for e in timed]))
+    # Each copy keeps the placement past a page that --buffer-offsets gives (copies start a page apart).
+    placed = ctx.path("off-cache-placed.json")
+    result = ctx.run(2, "all", "--size", "6K", "--check", "--iters", "3", "--off-cache", "64K", "--buffer-offsets",
+                     "8,20", "--json", placed)
+    check(result.returncode == 0, result.stderr)
+    timed = [e for e in load_report(ctx, placed)["results"] if "skipped" not in e]
+    check(timed and all(e["wrong"] == 0 for e in timed), str([(e["collective"], e["wrong"]) for e in timed]))
     hot = ctx.path("hot.json")
     check(ctx.run(3, "allreduce", "--size", "768", "--iters", "2", "--json", hot).returncode == 0, "hot run")
     check(load_report(ctx, hot)["config"]["off_cache_bytes"] is None, "hot buffers by default")
