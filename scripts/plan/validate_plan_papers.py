@@ -41,7 +41,18 @@ in-step factor unchanged; every other figure is the model's own):
     model's FLOPs (Megatron-LM's count, 72 B s l h^2 (1 + s/(6h) + V/(12 l h)) without recompute)
     over the per-GPU TFLOP/s x GPUs. Assumed where it is silent: micro-batch 1, 1F1B without
     interleaving, no recompute, sequence parallelism with tp > 1, the distributed optimizer (ZeRO-1)
-    with fp32 gradients (Megatron's default for bf16), flash attention.
+    with fp32 gradients (at the README's commit f2e5db40 arguments.py forces fp32 gradient
+    accumulation and reduction under --bf16; --grad-reduce-in-bf16 came later), flash attention.
+    Its overlaps as Megatron-core runs them under --states megatron --zero 1 --overlap: buckets of
+    max(40e6, 1e6 x dp) parameters, reduce-scattered in the last micro-batch's backward, gathered
+    one bucket ahead behind the next step's first forward (src/plan/layout_comm.hpp). Its
+    --tp-comm-overlap as Transformer Engine of that time ran it, --tp-comm-shared-sms: Megatron-LM
+    at f2e5db40 passes TE no userbuffers config without --tp-comm-overlap-cfg (initialize.py,
+    _initialize_tp_communicators: ub_cfgs = {}), and TE before 2.0 defaulted set_sm_margin to 0
+    (module/base.py initialize_ub, add_ub; e.g. at 8e039fd, 2024-07-10; TE 2.0 set it for pipeline and
+    bulk). The NeMo and Megatron-Bridge rows keep TE 2's defaults (NeMo's own userbuffers configs,
+    NeMo-Framework-Launcher conf/training/tp_overlap, mix them: bulk without a margin on 2-24 SMs,
+    pipeline with one).
   NeMo's and Megatron-Bridge's performance summaries, DGX-H100, FP8 (NVIDIA/NeMo docs/source/performance/
     performance_summary.md, container 24.07; NVIDIA-NeMo/Megatron-Bridge docs/performance-summary.md,
     container 25.11): GPT-3 175B, Llama 3 8B/70B and Llama 3.1 405B with their published GBS, MBS, TP, PP,
@@ -292,8 +303,12 @@ def print_markdown(title, rows):
         print(f"| {r['model']} | {r['mode']} | {r['gpus']} | {r['published_s']:.3f} | {r['predicted_s']:.3f} | "
               f"{100 * r['error']:+.1f}%{low} |")
     errors = [abs(r["error"]) for r in rows]
+    low = ""
+    if "error_low_peak" in rows[0]:
+        low_errors = [abs(r["error_low_peak"]) for r in rows]
+        low = f" ({100 * statistics.median(low_errors):.1f}% / {100 * max(low_errors):.1f}% at NVL's peak)"
     print(f"| **median / max \\|error\\|** | | | | | **{100 * statistics.median(errors):.1f}% / "
-          f"{100 * max(errors):.1f}%** |")
+          f"{100 * max(errors):.1f}%**{low} |")
     print()
 
 
@@ -328,12 +343,13 @@ def main():
                     "--seq", str(MEGATRON_H100_SEQ), "--vocab", str(MEGATRON_H100_VOCAB), "--gpus", str(gpus),
                     "--tp", str(t), "--pp", str(p), "--global-batch", str(batch), "--microbatches", str(batch // d),
                     "--states", "megatron", "--zero", "1", "--overlap", "--attention", "flash", "--recompute", "none",
-                    "--precision", "bf16"] + (["--sp", "--tp-comm-overlap"] if t > 1 else [])
+                    "--precision", "bf16"] + (["--sp", "--tp-comm-overlap", "--tp-comm-shared-sms"] if t > 1 else [])
             step_ms, _ = plan_step_ms(options.parbench, h100, args, scratch)
             predicted_s = step_ms / 1e3
             rows.append(row(name, f"t{t} p{p} d{d}", gpus, batch, published_s, predicted_s,
-                            "micro-batch 1, 1F1B without interleaving, no recompute, SP and --tp-comm-overlap with "
-                            "tp > 1, distributed optimizer with fp32 gradients overlapped, flash attention", False,
+                            "micro-batch 1, 1F1B without interleaving, no recompute, SP and --tp-comm-overlap (TE before "
+                            "2.0: no SM margin) with tp > 1, distributed optimizer with fp32 gradients, its reduce-scatter and parameter gather overlapped, "
+                            "flash attention", False,
                             t=t, p=p, published_tflops=tflops, predicted_tflops=flops / (predicted_s * 1e12 * gpus)))
         tables["Megatron-LM README, H100 weak scaling (step time from TFLOP/s per GPU)"] = rows
 

@@ -85,6 +85,7 @@ class PlanCommand : public Command {
     int top = 10;
     std::optional<std::string> microbatch_list;  // default: SearchSpace's, extended to the batch
     bool fp8 = false;                            // plan/device_compute.hpp
+    bool tp_comm_shared_sms = false;             // plan/layout_plan.hpp, tp_comm_sm_margin
     bool eager = false;                          // plan/layout_plan.hpp eager_elementwise
     std::string json_path;
     bool markdown = false;
@@ -502,6 +503,12 @@ class PlanCommand : public Command {
                                  "only, not around Float8's casts; use --recompute selective or full");
             p.fp8 = true;
         }
+        if (tp_comm_shared_sms) {
+            if (!p.engine.tp_comm_overlap)
+                throw UsageError("--tp-comm-shared-sms says how --tp-comm-overlap's GEMMs share the SMs; add "
+                                 "--tp-comm-overlap (with --sp) or drop it");
+            p.tp_comm_sm_margin = false;
+        }
         if (eager) {
             if (p.states == StateConvention::parbench)
                 throw UsageError("--eager prices a framework's eager PyTorch element-wise ops; parbench's train runs its "
@@ -550,6 +557,9 @@ std::unique_ptr<Command> add_plan_command(CLI::App& app) {
     sub->add_flag("--fp8", c.fp8,
                   "FP8 linear layers (Transformer Engine, torchtitan Float8): their GEMMs at the device's FP8 peak and "
                   "measured FP8 efficiency, activations cast before each; attention and the rest in bf16");
+    sub->add_flag("--tp-comm-shared-sms", c.tp_comm_shared_sms,
+                  "--tp-comm-overlap as Transformer Engine before 2.0 ran it by default: each GEMM on every SM beside "
+                  "the communication kernels (no SM margin), the hidden time slowing the compute beside it");
     sub->add_flag("--eager", c.eager,
                   "A dense Llama job's RMSNorms, RoPE and SwiGLU as eager PyTorch runs torchtitan's code, one kernel per "
                   "op with fp32 upcasts (torchtitan without torch.compile); default: one fused kernel each");

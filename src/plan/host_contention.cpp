@@ -64,7 +64,7 @@ void scale(StageCompute& stage, double slowdown) {
     stage.input_grad_ms *= slowdown;
     stage.weight_grad_ms *= slowdown;
     stage.recompute_ms *= slowdown;
-    stage.linear_gemm_ms *= slowdown;
+    for (TpOverlapGemm& gemm : stage.tp_overlap_gemms) gemm.gemm_ms *= slowdown;
 }
 
 }  // namespace

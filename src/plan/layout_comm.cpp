@@ -1,6 +1,7 @@
 #include "plan/layout_comm.hpp"
 
 #include <algorithm>
+#include <cmath>
 
 namespace parbench {
 
@@ -212,6 +213,17 @@ void scatter_gather_pp_sends(std::vector<CommLine>& comm, const PlanLayout& p, c
 }
 
 }  // namespace
+
+double megatron_ddp_buckets(double parameters, int dp) {
+    const double bucket_size = std::max(40e6, 1e6 * dp);
+    return std::max(1.0, std::ceil(parameters / bucket_size));
+}
+
+double megatron_param_gather_exposed_ms(double gather_ms, double buckets, double first_forward_ms) {
+    const double n = std::max(1.0, buckets);
+    const double g = gather_ms / n, f = first_forward_ms / n;
+    return g + (n - 1) * std::max(0.0, g - f);
+}
 
 // Every pipeline rank's traffic, by the formula train checks its counters against
 // (theory/rank_traffic.hpp), priced into comm lines: the tp and dp lines are the most loaded

@@ -341,30 +341,39 @@ void predict_optimizer(PlanPrediction& out, const PlanLayout& p, const PlanConte
 }
 
 // The exposed tp time. Under tp comm overlap the sequence-parallel all-gathers and
-// reduce-scatters are each pipelined with the linear GEMM they feed or drain, on the busiest
-// stage, as Transformer Engine runs them (plan/tp_comm_overlap.hpp: its SM margin and chunk
-// overheads are priced there, so the hidden tp time takes no overlap slowdown); the rest
-// (all-reduces) stays exposed.
-void expose_tp(PlanPrediction& out, const Layout& l, const std::optional<DeviceCompute>& device) {
+// reduce-scatters are each overlapped with the linear GEMM Transformer Engine pairs them with, on
+// the busiest stage (plan/tp_comm_overlap.hpp: its methods, SM margin and chunk overheads are
+// priced there, so the hidden tp time takes no overlap slowdown); the rest (all-reduces, the
+// collectives no TE GEMM carries) stays exposed. Without the SM margin (PlanLayout's
+// tp_comm_sm_margin) the GEMMs take every SM and the tp time hidden by communication on SMs
+// (pipelined and bulk) is returned, to slow the compute beside it as the other hidden
+// collectives do; else 0.
+double expose_tp(PlanPrediction& out, const PlanLayout& p, const std::optional<DeviceCompute>& device) {
+    const Layout& l = p.engine;
     out.exposed_tp_ms = sum_time_ms(out.comm, "tp");
-    if (!(l.tp_comm_overlap && l.tp > 1 && !out.stages.empty())) return;
+    if (!(l.tp_comm_overlap && l.tp > 1 && !out.stages.empty())) return 0.0;
     double ag_ms = 0, ag_calls = 0, rs_ms = 0, rs_calls = 0;
     for (const CommLine& line : out.comm) {
         if (line.dimension != "tp") continue;
         if (line.collective == "allgather") ag_ms += line.time_ms, ag_calls += line.calls;
         if (line.collective == "reducescatter") rs_ms += line.time_ms, rs_calls += line.calls;
     }
-    const double gemm_ms = l.microbatches * busiest_stage(out.stages).linear_gemm_ms / out.compute_share.share;
-    const TpOverlapDevice costs{device ? device->sms : 0.0, device ? device->gemm.overhead_us * 1e-3 : 0.0};
-    const double exposed = tp_overlap_step_exposed_ms(gemm_ms, ag_ms, ag_calls, rs_ms, rs_calls, l.tp, costs);
-    out.exposed_tp_ms += exposed - (ag_ms + rs_ms);
+    std::vector<TpOverlapGemm> pairs = busiest_stage(out.stages).tp_overlap_gemms;
+    for (TpOverlapGemm& pair : pairs) pair.gemm_ms /= out.compute_share.share, pair.count *= l.microbatches;
+    const TpOverlapDevice costs{device && p.tp_comm_sm_margin ? device->sms : 0.0,
+                                device ? device->gemm.overhead_us * 1e-3 : 0.0};
+    const TpOverlapStep step = tp_overlap_step(pairs, ag_ms, ag_calls, rs_ms, rs_calls, l.tp, costs);
+    out.exposed_tp_ms += step.exposed_ms - (ag_ms + rs_ms);
+    return p.tp_comm_sm_margin ? 0.0 : step.hidden_on_sms_ms;
 }
 
 // The exposed dp (and edp) time: ZeRO-3's prefetched gathers and reduce-scatters unit by unit
 // (zero3_exposed_ms), else what the backward and the step's compute leave of the reduces and
-// gathers. Returns what the compute hid of them.
-double expose_dp(PlanPrediction& out, const Layout& l, bool reshard_after_forward,
+// gathers (Megatron-core's distributed optimizer gathers behind the next step's first forward,
+// plan/layout_comm.hpp). Returns what the compute hid of them.
+double expose_dp(PlanPrediction& out, const PlanLayout& p, double rank_parameters,
                  std::optional<std::size_t> regather_line) {
+    const Layout& l = p.engine;
     // The forward's share of compute: the busiest stage's F with a compute model, else 1/3.
     double forward_ms = out.compute_ms / 3.0;
     if (!out.stages.empty())
@@ -396,7 +405,7 @@ double expose_dp(PlanPrediction& out, const Layout& l, bool reshard_after_forwar
     if (l.zero == 3 && l.prefetch && l.overlap && l.gradient_ranks() > 1 && gather_calls >= 2 && reduce_calls > 0) {
         // The replicas' all-reduce (hybrid sharding) follows each reduce-scatter on the same link.
         out.exposed_dp_ms = zero3_exposed_ms(gather_ms, gather_calls, reduce_ms, reduce_calls, forward_ms, backward_ms,
-                                             reshard_after_forward, l.microbatches, regather_ms);
+                                             p.reshard_after_forward, l.microbatches, regather_ms);
     } else {
         gather_ms += regather_ms;
         // Gradients accumulated over micro-batches are reduced once, in the last micro-batch's
@@ -407,6 +416,9 @@ double expose_dp(PlanPrediction& out, const Layout& l, bool reshard_after_forwar
         if (l.overlap && l.gradient_ranks() > 1) reduce_ms = std::max(largest_reduce_ms, reduce_ms - reduce_window_ms);
         if (l.zero == 3 && l.prefetch && l.gradient_ranks() > 1)
             gather_ms = std::max(largest_gather_ms, gather_ms - out.compute_ms);
+        if (l.zero == 1 && l.overlap && state_rules(p.states).param_gather_behind_forward && gather_ms > 0)
+            gather_ms = megatron_param_gather_exposed_ms(
+                gather_ms, megatron_ddp_buckets(rank_parameters, l.gradient_ranks()), forward_ms / l.microbatches);
         out.exposed_dp_ms = reduce_ms + gather_ms;
     }
     return std::max(0.0, reduce_ms_total + gather_ms_total - out.exposed_dp_ms);
@@ -490,24 +502,24 @@ PlanPrediction predict_layout(const PlanLayout& p, const PlanContext& context, c
 
     out.exposed_cp_ms = sum_time_ms(out.comm, "cp");
     out.host_overlap = host_overlap(context.cluster, out.compute_share);
-    double hidden_dp_ms = 0, hidden_pp_ms = 0, hidden_ep_ms = 0;
+    double hidden_tp_ms = 0, hidden_dp_ms = 0, hidden_pp_ms = 0, hidden_ep_ms = 0;
     if (out.host_overlap.hides_nothing) {
         out.exposed_tp_ms = sum_time_ms(out.comm, "tp");
         out.exposed_dp_ms = sum_time_ms(out.comm, "dp") + sum_time_ms(out.comm, "edp");
         out.exposed_pp_ms = sum_time_ms(out.comm, "pp");
     } else {
-        expose_tp(out, l, context.device_compute);
-        hidden_dp_ms = expose_dp(out, l, p.reshard_after_forward, regather_line);
+        hidden_tp_ms = expose_tp(out, p, context.device_compute);
+        hidden_dp_ms = expose_dp(out, p, static_cast<double>(rank.layout.total_numel()), regather_line);
         hidden_pp_ms = expose_pp(out, l);
         hidden_ep_ms = expose_ep(out, p, context, shared);
     }
     // What the collectives hid, they took from the compute beside them (arXiv 2507.03114): on a
     // GPU's compute model, that compute runs overlap_compute_slowdown slower for as long as the
-    // hidden collectives (dp, pp and the overlapped all-to-alls) last. A measured rate (a train
-    // report) holds its own slowdown already.
+    // hidden collectives (dp, pp, the overlapped all-to-alls, tp beside GEMMs on every SM) last.
+    // A measured rate (a train report) holds its own slowdown already.
     if (context.device_compute)
         out.overlap_slowdown_ms =
-            overlap_compute_slowdown * std::min(hidden_dp_ms + hidden_pp_ms + hidden_ep_ms, out.compute_ms);
+            overlap_compute_slowdown * std::min(hidden_tp_ms + hidden_dp_ms + hidden_pp_ms + hidden_ep_ms, out.compute_ms);
     predict_rates(out, p, context.cluster);
     return out;
 }
@@ -524,7 +536,7 @@ std::string layout_label(const PlanLayout& p) {
     label << " m" << l.microbatches << " mbs" << l.microbatch_size << " z" << l.zero;
     if (l.overlap) label << " overlap";
     if (l.prefetch) label << " prefetch";
-    if (l.tp_comm_overlap) label << " tp-overlap";
+    if (l.tp_comm_overlap) label << (p.tp_comm_sm_margin ? " tp-overlap" : " tp-overlap-shared-sms");
     if (p.fp8) label << " fp8";
     if (l.zero == 3 && !p.reshard_after_forward) label << " no-reshard";
     if (p.shard_group > 0) label << " hybrid" << p.shard_group;
@@ -581,7 +593,8 @@ nlohmann::json to_json(const PlanPrediction& p) {
               {"recompute", recompute_name(l.recompute)}, {"p2p", p2p_mode_name(l.p2p)},
               {"attention", attention_name(p.layout.engine.attention)},
               {"reshard_after_forward", p.layout.reshard_after_forward}, {"shard_group", p.layout.shard_group},
-              {"tp_comm_overlap", l.tp_comm_overlap}, {"fp8", p.layout.fp8},
+              {"tp_comm_overlap", l.tp_comm_overlap}, {"tp_comm_sm_margin", p.layout.tp_comm_sm_margin},
+              {"fp8", p.layout.fp8},
               {"ep", p.layout.engine.ep}, {"moe_a2a_overlap", p.layout.engine.moe.a2a_overlap},
               {"moe_a2a_overlap_1f1b", p.layout.engine.moe.a2a_overlap_1f1b}}},
             {"memory_bytes",

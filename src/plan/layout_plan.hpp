@@ -97,6 +97,13 @@ struct PlanLayout {
     // (1 B each per parameter), which Transformer Engine keeps from a step's first micro-batch to
     // its last (its is_first_microbatch weight caching). zero and megatron conventions, bf16.
     bool fp8 = false;
+    // --tp-comm-overlap's GEMMs beside pipelined and bulk collectives: on the SMs the
+    // communication leaves (Transformer Engine 2.0 on: initialize_ub's default set_sm_margin for
+    // pipeline and bulk), or on every SM, sharing them with the communication kernels (TE before
+    // 2.0, whose default was set_sm_margin 0; Megatron-LM passes no userbuffers config without
+    // --tp-comm-overlap-cfg): then the tp time those collectives hide on SMs slows the compute
+    // beside it as the other hidden collectives do (plan/tp_comm_overlap.hpp).
+    bool tp_comm_sm_margin = true;
     // A dense Llama job's norms, RoPE and SwiGLU as eager PyTorch runs them, op by op (plan --eager:
     // torchtitan without torch.compile; theory/layer_work.hpp); zero and megatron conventions.
     bool eager_elementwise = false;

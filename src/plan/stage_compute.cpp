@@ -14,9 +14,11 @@ void add(StageCompute& stage, const LayerWork& work, const DeviceCompute& device
     stage.recompute_ms += times * device.pass_ms(work.recompute);
     stage.gemm_flops += times * (work.forward.flops() + work.input_grad.flops() + work.weight_grad.flops() +
                                  work.recompute.flops());
-    for (const PassWork* pass : {&work.forward, &work.input_grad, &work.weight_grad})
+    // A recompute forward runs the same modules, their collectives overlapped alike.
+    for (const PassWork* pass : {&work.forward, &work.input_grad, &work.weight_grad, &work.recompute})
         for (const Gemm& g : pass->gemms)
-            if (g.role == GemmRole::linear || g.role == GemmRole::linear_weight_grad) stage.linear_gemm_ms += times * device.gemm_ms(g) * device.step_scale;
+            if (const auto method = te_overlap_of(g.name); method && g.flops() > 0 && times > 0)
+                stage.tp_overlap_gemms.push_back({*method, device.gemm_ms(g) * device.step_scale, times});
 }
 
 }  // namespace

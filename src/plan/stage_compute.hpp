@@ -11,6 +11,7 @@
 #include "plan/compute_calibration.hpp"
 #include "plan/device_compute.hpp"
 #include "plan/moe_plan.hpp"
+#include "plan/tp_comm_overlap.hpp"
 #include "theory/layer_work.hpp"
 #include "theory/memory.hpp"
 #include "theory/pipeline/schedule_simulation.hpp"
@@ -22,9 +23,9 @@ struct StageCompute {
     int layers = 0;
     double forward_ms = 0, input_grad_ms = 0, weight_grad_ms = 0, recompute_ms = 0;
     double gemm_flops = 0;  // hardware FLOPs of one micro-batch (recompute included)
-    // The linear layers' GEMMs of one micro-batch (forward, both gradients; not recompute's or a
-    // fused attention kernel's): what tensor-parallel collectives overlap with (plan/tp_comm_overlap.hpp).
-    double linear_gemm_ms = 0;
+    // The linear layers' GEMMs of one micro-batch (forward, both gradients, recompute) that
+    // Transformer Engine pairs with a tensor-parallel collective (plan/tp_comm_overlap.hpp).
+    std::vector<TpOverlapGemm> tp_overlap_gemms;
     double total_ms() const { return forward_ms + input_grad_ms + weight_grad_ms + recompute_ms; }
 };
 

@@ -23,7 +23,9 @@ const std::array<StateRules, 3>& all_state_rules() {
          .loses_device_reserve = true,
          .zero3_regathers_after_recompute = true,
          .zero3_copies_per_parameter = true,
-         .pp_scatter_gather = true},
+         .pp_scatter_gather = true,
+         // DeepSpeed's ZeRO-1/2 all-gather their updated partitions inside the step.
+         .param_gather_behind_forward = false},
         {.convention = StateConvention::megatron,
          .name = "megatron",
          .per_parameter = PerParameterBytes{2, 4, 12},
@@ -39,7 +41,9 @@ const std::array<StateRules, 3>& all_state_rules() {
          // Megatron runs ZeRO-3 in FSDP's form, whose recompute uses the backward's gather.
          .zero3_regathers_after_recompute = false,
          .zero3_copies_per_parameter = true,
-         .pp_scatter_gather = true},
+         .pp_scatter_gather = true,
+         // Megatron-core's forward pre-hooks (distributed_data_parallel.py).
+         .param_gather_behind_forward = true},
         {.convention = StateConvention::parbench,
          .name = "parbench",
          .per_parameter = std::nullopt,
@@ -53,7 +57,9 @@ const std::array<StateRules, 3>& all_state_rules() {
          .zero3_regathers_after_recompute = false,
          .zero3_copies_per_parameter = false,
          // The engine sends the whole tensor from every tp rank.
-         .pp_scatter_gather = false},
+         .pp_scatter_gather = false,
+         // train's ZeRO-1/2 all-gather each bucket after the update (train/schemes/zero.cpp).
+         .param_gather_behind_forward = false},
     }};
     return rules;
 }

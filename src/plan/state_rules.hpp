@@ -43,6 +43,10 @@ struct StateRules {
     // Megatron-LM's pipeline sends across hosts under tp without sp: scattered over the tp ranks'
     // NICs, all-gathered inside the receiving host (arXiv 2104.04473 sec. 4.1).
     bool pp_scatter_gather;
+    // The distributed optimizer's parameter all-gather overlapped (--overlap with ZeRO-1) as
+    // Megatron-core's --overlap-param-gather runs it: bucket by bucket behind the next step's
+    // first forward (plan/layout_comm.hpp, megatron_param_gather_exposed_ms); else after the step.
+    bool param_gather_behind_forward;
 
     std::string rule_text(int zero) const { return zero >= 1 ? rule + distributed_optimizer_rule : rule; }
 };

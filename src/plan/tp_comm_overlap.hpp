@@ -16,12 +16,43 @@
 //   the GEMM runs on the SMs the communication leaves (132 - 16 of H100's), each quarter's
 //   reduce-scatter beside the next quarter's GEMM, the last quarter's exposed:
 //   g' / 4 + 3 max(g' / 4, c / 4) + c / 4, g' = g x SMs / (SMs - 16).
+// - "bulk" (the backward's qkv_dgrad, fc1_dgrad: the all-gather of the layer's input that its
+//   weight gradient needs, beside the data-gradient GEMM; qkv_wgrad, fc1_wgrad: the reduce-scatter
+//   of that data gradient, beside the weight-gradient GEMM): one collective on 16 SMs beside one
+//   unsplit GEMM on the rest (comm_gemm_overlap.cpp, CommOverlapBase::bulk_overlap, _math_sms):
+//   max(g x SMs / (SMs - 16), c) - g exposed, no chunks.
+// - the two remaining weight gradients (proj_wgrad, fc2_wgrad, TE's "external") carry no
+//   collective of their own; a tp collective paired with no GEMM above (the logits' all-gather:
+//   Megatron-core's output layer is its own ColumnParallelLinear, not TE's; the embedding's
+//   reduce-scatter) stays exposed.
 // Every chunk beyond the first pays the GEMM curve's per-call overhead again (launch, fill, tail):
-// the cost that makes a small GEMM's overlap a loss. PyTorch's async TP pipelines the same way
-// (copy-engine all-gathers, tp chunks), and is priced with the same rules.
+// the cost that makes a small GEMM's overlap a loss. Each pair is priced at its own GEMM's time
+// (qkv, projection and MLP GEMMs differ up to 4x in size while every tp collective carries the
+// same s x b x h activation), so a small GEMM's pair can be communication-bound while a large
+// one hides all. PyTorch's async TP pipelines the same way (copy-engine all-gathers, tp chunks),
+// and is priced with the same rules.
 #pragma once
 
+#include <optional>
+#include <string>
+#include <vector>
+
 namespace parbench {
+
+// Transformer Engine's overlap methods (module/base.py, initialize_ub's `methods`).
+enum class TeOverlap { ring_exchange, pipeline, bulk_all_gather, bulk_reduce_scatter };
+
+// The method TE runs beside a linear layer's GEMM, by the GEMM's name in theory/layer_work.cpp
+// (qkv forward: ring_exchange, its data gradient: bulk all-gather, its weight gradient: bulk
+// reduce-scatter, ...); none for the external weight gradients and every other GEMM.
+std::optional<TeOverlap> te_overlap_of(const std::string& gemm_name);
+
+// `count` GEMMs of `gemm_ms` each, every one paired with one tp collective by `method`.
+struct TpOverlapGemm {
+    TeOverlap method = TeOverlap::ring_exchange;
+    double gemm_ms = 0;
+    double count = 0;
+};
 
 struct TpOverlapDevice {
     double sms = 0;               // the device's SMs; 0: unknown, no margin taken
@@ -37,10 +68,21 @@ double tp_overlap_allgather_exposed_ms(double gemm_ms, double comm_ms, int tp, c
 // Exposed time of one reduce-scatter of c paired with the GEMM of g that produces it.
 double tp_overlap_reducescatter_exposed_ms(double gemm_ms, double comm_ms, int tp, const TpOverlapDevice& device);
 
-// A step's exposed tensor-parallel time when its all-gathers (`ag_calls` of them, totalling
-// `ag_ms`) and reduce-scatters are each paired with one of the linear layers' GEMMs (totalling
-// `gemm_ms`), taken as equal pairs.
-double tp_overlap_step_exposed_ms(double gemm_ms, double ag_ms, double ag_calls, double rs_ms, double rs_calls, int tp,
-                                  const TpOverlapDevice& device);
+// Exposed time of one bulk collective of c beside its GEMM of g (either kind: TE runs both alike).
+double tp_overlap_bulk_exposed_ms(double gemm_ms, double comm_ms, const TpOverlapDevice& device);
+
+struct TpOverlapStep {
+    double exposed_ms = 0;
+    // The communication the pipelined and bulk pairs hid: what runs on SMs beside the GEMM (the
+    // ring exchanges move their chunks on copy engines), which slows the GEMM when it keeps
+    // every SM (no SM margin: PlanLayout's tp_comm_sm_margin).
+    double hidden_on_sms_ms = 0;
+};
+
+// A step's tensor-parallel time: each GEMM in `pairs` (the step's, counts included) with one
+// all-gather (of `ag_calls` totalling `ag_ms`, all of one size) or reduce-scatter by its method;
+// the collectives beyond the pairs' are exposed whole.
+TpOverlapStep tp_overlap_step(const std::vector<TpOverlapGemm>& pairs, double ag_ms, double ag_calls, double rs_ms,
+                              double rs_calls, int tp, const TpOverlapDevice& device);
 
 }  // namespace parbench

@@ -69,6 +69,8 @@ def main():
          "--tp-comm-overlap"),
         (["--model", "gpt3-175b", "--gpus", "64", "--tp", "8", "--sp", "--tp-comm-overlap", "--efficiency", "0.5"],
          "--tp-comm-overlap"),
+        # How the overlapped GEMMs share the SMs says nothing without the overlap.
+        (["--model", "gpt3-175b", "--gpus", "64", "--tp", "8", "--sp", "--tp-comm-shared-sms"], "--tp-comm-shared-sms"),
         # FP8 linear layers: a device with FP8 tensor cores, a framework's bf16 job.
         (["--model", "gpt3-175b", "--gpus", "64", "--device", "A100", "--fp8"], "--fp8"),
         (["--model", "gpt-small", "--gpus", "2", "--fp8", "--states", "parbench"], "--fp8"),

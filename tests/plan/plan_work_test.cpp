@@ -5,10 +5,12 @@
 
 #include <cstdio>
 #include <fstream>
+#include <map>
 #include <string>
 
 #include "core/error.hpp"
 #include "plan/device_compute.hpp"
+#include "plan/layout_comm.hpp"
 #include "plan/layout_plan.hpp"
 #include "plan/stage_compute.hpp"
 #include "plan/tp_comm_overlap.hpp"
@@ -267,7 +269,78 @@ TEST(TpCommOverlap, PricedAsTransformerEnginesDefaultsRunIt) {
     EXPECT_DOUBLE_EQ(tp_overlap_reducescatter_exposed_ms(10, 16, 8, ideal), 8.5);
     EXPECT_NEAR(tp_overlap_reducescatter_exposed_ms(10, 4, 8, {132, 0}), 10.0 * 132 / 116 + 1 - 10, 1e-12);
     // A step of equal pairs: the same per pair.
-    EXPECT_DOUBLE_EQ(tp_overlap_step_exposed_ms(80, 16, 4, 16, 4, 4, ideal), 4 * 0.0 + 4 * 1.0);
+    EXPECT_DOUBLE_EQ(
+        tp_overlap_step({{TeOverlap::ring_exchange, 10, 4}, {TeOverlap::pipeline, 10, 4}}, 16, 4, 16, 4, 4, ideal).exposed_ms,
+        4 * 0.0 + 4 * 1.0);
+}
+
+// TE's bulk overlap (qkv/fc1 dgrad and wgrad): one collective on 16 SMs beside one unsplit GEMM
+// on the other SMs; no chunks, no exposed last chunk.
+TEST(TpCommOverlap, BulkRunsOneCollectiveBesideOneUnsplitGemm) {
+    EXPECT_DOUBLE_EQ(tp_overlap_bulk_exposed_ms(10, 4, {}), 0.0);   // hidden whole
+    EXPECT_DOUBLE_EQ(tp_overlap_bulk_exposed_ms(10, 16, {}), 6.0);  // the collective outlasts the GEMM
+    // 132 SMs, 16 taken: the GEMM runs 10 x 132/116 = 11.379 ms; the chunk overhead is not paid.
+    EXPECT_NEAR(tp_overlap_bulk_exposed_ms(10, 4, {132, 0.1}), 10.0 * 132 / 116 - 10, 1e-12);
+    EXPECT_DOUBLE_EQ(tp_overlap_bulk_exposed_ms(10, 12, {132, 0.1}), 2.0);
+}
+
+// TE's initialize_ub methods per GEMM, on one transformer layer's work: 10 of its 12 linear GEMMs
+// carry a collective (4 ring-exchange all-gathers, 2 pipelined reduce-scatters, 2 bulk
+// all-gathers, 2 bulk reduce-scatters); the projection's and fc2's weight gradients none.
+TEST(TpCommOverlap, EachLinearGemmTakesTransformerEnginesMethod) {
+    const LayerWork work = transformer_layer_work(small_shape(true), AttentionKind::flash, Recompute::none);
+    std::map<TeOverlap, int> methods;
+    int unpaired = 0;
+    for (const PassWork* pass : {&work.forward, &work.input_grad, &work.weight_grad})
+        for (const Gemm& g : pass->gemms) {
+            if (g.role != GemmRole::linear && g.role != GemmRole::linear_weight_grad) continue;
+            if (const auto method = te_overlap_of(g.name)) ++methods[*method];
+            else ++unpaired;
+        }
+    EXPECT_EQ(methods[TeOverlap::ring_exchange], 4);
+    EXPECT_EQ(methods[TeOverlap::pipeline], 2);
+    EXPECT_EQ(methods[TeOverlap::bulk_all_gather], 2);
+    EXPECT_EQ(methods[TeOverlap::bulk_reduce_scatter], 2);
+    EXPECT_EQ(unpaired, 2);
+    EXPECT_EQ(te_overlap_of("qkv"), TeOverlap::ring_exchange);
+    EXPECT_EQ(te_overlap_of("attention projection"), TeOverlap::pipeline);
+    EXPECT_EQ(te_overlap_of("qkv dx"), TeOverlap::bulk_all_gather);
+    EXPECT_EQ(te_overlap_of("mlp up dW"), TeOverlap::bulk_reduce_scatter);
+    EXPECT_FALSE(te_overlap_of("mlp down dW").has_value());
+    EXPECT_FALSE(te_overlap_of("logits").has_value());
+    // The stage's pairs hold those 10 per layer (4 layers), none for the embedding or the logits.
+    const DeviceCompute device = hand_device();
+    Layout l;
+    l.model = hand_gpt();
+    l.seq_len = 512;
+    l.microbatch_size = 2;
+    l.tp = 2;
+    l.sp = true;
+    l.precision = Precision::bf16;
+    double pairs = 0;
+    for (const TpOverlapGemm& gemm : stage_compute(l, AttentionKind::flash, device).front().tp_overlap_gemms)
+        pairs += gemm.count;
+    EXPECT_DOUBLE_EQ(pairs, 10.0 * 4);
+}
+
+// Each pair at its own GEMM's size; collectives beyond the pairs exposed whole. tp 4, no SM
+// margin or chunk overhead; every all-gather 3 ms, every reduce-scatter 4 ms.
+TEST(TpCommOverlap, EachPairAtItsOwnGemmAndTheRestExposed) {
+    const std::vector<TpOverlapGemm> pairs = {
+        {TeOverlap::ring_exchange, 2, 1},  // chunks of 0.5, steps of 1: 0.5 + 3 x 1 = 3.5, 1.5 beyond
+        {TeOverlap::ring_exchange, 8, 1},  // chunks of 2 hide steps of 1: 0
+        {TeOverlap::pipeline, 8, 1},       // quarters of 2, the last 1 ms quarter exposed: 1
+        {TeOverlap::bulk_reduce_scatter, 2, 1},  // max(2, 4) - 2: 2
+    };
+    // 3 all-gathers (1 unpaired: 3), 2 reduce-scatters (all paired): 1.5 + 0 + 1 + 2 + 3.
+    const TpOverlapStep step = tp_overlap_step(pairs, 9, 3, 8, 2, 4, {});
+    EXPECT_DOUBLE_EQ(step.exposed_ms, 7.5);
+    // Hidden on SMs: the pipeline's 4 - 1 and the bulk pair's 4 - 2; not the ring exchanges' (copy engines).
+    EXPECT_DOUBLE_EQ(step.hidden_on_sms_ms, 3.0 + 2.0);
+    // Pairs beyond the collectives pair nothing.
+    EXPECT_DOUBLE_EQ(tp_overlap_step(pairs, 3, 1, 0, 0, 4, {}).exposed_ms, 1.5);
+    // No pairs: every collective exposed.
+    EXPECT_DOUBLE_EQ(tp_overlap_step({}, 9, 3, 8, 2, 4, {}).exposed_ms, 17.0);
 }
 
 TEST(DeviceCompute, FusedAttentionRunsAtItsKernelsRate) {
@@ -566,6 +639,95 @@ TEST(WireBytes, MegatronGathersBf16ParametersAndReducesFp32Gradients) {
     }
 }
 
+// Megatron-core's default buckets: max(40e6, 1e6 x dp) parameters each.
+TEST(MegatronParamGather, BucketsOfFortyMillionOrAMillionPerRank) {
+    EXPECT_DOUBLE_EQ(megatron_ddp_buckets(3.82e9, 48), 80.0);  // 48e6 each: 79.6 -> 80
+    EXPECT_DOUBLE_EQ(megatron_ddp_buckets(100e6, 8), 3.0);     // 40e6 each
+    EXPECT_DOUBLE_EQ(megatron_ddp_buckets(1e6, 8), 1.0);
+}
+
+// The first bucket's gather waits; each next one runs behind the previous bucket's share of the
+// first forward and no more.
+TEST(MegatronParamGather, EachBucketHidesBehindThePreviousBucketsForward) {
+    // 40 ms in 4 buckets of 10, a 20 ms forward (5 per bucket): 10 + 3 x 5.
+    EXPECT_DOUBLE_EQ(megatron_param_gather_exposed_ms(40, 4, 20), 25.0);
+    // A forward of 80 (20 per bucket) hides all but the first bucket.
+    EXPECT_DOUBLE_EQ(megatron_param_gather_exposed_ms(40, 4, 80), 10.0);
+    // One bucket: nothing before it to hide behind.
+    EXPECT_DOUBLE_EQ(megatron_param_gather_exposed_ms(40, 1, 80), 40.0);
+}
+
+// Under Megatron's convention ZeRO-1 with --overlap gathers behind the first forward; DeepSpeed's
+// (--states zero) gathers after the step, exposed whole. The reduce-scatter is alike in both.
+TEST(MegatronParamGather, OnlyMegatronsDistributedOptimizerGathersBehindTheForward) {
+    PlanLayout p = hand_layout();
+    p.engine.dp = 4;
+    p.engine.zero = 1;
+    p.engine.overlap = true;
+    p.engine.global_batch = 8;
+    p.engine.microbatches = 2;
+    const ClusterSpec cluster = a100_cluster(4);
+    const ComputeRate rate = hundred_tflops();
+    const PlanContext context{cluster, CommModel(cluster), rate, PassCosts{}, false, true, hand_device()};
+    for (const StateConvention states : {StateConvention::megatron, StateConvention::zero}) {
+        p.states = states;
+        const PlanPrediction x = predict_layout(p, context);
+        double reduce = 0, reduce_calls = 0, gather = 0;
+        for (const CommLine& line : x.comm) {
+            if (line.dimension != "dp") continue;
+            if (line.collective == "allgather") gather += line.time_ms;
+            else reduce += line.time_ms, reduce_calls += line.calls;
+        }
+        ASSERT_GT(gather, 0.0);
+        const double forward = 2 * x.stages.front().forward_ms, backward = x.compute_ms - forward;
+        const double reduce_exposed = std::max(reduce / reduce_calls, reduce - backward / 2);
+        const double parameters = static_cast<double>(model_parameter_layout(p.engine.model, p.engine.seq_len).total_numel());  // tp 1, pp 1: the rank holds all
+        const double gather_exposed = states == StateConvention::megatron
+                                          ? megatron_param_gather_exposed_ms(gather, megatron_ddp_buckets(parameters, 4),
+                                                                             forward / 2)
+                                          : gather;
+        EXPECT_NEAR(x.exposed_dp_ms, reduce_exposed + gather_exposed, 1e-9) << states_name(states);
+        if (states == StateConvention::megatron) {
+            EXPECT_LT(gather_exposed, gather);
+        }
+    }
+}
+
+// --tp-comm-shared-sms (Transformer Engine before 2.0: no SM margin): the pipelined and bulk
+// pairs' GEMMs keep every SM, and the tp time they hide slows the compute beside it at
+// overlap_compute_slowdown, as hidden dp time does.
+TEST(TpCommOverlap, SharedSmsTakeNoMarginAndSlowTheComputeTheyHide) {
+    PlanLayout p = hand_layout();
+    p.states = StateConvention::megatron;
+    p.engine.tp = 2;
+    p.engine.sp = true;
+    p.engine.tp_comm_overlap = true;
+    p.engine.global_batch = 2;
+    p.engine.microbatches = 2;
+    const ClusterSpec cluster = a100_cluster(2);
+    DeviceCompute device = hand_device();
+    device.sms = 132;
+    const PlanContext context{cluster, CommModel(cluster), hundred_tflops(), PassCosts{}, false, true, device};
+    const PlanPrediction margin = predict_layout(p, context);
+    p.tp_comm_sm_margin = false;
+    const PlanPrediction shared = predict_layout(p, context);
+    // The step's pairs and collectives, as expose_tp takes them.
+    std::vector<TpOverlapGemm> pairs = shared.stages.front().tp_overlap_gemms;
+    for (TpOverlapGemm& pair : pairs) pair.count *= 2;  // 2 micro-batches
+    double ag_ms = 0, ag_calls = 0, rs_ms = 0, rs_calls = 0;
+    for (const CommLine& line : shared.comm) {
+        if (line.dimension != "tp") continue;
+        if (line.collective == "allgather") ag_ms += line.time_ms, ag_calls += line.calls;
+        if (line.collective == "reducescatter") rs_ms += line.time_ms, rs_calls += line.calls;
+    }
+    const TpOverlapStep step = tp_overlap_step(pairs, ag_ms, ag_calls, rs_ms, rs_calls, 2, {0, 0.01});
+    ASSERT_GT(step.hidden_on_sms_ms, 0.0);
+    // One rank per pipeline and data-parallel group: only tp time is hidden, and only when shared.
+    EXPECT_DOUBLE_EQ(margin.overlap_slowdown_ms, 0.0);
+    EXPECT_LT(shared.exposed_tp_ms, margin.exposed_tp_ms);  // no GEMM at 132/116 of its time
+    EXPECT_NEAR(shared.overlap_slowdown_ms, overlap_compute_slowdown * step.hidden_on_sms_ms, 1e-9);
+    EXPECT_EQ(shared.compute_ms, margin.compute_ms);
+}
 
 // Gradients are averaged over dp (op avg): the dp lines take an --op avg sweep's fit, the tp
 // lines (sums) the sum's. Without an avg sweep both take the sum's, as before.
