@@ -25,6 +25,14 @@
 # large copy's DRAM rate, at an assumed 0.8, priced tensor parallelism's replicated element-wise
 # work 3-4x too slow on tensors that stay in cache.
 #
+# Inside a step the compute between two collectives evicts their buffers from the caches, which a
+# sweep's loop over one pair of buffers never does: on this VM a 1 MiB reduce-scatter took 2.9x and
+# an all-gather 5.2x their hot time on buffers out of cache, what train's calls take in a step
+# (results/2026-12-05-off-cache). The calibration sweeps therefore run off cache (IMB's -off_cache:
+# --off-cache $OFF_CACHE, default 64M, twice the span past which this VM's times stop rising), and
+# plan prices every collective at those times. REUSE_CALIBRATION=1 on a folder whose sweeps ran hot
+# (no config.off_cache_bytes) measures the sweeps again now, off cache (their load recorded apart).
+#
 # The host, as the layouts run on it (plan/host_contention.hpp, plan/host_overlap.hpp): two ranks
 # computing at once on 2 cores share the caches, memory bandwidth and turbo, so each computes
 # slower than the one-rank run alone. The calibration also runs that one-rank run once per core,
@@ -38,7 +46,7 @@
 # levels come from the calibration step. With REUSE_CALIBRATION=1 on a folder of an older
 # calibration (no compute-busy-*.json), the busy runs are measured now (their load recorded apart).
 #
-#   scripts/plan/validate_plan.sh [OUT_DIR]      (env: BUILD=build ROUNDS=2 STEPS=6 COMPUTE_FROM=train; REUSE_CALIBRATION=1
+#   scripts/plan/validate_plan.sh [OUT_DIR]      (env: BUILD=build ROUNDS=2 STEPS=6 COMPUTE_FROM=train OFF_CACHE=64M; REUSE_CALIBRATION=1
 #                                            keeps OUT_DIR's sweeps and ops report; REUSE_MEASUREMENTS=1
 #                                            also keeps its train runs, to rerun only the predictions
 #                                            after a change to the plan's model)
@@ -49,6 +57,7 @@ out=${1:-$here/results/validate-plan-$(date -u +%Y%m%dT%H%M%SZ)}
 rounds=${ROUNDS:-2}
 steps=${STEPS:-6}
 compute_from=${COMPUTE_FROM:-train}
+off_cache=${OFF_CACHE:-64M}
 [[ $compute_from == train || $compute_from == ops ]] ||
   { echo "error: COMPUTE_FROM=$compute_from: use train (a one-rank train report) or ops (the ops report)" >&2; exit 2; }
 mkdir -p "$out"
@@ -68,7 +77,7 @@ load_now() { cut -d' ' -f1 /proc/loadavg; }
   echo "started $(date -u +%Y-%m-%dT%H:%M:%SZ)"
   echo "revision $(git -C "$here" rev-parse HEAD 2>/dev/null || echo unknown)$(git -C "$here" diff --quiet HEAD 2>/dev/null || echo ' (with uncommitted changes)')"
   echo "cores $(nproc), $(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2 | sed 's/^ //')"
-  echo "BUILD=$build ROUNDS=$rounds STEPS=$steps COMPUTE_FROM=$compute_from REUSE_CALIBRATION=${REUSE_CALIBRATION:-} REUSE_MEASUREMENTS=${REUSE_MEASUREMENTS:-}"
+  echo "BUILD=$build ROUNDS=$rounds STEPS=$steps COMPUTE_FROM=$compute_from OFF_CACHE=$off_cache REUSE_CALIBRATION=${REUSE_CALIBRATION:-} REUSE_MEASUREMENTS=${REUSE_MEASUREMENTS:-}"
 } > "$out/run-info.txt"
 averaged=(allreduce reducescatter)
 cores=$(nproc)
@@ -85,22 +94,35 @@ busy_calibration() {
   done
   for i in "${pids[@]}"; do wait "$i"; done
 }
+# The collective sweeps at 2 and 4 ranks, off cache, the averaged ones apart.
+sweep_calibration() {
+  local np collective
+  for np in 2 4; do
+    "${mpi[@]}" -np $np "$pb" all -b 8 -e 32M -f 4 --off-cache "$off_cache" -q --json "$out/coll-np$np.json" < /dev/null
+    for collective in "${averaged[@]}"; do
+      "${mpi[@]}" -np $np "$pb" "$collective" --op avg -b 8 -e 32M -f 2 --off-cache "$off_cache" -q \
+        --json "$out/coll-avg-$collective-np$np.json" < /dev/null
+    done
+  done
+}
+swept_off_cache() {
+  python3 -c 'import json, sys; print(json.load(open(sys.argv[1]))["config"].get("off_cache_bytes") or "")' "$1"
+}
 if [[ -n ${REUSE_CALIBRATION:-} && -f $out/ops.json ]]; then
   echo "# calibration: reusing $out/coll-np*.json, coll-avg-*.json and ops.json" >&2
   if [[ $compute_from == train && ! -f $out/compute-busy-1.json ]]; then
     echo "# calibration: no $out/compute-busy-*.json (an older calibration): measuring the busy-core compute now" >&2
     busy_calibration
   fi
+  if [[ ! -f $out/coll-np2.json || -z $(swept_off_cache "$out/coll-np2.json") ]]; then
+    echo "# calibration: $out/coll-*.json ran on hot buffers (an older calibration): sweeping again now, off cache" >&2
+    load_now > "$out/load-calibration-sweeps.txt"
+    sweep_calibration
+  fi
 else
-  echo "# calibration: collective sweeps at 2 and 4 ranks (the averaged ones apart), the gpt-small ops" >&2
+  echo "# calibration: collective sweeps at 2 and 4 ranks off cache (the averaged ones apart), the gpt-small ops" >&2
   load_now > "$out/load-calibration.txt"
-  for np in 2 4; do
-    "${mpi[@]}" -np $np "$pb" all -b 8 -e 32M -f 4 -q --json "$out/coll-np$np.json" < /dev/null
-    for collective in "${averaged[@]}"; do
-      "${mpi[@]}" -np $np "$pb" "$collective" --op avg -b 8 -e 32M -f 2 -q \
-        --json "$out/coll-avg-$collective-np$np.json" < /dev/null
-    done
-  done
+  sweep_calibration
   "$build/parbench-ops" --benchmark_filter='cpu/(gpt-small|peak)/' --benchmark_min_time=0.05 \
     --benchmark_format=json --benchmark_out="$out/ops.json" > /dev/null 2>&1
   "$pb" "${train_compute[@]}" --steps "$steps" --json "$out/compute-train.json" < /dev/null > /dev/null
@@ -240,7 +262,7 @@ for np in (2, 4):
           f"{best_measured}, predicted top 2 {top2}: {'in' if best_measured in top2 else 'NOT in'} the top 2")
 cores = os.cpu_count() or 1
 loads = {}
-for phase in ("calibration", "calibration-busy", "measurements"):
+for phase in ("calibration", "calibration-busy", "calibration-sweeps", "measurements"):
     try:
         loads[phase] = [float(x) for x in open(f"{out}/load-{phase}.txt").read().split()]
     except (OSError, ValueError):

@@ -1,5 +1,6 @@
 #include "bench/collective_harness.hpp"
 
+#include <algorithm>
 #include <chrono>
 #include <thread>
 
@@ -32,21 +33,62 @@ Buffer& CollectiveHarness::grow(Buffer& buffer, std::size_t bytes) {
     return buffer;
 }
 
-CollectiveHarness::Pointers CollectiveHarness::prepare_buffers(const PointSpec& spec, const BufferShape& shape) {
+namespace {
+
+// Slots start a page apart, so each keeps the placement past a page that the offsets give.
+constexpr std::size_t slot_alignment = 4096;
+
+std::size_t round_to_slot(std::size_t bytes) {
+    return (bytes + slot_alignment - 1) / slot_alignment * slot_alignment;
+}
+
+// The receive buffer's contents before a call, unlike any rank's input (count_wrong's check
+// that the call wrote every element).
+InputPattern sentinel_pattern(int nranks) {
+    InputPattern sentinel;
+    sentinel.rank = nranks + 17;
+    sentinel.modulus = 97;
+    return sentinel;
+}
+
+}  // namespace
+
+std::vector<CollectiveHarness::Pointers> CollectiveHarness::prepare_slots(const PointSpec& spec,
+                                                                          const BufferShape& shape) {
     const std::size_t element = dtype_size(spec.params.type);
     const std::size_t send_shift = options_.send_offset_bytes / element;
     const std::size_t recv_shift = options_.recv_offset_bytes / element;
+    const std::size_t send_span = spec.inplace ? 0 : (send_shift + shape.send_count) * element;
+    const std::size_t recv_span = (recv_shift + (spec.inplace ? shape.inplace_count : shape.recv_count)) * element;
+    const bool off_cache = options_.off_cache_bytes > 0;
+    const std::size_t send_stride = off_cache ? round_to_slot(send_span) : send_span;
+    const std::size_t recv_stride = off_cache ? round_to_slot(recv_span) : recv_span;
+    // Enough slots that the others' buffers fill off_cache_bytes between two uses of one.
+    const std::size_t slots =
+        off_cache ? std::max<std::size_t>(1, (options_.off_cache_bytes + send_stride + recv_stride - 1) /
+                                                 (send_stride + recv_stride))
+                  : 1;
+    std::vector<Pointers> pointers;
     if (spec.inplace) {
-        Buffer& shared = grow(recv_, (recv_shift + shape.inplace_count) * element);
-        const std::size_t send_at = recv_shift + shape.inplace_send_offset;
-        const std::size_t recv_at = recv_shift + shape.inplace_recv_offset;
-        char* base = shared.as<char>();
-        return {base + send_at * element, base + recv_at * element, &shared, send_at, &shared, recv_at};
+        Buffer& shared = grow(recv_, (slots - 1) * recv_stride + recv_span);
+        for (std::size_t k = 0; k < slots; ++k) {
+            const std::size_t base = k * recv_stride / element + recv_shift;
+            const std::size_t send_at = base + shape.inplace_send_offset;
+            const std::size_t recv_at = base + shape.inplace_recv_offset;
+            char* data = shared.as<char>();
+            pointers.push_back({data + send_at * element, data + recv_at * element, &shared, send_at, &shared, recv_at});
+        }
+        return pointers;
     }
-    Buffer& send = grow(send_, (send_shift + shape.send_count) * element);
-    Buffer& recv = grow(recv_, (recv_shift + shape.recv_count) * element);
-    return {send.as<char>() + send_shift * element, recv.as<char>() + recv_shift * element, &send, send_shift, &recv,
-            recv_shift};
+    Buffer& send = grow(send_, (slots - 1) * send_stride + send_span);
+    Buffer& recv = grow(recv_, (slots - 1) * recv_stride + recv_span);
+    for (std::size_t k = 0; k < slots; ++k) {
+        const std::size_t send_at = k * send_stride / element + send_shift;
+        const std::size_t recv_at = k * recv_stride / element + recv_shift;
+        pointers.push_back({send.as<char>() + send_at * element, recv.as<char>() + recv_at * element, &send, send_at,
+                            &recv, recv_at});
+    }
+    return pointers;
 }
 
 void CollectiveHarness::fill_inputs(const PointSpec& spec, const BufferShape& shape, const Pointers& pointers) {
@@ -54,12 +96,19 @@ void CollectiveHarness::fill_inputs(const PointSpec& spec, const BufferShape& sh
     device_.fill_input(*pointers.input_buffer, pointers.input_offset, shape.send_count, spec.params.type, pattern);
 }
 
-RankTimes CollectiveHarness::time_samples(const PointSpec& spec, PreparedCall& op, std::uint64_t bytes,
-                                          PointMeasurement& counted) {
+void CollectiveHarness::fill_output(const PointSpec& spec, const BufferShape& shape, const Pointers& pointers) {
+    device_.fill_input(*pointers.output_buffer, pointers.output_offset, shape.recv_count, spec.params.type,
+                       sentinel_pattern(data_.size()));
+}
+
+RankTimes CollectiveHarness::time_samples(const PointSpec& spec, const std::vector<std::unique_ptr<PreparedCall>>& ops,
+                                          std::uint64_t bytes, PointMeasurement& counted) {
     const std::string name(spec.collective->name());
     const int ops_per_sample = options_.mode == TimingMode::batched ? options_.batch_size : 1;
+    std::size_t calls = 0;
+    const auto run_next = [&] { ops[calls++ % ops.size()]->run(); };
     auto run_ops = [&] {
-        for (int i = 0; i < ops_per_sample; ++i) op.run();
+        for (int i = 0; i < ops_per_sample; ++i) run_next();
     };
 
     {
@@ -67,7 +116,7 @@ RankTimes CollectiveHarness::time_samples(const PointSpec& spec, PreparedCall& o
         for (int i = 0; i < options_.warmup; ++i) {
             watchdog_.enter({"warm-up", name, bytes, i});
             const NvtxRange call(name);
-            op.run();
+            run_next();
         }
         data_.synchronize();
     }
@@ -167,13 +216,7 @@ std::uint64_t CollectiveHarness::count_wrong(const PointSpec& spec, const Buffer
     // (collective.hpp): its input must still hold the data every rank received.
     const bool result_in_input = !spec.inplace && collective.rooted() && data_.rank() == spec.params.root &&
                                  !collective.root_output_written(data_);
-    if (!spec.inplace && !result_in_input) {
-        InputPattern sentinel;
-        sentinel.rank = data_.size() + 17;
-        sentinel.modulus = 97;
-        device_.fill_input(*pointers.output_buffer, pointers.output_offset, shape.recv_count, spec.params.type,
-                           sentinel);
-    }
+    if (!spec.inplace && !result_in_input) fill_output(spec, shape, pointers);
     watchdog_.enter({"check", std::string(collective.name()), spec.count * dtype_size(spec.params.type), 0});
     {
         const NvtxRange call(std::string(collective.name()));
@@ -207,19 +250,32 @@ PointMeasurement CollectiveHarness::measure(const PointSpec& spec) {
     NvtxRange range(std::string(collective.name()) + " " + std::to_string(bytes) + "B " +
                     (spec.inplace ? "in-place" : "out-of-place"));
     const BufferShape shape = collective.shape(spec.count, data_.size(), data_.rank(), spec.params);
-    const Pointers pointers = prepare_buffers(spec, shape);
-    fill_inputs(spec, shape, pointers);
+    const std::vector<Pointers> slots = prepare_slots(spec, shape);
+    // Off cache every slot is written, in order, so that the first ones' lines have left the
+    // caches when the calls start on them; out of place the receive buffers too.
+    for (const Pointers& slot : slots) {
+        fill_inputs(spec, shape, slot);
+        if (options_.off_cache_bytes > 0 && !spec.inplace) fill_output(spec, shape, slot);
+    }
     device_.synchronize();
 
-    // Every decision about the call's arguments is taken here, once: the timed window and
-    // the check repeat the backend's call alone (Communicator::prepare).
-    const std::unique_ptr<PreparedCall> op = data_.prepare(
-        [&] { collective.run(data_, pointers.send, pointers.recv, spec.count, spec.params); });
+    // Every decision about the call's arguments is taken here, once per slot the calls reach:
+    // the timed window and the check repeat the backend's call alone (Communicator::prepare).
+    const int ops_per_sample = options_.mode == TimingMode::batched ? options_.batch_size : 1;
+    const std::size_t calls = static_cast<std::size_t>(options_.warmup) +
+                              static_cast<std::size_t>(options_.iters) * static_cast<std::size_t>(ops_per_sample);
+    std::vector<std::unique_ptr<PreparedCall>> ops;
+    for (std::size_t k = 0; k < std::min(slots.size(), std::max<std::size_t>(calls, 1)); ++k)
+        ops.push_back(data_.prepare(
+            [&, k] { collective.run(data_, slots[k].send, slots[k].recv, spec.count, spec.params); }));
     PointMeasurement measurement;
-    measurement.times = time_samples(spec, *op, bytes, measurement);
+    measurement.times = time_samples(spec, ops, bytes, measurement);
     if (spec.check) {
+        // On the last slot the calls reached: off cache, one past the first page-aligned copy.
+        const std::size_t last = ops.size() - 1;
         measurement.wrong = 0;
-        for (int run = 0; run < spec.check_runs; ++run) *measurement.wrong += count_wrong(spec, shape, pointers, *op);
+        for (int run = 0; run < spec.check_runs; ++run)
+            *measurement.wrong += count_wrong(spec, shape, slots[last], *ops[last]);
     }
     return measurement;
 }

@@ -6,6 +6,7 @@
 #pragma once
 
 #include <cstdint>
+#include <memory>
 #include <optional>
 #include <string>
 #include <vector>
@@ -42,6 +43,14 @@ struct TimingOptions {
     // relative placement of the two matters on CPUs (4K aliasing, docs/reproducing.md); multiples of the element size.
     std::size_t send_offset_bytes = 0;
     std::size_t recv_offset_bytes = 0;
+    // IMB-MPI1's -off_cache: 0 keeps one send and one receive buffer, which every iteration
+    // finds in cache from the one before (nccl-tests, OSU and IMB by default). Above 0 the calls
+    // run in turn on as many page-aligned copies of the buffers (slots) as this many bytes hold,
+    // every slot written before timing, so a call's buffers were last touched about this many
+    // bytes of other slots ago, as inside a training step, where the compute between two calls
+    // evicts their buffers (on this 2-core VM a 1 MiB reduce-scatter ran 2.9x slower on buffers
+    // rotated through 32 MiB or more than on hot ones: results/2026-12-05-off-cache).
+    std::size_t off_cache_bytes = 0;
 };
 
 struct PointSpec {
@@ -80,9 +89,13 @@ class CollectiveHarness {
         Buffer* output_buffer;
         std::size_t output_offset;
     };
-    Pointers prepare_buffers(const PointSpec& spec, const BufferShape& shape);
+    // The slots a point's calls run on in turn: one without off_cache_bytes.
+    std::vector<Pointers> prepare_slots(const PointSpec& spec, const BufferShape& shape);
     void fill_inputs(const PointSpec& spec, const BufferShape& shape, const Pointers& pointers);
-    RankTimes time_samples(const PointSpec& spec, PreparedCall& op, std::uint64_t bytes, PointMeasurement& counted);
+    void fill_output(const PointSpec& spec, const BufferShape& shape, const Pointers& pointers);
+    // The warm-up and timed calls, each on the next of `ops` (one per slot) in turn.
+    RankTimes time_samples(const PointSpec& spec, const std::vector<std::unique_ptr<PreparedCall>>& ops,
+                           std::uint64_t bytes, PointMeasurement& counted);
     std::uint64_t count_wrong(const PointSpec& spec, const BufferShape& shape, const Pointers& pointers,
                               PreparedCall& op);
     Buffer& grow(Buffer& buffer, std::size_t bytes);

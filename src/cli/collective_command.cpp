@@ -84,6 +84,7 @@ struct CollectiveOptions {
     double inject_straggler_us = 2000.0;
     double inject_slowdown = 1.0;  // fault injection: busbw reads about this fraction (bench/collective_harness.hpp)
     std::string buffer_offsets;  // --buffer-offsets SEND[,RECV][:SEND,RECV...]
+    std::string off_cache;       // --off-cache SIZE: IMB's -off_cache (bench/collective_harness.hpp)
     std::string skew = "uniform";  // alltoallv's per-destination blocks (collectives/skew.hpp)
     std::uint64_t skew_seed = 1;
     std::string direction = "dispatch";  // alltoallv's blocks out or back (collectives/skew.hpp)
@@ -359,6 +360,12 @@ ResolvedOptions resolve(const CollectiveOptions& options) {
     resolved.timing.batch_size = options.batch_size;
     resolved.timing.graph = options.graph;
     resolved.timing.inject_hang_rank = options.inject_hang_rank;
+    if (!options.off_cache.empty()) {
+        resolved.timing.off_cache_bytes = parse_size(options.off_cache, "--off-cache");  // refuses 0
+        if (options.graph)
+            throw UsageError("--off-cache rotates the buffers, which " + options.graph_flag +
+                             " would fix in its captured calls; drop one of them");
+    }
     resolved.groups = parse_groups(options.groups);
     resolved.backend = parse_backend(options.backend);
     if (resolved.backend == BackendChoice::mpi && options.graph)
@@ -423,6 +430,8 @@ nlohmann::json config_json(const CollectiveOptions& options, const ResolvedOptio
                                                                     : nlohmann::json(nullptr)},
         {"graph", resolved.timing.graph},
         {"buffer_offsets", buffer_offsets_json(resolved.buffer_offsets)},
+        {"off_cache_bytes", resolved.timing.off_cache_bytes > 0 ? nlohmann::json(resolved.timing.off_cache_bytes)
+                                                                : nlohmann::json(nullptr)},
         {"aggregation", aggregation_name(resolved.aggregation)},
         {"reported_statistic", reported_statistic(resolved.aggregation)},
         {"mpi_threads", {{"requested", thread_level_name(resolved.mpi_threads)}}},
@@ -445,6 +454,9 @@ std::string method_line(const ResolvedOptions& resolved) {
         text << "batched timing (barrier, " << resolved.timing.batch_size << " ops, device sync; time / "
              << resolved.timing.batch_size << ")";
     if (resolved.timing.graph) text << " replaying a CUDA graph";
+    if (resolved.timing.off_cache_bytes > 0)
+        text << "; off cache: the calls take turns over buffer copies filling " << resolved.timing.off_cache_bytes
+             << " B (IMB's -off_cache)";
     if (resolved.buffer_offsets.size() > 1)
         text << "; buffers past a page per rank (the report's config.buffer_offsets)";
     else if (resolved.buffer_offsets.front().send != 0 || resolved.buffer_offsets.front().recv != 0)
@@ -1203,6 +1215,10 @@ void add_timing_flags(CLI::App& sub, CollectiveOptions& o, GivenFlags& given) {
     sub.add_option("--buffer-offsets", o.buffer_offsets,
                    "SEND[,RECV]: start the send and receive buffers this many bytes past a page (default 0,0); "
                    "SEND,RECV:SEND,RECV...: one pair per rank (docs/reproducing.md: IMB-MPI1's placement)");
+    sub.add_option("--off-cache", o.off_cache,
+                   "SIZE (e.g. 64M, at least the last-level cache): IMB-MPI1's -off_cache; the calls take turns over "
+                   "copies of the buffers that fill SIZE, so each finds its buffers out of cache, as between a "
+                   "training step's compute (default: one pair, hot)");
 }
 
 // A load beside each point, and alltoallv's traffic pattern.

@@ -158,7 +158,8 @@ std::vector<std::vector<std::string>> table_rows(const Comparison& comparison) {
 
 std::string ReportSetup::describe() const {
     return std::to_string(world_size) + (world_size == 1 ? " rank, " : " ranks, ") + backend + ", " + hosts +
-           (pages.empty() || pages == "device memory" ? "" : ", " + pages + " pages");
+           (pages.empty() || pages == "device memory" ? "" : ", " + pages + " pages") +
+           (off_cache_bytes > 0 ? ", off cache " + std::to_string(off_cache_bytes) + " B" : "");
 }
 
 namespace {
@@ -317,6 +318,9 @@ ReportSetup setup_of(const nlohmann::json& document) {
     if (document.contains("config") && document["config"].is_object() && document["config"].contains("dtype") &&
         document["config"]["dtype"].is_string())
         setup.dtype = document["config"]["dtype"].get<std::string>();
+    if (document.contains("config") && document["config"].is_object() &&
+        document["config"].contains("off_cache_bytes") && document["config"]["off_cache_bytes"].is_number_unsigned())
+        setup.off_cache_bytes = document["config"]["off_cache_bytes"].get<std::uint64_t>();
     return setup;
 }
 
@@ -363,6 +367,25 @@ void warn_of_different_pages(Comparison& comparison) {
                                        "; environment.buffer_pages, read back from the kernel): from about 1 MiB the "
                                        "ratios measure the pages as much as anything else; measure both with the same "
                                        "--buffer-pages on hosts with the same THP setting");
+}
+
+// As loud: a collective on buffers out of cache (--off-cache) takes 2-5x its hot time from about
+// 1 MiB on a CPU host (results/2026-12-05-off-cache), so a hot report against an off-cache one
+// compares the caches.
+void warn_of_different_caching(Comparison& comparison) {
+    std::string values;
+    bool different = false;
+    for (std::size_t r = 0; r < comparison.setups.size(); ++r) {
+        const std::uint64_t bytes = comparison.setups[r].off_cache_bytes;
+        different = different || bytes != comparison.setups[0].off_cache_bytes;
+        values += (r ? ", " : "") + comparison.labels[r] + " " +
+                  (bytes > 0 ? "off cache over " + std::to_string(bytes) + " B" : "hot");
+    }
+    if (different)
+        comparison.warnings.insert(comparison.warnings.begin(),
+                                   "the reports' buffers were not equally out of cache (" + values +
+                                       "; config.off_cache_bytes): the ratios measure the caches as much as anything "
+                                       "else; measure both with the same --off-cache");
 }
 
 }  // namespace
@@ -464,6 +487,7 @@ Comparison compare_reports(const std::vector<LabelledReport>& reports, const Com
     differ("backend", [](const ReportSetup& s) { return s.backend; });
     differ("dtype", [](const ReportSetup& s) { return s.dtype; });
     warn_of_different_pages(comparison);
+    warn_of_different_caching(comparison);
     return comparison;
 }
 

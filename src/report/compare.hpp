@@ -12,6 +12,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include <cstdint>
 #include <string>
 #include <utility>
 #include <vector>
@@ -32,6 +33,7 @@ struct ReportSetup {
     std::string hosts;  // first host, "+N" when more
     std::string dtype;
     std::string pages;  // environment.buffer_pages.obtained: normal, huge, ...; "" in reports from before it
+    std::uint64_t off_cache_bytes = 0;  // config.off_cache_bytes (--off-cache); 0: hot buffers
     std::string describe() const;  // "2 ranks, mpi, vm, normal pages"
 };
 

@@ -167,6 +167,37 @@ def case_modes(ctx):
             check("past a page" in result.stdout, result.stdout)
 
 
+def case_off_cache(ctx):
+    # IMB's -off_cache: the calls take turns over page-aligned copies of the buffers; every
+    # collective, both placements, still checked right on the last copy the calls reached.
+    json_path = ctx.path("off-cache.json")
+    result = ctx.run(3, "all", "-b", "96", "-e", "6K", "-f", "8", "--check", "--iters", "3", "--off-cache", "256K",
+                     "--json", json_path)
+    check(result.returncode == 0, result.stderr)
+    report = load_report(ctx, json_path)
+    check_consistent(report, 3)
+    check(report["config"]["off_cache_bytes"] == 256 * 1024, str(report["config"].get("off_cache_bytes")))
+    check("off cache: the calls take turns over buffer copies filling 262144 B" in result.stdout, result.stdout)
+    timed = [e for e in report["results"] if "skipped" not in e]
+    check(timed and all(e["wrong"] == 0 for e in timed), str([(e["collective"], e["wrong"]) for e in timed]))
+    # Each copy keeps the placement past a page that --buffer-offsets gives (copies start a page apart).
+    placed = ctx.path("off-cache-placed.json")
+    result = ctx.run(2, "all", "--size", "6K", "--check", "--iters", "3", "--off-cache", "64K", "--buffer-offsets",
+                     "8,20", "--json", placed)
+    check(result.returncode == 0, result.stderr)
+    timed = [e for e in load_report(ctx, placed)["results"] if "skipped" not in e]
+    check(timed and all(e["wrong"] == 0 for e in timed), str([(e["collective"], e["wrong"]) for e in timed]))
+    hot = ctx.path("hot.json")
+    check(ctx.run(3, "allreduce", "--size", "768", "--iters", "2", "--json", hot).returncode == 0, "hot run")
+    check(load_report(ctx, hot)["config"]["off_cache_bytes"] is None, "hot buffers by default")
+    # compare warns when one report's buffers were hot and another's out of cache, and names both.
+    result = ctx.run(0, "compare", hot, json_path)
+    warnings = [l for l in result.stderr.splitlines() if l.startswith("warning")]
+    check(result.returncode == 0 and warnings and "not equally out of cache" in warnings[0] and
+          "off cache over 262144 B" in warnings[0], f"compare hot against off cache: {result.stderr}")
+    check("not equally out of cache" not in ctx.run(0, "compare", hot, hot).stderr, "compare hot against hot")
+
+
 def case_compare(ctx):
     paths = []
     for name, ranks in (("a.json", 2), ("b.json", 2)):
@@ -533,6 +564,8 @@ BAD_INPUT = [
     (2, ["allreduce", "--op", "avg", "--dtype", "int32"], "--op avg"),
     (2, ["broadcast", "--root", "5"], "--root"),
     (2, ["allreduce", "--buffer-offsets", "4096"], "--buffer-offsets '4096'"),
+    (2, ["allreduce", "--off-cache", "0"], "--off-cache '0'"),
+    (2, ["allreduce", "--off-cache", "lots"], "--off-cache"),
     (2, ["alltoall", "--buffer-pages", "giant"], "--buffer-pages: 'giant'"),
     (2, ["train", "--model", "gpt-tiny", "--buffer-pages", "4k"], "--buffer-pages: '4k'"),
     (2, ["allreduce", "--buffer-offsets", "0,x"], "each a byte count from 0 to 4095"),
