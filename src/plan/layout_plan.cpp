@@ -331,7 +331,7 @@ void add_fsdp_copies(PlanPrediction& out, const PlanLayout& p, const PlanContext
 void predict_bubble(PlanPrediction& out, const PlanLayout& p, const PlanContext& context,
                     const EnginePipeline* pipeline, const std::vector<PassCosts>& work_costs) {
     const Layout& l = p.engine;
-    out.passes_by_pp_rank = l.pp > 1 ? pass_counts(pipeline->schedule)
+    out.passes_by_pp_rank = l.pp > 1 ? pipeline->passes
                                      : std::vector<PassCounts>{unpipelined_pass_counts(l.microbatches)};
     if (l.pp <= 1) return;
     const ScheduleShape shape{l.pp, l.microbatches, l.virtual_stages};

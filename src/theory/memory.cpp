@@ -364,9 +364,10 @@ void mlp_items(const Layout& l, ItemList& items) {
 
 std::optional<EnginePipeline> engine_pipeline(const Layout& l) {
     if (l.pp <= 1) return std::nullopt;
-    EnginePipeline pipeline{make_schedule(l.schedule, ScheduleShape{l.pp, l.microbatches, l.virtual_stages}), {}, {}};
+    EnginePipeline pipeline{make_schedule(l.schedule, ScheduleShape{l.pp, l.microbatches, l.virtual_stages}), {}, {}, {}};
     pipeline.occupancy = chunk_occupancy(pipeline.schedule, l.p2p);
     pipeline.in_flight = peak_in_flight(pipeline.occupancy, l.virtual_stages);
+    pipeline.passes = pass_counts(pipeline.schedule);
     return pipeline;
 }
 

@@ -60,12 +60,13 @@ struct EngineRank {
     ParameterLayout layout;
     PipelinePart part;
 };
-// The schedule of a pipelined layout and every rank's peak micro-batches in flight, built once
+// The schedule of a pipelined layout, every rank's peak micro-batches in flight and its passes, built once
 // (a plan asks for every rank of it; the schedule has p x m actions per rank).
 struct EnginePipeline {
     Schedule schedule;
     std::vector<std::vector<int>> in_flight;  // per rank, per chunk (schedule_simulation.hpp)
     std::vector<ChunkOccupancy> occupancy;    // per rank (schedule_simulation.hpp)
+    std::vector<PassCounts> passes;           // per rank (schedule.hpp's pass_counts)
 };
 std::optional<EnginePipeline> engine_pipeline(const Layout& layout);
 // `whole`: model_parameter_layout at the layout's tensor and expert split, when the caller has it
