@@ -198,6 +198,42 @@ def case_off_cache(ctx):
     check("not equally out of cache" not in ctx.run(0, "compare", hot, hot).stderr, "compare hot against hot")
 
 
+def case_nonblocking(ctx):
+    # OSU's non-blocking timing (osu_iallreduce ...): each op the MPI_I* call and its wait, checked
+    # like the blocking calls, on 2 and 3 ranks, off cache and on; the averaged all-reduce as
+    # data parallelism issues it.
+    for ranks, name, extra in ((2, "allreduce", ["--op", "avg"]), (3, "allgather", []),
+                               (3, "reducescatter", ["--off-cache", "64K"])):
+        json_path = ctx.path(f"nonblocking-{name}.json")
+        result = ctx.run(ranks, name, "--nonblocking", "-b", "96", "-e", "48K", "-f", "8", "--check", "--iters", "3",
+                         *extra, "--json", json_path)
+        check(result.returncode == 0, f"{name}: {result.stderr}")
+        report = load_report(ctx, json_path)
+        check_consistent(report, ranks)
+        check(report["config"]["nonblocking"] is True, f"{name}: config.nonblocking")
+        check("non-blocking: each op is the collective's non-blocking call and its wait" in result.stdout,
+              f"{name}: method line: {result.stdout}")
+        timed = [e for e in report["results"] if "skipped" not in e]
+        check(timed and all(e["wrong"] == 0 for e in timed), f"{name}: {[(e['bytes'], e['wrong']) for e in timed]}")
+        in_place = [e for e in report["results"] if e.get("inplace")]
+        if name == "reducescatter":
+            # The MPI backend's non-blocking reduce-scatter takes no MPI_IN_PLACE: that half is skipped, named.
+            check(in_place and all("no non-blocking in-place form" in e.get("skipped", "") for e in in_place),
+                  f"reducescatter in place: {in_place}")
+        else:
+            check(any("skipped" not in e for e in in_place), f"{name}: the in-place half measured")
+    blocking = ctx.path("blocking.json")
+    check(ctx.run(2, "allreduce", "--size", "1K", "--iters", "2", "--json", blocking).returncode == 0, "blocking run")
+    check(load_report(ctx, blocking)["config"]["nonblocking"] is False, "blocking by default")
+    # A collective without a non-blocking form, and a CUDA graph, are refused in one line naming the flag.
+    for arguments in (["broadcast", "--nonblocking", "--size", "1K"], ["all", "--nonblocking", "--size", "1K"],
+                      ["allreduce", "--nonblocking", "--graph", "--size", "1K"]):
+        result = ctx.run(0, *arguments)
+        lines = result.stderr.strip().splitlines()
+        check(result.returncode == 2 and len(lines) == 1 and "--nonblocking" in lines[0],
+              f"{arguments}: exit {result.returncode}: {result.stderr}")
+
+
 def case_compare(ctx):
     paths = []
     for name, ranks in (("a.json", 2), ("b.json", 2)):
