@@ -315,6 +315,54 @@ TEST(PlanCalibration, AveragedSweepPricesAveragesApart) {
                      preset.time_us("reducescatter", 3e6, 8, Placement::intra_host));
 }
 
+// A --nonblocking sweep (config.nonblocking: the MPI_I* call and its wait) is fitted as
+// "<collective>[ avg] nonblocking", apart from the blocking call's; without one, a non-blocking
+// call costs what the blocking one does.
+TEST(PlanCalibration, NonblockingSweepPricesRequestsApart) {
+    std::vector<std::pair<double, double>> blocking_rows, request_rows;
+    for (double bytes : {8.0, 65536.0, 1048576.0, 16777216.0}) {
+        blocking_rows.push_back({bytes, 5.0 + bytes / 2e3});
+        request_rows.push_back({bytes, 9.0 + bytes / 1e3});  // libnbc's schedule: half the bandwidth
+    }
+    const auto nonblocking = [](std::string text) {
+        const std::string at = R"("environment")";
+        return text.insert(text.find(at), R"("config":{"nonblocking":true},)");
+    };
+    const std::string blocking = write_report("blocking-avg.json", sweep_text("allreduce", blocking_rows, "avg"));
+    const std::string requests =
+        write_report("nonblocking-avg.json", nonblocking(sweep_text("allreduce", request_rows, "avg")));
+    const auto fits = fit_collective_reports({blocking, requests});
+    ASSERT_EQ(fits.size(), 2u);
+    ClusterSpec cluster;
+    cluster.device = device_preset("H100");
+    CommModel model(cluster);
+    for (const CollectiveFit& fit : fits) model.add_fit(fit);
+    const std::string averaged = averaged_collective("allreduce");
+    EXPECT_NEAR(model.time_us(averaged, 1048576, 2, Placement::intra_host), 5.0 + 1048576 / 2e3, 1e-6);
+    EXPECT_NEAR(model.time_us(nonblocking_collective(averaged), 1048576, 2, Placement::intra_host),
+                9.0 + 1048576 / 1e3, 1e-6);
+    EXPECT_NE(model.source(nonblocking_collective(averaged), Placement::intra_host).find("(--op avg --nonblocking)"),
+              std::string::npos);
+    EXPECT_DOUBLE_EQ(bus_factor(nonblocking_collective(averaged), 4), 1.5);
+    // Only the blocking sweep: the request costs what the blocking call does (plan before --nonblocking).
+    CommModel blocking_only(cluster);
+    blocking_only.add_fit(fit_collective_reports({blocking}).at(0));
+    EXPECT_DOUBLE_EQ(blocking_only.time_us(nonblocking_collective(averaged), 3e6, 2, Placement::intra_host),
+                     blocking_only.time_us(averaged, 3e6, 2, Placement::intra_host));
+    // config.nonblocking false is a blocking sweep; anything but true or false is refused, named.
+    std::string stated = sweep_text("allreduce", blocking_rows, "avg");
+    stated.insert(stated.find(R"("environment")"), R"("config":{"nonblocking":false},)");
+    EXPECT_EQ(fit_collective_reports({write_report("stated.json", stated)}).at(0).collective, averaged);
+    std::string damaged = sweep_text("allreduce", blocking_rows);
+    damaged.insert(damaged.find(R"("environment")"), R"("config":{"nonblocking":"yes"},)");
+    try {
+        fit_collective_reports({write_report("damaged.json", damaged)});
+        ADD_FAILURE() << "a non-boolean config.nonblocking was read";
+    } catch (const UsageError& error) {
+        EXPECT_NE(std::string(error.what()).find("nonblocking"), std::string::npos) << error.what();
+    }
+}
+
 TEST(PlanCalibration, RefusesTooFewSizesAndOtherSchemas) {
     const std::string two = R"({"schema":"parbench.report/v1","command":"allreduce","environment":{"world_size":2},"results":[
         {"collective":"allreduce","bytes":8,"time_us":{"median":1}},{"collective":"allreduce","bytes":16,"time_us":{"median":1}}]})";
