@@ -223,8 +223,16 @@ def case_nonblocking(ctx):
         else:
             check(any("skipped" not in e for e in in_place), f"{name}: the in-place half measured")
     blocking = ctx.path("blocking.json")
-    check(ctx.run(2, "allreduce", "--size", "1K", "--iters", "2", "--json", blocking).returncode == 0, "blocking run")
+    check(ctx.run(2, "allreduce", "--op", "avg", "--size", "768", "--iters", "2", "--json", blocking).returncode == 0,
+          "blocking run")
     check(load_report(ctx, blocking)["config"]["nonblocking"] is False, "blocking by default")
+    # compare warns when one report timed the blocking calls and another the non-blocking ones.
+    requests = ctx.path("nonblocking-allreduce.json")
+    result = ctx.run(0, "compare", blocking, requests)
+    warnings = [l for l in result.stderr.splitlines() if l.startswith("warning")]
+    check(result.returncode == 0 and any("different forms of the calls" in w and "non-blocking" in w for w in warnings),
+          f"compare blocking against non-blocking: {result.stderr}")
+    check("different forms" not in ctx.run(0, "compare", blocking, blocking).stderr, "compare blocking against blocking")
     # A collective without a non-blocking form, and a CUDA graph, are refused in one line naming the flag.
     for arguments in (["broadcast", "--nonblocking", "--size", "1K"], ["all", "--nonblocking", "--size", "1K"],
                       ["allreduce", "--nonblocking", "--graph", "--size", "1K"]):
