@@ -50,7 +50,7 @@
 # reduce-scatters, ZeRO-3 --prefetch's gathers: MPI_I* requests polled with MPI_Test) still costs
 # more than the blocking call: Open MPI runs it on libnbc's schedule, not its tuned blocking
 # algorithm (a 14.9 MB averaged all-reduce off cache 9.8-10.3 ms against 7.1,
-# results/2026-12-05-off-cache). The calibration sweeps those three at 2 ranks as OSU's
+# results/2026-12-05-off-cache). The calibration sweeps those three at 2 ranks as IMB-NBC's pure
 # non-blocking benchmarks time them (--nonblocking: the MPI_I* call and its wait), off cache, the
 # reductions averaged as train's (coll-nonblocking-*-np2.json), and plan prices the requests of
 # the layouts that issue them from those (plan/host_overlap.hpp). The 4-rank layouts issue none.

@@ -85,7 +85,7 @@ struct CollectiveOptions {
     double inject_slowdown = 1.0;  // fault injection: busbw reads about this fraction (bench/collective_harness.hpp)
     std::string buffer_offsets;  // --buffer-offsets SEND[,RECV][:SEND,RECV...]
     std::string off_cache;       // --off-cache SIZE: IMB's -off_cache (bench/collective_harness.hpp)
-    bool nonblocking = false;    // --nonblocking: OSU's osu_i* timing, the MPI_I* call and its wait
+    bool nonblocking = false;    // --nonblocking: the MPI_I* call and its wait (IMB-NBC's *_pure)
     std::string skew = "uniform";  // alltoallv's per-destination blocks (collectives/skew.hpp)
     std::uint64_t skew_seed = 1;
     std::string direction = "dispatch";  // alltoallv's blocks out or back (collectives/skew.hpp)
@@ -467,7 +467,7 @@ std::string method_line(const ResolvedOptions& resolved) {
              << resolved.timing.batch_size << ")";
     if (resolved.timing.graph) text << " replaying a CUDA graph";
     if (resolved.timing.nonblocking)
-        text << "; non-blocking: each op is the collective's non-blocking call and its wait (OSU's osu_i*)";
+        text << "; non-blocking: each op is the collective's non-blocking call and its wait (IMB-NBC's *_pure)";
     if (resolved.timing.off_cache_bytes > 0)
         text << "; off cache: the calls take turns over buffer copies filling " << resolved.timing.off_cache_bytes
              << " B (IMB's -off_cache)";
@@ -1236,7 +1236,7 @@ void add_timing_flags(CLI::App& sub, CollectiveOptions& o, GivenFlags& given) {
                    "SEND,RECV:SEND,RECV...: one pair per rank (docs/reproducing.md: IMB-MPI1's placement)");
     sub.add_flag("--nonblocking", o.nonblocking,
                  "Time the non-blocking form (allreduce, allgather, reducescatter): the MPI_I* call, then its wait, as "
-                 "OSU's osu_iallreduce etc. (no compute between them); reducescatter out of place only");
+                 "IMB-NBC's Iallreduce_pure etc. (no compute between them); reducescatter out of place only");
     sub.add_option("--off-cache", o.off_cache,
                    "SIZE (e.g. 64M, at least the last-level cache): IMB-MPI1's -off_cache; the calls take turns over "
                    "copies of the buffers that fill SIZE, so each finds its buffers out of cache, as between a "

@@ -87,7 +87,7 @@ class Collective {
                      const CollectiveParams& params) const = 0;
     // Whether the communicator has a non-blocking form of it (MPI_Iallreduce, MPI_Iallgather,
     // MPI_Ireduce_scatter_block; out of place for the reduce-scatter), which --nonblocking
-    // times as OSU's non-blocking benchmarks (osu_iallreduce ...) do: the call, then its wait.
+    // times as IMB-NBC's *_pure benchmarks do: the call, then its wait.
     virtual bool has_nonblocking() const { return false; }
     // Whether that form takes the in-place placement (the MPI backend's reduce-scatter does not).
     virtual bool nonblocking_inplace() const { return has_nonblocking(); }

@@ -393,7 +393,7 @@ void warn_of_different_caching(Comparison& comparison) {
 }
 
 // As loud: a non-blocking call and its wait (--nonblocking) run Open MPI's libnbc schedule, not
-// the tuned blocking algorithm: 2-3x the blocking all-reduce's time at 8-16 MiB here
+// the tuned blocking algorithm: 1.5-1.8x the blocking all-reduce's time at 14.9 MB here
 // (results/2026-12-05-nonblocking), so a blocking report against a non-blocking one compares the
 // two forms.
 void warn_of_different_forms(Comparison& comparison) {

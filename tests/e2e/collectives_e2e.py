@@ -199,7 +199,7 @@ def case_off_cache(ctx):
 
 
 def case_nonblocking(ctx):
-    # OSU's non-blocking timing (osu_iallreduce ...): each op the MPI_I* call and its wait, checked
+    # IMB-NBC's pure non-blocking timing (Iallreduce_pure ...): each op the MPI_I* call and its wait, checked
     # like the blocking calls, on 2 and 3 ranks, off cache and on; the averaged all-reduce as
     # data parallelism issues it.
     for ranks, name, extra in ((2, "allreduce", ["--op", "avg"]), (3, "allgather", []),
