@@ -46,6 +46,16 @@
 # levels come from the calibration step. With REUSE_CALIBRATION=1 on a folder of an older
 # calibration (no compute-busy-*.json), the busy runs are measured now (their load recorded apart).
 #
+# What train issues non-blocking there (ddp --overlap's bucket all-reduces, ZeRO --overlap's
+# reduce-scatters, ZeRO-3 --prefetch's gathers: MPI_I* requests polled with MPI_Test) still costs
+# more than the blocking call: Open MPI runs it on libnbc's schedule, not its tuned blocking
+# algorithm (a 14.9 MB averaged all-reduce off cache 9.8-10.3 ms against 7.1,
+# results/2026-12-05-off-cache). The calibration sweeps those three at 2 ranks as IMB-NBC's pure
+# non-blocking benchmarks time them (--nonblocking: the MPI_I* call and its wait), off cache, the
+# reductions averaged as train's (coll-nonblocking-*-np2.json), and plan prices the requests of
+# the layouts that issue them from those (plan/host_overlap.hpp). The 4-rank layouts issue none.
+# REUSE_CALIBRATION=1 on a folder without them sweeps them now (their load recorded apart).
+#
 #   scripts/plan/validate_plan.sh [OUT_DIR]      (env: BUILD=build ROUNDS=2 STEPS=6 COMPUTE_FROM=train OFF_CACHE=64M; REUSE_CALIBRATION=1
 #                                            keeps OUT_DIR's sweeps and ops report; REUSE_MEASUREMENTS=1
 #                                            also keeps its train runs, to rerun only the predictions
@@ -80,6 +90,8 @@ load_now() { cut -d' ' -f1 /proc/loadavg; }
   echo "BUILD=$build ROUNDS=$rounds STEPS=$steps COMPUTE_FROM=$compute_from OFF_CACHE=$off_cache REUSE_CALIBRATION=${REUSE_CALIBRATION:-} REUSE_MEASUREMENTS=${REUSE_MEASUREMENTS:-}"
 } > "$out/run-info.txt"
 averaged=(allreduce reducescatter)
+# What train issues non-blocking, with the op it reduces by ("" for a gather).
+nonblocking=(allreduce:avg reducescatter:avg allgather:)
 cores=$(nproc)
 train_compute=(train --model gpt-small --global-batch 4 --precision fp32 --warmup 2 --quiet)
 # The compute level with every core busy: the one-rank run once per core, started together (each
@@ -105,6 +117,17 @@ sweep_calibration() {
     done
   done
 }
+# train's non-blocking calls at 2 ranks, off cache: each the MPI_I* call and its wait (--nonblocking).
+# Out of place only: the MPI backend's non-blocking reduce-scatter has no in-place form, and the
+# fit reads the out-of-place half of every sweep.
+nonblocking_calibration() {
+  local entry collective op
+  for entry in "${nonblocking[@]}"; do
+    IFS=: read -r collective op <<< "$entry"
+    "${mpi[@]}" -np 2 "$pb" "$collective" ${op:+--op "$op"} --nonblocking --placement out -b 8 -e 32M -f 2 \
+      --off-cache "$off_cache" -q --json "$out/coll-nonblocking-$collective-np2.json" < /dev/null
+  done
+}
 swept_off_cache() {
   python3 -c 'import json, sys; print(json.load(open(sys.argv[1]))["config"].get("off_cache_bytes") or "")' "$1"
 }
@@ -119,10 +142,16 @@ if [[ -n ${REUSE_CALIBRATION:-} && -f $out/ops.json ]]; then
     load_now > "$out/load-calibration-sweeps.txt"
     sweep_calibration
   fi
+  if [[ ! -f $out/coll-nonblocking-allreduce-np2.json ]]; then
+    echo "# calibration: no $out/coll-nonblocking-*.json (an older calibration): sweeping train's non-blocking calls now" >&2
+    load_now > "$out/load-calibration-nonblocking.txt"
+    nonblocking_calibration
+  fi
 else
   echo "# calibration: collective sweeps at 2 and 4 ranks off cache (the averaged ones apart), the gpt-small ops" >&2
   load_now > "$out/load-calibration.txt"
   sweep_calibration
+  nonblocking_calibration
   "$build/parbench-ops" --benchmark_filter='cpu/(gpt-small|peak)/' --benchmark_min_time=0.05 \
     --benchmark_format=json --benchmark_out="$out/ops.json" > /dev/null 2>&1
   "$pb" "${train_compute[@]}" --steps "$steps" --json "$out/compute-train.json" < /dev/null > /dev/null
@@ -186,13 +215,20 @@ for np in 2 4; do
       echo "# note: no $out/coll-avg-$collective-np$np.json (an older calibration): plan prices dp's averaged $collective at $np ranks by the sum's sweep, without MPI's division pass" >&2
   done
 done
+for call in "${nonblocking[@]}"; do
+  [[ -f $out/coll-nonblocking-${call%%:*}-np2.json ]] ||
+    echo "# note: no $out/coll-nonblocking-${call%%:*}-np2.json: plan prices train's non-blocking ${call%%:*} as the blocking call" >&2
+done
 for entry in "${layouts[@]}"; do
   IFS='|' read -r name np flags <<< "$entry"
-  # shellcheck disable=SC2086
   sweeps=("$out/coll-np$np.json")
   for collective in "${averaged[@]}"; do
     [[ -f $out/coll-avg-$collective-np$np.json ]] && sweeps+=("$out/coll-avg-$collective-np$np.json")
   done
+  for call in "${nonblocking[@]}"; do
+    [[ -f $out/coll-nonblocking-${call%%:*}-np$np.json ]] && sweeps+=("$out/coll-nonblocking-${call%%:*}-np$np.json")
+  done
+  # shellcheck disable=SC2086  # the layout's flags are split into words on purpose
   "$pb" plan "${common[@]}" $flags --gpus "$np" --states parbench --cluster "$out/cluster-np$np.json" \
     --calibrate "${sweeps[@]}" "${compute[@]}" --json "$out/plan-$name.json" > /dev/null
 done
@@ -262,7 +298,7 @@ for np in (2, 4):
           f"{best_measured}, predicted top 2 {top2}: {'in' if best_measured in top2 else 'NOT in'} the top 2")
 cores = os.cpu_count() or 1
 loads = {}
-for phase in ("calibration", "calibration-busy", "calibration-sweeps", "measurements"):
+for phase in ("calibration", "calibration-busy", "calibration-sweeps", "calibration-nonblocking", "measurements"):
     try:
         loads[phase] = [float(x) for x in open(f"{out}/load-{phase}.txt").read().split()]
     except (OSError, ValueError):

@@ -265,9 +265,18 @@ PointMeasurement CollectiveHarness::measure(const PointSpec& spec) {
     const std::size_t calls = static_cast<std::size_t>(options_.warmup) +
                               static_cast<std::size_t>(options_.iters) * static_cast<std::size_t>(ops_per_sample);
     std::vector<std::unique_ptr<PreparedCall>> ops;
-    for (std::size_t k = 0; k < std::min(slots.size(), std::max<std::size_t>(calls, 1)); ++k)
+    for (std::size_t k = 0; k < std::min(slots.size(), std::max<std::size_t>(calls, 1)); ++k) {
+        if (options_.nonblocking) {
+            // A request is the backend's to make on every call: the base prepare repeats the
+            // start and the wait as they are (a backend's own prepare records blocking calls only).
+            ops.push_back(data_.Communicator::prepare([&, k] {
+                collective.start(data_, slots[k].send, slots[k].recv, spec.count, spec.params).wait();
+            }));
+            continue;
+        }
         ops.push_back(data_.prepare(
             [&, k] { collective.run(data_, slots[k].send, slots[k].recv, spec.count, spec.params); }));
+    }
     PointMeasurement measurement;
     measurement.times = time_samples(spec, ops, bytes, measurement);
     if (spec.check) {

@@ -51,6 +51,13 @@ struct TimingOptions {
     // evicts their buffers (on this 2-core VM a 1 MiB reduce-scatter ran 2.9x slower on buffers
     // rotated through 32 MiB or more than on hot ones: results/2026-12-05-off-cache).
     std::size_t off_cache_bytes = 0;
+    // The pure communication time of the non-blocking benchmarks (IMB-NBC's Iallreduce_pure,
+    // "MPI_Iallreduce/MPI_Wait"; OSU's osu_iallreduce before its compute phase): each op is the
+    // collective's MPI_I* form and its wait, back to back (Collective::start), in place of the
+    // blocking call. What a CPU
+    // training step's overlapped buckets cost where nothing progresses them between the calls
+    // (Open MPI's libnbc schedules, plan/host_overlap.hpp).
+    bool nonblocking = false;
 };
 
 struct PointSpec {

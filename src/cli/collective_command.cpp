@@ -85,6 +85,7 @@ struct CollectiveOptions {
     double inject_slowdown = 1.0;  // fault injection: busbw reads about this fraction (bench/collective_harness.hpp)
     std::string buffer_offsets;  // --buffer-offsets SEND[,RECV][:SEND,RECV...]
     std::string off_cache;       // --off-cache SIZE: IMB's -off_cache (bench/collective_harness.hpp)
+    bool nonblocking = false;    // --nonblocking: the MPI_I* call and its wait (IMB-NBC's *_pure)
     std::string skew = "uniform";  // alltoallv's per-destination blocks (collectives/skew.hpp)
     std::uint64_t skew_seed = 1;
     std::string direction = "dispatch";  // alltoallv's blocks out or back (collectives/skew.hpp)
@@ -366,6 +367,16 @@ ResolvedOptions resolve(const CollectiveOptions& options) {
             throw UsageError("--off-cache rotates the buffers, which " + options.graph_flag +
                              " would fix in its captured calls; drop one of them");
     }
+    resolved.timing.nonblocking = options.nonblocking;
+    if (options.nonblocking) {
+        for (const Collective* c : resolved.collectives)
+            if (!c->has_nonblocking())
+                throw UsageError("--nonblocking: " + std::string(c->name()) +
+                                 " has no non-blocking form here; give allreduce, allgather or reducescatter");
+        if (options.graph)
+            throw UsageError("--nonblocking waits on each request on the host, which " + options.graph_flag +
+                             " cannot capture; drop one of them");
+    }
     resolved.groups = parse_groups(options.groups);
     resolved.backend = parse_backend(options.backend);
     if (resolved.backend == BackendChoice::mpi && options.graph)
@@ -430,6 +441,7 @@ nlohmann::json config_json(const CollectiveOptions& options, const ResolvedOptio
                                                                     : nlohmann::json(nullptr)},
         {"graph", resolved.timing.graph},
         {"buffer_offsets", buffer_offsets_json(resolved.buffer_offsets)},
+        {"nonblocking", resolved.timing.nonblocking},
         {"off_cache_bytes", resolved.timing.off_cache_bytes > 0 ? nlohmann::json(resolved.timing.off_cache_bytes)
                                                                 : nlohmann::json(nullptr)},
         {"aggregation", aggregation_name(resolved.aggregation)},
@@ -454,6 +466,8 @@ std::string method_line(const ResolvedOptions& resolved) {
         text << "batched timing (barrier, " << resolved.timing.batch_size << " ops, device sync; time / "
              << resolved.timing.batch_size << ")";
     if (resolved.timing.graph) text << " replaying a CUDA graph";
+    if (resolved.timing.nonblocking)
+        text << "; non-blocking: each op is the collective's non-blocking call and its wait (IMB-NBC's *_pure)";
     if (resolved.timing.off_cache_bytes > 0)
         text << "; off cache: the calls take turns over buffer copies filling " << resolved.timing.off_cache_bytes
              << " B (IMB's -off_cache)";
@@ -1036,6 +1050,11 @@ class CollectiveCommand : public Command {
             result.skipped = "no in-place form (" + std::string(collective.no_inplace_reason()) + ")";
             return result;
         }
+        if (inplace && resolved.timing.nonblocking && !collective.nonblocking_inplace()) {
+            result.skipped = "no non-blocking in-place form (the MPI backend's non-blocking reduce-scatter runs out of "
+                             "place only)";
+            return result;
+        }
         if (collective.rooted() && !inplace && !collective.root_output_written(harness.data()))
             result.placement_note = "out of place on MPI: the root sends from its input buffer (MPI_Bcast has one "
                                     "buffer); its output buffer is not written";
@@ -1215,6 +1234,9 @@ void add_timing_flags(CLI::App& sub, CollectiveOptions& o, GivenFlags& given) {
     sub.add_option("--buffer-offsets", o.buffer_offsets,
                    "SEND[,RECV]: start the send and receive buffers this many bytes past a page (default 0,0); "
                    "SEND,RECV:SEND,RECV...: one pair per rank (docs/reproducing.md: IMB-MPI1's placement)");
+    sub.add_flag("--nonblocking", o.nonblocking,
+                 "Time the non-blocking form (allreduce, allgather, reducescatter): the MPI_I* call, then its wait, as "
+                 "IMB-NBC's Iallreduce_pure etc. (no compute between them); reducescatter out of place only");
     sub.add_option("--off-cache", o.off_cache,
                    "SIZE (e.g. 64M, at least the last-level cache): IMB-MPI1's -off_cache; the calls take turns over "
                    "copies of the buffers that fill SIZE, so each finds its buffers out of cache, as between a "

@@ -14,6 +14,11 @@ void Allgather::run(Communicator& comm, const void* send, void* recv, std::size_
     comm.allgather(send, recv, count / static_cast<std::size_t>(comm.size()), params.type);
 }
 
+Request Allgather::start(Communicator& comm, const void* send, void* recv, std::size_t count,
+                        const CollectiveParams& params) const {
+    return comm.iallgather(send, recv, count / static_cast<std::size_t>(comm.size()), params.type);
+}
+
 std::optional<ExpectedLayout> Allgather::expected(std::size_t count, int nranks, int, const CollectiveParams&,
                                                   const InputPattern& pattern) const {
     return blocks_from_every_rank(pattern, count / static_cast<std::size_t>(nranks), 0);

@@ -13,6 +13,11 @@ void Allreduce::run(Communicator& comm, const void* send, void* recv, std::size_
     comm.allreduce(send, recv, count, params.type, params.op);
 }
 
+Request Allreduce::start(Communicator& comm, const void* send, void* recv, std::size_t count,
+                        const CollectiveParams& params) const {
+    return comm.iallreduce(send, recv, count, params.type, params.op);
+}
+
 std::optional<ExpectedLayout> Allreduce::expected(std::size_t, int, int, const CollectiveParams&,
                                                   const InputPattern& pattern) const {
     ExpectedLayout layout;

@@ -85,6 +85,15 @@ class Collective {
     virtual BufferShape shape(std::size_t count, int nranks, int rank, const CollectiveParams& params) const = 0;
     virtual void run(Communicator& comm, const void* send, void* recv, std::size_t count,
                      const CollectiveParams& params) const = 0;
+    // Whether the communicator has a non-blocking form of it (MPI_Iallreduce, MPI_Iallgather,
+    // MPI_Ireduce_scatter_block; out of place for the reduce-scatter), which --nonblocking
+    // times as IMB-NBC's *_pure benchmarks do: the call, then its wait.
+    virtual bool has_nonblocking() const { return false; }
+    // Whether that form takes the in-place placement (the MPI backend's reduce-scatter does not).
+    virtual bool nonblocking_inplace() const { return has_nonblocking(); }
+    // Issues that form on run()'s arguments; std::logic_error for a collective without one.
+    virtual Request start(Communicator& comm, const void* send, void* recv, std::size_t count,
+                          const CollectiveParams& params) const;
     // What the receive buffer must hold on this rank; nothing when this rank receives no
     // defined data (the non-root ranks of reduce and gather).
     virtual std::optional<ExpectedLayout> expected(std::size_t count, int nranks, int rank,

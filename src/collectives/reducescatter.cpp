@@ -14,6 +14,11 @@ void ReduceScatter::run(Communicator& comm, const void* send, void* recv, std::s
     comm.reduce_scatter(send, recv, count / static_cast<std::size_t>(comm.size()), params.type, params.op);
 }
 
+Request ReduceScatter::start(Communicator& comm, const void* send, void* recv, std::size_t count,
+                        const CollectiveParams& params) const {
+    return comm.ireduce_scatter(send, recv, count / static_cast<std::size_t>(comm.size()), params.type, params.op);
+}
+
 std::optional<ExpectedLayout> ReduceScatter::expected(std::size_t count, int nranks, int rank, const CollectiveParams&,
                                                       const InputPattern& pattern) const {
     ExpectedLayout layout;

@@ -1,6 +1,8 @@
 // The one table of collectives. Listing them here, rather than self-registering from each
 // file, keeps a unit from silently vanishing when its object file is not linked.
 #include <array>
+#include <stdexcept>
+#include <string>
 
 #include "collectives/units.hpp"
 
@@ -31,6 +33,10 @@ ExpectedLayout blocks_from_every_rank(const InputPattern& pattern, std::size_t b
     layout.index_offset = index_offset;
     layout.index_within_block = true;
     return layout;
+}
+
+Request Collective::start(Communicator&, const void*, void*, std::size_t, const CollectiveParams&) const {
+    throw std::logic_error(std::string(name()) + " has no non-blocking form (check has_nonblocking first)");
 }
 
 std::span<const Collective* const> all_collectives() { return table; }

@@ -25,9 +25,17 @@ namespace parbench {
                                                const InputPattern& pattern) const override;                \
     }
 
-PARBENCH_COLLECTIVE_UNIT(Allreduce, "allreduce", true, false, true);
-PARBENCH_COLLECTIVE_UNIT(Allgather, "allgather", false, false, true);
-PARBENCH_COLLECTIVE_UNIT(ReduceScatter, "reducescatter", true, false, true);
+// The members a unit with a non-blocking form adds (Collective::start), defined in its file.
+#define PARBENCH_NONBLOCKING_FORM                                                                        \
+  public:                                                                                                \
+    bool has_nonblocking() const override { return true; }                                               \
+    Request start(Communicator& comm, const void* send, void* recv, std::size_t count,                   \
+                  const CollectiveParams& params) const override;
+
+PARBENCH_COLLECTIVE_UNIT(Allreduce, "allreduce", true, false, true, PARBENCH_NONBLOCKING_FORM);
+PARBENCH_COLLECTIVE_UNIT(Allgather, "allgather", false, false, true, PARBENCH_NONBLOCKING_FORM);
+PARBENCH_COLLECTIVE_UNIT(ReduceScatter, "reducescatter", true, false, true, PARBENCH_NONBLOCKING_FORM
+                         bool nonblocking_inplace() const override { return false; });
 PARBENCH_COLLECTIVE_UNIT(Broadcast, "broadcast", false, true, true,
                          public: bool root_output_written(const Communicator& comm) const override;);
 PARBENCH_COLLECTIVE_UNIT(Reduce, "reduce", true, true, true);

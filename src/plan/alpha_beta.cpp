@@ -87,16 +87,37 @@ std::string placement_name(Placement placement) {
 
 namespace {
 constexpr const char* averaged_suffix = " avg";
+constexpr const char* nonblocking_suffix = " nonblocking";
 
-std::string base_collective(const std::string& collective) {
-    const std::string suffix = averaged_suffix;
-    if (collective.size() > suffix.size() && collective.compare(collective.size() - suffix.size(), suffix.size(), suffix) == 0)
-        return collective.substr(0, collective.size() - suffix.size());
+bool ends_with(const std::string& name, const std::string& suffix) {
+    return name.size() > suffix.size() && name.compare(name.size() - suffix.size(), suffix.size(), suffix) == 0;
+}
+
+// The name without its last form suffix (" nonblocking", else " avg"): what find falls back to.
+std::string blocking_or_summed(const std::string& collective) {
+    for (const std::string suffix : {nonblocking_suffix, averaged_suffix})
+        if (ends_with(collective, suffix)) return collective.substr(0, collective.size() - suffix.size());
     return collective;
+}
+
+// The collective itself, without either suffix.
+std::string base_collective(const std::string& collective) {
+    const std::string shorter = blocking_or_summed(collective);
+    return shorter == collective ? collective : base_collective(shorter);
+}
+
+// How a fit's name says its sweep ran, for its source.
+std::string sweep_flags(const std::string& collective) {
+    std::string flags;
+    if (collective.find(averaged_suffix) != std::string::npos) flags += " --op avg";
+    if (ends_with(collective, nonblocking_suffix)) flags += " --nonblocking";
+    return flags.empty() ? "" : " (" + flags.substr(1) + ")";
 }
 }  // namespace
 
 std::string averaged_collective(const std::string& collective) { return collective + averaged_suffix; }
+
+std::string nonblocking_collective(const std::string& collective) { return collective + nonblocking_suffix; }
 
 double bus_factor(const std::string& name, int n) { return collective_bus_factor(base_collective(name), n); }
 
@@ -114,9 +135,10 @@ void CommModel::add_fit(const CollectiveFit& fit) {
 const CollectiveFit* CommModel::find(const std::string& collective, Placement placement) const {
     for (const CollectiveFit& fit : fits_)
         if (fit.collective == collective && fit.placement == placement) return &fit;
-    // An average without its own sweep costs what its sum does (NCCL's, and any backend whose
-    // reduction averages as it goes).
-    if (base_collective(collective) != collective) return find(base_collective(collective), placement);
+    // A non-blocking call without its own sweep costs what the blocking one does (as plan priced
+    // it before --nonblocking); an average without its own, what its sum does (NCCL's, and any
+    // backend whose reduction averages as it goes).
+    if (blocking_or_summed(collective) != collective) return find(blocking_or_summed(collective), placement);
     // A cross-host group with only an intra-host fit (or the reverse) falls back to the preset.
     return nullptr;
 }
@@ -160,7 +182,7 @@ double CommModel::time_us(const std::string& collective, double bytes, int ranks
 
 std::string CommModel::source(const std::string& collective, Placement placement) const {
     if (const CollectiveFit* fit = find(collective, placement))
-        return "calibrated: " + fit->source + (fit->collective != base_collective(fit->collective) ? " (--op avg)" : "");
+        return "calibrated: " + fit->source + sweep_flags(fit->collective);
     return "uncalibrated: " + cluster_.device.source + " " + placement_name(placement) + " link";
 }
 
@@ -198,11 +220,14 @@ struct TimedPoint {
 
 // One result's collective, size and median time, or nullopt for a point a fit passes over (an
 // in-place half beside an out-of-place one, a skipped size, wrong elements, no or zero time).
-std::optional<TimedPoint> timed_point(const JsonFields& point, bool has_out) {
+std::optional<TimedPoint> timed_point(const JsonFields& point, bool has_out, bool nonblocking) {
     if (!point.has("collective") || !point.has("bytes")) return std::nullopt;
-    // An averaged sweep (--op avg) is fitted apart: see averaged_collective.
+    // An averaged sweep (--op avg) and a non-blocking one (--nonblocking) are fitted apart: see
+    // averaged_collective and nonblocking_collective.
     const bool averaged = point.has("op") && point.json()["op"].is_string() && point.string("op") == "avg";
-    const std::string collective = averaged ? averaged_collective(point.string("collective")) : point.string("collective");
+    const std::string summed_or_averaged =
+        averaged ? averaged_collective(point.string("collective")) : point.string("collective");
+    const std::string collective = nonblocking ? nonblocking_collective(summed_or_averaged) : summed_or_averaged;
     if (has_out && point.optional_string("placement").value_or("") == "in") return std::nullopt;
     // "skipped" is a reason (a string) or a flag; "wrong" a count. A skipped size (8 B that a
     // 4-rank allgather cannot split) is reported with 0 bytes: passed over before its bytes are read.
@@ -230,13 +255,21 @@ void collect_report(const std::string& path, const nlohmann::json& report, Serie
         ranks = static_cast<int>(
             fields.object("environment").optional_integer("world_size", 1, cluster_limits::max_gpus).value_or(0));
     const std::string placement = group_placement(report);
+    // config.nonblocking: the sweep timed each call's MPI_I* form and its wait (--nonblocking).
+    bool nonblocking = false;
+    if (fields.has("config") && fields.object("config").has("nonblocking")) {
+        const JsonFields config = fields.object("config");
+        if (!config.json()["nonblocking"].is_boolean())
+            throw UsageError(config.name("nonblocking") + " must be true or false");
+        nonblocking = config.json()["nonblocking"].get<bool>();
+    }
     // --placement both writes an out-of-place and an in-place row per size: fit the out-of-place
     // one (the default half, as nccl-tests reports it first).
     bool has_out = false;
     for (std::size_t i = 0; i < points; ++i)
         has_out = has_out || fields.element("results", i).optional_string("placement").value_or("") == "out";
     for (std::size_t i = 0; i < points; ++i) {
-        const std::optional<TimedPoint> point = timed_point(fields.element("results", i), has_out);
+        const std::optional<TimedPoint> point = timed_point(fields.element("results", i), has_out, nonblocking);
         if (!point) continue;
         Series& s = series[{point->collective, placement}];
         s.ranks = ranks;

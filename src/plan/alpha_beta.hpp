@@ -20,6 +20,12 @@
 // pass over the result that the sum's sweep does not hold: 4 ms on gpt-small's 14.9 MB of
 // gradients here); NCCL averages inside its reduction (ncclAvg, NCCL 2.10 release notes), so
 // without an avg sweep the sum's fit or the preset link serves both.
+//
+// Non-blocking calls (a sweep run with --nonblocking, the MPI_I* call and its wait) are fitted
+// apart too, as "<collective> nonblocking" (after " avg" for an averaged one): Open MPI runs them
+// on libnbc's schedules, not the tuned blocking algorithms (a 14.9 MB averaged all-reduce off
+// cache 9.8-10.3 ms against 7.1, results/2026-12-05-off-cache). Without such a sweep the blocking
+// call's figure serves (host_overlap.hpp says where plan asks for them).
 #pragma once
 
 #include <nlohmann/json.hpp>
@@ -73,6 +79,9 @@ double bus_factor(const std::string& collective, int n);
 
 // The name a collective's averaged form (op avg) is fitted and asked for under.
 std::string averaged_collective(const std::string& collective);
+// The name a collective's non-blocking form is fitted and asked for under (of the averaged
+// name for an averaged one).
+std::string nonblocking_collective(const std::string& collective);
 
 class CommModel {
   public:
@@ -80,7 +89,8 @@ class CommModel {
     explicit CommModel(const ClusterSpec& cluster);
     void add_fit(const CollectiveFit& fit);
     // Microseconds for one call moving `bytes` (nccl-tests' size) on a group of `ranks`; 0 for
-    // a group of one. "<collective> avg" takes its own fit when calibrated, else the collective's. A cross-host all-gather or reduce-scatter on the cluster's links (not a
+    // a group of one. "<collective> avg" takes its own fit when calibrated, else the collective's;
+    // "<...> nonblocking" its own, else the blocking name's. A cross-host all-gather or reduce-scatter on the cluster's links (not a
     // calibrated fit, whose alpha holds its own group's steps) with `members_per_host` > 0 adds
     // its ring's per-step latencies: (hosts - 1) network steps and (ranks - hosts) NVLink steps.
     double time_us(const std::string& collective, double bytes, int ranks, Placement placement,

@@ -1,5 +1,7 @@
 #include "plan/host_overlap.hpp"
 
+#include <algorithm>
+
 namespace parbench {
 
 bool is_cpu_host(const ClusterSpec& cluster) {
@@ -14,6 +16,14 @@ HostOverlap host_overlap(const ClusterSpec& cluster, const ComputeShare& share) 
                      " CPU cores: MPI copies, reduces and progresses non-blocking collectives on the ranks' own "
                      "cores, inside their MPI calls, so every collective is exposed";
     return overlap;
+}
+
+double nonblocking_calls(const Layout& layout, const std::string& collective, double calls) {
+    if (collective == "allreduce" && layout.zero == 0 && layout.overlap) return calls;
+    if (collective == "reducescatter" && layout.zero > 0 && layout.overlap) return calls;
+    if (collective == "allgather" && layout.zero == 3 && layout.prefetch)
+        return std::max(0.0, calls - layout.microbatches);
+    return 0.0;
 }
 
 }  // namespace parbench

@@ -15,6 +15,7 @@
 #include <string>
 
 #include "plan/cluster.hpp"
+#include "theory/layout.hpp"
 
 namespace parbench {
 
@@ -27,5 +28,17 @@ struct HostOverlap {
     std::string reason;  // why, for the plan's output; empty when the schemes' overlap holds
 };
 HostOverlap host_overlap(const ClusterSpec& cluster, const ComputeShare& share);
+
+// How many of a step's `calls` of a data-parallel `collective` parbench's CPU engine issues as
+// non-blocking requests under the layout's flags (train/schemes/data_parallel.cpp, zero.cpp):
+// under --overlap, ZeRO-0's bucket all-reduces (MPI_Iallreduce) and ZeRO's gradient
+// reduce-scatters (MPI_Ireduce_scatter_block), all of them; under ZeRO-3's --prefetch, the
+// parameter all-gathers (MPI_Iallgather) but the first of each micro-batch, which its first
+// acquire gathers blocking before each acquire prefetches the next unit. 0 otherwise.
+// Where nothing hides, such a request costs what its MPI_I* form and wait take back to back
+// (Open MPI's libnbc schedule, progressed in the polls and the wait), which plan prices from a
+// --nonblocking sweep when the calibration holds one (plan/alpha_beta.hpp); elsewhere it hides
+// behind compute as the schemes model it.
+double nonblocking_calls(const Layout& layout, const std::string& collective, double calls);
 
 }  // namespace parbench

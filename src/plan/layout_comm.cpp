@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <string>
 
 namespace parbench {
 
@@ -37,6 +38,9 @@ double nics_used(const ClusterSpec& cluster, int members_per_host) {
     return std::max(1.0, std::min(static_cast<double>(members_per_host), nvlink_ratio));
 }
 
+// A count of calls for a line's source (whole in every layout plan prices).
+std::string format_calls(double calls) { return std::to_string(std::llround(calls)); }
+
 // Prices one dimension's traffic (theory/rank_traffic.hpp) into comm lines on the cluster's links.
 struct CommPricer {
     const PlanLayout& p;
@@ -45,6 +49,9 @@ struct CommPricer {
     // Hybrid sharding: the dp traffic of a layout whose dp is the shard group (the replicas'
     // all-reduce is added apart, add_hybrid_replicas).
     std::optional<std::map<std::string, TrafficByOp>> shard_traffic;
+    // The host hides nothing (plan/host_overlap.hpp): the dp calls parbench's engine issues
+    // non-blocking are priced as such (nonblocking_calls).
+    bool hides_nothing = false;
 
     // `stride`: how many ranks apart the group's members are (its members per host set a ring's
     // network steps, CommModel::time_us); 0 for point-to-point lines.
@@ -73,10 +80,19 @@ struct CommPricer {
                                       (op == "allreduce" || op == "reducescatter");
                 const std::string model_op = op == "send" ? "sendrecv" : averaged ? averaged_collective(op) : op;
                 const double share = placement == Placement::cross_host ? nics : 1.0;
-                line.time_ms = volume.calls * context.comm.time_us(model_op, line.bytes / volume.calls / share,
-                                                                   op == "send" ? 2 : group, placement,
-                                                                   op == "send" ? 0 : members_per_host) / 1e3;
-                line.source = context.comm.source(model_op, placement);
+                const auto call_us = [&](const std::string& name) {
+                    return context.comm.time_us(name, line.bytes / volume.calls / share, op == "send" ? 2 : group,
+                                                placement, op == "send" ? 0 : members_per_host);
+                };
+                const double nonblocking = hides_nothing && dimension == "dp" && p.states == StateConvention::parbench
+                                               ? nonblocking_calls(p.engine, op, volume.calls)
+                                               : 0.0;
+                const std::string nonblocking_op = nonblocking_collective(model_op);
+                line.time_ms = ((volume.calls - nonblocking) * call_us(model_op) + nonblocking * call_us(nonblocking_op)) / 1e3;
+                line.source = context.comm.source(nonblocking > 0 ? nonblocking_op : model_op, placement);
+                if (nonblocking > 0)
+                    line.source += "; " + format_calls(nonblocking) + " of " + format_calls(volume.calls) +
+                                   " calls non-blocking, nothing progressing them beside the compute";
             }
             comm.push_back(line);
         }
@@ -237,7 +253,8 @@ std::optional<std::size_t> predict_comm(PlanPrediction& out, const PlanLayout& p
     const double wire = rules.activation_wire;
     for (int r = 0; r < l.pp; ++r) out.traffic_by_pp_rank.push_back(engine_rank_traffic(l, r, 0, &whole));
     const int busiest = busiest_sender(out.traffic_by_pp_rank);
-    CommPricer pricer{p, context, out.traffic_by_pp_rank, std::nullopt};
+    CommPricer pricer{p, context, out.traffic_by_pp_rank, std::nullopt,
+                      host_overlap(cluster, compute_share(cluster, world)).hides_nothing};
     if (p.shard_group > 0) {
         Layout shard = l;
         shard.dp = p.shard_group;

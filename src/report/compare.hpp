@@ -34,6 +34,7 @@ struct ReportSetup {
     std::string dtype;
     std::string pages;  // environment.buffer_pages.obtained: normal, huge, ...; "" in reports from before it
     std::uint64_t off_cache_bytes = 0;  // config.off_cache_bytes (--off-cache); 0: hot buffers
+    bool nonblocking = false;           // config.nonblocking (--nonblocking): MPI_I* and its wait
     std::string describe() const;  // "2 ranks, mpi, vm, normal pages"
 };
 

@@ -95,6 +95,80 @@ TEST(HostOverlap, RanksTakingEveryCpuCoreHideNothing) {
     EXPECT_DOUBLE_EQ(y.exposed_dp_ms, dimension_ms(y, "dp"));
 }
 
+// What parbench's engine issues non-blocking (train/schemes/data_parallel.cpp, zero.cpp).
+TEST(HostOverlap, NonblockingCallsAreTheEnginesRequests) {
+    Layout l;
+    EXPECT_EQ(nonblocking_calls(l, "allreduce", 3), 0.0);  // ddp without --overlap: blocking
+    l.overlap = true;
+    EXPECT_EQ(nonblocking_calls(l, "allreduce", 3), 3.0);  // every bucket's MPI_Iallreduce
+    l.zero = 2;
+    EXPECT_EQ(nonblocking_calls(l, "allreduce", 3), 0.0);
+    EXPECT_EQ(nonblocking_calls(l, "reducescatter", 24), 24.0);
+    EXPECT_EQ(nonblocking_calls(l, "allgather", 2), 0.0);  // ZeRO-2's parameter gather after the step
+    l.zero = 3;
+    l.microbatches = 2;
+    EXPECT_EQ(nonblocking_calls(l, "allgather", 48), 0.0);  // no --prefetch: gathered as used
+    l.prefetch = true;
+    EXPECT_EQ(nonblocking_calls(l, "allgather", 48), 46.0);  // each micro-batch's first gather blocks
+    l.overlap = false;
+    EXPECT_EQ(nonblocking_calls(l, "reducescatter", 24), 0.0);
+}
+
+// Where the ranks take every core, the engine's requests cost their --nonblocking sweep's time
+// (dp's averaged all-reduce and reduce-scatter, ZeRO-3's prefetched gathers); without that sweep,
+// or with a core to spare, the blocking call's.
+TEST(HostOverlap, RequestsPricedFromTheNonblockingSweepWhereNothingHides) {
+    const auto fit = [](const std::string& collective, double busbw) {
+        CollectiveFit f;
+        f.collective = collective;
+        f.alpha_us = 10;
+        f.busbw_gbps = busbw;
+        f.ranks = 2;
+        f.source = collective + ".json";
+        return f;
+    };
+    const auto predict = [&](const PlanLayout& p, int cores, bool with_requests) {
+        const ClusterSpec cluster = cpu_cluster(2, 2, cores);
+        PlanContext context = context_for(cluster);
+        for (const std::string op : {"allreduce", "reducescatter", "allgather"}) {
+            const std::string blocking = op == "allgather" ? op : averaged_collective(op);
+            context.comm.add_fit(fit(blocking, 5));
+            if (with_requests) context.comm.add_fit(fit(nonblocking_collective(blocking), 2));
+        }
+        return predict_layout(p, context);
+    };
+    const auto line = [](const PlanPrediction& x, const std::string& collective) {
+        for (const CommLine& l : x.comm)
+            if (l.dimension == "dp" && l.collective == collective) return l;
+        ADD_FAILURE() << "no dp " << collective << " line";
+        return CommLine{};
+    };
+    const auto priced_ms = [](const CommLine& l, double requests) {
+        const double each = l.bytes / l.calls * bus_factor(l.collective, 2);  // 1 for all-reduce, else 1/2
+        return ((l.calls - requests) * (10 + each / 5e3) + requests * (10 + each / 2e3)) / 1e3;
+    };
+    PlanLayout ddp = cpu_layout();
+    ddp.engine.dp = 2;
+    PlanLayout overlapped = ddp;
+    overlapped.engine.overlap = true;
+    const CommLine blocking = line(predict(ddp, 2, true), "allreduce");
+    const CommLine requests = line(predict(overlapped, 2, true), "allreduce");
+    EXPECT_NEAR(blocking.time_ms, priced_ms(blocking, 0), 1e-9);
+    EXPECT_NEAR(requests.time_ms, priced_ms(requests, requests.calls), 1e-9);
+    EXPECT_NE(requests.source.find("--nonblocking"), std::string::npos) << requests.source;
+    EXPECT_EQ(blocking.source.find("--nonblocking"), std::string::npos) << blocking.source;
+    // No --nonblocking sweep, or a spare core (the schemes' overlap holds): the blocking call's time.
+    EXPECT_DOUBLE_EQ(line(predict(overlapped, 2, false), "allreduce").time_ms, blocking.time_ms);
+    EXPECT_DOUBLE_EQ(line(predict(overlapped, 4, true), "allreduce").time_ms, blocking.time_ms);
+    // ZeRO-3 with --prefetch --overlap: every reduce-scatter, and the gathers but one per micro-batch.
+    const PlanPrediction zero3 = predict(zero3_prefetch(), 2, true);
+    const CommLine scatters = line(zero3, "reducescatter"), gathers = line(zero3, "allgather");
+    EXPECT_NEAR(scatters.time_ms, priced_ms(scatters, scatters.calls), 1e-9);
+    ASSERT_GT(gathers.calls, zero3_prefetch().engine.microbatches);
+    EXPECT_NEAR(gathers.time_ms, priced_ms(gathers, gathers.calls - zero3_prefetch().engine.microbatches), 1e-9);
+    EXPECT_DOUBLE_EQ(zero3.exposed_dp_ms, dimension_ms(zero3, "dp"));
+}
+
 TEST(HostOverlap, ASpareCoreOrAGpuStillOverlaps) {
     // 2 ranks on 4 cores: a core free to progress the transfers, the schemes' overlap holds.
     const PlanPrediction spare = predict_layout(zero3_prefetch(), context_for(cpu_cluster(2, 2, 4)));

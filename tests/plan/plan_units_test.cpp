@@ -282,6 +282,15 @@ TEST(PlanCalibration, InsideTheSweepTheMeasuredTimesNotTheLine) {
                 fits[0].alpha_us + beyond * 0.5 / (fits[0].busbw_gbps * 1e3), 1e-6);
 }
 
+// An H100 cluster's comm model with the fits of these sweep reports.
+CommModel calibrated_model(const std::vector<std::string>& reports) {
+    ClusterSpec cluster;
+    cluster.device = device_preset("H100");
+    CommModel model(cluster);
+    for (const CollectiveFit& fit : fit_collective_reports(reports)) model.add_fit(fit);
+    return model;
+}
+
 // op avg rows (an --op avg sweep) are fitted as "<collective> avg", apart from the sum's: MPI has
 // no average, so parbench's MPI backend divides after the sum. An average without its own fit
 // costs what its sum does (NCCL averages inside the reduction).
@@ -293,26 +302,66 @@ TEST(PlanCalibration, AveragedSweepPricesAveragesApart) {
     }
     const std::string sums = write_report("sum.json", sweep_text("allreduce", sum_rows));
     const std::string averages = write_report("avg.json", sweep_text("allreduce", avg_rows, "avg"));
-    const auto fits = fit_collective_reports({sums, averages});
-    ASSERT_EQ(fits.size(), 2u);
-    ClusterSpec cluster;
-    cluster.device = device_preset("H100");
-    CommModel model(cluster);
-    for (const CollectiveFit& fit : fits) model.add_fit(fit);
+    const CommModel model = calibrated_model({sums, averages});
+    ASSERT_EQ(model.fits().size(), 2u);
     EXPECT_NEAR(model.time_us("allreduce", 1048576, 2, Placement::intra_host), 5.0 + 1048576 / 2e3, 1e-6);
     EXPECT_NEAR(model.time_us(averaged_collective("allreduce"), 1048576, 2, Placement::intra_host),
                 5.0 + 1048576 / 2e3 + 1048576 / 4 / 1e3, 1e-6);
     EXPECT_NE(model.source(averaged_collective("allreduce"), Placement::intra_host).find("--op avg"), std::string::npos);
     EXPECT_DOUBLE_EQ(bus_factor(averaged_collective("allreduce"), 4), 1.5);
     // Only the sum's sweep: the average takes it.
-    CommModel sum_only(cluster);
-    sum_only.add_fit(fit_collective_reports({sums}).at(0));
+    const CommModel sum_only = calibrated_model({sums});
     EXPECT_DOUBLE_EQ(sum_only.time_us(averaged_collective("allreduce"), 3e6, 4, Placement::intra_host),
                      sum_only.time_us("allreduce", 3e6, 4, Placement::intra_host));
     // No calibration: the preset link, the same for both.
+    ClusterSpec cluster;
+    cluster.device = device_preset("H100");
     const CommModel preset(cluster);
     EXPECT_DOUBLE_EQ(preset.time_us(averaged_collective("reducescatter"), 3e6, 8, Placement::intra_host),
                      preset.time_us("reducescatter", 3e6, 8, Placement::intra_host));
+}
+
+// A --nonblocking sweep (config.nonblocking: the MPI_I* call and its wait) is fitted as
+// "<collective>[ avg] nonblocking", apart from the blocking call's; without one, a non-blocking
+// call costs what the blocking one does.
+TEST(PlanCalibration, NonblockingSweepPricesRequestsApart) {
+    std::vector<std::pair<double, double>> blocking_rows, request_rows;
+    for (double bytes : {8.0, 65536.0, 1048576.0, 16777216.0}) {
+        blocking_rows.push_back({bytes, 5.0 + bytes / 2e3});
+        request_rows.push_back({bytes, 9.0 + bytes / 1e3});  // libnbc's schedule: half the bandwidth
+    }
+    const auto nonblocking = [](std::string text) {
+        const std::string at = R"("environment")";
+        return text.insert(text.find(at), R"("config":{"nonblocking":true},)");
+    };
+    const std::string blocking = write_report("blocking-avg.json", sweep_text("allreduce", blocking_rows, "avg"));
+    const std::string requests =
+        write_report("nonblocking-avg.json", nonblocking(sweep_text("allreduce", request_rows, "avg")));
+    const CommModel model = calibrated_model({blocking, requests});
+    ASSERT_EQ(model.fits().size(), 2u);
+    const std::string averaged = averaged_collective("allreduce");
+    EXPECT_NEAR(model.time_us(averaged, 1048576, 2, Placement::intra_host), 5.0 + 1048576 / 2e3, 1e-6);
+    EXPECT_NEAR(model.time_us(nonblocking_collective(averaged), 1048576, 2, Placement::intra_host),
+                9.0 + 1048576 / 1e3, 1e-6);
+    EXPECT_NE(model.source(nonblocking_collective(averaged), Placement::intra_host).find("(--op avg --nonblocking)"),
+              std::string::npos);
+    EXPECT_DOUBLE_EQ(bus_factor(nonblocking_collective(averaged), 4), 1.5);
+    // Only the blocking sweep: the request costs what the blocking call does (plan before --nonblocking).
+    const CommModel blocking_only = calibrated_model({blocking});
+    EXPECT_DOUBLE_EQ(blocking_only.time_us(nonblocking_collective(averaged), 3e6, 2, Placement::intra_host),
+                     blocking_only.time_us(averaged, 3e6, 2, Placement::intra_host));
+    // config.nonblocking false is a blocking sweep; anything but true or false is refused, named.
+    std::string stated = sweep_text("allreduce", blocking_rows, "avg");
+    stated.insert(stated.find(R"("environment")"), R"("config":{"nonblocking":false},)");
+    EXPECT_EQ(fit_collective_reports({write_report("stated.json", stated)}).at(0).collective, averaged);
+    std::string damaged = sweep_text("allreduce", blocking_rows);
+    damaged.insert(damaged.find(R"("environment")"), R"("config":{"nonblocking":"yes"},)");
+    try {
+        fit_collective_reports({write_report("damaged.json", damaged)});
+        ADD_FAILURE() << "a non-boolean config.nonblocking was read";
+    } catch (const UsageError& error) {
+        EXPECT_NE(std::string(error.what()).find("nonblocking"), std::string::npos) << error.what();
+    }
 }
 
 TEST(PlanCalibration, RefusesTooFewSizesAndOtherSchemas) {
