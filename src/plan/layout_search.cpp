@@ -190,9 +190,6 @@ std::vector<PlanLayout> zero3_forms(const SearchRun& run, const PlanLayout& layo
     return forms;
 }
 
-// Prices each candidate that fits, keeping the smallest that does not. An MoE 1F1B layout's
-// paired variant follows it (with_a2a_overlap_1f1b): kept only where the pairing is predicted
-// faster (the last stage runs unpaired, and often sets the step).
 // An unfit layout known by its memory alone.
 PlanPrediction unfit_memory(const PlanLayout& layout, PlanMemory memory) {
     PlanPrediction unfit;
@@ -201,6 +198,9 @@ PlanPrediction unfit_memory(const PlanLayout& layout, PlanMemory memory) {
     return unfit;
 }
 
+// Prices each candidate that fits, keeping the smallest that does not. An MoE 1F1B layout's
+// paired variant follows it (with_a2a_overlap_1f1b): kept only where the pairing is predicted
+// faster (the last stage runs unpaired, and often sets the step).
 void price_candidates(SearchRun& run, const std::vector<PlanLayout>& candidates, const SearchShape& shape,
                       ShapePipeline& shape_pipeline) {
     double unpaired_step_ms = 0;
