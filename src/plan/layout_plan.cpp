@@ -37,14 +37,20 @@ ParameterLayout whole_parameter_layout(const Layout& l) {
     return model_parameter_layout(l.model, l.seq_len, TensorSplit{0, l.tp, l.sp, l.tp_style}, l.expert_split());
 }
 
+// The model states of a rank holding `parameters` under the layout's convention, before MoE's
+// recount (apply_moe_memory).
+ModelStateBytes convention_states(const PlanLayout& p, std::size_t parameters) {
+    const Layout& l = p.engine;
+    return model_state_bytes(p.states, static_cast<double>(parameters), l.zero,
+                             p.shard_group > 0 ? p.shard_group : l.gradient_ranks());
+}
+
 PlanMemory convention_memory(const PlanLayout& p, int pp_rank, const EnginePipeline* pipeline,
                              const ParameterLayout& whole) {
     const Layout& l = p.engine;
     const EngineRank rank = engine_rank(l, pp_rank, pipeline, &whole);
     const PerParameterBytes bytes = *state_rules(p.states).per_parameter;
-    const ModelStateBytes states =
-        model_state_bytes(p.states, static_cast<double>(rank.layout.total_numel()), l.zero,
-                          p.shard_group > 0 ? p.shard_group : l.gradient_ranks());
+    const ModelStateBytes states = convention_states(p, rank.layout.total_numel());
     PlanMemory m;
     m.pp_rank = pp_rank;
     m.convention = states.rule;
@@ -212,6 +218,31 @@ PlanMemory plan_memory(const PlanLayout& p, const EnginePipeline* shared) {
     return peak;
 }
 
+double plan_memory_floor(const PlanLayout& p) {
+    const Layout& l = p.engine;
+    double floor = 0;
+    if (!state_rules(p.states).per_parameter) {
+        for (int r = 0; r < l.pp; ++r) floor = std::max(floor, engine_rank_state_bytes(l, r));
+        return floor;
+    }
+    // MoE's convention recounts the states from the rank's layers (apply_moe_memory): no floor here.
+    if (p.experts.active()) return 0;
+    const ParameterLayout whole = whole_parameter_layout(l);
+    for (int r = 0; r < l.pp; ++r) {
+        // The rank's parameters: its units' (engine_rank's layout selects them), summed.
+        PipelinePart part;
+        part.chunks = engine_rank_chunks(l, r);
+        std::size_t parameters = 0;
+        for (const int unit : pipeline_part_units(l.model, part))
+            parameters += whole.units().at(static_cast<std::size_t>(unit)).numel;
+        // convention_memory's first three terms, summed in its order: its total adds only
+        // non-negative terms to them, so it is never below this (rounding is monotonic).
+        const ModelStateBytes states = convention_states(p, parameters);
+        floor = std::max(floor, states.params + states.grads + states.optimizer);
+    }
+    return floor;
+}
+
 double plan_memory_reserved(const PlanLayout& p, const ClusterSpec& cluster) {
     return state_rules(p.states).loses_device_reserve ? cluster.device.memory_reserved_gib * 1024.0 * 1024.0 * 1024.0
                                                        : 0.0;
@@ -300,7 +331,7 @@ void add_fsdp_copies(PlanPrediction& out, const PlanLayout& p, const PlanContext
 void predict_bubble(PlanPrediction& out, const PlanLayout& p, const PlanContext& context,
                     const EnginePipeline* pipeline, const std::vector<PassCosts>& work_costs) {
     const Layout& l = p.engine;
-    out.passes_by_pp_rank = l.pp > 1 ? pass_counts(pipeline->schedule)
+    out.passes_by_pp_rank = l.pp > 1 ? pipeline->passes
                                      : std::vector<PassCounts>{unpipelined_pass_counts(l.microbatches)};
     if (l.pp <= 1) return;
     const ScheduleShape shape{l.pp, l.microbatches, l.virtual_stages};

@@ -190,6 +190,10 @@ struct PlanContext {
 // `pipeline`: the layout's engine_pipeline when the caller has it already (a search shares one
 // per schedule shape); built here otherwise.
 PlanMemory plan_memory(const PlanLayout& layout, const EnginePipeline* pipeline = nullptr);
+// A floor of plan_memory(layout).total that needs no schedule: the most model states any pipeline
+// rank holds (parameters, gradients, optimizer state; the schedule changes only what else it
+// holds). 0 where it is not computed (a mixture of experts under a framework's convention).
+double plan_memory_floor(const PlanLayout& layout);
 // The allocator's and runtime's share of a device a layout cannot use (frameworks' conventions;
 // parbench's counts its engine's own buffers), and what is left for it.
 double plan_memory_reserved(const PlanLayout& layout, const ClusterSpec& cluster);

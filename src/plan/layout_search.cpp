@@ -37,6 +37,23 @@ std::vector<int> microbatch_counts(const SearchSpace& space, int per_dp, int pp)
     return counts;
 }
 
+// Degrees and schedule a group of layouts share (each then varies sp, ZeRO and its forms).
+struct SearchShape {
+    int dp = 1, tp = 1, pp = 1, microbatches = 1;
+    ScheduleKind schedule = ScheduleKind::one_f_one_b;
+    int virtual_stages = 1;
+};
+
+// A pipelined layout dropped on its model states alone (plan_memory_floor above the GPU's room),
+// its full memory not yet computed: that needs its shape's schedule, and only matters if the
+// layout may be the smallest unfit (settle_smallest_unfit).
+struct UnpricedUnfit {
+    PlanLayout layout;
+    SearchShape shape;
+    double floor = 0;
+    long long order = 0;  // its place among the layouts considered
+};
+
 // The search's stages, outermost first: the degrees (tp, then pp, giving dp), the micro-batch
 // counts, the pipeline schedules, then every sequence-parallel and ZeRO choice of that shape,
 // each priced or dropped with its reason. One search's tally, shared by the stages.
@@ -44,18 +61,21 @@ struct SearchRun {
     const SearchSpace& space;
     const PlanContext& context;
     SearchResult result;
+    // The smallest unfit layout among those whose memory was computed: the first of the least
+    // total, and its place (result.considered when it came).
+    bool smallest_priced = false;
+    long long smallest_order = 0;
+    std::vector<UnpricedUnfit> unpriced;
 
     void drop(const std::string& reason) { ++result.dropped[reason]; }
     bool below_smallest_unfit(double total) const {
-        return !result.any_unfit || total < result.smallest_unfit.memory.total;
+        return !smallest_priced || total < result.smallest_unfit.memory.total;
     }
-};
-
-// Degrees and schedule a group of layouts share (each then varies sp, ZeRO and its forms).
-struct SearchShape {
-    int dp = 1, tp = 1, pp = 1, microbatches = 1;
-    ScheduleKind schedule = ScheduleKind::one_f_one_b;
-    int virtual_stages = 1;
+    void keep_smallest_unfit(PlanPrediction unfit) {
+        result.smallest_unfit = std::move(unfit);
+        smallest_priced = true;
+        smallest_order = result.considered;
+    }
 };
 
 // Why tp cannot be used at all, or empty.
@@ -96,16 +116,35 @@ std::string schedule_drop_reason(const SearchRun& run, const SearchShape& shape)
     return "";
 }
 
-// One schedule (and its peaks in flight) for every layout of this shape.
-std::optional<EnginePipeline> shared_pipeline(const SearchSpace& space, const SearchShape& shape) {
-    if (shape.pp == 1) return std::nullopt;
-    Layout layout = space.base.engine;
-    layout.pp = shape.pp;
-    layout.microbatches = shape.microbatches;
-    layout.schedule = shape.schedule;
-    layout.virtual_stages = shape.virtual_stages;
-    return engine_pipeline(layout);
-}
+// One schedule (and its peaks in flight) for every layout of this shape, built when a layout
+// first needs it: at a short sequence a default batch cuts into tens of thousands of micro-batches,
+// and building their schedules was most of a search's time when no layout of the shape could fit.
+class ShapePipeline {
+  public:
+    ShapePipeline(const SearchSpace& space, const SearchShape& shape) : space_(space), shape_(shape) {}
+    const EnginePipeline* get() {
+        if (shape_.pp == 1) return nullptr;
+        if (!built_) {
+            Layout layout = space_.base.engine;
+            layout.pp = shape_.pp;
+            layout.microbatches = shape_.microbatches;
+            layout.schedule = shape_.schedule;
+            layout.virtual_stages = shape_.virtual_stages;
+            built_ = engine_pipeline(layout);
+        }
+        return &*built_;
+    }
+    bool built() const { return built_.has_value(); }
+    bool builds(const SearchShape& shape) const {
+        return shape.pp == shape_.pp && shape.microbatches == shape_.microbatches &&
+               shape.schedule == shape_.schedule && shape.virtual_stages == shape_.virtual_stages;
+    }
+
+  private:
+    const SearchSpace& space_;
+    SearchShape shape_;
+    std::optional<EnginePipeline> built_;
+};
 
 // The base layout at this shape, with sequence parallelism on or off and this ZeRO stage.
 PlanLayout layout_at(const SearchSpace& space, const SearchShape& shape, bool sp, int zero) {
@@ -151,24 +190,43 @@ std::vector<PlanLayout> zero3_forms(const SearchRun& run, const PlanLayout& layo
     return forms;
 }
 
+// An unfit layout known by its memory alone.
+PlanPrediction unfit_memory(const PlanLayout& layout, PlanMemory memory) {
+    PlanPrediction unfit;
+    unfit.layout = layout;
+    unfit.memory = std::move(memory);
+    return unfit;
+}
+
 // Prices each candidate that fits, keeping the smallest that does not. An MoE 1F1B layout's
 // paired variant follows it (with_a2a_overlap_1f1b): kept only where the pairing is predicted
 // faster (the last stage runs unpaired, and often sets the step).
-void price_candidates(SearchRun& run, const std::vector<PlanLayout>& candidates, const EnginePipeline* pipeline) {
+void price_candidates(SearchRun& run, const std::vector<PlanLayout>& candidates, const SearchShape& shape,
+                      ShapePipeline& shape_pipeline) {
     double unpaired_step_ms = 0;
     for (const PlanLayout& candidate : candidates) {
         ++run.result.considered;
+        const double capacity = plan_memory_capacity(candidate, run.context.cluster);
+        // Until the shape's schedule is built, a pipelined layout whose model states alone exceed
+        // the GPU's room is dropped as its full memory (never less than its states) would drop it.
+        if (candidate.engine.pp > 1 && !shape_pipeline.built()) {
+            const double floor = plan_memory_floor(candidate);
+            if (floor > capacity) {
+                if (!candidate.engine.moe.a2a_overlap_1f1b) unpaired_step_ms = std::numeric_limits<double>::infinity();
+                run.drop("does not fit in memory");
+                run.unpriced.push_back(UnpricedUnfit{candidate, shape, floor, run.result.considered});
+                run.result.any_unfit = true;
+                continue;
+            }
+        }
+        const EnginePipeline* pipeline = shape_pipeline.get();
         // Memory first: most layouts of a large model do not fit, and pricing their step (a
         // schedule simulated per layout) was most of a search's time.
         PlanMemory memory = plan_memory(candidate, pipeline);
-        if (memory.total > plan_memory_capacity(candidate, run.context.cluster)) {
+        if (memory.total > capacity) {
             if (!candidate.engine.moe.a2a_overlap_1f1b) unpaired_step_ms = std::numeric_limits<double>::infinity();
             run.drop("does not fit in memory");
-            if (run.below_smallest_unfit(memory.total)) {
-                run.result.smallest_unfit = PlanPrediction{};
-                run.result.smallest_unfit.layout = candidate;
-                run.result.smallest_unfit.memory = std::move(memory);
-            }
+            if (run.below_smallest_unfit(memory.total)) run.keep_smallest_unfit(unfit_memory(candidate, std::move(memory)));
             run.result.any_unfit = true;
             continue;
         }
@@ -181,7 +239,7 @@ void price_candidates(SearchRun& run, const std::vector<PlanLayout>& candidates,
         }
         if (!prediction.fits) {
             run.drop("does not fit in memory");
-            if (run.below_smallest_unfit(prediction.memory.total)) run.result.smallest_unfit = prediction;
+            if (run.below_smallest_unfit(prediction.memory.total)) run.keep_smallest_unfit(prediction);
             run.result.any_unfit = true;
             continue;
         }
@@ -195,7 +253,7 @@ void search_schedule(SearchRun& run, const SearchShape& shape) {
         run.drop(reason);
         return;
     }
-    const std::optional<EnginePipeline> pipeline = shared_pipeline(run.space, shape);
+    ShapePipeline pipeline(run.space, shape);
     const ModelConfig& model = run.space.base.engine.model;
     for (int sp = 0; sp <= (shape.tp > 1 ? 1 : 0); ++sp) {
         if (sp && model.seq_len % shape.tp != 0) continue;
@@ -207,8 +265,8 @@ void search_schedule(SearchRun& run, const SearchShape& shape) {
                 continue;
             }
             const PlanLayout layout = layout_at(run.space, shape, sp == 1, zero);
-            price_candidates(run, with_a2a_overlap_1f1b(with_expert_degrees(zero3_forms(run, layout))),
-                             pipeline ? &*pipeline : nullptr);
+            price_candidates(run, with_a2a_overlap_1f1b(with_expert_degrees(zero3_forms(run, layout))), shape,
+                             pipeline);
         }
     }
 }
@@ -238,10 +296,34 @@ void search_degrees(SearchRun& run, int tp, int pp) {
     }
 }
 
+// The smallest unfit layout as a search in order would keep it (the first of the least memory),
+// now that the layouts dropped on their states have to be counted in: only those whose floor is
+// not above the smallest so far can be below it or equal it earlier, so their memory is computed,
+// the lowest floors first, until the floors pass the smallest.
+void settle_smallest_unfit(SearchRun& run) {
+    std::stable_sort(run.unpriced.begin(), run.unpriced.end(),
+                     [](const UnpricedUnfit& a, const UnpricedUnfit& b) { return a.floor < b.floor; });
+    std::optional<ShapePipeline> pipeline;
+    for (const UnpricedUnfit& unfit : run.unpriced) {
+        if (run.smallest_priced && unfit.floor > run.result.smallest_unfit.memory.total) break;
+        const SearchShape& shape = unfit.shape;
+        if (!pipeline || !pipeline->builds(shape)) pipeline.emplace(run.space, shape);
+        PlanMemory memory = plan_memory(unfit.layout, pipeline->get());
+        const double smallest = run.result.smallest_unfit.memory.total;
+        if (!run.smallest_priced || memory.total < smallest ||
+            (memory.total == smallest && unfit.order < run.smallest_order)) {
+            run.result.smallest_unfit = unfit_memory(unfit.layout, std::move(memory));
+            run.smallest_priced = true;
+            run.smallest_order = unfit.order;
+        }
+    }
+    run.unpriced.clear();
+}
+
 }  // namespace
 
 SearchResult search_layouts(const SearchSpace& space, const PlanContext& context) {
-    SearchRun run{space, context, {}};
+    SearchRun run{space, context, {}, false, 0, {}};
     const int gpus = context.cluster.gpus;
     for (int tp : divisors(gpus)) {
         if (const std::string reason = tp_drop_reason(run, tp); !reason.empty()) {
@@ -250,6 +332,7 @@ SearchResult search_layouts(const SearchSpace& space, const PlanContext& context
         }
         for (int pp : divisors(gpus / tp)) search_degrees(run, tp, pp);
     }
+    settle_smallest_unfit(run);
     std::sort(run.result.ranked.begin(), run.result.ranked.end(),
               [](const PlanPrediction& a, const PlanPrediction& b) { return a.step_ms < b.step_ms; });
     return std::move(run.result);

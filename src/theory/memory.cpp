@@ -364,13 +364,21 @@ void mlp_items(const Layout& l, ItemList& items) {
 
 std::optional<EnginePipeline> engine_pipeline(const Layout& l) {
     if (l.pp <= 1) return std::nullopt;
-    EnginePipeline pipeline{make_schedule(l.schedule, ScheduleShape{l.pp, l.microbatches, l.virtual_stages}), {}, {}};
-    pipeline.in_flight = peak_in_flight(pipeline.schedule, l.p2p);
+    EnginePipeline pipeline{make_schedule(l.schedule, ScheduleShape{l.pp, l.microbatches, l.virtual_stages}), {}, {}, {}};
     pipeline.occupancy = chunk_occupancy(pipeline.schedule, l.p2p);
+    pipeline.in_flight = peak_in_flight(pipeline.occupancy, l.virtual_stages);
+    pipeline.passes = pass_counts(pipeline.schedule);
     return pipeline;
 }
 
-EngineRank engine_rank(const Layout& l, int pp_rank, const EnginePipeline* pipeline, const ParameterLayout* whole) {
+std::vector<LayerRange> engine_rank_chunks(const Layout& l, int pp_rank) {
+    std::vector<LayerRange> chunks;
+    for (int c = 0; c < l.virtual_stages; ++c)
+        chunks.push_back(l.stage_ranges.at(static_cast<std::size_t>(c * l.pp + pp_rank)));
+    return chunks;
+}
+
+EngineRank engine_rank_unscheduled(const Layout& l, int pp_rank, const ParameterLayout* whole) {
     const TensorSplit split{0, l.tp, l.sp, l.tp_style};
     // Every rank of an ep group holds as many experts: rank 0's layout counts them all.
     std::optional<ParameterLayout> built;
@@ -380,15 +388,20 @@ EngineRank engine_rank(const Layout& l, int pp_rank, const EnginePipeline* pipel
         rank.layout = built ? std::move(*built) : *whole;
         return rank;
     }
+    rank.part.chunks = engine_rank_chunks(l, pp_rank);
+    rank.layout = whole->select_units(pipeline_part_units(l.model, rank.part));
+    return rank;
+}
+
+EngineRank engine_rank(const Layout& l, int pp_rank, const EnginePipeline* pipeline, const ParameterLayout* whole) {
+    EngineRank rank = engine_rank_unscheduled(l, pp_rank, whole);
+    if (l.pp == 1) return rank;
     std::optional<EnginePipeline> built_pipeline;
     if (pipeline == nullptr) pipeline = &built_pipeline.emplace(*engine_pipeline(l));
     // pipeline_part (theory/pipeline/partition.cpp) with the peak computed once.
     rank.part.split_backward = pipeline->schedule.split_backward;
     rank.part.slots = pipeline->in_flight.at(static_cast<std::size_t>(pp_rank));
     rank.part.occupancy = pipeline->occupancy.at(static_cast<std::size_t>(pp_rank));
-    for (int c = 0; c < l.virtual_stages; ++c)
-        rank.part.chunks.push_back(l.stage_ranges.at(static_cast<std::size_t>(c * l.pp + pp_rank)));
-    rank.layout = whole->select_units(pipeline_part_units(l.model, rank.part));
     return rank;
 }
 
@@ -429,6 +442,16 @@ RankMemory engine_rank_memory(const Layout& layout, int pp_rank, const EnginePip
                       static_cast<double>(rank.layout.units().at(0).numel) * f32, true);
     }
     return memory;
+}
+
+double engine_rank_state_bytes(const Layout& layout, int pp_rank) {
+    // engine_rank_memory's first items, summed in its order: its total adds only non-negative
+    // items after them, so it is never below this (rounding is monotonic).
+    RankMemory memory;
+    ItemList items(memory);
+    const EngineRank rank = engine_rank_unscheduled(layout, pp_rank);
+    scheme_items(layout, rank.layout, model_parameter_units_held_at_once(layout.model, rank.part), items);
+    return memory.total();
 }
 
 RankMemory engine_peak_memory(const Layout& layout) {

@@ -60,18 +60,28 @@ struct EngineRank {
     ParameterLayout layout;
     PipelinePart part;
 };
-// The schedule of a pipelined layout and every rank's peak micro-batches in flight, built once
+// The schedule of a pipelined layout, every rank's peak micro-batches in flight and its passes, built once
 // (a plan asks for every rank of it; the schedule has p x m actions per rank).
 struct EnginePipeline {
     Schedule schedule;
     std::vector<std::vector<int>> in_flight;  // per rank, per chunk (schedule_simulation.hpp)
     std::vector<ChunkOccupancy> occupancy;    // per rank (schedule_simulation.hpp)
+    std::vector<PassCounts> passes;           // per rank (schedule.hpp's pass_counts)
 };
 std::optional<EnginePipeline> engine_pipeline(const Layout& layout);
 // `whole`: model_parameter_layout at the layout's tensor and expert split, when the caller has it
 // (a plan asks for every pipeline rank of one layout).
 EngineRank engine_rank(const Layout& layout, int pp_rank, const EnginePipeline* pipeline = nullptr,
                        const ParameterLayout* whole = nullptr);
+// Pipeline rank `pp_rank`'s chunks (virtual stage c·pp + pp_rank for each chunk c).
+std::vector<LayerRange> engine_rank_chunks(const Layout& layout, int pp_rank);
+// The same without the schedule: the rank's parameters and chunks, no activation slots. What its
+// model states need, which no schedule changes (a search rules out shapes on them before building
+// a schedule of thousands of micro-batches).
+EngineRank engine_rank_unscheduled(const Layout& layout, int pp_rank, const ParameterLayout* whole = nullptr);
+// One pipeline rank's model states in its ledger (the schemes' parameters, gradients, AdamW state
+// and their slots: engine_rank_memory's first items): a floor of its total under any schedule.
+double engine_rank_state_bytes(const Layout& layout, int pp_rank);
 
 // One pipeline rank's ledger. Throws UsageError for a model kind the engine cannot train.
 RankMemory engine_rank_memory(const Layout& layout, int pp_rank, const EnginePipeline* pipeline = nullptr);

@@ -4,6 +4,7 @@
 #include <gtest/gtest.h>
 
 #include <map>
+#include <set>
 #include <sstream>
 #include <tuple>
 
@@ -129,6 +130,46 @@ TEST(Schedule, PeakActivationsInFlight) {
 // pairs on rank r (arXiv 2104.04473 sec. 2.2), p*v + p - 1 on rank 0: L(1 + (p-1)/(p*v)) layers
 // (arXiv 2205.05198 sec. 4.2.3); fewer than the sum of the chunks' own peaks. With one chunk
 // (GPipe, 1F1B, ZB-H1) the pool is that chunk's peak.
+// chunk_occupancy keeps each count once: the counts after every take, walked here over the order
+// the executor issues the actions in, are the same set, so every peak over them is too; and in
+// nonblocking mode that order is the schedule's own.
+TEST(Schedule, ChunkOccupancyIsEveryDistinctCountAfterATake) {
+    bool repeats_dropped = false;
+    for (const Case& c : cases()) {
+        SCOPED_TRACE(name(c));
+        const Schedule s = make_schedule(c.kind, ScheduleShape{c.p, c.m, c.v});
+        for (P2pMode mode : {P2pMode::nonblocking, P2pMode::blocking}) {
+            if (c.kind == ScheduleKind::interleaved && mode == P2pMode::blocking) continue;
+            const std::vector<std::vector<Action>> order = issue_order(s, mode);
+            if (mode == P2pMode::nonblocking) {
+                EXPECT_EQ(order, s.ranks);
+            }
+            const std::vector<ChunkOccupancy> occupancy = chunk_occupancy(s, mode);
+            ASSERT_EQ(occupancy.size(), static_cast<std::size_t>(c.p));
+            for (int r = 0; r < c.p; ++r) {
+                std::vector<int> held(static_cast<std::size_t>(c.v), 0);
+                std::set<std::vector<int>> taken;
+                int takes = 0;
+                for (const Action& a : order[static_cast<std::size_t>(r)]) {
+                    const bool first_stage = a.chunk * c.p + r == 0;
+                    if (a.kind == ActionKind::recv_activation || (a.kind == ActionKind::forward && first_stage)) {
+                        ++held[static_cast<std::size_t>(a.chunk)];
+                        taken.insert(held);
+                        ++takes;
+                    } else if (a.kind == (s.split_backward ? ActionKind::weight : ActionKind::backward)) {
+                        --held[static_cast<std::size_t>(a.chunk)];
+                    }
+                }
+                const ChunkOccupancy& kept = occupancy[static_cast<std::size_t>(r)];
+                EXPECT_EQ(std::set<std::vector<int>>(kept.begin(), kept.end()), taken) << "rank " << r;
+                EXPECT_EQ(kept.size(), taken.size()) << "rank " << r << ": a count kept twice";
+                repeats_dropped = repeats_dropped || static_cast<int>(kept.size()) < takes;
+            }
+        }
+    }
+    EXPECT_TRUE(repeats_dropped);  // 1F1B's steady state repeats its counts
+}
+
 TEST(Schedule, ActivationPoolIsTheRanksPeakHeldAtOnce) {
     for (int p : {2, 3, 4, 8})
         for (int v : {2, 3, 4})

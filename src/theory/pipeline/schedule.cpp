@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cstdio>
+#include <set>
 #include <stdexcept>
 
 #include "core/error.hpp"
@@ -21,6 +22,7 @@ std::vector<std::vector<Action>> with_transfers(const detail::ComputeOrder& orde
     std::vector<std::vector<Action>> ranks(order.size());
     for (int rank = 0; rank < p; ++rank) {
         auto& out = ranks[static_cast<std::size_t>(rank)];
+        out.reserve(3 * order[static_cast<std::size_t>(rank)].size());  // at most a receive and a send per pass
         for (const Action& action : order[static_cast<std::size_t>(rank)]) {
             const int stage = action.chunk * p + rank;
             const int previous = (stage - 1 + p) % p;
@@ -143,12 +145,14 @@ std::vector<ChunkOccupancy> chunk_occupancy(const Schedule& schedule, const std:
     for (std::size_t rank = 0; rank < order.size(); ++rank) {
         std::vector<int> held(v, 0);
         ChunkOccupancy moments;
+        // The same counts recur every step of a steady state: kept once (a peak is a maximum).
+        std::set<std::vector<int>> seen;
         for (const Action& action : order[rank]) {
             // A micro-batch is taken by its input's arrival (its forward on stage 0).
             const bool first_stage = action.chunk * schedule.shape.stages + static_cast<int>(rank) == 0;
             if (action.kind == ActionKind::recv_activation || (action.kind == ActionKind::forward && first_stage)) {
                 ++held[static_cast<std::size_t>(action.chunk)];
-                moments.push_back(held);
+                if (seen.insert(held).second) moments.push_back(held);
             } else if (action.kind == release) {
                 --held[static_cast<std::size_t>(action.chunk)];
             }
@@ -169,16 +173,16 @@ int peak_held(const ChunkOccupancy& occupancy, const std::vector<int>& per_chunk
 }
 
 std::vector<std::vector<int>> peak_in_flight(const Schedule& schedule, const std::vector<std::vector<Action>>& order) {
-    const auto v = static_cast<std::size_t>(schedule.shape.virtual_stages);
+    return peak_in_flight(chunk_occupancy(schedule, order), schedule.shape.virtual_stages);
+}
+
+std::vector<std::vector<int>> peak_in_flight(const std::vector<ChunkOccupancy>& occupancy, int chunks) {
     std::vector<std::vector<int>> peaks;
-    for (const ChunkOccupancy& occupancy : chunk_occupancy(schedule, order)) {
-        std::vector<int> peak(v, 0);
-        for (std::size_t c = 0; c < v; ++c) {
-            std::vector<int> only_c(v, 0);
-            only_c[c] = 1;
-            peak[c] = peak_held(occupancy, only_c);
-        }
-        peaks.push_back(peak);
+    for (const ChunkOccupancy& moments : occupancy) {
+        std::vector<int> peak(static_cast<std::size_t>(chunks), 0);
+        for (const std::vector<int>& held : moments)
+            for (std::size_t c = 0; c < peak.size(); ++c) peak[c] = std::max(peak[c], held[c]);
+        peaks.push_back(std::move(peak));
     }
     return peaks;
 }

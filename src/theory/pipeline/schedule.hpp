@@ -76,12 +76,15 @@ std::vector<std::vector<int>> peak_in_flight(const Schedule& schedule);
 // arrives, or its forward on stage 0 starts), how many micro-batches each chunk holds just after.
 // Any sum over the chunks (layers, buffers) peaks at one of these moments, since only a take
 // raises it; the chunks' own peaks fall at different moments, so the peak of the sum is less
-// than the sum of the peaks.
+// than the sum of the peaks. Each distinct count is kept once, where it first occurs (a steady
+// state repeats the same few for every micro-batch; a peak over them is the same).
 using ChunkOccupancy = std::vector<std::vector<int>>;  // [moment][chunk]
 // Per rank, in the order `order` issues the actions.
 std::vector<ChunkOccupancy> chunk_occupancy(const Schedule& schedule, const std::vector<std::vector<Action>>& order);
 // The most of sum over chunks c of held[c] * per_chunk[c] at once (0 for a rank that holds nothing).
 int peak_held(const ChunkOccupancy& occupancy, const std::vector<int>& per_chunk);
+// Per rank, each of its `chunks` chunks' own peak over its occupancy (what peak_in_flight gives).
+std::vector<std::vector<int>> peak_in_flight(const std::vector<ChunkOccupancy>& occupancy, int chunks);
 
 // The compute passes of one step on one rank, over all its chunks: forwards (F), input-gradient
 // passes (B), and weight-gradient passes, fused into B unless the backward is split, where they

@@ -238,10 +238,12 @@ std::vector<std::vector<Action>> issue_order(const Schedule& schedule, P2pMode m
 }
 
 std::vector<std::vector<int>> peak_in_flight(const Schedule& schedule, P2pMode mode) {
-    return peak_in_flight(schedule, issue_order(schedule, mode));
+    return peak_in_flight(chunk_occupancy(schedule, mode), schedule.shape.virtual_stages);
 }
 
 std::vector<ChunkOccupancy> chunk_occupancy(const Schedule& schedule, P2pMode mode) {
+    // Non-blocking transfers issue every action as a step of its own, in the schedule's order.
+    if (mode == P2pMode::nonblocking) return chunk_occupancy(schedule, schedule.ranks);
     return chunk_occupancy(schedule, issue_order(schedule, mode));
 }
 
