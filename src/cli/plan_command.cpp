@@ -413,9 +413,13 @@ class PlanCommand : public Command {
         const double gbps = rate.optimizer_gbps.value_or(context.cluster.device.memory_bandwidth_gbps);
         HostContention contention;
         contention.busy_ranks = busy.ranks;
-        contention.factor = measured_step_scale(*context.device_compute, base.engine, base.engine.attention, busy.run, gbps) /
-                            context.device_compute->step_scale;
+        const double busy_scale =
+            measured_step_scale(*context.device_compute, base.engine, base.engine.attention, busy.run, gbps);
+        contention.factor = busy_slowdown(busy_scale, context.device_compute->step_scale);
         contention.source = busy.source + ", over --calibrate-compute " + calibrate_compute + "'s step alone";
+        if (busy_scale < context.device_compute->step_scale)
+            contention.source += " (measured " + std::to_string(busy_scale / context.device_compute->step_scale) +
+                                 ", faster than alone: the runs' noise, taken as no slowdown)";
         return contention;
     }
 

@@ -7,6 +7,10 @@
 
 namespace parbench {
 
+double busy_slowdown(double busy_step_scale, double alone_step_scale) {
+    return std::max(1.0, busy_step_scale / alone_step_scale);
+}
+
 double HostContention::at(double busy_cores) const {
     if (!calibrated() || busy_cores <= 1.0) return 1.0;
     const double measured = std::min(busy_cores, static_cast<double>(busy_ranks));

@@ -37,6 +37,12 @@ struct HostContention {
     double at(double busy_cores) const;
 };
 
+// The busy runs' level over the alone run's as the slowdown. Ranks computing at once share the
+// caches, memory bandwidth and turbo budget, none of which speeds a rank up, so a busy level
+// measured below the alone one is the runs' noise (their steps spread 2-3 % on the 2-core VM)
+// and counts as no slowdown.
+double busy_slowdown(double busy_step_scale, double alone_step_scale);
+
 // Scales each stage's compute (its passes and linear GEMMs) by its rank's slowdown on `share`'s
 // host: nothing unless `contention` is calibrated and the host is a CPU host (cores known).
 // `schedule`: the layout's pipeline schedule when pp > 1 (a host holding whole pipelines, each

@@ -254,6 +254,12 @@ std::string write_run(const std::string& name, double step_ms, const std::string
     return path;
 }
 
+TEST(HostContention, BusySlowdownIsTheLevelsRatioAndNeverASpeedUp) {
+    EXPECT_DOUBLE_EQ(busy_slowdown(1.2, 1.0), 1.2);
+    EXPECT_DOUBLE_EQ(busy_slowdown(0.5, 0.4), 1.25);
+    EXPECT_DOUBLE_EQ(busy_slowdown(0.97, 1.0), 1.0);  // busy runs measured faster than alone: noise
+}
+
 TEST(BusyCalibration, OneRankRunsAtOnceGiveTheirMedianStep) {
     const ModelConfig model = small_gpt();
     const ComputeRate alone = calibrate_compute(write_run("alone", 97, "2026-12-05T02:00:00Z", "2026-12-05T02:00:01Z"), model);
