@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <cmath>
 #include <filesystem>
+#include <functional>
 #include <iomanip>
 #include <limits>
 #include <map>
@@ -354,61 +355,49 @@ std::string holdings(const nlohmann::json& document) {
     return text;
 }
 
-// Loud, and first: the pages a host buffer is on move a figure as much as the code does (the
-// same MPI loop ran 1.5x faster at 16 MiB on huge pages on this project's VM), and nothing in
-// the points themselves shows it. Reports from before the record are not judged.
-void warn_of_different_pages(Comparison& comparison) {
+// A setting the points themselves do not show and that moves them as much as the code does:
+// when the reports differ in it, a warning goes first, naming each report's value
+// (`describe` of its setup; "" where a report predates the record, and then nothing is judged).
+void warn_of_different_setting(Comparison& comparison, const std::function<std::string(const ReportSetup&)>& describe,
+                               const std::string& what_differs, const std::string& record_and_fix) {
     std::string values;
     bool different = false;
     for (std::size_t r = 0; r < comparison.setups.size(); ++r) {
-        if (comparison.setups[r].pages.empty()) return;
-        different = different || comparison.setups[r].pages != comparison.setups[0].pages;
-        values += (r ? ", " : "") + comparison.labels[r] + " " + comparison.setups[r].pages;
+        const std::string value = describe(comparison.setups[r]);
+        if (value.empty()) return;
+        different = different || value != describe(comparison.setups[0]);
+        values += (r ? ", " : "") + comparison.labels[r] + " " + value;
     }
     if (different)
         comparison.warnings.insert(comparison.warnings.begin(),
-                                   "the reports' buffers were on different pages (" + values +
-                                       "; environment.buffer_pages, read back from the kernel): from about 1 MiB the "
-                                       "ratios measure the pages as much as anything else; measure both with the same "
-                                       "--buffer-pages on hosts with the same THP setting");
+                                   what_differs + " (" + values + "; " + record_and_fix);
 }
 
-// As loud: a collective on buffers out of cache (--off-cache) takes 2-5x its hot time from about
-// 1 MiB on a CPU host (results/2026-12-05-off-cache), so a hot report against an off-cache one
-// compares the caches.
-void warn_of_different_caching(Comparison& comparison) {
-    std::string values;
-    bool different = false;
-    for (std::size_t r = 0; r < comparison.setups.size(); ++r) {
-        const std::uint64_t bytes = comparison.setups[r].off_cache_bytes;
-        different = different || bytes != comparison.setups[0].off_cache_bytes;
-        values += (r ? ", " : "") + comparison.labels[r] + " " +
-                  (bytes > 0 ? "off cache over " + std::to_string(bytes) + " B" : "hot");
-    }
-    if (different)
-        comparison.warnings.insert(comparison.warnings.begin(),
-                                   "the reports' buffers were not equally out of cache (" + values +
-                                       "; config.off_cache_bytes): the ratios measure the caches as much as anything "
-                                       "else; measure both with the same --off-cache");
-}
-
-// As loud: a non-blocking call and its wait (--nonblocking) run Open MPI's libnbc schedule, not
-// the tuned blocking algorithm: 1.5-1.8x the blocking all-reduce's time at 14.9 MB here
-// (results/2026-12-05-nonblocking), so a blocking report against a non-blocking one compares the
-// two forms.
-void warn_of_different_forms(Comparison& comparison) {
-    std::string values;
-    bool different = false;
-    for (std::size_t r = 0; r < comparison.setups.size(); ++r) {
-        const bool nonblocking = comparison.setups[r].nonblocking;
-        different = different || nonblocking != comparison.setups[0].nonblocking;
-        values += (r ? ", " : "") + comparison.labels[r] + " " + (nonblocking ? "non-blocking" : "blocking");
-    }
-    if (different)
-        comparison.warnings.insert(comparison.warnings.begin(),
-                                   "the reports timed different forms of the calls (" + values +
-                                       "; config.nonblocking): the ratios measure the forms as much as anything "
-                                       "else; measure both with or without --nonblocking");
+// The pages a host buffer is on (the same MPI loop ran 1.5x faster at 16 MiB on huge pages on
+// this project's VM); buffers out of cache (--off-cache: 2-5x the hot time from about 1 MiB on a
+// CPU host, results/2026-12-05-off-cache); the non-blocking form (--nonblocking: Open MPI's libnbc
+// schedule, 1.5-1.8x the blocking all-reduce at 14.9 MB here, results/2026-12-05-nonblocking).
+void warn_of_different_settings(Comparison& comparison) {
+    warn_of_different_setting(
+        comparison, [](const ReportSetup& setup) { return setup.pages; },
+        "the reports' buffers were on different pages",
+        "environment.buffer_pages, read back from the kernel): from about 1 MiB the ratios measure the pages as much "
+        "as anything else; measure both with the same --buffer-pages on hosts with the same THP setting");
+    warn_of_different_setting(
+        comparison,
+        [](const ReportSetup& setup) {
+            return setup.off_cache_bytes > 0 ? "off cache over " + std::to_string(setup.off_cache_bytes) + " B"
+                                             : std::string("hot");
+        },
+        "the reports' buffers were not equally out of cache",
+        "config.off_cache_bytes): the ratios measure the caches as much as anything else; measure both with the same "
+        "--off-cache");
+    warn_of_different_setting(
+        comparison,
+        [](const ReportSetup& setup) { return std::string(setup.nonblocking ? "non-blocking" : "blocking"); },
+        "the reports timed different forms of the calls",
+        "config.nonblocking): the ratios measure the forms as much as anything else; measure both with or without "
+        "--nonblocking");
 }
 
 }  // namespace
@@ -509,9 +498,7 @@ Comparison compare_reports(const std::vector<LabelledReport>& reports, const Com
     differ("world size", [](const ReportSetup& s) { return std::to_string(s.world_size); });
     differ("backend", [](const ReportSetup& s) { return s.backend; });
     differ("dtype", [](const ReportSetup& s) { return s.dtype; });
-    warn_of_different_pages(comparison);
-    warn_of_different_caching(comparison);
-    warn_of_different_forms(comparison);
+    warn_of_different_settings(comparison);
     return comparison;
 }
 
