@@ -7,6 +7,7 @@
 #include <vector>
 
 #include "bench/statistics.hpp"
+#include "core/percentile.hpp"
 
 namespace parbench {
 namespace {

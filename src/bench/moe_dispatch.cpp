@@ -12,6 +12,7 @@
 #include "bench/statistics.hpp"
 #include "core/counter_rng.hpp"
 #include "core/error.hpp"
+#include "core/percentile.hpp"
 #include "kernels/half_types.hpp"
 
 namespace parbench {

@@ -5,6 +5,8 @@
 #include <numeric>
 #include <sstream>
 
+#include "core/percentile.hpp"
+
 namespace parbench {
 namespace {
 
@@ -14,20 +16,7 @@ std::vector<double> sorted_copy(std::span<const double> samples) {
     return sorted;
 }
 
-double sorted_percentile(const std::vector<double>& sorted, double fraction) {
-    if (sorted.empty()) return 0.0;
-    const double position = fraction * static_cast<double>(sorted.size() - 1);
-    const auto below = static_cast<std::size_t>(std::floor(position));
-    const std::size_t above = std::min(below + 1, sorted.size() - 1);
-    const double weight = position - static_cast<double>(below);
-    return sorted[below] + (sorted[above] - sorted[below]) * weight;
-}
-
 }  // namespace
-
-double percentile(std::span<const double> samples, double fraction) {
-    return sorted_percentile(sorted_copy(samples), fraction);
-}
 
 Summary summarize(std::span<const double> samples) {
     Summary summary;

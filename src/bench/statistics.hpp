@@ -20,8 +20,6 @@ struct Summary {
     std::optional<double> stddev;  // sample standard deviation (n-1); absent for one sample
 };
 
-// Linear interpolation between closest ranks (the "R-7" definition numpy uses by default).
-double percentile(std::span<const double> samples, double fraction);
 Summary summarize(std::span<const double> samples);
 
 // Samples whose modified z-score (0.6745 (x - median) / MAD, Iglewicz-Hoaglin) exceeds 3.5.

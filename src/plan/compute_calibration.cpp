@@ -8,6 +8,7 @@
 #include "core/checked.hpp"
 #include "core/error.hpp"
 #include "core/json_file.hpp"
+#include "core/percentile.hpp"
 #include "plan/cluster.hpp"
 #include "theory/model_flops.hpp"
 
@@ -244,9 +245,7 @@ BusyCompute calibrate_busy_compute(const std::vector<std::string>& paths, const 
     if (latest_start > earliest_finish)
         throw UsageError(flag + ": the runs did not overlap (one started at " + latest_start + ", after another finished "
                          "at " + earliest_finish + "); start them together");
-    std::sort(steps.begin(), steps.end());
-    const std::size_t n = steps.size();
-    busy.run.step_ms = n % 2 ? steps[n / 2] : 0.5 * (steps[n / 2 - 1] + steps[n / 2]);
+    busy.run.step_ms = percentile(steps, 0.5);
     char text[200];
     std::snprintf(text, sizeof text, "%s: %d one-rank runs started together on one host, median step %.4g ms", flag.c_str(),
                   busy.ranks, busy.run.step_ms);
