@@ -104,11 +104,10 @@ void CollectiveHarness::fill_output(const PointSpec& spec, const BufferShape& sh
 RankTimes CollectiveHarness::time_samples(const PointSpec& spec, const std::vector<std::unique_ptr<PreparedCall>>& ops,
                                           std::uint64_t bytes, PointMeasurement& counted) {
     const std::string name(spec.collective->name());
-    const int ops_per_sample = options_.mode == TimingMode::batched ? options_.batch_size : 1;
     std::size_t calls = 0;
     const auto run_next = [&] { ops[calls++ % ops.size()]->run(); };
     auto run_ops = [&] {
-        for (int i = 0; i < ops_per_sample; ++i) run_next();
+        for (int i = 0; i < ops_per_sample(); ++i) run_next();
     };
 
     {
@@ -175,7 +174,7 @@ RankTimes CollectiveHarness::time_samples(const PointSpec& spec, const std::vect
             }
             timer->stop();
         }
-        own[i] = timer->elapsed_us() / ops_per_sample;
+        own[i] = timer->elapsed_us() / ops_per_sample();
         finish[i] = since_us(released);
     }
     const ThreadCounters counters_after = read_thread_counters();
@@ -184,7 +183,7 @@ RankTimes CollectiveHarness::time_samples(const PointSpec& spec, const std::vect
     watchdog_.enter({"results", "gathering rank times", bytes, 0});
     RankTimes times = gather_rank_times(control_, own, arrival, finish);
     counted.counters_by_rank = gather_thread_counters(counters_between(counters_before, counters_after), control_);
-    counted.calls_per_rank = iters * static_cast<std::uint64_t>(ops_per_sample);
+    counted.calls_per_rank = iters * static_cast<std::uint64_t>(ops_per_sample());
     watchdog_.idle();
     return times;
 }
@@ -261,9 +260,8 @@ PointMeasurement CollectiveHarness::measure(const PointSpec& spec) {
 
     // Every decision about the call's arguments is taken here, once per slot the calls reach:
     // the timed window and the check repeat the backend's call alone (Communicator::prepare).
-    const int ops_per_sample = options_.mode == TimingMode::batched ? options_.batch_size : 1;
     const std::size_t calls = static_cast<std::size_t>(options_.warmup) +
-                              static_cast<std::size_t>(options_.iters) * static_cast<std::size_t>(ops_per_sample);
+                              static_cast<std::size_t>(options_.iters) * static_cast<std::size_t>(ops_per_sample());
     std::vector<std::unique_ptr<PreparedCall>> ops;
     for (std::size_t k = 0; k < std::min(slots.size(), std::max<std::size_t>(calls, 1)); ++k) {
         if (options_.nonblocking) {

@@ -106,6 +106,8 @@ class CollectiveHarness {
     std::uint64_t count_wrong(const PointSpec& spec, const BufferShape& shape, const Pointers& pointers,
                               PreparedCall& op);
     Buffer& grow(Buffer& buffer, std::size_t bytes);
+    // The calls one timed sample runs: a batch when batched, else one.
+    int ops_per_sample() const { return options_.mode == TimingMode::batched ? options_.batch_size : 1; }
 
     Communicator& data_;
     Communicator& control_;
