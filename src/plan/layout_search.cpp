@@ -71,10 +71,11 @@ struct SearchRun {
     bool below_smallest_unfit(double total) const {
         return !smallest_priced || total < result.smallest_unfit.memory.total;
     }
-    void keep_smallest_unfit(PlanPrediction unfit) {
+    // `order`: the layout's place among those considered (result.considered when it comes in order).
+    void keep_smallest_unfit(PlanPrediction unfit, long long order) {
         result.smallest_unfit = std::move(unfit);
         smallest_priced = true;
-        smallest_order = result.considered;
+        smallest_order = order;
     }
 };
 
@@ -226,7 +227,8 @@ void price_candidates(SearchRun& run, const std::vector<PlanLayout>& candidates,
         if (memory.total > capacity) {
             if (!candidate.engine.moe.a2a_overlap_1f1b) unpaired_step_ms = std::numeric_limits<double>::infinity();
             run.drop("does not fit in memory");
-            if (run.below_smallest_unfit(memory.total)) run.keep_smallest_unfit(unfit_memory(candidate, std::move(memory)));
+            if (run.below_smallest_unfit(memory.total))
+                run.keep_smallest_unfit(unfit_memory(candidate, std::move(memory)), run.result.considered);
             run.result.any_unfit = true;
             continue;
         }
@@ -239,7 +241,7 @@ void price_candidates(SearchRun& run, const std::vector<PlanLayout>& candidates,
         }
         if (!prediction.fits) {
             run.drop("does not fit in memory");
-            if (run.below_smallest_unfit(prediction.memory.total)) run.keep_smallest_unfit(prediction);
+            if (run.below_smallest_unfit(prediction.memory.total)) run.keep_smallest_unfit(prediction, run.result.considered);
             run.result.any_unfit = true;
             continue;
         }
@@ -311,11 +313,8 @@ void settle_smallest_unfit(SearchRun& run) {
         PlanMemory memory = plan_memory(unfit.layout, pipeline->get());
         const double smallest = run.result.smallest_unfit.memory.total;
         if (!run.smallest_priced || memory.total < smallest ||
-            (memory.total == smallest && unfit.order < run.smallest_order)) {
-            run.result.smallest_unfit = unfit_memory(unfit.layout, std::move(memory));
-            run.smallest_priced = true;
-            run.smallest_order = unfit.order;
-        }
+            (memory.total == smallest && unfit.order < run.smallest_order))
+            run.keep_smallest_unfit(unfit_memory(unfit.layout, std::move(memory)), unfit.order);
     }
     run.unpriced.clear();
 }
